@@ -1,0 +1,36 @@
+# CPU-only image of the Skilldesk service, installed from the same pinned constraints.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    LITELLM_LOCAL_MODEL_COST_MAP=True \
+    HF_HUB_OFFLINE=1 \
+    SKILLDESK_HOST=0.0.0.0 \
+    SKILLDESK_DATA_DIR=/app/data
+
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends espeak-ng curl \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --create-home --uid 10001 skilldesk
+
+WORKDIR /app
+COPY constraints.txt pyproject.toml README.md ./
+# torch first, from PyTorch's CPU wheel index, so no multi-GB CUDA build is pulled in.
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+RUN pip install -c constraints.txt --index-url "$TORCH_INDEX_URL" torch==2.13.0
+COPY app ./app
+COPY agents ./agents
+COPY skills ./skills
+COPY workflows ./workflows
+COPY prompts ./prompts
+RUN pip install -c constraints.txt . \
+    && mkdir -p /app/data && chown skilldesk:skilldesk /app/data
+
+USER skilldesk
+VOLUME ["/app/data"]
+EXPOSE 8000
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+    CMD curl -fsS http://127.0.0.1:8000/healthz || exit 1
+CMD ["skilldesk", "serve"]

@@ -1,0 +1,103 @@
+"""Checkpointers: an SQLite file by default, PostgreSQL for several service processes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from agents.errors import ConfigError
+
+
+def sqlite_url(path: Path) -> str:
+    """The checkpoint URL of an SQLite file."""
+    return f"sqlite:///{path}"
+
+
+@asynccontextmanager
+async def open_checkpointer(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    """Open (and set up) the checkpointer a URL names; close it on exit.
+
+    ``sqlite:///relative/file.sqlite``, ``sqlite:////absolute/file.sqlite`` (the SQLAlchemy
+    convention), ``sqlite:///:memory:`` and ``postgresql://user@host:port/db`` are understood.
+
+    Raises:
+        ConfigError: for any other scheme, or when the store cannot be opened.
+    """
+    if url.startswith("sqlite://"):
+        path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url[9:]
+        async with _sqlite(path or ":memory:") as saver:
+            yield saver
+    elif url.startswith(("postgresql://", "postgres://")):
+        async with _postgres(url) as saver:
+            yield saver
+    else:
+        raise ConfigError(
+            f"checkpoint URL {url!r} (SKILLDESK_CHECKPOINT_URL) has an unknown scheme",
+            fix="use sqlite:///path/to/file.sqlite or postgresql://user@host:5432/db",
+        )
+
+
+@asynccontextmanager
+async def _sqlite(path: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    target = path
+    if target != ":memory:":
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        conn = await aiosqlite.connect(target)
+    except Exception as exc:
+        raise ConfigError(f"cannot open the SQLite checkpoint file {target}: {exc}") from exc
+    try:
+        # WAL lets readers (history, a second CLI) work while a run writes.
+        await conn.execute("PRAGMA journal_mode=WAL")
+        saver = AsyncSqliteSaver(conn)
+        await saver.setup()
+        yield saver
+    finally:
+        await conn.close()
+
+
+@asynccontextmanager
+async def _postgres(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    import psycopg
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool
+
+    try:  # one direct connection first: a refused or misspelt URL fails now, not after a pool wait
+        probe = await psycopg.AsyncConnection.connect(url, connect_timeout=5)
+        await probe.close()
+    except Exception as exc:
+        raise ConfigError(
+            f"cannot connect to PostgreSQL at {_redact(url)} (SKILLDESK_CHECKPOINT_URL): {exc}",
+            fix="check that the server is running and the URL, user and database are right",
+        ) from exc
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        url,
+        min_size=1,
+        max_size=10,
+        open=False,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+    )
+    await pool.open(wait=True, timeout=10)
+    try:
+        saver = AsyncPostgresSaver(pool)
+        await saver.setup()
+        yield saver
+    finally:
+        await pool.close()
+
+
+def _redact(url: str) -> str:
+    if "@" not in url or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    creds, host = rest.rsplit("@", 1)
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}@{host}"

@@ -1,0 +1,27 @@
+"""Thread state: what a checkpoint holds for one conversation."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
+
+SCHEMA_VERSION = 1
+
+
+def add_usage(left: dict[str, int] | None, right: dict[str, Any] | None) -> dict[str, int]:
+    """Reducer: token counts add up over the thread's model calls."""
+    total = dict(left or {})
+    for key in ("input_tokens", "output_tokens", "total_tokens", "model_calls"):
+        if right and key in right:
+            total[key] = total.get(key, 0) + int(right[key])
+    return total
+
+
+class ThreadState(TypedDict, total=False):
+    """State of one conversation thread (see DESIGN.md §5)."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    usage: Annotated[dict[str, int], add_usage]
+    schema_version: int

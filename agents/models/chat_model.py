@@ -1,0 +1,231 @@
+"""A LangChain chat model that calls a litellm Router model group (one profile)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    InvalidToolCall,
+    ToolCall,
+    convert_to_openai_messages,
+)
+from langchain_core.messages.ai import UsageMetadata
+from langchain_core.messages.tool import tool_call_chunk
+from langchain_core.output_parsers.openai_tools import make_invalid_tool_call, parse_tool_call
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import ConfigDict, Field
+
+from agents.models.errors import to_model_error
+
+if TYPE_CHECKING:
+    from langchain_core.callbacks import (
+        AsyncCallbackManagerForLLMRun,
+        CallbackManagerForLLMRun,
+    )
+    from langchain_core.language_models import LanguageModelInput
+
+    from agents.models.gateway import ModelGateway
+
+
+class GatewayChatModel(BaseChatModel):
+    """Chat model for one named profile; retries and fallbacks come from the gateway's Router."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    gateway: Any = Field(exclude=True, description="The ModelGateway that owns the Router.")
+    profile_name: str = Field(description="Name of the model profile (a Router model group).")
+    call_kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra request fields.")
+
+    @property
+    def _llm_type(self) -> str:
+        return "skilldesk-litellm"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"profile": self.profile_name}
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """Bind OpenAI-style tool definitions (any LangChain tool form is converted)."""
+        formatted = [convert_to_openai_tool(tool) for tool in tools]
+        if tool_choice is not None:
+            if tool_choice not in ("auto", "none", "required"):
+                tool_choice = {"type": "function", "function": {"name": tool_choice}}  # type: ignore[assignment]
+            kwargs["tool_choice"] = tool_choice
+        return super().bind(tools=formatted, **kwargs)
+
+    def _request(
+        self, messages: list[BaseMessage], stop: list[str] | None, **kwargs: Any
+    ) -> dict[str, Any]:
+        gateway: ModelGateway = self.gateway
+        request: dict[str, Any] = gateway.request_params(self.profile_name)
+        request.update(self.call_kwargs)
+        request.update(kwargs)
+        request["messages"] = convert_to_openai_messages(messages)
+        if stop:
+            request["stop"] = stop
+        return request
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        gateway: ModelGateway = self.gateway
+        try:
+            response = gateway.router.completion(**self._request(messages, stop, **kwargs))
+        except Exception as exc:
+            raise to_model_error(exc, self.profile_name, gateway.chain(self.profile_name)) from exc
+        return self._to_result(response)
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        gateway: ModelGateway = self.gateway
+        try:
+            response = await gateway.router.acompletion(**self._request(messages, stop, **kwargs))
+        except Exception as exc:
+            raise to_model_error(exc, self.profile_name, gateway.chain(self.profile_name)) from exc
+        return self._to_result(response)
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        gateway: ModelGateway = self.gateway
+        request = self._streaming_request(messages, stop, **kwargs)
+        try:
+            for raw in gateway.router.completion(**request):
+                chunk = self._to_chunk(raw)
+                if chunk is not None:
+                    if run_manager and isinstance(chunk.message.content, str):
+                        run_manager.on_llm_new_token(chunk.message.content, chunk=chunk)
+                    yield chunk
+        except Exception as exc:
+            raise to_model_error(exc, self.profile_name, gateway.chain(self.profile_name)) from exc
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        gateway: ModelGateway = self.gateway
+        request = self._streaming_request(messages, stop, **kwargs)
+        try:
+            stream = await gateway.router.acompletion(**request)
+            async for raw in stream:
+                chunk = self._to_chunk(raw)
+                if chunk is not None:
+                    if run_manager and isinstance(chunk.message.content, str):
+                        await run_manager.on_llm_new_token(chunk.message.content, chunk=chunk)
+                    yield chunk
+        except Exception as exc:
+            raise to_model_error(exc, self.profile_name, gateway.chain(self.profile_name)) from exc
+
+    def _streaming_request(
+        self, messages: list[BaseMessage], stop: list[str] | None, **kwargs: Any
+    ) -> dict[str, Any]:
+        request = self._request(messages, stop, **kwargs)
+        request["stream"] = True
+        request["stream_options"] = {"include_usage": True}
+        return request
+
+    def _to_result(self, response: Any) -> ChatResult:
+        choice = response.choices[0]
+        message = choice.message
+        tool_calls: list[ToolCall] = []
+        invalid: list[InvalidToolCall] = []
+        for raw in message.tool_calls or []:
+            raw_dict = raw.model_dump() if hasattr(raw, "model_dump") else dict(raw)
+            try:
+                parsed = parse_tool_call(raw_dict, return_id=True)
+            except Exception as exc:  # malformed JSON arguments from the model
+                invalid.append(make_invalid_tool_call(raw_dict, str(exc)))
+            else:
+                if parsed is not None:
+                    tool_calls.append(parsed)  # type: ignore[arg-type]
+        usage = _usage(getattr(response, "usage", None))
+        metadata = {
+            "profile": self.profile_name,
+            "model_name": getattr(response, "model", None),
+            "finish_reason": choice.finish_reason,
+        }
+        ai = AIMessage(
+            content=message.content or "",
+            tool_calls=tool_calls,
+            invalid_tool_calls=invalid,
+            usage_metadata=usage,
+            response_metadata=metadata,
+            id=getattr(response, "id", None),
+        )
+        self._record(usage, metadata["model_name"])
+        return ChatResult(generations=[ChatGeneration(message=ai)])
+
+    def _to_chunk(self, raw: Any) -> ChatGenerationChunk | None:
+        usage = _usage(getattr(raw, "usage", None))
+        if not raw.choices:
+            if usage is None:
+                return None
+            self._record(usage, getattr(raw, "model", None))
+            return ChatGenerationChunk(message=AIMessageChunk(content="", usage_metadata=usage))
+        choice = raw.choices[0]
+        delta = choice.delta
+        chunks = [
+            tool_call_chunk(
+                name=call.function.name if call.function else None,
+                args=call.function.arguments if call.function else None,
+                id=call.id,
+                index=call.index,
+            )
+            for call in (getattr(delta, "tool_calls", None) or [])
+        ]
+        metadata: dict[str, Any] = {}
+        if choice.finish_reason:
+            metadata = {"finish_reason": choice.finish_reason, "profile": self.profile_name}
+        if usage is not None:
+            self._record(usage, getattr(raw, "model", None))
+        message = AIMessageChunk(
+            content=getattr(delta, "content", None) or "",
+            tool_call_chunks=chunks,
+            usage_metadata=usage,
+            response_metadata=metadata,
+        )
+        return ChatGenerationChunk(message=message)
+
+    def _record(self, usage: UsageMetadata | None, model_name: str | None) -> None:
+        if usage is not None:
+            gateway: ModelGateway = self.gateway
+            gateway.usage.record(self.profile_name, model_name or "", usage)
+
+
+def _usage(raw: Any) -> UsageMetadata | None:
+    if not raw:
+        return None
+    prompt = int(getattr(raw, "prompt_tokens", 0) or 0)
+    completion = int(getattr(raw, "completion_tokens", 0) or 0)
+    total = int(getattr(raw, "total_tokens", 0) or prompt + completion)
+    return UsageMetadata(input_tokens=prompt, output_tokens=completion, total_tokens=total)

@@ -1,0 +1,230 @@
+"""Model profiles: parsed, normalised and validated before anything calls a model."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from agents.errors import ConfigError
+
+DEFAULT_PROFILE = "default"
+_PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ModelProfile(BaseModel):
+    """One named model: where it lives, how to authenticate, how patient to be."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(
+        description="Model as litellm writes it, 'provider/model' (e.g. 'openai/gpt-4o-mini',"
+        " 'deepseek/deepseek-chat'). With api_base and no provider, 'openai/' is assumed."
+    )
+    api_base: str | None = Field(None, description="Base URL of the provider's API.")
+    api_key_env: str | None = Field(
+        None, description="Name of the environment variable that holds the API key."
+    )
+    api_key: SecretStr | None = Field(
+        None, description="The key itself; only set from SKILLDESK_MODEL_API_KEY.", exclude=True
+    )
+    temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature.")
+    max_tokens: int | None = Field(None, gt=0, description="Cap on tokens per reply.")
+    timeout_s: float = Field(60.0, gt=0, description="Seconds to wait for one attempt.")
+    retries: int = Field(2, ge=0, le=10, description="Retries of this profile before fallbacks.")
+    fallbacks: tuple[str, ...] = Field((), description="Profiles tried, in order, when this fails.")
+
+    @field_validator("model")
+    @classmethod
+    def _strip_model(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("is empty; write it as 'provider/model', e.g. 'openai/gpt-4o-mini'")
+        return value
+
+    @field_validator("api_base")
+    @classmethod
+    def _normalise_base(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip().rstrip("/")
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(
+                f"{value!r} is not an http(s) URL; write it like 'https://api.example.com/v1'"
+            )
+        return value
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _check_env_name(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = value.strip()
+        if not _ENV_NAME.match(value):
+            raise ValueError(f"{value!r} is not an environment variable name")
+        return value
+
+    @field_validator("api_key")
+    @classmethod
+    def _normalise_key(cls, value: SecretStr | None) -> SecretStr | None:
+        return _clean_key(value.get_secret_value()) if value is not None else None
+
+    @property
+    def litellm_model(self) -> str:
+        """The model string handed to litellm (OpenAI-compatible when only a base URL is set)."""
+        if "/" not in self.model and self.api_base:
+            return f"openai/{self.model}"
+        return self.model
+
+
+class ModelsConfig(BaseModel):
+    """Every profile plus the name of the default one."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    default: str = Field(DEFAULT_PROFILE, description="The profile used when none is named.")
+    profiles: dict[str, ModelProfile] = Field(description="Profiles by name.")
+
+    def get(self, name: str | None) -> ModelProfile:
+        """Return a profile by name (the default when ``None``)."""
+        key = name or self.default
+        try:
+            return self.profiles[key]
+        except KeyError:
+            known = ", ".join(sorted(self.profiles)) or "none"
+            raise ConfigError(
+                f"unknown model profile {key!r} (known profiles: {known})",
+                fix="name one of the known profiles, or add it to the models file",
+            ) from None
+
+
+def _clean_key(raw: str) -> SecretStr | None:
+    key = raw.strip()
+    if not key:
+        return None
+    if any(ch.isspace() for ch in key):
+        raise ValueError("contains whitespace inside the key; paste the key again on one line")
+    return SecretStr(key)
+
+
+def load_models_config(
+    *,
+    model: str | None = None,
+    api_base: str | None = None,
+    api_key: str | None = None,
+    models_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ModelsConfig | None:
+    """Build the model profiles from the default-profile settings and an optional models file.
+
+    Returns ``None`` when no model is configured at all (no-model mode).
+
+    Raises:
+        ConfigError: naming the profile and the setting when anything is wrong.
+    """
+    env = os.environ if environ is None else environ
+    raw_profiles: dict[str, dict[str, Any]] = {}
+    default = DEFAULT_PROFILE
+    if models_file is not None:
+        data = _read_models_file(models_file)
+        default = str(data.get("default", DEFAULT_PROFILE))
+        raw_profiles.update(data.get("profiles") or {})
+    if model and model.strip():
+        raw_profiles[DEFAULT_PROFILE] = {
+            **raw_profiles.get(DEFAULT_PROFILE, {}),
+            "model": model,
+            "api_base": api_base,
+            "api_key": api_key,
+        }
+    if not raw_profiles:
+        return None
+
+    profiles = {name: _parse_profile(name, raw, models_file) for name, raw in raw_profiles.items()}
+    config = ModelsConfig(default=default, profiles=profiles)
+    _check_references(config, models_file)
+    for name, profile in profiles.items():
+        if profile.api_key_env and not env.get(profile.api_key_env, "").strip():
+            raise ConfigError(
+                f"model profile {name!r}: environment variable {profile.api_key_env} "
+                "(api_key_env) is not set",
+                fix=f"export {profile.api_key_env}=<your key>, or remove api_key_env "
+                "for a provider that needs no key",
+            )
+    return config
+
+
+def resolve_api_key(profile: ModelProfile, environ: Mapping[str, str] | None = None) -> str | None:
+    """The key for a profile: its own, else the one in its environment variable."""
+    if profile.api_key is not None:
+        return profile.api_key.get_secret_value()
+    if profile.api_key_env:
+        env = os.environ if environ is None else environ
+        secret = _clean_key(env.get(profile.api_key_env, ""))
+        return secret.get_secret_value() if secret else None
+    return None
+
+
+def _read_models_file(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(
+            f"models file {path} (SKILLDESK_MODELS_FILE) does not exist",
+            fix="create it or unset SKILLDESK_MODELS_FILE",
+        ) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"models file {path} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("profiles", {}), dict):
+        raise ConfigError(
+            f"models file {path} must be a mapping with a 'profiles' mapping",
+            fix="see README, section 'Model profiles', for the shape",
+        )
+    return data
+
+
+def _parse_profile(name: str, raw: Any, source: Path | None) -> ModelProfile:
+    where = f" in {source}" if source else ""
+    if not _PROFILE_NAME.match(str(name)):
+        raise ConfigError(f"model profile name {name!r}{where} is not a valid name")
+    if not isinstance(raw, dict):
+        raise ConfigError(f"model profile {name!r}{where} must be a mapping")
+    try:
+        return ModelProfile.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{_setting_name(name, err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"model profile {name!r}{where}: {problems}") from None
+
+
+def _setting_name(profile: str, loc: tuple[int | str, ...]) -> str:
+    field = ".".join(str(part) for part in loc)
+    if profile == DEFAULT_PROFILE and field in ("model", "api_base", "api_key"):
+        return f"SKILLDESK_{'MODEL' if field == 'model' else 'MODEL_' + field.upper()}"
+    return field
+
+
+def _check_references(config: ModelsConfig, source: Path | None) -> None:
+    where = f" (in {source})" if source else ""
+    if config.default not in config.profiles:
+        raise ConfigError(
+            f"default model profile {config.default!r}{where} is not defined",
+            fix=f"define it under 'profiles', or set default to one of {sorted(config.profiles)}",
+        )
+    for name, profile in config.profiles.items():
+        for fallback in profile.fallbacks:
+            if fallback == name:
+                raise ConfigError(f"model profile {name!r}{where} lists itself as a fallback")
+            if fallback not in config.profiles:
+                raise ConfigError(
+                    f"model profile {name!r}{where}: fallback {fallback!r} is not a profile",
+                    fix=f"define profile {fallback!r} or remove it from fallbacks",
+                )

@@ -1,0 +1,1 @@
+"""Skilldesk's service shell: HTTP API, CLI, settings, logging."""

@@ -1,0 +1,218 @@
+"""OpenAI-compatible chat completions, backed by checkpointed threads (``X-Thread-Id``)."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from fastapi import APIRouter, Header, Response
+from fastapi.responses import StreamingResponse
+from langchain_core.messages import BaseMessage, convert_to_messages
+from pydantic import BaseModel, ConfigDict, Field
+
+from agents.events import Event, RunFailed, RunFinished, Token
+from app.api.deps import ServicesDep
+from app.api.errors import ApiError, error_body, model_error
+
+router = APIRouter(tags=["chat"])
+_THREAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+
+
+class ChatMessage(BaseModel):
+    """One message in OpenAI's chat format."""
+
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+
+
+class StreamOptions(BaseModel):
+    """OpenAI's ``stream_options``."""
+
+    include_usage: bool = False
+
+
+class ChatCompletionRequest(BaseModel):
+    """The subset of OpenAI's request that Skilldesk reads; other fields are accepted."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field("skilldesk", description="A model profile name; otherwise the default.")
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+
+
+@router.get("/v1/models")
+async def list_models(services: ServicesDep) -> dict[str, Any]:
+    """The model profiles, as OpenAI's model list."""
+    names = sorted(services.gateway.config.profiles) if services.gateway.config else []
+    return {
+        "object": "list",
+        "data": [{"id": n, "object": "model", "owned_by": "skilldesk"} for n in names],
+    }
+
+
+@router.post("/v1/chat/completions", response_model=None)
+async def chat_completions(
+    body: ChatCompletionRequest,
+    services: ServicesDep,
+    response: Response,
+    x_thread_id: str | None = Header(default=None),
+) -> dict[str, Any] | StreamingResponse:
+    """Answer a chat; with ``X-Thread-Id`` the service keeps the history between requests.
+
+    On a thread that already has history only the messages after the request's last assistant
+    message are new (system messages are taken on the first turn only), so clients may send
+    either the full history or just the new message.
+    """
+    thread_id = _thread_id(x_thread_id)
+    conversations = services.conversations
+    history = await conversations.history(thread_id)
+    new = _new_messages(body.messages, has_history=bool(history))
+    if not new:
+        raise ApiError(
+            400,
+            "no_new_message",
+            "The request has no new message after the last "
+            "assistant message; add the user's message.",
+            param="messages",
+        )
+    profile = _profile(body.model, services)
+    created = int(time.time())
+    if not body.stream:
+        result = await conversations.run(thread_id, new, profile=profile)
+        if isinstance(result, RunFailed):
+            raise model_error(result.code, result.message)
+        response.headers["X-Thread-Id"] = thread_id
+        return _completion(result, body.model, created)
+
+    events = conversations.stream(thread_id, new, profile=profile)
+    # Read up to the first event before answering, so a failure that comes first (all
+    # retries and fallbacks exhausted) is a plain HTTP error rather than a broken stream.
+    first = await anext(events)
+    if isinstance(first, RunFailed):
+        raise model_error(first.code, first.message)
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+    return StreamingResponse(
+        _sse(first, events, model=body.model, created=created, include_usage=include_usage),
+        media_type="text/event-stream",
+        headers={"X-Thread-Id": thread_id, "Cache-Control": "no-cache"},
+    )
+
+
+def _thread_id(header: str | None) -> str:
+    if header is None or not header.strip():
+        return uuid.uuid4().hex
+    value = header.strip()
+    if not _THREAD_ID.match(value):
+        raise ApiError(
+            400,
+            "invalid_thread_id",
+            "X-Thread-Id must be 1–128 characters of "
+            "letters, digits, '.', '_', ':' or '-', starting with a letter or digit.",
+            param="X-Thread-Id",
+        )
+    return value
+
+
+def _new_messages(messages: list[ChatMessage], *, has_history: bool) -> list[BaseMessage]:
+    dicts = [m.model_dump(exclude_none=True) for m in messages]
+    if has_history:
+        last_assistant = max(
+            (i for i, m in enumerate(dicts) if m["role"] == "assistant"), default=-1
+        )
+        dicts = [m for m in dicts[last_assistant + 1 :] if m["role"] not in ("system", "developer")]
+    try:
+        return convert_to_messages(dicts)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ApiError(
+            400, "invalid_message", f"A message could not be read: {exc}", param="messages"
+        ) from None
+
+
+def _profile(model: str, services: ServicesDep) -> str | None:
+    config = services.gateway.config
+    return model if config is not None and model in config.profiles else None
+
+
+def _usage(usage: dict[str, int]) -> dict[str, int]:
+    prompt, completion = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": usage.get("total_tokens", prompt + completion),
+    }
+
+
+def _completion(result: RunFinished, model: str, created: int) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{result.run_id}",
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": result.message.text},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": _usage(result.usage),
+    }
+
+
+async def _sse(
+    first: Event, rest: AsyncIterator[Event], *, model: str, created: int, include_usage: bool
+) -> AsyncIterator[str]:
+    chunk_id = f"chatcmpl-{uuid.uuid4().hex}"
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+        payload = {
+            "id": chunk_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            **extra,
+        }
+        return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+
+    yield chunk({"role": "assistant", "content": ""})
+    streamed = False
+
+    async def all_events() -> AsyncIterator[Event]:
+        yield first
+        async for event in rest:
+            yield event
+
+    async for event in all_events():
+        if isinstance(event, Token):
+            streamed = True
+            yield chunk({"content": event.text})
+        elif isinstance(event, RunFinished):
+            if not streamed and event.message.text:  # answers that came from no model call
+                yield chunk({"content": event.message.text})
+            yield chunk({}, "stop")
+            if include_usage:
+                payload = {
+                    "id": chunk_id,
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": model,
+                    "choices": [],
+                    "usage": _usage(event.usage),
+                }
+                yield f"data: {json.dumps(payload)}\n\n"
+        elif isinstance(event, RunFailed):
+            body = error_body(event.message, "model_error", event.code)
+            yield f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+    yield "data: [DONE]\n\n"

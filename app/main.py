@@ -1,0 +1,32 @@
+"""The FastAPI application factory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from app.api.errors import install_error_handlers
+from app.api.middleware import RequestContextMiddleware
+from app.api.routes import chat, health
+from app.services import open_services
+from app.settings import Settings, load_settings
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the app; services open in the lifespan, so a bad configuration stops start-up."""
+    settings = settings or load_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with open_services(settings) as services:
+            app.state.services = services
+            yield
+
+    app = FastAPI(title="Skilldesk", version="0.1.0", lifespan=lifespan)
+    app.add_middleware(RequestContextMiddleware)
+    install_error_handlers(app)
+    app.include_router(health.router)
+    app.include_router(chat.router)
+    return app

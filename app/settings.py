@@ -1,0 +1,112 @@
+"""One settings model for the whole service: environment (SKILLDESK_*), then a YAML file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+from agents.checkpoint import sqlite_url
+from agents.errors import ConfigError
+from agents.models import ModelsConfig, load_models_config
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV_PREFIX = "SKILLDESK_"
+
+
+class Settings(BaseSettings):
+    """Every setting of the service. Each is also ``SKILLDESK_<NAME>`` in the environment."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
+
+    config_file: Path | None = Field(
+        None, description="A YAML file with any of these settings (environment wins)."
+    )
+    host: str = Field("127.0.0.1", description="Address the HTTP server binds.")
+    port: int = Field(8000, ge=1, le=65535, description="Port the HTTP server binds.")
+    data_dir: Path = Field(ROOT / "data", description="Holds the SQLite file and caches.")
+    skills_dir: Path = Field(ROOT / "skills", description="Folder of skill folders.")
+    workflows_dir: Path = Field(ROOT / "workflows", description="Folder of workflow YAML files.")
+    prompts_dir: Path = Field(ROOT / "prompts", description="Folder of prompt templates.")
+    checkpoint_url: str | None = Field(
+        None,
+        description="Where thread state is kept: sqlite:///file or postgresql://...; "
+        "default: an SQLite file in data_dir.",
+    )
+    model: str | None = Field(
+        None, description="Default model as 'provider/model' (e.g. 'openai/gpt-4o-mini')."
+    )
+    model_api_base: str | None = Field(None, description="Base URL of the default model's API.")
+    model_api_key: SecretStr | None = Field(None, description="API key of the default model.")
+    models_file: Path | None = Field(None, description="YAML file with more model profiles.")
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info")
+    log_format: Literal["auto", "json", "console"] = Field(
+        "auto", description="auto: readable on a terminal, JSON lines otherwise."
+    )
+
+    @field_validator("log_level", "log_format", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = os.environ.get(f"{ENV_PREFIX}CONFIG_FILE")
+        if config_file:
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=config_file))
+        return tuple(sources)
+
+    @property
+    def resolved_checkpoint_url(self) -> str:
+        """The checkpoint URL, defaulting to ``<data_dir>/skilldesk.sqlite``."""
+        return self.checkpoint_url or sqlite_url(self.data_dir.resolve() / "skilldesk.sqlite")
+
+    def models(self) -> ModelsConfig | None:
+        """The validated model profiles (``None`` when no model is configured)."""
+        key = self.model_api_key.get_secret_value() if self.model_api_key else None
+        return load_models_config(
+            model=self.model,
+            api_base=self.model_api_base,
+            api_key=key,
+            models_file=self.models_file,
+        )
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read settings from the environment (and the YAML config file), with overrides on top.
+
+    Raises:
+        ConfigError: naming the setting (as its environment variable) and what is wrong.
+    """
+    config_file = os.environ.get(f"{ENV_PREFIX}CONFIG_FILE")
+    if config_file and not Path(config_file).is_file():
+        raise ConfigError(
+            f"{ENV_PREFIX}CONFIG_FILE: {config_file} does not exist",
+            fix="create the file or unset the variable",
+        )
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{ENV_PREFIX}{'_'.join(str(p) for p in err['loc']).upper()}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise ConfigError(f"invalid settings: {problems}") from None
+    except Exception as exc:  # YAML syntax errors and the like from the config file
+        raise ConfigError(f"cannot read settings: {exc}") from None

@@ -1,0 +1,63 @@
+"""Shared fixtures: the network guard, a scripted model server, settings for a temp data dir."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+from tests import guard
+from tests.fakellm import FakeLLM
+
+guard.install()
+
+_PROVIDER_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "DEEPSEEK_API_KEY")
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test sees the developer's SKILLDESK_* settings or provider keys."""
+    for name in list(os.environ):
+        if name.startswith("SKILLDESK_") or name in _PROVIDER_ENV:
+            monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session")
+def _fake_llm_server() -> Iterator[FakeLLM]:
+    with FakeLLM() as fake:
+        yield fake
+
+
+@pytest.fixture
+def fake_llm(_fake_llm_server: FakeLLM) -> Iterator[FakeLLM]:
+    """A scripted OpenAI-compatible server on loopback, emptied before each test."""
+    _fake_llm_server.reset()
+    yield _fake_llm_server
+    _fake_llm_server.reset()
+
+
+@pytest.fixture
+def make_settings(tmp_path: Path) -> Any:
+    """Build Settings with a temporary data dir; keyword arguments override."""
+    from app.settings import Settings
+
+    def build(**overrides: Any) -> Settings:
+        values: dict[str, Any] = {"data_dir": tmp_path / "data"}
+        values.update(overrides)
+        return Settings(**values)
+
+    return build
+
+
+@pytest.fixture
+def model_settings(make_settings: Any, fake_llm: FakeLLM) -> Any:
+    """Settings whose default model profile is the scripted server."""
+    return make_settings(
+        model="openai/fake-model", model_api_base=fake_llm.base_url, model_api_key="sk-test"
+    )

@@ -1,0 +1,191 @@
+"""POST /v1/chat/completions in-process: answers, streams, threads, errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from tests.fakellm import FakeLLM, Reply
+
+USER = {"role": "user", "content": "Where is my order?"}
+
+
+@pytest.fixture
+def client(model_settings: Any) -> Iterator[TestClient]:
+    with TestClient(create_app(model_settings)) as test_client:
+        yield test_client
+
+
+def sse_payloads(text: str) -> list[Any]:
+    lines = [line.removeprefix("data: ") for line in text.splitlines() if line.startswith("data: ")]
+    assert lines[-1] == "[DONE]"
+    return [json.loads(line) for line in lines[:-1]]
+
+
+def test_non_streamed_answer_comes_from_the_model(client: TestClient, fake_llm: FakeLLM) -> None:
+    fake_llm.script(
+        Reply(
+            content="It ships today.",
+            usage={"prompt_tokens": 30, "completion_tokens": 4, "total_tokens": 34},
+        )
+    )
+    response = client.post("/v1/chat/completions", json={"model": "any", "messages": [USER]})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["object"] == "chat.completion"
+    assert body["choices"][0]["message"] == {"role": "assistant", "content": "It ships today."}
+    assert body["usage"] == {"prompt_tokens": 30, "completion_tokens": 4, "total_tokens": 34}
+    assert response.headers["X-Thread-Id"]
+    sent = fake_llm.requests[0]["messages"]
+    assert sent[0]["role"] == "system"
+    assert "Skilldesk" in sent[0]["content"]
+    assert sent[-1] == USER
+
+
+def test_streamed_answer_is_openai_chunks_with_usage(client: TestClient, fake_llm: FakeLLM) -> None:
+    fake_llm.script(Reply(content="It ships today, by courier."))
+    response = client.post(
+        "/v1/chat/completions",
+        json={"messages": [USER], "stream": True, "stream_options": {"include_usage": True}},
+    )
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    payloads = sse_payloads(response.text)
+    assert all(p["object"] == "chat.completion.chunk" for p in payloads)
+    pieces = [p["choices"][0]["delta"].get("content") for p in payloads if p["choices"]]
+    assert len([p for p in pieces if p]) >= 3
+    assert "".join(p or "" for p in pieces) == "It ships today, by courier."
+    assert payloads[-2]["choices"][0]["finish_reason"] == "stop"
+    assert payloads[-1]["choices"] == []
+    assert payloads[-1]["usage"]["total_tokens"] > 0
+
+
+def test_usage_chunk_only_when_asked(client: TestClient, fake_llm: FakeLLM) -> None:
+    fake_llm.script(Reply(content="ok"))
+    response = client.post("/v1/chat/completions", json={"messages": [USER], "stream": True})
+    assert all("usage" not in p for p in sse_payloads(response.text))
+
+
+def test_same_thread_id_continues_the_conversation(client: TestClient, fake_llm: FakeLLM) -> None:
+    fake_llm.script(Reply(content="Order ORD1 is packed."), Reply(content="Tomorrow."))
+    headers = {"X-Thread-Id": "thread-42"}
+    client.post("/v1/chat/completions", json={"messages": [USER]}, headers=headers)
+    follow_up = {"role": "user", "content": "When will it arrive?"}
+    response = client.post("/v1/chat/completions", json={"messages": [follow_up]}, headers=headers)
+    assert response.json()["choices"][0]["message"]["content"] == "Tomorrow."
+    seen = [(m["role"], m["content"]) for m in fake_llm.requests[1]["messages"][1:]]
+    assert seen == [
+        ("user", USER["content"]),
+        ("assistant", "Order ORD1 is packed."),
+        ("user", "When will it arrive?"),
+    ]
+
+
+def test_client_resending_full_history_is_not_duplicated(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Packed."), Reply(content="Tomorrow."))
+    headers = {"X-Thread-Id": "full-history"}
+    system = {"role": "system", "content": "Be terse."}
+    client.post("/v1/chat/completions", json={"messages": [system, USER]}, headers=headers)
+    messages = [
+        system,
+        USER,
+        {"role": "assistant", "content": "Packed."},
+        {"role": "user", "content": "When?"},
+    ]
+    client.post("/v1/chat/completions", json={"messages": messages}, headers=headers)
+    roles = [m["role"] for m in fake_llm.requests[1]["messages"]]
+    assert roles == ["system", "system", "user", "assistant", "user"]
+
+
+def test_without_thread_id_requests_are_independent(client: TestClient, fake_llm: FakeLLM) -> None:
+    fake_llm.script(Reply(content="one"), Reply(content="two"))
+    first = client.post("/v1/chat/completions", json={"messages": [USER]})
+    second = client.post("/v1/chat/completions", json={"messages": [USER]})
+    assert first.headers["X-Thread-Id"] != second.headers["X-Thread-Id"]
+    assert len(fake_llm.requests[1]["messages"]) == 2  # system + this user message only
+
+
+def test_model_failure_is_an_openai_error_and_the_service_keeps_serving(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(*[Reply(status=500)] * 3)
+    headers = {"X-Thread-Id": "failing"}
+    response = client.post("/v1/chat/completions", json={"messages": [USER]}, headers=headers)
+    assert response.status_code == 502
+    error = response.json()["error"]
+    assert error["code"] == "model_unavailable"
+    assert "profiles tried: 'default'" in error["message"]
+    # Nothing is lost: the next turn on the same thread still carries the first question.
+    fake_llm.script(Reply(content="Back again."))
+    again = {"role": "user", "content": "Are you there?"}
+    response = client.post("/v1/chat/completions", json={"messages": [again]}, headers=headers)
+    assert response.status_code == 200
+    contents = [m["content"] for m in fake_llm.requests[-1]["messages"]]
+    assert USER["content"] in contents
+    assert "Are you there?" in contents
+
+
+def test_streamed_model_failure_before_any_token_is_an_http_error(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(*[Reply(status=500)] * 3)
+    response = client.post("/v1/chat/completions", json={"messages": [USER], "stream": True})
+    assert response.status_code == 502
+    assert response.json()["error"]["type"] == "model_error"
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"messages": []}, "messages"),
+        ({"messages": [{"role": "robot", "content": "hi"}]}, "messages.0.role"),
+        ({"stream": True}, "messages"),
+    ],
+)
+def test_malformed_request_names_the_field(
+    client: TestClient, fake_llm: FakeLLM, body: dict[str, Any], param: str
+) -> None:
+    response = client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["param"] == param
+    assert error["code"] == "invalid_request"
+    assert param in error["message"]
+    assert fake_llm.requests == []
+
+
+def test_invalid_thread_id_is_refused(client: TestClient) -> None:
+    response = client.post(
+        "/v1/chat/completions", json={"messages": [USER]}, headers={"X-Thread-Id": "../../etc"}
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["param"] == "X-Thread-Id"
+
+
+def test_health_and_readiness(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz").json()
+    assert ready["status"] == "ready"
+    assert ready["model"] == "configured"
+
+
+def test_no_model_mode_still_serves_and_says_which_setting(make_settings: Any) -> None:
+    with TestClient(create_app(make_settings())) as client:
+        response = client.post("/v1/chat/completions", json={"messages": [USER]})
+        assert response.status_code == 200
+        assert "SKILLDESK_MODEL" in response.json()["choices"][0]["message"]["content"]
+        streamed = client.post("/v1/chat/completions", json={"messages": [USER], "stream": True})
+        text = "".join(
+            p["choices"][0]["delta"].get("content") or ""
+            for p in sse_payloads(streamed.text)
+            if p["choices"]
+        )
+        assert "SKILLDESK_MODEL" in text
+        assert client.get("/readyz").json()["model"] == "not configured"

@@ -1,0 +1,75 @@
+"""The same conversation tests on every checkpoint backend: SQLite file and PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+from agents.events import RunFinished
+from app.services import open_services
+from tests.fakellm import FakeLLM, Reply
+
+POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend_settings(request: pytest.FixtureRequest, model_settings: Any) -> Any:
+    if request.param == "sqlite":
+        return model_settings
+    return model_settings.model_copy(update={"checkpoint_url": POSTGRES_URL})
+
+
+async def test_conversation_survives_a_restart(backend_settings: Any, fake_llm: FakeLLM) -> None:
+    thread = f"restart-{uuid.uuid4().hex}"
+    fake_llm.script(Reply(content="Noted: blue."), Reply(content="You said blue."))
+    async with open_services(backend_settings) as services:
+        first = await services.conversations.run(thread, [HumanMessage("My colour is blue.")])
+        assert isinstance(first, RunFinished)
+    # A new process would open the store afresh; so do we.
+    async with open_services(backend_settings) as services:
+        second = await services.conversations.run(thread, [HumanMessage("What is my colour?")])
+        assert isinstance(second, RunFinished)
+        history = await services.conversations.history(thread)
+    assert second.message.content == "You said blue."
+    assert [m.content for m in history] == [
+        "My colour is blue.",
+        "Noted: blue.",
+        "What is my colour?",
+        "You said blue.",
+    ]
+    assert [m["content"] for m in fake_llm.requests[1]["messages"][1:3]] == [
+        "My colour is blue.",
+        "Noted: blue.",
+    ]
+
+
+async def test_usage_accumulates_per_thread(backend_settings: Any, fake_llm: FakeLLM) -> None:
+    thread = f"usage-{uuid.uuid4().hex}"
+    usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    fake_llm.script(Reply(content="a", usage=usage), Reply(content="b", usage=usage))
+    async with open_services(backend_settings) as services:
+        one = await services.conversations.run(thread, [HumanMessage("one")])
+        await services.conversations.run(thread, [HumanMessage("two")])
+        total = await services.conversations.usage(thread)
+    assert isinstance(one, RunFinished)
+    assert one.usage == {
+        "input_tokens": 10,
+        "output_tokens": 5,
+        "total_tokens": 15,
+        "model_calls": 1,
+    }
+    assert total == {"input_tokens": 20, "output_tokens": 10, "total_tokens": 30, "model_calls": 2}
+
+
+async def test_unreachable_postgres_is_a_clear_config_error(model_settings: Any) -> None:
+    from agents.errors import ConfigError
+
+    bad = model_settings.model_copy(
+        update={"checkpoint_url": "postgresql://postgres@127.0.0.1:1/test"}
+    )
+    with pytest.raises(ConfigError, match="cannot connect to PostgreSQL"):
+        async with open_services(bad):
+            pass

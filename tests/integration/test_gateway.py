@@ -1,0 +1,161 @@
+"""The model gateway over real HTTP: litellm Router → scripted server, through LangChain."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
+
+from agents.errors import ModelError
+from agents.models import ModelGateway, load_models_config
+from tests.fakellm import FakeLLM, Reply, ToolCall
+
+HELLO = [HumanMessage(content="hello")]
+
+
+@pytest.fixture
+def backup_llm() -> Iterator[FakeLLM]:
+    with FakeLLM() as fake:
+        yield fake
+
+
+def gateway_for(
+    tmp_path: Path,
+    primary: FakeLLM,
+    backup: FakeLLM | None = None,
+    timeout: float = 5.0,
+    retries: int = 1,
+) -> ModelGateway:
+    text = f"""
+default: main
+profiles:
+  main:
+    model: openai/fake-model
+    api_base: {primary.base_url}/
+    api_key_env: FAKE_KEY
+    timeout_s: {timeout}
+    retries: {retries}
+    {"fallbacks: [backup]" if backup else ""}
+"""
+    if backup:
+        text += f"""
+  backup:
+    model: openai/backup-model
+    api_base: {backup.base_url}
+    retries: 0
+"""
+    path = tmp_path / "models.yaml"
+    path.write_text(text, encoding="utf-8")
+    env = {"FAKE_KEY": "sk-fake\n"}
+    return ModelGateway(load_models_config(models_file=path, environ=env), environ=env)
+
+
+async def test_answer_comes_from_the_model_server_with_usage_recorded(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(
+        Reply(
+            content="Hi there",
+            usage={"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9},
+        )
+    )
+    gateway = gateway_for(tmp_path, fake_llm)
+    reply = await gateway.chat_model().ainvoke(HELLO)
+    assert isinstance(reply, AIMessage)
+    assert reply.content == "Hi there"
+    assert reply.usage_metadata == {"input_tokens": 7, "output_tokens": 2, "total_tokens": 9}
+    assert gateway.usage.totals() == {"main": {"calls": 1, "input_tokens": 7, "output_tokens": 2}}
+    request = fake_llm.requests[0]
+    assert request["model"] == "fake-model"
+    assert request["messages"] == [{"role": "user", "content": "hello"}]
+
+
+async def test_streaming_yields_several_chunks_and_usage(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    fake_llm.script(Reply(content="one two three four"))
+    gateway = gateway_for(tmp_path, fake_llm)
+    chunks = [c async for c in gateway.chat_model().astream(HELLO)]
+    assert all(isinstance(c, AIMessageChunk) for c in chunks)
+    assert len([c for c in chunks if c.content]) >= 3
+    assert "".join(str(c.content) for c in chunks) == "one two three four"
+    assert fake_llm.requests[0]["stream_options"] == {"include_usage": True}
+    assert gateway.usage.totals()["main"]["calls"] == 1
+
+
+async def test_bound_tools_produce_tool_calls(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    fake_llm.script(Reply(tool_calls=[ToolCall(name="get_order", arguments={"order_id": "A1"})]))
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "get_order",
+            "description": "Look up an order",
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}},
+        },
+    }
+    model = gateway_for(tmp_path, fake_llm).chat_model().bind_tools([tool])
+    reply = await model.ainvoke(HELLO)
+    assert [(c["name"], c["args"]) for c in reply.tool_calls] == [("get_order", {"order_id": "A1"})]
+    assert fake_llm.requests[0]["tools"][0]["function"]["name"] == "get_order"
+
+
+async def test_malformed_tool_call_json_becomes_an_invalid_tool_call(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(tool_calls=[ToolCall(name="get_order", arguments='{"order_id": ')]))
+    reply = await gateway_for(tmp_path, fake_llm).chat_model().ainvoke(HELLO)
+    assert reply.tool_calls == []
+    assert reply.invalid_tool_calls[0]["name"] == "get_order"
+    assert reply.invalid_tool_calls[0]["args"] == '{"order_id": '
+
+
+async def test_http_500_is_retried_then_answers(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    fake_llm.script(Reply(status=500), Reply(content="second try"))
+    reply = await gateway_for(tmp_path, fake_llm, retries=1).chat_model().ainvoke(HELLO)
+    assert reply.content == "second try"
+    assert len(fake_llm.requests) == 2
+
+
+async def test_timeouts_fall_back_to_the_backup_profile(
+    tmp_path: Path, fake_llm: FakeLLM, backup_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(delay=3, content="late"), Reply(delay=3, content="late"))
+    backup_llm.script(Reply(content="from backup"))
+    gateway = gateway_for(tmp_path, fake_llm, backup_llm, timeout=0.3, retries=1)
+    reply = await gateway.chat_model().ainvoke(HELLO)
+    assert reply.content == "from backup"
+    assert len(fake_llm.requests) == 2  # first try + one retry
+    assert backup_llm.requests[0]["model"] == "backup-model"
+
+
+async def test_streaming_falls_back_too(
+    tmp_path: Path, fake_llm: FakeLLM, backup_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(status=500), Reply(status=500))
+    backup_llm.script(Reply(content="streamed backup"))
+    gateway = gateway_for(tmp_path, fake_llm, backup_llm, retries=1)
+    text = "".join([str(c.content) async for c in gateway.chat_model().astream(HELLO)])
+    assert text == "streamed backup"
+
+
+async def test_all_profiles_failing_gives_an_error_a_person_can_act_on(
+    tmp_path: Path, fake_llm: FakeLLM, backup_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(status=500), Reply(status=500))
+    backup_llm.script(Reply(status=500))
+    gateway = gateway_for(tmp_path, fake_llm, backup_llm, retries=1)
+    with pytest.raises(ModelError) as info:
+        await gateway.chat_model().ainvoke(HELLO)
+    assert info.value.code == "model_unavailable"
+    assert "'main' → 'backup'" in info.value.message
+    assert "try again" in info.value.message.lower()
+
+
+async def test_unreachable_server_is_reported_as_unreachable(tmp_path: Path) -> None:
+    fake = FakeLLM().start()
+    gateway = gateway_for(tmp_path, fake, retries=0)
+    fake.stop()  # nothing listens on its port any more
+    with pytest.raises(ModelError) as info:
+        await gateway.chat_model().ainvoke(HELLO)
+    assert info.value.code in ("model_unreachable", "model_unavailable")
+    assert "api_base" in info.value.message or "try again" in info.value.message.lower()

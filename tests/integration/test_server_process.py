@@ -1,0 +1,232 @@
+"""The real service process (`skilldesk serve`), driven by the official openai client."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.fakellm import FakeLLM, Reply
+
+SKILLDESK = str(Path(sys.executable).with_name("skilldesk"))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Service:
+    """One `skilldesk serve` process; its log lines are kept for assertions."""
+
+    def __init__(self, env: dict[str, str], data_dir: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = data_dir.parent / f"serve-{self.port}.log"
+        self._log = self.log_path.open("w")
+        self.proc = subprocess.Popen(
+            [SKILLDESK, "serve", "--port", str(self.port), "--data-dir", str(data_dir)],
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"service exited early:\n{self.log_path.read_text()}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise AssertionError(f"service did not start:\n{self.log_path.read_text()}")
+
+    def client(self, thread_id: str) -> openai.OpenAI:
+        return openai.OpenAI(
+            base_url=f"{self.url}/v1",
+            api_key="unused",
+            max_retries=0,
+            default_headers={"X-Thread-Id": thread_id},
+        )
+
+    def logs(self) -> list[dict[str, Any]]:
+        lines = self.log_path.read_text().splitlines()
+        return [json.loads(line) for line in lines if line.startswith("{")]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=20)
+        self._log.close()
+
+
+@pytest.fixture
+def service_env(fake_llm: FakeLLM) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
+    env.update(
+        SKILLDESK_MODEL="openai/fake-model",
+        SKILLDESK_MODEL_API_BASE=fake_llm.base_url,
+        SKILLDESK_MODEL_API_KEY="sk-test\n",
+        SKILLDESK_LOG_FORMAT="json",
+    )
+    return env
+
+
+@pytest.fixture
+def start_service(service_env: dict[str, str], tmp_path: Path) -> Iterator[Any]:
+    started: list[Service] = []
+
+    def start() -> Service:
+        service = Service(service_env, tmp_path / "data")
+        started.append(service)
+        return service
+
+    yield start
+    for service in started:
+        if service.proc.poll() is None:
+            service.stop()
+
+
+def test_openai_client_gets_streamed_and_plain_answers_that_survive_a_restart(
+    start_service: Any, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    fake_llm.script(
+        Reply(content="Hello from the scripted model."),
+        Reply(content="Streaming works fine."),
+        Reply(content="You said hello first."),
+    )
+    service = start_service()
+    client = service.client("conversation-1")
+    answer = client.chat.completions.create(
+        model="skilldesk", messages=[{"role": "user", "content": "hello"}]
+    )
+    assert answer.choices[0].message.content == "Hello from the scripted model."
+    assert answer.usage is not None
+    assert answer.usage.total_tokens > 0
+
+    stream = client.chat.completions.create(
+        model="skilldesk",
+        messages=[{"role": "user", "content": "now stream"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "Streaming works fine."
+    assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) >= 3
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.total_tokens > 0
+    service.stop()
+    assert (tmp_path / "data" / "skilldesk.sqlite").exists()
+
+    restarted = start_service()
+    again = restarted.client("conversation-1").chat.completions.create(
+        model="skilldesk", messages=[{"role": "user", "content": "what did I say first?"}]
+    )
+    assert again.choices[0].message.content == "You said hello first."
+    contents = [m["content"] for m in fake_llm.requests[2]["messages"]]
+    assert contents[1:] == [
+        "hello",
+        "Hello from the scripted model.",
+        "now stream",
+        "Streaming works fine.",
+        "what did I say first?",
+    ]
+
+    records = [r for r in restarted.logs() if r.get("event") == "run.finished"]
+    assert records
+    assert records[0]["thread_id"] == "conversation-1"
+    assert records[0]["run_id"]
+    assert records[0]["request_id"]
+
+
+def test_when_every_model_fails_the_client_gets_an_actionable_error(
+    start_service: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(*[Reply(status=500)] * 3, Reply(content="recovered"))
+    service = start_service()
+    client = service.client("errors-1")
+    with pytest.raises(openai.APIStatusError) as info:
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    assert info.value.status_code == 502
+    assert "language model failed" in info.value.message
+    ok = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    assert ok.choices[0].message.content == "recovered"
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        ({"SKILLDESK_MODEL_API_BASE": "localhost:9/v1"}, "SKILLDESK_MODEL_API_BASE"),
+        ({"SKILLDESK_LOG_LEVEL": "loud"}, "SKILLDESK_LOG_LEVEL"),
+        ({"SKILLDESK_MODELS_FILE": "{models}", "MODELS": "default: nope\nprofiles: {}"}, "nope"),
+        (
+            {
+                "SKILLDESK_MODELS_FILE": "{models}",
+                "MODELS": "profiles:\n  big: {model: openai/x, api_key_env: BIG_KEY}",
+            },
+            "BIG_KEY",
+        ),
+    ],
+)
+def test_bad_configuration_stops_start_up_naming_the_setting(
+    service_env: dict[str, str], tmp_path: Path, extra: dict[str, str], named: str
+) -> None:
+    env = dict(service_env)
+    models = extra.pop("MODELS", None) if "MODELS" in extra else None
+    extra = dict(extra)
+    extra.pop("MODELS", None)
+    if models is not None:
+        path = tmp_path / "models.yaml"
+        path.write_text(models, encoding="utf-8")
+        extra = {k: v.replace("{models}", str(path)) for k, v in extra.items()}
+    env.update(extra)
+    done = subprocess.run(
+        [SKILLDESK, "serve", "--port", str(free_port()), "--data-dir", str(tmp_path / "d")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert named in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_terminal_chat_in_process_without_a_model_says_what_to_set(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
+    done = subprocess.run(
+        [SKILLDESK, "chat", "--data-dir", str(tmp_path)],
+        input="hello\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "SKILLDESK_MODEL" in done.stdout
+
+
+def test_terminal_chat_against_a_running_service(start_service: Any, fake_llm: FakeLLM) -> None:
+    fake_llm.script(Reply(content="first answer"), Reply(content="second answer"))
+    service = start_service()
+    done = subprocess.run(
+        [SKILLDESK, "chat", "--url", service.url, "--thread", "tty-1"],
+        input="one\ntwo\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["first answer", "second answer"]
+    assert fake_llm.requests[1]["messages"][2]["content"] == "first answer"

@@ -1,0 +1,106 @@
+"""Model profiles are normalised and every mistake names the profile and the setting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agents.errors import ConfigError
+from agents.models.config import load_models_config, resolve_api_key
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "models.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_no_model_anywhere_means_no_model_mode() -> None:
+    assert load_models_config(environ={}) is None
+
+
+def test_default_profile_is_normalised_trailing_slash_and_key_whitespace() -> None:
+    config = load_models_config(
+        model=" openai/gpt-4o-mini ",
+        api_base="https://api.example.com/v1/ \n",
+        api_key="  sk-abc123\n",
+        environ={},
+    )
+    assert config is not None
+    profile = config.get(None)
+    assert profile.model == "openai/gpt-4o-mini"
+    assert profile.api_base == "https://api.example.com/v1"
+    assert resolve_api_key(profile) == "sk-abc123"
+
+
+def test_bare_model_name_with_a_base_url_is_openai_compatible() -> None:
+    config = load_models_config(model="qwen2.5", api_base="http://127.0.0.1:11434/v1", environ={})
+    assert config is not None
+    assert config.get(None).litellm_model == "openai/qwen2.5"
+
+
+def test_malformed_url_names_the_setting() -> None:
+    with pytest.raises(ConfigError, match="SKILLDESK_MODEL_API_BASE") as info:
+        load_models_config(model="openai/x", api_base="api.example.com/v1", environ={})
+    assert "not an http(s) URL" in str(info.value)
+
+
+def test_key_with_whitespace_inside_is_refused() -> None:
+    with pytest.raises(ConfigError, match="SKILLDESK_MODEL_API_KEY"):
+        load_models_config(model="openai/x", api_key="sk-abc def", environ={})
+
+
+def test_profiles_file_with_key_from_environment(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+default: main
+profiles:
+  main: {model: deepseek/deepseek-chat, api_key_env: DEEPSEEK_KEY, fallbacks: [local]}
+  local: {model: llama3, api_base: "http://127.0.0.1:11434/v1/", timeout_s: 5}
+""",
+    )
+    config = load_models_config(models_file=path, environ={"DEEPSEEK_KEY": " sk-ds\n"})
+    assert config is not None
+    assert config.default == "main"
+    assert resolve_api_key(config.get("main"), {"DEEPSEEK_KEY": " sk-ds\n"}) == "sk-ds"
+    assert config.get("local").api_base == "http://127.0.0.1:11434/v1"
+    assert config.get("main").fallbacks == ("local",)
+
+
+def test_missing_key_variable_names_profile_and_variable(tmp_path: Path) -> None:
+    path = write(tmp_path, "profiles:\n  default: {model: openai/x, api_key_env: MY_KEY}\n")
+    with pytest.raises(ConfigError, match=r"'default'.*MY_KEY"):
+        load_models_config(models_file=path, environ={})
+
+
+def test_unknown_default_profile_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "default: big\nprofiles:\n  small: {model: openai/x}\n")
+    with pytest.raises(ConfigError, match="'big'"):
+        load_models_config(models_file=path, environ={})
+
+
+def test_unknown_fallback_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "profiles:\n  default: {model: openai/x, fallbacks: [nope]}\n")
+    with pytest.raises(ConfigError, match="fallback 'nope'"):
+        load_models_config(models_file=path, environ={})
+
+
+def test_unknown_profile_lookup_lists_known_ones() -> None:
+    config = load_models_config(model="openai/x", environ={})
+    assert config is not None
+    with pytest.raises(ConfigError, match=r"unknown model profile 'gpt5'.*default"):
+        config.get("gpt5")
+
+
+def test_unknown_field_in_profile_names_it(tmp_path: Path) -> None:
+    path = write(tmp_path, "profiles:\n  default: {model: openai/x, temprature: 0.2}\n")
+    with pytest.raises(ConfigError, match="temprature"):
+        load_models_config(models_file=path, environ={})
+
+
+def test_models_file_that_is_not_yaml(tmp_path: Path) -> None:
+    path = write(tmp_path, "profiles: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_models_config(models_file=path, environ={})

@@ -1,0 +1,46 @@
+"""Settings come from SKILLDESK_* and an optional YAML file; mistakes name the setting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agents.errors import ConfigError
+from app.settings import load_settings
+
+
+def test_environment_prefix_sets_values(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SKILLDESK_PORT", "9001")
+    monkeypatch.setenv("SKILLDESK_DATA_DIR", str(tmp_path))
+    settings = load_settings()
+    assert settings.port == 9001
+    assert settings.resolved_checkpoint_url == f"sqlite:///{tmp_path.resolve()}/skilldesk.sqlite"
+
+
+def test_yaml_config_file_is_read_and_environment_wins(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = tmp_path / "skilldesk.yaml"
+    config.write_text("port: 8100\nhost: 0.0.0.0\nlog_format: JSON\n", encoding="utf-8")
+    monkeypatch.setenv("SKILLDESK_CONFIG_FILE", str(config))
+    monkeypatch.setenv("SKILLDESK_PORT", "8200")
+    settings = load_settings()
+    assert (settings.host, settings.port, settings.log_format) == ("0.0.0.0", 8200, "json")
+
+
+def test_bad_value_names_the_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SKILLDESK_PORT", "eighty")
+    with pytest.raises(ConfigError, match="SKILLDESK_PORT"):
+        load_settings()
+
+
+def test_missing_config_file_is_reported(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SKILLDESK_CONFIG_FILE", str(tmp_path / "nope.yaml"))
+    with pytest.raises(ConfigError, match="SKILLDESK_CONFIG_FILE"):
+        load_settings()
+
+
+def test_overrides_beat_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SKILLDESK_HOST", "0.0.0.0")
+    assert load_settings(host="127.0.0.2", port=None).host == "127.0.0.2"
