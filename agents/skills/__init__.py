@@ -1,0 +1,1 @@
+"""Skills: folders in ``skills/`` loaded in three tiers (index, definition, handler)."""

@@ -1,0 +1,70 @@
+"""A small BM25 over an inverted index (numpy), with a tokenizer that handles CJK text."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+
+import numpy as np
+
+_WORD = re.compile(r"[a-z0-9]+|[\u3400-\u9fff\uf900-\ufaff]+")
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+STOPWORDS = frozenset(
+    "a an and are as at be but by can could do does for from has have how i i'm if in is it "
+    "its me my of on or please should so that the their them there this to up us was we what "
+    "when where which who why will with would you your".split()
+)
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ies", "ed", "es", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    return word
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased stems of English words; CJK runs become character unigrams and bigrams."""
+    tokens: list[str] = []
+    for match in _WORD.finditer(text.lower()):
+        word = match.group()
+        if _CJK.match(word):
+            tokens.extend(word)
+            tokens.extend(word[i : i + 2] for i in range(len(word) - 1))
+        elif word not in STOPWORDS:
+            tokens.append(_stem(word))
+    return tokens
+
+
+class BM25:
+    """Okapi BM25 (k1=1.2, b=0.75) over a fixed list of documents."""
+
+    def __init__(self, documents: Sequence[str], k1: float = 1.2, b: float = 0.75) -> None:
+        self.size = len(documents)
+        tokenized = [tokenize(doc) for doc in documents]
+        lengths = np.array([len(t) for t in tokenized], dtype=np.float32)
+        average = float(lengths.mean()) if self.size else 0.0
+        norm = k1 * (1 - b + b * lengths / (average or 1.0))
+        postings: dict[str, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
+        for doc_id, tokens in enumerate(tokenized):
+            for term, tf in Counter(tokens).items():
+                postings[term][0].append(doc_id)
+                postings[term][1].append(tf)
+        self._postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for term, (ids, tfs) in postings.items():
+            id_array = np.array(ids, dtype=np.int32)
+            tf_array = np.array(tfs, dtype=np.float32)
+            idf = math.log(1 + (self.size - len(ids) + 0.5) / (len(ids) + 0.5))
+            weights = idf * tf_array * (k1 + 1) / (tf_array + norm[id_array])
+            self._postings[term] = (id_array, weights.astype(np.float32))
+
+    def scores(self, query: str) -> np.ndarray:
+        """BM25 score of every document for ``query``."""
+        scores = np.zeros(self.size, dtype=np.float32)
+        for term in set(tokenize(query)):
+            entry = self._postings.get(term)
+            if entry is not None:
+                np.add.at(scores, entry[0], entry[1])
+        return scores

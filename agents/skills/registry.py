@@ -1,0 +1,170 @@
+"""The skill registry: a dict of loaded skills plus clear errors, reloadable in place."""
+
+from __future__ import annotations
+
+import difflib
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from agents.skills.loader import Skill, SkillLoadError, SkillProblem, fingerprint, load_skill
+from agents.skills.spec import ToolSpec
+
+log = structlog.get_logger(__name__)
+
+
+class SkillNotFound(KeyError):
+    """No skill (or tool) by that name; the message suggests close names."""
+
+    def __init__(self, kind: str, name: str, known: list[str]) -> None:
+        close = difflib.get_close_matches(name, known, n=3)
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        self.message = f"no {kind} named {name!r}{hint}"
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class ReloadReport:
+    """What one (re)load changed."""
+
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    errors: list[SkillProblem] = field(default_factory=list)
+
+    @property
+    def changed_anything(self) -> bool:
+        """Whether the set of live skills changed."""
+        return bool(self.added or self.changed or self.removed)
+
+
+class SkillRegistry:
+    """Skills of one folder by name; tools by name across all skills.
+
+    A folder whose edit breaks it keeps serving its last good version, and the error is kept
+    in ``errors`` until it is fixed.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.version = 0
+        self._lock = threading.RLock()
+        self._skills: dict[str, Skill] = {}
+        self._tools: dict[str, tuple[Skill, ToolSpec]] = {}
+        self._fingerprints: dict[str, str] = {}
+        self.errors: list[SkillProblem] = []
+
+    def reload(self) -> ReloadReport:
+        """Scan the folder; load what is new or changed, drop what is gone."""
+        folders = self._folders()
+        report = ReloadReport()
+        with self._lock:
+            skills = dict(self._skills)
+            fingerprints: dict[str, str] = {}
+            for name, folder in folders.items():
+                stamp = fingerprint(folder)
+                fingerprints[name] = stamp
+                if self._fingerprints.get(name) == stamp and name in skills:
+                    continue
+                try:
+                    skill = load_skill(folder)
+                except SkillLoadError as exc:
+                    report.errors.extend(exc.problems)
+                    continue
+                (report.changed if name in skills else report.added).append(name)
+                skills[name] = skill
+            for name in list(skills):
+                if name not in folders:
+                    del skills[name]
+                    report.removed.append(name)
+            # Errors of unchanged broken skills stay reported until they are fixed.
+            kept = [p for p in self.errors if p.skill in folders
+                    and self._fingerprints.get(p.skill) == fingerprints.get(p.skill)]
+            errors = [*kept, *report.errors]
+            tools, duplicates = _tool_table(skills)
+            for skill_name in duplicates:
+                report.errors.extend(duplicates[skill_name])
+                errors.extend(duplicates[skill_name])
+                skills.pop(skill_name, None)
+            self._skills, self._tools = skills, tools
+            self._fingerprints, self.errors = fingerprints, _unique(errors)
+            if report.changed_anything:
+                self.version += 1
+        for problem in report.errors:
+            log.warning("skill.invalid", skill=problem.skill, file=problem.file,
+                        field=problem.field, error=problem.message)
+        if report.changed_anything:
+            log.info("skills.reloaded", added=report.added, changed=report.changed,
+                     removed=report.removed, total=len(self._skills))
+        return report
+
+    def _folders(self) -> dict[str, Path]:
+        if not self.directory.is_dir():
+            return {}
+        return {
+            p.name: p for p in sorted(self.directory.iterdir())
+            if p.is_dir() and not p.name.startswith((".", "_"))
+        }
+
+    def get(self, name: str) -> Skill:
+        """The skill by name; raises SkillNotFound naming close matches."""
+        with self._lock:
+            try:
+                return self._skills[name]
+            except KeyError:
+                raise SkillNotFound("skill", name, list(self._skills)) from None
+
+    def tool(self, name: str) -> tuple[Skill, ToolSpec]:
+        """The skill and spec of a tool by its (globally unique) name."""
+        with self._lock:
+            try:
+                return self._tools[name]
+            except KeyError:
+                raise SkillNotFound("tool", name, list(self._tools)) from None
+
+    def all(self) -> list[Skill]:
+        """Every live skill, by name."""
+        with self._lock:
+            return [self._skills[k] for k in sorted(self._skills)]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._skills
+
+    def __len__(self) -> int:
+        return len(self._skills)
+
+
+def _tool_table(
+    skills: dict[str, Skill],
+) -> tuple[dict[str, tuple[Skill, ToolSpec]], dict[str, list[SkillProblem]]]:
+    tools: dict[str, tuple[Skill, ToolSpec]] = {}
+    duplicates: dict[str, list[SkillProblem]] = {}
+    for name in sorted(skills):
+        skill = skills[name]
+        clash = [t for t in skill.tools if t.name in tools]
+        if clash:
+            duplicates[name] = [
+                SkillProblem(name, "skill.yaml", f"tools ({t.name})",
+                             f"tool name {t.name!r} is already defined by skill "
+                             f"{tools[t.name][0].name!r}; tool names are global — rename it")
+                for t in clash
+            ]
+            continue
+        for tool in skill.tools:
+            tools[tool.name] = (skill, tool)
+    return tools, duplicates
+
+
+def _unique(problems: list[SkillProblem]) -> list[SkillProblem]:
+    seen: set[SkillProblem] = set()
+    out = []
+    for p in problems:
+        if p not in seen:
+            seen.add(p)
+            out.append(p)
+    return out

@@ -1,0 +1,213 @@
+"""Tier 3: call a skill's tool — validate, import the handler lazily, run with a timeout, trim."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib.util
+import inspect
+import json
+import re
+import sys
+import threading
+import time
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+from jsonschema import Draft202012Validator
+
+from agents.skills.context import ToolContext
+from agents.skills.loader import Skill
+from agents.skills.registry import SkillNotFound, SkillRegistry
+from agents.skills.spec import ResultLimits, ToolSpec
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool call produced: the text the model reads, and whether it worked."""
+
+    tool: str
+    ok: bool
+    content: str
+    data: Any = None
+    error_code: str | None = None
+    truncated: bool = False
+    ms: float = 0.0
+
+
+class ToolRunner:
+    """Runs tools of a registry's skills; handler modules are imported on first call, cached.
+
+    Args:
+        registry: Where tools are looked up.
+        data_dir: Parent of each skill's writable ``data_dir``.
+    """
+
+    def __init__(self, registry: SkillRegistry, data_dir: Path) -> None:
+        self.registry = registry
+        self.data_dir = data_dir
+        self._modules: dict[tuple[str, str, str], types.ModuleType] = {}
+        self._lock = threading.Lock()
+        self.imported: list[str] = []  # "skill:module" in import order (for tests and bench)
+
+    async def call(
+        self,
+        tool_name: str,
+        arguments: dict[str, Any] | str | None,
+        *,
+        thread_id: str | None = None,
+        run_id: str | None = None,
+        call_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> ToolResult:
+        """Call ``tool_name``; every failure comes back as a ToolResult the model can read."""
+        started = time.perf_counter()
+        try:
+            skill, spec = self.registry.tool(tool_name)
+        except SkillNotFound as exc:
+            return _error(tool_name, "unknown_tool", str(exc), started)
+        args, problem = _parse_arguments(spec, arguments)
+        if problem is not None:
+            return _error(tool_name, "invalid_arguments", problem, started)
+        try:
+            function = self._function(skill, spec)
+        except Exception as exc:
+            log.warning("tool.import_failed", skill=skill.name, tool=tool_name, error=str(exc))
+            return _error(tool_name, "handler_import_failed",
+                          f"the handler of skill {skill.name!r} could not be loaded "
+                          f"({type(exc).__name__}: {exc})", started)
+        key = idempotency_key or _idempotency_key(skill.name, spec.name, args, thread_id, call_id)
+        if "context" in inspect.signature(function).parameters:
+            data_dir = self.data_dir / "skills" / skill.name
+            data_dir.mkdir(parents=True, exist_ok=True)
+            args["context"] = ToolContext(skill.name, spec.name, skill.path, data_dir, key,
+                                          thread_id, run_id)
+        try:
+            if inspect.iscoroutinefunction(function):
+                value = await asyncio.wait_for(function(**args), spec.timeout_s)
+            else:
+                value = await asyncio.wait_for(asyncio.to_thread(function, **args), spec.timeout_s)
+        except TimeoutError:
+            return _error(tool_name, "timeout",
+                          f"{tool_name} did not finish within {spec.timeout_s:g} s", started)
+        except Exception as exc:
+            log.info("tool.failed", skill=skill.name, tool=tool_name, error=str(exc))
+            return _error(tool_name, "tool_failed",
+                          f"{tool_name} failed: {type(exc).__name__}: {exc}", started)
+        limits = spec.limits or skill.config.limits
+        content, data, truncated = trim(value, limits)
+        ms = (time.perf_counter() - started) * 1000
+        log.info("tool.called", skill=skill.name, tool=tool_name, ms=round(ms, 1),
+                 truncated=truncated)
+        return ToolResult(tool_name, True, content, data, None, truncated, ms)
+
+    def _function(self, skill: Skill, spec: ToolSpec) -> Any:
+        module_name, function_name = spec.handler.split(":")
+        key = (skill.name, module_name, skill.fingerprint)
+        with self._lock:
+            module = self._modules.get(key)
+            if module is None:
+                module = _import(skill, module_name)
+                self._modules = {k: v for k, v in self._modules.items()
+                                 if k[:2] != key[:2]}  # drop an older version of this skill
+                self._modules[key] = module
+                self.imported.append(f"{skill.name}:{module_name}")
+        return getattr(module, function_name)
+
+
+def _import(skill: Skill, module_name: str) -> types.ModuleType:
+    # Each skill folder becomes a package of its own, so a handler may import its siblings
+    # relatively, and two skills' `handler` modules never collide.
+    package = "_skilldesk_skill_" + re.sub(r"\W", "_", skill.name) + "_" + skill.fingerprint[:8]
+    if package not in sys.modules:
+        parent = types.ModuleType(package)
+        parent.__path__ = [str(skill.path)]
+        sys.modules[package] = parent
+    path = skill.path.joinpath(*module_name.split(".")).with_suffix(".py")
+    full_name = f"{package}.{module_name}"
+    spec = importlib.util.spec_from_file_location(full_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[full_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(full_name, None)
+        raise
+    return module
+
+
+def _parse_arguments(
+    spec: ToolSpec, arguments: dict[str, Any] | str | None
+) -> tuple[dict[str, Any], str | None]:
+    if arguments is None or arguments == "":
+        arguments = {}
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            return {}, (f"the arguments of {spec.name} are not valid JSON ({exc.msg} at "
+                        f"position {exc.pos}); send a JSON object matching its parameters")
+    if not isinstance(arguments, dict):
+        return {}, f"the arguments of {spec.name} must be a JSON object"
+    errors = sorted(Draft202012Validator(spec.parameters).iter_errors(arguments),
+                    key=lambda e: list(e.absolute_path))
+    if errors:
+        parts = []
+        for err in errors[:5]:
+            where = ".".join(str(p) for p in err.absolute_path)
+            parts.append(f"{where}: {err.message}" if where else err.message)
+        return {}, f"invalid arguments for {spec.name}: " + "; ".join(parts)
+    return dict(arguments), None
+
+
+def _idempotency_key(
+    skill: str, tool: str, args: dict[str, Any], thread_id: str | None, call_id: str | None
+) -> str:
+    # A resumed run replays the same tool call id, so (thread, call id) identifies the call;
+    # without them, the same arguments are the same call.
+    basis = (f"{thread_id}|{call_id}" if thread_id and call_id
+             else json.dumps(args, sort_keys=True, default=str))
+    return hashlib.sha256(f"{skill}|{tool}|{basis}".encode()).hexdigest()[:32]
+
+
+def trim(value: Any, limits: ResultLimits) -> tuple[str, Any, bool]:
+    """Apply the declared limits: keep fields, cap items, cap characters."""
+    truncated = False
+    data = value
+    if limits.keep_fields is not None:
+        data = _keep(data, set(limits.keep_fields))
+    if limits.max_items is not None and isinstance(data, list) and len(data) > limits.max_items:
+        data, truncated = data[: limits.max_items], True
+    elif limits.max_items is not None and isinstance(data, dict):
+        for key, item in list(data.items()):
+            if isinstance(item, list) and len(item) > limits.max_items:
+                data = {**data, key: item[: limits.max_items]}
+                truncated = True
+    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
+    if len(text) > limits.max_chars:
+        cut = len(text) - limits.max_chars
+        text = text[: limits.max_chars] + f"…[truncated {cut} characters]"
+        truncated = True
+    return text, data, truncated
+
+
+def _keep(value: Any, fields: set[str]) -> Any:
+    if isinstance(value, dict):
+        if fields & value.keys():
+            return {k: v for k, v in value.items() if k in fields}
+        return {k: _keep(v, fields) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_keep(v, fields) for v in value]
+    return value
+
+
+def _error(tool: str, code: str, message: str, started: float) -> ToolResult:
+    return ToolResult(tool, False, f"error ({code}): {message}", None, code, False,
+                      (time.perf_counter() - started) * 1000)

@@ -1,0 +1,69 @@
+"""One object that keeps the registry, the index and the runner in step."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from agents.skills.embeddings import EmbeddingCache, Embedder, MiniLMEmbedder
+from agents.skills.index import SearchHit, SkillEntry, SkillIndex
+from agents.skills.registry import ReloadReport, SkillRegistry
+from agents.skills.runner import ToolResult, ToolRunner
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class SkillsOptions:
+    """How the skills of one folder are served."""
+
+    directory: Path
+    data_dir: Path
+    embeddings: bool = True
+    dense_weight: float = 0.6
+    prompt_budget_tokens: int = 300
+
+
+class SkillService:
+    """Registry + index + runner for one skills folder."""
+
+    def __init__(self, options: SkillsOptions, embedder: Embedder | None = None) -> None:
+        self.options = options
+        self.registry = SkillRegistry(options.directory)
+        cache = None
+        if options.embeddings:
+            cache = EmbeddingCache(options.data_dir / "cache" / "embeddings.sqlite",
+                                   embedder or MiniLMEmbedder())
+        self.index = SkillIndex(cache, dense_weight=options.dense_weight)
+        self.runner = ToolRunner(self.registry, options.data_dir)
+        self._reload_lock = asyncio.Lock()
+
+    def reload(self) -> ReloadReport:
+        """Rescan the folder and rebuild the index when anything changed."""
+        started = time.perf_counter()
+        report = self.registry.reload()
+        if report.changed_anything or (not len(self.index) and len(self.registry)):
+            self.index.build([SkillEntry.of(s) for s in self.registry.all()])
+        if report.changed_anything:
+            log.info("skills.live", ms=round((time.perf_counter() - started) * 1000, 1),
+                     skills=len(self.registry))
+        return report
+
+    async def areload(self) -> ReloadReport:
+        """``reload`` off the event loop, one at a time."""
+        async with self._reload_lock:
+            return await asyncio.to_thread(self.reload)
+
+    def search(self, query: str, k: int = 5) -> list[SearchHit]:
+        """The best skills for ``query``."""
+        return self.index.search(query, k=k)
+
+    async def call(self, tool: str, arguments: dict[str, Any] | str | None,
+                   **context: Any) -> ToolResult:
+        """Call one tool (see ToolRunner.call)."""
+        return await self.runner.call(tool, arguments, **context)

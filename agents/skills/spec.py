@@ -1,0 +1,122 @@
+"""What a skill folder may contain, as pydantic models (SKILL.md frontmatter, skill.yaml)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+NAME_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
+TOOL_NAME_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_-]{0,63}$"
+HANDLER_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class Frontmatter(BaseModel):
+    """SKILL.md frontmatter in the Agent Skills format (unknown keys are kept, not refused)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=True)
+
+    name: str = Field(
+        min_length=1, max_length=64, pattern=NAME_PATTERN,
+        description="Lowercase letters, digits and single hyphens; equal to the folder name.",
+    )
+    description: str = Field(
+        min_length=1, max_length=1024, description="What the skill does and when to use it."
+    )
+    license: str | None = Field(None, description="License name or file.")
+    compatibility: str | None = Field(
+        None, max_length=500, description="Environment requirements, if any."
+    )
+    metadata: dict[str, str] = Field(default_factory=dict, description="String to string.")
+    allowed_tools: str | list[str] | None = Field(
+        None, alias="allowed-tools", description="Tools the skill may use (experimental field)."
+    )
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _stringify_metadata(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {str(k): v if isinstance(v, str) else str(v) for k, v in value.items()}
+        return value
+
+
+class ResultLimits(BaseModel):
+    """How a tool's result is trimmed before it enters the model's context."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_chars: int = Field(4000, ge=100, le=200_000, description="Cap on the result's text.")
+    max_items: int | None = Field(None, ge=1, description="Cap on the items of a list result.")
+    keep_fields: tuple[str, ...] | None = Field(
+        None, description="For object results (or lists of objects): the fields kept."
+    )
+
+
+class ToolSpec(BaseModel):
+    """One function a skill offers to the model."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=TOOL_NAME_PATTERN, description="Unique across all skills.")
+    description: str = Field(min_length=1, max_length=1024, description="For the model.")
+    parameters: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}},
+        description="JSON Schema of the arguments (an object schema).",
+    )
+    handler: str = Field(
+        pattern=HANDLER_PATTERN,
+        description="'module:function' inside the skill folder, e.g. 'handler:get_order'.",
+    )
+    timeout_s: float = Field(30.0, gt=0, le=600, description="Seconds before the call is cut.")
+    side_effects: bool = Field(
+        False, description="Changes the world (gets an idempotency key; may need approval)."
+    )
+    limits: ResultLimits | None = Field(None, description="Overrides the skill's limits.")
+
+    @field_validator("parameters")
+    @classmethod
+    def _valid_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if value.get("type") != "object":
+            raise ValueError("must be a JSON Schema with type: object")
+        try:
+            Draft202012Validator.check_schema(value)
+        except SchemaError as exc:
+            raise ValueError(f"is not a valid JSON Schema: {exc.message}") from None
+        return value
+
+
+class SkillConfig(BaseModel):
+    """skill.yaml: Skilldesk's machine-readable part of a skill."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    triggers: tuple[str, ...] = Field((), description="Keywords and colloquial synonyms.")
+    examples: tuple[str, ...] = Field((), description="Utterances that should select the skill.")
+    pinned: bool = Field(False, description="Always listed in the prompt's skill index.")
+    limits: ResultLimits = Field(default_factory=ResultLimits, description="Result trimming.")
+    tools: tuple[ToolSpec, ...] = Field((), description="Functions offered to the model.")
+
+    @field_validator("triggers", "examples", mode="before")
+    @classmethod
+    def _strings(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return (value,)
+        return value
+
+    @field_validator("tools")
+    @classmethod
+    def _unique_tools(cls, value: tuple[ToolSpec, ...]) -> tuple[ToolSpec, ...]:
+        seen: set[str] = set()
+        for tool in value:
+            if tool.name in seen:
+                raise ValueError(f"tool name {tool.name!r} appears twice")
+            seen.add(tool.name)
+        return value
+
+
+def is_valid_name(name: str) -> bool:
+    """Whether ``name`` is a valid skill name."""
+    return bool(re.match(NAME_PATTERN, name)) and len(name) <= 64

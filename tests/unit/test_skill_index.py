@@ -1,0 +1,82 @@
+"""Tier 1 retrieval: hybrid search, the prompt's budget, the on-disk embedding cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agents.skills.bm25 import tokenize
+from agents.skills.embeddings import EmbeddingCache
+from agents.skills.index import SkillEntry, SkillIndex
+from agents.tokens import count_tokens
+from tests.skillkit import HashingEmbedder
+
+ENTRIES = [
+    SkillEntry("order-query", "Look up orders by number, product, date or status.",
+               ("order", "订单", "tracking"), ("where is my order ORD1001",)),
+    SkillEntry("device-alarms", "List active alarms of industrial devices.",
+               ("alarm", "告警", "fault"), ("does CNC-001 have open alarms",)),
+    SkillEntry("inventory", "Stock levels of products per warehouse.",
+               ("stock", "库存"), ("how many units are left",)),
+    SkillEntry("escalate", "Hand the chat to a human agent.", ("human",), (), pinned=True),
+]
+
+
+def synthetic(n: int) -> list[SkillEntry]:
+    return [SkillEntry(f"skill-{i:05d}", f"Handles task number {i} about topic {i % 97} "
+                       f"for department {i % 13}. Use it for requests of kind {i}.",
+                       (f"topic{i % 97}",), ()) for i in range(n)]
+
+
+def build(entries: list[SkillEntry], tmp_path: Path | None = None) -> SkillIndex:
+    cache = EmbeddingCache(tmp_path / "emb.sqlite" if tmp_path else None, HashingEmbedder())
+    index = SkillIndex(cache)
+    index.build(entries)
+    return index
+
+
+def test_tokenizer_splits_cjk_into_unigrams_and_bigrams() -> None:
+    assert tokenize("查询订单") == ["查", "询", "订", "单", "查询", "询订", "订单"]
+    assert tokenize("Where are my orders?") == ["order"]
+
+
+def test_search_finds_the_skill_by_keyword_and_by_chinese_trigger() -> None:
+    index = build(ENTRIES)
+    assert index.search("where is order ORD1234", k=1)[0].name == "order-query"
+    assert index.search("CNC-001 有告警吗", k=1)[0].name == "device-alarms"
+    hits = index.search("stock left in warehouse", k=3)
+    assert hits[0].name == "inventory"
+    assert hits[0].score >= hits[-1].score
+
+
+def test_empty_query_or_empty_index_finds_nothing() -> None:
+    assert build(ENTRIES).search("   ") == []
+    assert build([]).search("orders") == []
+
+
+def test_compact_index_holds_pinned_and_relevant_skills_within_budget() -> None:
+    index = build(ENTRIES)
+    text, names = index.compact("where is my order", budget_tokens=300)
+    assert names[0] == "escalate"
+    assert "order-query" in names
+    assert count_tokens(text) <= 300
+
+
+def test_prompt_size_does_not_grow_with_installed_skills() -> None:
+    sizes = []
+    for n in (10, 100, 2000):
+        text, _ = build(synthetic(n)).compact("topic5 request for department 3",
+                                              budget_tokens=300)
+        sizes.append(count_tokens(text))
+    assert max(sizes) <= 300
+    assert sizes[2] <= sizes[1] + 20
+
+
+def test_restart_reembeds_only_what_changed(tmp_path: Path) -> None:
+    entries = synthetic(50)
+    first = build(entries, tmp_path)
+    assert first.cache is not None
+    assert first.cache.computed == 50
+    changed = [*entries[:-1], SkillEntry("skill-new", "A brand new skill.", (), ())]
+    second = build(changed, tmp_path)
+    assert second.cache is not None
+    assert second.cache.computed == 1

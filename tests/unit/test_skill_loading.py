@@ -1,0 +1,176 @@
+"""Tier 1: folders are read (frontmatter and skill.yaml only) and every mistake is named."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from agents.skills.loader import SkillLoadError, load_skill
+from agents.skills.registry import SkillNotFound, SkillRegistry
+from tests.skillkit import tool, write_skill
+
+
+def problems_of(folder: Path) -> list[str]:
+    with pytest.raises(SkillLoadError) as info:
+        load_skill(folder)
+    return [str(p) for p in info.value.problems]
+
+
+def test_a_plain_agent_skills_folder_loads_unchanged(tmp_path: Path) -> None:
+    folder = write_skill(
+        tmp_path, "pdf-processing",
+        "Extract text and tables from PDF files. Use when working with PDFs.",
+        frontmatter={"license": "Apache-2.0", "compatibility": "Requires pdfplumber",
+                     "metadata": {"author": "example-org", "version": 1.0},
+                     "allowed-tools": "Bash(python:*) Read"},
+        files={"scripts/extract.py": "print('x')\n", "references/REFERENCE.md": "# Ref\n",
+               "assets/template.txt": "t"},
+    )
+    skill = load_skill(folder)
+    assert skill.name == "pdf-processing"
+    assert skill.instruction_only
+    assert skill.frontmatter.metadata == {"author": "example-org", "version": "1.0"}
+    assert skill.frontmatter.allowed_tools == "Bash(python:*) Read"
+    assert skill.references == ("references/REFERENCE.md",)
+    assert skill.body() == "Follow these steps."
+
+
+def test_reference_folder_singular_is_accepted(tmp_path: Path) -> None:
+    folder = write_skill(tmp_path, "x-skill", files={"reference/guide.md": "g"})
+    assert load_skill(folder).references == ("reference/guide.md",)
+
+
+def test_name_must_equal_folder(tmp_path: Path) -> None:
+    folder = write_skill(tmp_path, "order-query", frontmatter={"name": "orders"})
+    [problem] = problems_of(folder)
+    assert "SKILL.md [name]" in problem
+    assert "'orders' but the folder is 'order-query'" in problem
+
+
+@pytest.mark.parametrize(
+    ("meta", "field", "words"),
+    [
+        ({"name": "Bad_Name"}, "name", "lowercase letters, digits and single hyphens"),
+        ({"name": "a--b"}, "name", "single hyphens"),
+        ({"description": ""}, "description", "at least 1 character"),
+        ({"description": "x" * 1025}, "description", "at most 1024"),
+        ({"metadata": ["not", "a", "map"]}, "metadata", "dictionary"),
+    ],
+)
+def test_frontmatter_fields_are_checked(
+    tmp_path: Path, meta: dict[str, object], field: str, words: str
+) -> None:
+    folder = write_skill(tmp_path, str(meta.get("name", "good-name")).lower().replace("_", "-"),
+                         frontmatter=meta)
+    found = [p for p in problems_of(folder) if f"[{field}]" in p]
+    assert found
+    assert words in found[0]
+
+
+def test_missing_frontmatter_says_how_to_write_it(tmp_path: Path) -> None:
+    folder = tmp_path / "no-front"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text("# Just markdown\n", encoding="utf-8")
+    [problem] = problems_of(folder)
+    assert "start the file with '---'" in problem
+
+
+def test_missing_skill_md_points_at_the_scaffold(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    [problem] = problems_of(tmp_path / "empty")
+    assert "skilldesk skills new" in problem
+
+
+def test_skill_yaml_errors_name_the_tool_and_field(tmp_path: Path) -> None:
+    folder = write_skill(tmp_path, "orders", config={
+        "triggers": ["order"],
+        "tools": [tool("get_order", "handler:get_order"),
+                  {"name": "bad", "description": "d", "handler": "handler",
+                   "parameters": {"type": "string"}}],
+        "colour": "blue",
+    }, handler="def get_order():\n    return 1\n")
+    problems = problems_of(folder)
+    joined = "\n".join(problems)
+    assert "skill.yaml [tools[1] (bad).handler]" in joined
+    assert "skill.yaml [tools[1] (bad).parameters]" in joined
+    assert "type: object" in joined
+    assert "skill.yaml [colour]: is not a known field" in joined
+
+
+def test_handler_reference_is_resolved_without_importing(tmp_path: Path) -> None:
+    folder = write_skill(tmp_path, "orders", config={"tools": [
+        tool("get_order", "handler:get_order"), tool("other", "handler:missing_fn"),
+    ]}, handler="import nonexistent_module_xyz\n\ndef get_order():\n    return 1\n")
+    [problem] = problems_of(folder)
+    assert "defines no top-level function 'missing_fn'" in problem
+    assert not any("nonexistent_module_xyz" in m for m in sys.modules)
+
+
+def test_invalid_yaml_reports_line_and_column(tmp_path: Path) -> None:
+    folder = write_skill(tmp_path, "broken")
+    (folder / "skill.yaml").write_text("triggers: [a, b\nexamples: x\n", encoding="utf-8")
+    [problem] = problems_of(folder)
+    assert "skill.yaml" in problem
+    assert "line" in problem
+
+
+def test_registry_skips_bad_skills_and_loads_the_rest(tmp_path: Path) -> None:
+    write_skill(tmp_path, "good-one")
+    write_skill(tmp_path, "bad-one", frontmatter={"name": "other"})
+    (tmp_path / ".hidden").mkdir()
+    registry = SkillRegistry(tmp_path)
+    report = registry.reload()
+    assert report.added == ["good-one"]
+    assert [p.skill for p in registry.errors] == ["bad-one"]
+    assert [s.name for s in registry.all()] == ["good-one"]
+
+
+def test_duplicate_tool_names_are_refused_naming_both(tmp_path: Path) -> None:
+    handler = "def f():\n    return 1\n"
+    write_skill(tmp_path, "alpha", config={"tools": [tool("lookup", "handler:f")]},
+                handler=handler)
+    write_skill(tmp_path, "beta", config={"tools": [tool("lookup", "handler:f")]},
+                handler=handler)
+    registry = SkillRegistry(tmp_path)
+    registry.reload()
+    assert registry.tool("lookup")[0].name == "alpha"
+    assert "beta" not in registry
+    assert "already defined by skill 'alpha'" in registry.errors[0].message
+
+
+def test_a_broken_edit_keeps_the_last_good_version(tmp_path: Path) -> None:
+    folder = write_skill(tmp_path, "orders", "Version one.")
+    registry = SkillRegistry(tmp_path)
+    registry.reload()
+    (folder / "SKILL.md").write_text("---\nname: orders\ndescription: [unclosed\n---\n")
+    report = registry.reload()
+    assert report.errors
+    assert registry.get("orders").description == "Version one."
+    assert registry.errors
+    write_skill(tmp_path, "orders", "Version two.")
+    report = registry.reload()
+    assert report.changed == ["orders"]
+    assert registry.get("orders").description == "Version two."
+    assert registry.errors == []
+
+
+def test_removed_folder_is_dropped(tmp_path: Path) -> None:
+    folder = write_skill(tmp_path, "temp-skill")
+    registry = SkillRegistry(tmp_path)
+    registry.reload()
+    for path in sorted(folder.rglob("*"), reverse=True):
+        path.unlink()
+    folder.rmdir()
+    assert registry.reload().removed == ["temp-skill"]
+    with pytest.raises(SkillNotFound, match="no skill named 'temp-skill'"):
+        registry.get("temp-skill")
+
+
+def test_unknown_skill_suggests_close_names(tmp_path: Path) -> None:
+    write_skill(tmp_path, "order-query")
+    registry = SkillRegistry(tmp_path)
+    registry.reload()
+    with pytest.raises(SkillNotFound, match="did you mean 'order-query'"):
+        registry.get("order-qurey")

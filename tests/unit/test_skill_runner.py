@@ -1,0 +1,144 @@
+"""Tier 3: handlers are imported on first call, arguments validated, failures readable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agents.skills.registry import SkillRegistry
+from agents.skills.runner import ToolRunner
+from tests.skillkit import tool, write_skill
+
+HANDLER = """
+import asyncio, json
+from pathlib import Path
+
+CALLS = []
+
+def get_order(order_id, context):
+    CALLS.append(order_id)
+    if order_id == "ORD404":
+        raise ValueError(f"no order {order_id}")
+    return {"order_id": order_id, "status": "shipped", "secret": "x", "notes": "n" * 50}
+
+async def slow(seconds):
+    await asyncio.sleep(seconds)
+    return "done"
+
+def many():
+    return [{"i": i, "junk": "j" * 100} for i in range(50)]
+
+def whoami(context):
+    return {"skill": context.skill, "key": context.idempotency_key,
+            "data_dir": str(context.data_dir), "thread": context.thread_id}
+"""
+
+
+@pytest.fixture
+def runner(tmp_path: Path) -> ToolRunner:
+    skills = tmp_path / "skills"
+    write_skill(skills, "orders", config={
+        "limits": {"max_chars": 200},
+        "tools": [
+            tool("get_order", "handler:get_order", {"order_id": {"type": "string",
+                                                                 "pattern": "^ORD[0-9]+$"}},
+                 ["order_id"], limits={"keep_fields": ["order_id", "status"]}),
+            tool("slow", "handler:slow", {"seconds": {"type": "number"}}, ["seconds"],
+                 timeout_s=0.2),
+            tool("many", "handler:many", limits={"max_items": 3, "keep_fields": ["i"]}),
+            tool("whoami", "handler:whoami", side_effects=True),
+        ]}, handler=HANDLER)
+    write_skill(skills, "broken", config={"tools": [tool("explode", "handler:explode")]},
+                handler="import does_not_exist_anywhere\n\ndef explode():\n    return 1\n")
+    registry = SkillRegistry(skills)
+    registry.reload()
+    return ToolRunner(registry, tmp_path / "data")
+
+
+async def test_nothing_is_imported_until_the_first_call(runner: ToolRunner) -> None:
+    assert runner.imported == []
+    result = await runner.call("get_order", {"order_id": "ORD1"})
+    assert result.ok
+    assert runner.imported == ["orders:handler"]
+    await runner.call("get_order", {"order_id": "ORD2"})
+    assert runner.imported == ["orders:handler"]  # cached
+
+
+async def test_results_are_trimmed_to_declared_fields(runner: ToolRunner) -> None:
+    result = await runner.call("get_order", '{"order_id": "ORD1"}')
+    assert result.data == {"order_id": "ORD1", "status": "shipped"}
+    assert "secret" not in result.content
+
+
+async def test_list_results_are_capped(runner: ToolRunner) -> None:
+    result = await runner.call("many", {})
+    assert result.data == [{"i": 0}, {"i": 1}, {"i": 2}]
+    assert result.truncated
+
+
+async def test_invalid_arguments_never_reach_the_handler(runner: ToolRunner) -> None:
+    result = await runner.call("get_order", {"order_id": "12"})
+    assert not result.ok
+    assert result.error_code == "invalid_arguments"
+    assert "order_id" in result.content
+    assert "does not match" in result.content
+    missing = await runner.call("get_order", {})
+    assert "'order_id' is a required property" in missing.content
+    extra = await runner.call("get_order", {"order_id": "ORD1", "x": 1})
+    assert "Additional properties" in extra.content
+
+
+async def test_malformed_json_arguments_are_a_readable_error(runner: ToolRunner) -> None:
+    result = await runner.call("get_order", '{"order_id": ')
+    assert result.error_code == "invalid_arguments"
+    assert "not valid JSON" in result.content
+
+
+async def test_handler_exception_becomes_a_tool_error(runner: ToolRunner) -> None:
+    result = await runner.call("get_order", {"order_id": "ORD404"})
+    assert not result.ok
+    assert result.error_code == "tool_failed"
+    assert "ValueError: no order ORD404" in result.content
+
+
+async def test_timeout_becomes_a_tool_error(runner: ToolRunner) -> None:
+    result = await runner.call("slow", {"seconds": 2})
+    assert result.error_code == "timeout"
+    assert "0.2 s" in result.content
+
+
+async def test_import_error_is_a_tool_error_not_a_crash(runner: ToolRunner) -> None:
+    result = await runner.call("explode", {})
+    assert result.error_code == "handler_import_failed"
+    assert "does_not_exist_anywhere" in result.content
+    assert (await runner.call("get_order", {"order_id": "ORD1"})).ok
+
+
+async def test_unknown_tool_suggests_a_close_name(runner: ToolRunner) -> None:
+    result = await runner.call("get_ordr", {})
+    assert result.error_code == "unknown_tool"
+    assert "get_order" in result.content
+
+
+async def test_context_has_a_stable_idempotency_key_per_call(runner: ToolRunner) -> None:
+    first = await runner.call("whoami", {}, thread_id="t1", call_id="call_1")
+    again = await runner.call("whoami", {}, thread_id="t1", call_id="call_1")
+    other = await runner.call("whoami", {}, thread_id="t1", call_id="call_2")
+    assert first.data["key"] == again.data["key"] != other.data["key"]
+    assert first.data["thread"] == "t1"
+    assert first.data["data_dir"].endswith("skills/orders")
+    given = await runner.call("whoami", {}, idempotency_key="client-key-1")
+    assert given.data["key"] == "client-key-1"
+
+
+async def test_character_limit_marks_truncation(tmp_path: Path) -> None:
+    write_skill(tmp_path, "big", config={"limits": {"max_chars": 100},
+                                          "tools": [tool("big_text", "handler:big_text")]},
+                handler="def big_text():\n    return 'x' * 1000\n")
+    registry = SkillRegistry(tmp_path)
+    registry.reload()
+    result = await ToolRunner(registry, tmp_path / "d").call("big_text", {})
+    assert result.content.startswith("x" * 100)
+    assert "[truncated 900 characters]" in result.content
+    assert result.truncated
