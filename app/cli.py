@@ -19,12 +19,22 @@ cli = typer.Typer(
 )
 
 
+def _register_subcommands() -> None:
+    from app.skills_cli import app as skills_app
+
+    cli.add_typer(skills_app, name="skills")
+
+
 def main() -> None:
     """Console-script entry point."""
     cli()
 
 
-def _settings(**overrides: Any) -> Any:
+_register_subcommands()
+
+
+def load_cli_settings(**overrides: Any) -> Any:
+    """Settings with command-line overrides; a configuration error exits with status 2."""
     from app.settings import load_settings
 
     try:
@@ -43,6 +53,9 @@ def serve(
     data_dir: Annotated[
         Path | None, typer.Option(help="SQLite file and caches [SKILLDESK_DATA_DIR].")
     ] = None,
+    skills_dir: Annotated[
+        Path | None, typer.Option(help="Skills folder to serve [SKILLDESK_SKILLS_DIR].")
+    ] = None,
 ) -> None:
     """Serve the HTTP API (default http://127.0.0.1:8000)."""
     import uvicorn
@@ -50,7 +63,7 @@ def serve(
     from app.logging import configure_logging
     from app.main import create_app
 
-    settings = _settings(host=host, port=port, data_dir=data_dir)
+    settings = load_cli_settings(host=host, port=port, data_dir=data_dir, skills_dir=skills_dir)
     configure_logging(settings.log_level, settings.log_format)
     uvicorn.run(
         create_app(settings),
@@ -76,7 +89,7 @@ def chat(
     if url:
         _chat_remote(url.rstrip("/"), thread_id)
     else:
-        asyncio.run(_chat_local(_settings(data_dir=data_dir), thread_id))
+        asyncio.run(_chat_local(load_cli_settings(data_dir=data_dir), thread_id))
 
 
 def _lines() -> Any:

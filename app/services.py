@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -13,9 +14,12 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from agents.checkpoint import open_checkpointer
 from agents.conversations import Conversations
 from agents.errors import NO_MODEL_HINT
+from agents.graph.assistant import AssistantOptions
 from agents.graph.builder import build_graph
 from agents.models import ModelGateway
 from agents.prompts import Prompts
+from agents.skills.service import SkillService
+from agents.skills.watcher import start_watcher, stop_watcher
 from app.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -29,20 +33,41 @@ class Services:
     gateway: ModelGateway
     checkpointer: BaseCheckpointSaver[Any]
     conversations: Conversations
+    skills: SkillService
 
 
 @asynccontextmanager
-async def open_services(settings: Settings) -> AsyncIterator[Services]:
-    """Validate the model profiles, open the checkpointer and compile the graph."""
+async def open_services(
+    settings: Settings, *, watch: bool | None = None
+) -> AsyncIterator[Services]:
+    """Validate the model profiles, load the skills, open the checkpointer, compile the graph."""
     gateway = ModelGateway(settings.models())
     if not gateway.configured:
         log.warning("model.not_configured", hint=NO_MODEL_HINT)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    async with open_checkpointer(settings.resolved_checkpoint_url) as checkpointer:
-        graph = build_graph(gateway, checkpointer, Prompts(settings.prompts_dir))
-        log.info(
-            "service.ready",
-            checkpointer=type(checkpointer).__name__,
-            model_profiles=sorted(gateway.config.profiles) if gateway.config else [],
-        )
-        yield Services(settings, gateway, checkpointer, Conversations(graph))
+    skills = SkillService(settings.skills_options())
+    report = await asyncio.to_thread(skills.reload)
+    for problem in report.errors:
+        log.warning("skill.skipped", error=str(problem))
+    options = AssistantOptions(
+        max_iterations=settings.max_tool_rounds,
+        index_budget_tokens=settings.skills_prompt_budget,
+        inject_threshold=settings.skills_inject_threshold,
+    )
+    watcher = start_watcher(skills) if (settings.skills_watch if watch is None else watch) else None
+    try:
+        async with open_checkpointer(settings.resolved_checkpoint_url) as checkpointer:
+            graph = build_graph(
+                gateway, checkpointer, Prompts(settings.prompts_dir), skills, options
+            )
+            log.info(
+                "service.ready",
+                checkpointer=type(checkpointer).__name__,
+                model_profiles=sorted(gateway.config.profiles) if gateway.config else [],
+                skills=len(skills.registry),
+                skill_errors=len(skills.registry.errors),
+            )
+            yield Services(settings, gateway, checkpointer, Conversations(graph), skills)
+    finally:
+        if watcher is not None:
+            await stop_watcher(*watcher)

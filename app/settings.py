@@ -17,6 +17,7 @@ from pydantic_settings import (
 from agents.checkpoint import sqlite_url
 from agents.errors import ConfigError
 from agents.models import ModelsConfig, load_models_config
+from agents.skills.service import SkillsOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV_PREFIX = "SKILLDESK_"
@@ -47,6 +48,17 @@ class Settings(BaseSettings):
     model_api_base: str | None = Field(None, description="Base URL of the default model's API.")
     model_api_key: SecretStr | None = Field(None, description="API key of the default model.")
     models_file: Path | None = Field(None, description="YAML file with more model profiles.")
+    skills_watch: bool = Field(True, description="Reload skills live when their folder changes.")
+    skills_embeddings: bool = Field(
+        True, description="Dense (MiniLM) retrieval besides keywords; off: keywords only."
+    )
+    skills_prompt_budget: int = Field(
+        300, ge=50, le=4000, description="Tokens of skill index in each prompt."
+    )
+    skills_inject_threshold: float = Field(
+        0.62, ge=0, le=1, description="Retrieval score above which a skill is loaded directly."
+    )
+    max_tool_rounds: int = Field(5, ge=1, le=50, description="Tool-calling rounds per turn.")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info")
     log_format: Literal["auto", "json", "console"] = Field(
         "auto", description="auto: readable on a terminal, JSON lines otherwise."
@@ -76,6 +88,15 @@ class Settings(BaseSettings):
     def resolved_checkpoint_url(self) -> str:
         """The checkpoint URL, defaulting to ``<data_dir>/skilldesk.sqlite``."""
         return self.checkpoint_url or sqlite_url(self.data_dir.resolve() / "skilldesk.sqlite")
+
+    def skills_options(self) -> SkillsOptions:
+        """How the skills folder is served."""
+        return SkillsOptions(
+            directory=self.skills_dir,
+            data_dir=self.data_dir,
+            embeddings=self.skills_embeddings,
+            prompt_budget_tokens=self.skills_prompt_budget,
+        )
 
     def models(self) -> ModelsConfig | None:
         """The validated model profiles (``None`` when no model is configured)."""

@@ -48,7 +48,13 @@ def make_settings(tmp_path: Path) -> Any:
     from app.settings import Settings
 
     def build(**overrides: Any) -> Settings:
-        values: dict[str, Any] = {"data_dir": tmp_path / "data"}
+        # An empty skills folder, no watcher and keyword-only retrieval unless a test asks.
+        values: dict[str, Any] = {
+            "data_dir": tmp_path / "data",
+            "skills_dir": tmp_path / "skills",
+            "skills_watch": False,
+            "skills_embeddings": False,
+        }
         values.update(overrides)
         return Settings(**values)
 

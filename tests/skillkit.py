@@ -25,10 +25,12 @@ def write_skill(
     folder.mkdir(parents=True, exist_ok=True)
     meta = {"name": name, "description": description, **(frontmatter or {})}
     (folder / "SKILL.md").write_text(
-        f"---\n{yaml.safe_dump(meta, allow_unicode=True)}---\n\n{body}\n", encoding="utf-8")
+        f"---\n{yaml.safe_dump(meta, allow_unicode=True)}---\n\n{body}\n", encoding="utf-8"
+    )
     if config is not None:
-        (folder / "skill.yaml").write_text(yaml.safe_dump(config, allow_unicode=True),
-                                           encoding="utf-8")
+        (folder / "skill.yaml").write_text(
+            yaml.safe_dump(config, allow_unicode=True), encoding="utf-8"
+        )
     if handler is not None:
         (folder / "handler.py").write_text(textwrap.dedent(handler), encoding="utf-8")
     for rel, text in (files or {}).items():
@@ -38,13 +40,26 @@ def write_skill(
     return folder
 
 
-def tool(name: str, handler: str, properties: dict[str, Any] | None = None,
-         required: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+def tool(
+    name: str,
+    handler: str,
+    properties: dict[str, Any] | None = None,
+    required: list[str] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     """A skill.yaml tool entry."""
-    return {"name": name, "description": f"The {name} tool.", "handler": handler,
-            "parameters": {"type": "object", "properties": properties or {},
-                           "required": required or [], "additionalProperties": False},
-            **extra}
+    return {
+        "name": name,
+        "description": f"The {name} tool.",
+        "handler": handler,
+        "parameters": {
+            "type": "object",
+            "properties": properties or {},
+            "required": required or [],
+            "additionalProperties": False,
+        },
+        **extra,
+    }
 
 
 class HashingEmbedder:

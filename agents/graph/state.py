@@ -19,9 +19,18 @@ def add_usage(left: dict[str, int] | None, right: dict[str, Any] | None) -> dict
     return total
 
 
+def add_names(left: list[str] | None, right: list[str] | None) -> list[str]:
+    """Reducer: an ordered set of names (a skill is recorded as loaded once)."""
+    out = list(left or [])
+    out.extend(n for n in (right or []) if n not in out)
+    return out
+
+
 class ThreadState(TypedDict, total=False):
     """State of one conversation thread (see DESIGN.md §5)."""
 
     messages: Annotated[list[AnyMessage], add_messages]
     usage: Annotated[dict[str, int], add_usage]
+    loaded_skills: Annotated[list[str], add_names]
+    route: dict[str, Any]
     schema_version: int

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -74,7 +75,7 @@ class GatewayChatModel(BaseChatModel):
         request: dict[str, Any] = gateway.request_params(self.profile_name)
         request.update(self.call_kwargs)
         request.update(kwargs)
-        request["messages"] = convert_to_openai_messages(messages)
+        request["messages"] = to_openai_messages(messages)
         if stop:
             request["stop"] = stop
         return request
@@ -222,6 +223,32 @@ class GatewayChatModel(BaseChatModel):
             gateway.usage.record(self.profile_name, model_name or "", usage)
 
 
+def to_openai_messages(messages: list[BaseMessage]) -> list[dict[str, Any]]:
+    """OpenAI chat messages; malformed tool calls are sent back as they came, so that their
+    error results still pair with a call (strict providers refuse orphan tool results)."""
+    converted: list[dict[str, Any]] = []
+    for message in messages:
+        data: dict[str, Any] = convert_to_openai_messages(message)
+        if isinstance(message, AIMessage) and message.invalid_tool_calls:
+            data.setdefault("tool_calls", [])
+            data["tool_calls"] = [
+                *data["tool_calls"],
+                *[
+                    {
+                        "id": bad.get("id"),
+                        "type": "function",
+                        "function": {
+                            "name": bad.get("name") or "",
+                            "arguments": bad.get("args") or "",
+                        },
+                    }
+                    for bad in message.invalid_tool_calls
+                ],
+            ]
+        converted.append(data)
+    return converted
+
+
 def _usage(raw: Any) -> UsageMetadata | None:
     if not raw:
         return None
@@ -229,3 +256,44 @@ def _usage(raw: Any) -> UsageMetadata | None:
     completion = int(getattr(raw, "completion_tokens", 0) or 0)
     total = int(getattr(raw, "total_tokens", 0) or prompt + completion)
     return UsageMetadata(input_tokens=prompt, output_tokens=completion, total_tokens=total)
+
+
+def finish_stream(chunk: AIMessageChunk) -> AIMessage:
+    """The AIMessage of a whole streamed reply, with tool-call arguments parsed strictly.
+
+    LangChain parses streamed arguments leniently (partial JSON is completed), which would turn
+    a malformed call into a plausible one; here malformed arguments become invalid tool calls.
+    """
+    tool_calls: list[ToolCall] = []
+    invalid: list[InvalidToolCall] = []
+    for part in chunk.tool_call_chunks:
+        raw = part.get("args") or "{}"
+        try:
+            args = json.loads(raw)
+            if not isinstance(args, dict):
+                raise ValueError("arguments must be a JSON object")
+        except ValueError as exc:
+            invalid.append(
+                InvalidToolCall(
+                    name=part.get("name"),
+                    args=raw,
+                    id=part.get("id"),
+                    error=f"malformed JSON arguments: {exc}",
+                    type="invalid_tool_call",
+                )
+            )
+        else:
+            tool_calls.append(
+                ToolCall(
+                    name=part.get("name") or "", args=args, id=part.get("id"), type="tool_call"
+                )
+            )
+    return AIMessage(
+        content=chunk.content,
+        tool_calls=tool_calls,
+        invalid_tool_calls=invalid,
+        usage_metadata=chunk.usage_metadata,
+        response_metadata=chunk.response_metadata,
+        id=chunk.id,
+        name=chunk.name,
+    )

@@ -12,9 +12,9 @@ import numpy as np
 _WORD = re.compile(r"[a-z0-9]+|[\u3400-\u9fff\uf900-\ufaff]+")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 STOPWORDS = frozenset(
-    "a an and are as at be but by can could do does for from has have how i i'm if in is it "
-    "its me my of on or please should so that the their them there this to up us was we what "
-    "when where which who why will with would you your".split()
+    """a an and are as at be but by can could do does for from has have how i i'm if in is it
+    its me my of on or please should so that the their them there this to up us was we what
+    when where which who why will with would you your""".split()
 )
 
 

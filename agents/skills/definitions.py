@@ -18,9 +18,14 @@ META_TOOLS = (LOAD_SKILL, READ_REFERENCE, SEARCH_SKILLS)
 
 def openai_tool(spec: ToolSpec) -> dict[str, Any]:
     """A tool as OpenAI's function-calling definition."""
-    return {"type": "function",
-            "function": {"name": spec.name, "description": spec.description,
-                         "parameters": spec.parameters}}
+    return {
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": spec.parameters,
+        },
+    }
 
 
 def definition(skill: Skill) -> dict[str, Any]:
@@ -57,11 +62,13 @@ def read_reference(skill: Skill, path: str, limit: int = MAX_REFERENCE_CHARS) ->
     root = skill.path.resolve()
     target = (root / relative).resolve()
     if not target.is_relative_to(root) or ".." in relative.parts:
-        raise SkillReferenceError(f"{path!r} is outside skill {skill.name!r}; use one of "
-                              f"{list(skill.references)}")
+        raise SkillReferenceError(
+            f"{path!r} is outside skill {skill.name!r}; use one of {list(skill.references)}"
+        )
     if not target.is_file():
-        raise SkillReferenceError(f"skill {skill.name!r} has no reference {path!r}; it has "
-                              f"{list(skill.references)}")
+        raise SkillReferenceError(
+            f"skill {skill.name!r} has no reference {path!r}; it has {list(skill.references)}"
+        )
     text = target.read_text(encoding="utf-8", errors="replace")
     if len(text) > limit:
         text = text[:limit] + f"…[truncated {len(text) - limit} characters]"
@@ -75,25 +82,40 @@ def meta_tool_definitions(names: tuple[str, ...] = (LOAD_SKILL, READ_REFERENCE))
             "name": LOAD_SKILL,
             "description": "Load a skill's full instructions and tools by name (from the skill "
             "index). Call it before using a skill; its tools become available afterwards.",
-            "parameters": {"type": "object", "properties": {
-                "name": {"type": "string", "description": "Skill name from the index."}},
-                "required": ["name"], "additionalProperties": False},
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "Skill name from the index."}
+                },
+                "required": ["name"],
+                "additionalProperties": False,
+            },
         },
         READ_REFERENCE: {
             "name": READ_REFERENCE,
             "description": "Read one reference document of a loaded skill.",
-            "parameters": {"type": "object", "properties": {
-                "name": {"type": "string", "description": "Skill name."},
-                "path": {"type": "string", "description": "Path as listed by load_skill."}},
-                "required": ["name", "path"], "additionalProperties": False},
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "Skill name."},
+                    "path": {"type": "string", "description": "Path as listed by load_skill."},
+                },
+                "required": ["name", "path"],
+                "additionalProperties": False,
+            },
         },
         SEARCH_SKILLS: {
             "name": SEARCH_SKILLS,
             "description": "Search the installed skills by what you need to do.",
-            "parameters": {"type": "object", "properties": {
-                "query": {"type": "string"},
-                "k": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5}},
-                "required": ["query"], "additionalProperties": False},
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string"},
+                    "k": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5},
+                },
+                "required": ["query"],
+                "additionalProperties": False,
+            },
         },
     }
     return [{"type": "function", "function": tools[n]} for n in names]

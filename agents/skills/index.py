@@ -32,8 +32,13 @@ class SkillEntry:
     @classmethod
     def of(cls, skill: Skill) -> SkillEntry:
         """The entry for a loaded skill."""
-        return cls(skill.name, skill.description, skill.config.triggers, skill.config.examples,
-                   skill.config.pinned)
+        return cls(
+            skill.name,
+            skill.description,
+            skill.config.triggers,
+            skill.config.examples,
+            skill.config.pinned,
+        )
 
     def keyword_text(self) -> str:
         """Text BM25 sees."""
@@ -94,14 +99,18 @@ class SkillIndex:
                     texts.append(text)
                     owners.append(i)
             vectors = self.cache.encode(texts)
+            self.cache.embedder.encode(["warm up"])  # load the model now, not on a user's query
             index = faiss.IndexFlatIP(vectors.shape[1])
             index.add(vectors)
             owner = np.array(owners, dtype=np.int64)
         with self._lock:
             self._entries, self._bm25, self._faiss, self._owner = entries, bm25, index, owner
             self._by_name = {e.name: e for e in entries}
-        log.info("skills.index_built", skills=len(entries),
-                 ms=round((time.perf_counter() - started) * 1000, 1))
+        log.info(
+            "skills.index_built",
+            skills=len(entries),
+            ms=round((time.perf_counter() - started) * 1000, 1),
+        )
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -128,8 +137,16 @@ class SkillIndex:
                     dense[j] = max(dense[j], float(sim))
         fused = self.dense_weight * dense + (1 - self.dense_weight) * keyword
         order = np.argsort(-fused, kind="stable")[:k]
-        return [SearchHit(entries[i].name, round(float(fused[i]), 4), round(float(dense[i]), 4),
-                          round(float(keyword[i]), 4)) for i in order if fused[i] > 0]
+        return [
+            SearchHit(
+                entries[i].name,
+                round(float(fused[i]), 4),
+                round(float(dense[i]), 4),
+                round(float(keyword[i]), 4),
+            )
+            for i in order
+            if fused[i] > 0
+        ]
 
     def pinned(self) -> list[SkillEntry]:
         """Entries always shown in the prompt."""

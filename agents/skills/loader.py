@@ -64,8 +64,12 @@ class Skill:
 
     def index_text(self) -> str:
         """What retrieval sees: name, description, triggers and examples."""
-        parts = [self.name.replace("-", " "), self.description, *self.config.triggers,
-                 *self.config.examples]
+        parts = [
+            self.name.replace("-", " "),
+            self.description,
+            *self.config.triggers,
+            *self.config.examples,
+        ]
         return "\n".join(parts)
 
     def body(self) -> str:
@@ -77,7 +81,9 @@ class Skill:
 def fingerprint(folder: Path) -> str:
     """Cheap change detector for a folder: names, sizes and mtimes of its files."""
     digest = hashlib.sha1()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+    for path in sorted(
+        p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    ):
         stat = path.stat()
         digest.update(f"{path.relative_to(folder)}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
     return digest.hexdigest()
@@ -101,7 +107,7 @@ def _read_frontmatter(path: Path) -> str | None:
         first = handle.readline().removeprefix("\ufeff")
         if first.strip() != "---":
             return None
-        collected = []
+        collected: list[str] = []
         for line in handle:
             if line.strip() == "---":
                 return "".join(collected)
@@ -123,8 +129,12 @@ def load_skill(folder: Path) -> Skill:
 
     skill_md = folder / SKILL_FILE
     if not skill_md.is_file():
-        problem(SKILL_FILE, "", f"missing; every skill folder needs a {SKILL_FILE} with "
-                "frontmatter (name, description) — `skilldesk skills new NAME` scaffolds one")
+        problem(
+            SKILL_FILE,
+            "",
+            f"missing; every skill folder needs a {SKILL_FILE} with "
+            "frontmatter (name, description) — `skilldesk skills new NAME` scaffolds one",
+        )
         raise SkillLoadError(problems)
     try:
         raw = _read_frontmatter(skill_md)
@@ -132,13 +142,21 @@ def load_skill(folder: Path) -> Skill:
         problem(SKILL_FILE, "", "is not UTF-8 text; save it as UTF-8")
         raise SkillLoadError(problems) from None
     if raw is None:
-        problem(SKILL_FILE, "frontmatter", "no YAML frontmatter; start the file with '---', "
-                "then 'name:' and 'description:' lines, then '---'")
+        problem(
+            SKILL_FILE,
+            "frontmatter",
+            "no YAML frontmatter; start the file with '---', "
+            "then 'name:' and 'description:' lines, then '---'",
+        )
         raise SkillLoadError(problems)
     frontmatter = _parse_frontmatter(raw, problem)
     if frontmatter is not None and frontmatter.name != name:
-        problem(SKILL_FILE, "name", f"is {frontmatter.name!r} but the folder is {name!r}; "
-                "the Agent Skills format requires them to be equal — rename one")
+        problem(
+            SKILL_FILE,
+            "name",
+            f"is {frontmatter.name!r} but the folder is {name!r}; "
+            "the Agent Skills format requires them to be equal — rename one",
+        )
     config = _parse_config(folder, problem)
     if config is not None:
         _check_handlers(folder, config, problem)
@@ -151,9 +169,15 @@ def load_skill(folder: Path) -> Skill:
         for p in sorted((folder / directory).rglob("*"))
         if p.is_file()
     )
-    return Skill(name=name, description=frontmatter.description.strip(), path=folder,
-                 frontmatter=frontmatter, config=config, fingerprint=fingerprint(folder),
-                 references=references)
+    return Skill(
+        name=name,
+        description=frontmatter.description.strip(),
+        path=folder,
+        frontmatter=frontmatter,
+        config=config,
+        fingerprint=fingerprint(folder),
+        references=references,
+    )
 
 
 def _parse_frontmatter(raw: str, problem: Any) -> Frontmatter | None:
@@ -205,11 +229,19 @@ def _check_handlers(folder: Path, config: SkillConfig, problem: Any) -> None:
         functions = parsed[module]
         where = f"tools[{i}].handler"
         if functions is None:
-            problem(CONFIG_FILE, where, f"{tool.handler!r}: {file} is missing or does not "
-                    "parse; create it or fix the reference")
+            problem(
+                CONFIG_FILE,
+                where,
+                f"{tool.handler!r}: {file} is missing or does not "
+                "parse; create it or fix the reference",
+            )
         elif function not in functions:
-            problem(CONFIG_FILE, where, f"{tool.handler!r}: {file} defines no top-level "
-                    f"function {function!r}; define it or fix the name")
+            problem(
+                CONFIG_FILE,
+                where,
+                f"{tool.handler!r}: {file} defines no top-level "
+                f"function {function!r}; define it or fix the name",
+            )
 
 
 def _functions(path: Path) -> set[str] | None:
@@ -218,8 +250,13 @@ def _functions(path: Path) -> set[str] | None:
     except (OSError, SyntaxError, UnicodeDecodeError):
         return None
     names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
-    names |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
-              if isinstance(t, ast.Name)}
+    names |= {
+        t.id
+        for n in tree.body
+        if isinstance(n, ast.Assign)
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
     return names
 
 
@@ -248,7 +285,9 @@ def _message(err: Any) -> str:
     if err["type"] == "extra_forbidden":
         return "is not a known field; check its spelling (see skill.schema.json)"
     if err["type"] == "string_pattern_mismatch" and err["loc"][-1] == "name":
-        return f"{err.get('input')!r} is not valid: use lowercase letters, digits and single hyphens"
+        return (
+            f"{err.get('input')!r} is not valid: use lowercase letters, digits and single hyphens"
+        )
     return msg
 
 

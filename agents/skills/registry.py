@@ -83,8 +83,12 @@ class SkillRegistry:
                     del skills[name]
                     report.removed.append(name)
             # Errors of unchanged broken skills stay reported until they are fixed.
-            kept = [p for p in self.errors if p.skill in folders
-                    and self._fingerprints.get(p.skill) == fingerprints.get(p.skill)]
+            kept = [
+                p
+                for p in self.errors
+                if p.skill in folders
+                and self._fingerprints.get(p.skill) == fingerprints.get(p.skill)
+            ]
             errors = [*kept, *report.errors]
             tools, duplicates = _tool_table(skills)
             for skill_name in duplicates:
@@ -96,18 +100,29 @@ class SkillRegistry:
             if report.changed_anything:
                 self.version += 1
         for problem in report.errors:
-            log.warning("skill.invalid", skill=problem.skill, file=problem.file,
-                        field=problem.field, error=problem.message)
+            log.warning(
+                "skill.invalid",
+                skill=problem.skill,
+                file=problem.file,
+                field=problem.field,
+                error=problem.message,
+            )
         if report.changed_anything:
-            log.info("skills.reloaded", added=report.added, changed=report.changed,
-                     removed=report.removed, total=len(self._skills))
+            log.info(
+                "skills.reloaded",
+                added=report.added,
+                changed=report.changed,
+                removed=report.removed,
+                total=len(self._skills),
+            )
         return report
 
     def _folders(self) -> dict[str, Path]:
         if not self.directory.is_dir():
             return {}
         return {
-            p.name: p for p in sorted(self.directory.iterdir())
+            p.name: p
+            for p in sorted(self.directory.iterdir())
             if p.is_dir() and not p.name.startswith((".", "_"))
         }
 
@@ -149,9 +164,13 @@ def _tool_table(
         clash = [t for t in skill.tools if t.name in tools]
         if clash:
             duplicates[name] = [
-                SkillProblem(name, "skill.yaml", f"tools ({t.name})",
-                             f"tool name {t.name!r} is already defined by skill "
-                             f"{tools[t.name][0].name!r}; tool names are global — rename it")
+                SkillProblem(
+                    name,
+                    "skill.yaml",
+                    f"tools ({t.name})",
+                    f"tool name {t.name!r} is already defined by skill "
+                    f"{tools[t.name][0].name!r}; tool names are global — rename it",
+                )
                 for t in clash
             ]
             continue

@@ -78,32 +78,46 @@ class ToolRunner:
             function = self._function(skill, spec)
         except Exception as exc:
             log.warning("tool.import_failed", skill=skill.name, tool=tool_name, error=str(exc))
-            return _error(tool_name, "handler_import_failed",
-                          f"the handler of skill {skill.name!r} could not be loaded "
-                          f"({type(exc).__name__}: {exc})", started)
+            return _error(
+                tool_name,
+                "handler_import_failed",
+                f"the handler of skill {skill.name!r} could not be loaded "
+                f"({type(exc).__name__}: {exc})",
+                started,
+            )
         key = idempotency_key or _idempotency_key(skill.name, spec.name, args, thread_id, call_id)
         if "context" in inspect.signature(function).parameters:
             data_dir = self.data_dir / "skills" / skill.name
             data_dir.mkdir(parents=True, exist_ok=True)
-            args["context"] = ToolContext(skill.name, spec.name, skill.path, data_dir, key,
-                                          thread_id, run_id)
+            args["context"] = ToolContext(
+                skill.name, spec.name, skill.path, data_dir, key, thread_id, run_id
+            )
         try:
             if inspect.iscoroutinefunction(function):
                 value = await asyncio.wait_for(function(**args), spec.timeout_s)
             else:
                 value = await asyncio.wait_for(asyncio.to_thread(function, **args), spec.timeout_s)
         except TimeoutError:
-            return _error(tool_name, "timeout",
-                          f"{tool_name} did not finish within {spec.timeout_s:g} s", started)
+            return _error(
+                tool_name,
+                "timeout",
+                f"{tool_name} did not finish within {spec.timeout_s:g} s",
+                started,
+            )
         except Exception as exc:
             log.info("tool.failed", skill=skill.name, tool=tool_name, error=str(exc))
-            return _error(tool_name, "tool_failed",
-                          f"{tool_name} failed: {type(exc).__name__}: {exc}", started)
+            return _error(
+                tool_name,
+                "tool_failed",
+                f"{tool_name} failed: {type(exc).__name__}: {exc}",
+                started,
+            )
         limits = spec.limits or skill.config.limits
         content, data, truncated = trim(value, limits)
         ms = (time.perf_counter() - started) * 1000
-        log.info("tool.called", skill=skill.name, tool=tool_name, ms=round(ms, 1),
-                 truncated=truncated)
+        log.info(
+            "tool.called", skill=skill.name, tool=tool_name, ms=round(ms, 1), truncated=truncated
+        )
         return ToolResult(tool_name, True, content, data, None, truncated, ms)
 
     def _function(self, skill: Skill, spec: ToolSpec) -> Any:
@@ -113,8 +127,9 @@ class ToolRunner:
             module = self._modules.get(key)
             if module is None:
                 module = _import(skill, module_name)
-                self._modules = {k: v for k, v in self._modules.items()
-                                 if k[:2] != key[:2]}  # drop an older version of this skill
+                self._modules = {
+                    k: v for k, v in self._modules.items() if k[:2] != key[:2]
+                }  # drop an older version of this skill
                 self._modules[key] = module
                 self.imported.append(f"{skill.name}:{module_name}")
         return getattr(module, function_name)
@@ -152,12 +167,16 @@ def _parse_arguments(
         try:
             arguments = json.loads(arguments)
         except json.JSONDecodeError as exc:
-            return {}, (f"the arguments of {spec.name} are not valid JSON ({exc.msg} at "
-                        f"position {exc.pos}); send a JSON object matching its parameters")
+            return {}, (
+                f"the arguments of {spec.name} are not valid JSON ({exc.msg} at "
+                f"position {exc.pos}); send a JSON object matching its parameters"
+            )
     if not isinstance(arguments, dict):
         return {}, f"the arguments of {spec.name} must be a JSON object"
-    errors = sorted(Draft202012Validator(spec.parameters).iter_errors(arguments),
-                    key=lambda e: list(e.absolute_path))
+    errors = sorted(
+        Draft202012Validator(spec.parameters).iter_errors(arguments),
+        key=lambda e: list(e.absolute_path),
+    )
     if errors:
         parts = []
         for err in errors[:5]:
@@ -172,8 +191,11 @@ def _idempotency_key(
 ) -> str:
     # A resumed run replays the same tool call id, so (thread, call id) identifies the call;
     # without them, the same arguments are the same call.
-    basis = (f"{thread_id}|{call_id}" if thread_id and call_id
-             else json.dumps(args, sort_keys=True, default=str))
+    basis = (
+        f"{thread_id}|{call_id}"
+        if thread_id and call_id
+        else json.dumps(args, sort_keys=True, default=str)
+    )
     return hashlib.sha256(f"{skill}|{tool}|{basis}".encode()).hexdigest()[:32]
 
 
@@ -209,5 +231,12 @@ def _keep(value: Any, fields: set[str]) -> Any:
 
 
 def _error(tool: str, code: str, message: str, started: float) -> ToolResult:
-    return ToolResult(tool, False, f"error ({code}): {message}", None, code, False,
-                      (time.perf_counter() - started) * 1000)
+    return ToolResult(
+        tool,
+        False,
+        f"error ({code}): {message}",
+        None,
+        code,
+        False,
+        (time.perf_counter() - started) * 1000,
+    )

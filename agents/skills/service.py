@@ -10,7 +10,7 @@ from typing import Any
 
 import structlog
 
-from agents.skills.embeddings import EmbeddingCache, Embedder, MiniLMEmbedder
+from agents.skills.embeddings import Embedder, EmbeddingCache, MiniLMEmbedder
 from agents.skills.index import SearchHit, SkillEntry, SkillIndex
 from agents.skills.registry import ReloadReport, SkillRegistry
 from agents.skills.runner import ToolResult, ToolRunner
@@ -37,8 +37,9 @@ class SkillService:
         self.registry = SkillRegistry(options.directory)
         cache = None
         if options.embeddings:
-            cache = EmbeddingCache(options.data_dir / "cache" / "embeddings.sqlite",
-                                   embedder or MiniLMEmbedder())
+            cache = EmbeddingCache(
+                options.data_dir / "cache" / "embeddings.sqlite", embedder or MiniLMEmbedder()
+            )
         self.index = SkillIndex(cache, dense_weight=options.dense_weight)
         self.runner = ToolRunner(self.registry, options.data_dir)
         self._reload_lock = asyncio.Lock()
@@ -50,8 +51,11 @@ class SkillService:
         if report.changed_anything or (not len(self.index) and len(self.registry)):
             self.index.build([SkillEntry.of(s) for s in self.registry.all()])
         if report.changed_anything:
-            log.info("skills.live", ms=round((time.perf_counter() - started) * 1000, 1),
-                     skills=len(self.registry))
+            log.info(
+                "skills.live",
+                ms=round((time.perf_counter() - started) * 1000, 1),
+                skills=len(self.registry),
+            )
         return report
 
     async def areload(self) -> ReloadReport:
@@ -63,7 +67,8 @@ class SkillService:
         """The best skills for ``query``."""
         return self.index.search(query, k=k)
 
-    async def call(self, tool: str, arguments: dict[str, Any] | str | None,
-                   **context: Any) -> ToolResult:
+    async def call(
+        self, tool: str, arguments: dict[str, Any] | str | None, **context: Any
+    ) -> ToolResult:
         """Call one tool (see ToolRunner.call)."""
         return await self.runner.call(tool, arguments, **context)

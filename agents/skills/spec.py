@@ -20,7 +20,9 @@ class Frontmatter(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=True)
 
     name: str = Field(
-        min_length=1, max_length=64, pattern=NAME_PATTERN,
+        min_length=1,
+        max_length=64,
+        pattern=NAME_PATTERN,
         description="Lowercase letters, digits and single hyphens; equal to the folder name.",
     )
     description: str = Field(

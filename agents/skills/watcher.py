@@ -18,8 +18,14 @@ async def watch_skills(service: SkillService, stop: asyncio.Event) -> None:
     directory = service.options.directory
     directory.mkdir(parents=True, exist_ok=True)
     log.info("skills.watching", directory=str(directory))
-    async for changes in awatch(directory, stop_event=stop, debounce=300, step=100,
-                                recursive=True, ignore_permission_denied=True):
+    async for changes in awatch(
+        directory,
+        stop_event=stop,
+        debounce=300,
+        step=100,
+        recursive=True,
+        ignore_permission_denied=True,
+    ):
         paths = {p for _, p in changes if "__pycache__" not in p}
         if not paths:
             continue

@@ -11,20 +11,39 @@ from agents.tokens import count_tokens
 from tests.skillkit import HashingEmbedder
 
 ENTRIES = [
-    SkillEntry("order-query", "Look up orders by number, product, date or status.",
-               ("order", "订单", "tracking"), ("where is my order ORD1001",)),
-    SkillEntry("device-alarms", "List active alarms of industrial devices.",
-               ("alarm", "告警", "fault"), ("does CNC-001 have open alarms",)),
-    SkillEntry("inventory", "Stock levels of products per warehouse.",
-               ("stock", "库存"), ("how many units are left",)),
+    SkillEntry(
+        "order-query",
+        "Look up orders by number, product, date or status.",
+        ("order", "订单", "tracking"),
+        ("where is my order ORD1001",),
+    ),
+    SkillEntry(
+        "device-alarms",
+        "List active alarms of industrial devices.",
+        ("alarm", "告警", "fault"),
+        ("does CNC-001 have open alarms",),
+    ),
+    SkillEntry(
+        "inventory",
+        "Stock levels of products per warehouse.",
+        ("stock", "库存"),
+        ("how many units are left",),
+    ),
     SkillEntry("escalate", "Hand the chat to a human agent.", ("human",), (), pinned=True),
 ]
 
 
 def synthetic(n: int) -> list[SkillEntry]:
-    return [SkillEntry(f"skill-{i:05d}", f"Handles task number {i} about topic {i % 97} "
-                       f"for department {i % 13}. Use it for requests of kind {i}.",
-                       (f"topic{i % 97}",), ()) for i in range(n)]
+    return [
+        SkillEntry(
+            f"skill-{i:05d}",
+            f"Handles task number {i} about topic {i % 97} "
+            f"for department {i % 13}. Use it for requests of kind {i}.",
+            (f"topic{i % 97}",),
+            (),
+        )
+        for i in range(n)
+    ]
 
 
 def build(entries: list[SkillEntry], tmp_path: Path | None = None) -> SkillIndex:
@@ -64,8 +83,7 @@ def test_compact_index_holds_pinned_and_relevant_skills_within_budget() -> None:
 def test_prompt_size_does_not_grow_with_installed_skills() -> None:
     sizes = []
     for n in (10, 100, 2000):
-        text, _ = build(synthetic(n)).compact("topic5 request for department 3",
-                                              budget_tokens=300)
+        text, _ = build(synthetic(n)).compact("topic5 request for department 3", budget_tokens=300)
         sizes.append(count_tokens(text))
     assert max(sizes) <= 300
     assert sizes[2] <= sizes[1] + 20

@@ -20,13 +20,20 @@ def problems_of(folder: Path) -> list[str]:
 
 def test_a_plain_agent_skills_folder_loads_unchanged(tmp_path: Path) -> None:
     folder = write_skill(
-        tmp_path, "pdf-processing",
+        tmp_path,
+        "pdf-processing",
         "Extract text and tables from PDF files. Use when working with PDFs.",
-        frontmatter={"license": "Apache-2.0", "compatibility": "Requires pdfplumber",
-                     "metadata": {"author": "example-org", "version": 1.0},
-                     "allowed-tools": "Bash(python:*) Read"},
-        files={"scripts/extract.py": "print('x')\n", "references/REFERENCE.md": "# Ref\n",
-               "assets/template.txt": "t"},
+        frontmatter={
+            "license": "Apache-2.0",
+            "compatibility": "Requires pdfplumber",
+            "metadata": {"author": "example-org", "version": 1.0},
+            "allowed-tools": "Bash(python:*) Read",
+        },
+        files={
+            "scripts/extract.py": "print('x')\n",
+            "references/REFERENCE.md": "# Ref\n",
+            "assets/template.txt": "t",
+        },
     )
     skill = load_skill(folder)
     assert skill.name == "pdf-processing"
@@ -62,8 +69,9 @@ def test_name_must_equal_folder(tmp_path: Path) -> None:
 def test_frontmatter_fields_are_checked(
     tmp_path: Path, meta: dict[str, object], field: str, words: str
 ) -> None:
-    folder = write_skill(tmp_path, str(meta.get("name", "good-name")).lower().replace("_", "-"),
-                         frontmatter=meta)
+    folder = write_skill(
+        tmp_path, str(meta.get("name", "good-name")).lower().replace("_", "-"), frontmatter=meta
+    )
     found = [p for p in problems_of(folder) if f"[{field}]" in p]
     assert found
     assert words in found[0]
@@ -84,13 +92,24 @@ def test_missing_skill_md_points_at_the_scaffold(tmp_path: Path) -> None:
 
 
 def test_skill_yaml_errors_name_the_tool_and_field(tmp_path: Path) -> None:
-    folder = write_skill(tmp_path, "orders", config={
-        "triggers": ["order"],
-        "tools": [tool("get_order", "handler:get_order"),
-                  {"name": "bad", "description": "d", "handler": "handler",
-                   "parameters": {"type": "string"}}],
-        "colour": "blue",
-    }, handler="def get_order():\n    return 1\n")
+    folder = write_skill(
+        tmp_path,
+        "orders",
+        config={
+            "triggers": ["order"],
+            "tools": [
+                tool("get_order", "handler:get_order"),
+                {
+                    "name": "bad",
+                    "description": "d",
+                    "handler": "handler",
+                    "parameters": {"type": "string"},
+                },
+            ],
+            "colour": "blue",
+        },
+        handler="def get_order():\n    return 1\n",
+    )
     problems = problems_of(folder)
     joined = "\n".join(problems)
     assert "skill.yaml [tools[1] (bad).handler]" in joined
@@ -100,9 +119,17 @@ def test_skill_yaml_errors_name_the_tool_and_field(tmp_path: Path) -> None:
 
 
 def test_handler_reference_is_resolved_without_importing(tmp_path: Path) -> None:
-    folder = write_skill(tmp_path, "orders", config={"tools": [
-        tool("get_order", "handler:get_order"), tool("other", "handler:missing_fn"),
-    ]}, handler="import nonexistent_module_xyz\n\ndef get_order():\n    return 1\n")
+    folder = write_skill(
+        tmp_path,
+        "orders",
+        config={
+            "tools": [
+                tool("get_order", "handler:get_order"),
+                tool("other", "handler:missing_fn"),
+            ]
+        },
+        handler="import nonexistent_module_xyz\n\ndef get_order():\n    return 1\n",
+    )
     [problem] = problems_of(folder)
     assert "defines no top-level function 'missing_fn'" in problem
     assert not any("nonexistent_module_xyz" in m for m in sys.modules)
@@ -129,10 +156,8 @@ def test_registry_skips_bad_skills_and_loads_the_rest(tmp_path: Path) -> None:
 
 def test_duplicate_tool_names_are_refused_naming_both(tmp_path: Path) -> None:
     handler = "def f():\n    return 1\n"
-    write_skill(tmp_path, "alpha", config={"tools": [tool("lookup", "handler:f")]},
-                handler=handler)
-    write_skill(tmp_path, "beta", config={"tools": [tool("lookup", "handler:f")]},
-                handler=handler)
+    write_skill(tmp_path, "alpha", config={"tools": [tool("lookup", "handler:f")]}, handler=handler)
+    write_skill(tmp_path, "beta", config={"tools": [tool("lookup", "handler:f")]}, handler=handler)
     registry = SkillRegistry(tmp_path)
     registry.reload()
     assert registry.tool("lookup")[0].name == "alpha"

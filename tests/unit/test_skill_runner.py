@@ -38,19 +38,38 @@ def whoami(context):
 @pytest.fixture
 def runner(tmp_path: Path) -> ToolRunner:
     skills = tmp_path / "skills"
-    write_skill(skills, "orders", config={
-        "limits": {"max_chars": 200},
-        "tools": [
-            tool("get_order", "handler:get_order", {"order_id": {"type": "string",
-                                                                 "pattern": "^ORD[0-9]+$"}},
-                 ["order_id"], limits={"keep_fields": ["order_id", "status"]}),
-            tool("slow", "handler:slow", {"seconds": {"type": "number"}}, ["seconds"],
-                 timeout_s=0.2),
-            tool("many", "handler:many", limits={"max_items": 3, "keep_fields": ["i"]}),
-            tool("whoami", "handler:whoami", side_effects=True),
-        ]}, handler=HANDLER)
-    write_skill(skills, "broken", config={"tools": [tool("explode", "handler:explode")]},
-                handler="import does_not_exist_anywhere\n\ndef explode():\n    return 1\n")
+    write_skill(
+        skills,
+        "orders",
+        config={
+            "limits": {"max_chars": 200},
+            "tools": [
+                tool(
+                    "get_order",
+                    "handler:get_order",
+                    {"order_id": {"type": "string", "pattern": "^ORD[0-9]+$"}},
+                    ["order_id"],
+                    limits={"keep_fields": ["order_id", "status"]},
+                ),
+                tool(
+                    "slow",
+                    "handler:slow",
+                    {"seconds": {"type": "number"}},
+                    ["seconds"],
+                    timeout_s=0.2,
+                ),
+                tool("many", "handler:many", limits={"max_items": 3, "keep_fields": ["i"]}),
+                tool("whoami", "handler:whoami", side_effects=True),
+            ],
+        },
+        handler=HANDLER,
+    )
+    write_skill(
+        skills,
+        "broken",
+        config={"tools": [tool("explode", "handler:explode")]},
+        handler="import does_not_exist_anywhere\n\ndef explode():\n    return 1\n",
+    )
     registry = SkillRegistry(skills)
     registry.reload()
     return ToolRunner(registry, tmp_path / "data")
@@ -133,9 +152,12 @@ async def test_context_has_a_stable_idempotency_key_per_call(runner: ToolRunner)
 
 
 async def test_character_limit_marks_truncation(tmp_path: Path) -> None:
-    write_skill(tmp_path, "big", config={"limits": {"max_chars": 100},
-                                          "tools": [tool("big_text", "handler:big_text")]},
-                handler="def big_text():\n    return 'x' * 1000\n")
+    write_skill(
+        tmp_path,
+        "big",
+        config={"limits": {"max_chars": 100}, "tools": [tool("big_text", "handler:big_text")]},
+        handler="def big_text():\n    return 'x' * 1000\n",
+    )
     registry = SkillRegistry(tmp_path)
     registry.reload()
     result = await ToolRunner(registry, tmp_path / "d").call("big_text", {})

@@ -1,0 +1,159 @@
+"""``skilldesk skills list|validate|search|new`` (shapes that other tools script against)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from agents.skills.loader import SKILL_FILE
+
+app = typer.Typer(help="Author and inspect skills.", no_args_is_help=True)
+
+SkillsDir = Annotated[
+    Path | None, typer.Option("--skills-dir", help="Skills folder [SKILLDESK_SKILLS_DIR].")
+]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+def _settings(skills_dir: Path | None) -> Any:
+    from app.cli import load_cli_settings
+    from app.logging import configure_logging
+
+    settings = load_cli_settings(skills_dir=skills_dir)
+    # Problems are printed by the command itself; the log (stderr) keeps to real trouble.
+    configure_logging("error", settings.log_format)
+    return settings
+
+
+def _registry(directory: Path) -> Any:
+    from agents.skills.registry import SkillRegistry
+
+    registry = SkillRegistry(directory)
+    registry.reload()
+    return registry
+
+
+@app.command("list")
+def list_skills(skills_dir: SkillsDir = None, as_json: JsonFlag = False) -> None:
+    """List the skills that load."""
+    registry = _registry(_settings(skills_dir).skills_dir)
+    rows = [
+        {
+            "name": s.name,
+            "description": s.description,
+            "tools": [t.name for t in s.tools],
+            "pinned": s.config.pinned,
+            "instruction_only": s.instruction_only,
+        }
+        for s in registry.all()
+    ]
+    if as_json:
+        typer.echo(json.dumps(rows, ensure_ascii=False))
+        return
+    for row in rows:
+        tools = ", ".join(row["tools"]) or "instruction-only"
+        typer.echo(f"{row['name']:<24} {tools}\n    {row['description'][:100]}")
+    if registry.errors:
+        typer.echo(
+            f"({len(registry.errors)} problem(s): run `skilldesk skills validate`)", err=True
+        )
+
+
+@app.command()
+def validate(
+    directory: Annotated[
+        Path | None,
+        typer.Argument(help="A skills folder, or one skill's folder; default: the skills folder."),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Check every skill; exit status 1 when any has a problem."""
+    from agents.skills.registry import SkillRegistry
+
+    target = directory or _settings(None).skills_dir
+    if not target.is_dir():
+        typer.echo(f"skilldesk: {target} is not a folder", err=True)
+        raise typer.Exit(2)
+    if (target / SKILL_FILE).is_file():  # a single skill's folder
+        registry = SkillRegistry(target.parent)
+        registry.reload()
+        loaded = [target.name] if target.name in registry else []
+        errors = [p for p in registry.errors if p.skill == target.name]
+    else:
+        registry = _registry(target)
+        loaded = [s.name for s in registry.all()]
+        errors = list(registry.errors)
+    if as_json:
+        typer.echo(
+            json.dumps({"loaded": loaded, "errors": [vars(p) for p in errors]}, ensure_ascii=False)
+        )
+    else:
+        for name in loaded:
+            typer.echo(f"ok      {name}")
+        for problem in errors:
+            typer.echo(f"error   {problem}")
+        typer.echo(f"{len(loaded)} loaded, {len(errors)} problem(s)")
+    if errors:
+        raise typer.Exit(1)
+
+
+@app.command()
+def search(
+    query: Annotated[list[str] | None, typer.Argument(help="Words of one query.")] = None,
+    queries_file: Annotated[Path | None, typer.Option(help="One query per line.")] = None,
+    skills_dir: SkillsDir = None,
+    k: Annotated[int, typer.Option(min=1, max=100, help="Results per query.")] = 5,
+    as_json: JsonFlag = False,
+) -> None:
+    """Search the skills index; with --queries-file the index is built once for all."""
+    from agents.skills.service import SkillService
+
+    queries = [" ".join(query)] if query else []
+    if queries_file is not None:
+        queries += [
+            q.strip() for q in queries_file.read_text(encoding="utf-8").splitlines() if q.strip()
+        ]
+    if not queries:
+        typer.echo("skilldesk: give a QUERY or --queries-file", err=True)
+        raise typer.Exit(2)
+    service = SkillService(_settings(skills_dir).skills_options())
+    service.reload()
+    for text in queries:
+        started = time.perf_counter()
+        hits = service.search(text, k=k)
+        ms = (time.perf_counter() - started) * 1000
+        if as_json:
+            typer.echo(
+                json.dumps(
+                    {
+                        "query": text,
+                        "results": [{"name": h.name, "score": h.score} for h in hits],
+                        "ms": round(ms, 3),
+                    },
+                    ensure_ascii=False,
+                )
+            )
+        else:
+            typer.echo(f"{text}  ({ms:.1f} ms)")
+            for hit in hits:
+                typer.echo(f"  {hit.score:.3f}  {hit.name}")
+
+
+@app.command()
+def new(name: str, skills_dir: SkillsDir = None) -> None:
+    """Scaffold a valid skill folder NAME (SKILL.md, skill.yaml, handler.py)."""
+    from agents.skills.scaffold import scaffold
+
+    target = _settings(skills_dir).skills_dir
+    try:
+        folder = scaffold(target, name)
+    except ValueError as exc:
+        typer.echo(f"skilldesk: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(
+        f"created {folder}; edit SKILL.md and skill.yaml, then `skilldesk skills validate {folder}`"
+    )

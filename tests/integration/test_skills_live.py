@@ -1,0 +1,259 @@
+"""Skills through the service: live reload, HTTP surface, tools inside a conversation."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from tests.fakellm import FakeLLM, Reply, ToolCall
+from tests.skillkit import tool, write_skill
+
+ORDERS_HANDLER = """
+ORDERS = {"ORD1001": {"order_id": "ORD1001", "status": "shipped", "carrier": "DHL",
+                      "internal_margin": 0.31}}
+
+def get_order(order_id):
+    if order_id not in ORDERS:
+        raise ValueError(f"no order {order_id}")
+    return ORDERS[order_id]
+"""
+
+
+def orders_skill(root: Path, name: str = "order-lookup") -> Path:
+    return write_skill(
+        root,
+        name,
+        "Look up a customer's order by its order number: status, carrier, delivery date.",
+        body="Ask for the order number if it is missing. Never reveal internal margins.",
+        config={
+            "triggers": ["order", "parcel", "package", "订单"],
+            "examples": ["where is my order ORD1001", "has my parcel shipped"],
+            "tools": [
+                tool(
+                    "get_order",
+                    "handler:get_order",
+                    {"order_id": {"type": "string", "pattern": "^ORD[0-9]+$"}},
+                    ["order_id"],
+                    limits={"keep_fields": ["order_id", "status", "carrier"]},
+                )
+            ],
+        },
+        handler=ORDERS_HANDLER,
+        files={"references/shipping.md": "# Shipping\nDHL delivers in 2 days.\n"},
+    )
+
+
+@pytest.fixture
+def skills_dir(tmp_path: Path) -> Path:
+    root = tmp_path / "skills"
+    orders_skill(root)
+    write_skill(
+        root,
+        "weather-report",
+        "Current weather and forecast for a city.",
+        config={"triggers": ["weather", "rain", "forecast"]},
+    )
+    return root
+
+
+@pytest.fixture
+def client(model_settings: Any, skills_dir: Path) -> Iterator[TestClient]:
+    settings = model_settings.model_copy(
+        update={"skills_dir": skills_dir, "skills_watch": True, "skills_embeddings": True}
+    )
+    with TestClient(create_app(settings)) as test_client:
+        yield test_client
+
+
+def wait_for(predicate: Any, timeout: float = 2.0) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if predicate():
+            return time.monotonic() - started
+        time.sleep(0.05)
+    raise AssertionError(f"not within {timeout} s")
+
+
+def names(client: TestClient) -> list[str]:
+    return [s["name"] for s in client.get("/v1/skills").json()["skills"]]
+
+
+def test_a_folder_copied_in_is_searchable_and_callable_within_two_seconds(
+    client: TestClient, skills_dir: Path, tmp_path: Path
+) -> None:
+    source = orders_skill(tmp_path / "elsewhere", "parcel-tracker")
+    config = (source / "skill.yaml").read_text().replace("get_order", "track_parcel")
+    (source / "skill.yaml").write_text(config)
+    (source / "handler.py").write_text(ORDERS_HANDLER.replace("get_order", "track_parcel"))
+    time.sleep(0.3)  # let the watcher settle on the initial tree
+    shutil.copytree(source, skills_dir / "parcel-tracker")
+    started = time.monotonic()
+
+    def searchable() -> bool:
+        hits = client.get("/v1/skills/search", params={"q": "parcel tracker", "k": 3}).json()
+        return "parcel-tracker" in [h["name"] for h in hits["results"]]
+
+    wait_for(searchable, timeout=2.0)
+    call = client.post(
+        "/v1/skills/parcel-tracker/tools/track_parcel", json={"arguments": {"order_id": "ORD1001"}}
+    )
+    assert time.monotonic() - started < 2.0
+    assert call.json()["ok"] is True
+    assert call.json()["result"] == {"order_id": "ORD1001", "status": "shipped", "carrier": "DHL"}
+
+
+def test_a_broken_edit_keeps_serving_the_last_good_version(
+    client: TestClient, skills_dir: Path
+) -> None:
+    time.sleep(0.3)
+    (skills_dir / "order-lookup" / "skill.yaml").write_text("tools: [unclosed\n")
+
+    def reported() -> bool:
+        return any(e["skill"] == "order-lookup" for e in client.get("/v1/skills").json()["errors"])
+
+    wait_for(reported)
+    error = next(
+        e for e in client.get("/v1/skills").json()["errors"] if e["skill"] == "order-lookup"
+    )
+    assert error["file"] == "skill.yaml"
+    assert "line" in error["message"]
+    assert "order-lookup" in names(client)
+    ok = client.post(
+        "/v1/skills/order-lookup/tools/get_order", json={"arguments": {"order_id": "ORD1001"}}
+    )
+    assert ok.json()["ok"] is True
+
+
+def test_a_removed_folder_disappears(client: TestClient, skills_dir: Path) -> None:
+    time.sleep(0.3)
+    shutil.rmtree(skills_dir / "weather-report")
+    wait_for(lambda: "weather-report" not in names(client))
+    assert client.get("/v1/skills/weather-report").status_code == 404
+
+
+def test_skill_definition_and_search_over_http(client: TestClient) -> None:
+    definition = client.get("/v1/skills/order-lookup").json()
+    assert "Never reveal internal margins." in definition["instructions"]
+    assert definition["tools"][0]["function"]["name"] == "get_order"
+    assert definition["references"] == ["references/shipping.md"]
+    found = client.get("/v1/skills/search", params={"q": "我的订单到哪了"}).json()
+    assert found["results"][0]["name"] == "order-lookup"
+    assert found["ms"] >= 0
+    missing = client.get("/v1/skills/order-lokup")
+    assert missing.status_code == 404
+    assert "did you mean 'order-lookup'" in missing.json()["error"]["message"]
+
+
+def test_direct_tool_call_errors_are_readable(client: TestClient) -> None:
+    bad = client.post(
+        "/v1/skills/order-lookup/tools/get_order", json={"arguments": {"order_id": "nope"}}
+    ).json()
+    assert bad["ok"] is False
+    assert bad["error"]["code"] == "invalid_arguments"
+    failed = client.post(
+        "/v1/skills/order-lookup/tools/get_order", json={"arguments": {"order_id": "ORD9"}}
+    ).json()
+    assert failed["error"]["code"] == "tool_failed"
+    assert "no order ORD9" in failed["error"]["message"]
+    wrong = client.post("/v1/skills/weather-report/tools/get_order", json={"arguments": {}})
+    assert wrong.status_code == 404
+
+
+def chat(client: TestClient, text: str, thread: str) -> dict[str, Any]:
+    response = client.post(
+        "/v1/chat/completions",
+        headers={"X-Thread-Id": thread},
+        json={"messages": [{"role": "user", "content": text}]},
+    )
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def tool_names(request: dict[str, Any]) -> list[str]:
+    return [t["function"]["name"] for t in request.get("tools", [])]
+
+
+def test_confident_route_injects_the_definition_and_answers_in_two_model_calls(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(
+        Reply(tool_calls=[ToolCall("get_order", {"order_id": "ORD1001"})]),
+        Reply(content="ORD1001 has shipped with DHL."),
+    )
+    answer = chat(client, "where is my order ORD1001? has my parcel shipped", "t-inject")
+    assert answer["choices"][0]["message"]["content"] == "ORD1001 has shipped with DHL."
+    first, second = fake_llm.requests
+    assert "get_order" in tool_names(first)
+    injected = [m for m in first["messages"] if m["role"] == "tool"]
+    assert "Never reveal internal margins." in injected[0]["content"]
+    result = [m for m in second["messages"] if m["role"] == "tool"][-1]
+    assert json.loads(result["content"]) == {
+        "order_id": "ORD1001",
+        "status": "shipped",
+        "carrier": "DHL",
+    }
+    assert "internal_margin" not in json.dumps(second)
+
+
+def test_model_loads_a_skill_itself_and_the_definition_enters_once(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(
+        Reply(tool_calls=[ToolCall("load_skill", {"name": "weather-report"})]),
+        Reply(content="It will rain."),
+        Reply(tool_calls=[ToolCall("load_skill", {"name": "weather-report"})]),
+        Reply(content="Still rain."),
+    )
+    chat(client, "hmm, is it going to be wet outside later", "t-load")
+    chat(client, "and tomorrow?", "t-load")
+    last = fake_llm.requests[-1]["messages"]
+    definitions = [
+        m for m in last if m["role"] == "tool" and "# Skill: weather-report" in (m["content"] or "")
+    ]
+    assert len(definitions) == 1
+    assert any("already loaded" in (m["content"] or "") for m in last if m["role"] == "tool")
+
+
+def test_a_tool_of_a_skill_not_loaded_is_refused_and_not_imported(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(
+        Reply(tool_calls=[ToolCall("get_order", {"order_id": "ORD1001"})]), Reply(content="Sorry.")
+    )
+    chat(client, "tell me about the weather forecast and rain", "t-refuse")
+    refusal = [m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"][-1]
+    assert "load_skill" in refusal["content"]
+    assert "shipped" not in refusal["content"]
+
+
+def test_malformed_tool_arguments_get_an_error_result_and_the_turn_continues(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(
+        Reply(tool_calls=[ToolCall("load_skill", '{"name": ')]),
+        Reply(content="Let me try that again later."),
+    )
+    answer = chat(client, "something odd", "t-malformed")
+    assert answer["choices"][0]["message"]["content"] == "Let me try that again later."
+    second = fake_llm.requests[1]["messages"]
+    calls = [c["id"] for m in second if m["role"] == "assistant" for c in m.get("tool_calls", [])]
+    results = [m["tool_call_id"] for m in second if m["role"] == "tool"]
+    assert calls == results
+    assert "not valid JSON" in second[-1]["content"]
+
+
+def test_the_tool_loop_stops_after_five_rounds(client: TestClient, fake_llm: FakeLLM) -> None:
+    fake_llm.script(
+        *[Reply(tool_calls=[ToolCall("load_skill", {"name": "weather-report"})]) for _ in range(5)]
+    )
+    answer = chat(client, "loop forever please", "t-loop")
+    assert "stopped after 5 rounds" in answer["choices"][0]["message"]["content"]
+    assert len(fake_llm.requests) == 5
