@@ -19,14 +19,18 @@ SkillsDir = Annotated[
 JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
-def _settings(skills_dir: Path | None) -> Any:
-    from app.cli import load_cli_settings
+@app.callback()
+def _quiet_logs() -> None:
     from app.logging import configure_logging
 
-    settings = load_cli_settings(skills_dir=skills_dir)
-    # Problems are printed by the command itself; the log (stderr) keeps to real trouble.
-    configure_logging("error", settings.log_format)
-    return settings
+    # Problems are printed by each command itself; the log (stderr) keeps to real trouble.
+    configure_logging("error", "console")
+
+
+def _settings(skills_dir: Path | None) -> Any:
+    from app.cli import load_cli_settings
+
+    return load_cli_settings(skills_dir=skills_dir)
 
 
 def _registry(directory: Path) -> Any:

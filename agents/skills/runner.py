@@ -112,7 +112,7 @@ class ToolRunner:
                 f"{tool_name} failed: {type(exc).__name__}: {exc}",
                 started,
             )
-        limits = spec.limits or skill.config.limits
+        limits = effective_limits(skill.config.limits, spec.limits)
         content, data, truncated = trim(value, limits)
         ms = (time.perf_counter() - started) * 1000
         log.info(
@@ -173,17 +173,28 @@ def _parse_arguments(
             )
     if not isinstance(arguments, dict):
         return {}, f"the arguments of {spec.name} must be a JSON object"
-    errors = sorted(
-        Draft202012Validator(spec.parameters).iter_errors(arguments),
-        key=lambda e: list(e.absolute_path),
+    validator = Draft202012Validator(
+        spec.parameters, format_checker=Draft202012Validator.FORMAT_CHECKER
     )
+    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
     if errors:
         parts = []
         for err in errors[:5]:
             where = ".".join(str(p) for p in err.absolute_path)
-            parts.append(f"{where}: {err.message}" if where else err.message)
+            message = err.message
+            if err.context:  # anyOf/oneOf: say what each alternative wanted
+                options = sorted({e.message for e in err.context})[:4]
+                message = "expected one of: " + " | ".join(options)
+            parts.append(f"{where}: {message}" if where else message)
         return {}, f"invalid arguments for {spec.name}: " + "; ".join(parts)
     return dict(arguments), None
+
+
+def effective_limits(skill: ResultLimits, tool: ResultLimits | None) -> ResultLimits:
+    """A tool's limits override the skill's field by field (only the fields it sets)."""
+    if tool is None:
+        return skill
+    return skill.model_copy(update={k: getattr(tool, k) for k in tool.model_fields_set})
 
 
 def _idempotency_key(

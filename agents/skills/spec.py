@@ -122,3 +122,14 @@ class SkillConfig(BaseModel):
 def is_valid_name(name: str) -> bool:
     """Whether ``name`` is a valid skill name."""
     return bool(re.match(NAME_PATTERN, name)) and len(name) <= 64
+
+
+SCHEMA_PATH_NAME = "skill.schema.json"
+
+
+def skill_yaml_schema() -> dict[str, Any]:
+    """The JSON Schema of skill.yaml, for editors (published as agents/skills/skill.schema.json)."""
+    schema = SkillConfig.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "Skilldesk skill.yaml"
+    return schema

@@ -199,3 +199,27 @@ def test_unknown_skill_suggests_close_names(tmp_path: Path) -> None:
     registry.reload()
     with pytest.raises(SkillNotFound, match="did you mean 'order-query'"):
         registry.get("order-qurey")
+
+
+def test_published_skill_yaml_schema_matches_the_model() -> None:
+    import json
+
+    from agents.skills.spec import skill_yaml_schema
+
+    published = Path(__file__).parents[2] / "agents" / "skills" / "skill.schema.json"
+    assert json.loads(published.read_text(encoding="utf-8")) == skill_yaml_schema(), (
+        "regenerate: python -c 'import json; from agents.skills.spec import skill_yaml_schema; "
+        "print(json.dumps(skill_yaml_schema(), indent=2))' > agents/skills/skill.schema.json"
+    )
+
+
+def test_scaffolded_skill_validates(tmp_path: Path) -> None:
+    from agents.skills.scaffold import scaffold
+
+    folder = scaffold(tmp_path, "my-new-skill")
+    skill = load_skill(folder)
+    assert skill.tools[0].name == "my_new_skill_run"
+    with pytest.raises(ValueError, match="not a valid skill name"):
+        scaffold(tmp_path, "My Skill")
+    with pytest.raises(ValueError, match="already exists"):
+        scaffold(tmp_path, "my-new-skill")

@@ -164,3 +164,49 @@ async def test_character_limit_marks_truncation(tmp_path: Path) -> None:
     assert result.content.startswith("x" * 100)
     assert "[truncated 900 characters]" in result.content
     assert result.truncated
+
+
+def test_tool_limits_override_skill_limits_field_by_field() -> None:
+    from agents.skills.runner import effective_limits
+    from agents.skills.spec import ResultLimits
+
+    skill = ResultLimits(max_chars=500, max_items=10)
+    tool_limits = ResultLimits.model_validate({"keep_fields": ["id"]})
+    merged = effective_limits(skill, tool_limits)
+    assert (merged.max_chars, merged.max_items, merged.keep_fields) == (500, 10, ("id",))
+
+
+async def test_any_of_errors_say_what_each_alternative_wanted(tmp_path: Path) -> None:
+    params = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "sku": {"type": "string"},
+            "query": {"type": "string"},
+            "day": {"type": "string", "format": "date"},
+        },
+        "anyOf": [{"required": ["sku"]}, {"required": ["query"]}],
+    }
+    write_skill(
+        tmp_path,
+        "stock",
+        config={
+            "tools": [
+                {
+                    "name": "get_stock",
+                    "description": "d",
+                    "handler": "handler:get_stock",
+                    "parameters": params,
+                }
+            ]
+        },
+        handler="def get_stock(**kw):\n    return kw\n",
+    )
+    registry = SkillRegistry(tmp_path)
+    registry.reload()
+    runner = ToolRunner(registry, tmp_path / "d")
+    result = await runner.call("get_stock", {})
+    assert "'sku' is a required property" in result.content
+    assert "'query' is a required property" in result.content
+    bad_date = await runner.call("get_stock", {"sku": "A", "day": "yesterday"})
+    assert "is not a 'date'" in bad_date.content

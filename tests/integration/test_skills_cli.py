@@ -1,0 +1,121 @@
+"""`skilldesk skills ...` through its entry point, in the shapes other tools script against."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.skillkit import tool, write_skill
+
+SKILLDESK = str(Path(sys.executable).with_name("skilldesk"))
+
+
+def run(*args: str, data_dir: Path, embeddings: bool = False) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
+    env.update(
+        SKILLDESK_DATA_DIR=str(data_dir),
+        SKILLDESK_SKILLS_EMBEDDINGS="true" if embeddings else "false",
+    )
+    return subprocess.run(
+        [SKILLDESK, "skills", *args], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def make_skills(root: Path) -> Path:
+    write_skill(
+        root,
+        "order-query",
+        "Look up orders by order number or status.",
+        config={"triggers": ["order", "订单"], "tools": [tool("get_order", "handler:get_order")]},
+        handler="def get_order():\n    return {}\n",
+    )
+    write_skill(
+        root,
+        "device-alarms",
+        "List open alarms of shop-floor devices.",
+        config={"triggers": ["alarm", "告警"]},
+    )
+    write_skill(root, "broken-one", frontmatter={"name": "wrong-name"})
+    return root
+
+
+def test_validate_json_reports_loaded_and_errors_and_exits_1(tmp_path: Path) -> None:
+    skills = make_skills(tmp_path / "skills")
+    done = run("validate", str(skills), "--json", data_dir=tmp_path)
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    assert report["loaded"] == ["device-alarms", "order-query"]
+    assert report["errors"] == [
+        {
+            "skill": "broken-one",
+            "file": "SKILL.md",
+            "field": "name",
+            "message": "is 'wrong-name' but the folder is 'broken-one'; the Agent Skills format "
+            "requires them to be equal — rename one",
+        }
+    ]
+
+
+def test_validate_one_good_folder_exits_0(tmp_path: Path) -> None:
+    skills = make_skills(tmp_path / "skills")
+    done = run("validate", str(skills / "order-query"), "--json", data_dir=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"loaded": ["order-query"], "errors": []}
+
+
+def test_list_json(tmp_path: Path) -> None:
+    skills = make_skills(tmp_path / "skills")
+    done = run("list", "--skills-dir", str(skills), "--json", data_dir=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert [(r["name"], r["tools"]) for r in rows] == [
+        ("device-alarms", []),
+        ("order-query", ["get_order"]),
+    ]
+
+
+def test_search_queries_file_prints_one_json_line_per_query(tmp_path: Path) -> None:
+    skills = make_skills(tmp_path / "skills")
+    queries = tmp_path / "queries.txt"
+    queries.write_text("where is my order\n\nCNC-001 有告警吗\n", encoding="utf-8")
+    done = run(
+        "search",
+        "--queries-file",
+        str(queries),
+        "--skills-dir",
+        str(skills),
+        "--k",
+        "2",
+        "--json",
+        data_dir=tmp_path,
+        embeddings=True,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [line["query"] for line in lines] == ["where is my order", "CNC-001 有告警吗"]
+    assert [line["results"][0]["name"] for line in lines] == ["order-query", "device-alarms"]
+    assert all(set(r) == {"name", "score"} for line in lines for r in line["results"])
+    assert all(isinstance(line["ms"], float) for line in lines)
+    assert len(lines[0]["results"]) <= 2
+
+
+def test_search_positional_query(tmp_path: Path) -> None:
+    skills = make_skills(tmp_path / "skills")
+    done = run("search", "open", "alarms", "--skills-dir", str(skills), "--json", data_dir=tmp_path)
+    assert json.loads(done.stdout)["query"] == "open alarms"
+
+
+def test_new_scaffolds_a_folder_that_validates(tmp_path: Path) -> None:
+    skills = tmp_path / "skills"
+    done = run("new", "ticket-triage", "--skills-dir", str(skills), data_dir=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (skills / "ticket-triage" / "SKILL.md").is_file()
+    check = run("validate", str(skills), "--json", data_dir=tmp_path)
+    assert check.returncode == 0
+    assert json.loads(check.stdout)["loaded"] == ["ticket-triage"]
+    again = run("new", "ticket-triage", "--skills-dir", str(skills), data_dir=tmp_path)
+    assert again.returncode == 2
+    assert "already exists" in again.stderr
