@@ -36,7 +36,7 @@ class AssistantOptions:
 
     max_iterations: int = 5
     index_budget_tokens: int = 300
-    inject_threshold: float = 0.62
+    inject_threshold: float = 0.5
     inject_margin: float = 0.08
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -17,6 +18,10 @@ from agents.skills.loader import Skill
 from agents.tokens import count_tokens
 
 log = structlog.get_logger(__name__)
+
+# One query at a time is searched: FAISS's OpenMP threads would only spin against torch's
+# (the query encoder) on a small machine, costing more than they save.
+faiss.omp_set_num_threads(1)
 
 
 @dataclass(frozen=True)
@@ -71,16 +76,25 @@ class SkillIndex:
 
     Args:
         cache: Embeddings (``None``: keyword retrieval only).
-        dense_weight: Weight of the cosine similarity in the fused score; the rest is BM25
-            normalised by the query's best BM25 score.
+        dense_weight: Weight of the cosine similarity in the fused score; the rest is the
+            BM25 score saturated as ``s / (s + keyword_saturation)``, so both lie in [0, 1] and
+            keep an absolute meaning (a confidence, not just an order). Calibrated on
+            bench/data (see bench/retrieval_quality.py --sweep).
     """
 
-    def __init__(self, cache: EmbeddingCache | None, dense_weight: float = 0.6) -> None:
+    def __init__(
+        self,
+        cache: EmbeddingCache | None,
+        dense_weight: float = 0.7,
+        keyword_saturation: float = 8.0,
+    ) -> None:
         self.cache = cache
         self.dense_weight = dense_weight if cache is not None else 0.0
+        self.keyword_saturation = keyword_saturation
         self._lock = threading.Lock()
         self._entries: list[SkillEntry] = []
         self._by_name: dict[str, SkillEntry] = {}
+        self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
         self._bm25 = BM25([])
         self._faiss: faiss.IndexFlatIP | None = None
         self._owner: np.ndarray = np.zeros(0, dtype=np.int64)
@@ -121,12 +135,11 @@ class SkillIndex:
             entries, bm25, index, owner = self._entries, self._bm25, self._faiss, self._owner
         if not entries or not query.strip():
             return []
-        keyword = bm25.scores(query)
-        top = float(keyword.max()) if keyword.size else 0.0
-        keyword = keyword / top if top > 0 else keyword
+        raw = bm25.scores(query)
+        keyword = raw / (raw + self.keyword_saturation)
         dense = np.zeros(len(entries), dtype=np.float32)
         if index is not None and self.cache is not None:
-            vector = self.cache.embedder.encode([query])
+            vector = self._query_vector(query)
             depth = min(index.ntotal, max(64, k * 8))
             sims, ids = index.search(vector, depth)
             floor = float(sims[0][-1]) if depth else 0.0
@@ -136,7 +149,11 @@ class SkillIndex:
                     j = owner[vid]
                     dense[j] = max(dense[j], float(sim))
         fused = self.dense_weight * dense + (1 - self.dense_weight) * keyword
-        order = np.argsort(-fused, kind="stable")[:k]
+        if len(fused) > k:
+            top_k = np.argpartition(-fused, k)[:k]
+            order = top_k[np.argsort(-fused[top_k], kind="stable")]
+        else:
+            order = np.argsort(-fused, kind="stable")
         return [
             SearchHit(
                 entries[i].name,
@@ -147,6 +164,22 @@ class SkillIndex:
             for i in order
             if fused[i] > 0
         ]
+
+    def _query_vector(self, query: str) -> np.ndarray:
+        # A turn searches the same text more than once (index for the prompt, routing);
+        # the model runs once.
+        with self._lock:
+            cached = self._recent.get(query)
+            if cached is not None:
+                self._recent.move_to_end(query)
+                return cached
+        assert self.cache is not None
+        vector = self.cache.embedder.encode([query])
+        with self._lock:
+            self._recent[query] = vector
+            while len(self._recent) > 256:
+                self._recent.popitem(last=False)
+        return vector
 
     def pinned(self) -> list[SkillEntry]:
         """Entries always shown in the prompt."""

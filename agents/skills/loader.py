@@ -78,6 +78,14 @@ class Skill:
         return split_frontmatter(text)[1].strip()
 
 
+_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~10x faster
+
+
+def load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` through libyaml when it is there."""
+    return yaml.load(text, Loader=_YAML_LOADER)
+
+
 def fingerprint(folder: Path) -> str:
     """Cheap change detector for a folder: names, sizes and mtimes of its files."""
     digest = hashlib.sha1()
@@ -182,7 +190,7 @@ def load_skill(folder: Path) -> Skill:
 
 def _parse_frontmatter(raw: str, problem: Any) -> Frontmatter | None:
     try:
-        data = yaml.safe_load(raw)
+        data = load_yaml(raw)
     except yaml.YAMLError as exc:
         problem(SKILL_FILE, "frontmatter", f"is not valid YAML: {_yaml_reason(exc)}")
         return None
@@ -202,7 +210,7 @@ def _parse_config(folder: Path, problem: Any) -> SkillConfig | None:
     if not path.is_file():
         return SkillConfig()
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = load_yaml(path.read_text(encoding="utf-8")) or {}
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         reason = _yaml_reason(exc) if isinstance(exc, yaml.YAMLError) else "not UTF-8"
         problem(CONFIG_FILE, "", f"is not valid YAML: {reason}")

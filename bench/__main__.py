@@ -1,0 +1,10 @@
+"""Run every benchmark: .venv/bin/python -m bench (make bench)."""
+
+from __future__ import annotations
+
+from bench import cold_start, retrieval_latency, retrieval_quality, skill_context
+
+if __name__ == "__main__":
+    for module in (skill_context, retrieval_quality, retrieval_latency, cold_start):
+        print(f"\n== {module.__name__} ==")
+        module.main()
