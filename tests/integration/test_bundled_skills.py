@@ -1,0 +1,155 @@
+"""The bundled skills served as a new user gets them: real folders, real handlers, real data."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import ROOT
+from tests.fakellm import FakeLLM, Reply, ToolCall
+
+BUNDLED = ROOT / "skills"
+
+
+@pytest.fixture
+def client(model_settings: Any) -> Iterator[TestClient]:
+    settings = model_settings.model_copy(update={"skills_dir": BUNDLED, "skills_embeddings": True})
+    with TestClient(create_app(settings)) as test_client:
+        yield test_client
+
+
+def test_every_bundled_skill_loads_without_problems(client: TestClient) -> None:
+    listing = client.get("/v1/skills").json()
+    assert listing["errors"] == []
+    names = {s["name"] for s in listing["skills"]}
+    assert {
+        "order-query",
+        "inventory",
+        "device-alarms",
+        "sensor-readings",
+        "maintenance-kb",
+        "work-order",
+        "text-to-speech",
+        "returns-policy",
+    } <= names
+    assert any(s["instruction_only"] for s in listing["skills"])
+    assert any(s["pinned"] for s in listing["skills"])
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("where is my order ORD1003", "order-query"),
+        ("CNC-001 有告警吗", "device-alarms"),
+        ("how many units of the spare bearing are left in stock", "inventory"),
+        ("spindle temperature trend of CNC-001", "sensor-readings"),
+        ("open a work order for PUMP-07, pressure is low", "work-order"),
+        ("read this text out loud", "text-to-speech"),
+        ("can I still return the blender I bought three weeks ago", "returns-policy"),
+        ("procedure for hydraulic pump pressure loss", "maintenance-kb"),
+    ],
+)
+def test_bundled_skills_are_found_by_what_users_say(
+    client: TestClient, query: str, expected: str
+) -> None:
+    results = client.get("/v1/skills/search", params={"q": query, "k": 3}).json()["results"]
+    assert results[0]["name"] == expected, results
+
+
+def test_work_order_creation_is_idempotent_per_key(client: TestClient) -> None:
+    args = {
+        "device_id": "PUMP-07",
+        "title": "Pressure low",
+        "priority": "high",
+        "description": "Outlet pressure below 125 bar since 08:00.",
+    }
+    url = "/v1/skills/work-order/tools/create_work_order"
+    headers = {"Idempotency-Key": "retry-me-1"}
+    first = client.post(url, json={"arguments": args}, headers=headers).json()
+    again = client.post(url, json={"arguments": args}, headers=headers).json()
+    assert first["ok"] is True, first
+    assert again["result"]["duplicate"] is True
+    assert again["result"]["work_order_id"] == first["result"]["work_order_id"]
+    listed = client.post(
+        "/v1/skills/work-order/tools/list_work_orders", json={"arguments": {"device_id": "PUMP-07"}}
+    ).json()
+    ids = [o["work_order_id"] for o in _orders(listed["result"])]
+    assert ids.count(first["result"]["work_order_id"]) == 1
+
+
+def _orders(result: Any) -> list[dict[str, Any]]:
+    if isinstance(result, dict):
+        for value in result.values():
+            if isinstance(value, list):
+                return value
+    return list(result)
+
+
+def test_an_order_question_is_answered_from_the_shipped_data(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(
+        Reply(tool_calls=[ToolCall("get_order", {"order_id": "ORD1001"})]),
+        Reply(content="Your order is on its way."),
+    )
+    response = client.post(
+        "/v1/chat/completions",
+        headers={"X-Thread-Id": "bundled-1"},
+        json={"messages": [{"role": "user", "content": "where is my order ORD1001?"}]},
+    )
+    assert response.json()["choices"][0]["message"]["content"] == "Your order is on its way."
+    assert len(fake_llm.requests) == 2  # confident route: no load_skill round trip
+    result = [m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"][-1]
+    order = json.loads(result["content"])
+    shipped = json.loads((BUNDLED / "order-query" / "assets" / "orders.json").read_text())
+    rows = shipped["orders"] if isinstance(shipped, dict) else shipped
+    expected = next(o for o in rows if o["order_id"] == "ORD1001")
+    assert order["order_id"] == "ORD1001"
+    assert order["status"] == expected["status"]
+
+
+def test_instruction_only_skill_with_references(client: TestClient, fake_llm: FakeLLM) -> None:
+    fake_llm.script(
+        Reply(
+            tool_calls=[
+                ToolCall(
+                    "read_skill_reference", {"name": "returns-policy", "path": "return-policy.md"}
+                )
+            ]
+        ),
+        Reply(
+            tool_calls=[
+                ToolCall(
+                    "read_skill_reference",
+                    {"name": "returns-policy", "path": "../../../etc/passwd"},
+                )
+            ]
+        ),
+        Reply(content="You have 30 days."),
+    )
+    client.post(
+        "/v1/chat/completions",
+        headers={"X-Thread-Id": "bundled-2"},
+        json={
+            "messages": [
+                {
+                    "role": "user",
+                    "content": "can I still return the blender I bought three weeks ago",
+                }
+            ]
+        },
+    )
+    tools_in_first = [t["function"]["name"] for t in fake_llm.requests[0]["tools"]]
+    assert "read_skill_reference" in tools_in_first
+    reference = [m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"][-1]
+    expected = (BUNDLED / "returns-policy" / "references" / "return-policy.md").read_text()
+    assert reference["content"] == expected
+    refused = [m for m in fake_llm.requests[2]["messages"] if m["role"] == "tool"][-1]
+    assert "outside skill 'returns-policy'" in refused["content"]
+    assert "root:" not in refused["content"]
