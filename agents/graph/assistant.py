@@ -36,8 +36,8 @@ class AssistantOptions:
 
     max_iterations: int = 5
     index_budget_tokens: int = 300
-    inject_threshold: float = 0.5
-    inject_margin: float = 0.08
+    inject_threshold: float = 0.45
+    inject_margin: float = 0.04
 
 
 def make_assistant_node(

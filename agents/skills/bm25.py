@@ -53,12 +53,15 @@ class BM25:
                 postings[term][0].append(doc_id)
                 postings[term][1].append(tf)
         self._postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._idf: dict[str, float] = {}
+        self._unknown_idf = math.log(1 + (self.size + 0.5) / 0.5)
         for term, (ids, tfs) in postings.items():
             id_array = np.array(ids, dtype=np.int32)
             tf_array = np.array(tfs, dtype=np.float32)
             idf = math.log(1 + (self.size - len(ids) + 0.5) / (len(ids) + 0.5))
             weights = idf * tf_array * (k1 + 1) / (tf_array + norm[id_array])
             self._postings[term] = (id_array, weights.astype(np.float32))
+            self._idf[term] = idf
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every document for ``query``."""
@@ -66,5 +69,15 @@ class BM25:
         for term in set(tokenize(query)):
             entry = self._postings.get(term)
             if entry is not None:
-                np.add.at(scores, entry[0], entry[1])
+                scores[entry[0]] += entry[1]  # a term's document ids are unique
         return scores
+
+    def normalized_scores(self, query: str) -> np.ndarray:
+        """Scores divided by the query's own idf mass (unknown terms count at the highest
+        idf), capped at 1: the share of the query a document matches, comparable across
+        corpora of any size."""
+        terms = set(tokenize(query))
+        ideal = sum(self._idf.get(t, self._unknown_idf) for t in terms)
+        if ideal <= 0:
+            return np.zeros(self.size, dtype=np.float32)
+        return np.minimum(self.scores(query) / ideal, 1.0)

@@ -76,21 +76,15 @@ class SkillIndex:
 
     Args:
         cache: Embeddings (``None``: keyword retrieval only).
-        dense_weight: Weight of the cosine similarity in the fused score; the rest is the
-            BM25 score saturated as ``s / (s + keyword_saturation)``, so both lie in [0, 1] and
-            keep an absolute meaning (a confidence, not just an order). Calibrated on
-            bench/data (see bench/retrieval_quality.py --sweep).
+        dense_weight: Weight of the cosine similarity in the fused score; the rest is BM25
+            as the share of the query's idf mass a skill matches. Both lie in [0, 1] and keep
+            an absolute meaning (a confidence, not just an order) whatever the number of
+            skills. Calibrated on bench/data (bench/retrieval_quality.py --sweep).
     """
 
-    def __init__(
-        self,
-        cache: EmbeddingCache | None,
-        dense_weight: float = 0.7,
-        keyword_saturation: float = 8.0,
-    ) -> None:
+    def __init__(self, cache: EmbeddingCache | None, dense_weight: float = 0.5) -> None:
         self.cache = cache
         self.dense_weight = dense_weight if cache is not None else 0.0
-        self.keyword_saturation = keyword_saturation
         self._lock = threading.Lock()
         self._entries: list[SkillEntry] = []
         self._by_name: dict[str, SkillEntry] = {}
@@ -135,8 +129,7 @@ class SkillIndex:
             entries, bm25, index, owner = self._entries, self._bm25, self._faiss, self._owner
         if not entries or not query.strip():
             return []
-        raw = bm25.scores(query)
-        keyword = raw / (raw + self.keyword_saturation)
+        keyword = bm25.normalized_scores(query)
         dense = np.zeros(len(entries), dtype=np.float32)
         if index is not None and self.cache is not None:
             vector = self._query_vector(query)

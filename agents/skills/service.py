@@ -25,7 +25,7 @@ class SkillsOptions:
     directory: Path
     data_dir: Path
     embeddings: bool = True
-    dense_weight: float = 0.7
+    dense_weight: float = 0.5
     prompt_budget_tokens: int = 300
 
 

@@ -146,9 +146,9 @@ def test_instruction_only_skill_with_references(client: TestClient, fake_llm: Fa
     )
     tools_in_first = [t["function"]["name"] for t in fake_llm.requests[0]["tools"]]
     assert "read_skill_reference" in tools_in_first
-    reference = [m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"][-1]
+    reference = [m for m in fake_llm.requests[2]["messages"] if m["role"] == "tool"][-1]
     expected = (BUNDLED / "returns-policy" / "references" / "return-policy.md").read_text()
     assert reference["content"] == expected
-    refused = [m for m in fake_llm.requests[2]["messages"] if m["role"] == "tool"][-1]
+    refused = [m for m in fake_llm.requests[3]["messages"] if m["role"] == "tool"][-1]
     assert "outside skill 'returns-policy'" in refused["content"]
     assert "root:" not in refused["content"]
