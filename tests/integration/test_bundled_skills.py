@@ -115,6 +115,7 @@ def test_an_order_question_is_answered_from_the_shipped_data(
 
 def test_instruction_only_skill_with_references(client: TestClient, fake_llm: FakeLLM) -> None:
     fake_llm.script(
+        Reply(tool_calls=[ToolCall("load_skill", {"name": "returns-policy"})]),
         Reply(
             tool_calls=[
                 ToolCall(
