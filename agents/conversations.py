@@ -4,17 +4,31 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import structlog
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
 from agents.errors import ModelError, SkilldeskError
-from agents.events import Event, RunFailed, RunFinished, Token
+from agents.events import Event, RunFailed, RunFinished, Token, from_custom
+from agents.graph.context import RunBudget, RunContext
 
 log = structlog.get_logger(__name__)
+
+# Nodes whose model output is the user's answer; other nodes' tokens (planner, parallel
+# experts, the router's tie-break) are not streamed as answer text.
+ANSWER_NODES = frozenset({"assistant", "expert", "aggregate"})
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    """Per-run budget of model and tool calls, for the whole run."""
+
+    max_model_calls: int = 12
+    max_tool_calls: int = 24
 
 
 class Conversations:
@@ -22,54 +36,81 @@ class Conversations:
 
     Args:
         graph: The compiled conversation graph (with its checkpointer).
+        limits: Budget applied to every run.
     """
 
-    def __init__(self, graph: CompiledStateGraph[Any, Any, Any, Any]) -> None:
+    def __init__(
+        self, graph: CompiledStateGraph[Any, Any, Any, Any], limits: RunLimits | None = None
+    ) -> None:
         self.graph = graph
+        self.limits = limits or RunLimits()
+
+    async def state(self, thread_id: str) -> dict[str, Any]:
+        """The thread's state values (empty for a new thread)."""
+        snapshot = await self.graph.aget_state(_config(thread_id))
+        return dict(snapshot.values or {})
 
     async def history(self, thread_id: str) -> list[BaseMessage]:
         """Messages of a thread so far (empty for a new thread)."""
-        snapshot = await self.graph.aget_state(_config(thread_id))
-        return list(snapshot.values.get("messages", [])) if snapshot.values else []
+        return list((await self.state(thread_id)).get("messages", []))
 
     async def usage(self, thread_id: str) -> dict[str, int]:
         """Token usage of a thread so far."""
-        snapshot = await self.graph.aget_state(_config(thread_id))
-        return dict(snapshot.values.get("usage", {})) if snapshot.values else {}
+        return dict((await self.state(thread_id)).get("usage", {}))
 
     async def run(
-        self, thread_id: str, messages: Sequence[BaseMessage], *, profile: str | None = None
+        self, thread_id: str, messages: Sequence[BaseMessage], **options: Any
     ) -> RunFinished | RunFailed:
         """Run one turn to the end and return how it ended."""
         last: RunFinished | RunFailed | None = None
-        async for event in self.stream(thread_id, messages, profile=profile):
+        async for event in self.stream(thread_id, messages, **options):
             if isinstance(event, RunFinished | RunFailed):
                 last = event
         assert last is not None  # stream() always ends with one of the two
         return last
 
     async def stream(
-        self, thread_id: str, messages: Sequence[BaseMessage], *, profile: str | None = None
+        self,
+        thread_id: str,
+        messages: Sequence[BaseMessage],
+        *,
+        profile: str | None = None,
+        skill: str | None = None,
+        workflow: str | None = None,
     ) -> AsyncIterator[Event]:
-        """Run one turn, yielding tokens as they come and a final RunFinished or RunFailed."""
+        """Run one turn, yielding its events; always ends with RunFinished or RunFailed.
+
+        Args:
+            thread_id: The conversation.
+            messages: The new messages of this turn.
+            profile: Model profile for this run (run config, not state).
+            skill: Answer with this skill (explicit target).
+            workflow: Run this workflow (explicit target).
+        """
         run_id = str(uuid.uuid4())
-        config = _config(thread_id, run_id=run_id, profile=profile)
+        config = _config(thread_id, run_id=run_id)
+        ctx = RunContext(
+            thread_id=thread_id,
+            run_id=run_id,
+            profile=profile,
+            target_skill=skill,
+            target_workflow=workflow,
+            budget=RunBudget(self.limits.max_model_calls, self.limits.max_tool_calls),
+        )
         structlog.contextvars.bind_contextvars(thread_id=thread_id, run_id=run_id)
         before = await self.usage(thread_id)
+        await self._repair(thread_id)
         log.info("run.started", new_messages=len(messages), profile=profile)
         try:
             async for mode, payload in self.graph.astream(
-                {"messages": list(messages)}, config, stream_mode=["messages", "updates"]
+                {"messages": list(messages)},
+                config,
+                context=ctx,
+                stream_mode=["messages", "custom"],
             ):
-                if mode != "messages":
-                    continue
-                chunk, meta = cast(tuple[Any, dict[str, Any]], payload)
-                if (
-                    isinstance(chunk, AIMessageChunk)
-                    and isinstance(chunk.content, str)
-                    and chunk.content
-                ):
-                    yield Token(text=chunk.content, node=str(meta.get("langgraph_node", "")))
+                event = _event(mode, payload)
+                if event is not None:
+                    yield event
         except ModelError as exc:
             log.warning("run.failed", code=exc.code, error=exc.message)
             yield RunFailed(thread_id, run_id, exc.code, exc.message, {"profile": exc.profile})
@@ -78,19 +119,54 @@ class Conversations:
             log.error("run.failed", code="config_error", error=str(exc))
             yield RunFailed(thread_id, run_id, "config_error", str(exc))
             return
-        snapshot = await self.graph.aget_state(config)
-        history = snapshot.values.get("messages", [])
+        values = await self.state(thread_id)
+        history = values.get("messages", [])
         answer = next((m for m in reversed(history) if isinstance(m, AIMessage)), None)
-        after = dict(snapshot.values.get("usage", {}))
+        after = dict(values.get("usage", {}))
         used = {key: after.get(key, 0) - before.get(key, 0) for key in after}
-        log.info("run.finished", **used)
+        log.info("run.finished", route=(values.get("route") or {}).get("kind"), **used)
         yield RunFinished(thread_id, run_id, answer or AIMessage(content=""), used)
 
+    async def _repair(self, thread_id: str) -> None:
+        """Give every tool call in history a result (a run cut off mid-way may lack some),
+        so the history stays valid for strict providers."""
+        history = await self.history(thread_id)
+        answered = {m.tool_call_id for m in history if isinstance(m, ToolMessage)}
+        missing = [
+            ToolMessage(
+                content="error (cancelled): the run stopped before this tool ran",
+                tool_call_id=call["id"],
+                name=call["name"],
+                status="error",
+            )
+            for m in history
+            if isinstance(m, AIMessage)
+            for call in m.tool_calls
+            if call.get("id") and call["id"] not in answered
+        ]
+        if missing:
+            log.warning("history.repaired", tool_calls=len(missing))
+            await self.graph.aupdate_state(_config(thread_id), {"messages": missing})
 
-def _config(thread_id: str, *, run_id: str | None = None, profile: str | None = None) -> Any:
+
+def _event(mode: str, payload: Any) -> Event | None:
+    if mode == "custom" and isinstance(payload, dict):
+        return from_custom(payload)
+    if mode == "messages":
+        chunk, meta = cast(tuple[Any, dict[str, Any]], payload)
+        node = str(meta.get("langgraph_node", ""))
+        if (
+            node in ANSWER_NODES
+            and isinstance(chunk, AIMessageChunk)
+            and isinstance(chunk.content, str)
+            and chunk.content
+        ):
+            return Token(text=chunk.content, node=node)
+    return None
+
+
+def _config(thread_id: str, *, run_id: str | None = None) -> Any:
     config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
-    if profile:
-        config["configurable"]["model_profile"] = profile
     if run_id:
         config["run_id"] = uuid.UUID(run_id)
         config["metadata"] = {"run_id": run_id}

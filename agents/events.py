@@ -17,6 +17,65 @@ class Token:
 
 
 @dataclass(frozen=True)
+class RouteDecided:
+    """What will answer this message, and why (candidates with their scores)."""
+
+    kind: str
+    target: str | None
+    by: str
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+    skills: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class NodeStarted:
+    """A graph node (or a planned task) began."""
+
+    node: str
+    task_id: str | None = None
+
+
+@dataclass(frozen=True)
+class NodeFinished:
+    """A graph node (or a planned task) ended."""
+
+    node: str
+    task_id: str | None = None
+    ok: bool = True
+    ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class ToolCalled:
+    """A tool call is about to run."""
+
+    tool: str
+    arguments: dict[str, Any]
+    call_id: str
+    task_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolReturned:
+    """A tool call ended (``ok`` false for a readable tool error)."""
+
+    tool: str
+    call_id: str
+    ok: bool
+    content: str
+    task_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ErrorRaised:
+    """Something failed inside the run without ending it (a task, a tie-break, a budget)."""
+
+    code: str
+    message: str
+    task_id: str | None = None
+
+
+@dataclass(frozen=True)
 class RunFinished:
     """The run ended; ``message`` is the answer given to the user."""
 
@@ -37,4 +96,33 @@ class RunFailed:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-Event = Token | RunFinished | RunFailed
+Event = (
+    Token
+    | RouteDecided
+    | NodeStarted
+    | NodeFinished
+    | ToolCalled
+    | ToolReturned
+    | ErrorRaised
+    | RunFinished
+    | RunFailed
+)
+
+CUSTOM_EVENTS: dict[str, type[Any]] = {
+    "route": RouteDecided,
+    "node_started": NodeStarted,
+    "node_finished": NodeFinished,
+    "tool_called": ToolCalled,
+    "tool_returned": ToolReturned,
+    "error": ErrorRaised,
+}
+
+
+def from_custom(payload: dict[str, Any]) -> Event | None:
+    """The typed event of a payload written with ``agents.graph.context.emit``."""
+    kind = CUSTOM_EVENTS.get(str(payload.get("type")))
+    if kind is None:
+        return None
+    fields = {k: v for k, v in payload.items() if k != "type"}
+    event: Event = kind(**fields)
+    return event

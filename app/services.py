@@ -12,12 +12,13 @@ import structlog
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from agents.checkpoint import open_checkpointer
-from agents.conversations import Conversations
+from agents.conversations import Conversations, RunLimits
 from agents.errors import NO_MODEL_HINT
-from agents.graph.assistant import AssistantOptions
 from agents.graph.builder import build_graph
+from agents.graph.nodes import AnswerOptions
 from agents.models import ModelGateway
 from agents.prompts import Prompts
+from agents.router.router import RouterOptions
 from agents.skills.service import SkillService
 from agents.skills.watcher import start_watcher, stop_watcher
 from app.settings import Settings
@@ -49,16 +50,23 @@ async def open_services(
     report = await asyncio.to_thread(skills.reload)
     for problem in report.errors:
         log.warning("skill.skipped", error=str(problem))
-    options = AssistantOptions(
-        max_iterations=settings.max_tool_rounds,
-        index_budget_tokens=settings.skills_prompt_budget,
-        inject_threshold=settings.skills_inject_threshold,
+    options = AnswerOptions(
+        max_rounds=settings.max_tool_rounds, index_budget_tokens=settings.skills_prompt_budget
     )
+    router_options = RouterOptions(
+        confident=settings.route_confident, ambiguous_floor=settings.route_ambiguous_floor
+    )
+    limits = RunLimits(settings.max_model_calls, settings.max_tool_calls)
     watcher = start_watcher(skills) if (settings.skills_watch if watch is None else watch) else None
     try:
         async with open_checkpointer(settings.resolved_checkpoint_url) as checkpointer:
             graph = build_graph(
-                gateway, checkpointer, Prompts(settings.prompts_dir), skills, options
+                gateway,
+                checkpointer,
+                Prompts(settings.prompts_dir),
+                skills,
+                options,
+                router_options,
             )
             log.info(
                 "service.ready",
@@ -67,7 +75,7 @@ async def open_services(
                 skills=len(skills.registry),
                 skill_errors=len(skills.registry.errors),
             )
-            yield Services(settings, gateway, checkpointer, Conversations(graph), skills)
+            yield Services(settings, gateway, checkpointer, Conversations(graph, limits), skills)
     finally:
         if watcher is not None:
             await stop_watcher(*watcher)

@@ -55,14 +55,19 @@ class Settings(BaseSettings):
     skills_prompt_budget: int = Field(
         300, ge=50, le=4000, description="Tokens of skill index in each prompt."
     )
-    skills_inject_threshold: float = Field(
+    route_confident: float = Field(
         0.45,
         ge=0,
         le=1,
-        description="Retrieval score above which a skill is loaded directly "
-        "(calibrated in bench/retrieval_quality.py: precision 0.99 on the labelled set).",
+        description="Retrieval score (with a margin) at which a skill answers without a model "
+        "call to route (calibrated in bench/retrieval_quality.py: precision 0.99).",
     )
-    max_tool_rounds: int = Field(5, ge=1, le=50, description="Tool-calling rounds per turn.")
+    route_ambiguous_floor: float = Field(
+        0.25, ge=0, le=1, description="Below this score no skill is a candidate: general chat."
+    )
+    max_tool_rounds: int = Field(5, ge=1, le=50, description="Tool-calling rounds per expert.")
+    max_model_calls: int = Field(12, ge=1, le=200, description="Model calls per run, in all.")
+    max_tool_calls: int = Field(24, ge=1, le=500, description="Tool calls per run, in all.")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info")
     log_format: Literal["auto", "json", "console"] = Field(
         "auto", description="auto: readable on a terminal, JSON lines otherwise."

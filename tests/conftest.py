@@ -14,6 +14,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 
 from tests import guard
 from tests.fakellm import FakeLLM
+from tests.skillkit import router_picks
 
 guard.install()
 
@@ -36,8 +37,13 @@ def _fake_llm_server() -> Iterator[FakeLLM]:
 
 @pytest.fixture
 def fake_llm(_fake_llm_server: FakeLLM) -> Iterator[FakeLLM]:
-    """A scripted OpenAI-compatible server on loopback, emptied before each test."""
+    """A scripted OpenAI-compatible server on loopback, emptied before each test.
+
+    A router tie-break (a request forcing ``choose_route``) is answered "none" outside the
+    script unless a test says otherwise (``router_picks``).
+    """
     _fake_llm_server.reset()
+    router_picks(_fake_llm_server, "none")
     yield _fake_llm_server
     _fake_llm_server.reset()
 

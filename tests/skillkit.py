@@ -89,3 +89,12 @@ class HashingEmbedder:
             if norm:
                 out[row] /= norm
         return out
+
+
+def router_picks(fake: Any, skill: str) -> None:
+    """Make the scripted model answer the router's tie-break with ``skill`` (or "none")."""
+    from tests.fakellm import Reply, ToolCall
+
+    fake.on_forced_tool(
+        "choose_route", lambda body: Reply(tool_calls=[ToolCall("choose_route", {"skill": skill})])
+    )

@@ -1,4 +1,12 @@
-"""Compile the conversation graph with the thread's checkpointer."""
+"""Compile the conversation graph with the thread's checkpointer.
+
+```
+START → route ─┬─ assistant (general: compact index + load_skill) ────────┐
+               ├─ expert (one skill, its tools only) ─────────────────────┤
+               ├─ plan → dispatch ⇄ task ×N (parallel, Send) → aggregate ─┤→ END
+               └─ workflow (the engine's entry point) ────────────────────┘
+```
+"""
 
 from __future__ import annotations
 
@@ -8,11 +16,23 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from agents.graph.assistant import AssistantOptions, make_assistant_node, needs_tools
+from agents.graph.context import RunContext
+from agents.graph.nodes import (
+    AnswerOptions,
+    Brain,
+    make_assistant,
+    make_expert,
+    make_route,
+    make_workflow_placeholder,
+    next_after_route,
+    tracked,
+)
 from agents.graph.state import ThreadState
-from agents.graph.tools import make_tools_node
+from agents.graph.supervisor import dispatch, join, make_aggregate, make_plan, make_task
 from agents.models import ModelGateway
 from agents.prompts import Prompts
+from agents.router.router import Router, RouterOptions
+from agents.router.workflows import WorkflowMatcher
 from agents.skills.service import SkillService
 
 
@@ -21,18 +41,35 @@ def build_graph(
     checkpointer: BaseCheckpointSaver[Any] | None,
     prompts: Prompts | None = None,
     skills: SkillService | None = None,
-    options: AssistantOptions | None = None,
+    options: AnswerOptions | None = None,
+    router_options: RouterOptions | None = None,
+    workflows: WorkflowMatcher | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """The conversation graph: the general assistant, and a tools node when skills exist."""
-    graph = StateGraph(ThreadState)
-    graph.add_node("assistant", make_assistant_node(gateway, prompts or Prompts(), skills, options))
-    graph.add_edge(START, "assistant")
-    if skills is None:
-        graph.add_edge("assistant", END)
-    else:
-        graph.add_node("tools", make_tools_node(skills))
-        graph.add_conditional_edges(
-            "assistant", lambda s: "tools" if needs_tools(s) else END, ["tools", END]
-        )
-        graph.add_edge("tools", "assistant")
+    """The conversation graph (see the module docstring)."""
+    prompts = prompts or Prompts()
+    brain = Brain(
+        gateway,
+        prompts,
+        skills,
+        Router(skills, gateway, prompts, workflows, router_options),
+        options or AnswerOptions(),
+    )
+    graph = StateGraph(ThreadState, context_schema=RunContext)
+    graph.add_node("route", tracked("route", make_route(brain)))
+    graph.add_node("assistant", tracked("assistant", make_assistant(brain)))
+    graph.add_node("expert", tracked("expert", make_expert(brain)))
+    graph.add_node("workflow", tracked("workflow", make_workflow_placeholder()))
+    graph.add_node("plan", tracked("plan", make_plan(brain)))
+    graph.add_node("task", make_task(brain))
+    graph.add_node("join", join)
+    graph.add_node("aggregate", tracked("aggregate", make_aggregate(brain)))
+    graph.add_edge(START, "route")
+    graph.add_conditional_edges(
+        "route", next_after_route, ["assistant", "expert", "plan", "workflow"]
+    )
+    graph.add_conditional_edges("plan", dispatch, ["task", "aggregate"])
+    graph.add_edge("task", "join")
+    graph.add_conditional_edges("join", dispatch, ["task", "aggregate"])
+    for node in ("assistant", "expert", "workflow", "aggregate"):
+        graph.add_edge(node, END)
     return graph.compile(checkpointer=checkpointer, name="skilldesk")

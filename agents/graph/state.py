@@ -26,6 +26,18 @@ def add_names(left: list[str] | None, right: list[str] | None) -> list[str]:
     return out
 
 
+def merge_workspace(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
+    """Reducer: a new plan replaces the old one; updates of one plan merge task by task."""
+    if not right:
+        return dict(left or {})
+    if not left or right.get("plan_id") != left.get("plan_id"):
+        return {"plan_id": right.get("plan_id"), "tasks": dict(right.get("tasks", {}))}
+    tasks = {k: dict(v) for k, v in left.get("tasks", {}).items()}
+    for task_id, update in right.get("tasks", {}).items():
+        tasks[task_id] = {**tasks.get(task_id, {}), **update}
+    return {"plan_id": left["plan_id"], "tasks": tasks}
+
+
 class ThreadState(TypedDict, total=False):
     """State of one conversation thread (see DESIGN.md §5)."""
 
@@ -33,4 +45,5 @@ class ThreadState(TypedDict, total=False):
     usage: Annotated[dict[str, int], add_usage]
     loaded_skills: Annotated[list[str], add_names]
     route: dict[str, Any]
+    workspace: Annotated[dict[str, Any], merge_workspace]
     schema_version: int

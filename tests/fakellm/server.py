@@ -118,6 +118,13 @@ def _split_args(text: str) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
+def _forced_name(body: dict[str, Any]) -> str | None:
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict):
+        return str((choice.get("function") or {}).get("name"))
+    return None
+
+
 class FakeLLM:
     """OpenAI-compatible server answering from a FIFO script, run in a thread.
 
@@ -127,6 +134,7 @@ class FakeLLM:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._script: deque[ScriptItem] = deque()
+        self._forced: dict[str, Callable[[dict[str, Any]], Reply]] = {}
         self._requests: list[dict[str, Any]] = []
         self._call_ids = itertools.count(1)
         self._completion_ids = itertools.count(1)
@@ -165,9 +173,28 @@ class FakeLLM:
         with self._lock:
             self._script.extend(items)
 
+    def on_forced_tool(self, name: str, answer: Callable[[dict[str, Any]], Reply]) -> None:
+        """Answer every request that forces tool ``name`` (``tool_choice``) with ``answer``,
+        outside the FIFO script (for side calls such as a router's tie-break)."""
+        with self._lock:
+            self._forced[name] = answer
+
+    @property
+    def scripted_requests(self) -> list[dict[str, Any]]:
+        """Recorded bodies answered from the script (not by ``on_forced_tool``)."""
+        with self._lock:
+            return [b for b in self._requests if _forced_name(b) not in self._forced]
+
+    @property
+    def forced_requests(self) -> list[dict[str, Any]]:
+        """Recorded bodies that forced a tool (answered by ``on_forced_tool``)."""
+        with self._lock:
+            return [b for b in self._requests if _forced_name(b) in self._forced]
+
     def reset(self) -> None:
         """Clear the script, the recorded requests and the id counters."""
         with self._lock:
+            self._forced.clear()
             self._script.clear()
             self._requests.clear()
             self._call_ids = itertools.count(1)
@@ -227,7 +254,10 @@ class FakeLLM:
         """Record the body and consume the next scripted reply."""
         with self._lock:
             self._requests.append(body)
-            item = self._script.popleft() if self._script else None
+            forced = self._forced.get(_forced_name(body) or "")
+            item = None if forced else self._script.popleft() if self._script else None
+        if forced is not None:
+            return forced(body)
         if item is None:
             return Reply(status=500, error_message=NO_REPLY_MESSAGE)
         if isinstance(item, Reply):

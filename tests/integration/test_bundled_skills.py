@@ -103,8 +103,8 @@ def test_an_order_question_is_answered_from_the_shipped_data(
         json={"messages": [{"role": "user", "content": "where is my order ORD1001?"}]},
     )
     assert response.json()["choices"][0]["message"]["content"] == "Your order is on its way."
-    assert len(fake_llm.requests) == 2  # confident route: no load_skill round trip
-    result = [m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"][-1]
+    assert len(fake_llm.scripted_requests) == 2  # confident route: no load_skill round trip
+    result = [m for m in fake_llm.scripted_requests[1]["messages"] if m["role"] == "tool"][-1]
     order = json.loads(result["content"])
     shipped = json.loads((BUNDLED / "order-query" / "assets" / "orders.json").read_text())
     rows = shipped["orders"] if isinstance(shipped, dict) else shipped
@@ -145,11 +145,11 @@ def test_instruction_only_skill_with_references(client: TestClient, fake_llm: Fa
             ]
         },
     )
-    tools_in_first = [t["function"]["name"] for t in fake_llm.requests[0]["tools"]]
+    tools_in_first = [t["function"]["name"] for t in fake_llm.scripted_requests[0]["tools"]]
     assert "read_skill_reference" in tools_in_first
-    reference = [m for m in fake_llm.requests[2]["messages"] if m["role"] == "tool"][-1]
+    reference = [m for m in fake_llm.scripted_requests[2]["messages"] if m["role"] == "tool"][-1]
     expected = (BUNDLED / "returns-policy" / "references" / "return-policy.md").read_text()
     assert reference["content"] == expected
-    refused = [m for m in fake_llm.requests[3]["messages"] if m["role"] == "tool"][-1]
+    refused = [m for m in fake_llm.scripted_requests[3]["messages"] if m["role"] == "tool"][-1]
     assert "outside skill 'returns-policy'" in refused["content"]
     assert "root:" not in refused["content"]

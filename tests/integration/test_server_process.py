@@ -71,8 +71,10 @@ class Service:
 
 
 @pytest.fixture
-def service_env(fake_llm: FakeLLM) -> dict[str, str]:
+def service_env(fake_llm: FakeLLM, tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
+    (tmp_path / "no-skills").mkdir(exist_ok=True)
+    env["SKILLDESK_SKILLS_DIR"] = str(tmp_path / "no-skills")
     env.update(
         SKILLDESK_MODEL="openai/fake-model",
         SKILLDESK_MODEL_API_BASE=fake_llm.base_url,

@@ -190,10 +190,10 @@ def test_confident_route_injects_the_definition_and_answers_in_two_model_calls(
     )
     answer = chat(client, "where is my order ORD1001? has my parcel shipped", "t-inject")
     assert answer["choices"][0]["message"]["content"] == "ORD1001 has shipped with DHL."
-    first, second = fake_llm.requests
+    first, second = fake_llm.scripted_requests
+    assert fake_llm.forced_requests == []  # retrieval was confident: no routing model call
     assert "get_order" in tool_names(first)
-    injected = [m for m in first["messages"] if m["role"] == "tool"]
-    assert "Never reveal internal margins." in injected[0]["content"]
+    assert "Never reveal internal margins." in first["messages"][0]["content"]
     result = [m for m in second["messages"] if m["role"] == "tool"][-1]
     assert json.loads(result["content"]) == {
         "order_id": "ORD1001",
@@ -214,7 +214,7 @@ def test_model_loads_a_skill_itself_and_the_definition_enters_once(
     )
     chat(client, "hmm, is it going to be wet outside later", "t-load")
     chat(client, "and tomorrow?", "t-load")
-    last = fake_llm.requests[-1]["messages"]
+    last = fake_llm.scripted_requests[-1]["messages"]
     definitions = [
         m for m in last if m["role"] == "tool" and "# Skill: weather-report" in (m["content"] or "")
     ]
@@ -229,8 +229,8 @@ def test_a_tool_of_a_skill_not_loaded_is_refused_and_not_imported(
         Reply(tool_calls=[ToolCall("get_order", {"order_id": "ORD1001"})]), Reply(content="Sorry.")
     )
     chat(client, "tell me about the weather forecast and rain", "t-refuse")
-    refusal = [m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"][-1]
-    assert "load_skill" in refusal["content"]
+    refusal = [m for m in fake_llm.scripted_requests[1]["messages"] if m["role"] == "tool"][-1]
+    assert refusal["content"].startswith(("error (out_of_scope)", "error (skill_not_loaded)"))
     assert "shipped" not in refusal["content"]
 
 
@@ -243,7 +243,7 @@ def test_malformed_tool_arguments_get_an_error_result_and_the_turn_continues(
     )
     answer = chat(client, "something odd", "t-malformed")
     assert answer["choices"][0]["message"]["content"] == "Let me try that again later."
-    second = fake_llm.requests[1]["messages"]
+    second = fake_llm.scripted_requests[1]["messages"]
     calls = [c["id"] for m in second if m["role"] == "assistant" for c in m.get("tool_calls", [])]
     results = [m["tool_call_id"] for m in second if m["role"] == "tool"]
     assert calls == results
@@ -256,4 +256,4 @@ def test_the_tool_loop_stops_after_five_rounds(client: TestClient, fake_llm: Fak
     )
     answer = chat(client, "loop forever please", "t-loop")
     assert "stopped after 5 rounds" in answer["choices"][0]["message"]["content"]
-    assert len(fake_llm.requests) == 5
+    assert len(fake_llm.scripted_requests) == 5

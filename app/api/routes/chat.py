@@ -49,6 +49,8 @@ class ChatCompletionRequest(BaseModel):
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
+    skill: str | None = Field(None, description="Skilldesk: answer with this skill.")
+    workflow: str | None = Field(None, description="Skilldesk: run this workflow.")
 
 
 @router.get("/v1/models")
@@ -87,18 +89,28 @@ async def chat_completions(
             param="messages",
         )
     profile = _profile(body.model, services)
+    if body.skill is not None and body.skill not in services.skills.registry:
+        raise ApiError(
+            400,
+            "unknown_skill",
+            f"There is no skill named {body.skill!r}; GET /v1/skills lists them.",
+            param="skill",
+        )
+    target = {"profile": profile, "skill": body.skill, "workflow": body.workflow}
     created = int(time.time())
     if not body.stream:
-        result = await conversations.run(thread_id, new, profile=profile)
+        result = await conversations.run(thread_id, new, **target)
         if isinstance(result, RunFailed):
             raise model_error(result.code, result.message)
         response.headers["X-Thread-Id"] = thread_id
         return _completion(result, body.model, created)
 
-    events = conversations.stream(thread_id, new, profile=profile)
-    # Read up to the first event before answering, so a failure that comes first (all
-    # retries and fallbacks exhausted) is a plain HTTP error rather than a broken stream.
+    events = conversations.stream(thread_id, new, **target)
+    # Read up to the first answer event before answering, so a failure that comes first
+    # (all retries and fallbacks exhausted) is a plain HTTP error rather than a broken stream.
     first = await anext(events)
+    while not isinstance(first, Token | RunFinished | RunFailed):
+        first = await anext(events)
     if isinstance(first, RunFailed):
         raise model_error(first.code, first.message)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)

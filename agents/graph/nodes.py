@@ -1,0 +1,227 @@
+"""Graph nodes that answer one message: route, general assistant, single expert."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import get_runtime
+
+from agents.errors import NO_MODEL_HINT
+from agents.graph.context import RunContext, emit
+from agents.graph.loop import LoopResult, Scope, run_tool_loop
+from agents.graph.state import SCHEMA_VERSION, ThreadState
+from agents.models import ModelGateway
+from agents.prompts import Prompts
+from agents.router.router import Router
+from agents.skills.service import SkillService
+
+# A node: async (state, config) -> update. Typed loosely: LangGraph's add_node overloads
+# do not accept a Callable alias.
+Node = Any
+
+
+@dataclass(frozen=True)
+class AnswerOptions:
+    """Knobs of the answering nodes."""
+
+    max_rounds: int = 5
+    index_budget_tokens: int = 300
+
+
+@dataclass(frozen=True)
+class Brain:
+    """What the nodes share."""
+
+    gateway: ModelGateway
+    prompts: Prompts
+    skills: SkillService | None
+    router: Router
+    options: AnswerOptions
+
+
+def tracked(name: str, node: Node) -> Node:
+    """Wrap a node so that its start and end are events."""
+
+    async def run(state: ThreadState, config: RunnableConfig) -> dict[str, Any]:
+        emit("node_started", node=name)
+        started = time.perf_counter()
+        ok = False
+        try:
+            update: dict[str, Any] = await node(state, config)
+            ok = True
+            return update
+        finally:
+            emit(
+                "node_finished",
+                node=name,
+                ok=ok,
+                ms=round((time.perf_counter() - started) * 1000, 2),
+            )
+
+    return run
+
+
+def context() -> RunContext:
+    """The run's context (a default one when a graph is run without it)."""
+    ctx = get_runtime(RunContext).context
+    return ctx if isinstance(ctx, RunContext) else RunContext()
+
+
+def last_user_text(state: ThreadState) -> str:
+    """Text of the newest user message."""
+    for message in reversed(state.get("messages", [])):
+        if isinstance(message, HumanMessage):
+            return message.text
+    return ""
+
+
+def make_route(brain: Brain) -> Node:
+    """Decide the route and record it (state ``route``, event ``route``)."""
+
+    async def route(state: ThreadState, config: RunnableConfig) -> dict[str, Any]:
+        usage: dict[str, int] = {}
+        if not brain.gateway.configured and not context().target_skill:
+            decision = {
+                "kind": "general",
+                "by": "fallback",
+                "target": None,
+                "skills": [],
+                "candidates": [],
+                "reason": "no model configured",
+            }
+        else:
+            decided = await brain.router.decide(last_user_text(state), context(), config)
+            decision = decided.as_state()
+            usage = decided.usage
+        emit(
+            "route",
+            kind=decision["kind"],
+            target=decision["target"],
+            by=decision["by"],
+            candidates=decision["candidates"],
+            skills=decision["skills"],
+        )
+        return {"route": decision, "usage": usage, "schema_version": SCHEMA_VERSION}
+
+    return route
+
+
+def next_after_route(state: ThreadState) -> str:
+    """The node the route leads to."""
+    kind = (state.get("route") or {}).get("kind", "general")
+    return {"skill": "expert", "multi": "plan", "workflow": "workflow"}.get(kind, "assistant")
+
+
+def _update(result: LoopResult, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    update: dict[str, Any] = {
+        "messages": result.messages,
+        "usage": result.usage,
+        "schema_version": SCHEMA_VERSION,
+        **(extra or {}),
+    }
+    if result.newly_loaded:
+        update["loaded_skills"] = result.newly_loaded
+    return update
+
+
+def make_assistant(brain: Brain) -> Node:
+    """The general assistant: compact skill index in the prompt, any skill via load_skill."""
+
+    async def assistant(state: ThreadState, config: RunnableConfig) -> dict[str, Any]:
+        if not brain.gateway.configured:
+            return {
+                "messages": [AIMessage(content=NO_MODEL_HINT, name="skilldesk")],
+                "schema_version": SCHEMA_VERSION,
+            }
+        index_text = ""
+        if brain.skills is not None and len(brain.skills.registry):
+            index_text, _ = brain.skills.index.compact(
+                last_user_text(state), budget_tokens=brain.options.index_budget_tokens
+            )
+        system = brain.prompts.render("assistant", skill_index=index_text, summary=None)
+        ctx = context()
+        result = await run_tool_loop(
+            gateway=brain.gateway,
+            skills=brain.skills,
+            system=system,
+            history=list(state.get("messages", [])),
+            scope=Scope(loaded=list(state.get("loaded_skills", []))),
+            ctx=ctx,
+            config=config,
+            max_rounds=brain.options.max_rounds,
+        )
+        return _update(result)
+
+    return assistant
+
+
+def expert_prompt(brain: Brain, skill_name: str, task: str | None = None) -> str:
+    """An expert's system prompt, compiled at run time from the template and the skill."""
+    assert brain.skills is not None
+    skill = brain.skills.registry.get(skill_name)
+    return brain.prompts.render(
+        "expert",
+        skill=skill,
+        instructions=skill.body(),
+        references=list(skill.references),
+        task=task,
+        summary=None,
+    )
+
+
+def make_expert(brain: Brain) -> Node:
+    """One expert answers with one skill; its answer goes to the user as it wrote it."""
+
+    async def expert(state: ThreadState, config: RunnableConfig) -> dict[str, Any]:
+        route = state.get("route") or {}
+        skill_name = str(route.get("target"))
+        ctx = context()
+        if brain.skills is None or skill_name not in brain.skills.registry:
+            answer = AIMessage(content=f"There is no skill named {skill_name!r} here.")
+            return {"messages": [answer], "schema_version": SCHEMA_VERSION}
+        if not brain.gateway.configured:
+            return {
+                "messages": [AIMessage(content=NO_MODEL_HINT, name="skilldesk")],
+                "schema_version": SCHEMA_VERSION,
+            }
+        scope = Scope(loaded=[skill_name], loadable={skill_name})
+        result = await run_tool_loop(
+            gateway=brain.gateway,
+            skills=brain.skills,
+            system=expert_prompt(brain, skill_name),
+            history=list(state.get("messages", [])),
+            scope=scope,
+            ctx=ctx,
+            config=config,
+            max_rounds=brain.options.max_rounds,
+        )
+        loaded = [] if skill_name in state.get("loaded_skills", []) else [skill_name]
+        update = _update(result)
+        if loaded:
+            update["loaded_skills"] = loaded
+        return update
+
+    return expert
+
+
+def make_workflow_placeholder() -> Node:
+    """Stands where the workflow engine plugs in (see agents/router/workflows.py)."""
+
+    async def workflow(state: ThreadState, config: RunnableConfig) -> dict[str, Any]:
+        name = (state.get("route") or {}).get("target")
+        return {
+            "messages": [
+                AIMessage(
+                    content=(
+                        f"The workflow {name!r} cannot run: no workflow engine is installed yet."
+                    )
+                )
+            ],
+            "schema_version": SCHEMA_VERSION,
+        }
+
+    return workflow

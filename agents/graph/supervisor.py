@@ -1,0 +1,267 @@
+"""Several intents: a planner splits the message into tasks, experts run them (independent
+ones in parallel through ``Send``), an aggregator composes one answer."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import structlog
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import Send
+
+from agents.errors import ModelError
+from agents.graph.context import BudgetExceeded, emit
+from agents.graph.loop import Scope, complete, run_tool_loop
+from agents.graph.nodes import Brain, Node, context, expert_prompt, last_user_text
+from agents.graph.state import SCHEMA_VERSION, ThreadState
+from agents.router.intents import split_intents
+
+log = structlog.get_logger(__name__)
+PLAN = "plan_tasks"
+MAX_TASKS = 6
+
+
+def make_plan(brain: Brain) -> Node:
+    """One model call (forced function call) turns the message into tasks with dependencies."""
+
+    async def plan(state: ThreadState, config: RunnableConfig) -> dict[str, Any]:
+        assert brain.skills is not None
+        route = state.get("route") or {}
+        allowed = list(
+            dict.fromkeys(
+                [*route.get("skills", []), *[c["name"] for c in route.get("candidates", [])]]
+            )
+        )
+        text = last_user_text(state)
+        ctx = context()
+        tasks: list[dict[str, Any]] | None = None
+        usage: dict[str, int] = {}
+        try:
+            ctx.budget.spend_model_call()
+            tasks, usage = await _plan_with_model(brain, text, allowed, ctx.profile, config)
+        except (ModelError, BudgetExceeded) as exc:
+            emit("error", code="planner_failed", message=str(exc))
+        problem = _check(tasks, allowed) if tasks is not None else "no plan"
+        if problem:
+            log.info("planner.fallback", problem=problem)
+            tasks = _fallback(brain, text, route.get("skills", []))
+        plan_id = uuid.uuid4().hex[:12]
+        workspace = {
+            "plan_id": plan_id,
+            "tasks": {
+                t["id"]: {**t, "status": "pending", "result": None, "error": None}
+                for t in tasks or []
+            },
+        }
+        return {"workspace": workspace, "usage": usage, "schema_version": SCHEMA_VERSION}
+
+    return plan
+
+
+async def _plan_with_model(
+    brain: Brain, text: str, allowed: list[str], profile: str | None, config: RunnableConfig
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    assert brain.skills is not None
+    listing = "\n".join(f"- {n}: {brain.skills.registry.get(n).description}" for n in allowed)
+    tool = {
+        "type": "function",
+        "function": {
+            "name": PLAN,
+            "description": "The tasks to carry out for the user's message.",
+            "parameters": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["tasks"],
+                "properties": {
+                    "tasks": {
+                        "type": "array",
+                        "minItems": 1,
+                        "maxItems": MAX_TASKS,
+                        "items": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "required": ["id", "skill", "instruction"],
+                            "properties": {
+                                "id": {"type": "string"},
+                                "skill": {"type": "string", "enum": allowed},
+                                "instruction": {"type": "string"},
+                                "depends_on": {"type": "array", "items": {"type": "string"}},
+                            },
+                        },
+                    }
+                },
+            },
+        },
+    }
+    model: Any = brain.gateway.chat_model(profile).bind_tools([tool], tool_choice=PLAN)
+    system = brain.prompts.render("planner", skills=listing)
+    reply = await model.ainvoke([SystemMessage(content=system), HumanMessage(text)], config)
+    usage = {"model_calls": 1}
+    if reply.usage_metadata:
+        usage.update(
+            input_tokens=reply.usage_metadata["input_tokens"],
+            output_tokens=reply.usage_metadata["output_tokens"],
+            total_tokens=reply.usage_metadata["total_tokens"],
+        )
+    if not reply.tool_calls:
+        return [], usage
+    raw = reply.tool_calls[0]["args"].get("tasks", [])
+    tasks = [
+        {
+            "id": str(t.get("id")),
+            "skill": str(t.get("skill")),
+            "instruction": str(t.get("instruction", "")),
+            "depends_on": [str(d) for d in t.get("depends_on") or []],
+        }
+        for t in raw
+        if isinstance(t, dict)
+    ]
+    return tasks, usage
+
+
+def _check(tasks: list[dict[str, Any]], allowed: list[str]) -> str | None:
+    """Why a plan cannot run (unknown skill, duplicate id, missing or cyclic dependency)."""
+    if not tasks or len(tasks) > MAX_TASKS:
+        return f"a plan needs 1 to {MAX_TASKS} tasks"
+    ids = [t["id"] for t in tasks]
+    if len(set(ids)) != len(ids):
+        return "duplicate task ids"
+    for t in tasks:
+        if t["skill"] not in allowed:
+            return f"task {t['id']} names skill {t['skill']!r} outside the route"
+        if any(d not in ids for d in t["depends_on"]):
+            return f"task {t['id']} depends on an unknown task"
+    done: set[str] = set()
+    remaining = {t["id"]: set(t["depends_on"]) for t in tasks}
+    while remaining:
+        ready = [i for i, deps in remaining.items() if deps <= done]
+        if not ready:
+            return "the dependencies form a cycle"
+        for i in ready:
+            done.add(i)
+            del remaining[i]
+    return None
+
+
+def _fallback(brain: Brain, text: str, skills: list[str]) -> list[dict[str, Any]]:
+    """One task per clause that names a routed skill, all independent."""
+    assert brain.skills is not None
+    tasks: list[dict[str, Any]] = []
+    for clause in split_intents(text):
+        hits = brain.skills.search(clause, k=1)
+        if hits and hits[0].name in skills and all(t["skill"] != hits[0].name for t in tasks):
+            tasks.append(
+                {
+                    "id": f"t{len(tasks) + 1}",
+                    "skill": hits[0].name,
+                    "instruction": clause,
+                    "depends_on": [],
+                }
+            )
+    return tasks or [{"id": "t1", "skill": skills[0], "instruction": text, "depends_on": []}]
+
+
+def dispatch(state: ThreadState) -> list[Send] | str:
+    """Send every ready task to an expert; when nothing is left, aggregate."""
+    tasks = (state.get("workspace") or {}).get("tasks", {})
+    pending = {i: t for i, t in tasks.items() if t["status"] == "pending"}
+    if not pending:
+        return "aggregate"
+    finished = {i for i, t in tasks.items() if t["status"] in ("done", "failed")}
+    ready = [t for t in pending.values() if set(t["depends_on"]) <= finished]
+    if not ready:
+        return "aggregate"  # unreachable for a checked plan; never loop
+    plan_id = (state.get("workspace") or {}).get("plan_id")
+    return [Send("task", {"task": t, "tasks": tasks, "plan_id": plan_id}) for t in ready]
+
+
+def make_task(brain: Brain) -> Any:
+    """Run one planned task with its expert; a failure is recorded, not raised."""
+
+    async def task(payload: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        item, tasks = payload["task"], payload["tasks"]
+        task_id = item["id"]
+        emit("node_started", node="task", task_id=task_id)
+        failed_deps = [d for d in item["depends_on"] if tasks[d]["status"] == "failed"]
+        if failed_deps:
+            update = {"status": "failed", "error": f"skipped: task {failed_deps[0]} failed"}
+            emit("node_finished", node="task", task_id=task_id, ok=False)
+            return {"workspace": {"plan_id": _plan_id(payload), "tasks": {task_id: update}}}
+        inputs = "".join(f"\nResult of {d}: {tasks[d]['result']}" for d in item["depends_on"])
+        ctx = context()
+        try:
+            result = await run_tool_loop(
+                gateway=brain.gateway,
+                skills=brain.skills,
+                system=expert_prompt(brain, item["skill"], task=item["instruction"] + inputs),
+                history=[HumanMessage(content=item["instruction"] + inputs)],
+                scope=Scope(loaded=[item["skill"]], loadable={item["skill"]}),
+                ctx=ctx,
+                config=config,
+                max_rounds=brain.options.max_rounds,
+                task_id=task_id,
+            )
+            update = {
+                "status": "done" if result.stopped is None else "failed",
+                "result": result.answer.text,
+                "error": None if result.stopped is None else result.answer.text,
+            }
+            usage = result.usage
+        except ModelError as exc:
+            emit("error", code=exc.code, message=exc.message, task_id=task_id)
+            update, usage = {"status": "failed", "error": exc.message}, {}
+        emit("node_finished", node="task", task_id=task_id, ok=update["status"] == "done")
+        return {
+            "workspace": {"plan_id": _plan_id(payload), "tasks": {task_id: update}},
+            "usage": usage,
+        }
+
+    return task
+
+
+def _plan_id(payload: dict[str, Any]) -> str | None:
+    # Every task of a plan carries the plan's id so the reducer merges rather than replaces.
+    plan_id = payload.get("plan_id")
+    return str(plan_id) if plan_id else None
+
+
+def _line(task: dict[str, Any]) -> str:
+    if task["status"] == "done":
+        return f"- {task['skill']}: {task['result']}"
+    return f"- {task['skill']}: failed ({task['error']})"
+
+
+def join(state: ThreadState) -> dict[str, Any]:
+    """Where the experts of one step meet before the next dispatch."""
+    return {}
+
+
+def make_aggregate(brain: Brain) -> Node:
+    """Compose one answer that keeps each expert's facts and reports failed tasks."""
+
+    async def aggregate(state: ThreadState, config: RunnableConfig) -> dict[str, Any]:
+        tasks = list((state.get("workspace") or {}).get("tasks", {}).values())
+        ctx = context()
+        usage: dict[str, int] = {}
+        try:
+            ctx.budget.spend_model_call()
+            system = brain.prompts.render("aggregator", question=last_user_text(state), tasks=tasks)
+            model = brain.gateway.chat_model(ctx.profile)
+            answer = await complete(
+                model, [SystemMessage(content=system), HumanMessage(last_user_text(state))], config
+            )
+            usage = {"model_calls": 1}
+            if answer.usage_metadata:
+                usage.update(
+                    input_tokens=answer.usage_metadata["input_tokens"],
+                    output_tokens=answer.usage_metadata["output_tokens"],
+                    total_tokens=answer.usage_metadata["total_tokens"],
+                )
+        except (ModelError, BudgetExceeded) as exc:
+            emit("error", code="aggregator_failed", message=str(exc))
+            answer = AIMessage(content="\n".join(_line(t) for t in tasks))
+        return {"messages": [answer], "usage": usage, "schema_version": SCHEMA_VERSION}
+
+    return aggregate

@@ -1,0 +1,1 @@
+"""Routing: decide cheaply, and visibly, what answers a message."""

@@ -1,0 +1,20 @@
+"""Split a message into the requests it makes ("check X and tell me if Y")."""
+
+from __future__ import annotations
+
+import re
+
+# Conjunctions and separators that join independent requests, English and Chinese.
+_SPLIT = re.compile(
+    r"(?:[;；。!?！？\n]+|,?\s+(?:and also|and then|and|also|plus|as well as|then)\s+"
+    r"(?=(?:tell|check|show|list|give|find|look|get|what|whether|is|are|does|do|can|"
+    r"create|open|make|send|how|when|where|which|who|please)\b)|(?:，|,)?\s*(?:并且|还有|另外|"
+    r"然后|同时|以及|顺便)\s*|，)",
+    re.IGNORECASE,
+)
+
+
+def split_intents(text: str, min_chars: int = 6) -> list[str]:
+    """The clauses of ``text`` that could each be a request of their own."""
+    parts = [p.strip(" ,，") for p in _SPLIT.split(text) if p and p.strip(" ,，")]
+    return [p for p in parts if len(p) >= min_chars] or [text.strip()]

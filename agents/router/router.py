@@ -1,0 +1,214 @@
+"""The router: explicit target → workflow intent → skills retrieved → general assistant.
+
+Keywords and embeddings decide when they are confident; one small model call (function
+calling, forced) breaks a tie only when they are not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
+
+from agents.errors import ModelError
+from agents.graph.context import BudgetExceeded, RunContext
+from agents.models import ModelGateway
+from agents.prompts import Prompts
+from agents.router.intents import split_intents
+from agents.router.workflows import NoWorkflows, WorkflowMatcher
+from agents.skills.service import SkillService
+
+log = structlog.get_logger(__name__)
+CHOOSE = "choose_route"
+
+
+@dataclass(frozen=True)
+class RouterOptions:
+    """Thresholds on fused retrieval scores (0–1), calibrated on bench/data."""
+
+    confident: float = 0.45
+    margin: float = 0.04
+    ambiguous_floor: float = 0.25
+    multi_clause: float = 0.35
+    workflow: float = 0.6
+
+
+@dataclass(frozen=True)
+class Route:
+    """One routing decision, as recorded in state and emitted as an event."""
+
+    kind: str  # "workflow" | "skill" | "multi" | "general"
+    by: str  # "explicit" | "workflow" | "retrieval" | "model" | "fallback"
+    target: str | None = None
+    skills: tuple[str, ...] = ()
+    candidates: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    reason: str = ""
+    usage: dict[str, int] = field(default_factory=dict)
+
+    def as_state(self) -> dict[str, Any]:
+        """The ``route`` field of thread state."""
+        return {
+            "kind": self.kind,
+            "by": self.by,
+            "target": self.target,
+            "skills": list(self.skills),
+            "candidates": list(self.candidates),
+            "reason": self.reason,
+        }
+
+
+class Router:
+    """Decides the route of one user message."""
+
+    def __init__(
+        self,
+        skills: SkillService | None,
+        gateway: ModelGateway,
+        prompts: Prompts,
+        workflows: WorkflowMatcher | None = None,
+        options: RouterOptions | None = None,
+    ) -> None:
+        self.skills = skills
+        self.gateway = gateway
+        self.prompts = prompts
+        self.workflows = workflows or NoWorkflows()
+        self.options = options or RouterOptions()
+
+    async def decide(self, text: str, ctx: RunContext, config: RunnableConfig) -> Route:
+        """Route ``text``; never raises for a model failure (falls back to general)."""
+        if ctx.target_skill:
+            return Route(
+                "skill",
+                "explicit",
+                ctx.target_skill,
+                (ctx.target_skill,),
+                reason="named in the request",
+            )
+        if ctx.target_workflow:
+            return Route("workflow", "explicit", ctx.target_workflow, reason="named in the request")
+        match = self.workflows.match(text)
+        if match is not None and match.score >= self.options.workflow:
+            return Route(
+                "workflow",
+                "workflow",
+                match.name,
+                candidates=({"name": match.name, "score": match.score},),
+                reason=match.reason or "workflow intent matched",
+            )
+        if self.skills is None or not len(self.skills.registry):
+            return Route("general", "retrieval", reason="no skills installed")
+        hits = self.skills.search(text, k=5)
+        candidates = tuple(
+            {"name": h.name, "score": h.score, "dense": h.dense, "keyword": h.keyword} for h in hits
+        )
+        multi = self._multi(text)
+        if len(multi) >= 2:
+            return Route(
+                "multi",
+                "retrieval",
+                None,
+                tuple(multi),
+                candidates,
+                reason=f"{len(multi)} requests for different skills",
+            )
+        if not hits:
+            return Route("general", "retrieval", reason="no skill matches")
+        top = hits[0]
+        margin = top.score - (hits[1].score if len(hits) > 1 else 0.0)
+        if top.score >= self.options.confident and margin >= self.options.margin:
+            return Route(
+                "skill",
+                "retrieval",
+                top.name,
+                (top.name,),
+                candidates,
+                reason=f"score {top.score:.2f}, margin {margin:.2f}",
+            )
+        close = [h for h in hits[:3] if h.score >= self.options.ambiguous_floor]
+        if not close:
+            return Route(
+                "general",
+                "retrieval",
+                candidates=candidates,
+                reason=f"best score {top.score:.2f} is below {self.options.ambiguous_floor:.2f}",
+            )
+        return await self._tie_break(text, [h.name for h in close], candidates, ctx, config)
+
+    def _multi(self, text: str) -> list[str]:
+        assert self.skills is not None
+        clauses = split_intents(text)
+        if len(clauses) < 2:
+            return []
+        chosen: list[str] = []
+        for clause in clauses:
+            hits = self.skills.search(clause, k=2)
+            if not hits or hits[0].score < self.options.multi_clause:
+                continue
+            margin = hits[0].score - (hits[1].score if len(hits) > 1 else 0.0)
+            if margin >= self.options.margin and hits[0].name not in chosen:
+                chosen.append(hits[0].name)
+        return chosen
+
+    async def _tie_break(
+        self,
+        text: str,
+        names: list[str],
+        candidates: tuple[dict[str, Any], ...],
+        ctx: RunContext,
+        config: RunnableConfig,
+    ) -> Route:
+        if not self.gateway.configured:
+            return Route("general", "fallback", candidates=candidates, reason="no model")
+        described = "\n".join(
+            f"- {n}: {self.skills.registry.get(n).description}"  # type: ignore[union-attr]
+            for n in names
+        )
+        tool = {
+            "type": "function",
+            "function": {
+                "name": CHOOSE,
+                "description": "Pick what should answer the user's message.",
+                "parameters": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["skill"],
+                    "properties": {
+                        "skill": {"type": "string", "enum": [*names, "none"]},
+                        "several": {
+                            "type": "boolean",
+                            "description": "true if the message asks for several things",
+                        },
+                    },
+                },
+            },
+        }
+        try:
+            ctx.budget.spend_model_call()
+            model: Any = self.gateway.chat_model(ctx.profile).bind_tools([tool], tool_choice=CHOOSE)
+            system = self.prompts.render("router", candidates=described)
+            reply = await model.ainvoke([SystemMessage(content=system), HumanMessage(text)], config)
+        except (ModelError, BudgetExceeded) as exc:
+            log.warning("router.tie_break_failed", error=str(exc))
+            return Route(
+                "general", "fallback", candidates=candidates, reason=f"tie-break failed: {exc}"
+            )
+        args = reply.tool_calls[0]["args"] if reply.tool_calls else {}
+        choice = args.get("skill")
+        if choice in names:
+            return Route(
+                "skill",
+                "model",
+                str(choice),
+                (str(choice),),
+                candidates,
+                reason="the model chose among close candidates",
+            )
+        return Route(
+            "general",
+            "model",
+            candidates=candidates,
+            reason="the model chose none of the candidates",
+        )
