@@ -84,6 +84,7 @@ def make_route(brain: Brain) -> Node:
 
     async def route(state: ThreadState, config: RunnableConfig) -> dict[str, Any]:
         usage: dict[str, int] = {}
+        decision: dict[str, Any]
         if not brain.gateway.configured and not context().target_skill:
             decision = {
                 "kind": "general",

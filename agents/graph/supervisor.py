@@ -186,9 +186,9 @@ def make_task(brain: Brain) -> Any:
         emit("node_started", node="task", task_id=task_id)
         failed_deps = [d for d in item["depends_on"] if tasks[d]["status"] == "failed"]
         if failed_deps:
-            update = {"status": "failed", "error": f"skipped: task {failed_deps[0]} failed"}
+            skipped = {"status": "failed", "error": f"skipped: task {failed_deps[0]} failed"}
             emit("node_finished", node="task", task_id=task_id, ok=False)
-            return {"workspace": {"plan_id": _plan_id(payload), "tasks": {task_id: update}}}
+            return {"workspace": {"plan_id": _plan_id(payload), "tasks": {task_id: skipped}}}
         inputs = "".join(f"\nResult of {d}: {tasks[d]['result']}" for d in item["depends_on"])
         ctx = context()
         try:
@@ -203,15 +203,17 @@ def make_task(brain: Brain) -> Any:
                 max_rounds=brain.options.max_rounds,
                 task_id=task_id,
             )
-            update = {
+            text = str(result.answer.text)
+            update: dict[str, Any] = {
                 "status": "done" if result.stopped is None else "failed",
-                "result": result.answer.text,
-                "error": None if result.stopped is None else result.answer.text,
+                "result": text,
+                "error": None if result.stopped is None else text,
             }
             usage = result.usage
         except ModelError as exc:
             emit("error", code=exc.code, message=exc.message, task_id=task_id)
-            update, usage = {"status": "failed", "error": exc.message}, {}
+            update = {"status": "failed", "error": exc.message}
+            usage = {}
         emit("node_finished", node="task", task_id=task_id, ok=update["status"] == "done")
         return {
             "workspace": {"plan_id": _plan_id(payload), "tasks": {task_id: update}},
