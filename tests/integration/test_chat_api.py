@@ -189,3 +189,11 @@ def test_no_model_mode_still_serves_and_says_which_setting(make_settings: Any) -
         )
         assert "SKILLDESK_MODEL" in text
         assert client.get("/readyz").json()["model"] == "not configured"
+
+
+def test_unknown_explicit_skill_is_a_clear_400(client: TestClient, fake_llm: FakeLLM) -> None:
+    response = client.post("/v1/chat/completions", json={"messages": [USER], "skill": "nope"})
+    assert response.status_code == 400
+    assert response.json()["error"]["param"] == "skill"
+    assert "GET /v1/skills" in response.json()["error"]["message"]
+    assert fake_llm.requests == []
