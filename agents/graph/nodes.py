@@ -95,7 +95,9 @@ def make_route(brain: Brain) -> Node:
                 "reason": "no model configured",
             }
         else:
-            decided = await brain.router.decide(last_user_text(state), context(), config)
+            decided = await brain.router.decide(
+                last_user_text(state), context(), config, previous=state.get("route")
+            )
             decision = decided.as_state()
             usage = decided.usage
         emit(

@@ -77,8 +77,18 @@ class Router:
         self.workflows = workflows or NoWorkflows()
         self.options = options or RouterOptions()
 
-    async def decide(self, text: str, ctx: RunContext, config: RunnableConfig) -> Route:
-        """Route ``text``; never raises for a model failure (falls back to general)."""
+    async def decide(
+        self,
+        text: str,
+        ctx: RunContext,
+        config: RunnableConfig,
+        previous: dict[str, Any] | None = None,
+    ) -> Route:
+        """Route ``text``; never raises for a model failure (falls back to general).
+
+        ``previous`` is the thread's last route: a follow-up that retrieval cannot place on
+        its own ("and the one after that?") stays with the previous turn's skill.
+        """
         if ctx.target_skill:
             return Route(
                 "skill",
@@ -126,6 +136,18 @@ class Router:
                 (top.name,),
                 candidates,
                 reason=f"score {top.score:.2f}, margin {margin:.2f}",
+            )
+        follow = (previous or {}).get("target") if (previous or {}).get("kind") == "skill" else None
+        if follow in self.skills.registry and (
+            top.name == follow or top.score < self.options.ambiguous_floor
+        ):
+            return Route(
+                "skill",
+                "context",
+                str(follow),
+                (str(follow),),
+                candidates,
+                reason="a follow-up of the previous turn's skill",
             )
         close = [h for h in hits[:3] if h.score >= self.options.ambiguous_floor]
         if not close:

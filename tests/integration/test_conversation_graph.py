@@ -475,3 +475,15 @@ async def test_a_model_failure_keeps_the_thread_usable(
         "where is my order ORD1001?",
         "are you there?",
     ]
+
+
+async def test_a_follow_up_stays_with_the_previous_skill_without_a_model_call(
+    services: Services, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="ORD1001 has shipped."), Reply(content="ORD1002 too."))
+    await turn(services, "where is my order ORD1001?", "follow")
+    events = await turn(services, "and the other one?", "follow")
+    route = route_of(events)
+    assert (route.kind, route.target, route.by) == ("skill", "order-lookup", "context")
+    assert fake_llm.forced_requests == []
+    assert final(events).message.content == "ORD1002 too."
