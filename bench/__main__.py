@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from bench import cold_start, retrieval_latency, retrieval_quality, skill_context
+from bench import cold_start, conversation, retrieval_latency, retrieval_quality, skill_context
 
 if __name__ == "__main__":
-    for module in (skill_context, retrieval_quality, retrieval_latency, cold_start):
+    for module in (skill_context, retrieval_quality, retrieval_latency, cold_start, conversation):
         print(f"\n== {module.__name__} ==")
         module.main()

@@ -34,6 +34,7 @@ class RouterOptions:
     ambiguous_floor: float = 0.25
     multi_clause: float = 0.35
     workflow: float = 0.6
+    follow_up_words: int = 8  # a message this short that retrieval cannot place is a follow-up
 
 
 @dataclass(frozen=True)
@@ -138,8 +139,9 @@ class Router:
                 reason=f"score {top.score:.2f}, margin {margin:.2f}",
             )
         follow = (previous or {}).get("target") if (previous or {}).get("kind") == "skill" else None
+        short = len(text.split()) <= self.options.follow_up_words
         if follow in self.skills.registry and (
-            top.name == follow or top.score < self.options.ambiguous_floor
+            top.name == follow or top.score < self.options.ambiguous_floor or short
         ):
             return Route(
                 "skill",

@@ -1,0 +1,297 @@
+"""Model calls, prompt tokens and framework time per task, at 100 installed skills.
+
+The same scripted tasks (single skill, follow-up turn, two-domain question) run through
+Skilldesk and, in the same run, through two baselines: LangChain's ``create_agent`` holding
+every skill's tool, and ``langgraph-supervisor`` with ten domain agents of ten tools each.
+Each is scripted with the shortest successful conversation its design allows; model replies
+come from the scripted OpenAI-compatible server over real HTTP, so the real clients run.
+Framework time is wall time minus time inside model calls (checkpoint writes included).
+Run: .venv/bin/python -m bench.conversation
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from langchain_core.callbacks import AsyncCallbackHandler
+from langchain_core.messages import HumanMessage
+from langchain_core.tools import StructuredTool
+
+from agents.graph.context import RunContext
+from agents.tokens import count_tokens
+from app.services import open_services
+from app.settings import Settings
+from bench.cold_start import make_skills
+from bench.common import DOMAINS, synthetic_entries
+from tests.fakellm import FakeLLM, Reply, ToolCall
+
+N = 100
+
+
+class ModelTimer(AsyncCallbackHandler):
+    """Wall time during which at least one chat-model call was running (parallel calls
+    overlap, so their intervals are merged, not added)."""
+
+    def __init__(self) -> None:
+        self.started: dict[UUID, float] = {}
+        self.intervals: list[tuple[float, float]] = []
+
+    async def on_chat_model_start(
+        self, serialized: Any, messages: Any, *, run_id: UUID, **kwargs: Any
+    ) -> None:
+        self.started[run_id] = time.perf_counter()
+
+    async def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        start = self.started.pop(run_id, None)
+        if start is not None:
+            self.intervals.append((start, time.perf_counter()))
+
+    @property
+    def seconds(self) -> float:
+        total, end = 0.0, float("-inf")
+        for a, b in sorted(self.intervals):
+            if b > end:
+                total += b - max(a, end)
+                end = b
+        return total
+
+
+def prompt_tokens(bodies: list[dict[str, Any]]) -> int:
+    """Tokens of what was sent: messages plus tool schemas, counted the same for everyone."""
+    return sum(
+        count_tokens(json.dumps(b.get("messages", []), ensure_ascii=False))
+        + count_tokens(json.dumps(b.get("tools", []), ensure_ascii=False))
+        for b in bodies
+    )
+
+
+def tasks_for(entries: list[Any]) -> dict[str, Any]:
+    a, b = entries[3], entries[4]  # different domains (entries cycle through ten)
+    fa, fb = a.name.replace("-", "_"), b.name.replace("-", "_")
+    return {
+        "single skill": (a.description.split(". ")[0], fa, [fa]),
+        "follow-up turn": ("and the same for record 7?", fa, [fa]),
+        "two-domain question": (
+            f"{a.description.split(' (')[0]} and also {b.description.split(' (')[0].lower()}",
+            fa,
+            [fa, fb],
+        ),
+    }
+
+
+async def run_skilldesk(fake: FakeLLM, root: Path, entries: list[Any]) -> dict[str, Any]:
+    settings = Settings(
+        data_dir=root / "data",
+        skills_dir=root / "skills",
+        skills_watch=False,
+        model="openai/fake",
+        model_api_base=fake.base_url,
+    )
+    results = {}
+    thread = uuid.uuid4().hex
+    async with open_services(settings) as services:
+        graph = services.conversations.graph
+        for name, (text, _, tools) in tasks_for(entries).items():
+            fake.reset()
+            pick = tools[0].replace("_", "-")
+            fake.on_forced_tool(
+                "choose_route",
+                lambda body, pick=pick: Reply(
+                    tool_calls=[ToolCall("choose_route", {"skill": pick})]
+                ),
+            )
+            if len(tools) == 1:
+                fake.script(
+                    Reply(tool_calls=[ToolCall(tools[0], {"record_id": "7"})]),
+                    Reply(content="Record 7 is fine."),
+                )
+            else:
+                skills = [t.replace("_", "-") for t in tools]
+                plan = [
+                    {"id": f"t{i}", "skill": s, "instruction": f"record 7 via {s}"}
+                    for i, s in enumerate(skills, 1)
+                ]
+                expert = _expert_script(tools)
+                fake.script(
+                    Reply(tool_calls=[ToolCall("plan_tasks", {"tasks": plan})]),
+                    *[expert] * 4,
+                    Reply(content="Both records are fine."),
+                )
+            timer = ModelTimer()
+            started = time.perf_counter()
+            await graph.ainvoke(
+                {"messages": [HumanMessage(text)]},
+                {"configurable": {"thread_id": thread}, "callbacks": [timer]},
+                context=RunContext(thread_id=thread),
+            )
+            wall = time.perf_counter() - started
+            state = await services.conversations.state(thread)
+            results[name] = {
+                "calls": len(fake.requests),
+                "tokens": prompt_tokens(fake.requests),
+                "framework_ms": (wall - timer.seconds) * 1000,
+                "route": state["route"]["kind"],
+            }
+    return results
+
+
+def _expert_script(tools: list[str]) -> Callable[[dict[str, Any]], Reply]:
+    """An expert: first call its tool, then answer from the result."""
+
+    def reply(body: dict[str, Any]) -> Reply:
+        if any(m["role"] == "tool" for m in body["messages"]):
+            return Reply(content="Record 7 is fine.")
+        names = [t["function"]["name"] for t in body.get("tools", [])]
+        return Reply(
+            tool_calls=[ToolCall(next(n for n in names if n in tools), {"record_id": "7"})]
+        )
+
+    return reply
+
+
+def baseline_tools(entries: list[Any]) -> list[StructuredTool]:
+    def make(entry: Any) -> StructuredTool:
+        async def run(record_id: str) -> dict[str, str]:
+            return {"id": record_id, "skill": entry.name}
+
+        return StructuredTool.from_function(
+            coroutine=run, name=entry.name.replace("-", "_"), description=entry.description
+        )
+
+    return [make(e) for e in entries]
+
+
+async def run_create_agent(fake: FakeLLM, entries: list[Any]) -> dict[str, Any]:
+    from langchain.agents import create_agent
+    from langchain_openai import ChatOpenAI
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model = ChatOpenAI(
+        model="fake",
+        base_url=fake.base_url,
+        api_key="x",  # type: ignore[arg-type]
+        max_retries=0,
+    )
+    agent = create_agent(model, baseline_tools(entries), checkpointer=InMemorySaver())
+    return await _drive(
+        fake,
+        entries,
+        agent,
+        lambda tools: [
+            Reply(tool_calls=[ToolCall(t, {"record_id": "7"}) for t in tools]),
+            Reply(content="Record 7 is fine."),
+        ],
+    )
+
+
+async def run_supervisor(fake: FakeLLM, entries: list[Any]) -> dict[str, Any]:
+    from langchain.agents import create_agent
+    from langchain_openai import ChatOpenAI
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph_supervisor import create_supervisor
+
+    model = ChatOpenAI(
+        model="fake",
+        base_url=fake.base_url,
+        api_key="x",  # type: ignore[arg-type]
+        max_retries=0,
+    )
+    tools = baseline_tools(entries)
+    domains = list(DOMAINS)
+    agents = [
+        create_agent(model, [t for i, t in enumerate(tools) if i % len(domains) == d], name=domain)
+        for d, domain in enumerate(domains)
+    ]
+    supervisor = create_supervisor(agents, model=model).compile(checkpointer=InMemorySaver())
+
+    def script(tool_names: list[str]) -> list[Reply]:
+        replies: list[Reply] = []
+        for name in tool_names:
+            index = next(i for i, t in enumerate(tools) if t.name == name)
+            domain = domains[index % len(domains)]
+            replies += [
+                Reply(tool_calls=[ToolCall(f"transfer_to_{domain}", {})]),
+                Reply(tool_calls=[ToolCall(name, {"record_id": "7"})]),
+                Reply(content="Record 7 is fine."),
+            ]
+        return [*replies, Reply(content="Record 7 is fine.")]
+
+    return await _drive(fake, entries, supervisor, script)
+
+
+async def _drive(
+    fake: FakeLLM, entries: list[Any], graph: Any, script: Callable[[list[str]], list[Reply]]
+) -> dict[str, Any]:
+    results = {}
+    thread = uuid.uuid4().hex
+    for name, (text, _, tools) in tasks_for(entries).items():
+        fake.reset()
+        fake.script(*script(tools))
+        timer = ModelTimer()
+        started = time.perf_counter()
+        await graph.ainvoke(
+            {"messages": [HumanMessage(text)]},
+            {"configurable": {"thread_id": thread}, "callbacks": [timer]},
+        )
+        wall = time.perf_counter() - started
+        results[name] = {
+            "calls": len(fake.requests),
+            "tokens": prompt_tokens(fake.requests),
+            "framework_ms": (wall - timer.seconds) * 1000,
+            "route": "-",
+        }
+    return results
+
+
+async def amain() -> dict[str, dict[str, Any]]:
+    entries = synthetic_entries(N)
+    with tempfile.TemporaryDirectory() as tmp, FakeLLM() as fake:
+        root = Path(tmp)
+        make_skills(root / "skills", N)
+        ours = await run_skilldesk(fake, root, entries)
+        ours = await run_skilldesk(fake, root, entries)  # second run: caches warm, as in service
+        agent = await run_create_agent(fake, entries)
+        supervisor = await run_supervisor(fake, entries)
+    print(f"conversation tasks at {N} skills: model calls / prompt tokens / framework ms")
+    print(f"{'task':<22}{'Skilldesk':>26}{'create_agent':>26}{'langgraph-supervisor':>30}")
+    for task in ours:
+        cells = [
+            f"{r[task]['calls']} / {r[task]['tokens']:,} / {r[task]['framework_ms']:.1f}"
+            for r in (ours, agent, supervisor)
+        ]
+        print(f"{task:<22}{cells[0]:>26}{cells[1]:>26}{cells[2]:>30}   route={ours[task]['route']}")
+    total = {
+        k: sum(r[t]["tokens"] for t in r)
+        for k, r in (("ours", ours), ("agent", agent), ("supervisor", supervisor))
+    }
+    calls = {
+        k: sum(r[t]["calls"] for t in r)
+        for k, r in (("ours", ours), ("agent", agent), ("supervisor", supervisor))
+    }
+    print(
+        f"prompt tokens: create_agent/Skilldesk {total['agent'] / total['ours']:.1f}x, "
+        f"supervisor/Skilldesk {total['supervisor'] / total['ours']:.1f}x"
+    )
+    print(
+        f"model calls in all: Skilldesk {calls['ours']}, create_agent {calls['agent']}, "
+        f"supervisor {calls['supervisor']}"
+    )
+    worst = max(r["framework_ms"] for r in ours.values())
+    print(f"framework time per turn (Skilldesk, worst task): {worst:.1f} ms (goal <= 15 ms)")
+    return {"ours": ours, "create_agent": agent, "supervisor": supervisor}
+
+
+def main() -> dict[str, dict[str, Any]]:
+    return asyncio.run(amain())
+
+
+if __name__ == "__main__":
+    main()
