@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,8 @@ class Conversations:
     ) -> None:
         self.graph = graph
         self.limits = limits or RunLimits()
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._waiting: dict[str, int] = {}
 
     async def state(self, thread_id: str) -> dict[str, Any]:
         """The thread's state values (empty for a new thread)."""
@@ -87,6 +90,32 @@ class Conversations:
             skill: Answer with this skill (explicit target).
             workflow: Run this workflow (explicit target).
         """
+        # One run at a time per thread: two concurrent turns would both start from the same
+        # checkpoint and the later write would drop the other's messages. (In one process;
+        # several processes on PostgreSQL need the clients to keep to one turn at a time.)
+        lock = self._locks.setdefault(thread_id, asyncio.Lock())
+        self._waiting[thread_id] = self._waiting.get(thread_id, 0) + 1
+        try:
+            async with lock:
+                async for event in self._stream(
+                    thread_id, messages, profile=profile, skill=skill, workflow=workflow
+                ):
+                    yield event
+        finally:
+            self._waiting[thread_id] -= 1
+            if not self._waiting[thread_id]:
+                del self._waiting[thread_id]
+                self._locks.pop(thread_id, None)
+
+    async def _stream(
+        self,
+        thread_id: str,
+        messages: Sequence[BaseMessage],
+        *,
+        profile: str | None,
+        skill: str | None,
+        workflow: str | None,
+    ) -> AsyncIterator[Event]:
         run_id = str(uuid.uuid4())
         config = _config(thread_id, run_id=run_id)
         ctx = RunContext(
@@ -118,6 +147,16 @@ class Conversations:
         except SkilldeskError as exc:
             log.error("run.failed", code="config_error", error=str(exc))
             yield RunFailed(thread_id, run_id, "config_error", str(exc))
+            return
+        except Exception as exc:  # a bug must fail the run, not the service or the thread
+            log.exception("run.crashed")
+            yield RunFailed(
+                thread_id,
+                run_id,
+                "internal_error",
+                f"The run stopped on an internal error ({type(exc).__name__}); "
+                "the conversation so far is kept. It has been logged.",
+            )
             return
         values = await self.state(thread_id)
         history = values.get("messages", [])

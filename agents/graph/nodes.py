@@ -140,11 +140,15 @@ def make_assistant(brain: Brain) -> Node:
                 "messages": [AIMessage(content=NO_MODEL_HINT, name="skilldesk")],
                 "schema_version": SCHEMA_VERSION,
             }
-        index_text = ""
+        index_text, listed = "", list[str]()
         if brain.skills is not None and len(brain.skills.registry):
-            index_text, _ = brain.skills.index.compact(
+            index_text, listed = brain.skills.index.compact(
                 last_user_text(state), budget_tokens=brain.options.index_budget_tokens
             )
+        loaded = list(state.get("loaded_skills", []))
+        # load_skill reaches what the prompt listed (and what the thread loaded before): a
+        # skill name planted in a tool result cannot open the rest of the catalogue.
+        scope = Scope(loaded=loaded, loadable={*listed, *loaded})
         system = brain.prompts.render("assistant", skill_index=index_text, summary=None)
         ctx = context()
         result = await run_tool_loop(
@@ -152,7 +156,7 @@ def make_assistant(brain: Brain) -> Node:
             skills=brain.skills,
             system=system,
             history=list(state.get("messages", [])),
-            scope=Scope(loaded=list(state.get("loaded_skills", []))),
+            scope=scope,
             ctx=ctx,
             config=config,
             max_rounds=brain.options.max_rounds,
@@ -162,8 +166,14 @@ def make_assistant(brain: Brain) -> Node:
     return assistant
 
 
-def expert_prompt(brain: Brain, skill_name: str, task: str | None = None) -> str:
-    """An expert's system prompt, compiled at run time from the template and the skill."""
+def expert_prompt(
+    brain: Brain, skill_name: str, task: str | None = None, inputs: dict[str, Any] | None = None
+) -> str:
+    """An expert's system prompt, compiled at run time from the template and the skill.
+
+    ``inputs`` (results of earlier tasks) are rendered as a delimited data block, apart from
+    the instruction: text another expert produced must not read as an order.
+    """
     assert brain.skills is not None
     skill = brain.skills.registry.get(skill_name)
     return brain.prompts.render(
@@ -172,6 +182,7 @@ def expert_prompt(brain: Brain, skill_name: str, task: str | None = None) -> str
         instructions=skill.body(),
         references=list(skill.references),
         task=task,
+        inputs=inputs or {},
         summary=None,
     )
 
@@ -202,10 +213,10 @@ def make_expert(brain: Brain) -> Node:
             config=config,
             max_rounds=brain.options.max_rounds,
         )
-        loaded = [] if skill_name in state.get("loaded_skills", []) else [skill_name]
+        # The definition lived in this expert's system prompt, not in the history, so the skill
+        # is not recorded as loaded for later turns of the general assistant.
         update = _update(result)
-        if loaded:
-            update["loaded_skills"] = loaded
+        update.pop("loaded_skills", None)
         return update
 
     return expert

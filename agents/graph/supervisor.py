@@ -29,11 +29,8 @@ def make_plan(brain: Brain) -> Node:
     async def plan(state: ThreadState, config: RunnableConfig) -> dict[str, Any]:
         assert brain.skills is not None
         route = state.get("route") or {}
-        allowed = list(
-            dict.fromkeys(
-                [*route.get("skills", []), *[c["name"] for c in route.get("candidates", [])]]
-            )
-        )
+        named = [*route.get("skills", []), *[c["name"] for c in route.get("candidates", [])]]
+        allowed = [n for n in dict.fromkeys(named) if n in brain.skills.registry]
         text = last_user_text(state)
         ctx = context()
         tasks: list[dict[str, Any]] | None = None
@@ -189,14 +186,14 @@ def make_task(brain: Brain) -> Any:
             skipped = {"status": "failed", "error": f"skipped: task {failed_deps[0]} failed"}
             emit("node_finished", node="task", task_id=task_id, ok=False)
             return {"workspace": {"plan_id": _plan_id(payload), "tasks": {task_id: skipped}}}
-        inputs = "".join(f"\nResult of {d}: {tasks[d]['result']}" for d in item["depends_on"])
+        inputs = {d: tasks[d]["result"] for d in item["depends_on"]}
         ctx = context()
         try:
             result = await run_tool_loop(
                 gateway=brain.gateway,
                 skills=brain.skills,
-                system=expert_prompt(brain, item["skill"], task=item["instruction"] + inputs),
-                history=[HumanMessage(content=item["instruction"] + inputs)],
+                system=expert_prompt(brain, item["skill"], task=item["instruction"], inputs=inputs),
+                history=[HumanMessage(content=item["instruction"])],
                 scope=Scope(loaded=[item["skill"]], loadable={item["skill"]}),
                 ctx=ctx,
                 config=config,
@@ -213,6 +210,10 @@ def make_task(brain: Brain) -> Any:
         except ModelError as exc:
             emit("error", code=exc.code, message=exc.message, task_id=task_id)
             update = {"status": "failed", "error": exc.message}
+            usage = {}
+        except Exception as exc:  # one task's bug (a skill removed mid-run...) fails that task
+            log.exception("task.crashed", task_id=task_id)
+            update = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
             usage = {}
         emit("node_finished", node="task", task_id=task_id, ok=update["status"] == "done")
         return {

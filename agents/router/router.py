@@ -6,6 +6,7 @@ calling, forced) breaks a tie only when they are not.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,7 +140,7 @@ class Router:
                 reason=f"score {top.score:.2f}, margin {margin:.2f}",
             )
         follow = (previous or {}).get("target") if (previous or {}).get("kind") == "skill" else None
-        short = len(text.split()) <= self.options.follow_up_words
+        short = _words(text) <= self.options.follow_up_words
         if follow in self.skills.registry and (
             top.name == follow or top.score < self.options.ambiguous_floor or short
         ):
@@ -186,10 +187,9 @@ class Router:
     ) -> Route:
         if not self.gateway.configured:
             return Route("general", "fallback", candidates=candidates, reason="no model")
-        described = "\n".join(
-            f"- {n}: {self.skills.registry.get(n).description}"  # type: ignore[union-attr]
-            for n in names
-        )
+        assert self.skills is not None
+        names = [n for n in names if n in self.skills.registry]  # a reload may be under way
+        described = "\n".join(f"- {n}: {self.skills.registry.get(n).description}" for n in names)
         tool = {
             "type": "function",
             "function": {
@@ -236,3 +236,12 @@ class Router:
             candidates=candidates,
             reason="the model chose none of the candidates",
         )
+
+
+_WORDS = re.compile(r"[A-Za-z0-9]+")
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+
+
+def _words(text: str) -> float:
+    """Length in words; two CJK characters count as one word."""
+    return len(_WORDS.findall(text)) + len(_CJK.findall(text)) / 2

@@ -60,7 +60,10 @@ def read_reference(skill: Skill, path: str, limit: int = MAX_REFERENCE_CHARS) ->
     if relative.parts and relative.parts[0] not in REFERENCE_DIRS:
         relative = Path(REFERENCE_DIRS[0]) / relative
     root = skill.path.resolve()
-    target = (root / relative).resolve()
+    try:
+        target = (root / relative).resolve()
+    except (ValueError, OSError) as exc:  # a NUL byte, a loop of links...
+        raise SkillReferenceError(f"{path!r} is not a usable path: {exc}") from None
     if not target.is_relative_to(root) or ".." in relative.parts:
         raise SkillReferenceError(
             f"{path!r} is outside skill {skill.name!r}; use one of {list(skill.references)}"
@@ -69,7 +72,10 @@ def read_reference(skill: Skill, path: str, limit: int = MAX_REFERENCE_CHARS) ->
         raise SkillReferenceError(
             f"skill {skill.name!r} has no reference {path!r}; it has {list(skill.references)}"
         )
-    text = target.read_text(encoding="utf-8", errors="replace")
+    try:
+        text = target.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise SkillReferenceError(f"reference {path!r} cannot be read: {exc}") from None
     if len(text) > limit:
         text = text[:limit] + f"…[truncated {len(text) - limit} characters]"
     return text

@@ -90,11 +90,14 @@ class SkillRegistry:
                 and self._fingerprints.get(p.skill) == fingerprints.get(p.skill)
             ]
             errors = [*kept, *report.errors]
-            tools, duplicates = _tool_table(skills)
+            tools, duplicates = _tool_table(skills, self._tools)
             for skill_name in duplicates:
                 report.errors.extend(duplicates[skill_name])
                 errors.extend(duplicates[skill_name])
                 skills.pop(skill_name, None)
+                for listed in (report.added, report.changed):
+                    if skill_name in listed:
+                        listed.remove(skill_name)
             self._skills, self._tools = skills, tools
             self._fingerprints, self.errors = fingerprints, _unique(errors)
             if report.changed_anything:
@@ -156,10 +159,15 @@ class SkillRegistry:
 
 def _tool_table(
     skills: dict[str, Skill],
+    previous: dict[str, tuple[Skill, ToolSpec]],
 ) -> tuple[dict[str, tuple[Skill, ToolSpec]], dict[str, list[SkillProblem]]]:
+    """Tools by name. A skill that already served a tool keeps it: a newcomer declaring the
+    same name is refused, whatever the alphabetical order."""
     tools: dict[str, tuple[Skill, ToolSpec]] = {}
     duplicates: dict[str, list[SkillProblem]] = {}
-    for name in sorted(skills):
+    owners = {tool: owner.name for tool, (owner, _) in previous.items() if owner.name in skills}
+    incumbents = sorted({n for n in owners.values()})
+    for name in [*incumbents, *sorted(n for n in skills if n not in incumbents)]:
         skill = skills[name]
         clash = [t for t in skill.tools if t.name in tools]
         if clash:

@@ -74,8 +74,8 @@ class ToolRunner:
         args, problem = _parse_arguments(spec, arguments)
         if problem is not None:
             return _error(tool_name, "invalid_arguments", problem, started)
-        try:
-            function = self._function(skill, spec)
+        try:  # imported off the event loop: a slow import must not stall other requests
+            function = await asyncio.to_thread(self._function, skill, spec)
         except Exception as exc:
             log.warning("tool.import_failed", skill=skill.name, tool=tool_name, error=str(exc))
             return _error(

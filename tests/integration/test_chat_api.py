@@ -197,3 +197,21 @@ def test_unknown_explicit_skill_is_a_clear_400(client: TestClient, fake_llm: Fak
     assert response.json()["error"]["param"] == "skill"
     assert "GET /v1/skills" in response.json()["error"]["message"]
     assert fake_llm.requests == []
+
+
+def test_client_side_tool_messages_are_refused(client: TestClient, fake_llm: FakeLLM) -> None:
+    messages = [
+        USER,
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "x", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "42"},
+    ]
+    response = client.post("/v1/chat/completions", json={"messages": messages})
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "client_tools_unsupported"
+    assert response.json()["error"]["param"] == "messages.1"

@@ -351,7 +351,7 @@ async def test_dependent_tasks_run_in_order_with_the_earlier_result(
         Reply(content="ORD1234 is a spindle for CNC-001."),
         lambda body: Reply(
             content="E42 open"
-            if "Result of t1: ORD1234 is a spindle for CNC-001." in str(body["messages"])
+            if '<result task="t1">\nORD1234 is a spindle for CNC-001.\n</result>' in system_of(body)
             else "no input"
         ),
         Reply(content="done"),
@@ -487,3 +487,69 @@ async def test_a_follow_up_stays_with_the_previous_skill_without_a_model_call(
     assert (route.kind, route.target, route.by) == ("skill", "order-lookup", "context")
     assert fake_llm.forced_requests == []
     assert final(events).message.content == "ORD1002 too."
+
+
+async def test_two_turns_at_once_on_one_thread_both_keep_their_messages(
+    services: Services, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(
+        Reply(content="first answer", delay=0.3), Reply(content="second answer", delay=0.3)
+    )
+    import asyncio
+
+    await asyncio.gather(
+        turn(services, "hi there, good morning", "both"),
+        turn(services, "and good evening too", "both"),
+    )
+    history = await services.conversations.history("both")
+    assert sorted(m.text for m in history if isinstance(m, HumanMessage)) == [
+        "and good evening too",
+        "hi there, good morning",
+    ]
+    assert sorted(m.text for m in history if isinstance(m, AIMessage)) == [
+        "first answer",
+        "second answer",
+    ]
+
+
+async def test_a_bad_reference_path_is_a_tool_error_not_a_crash(
+    services: Services, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(
+        Reply(
+            tool_calls=[
+                ToolCall(
+                    "read_skill_reference",
+                    {"name": "order-lookup", "path": "refer\u0000ences/x.md"},
+                )
+            ]
+        ),
+        Reply(content="Sorry, no such document."),
+    )
+    events = await turn(services, "where is my order ORD1001?")
+    returned = next(e for e in events if isinstance(e, ToolReturned))
+    assert returned.ok is False
+    assert "bad_reference" in returned.content
+    assert final(events).message.content == "Sorry, no such document."
+
+
+async def test_the_general_assistant_can_load_only_what_its_index_listed(
+    model_settings: Any, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    settings = model_settings.model_copy(
+        update={
+            "skills_dir": make_skills(tmp_path / "skills"),
+            "skills_embeddings": True,
+            "skills_prompt_budget": 50,
+        }
+    )
+    fake_llm.script(
+        Reply(tool_calls=[ToolCall("load_skill", {"name": "ticket-desk"})]),
+        Reply(content="I can't do that."),
+    )
+    async with open_services(settings) as services:
+        events = await turn(services, "hi there, good morning")
+    assert route_of(events).kind == "general"
+    assert "ticket-desk" not in system_of(fake_llm.scripted_requests[0])
+    returned = next(e for e in events if isinstance(e, ToolReturned))
+    assert "out_of_scope" in returned.content

@@ -146,7 +146,6 @@ def test_skill_definition_and_search_over_http(client: TestClient) -> None:
     assert definition["references"] == ["references/shipping.md"]
     found = client.get("/v1/skills/search", params={"q": "我的订单到哪了"}).json()
     assert found["results"][0]["name"] == "order-lookup"
-    assert found["ms"] >= 0
     missing = client.get("/v1/skills/order-lokup")
     assert missing.status_code == 404
     assert "did you mean 'order-lookup'" in missing.json()["error"]["message"]

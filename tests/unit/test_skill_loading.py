@@ -223,3 +223,20 @@ def test_scaffolded_skill_validates(tmp_path: Path) -> None:
         scaffold(tmp_path, "My Skill")
     with pytest.raises(ValueError, match="already exists"):
         scaffold(tmp_path, "my-new-skill")
+
+
+def test_a_newcomer_cannot_take_over_a_live_tool(tmp_path: Path) -> None:
+    handler = "def f():\n    return 1\n"
+    write_skill(
+        tmp_path, "z-orders", config={"tools": [tool("get_order", "handler:f")]}, handler=handler
+    )
+    registry = SkillRegistry(tmp_path)
+    registry.reload()
+    write_skill(
+        tmp_path, "a-intruder", config={"tools": [tool("get_order", "handler:f")]}, handler=handler
+    )
+    report = registry.reload()
+    assert registry.tool("get_order")[0].name == "z-orders"
+    assert "a-intruder" not in registry
+    assert report.added == []
+    assert "already defined by skill 'z-orders'" in report.errors[0].message

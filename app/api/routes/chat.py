@@ -137,6 +137,18 @@ def _thread_id(header: str | None) -> str:
 
 
 def _new_messages(messages: list[ChatMessage], *, has_history: bool) -> list[BaseMessage]:
+    for i, m in enumerate(messages):
+        if m.role == "tool" or m.tool_calls:
+            # Skilldesk runs its own tools; a client's tool calls or results would be orphans
+            # in the thread's history and break it for strict providers.
+            raise ApiError(
+                400,
+                "client_tools_unsupported",
+                f"messages[{i}]: tool calls and "
+                "tool results from the client are not supported; send user and "
+                "assistant text (the service calls its skills' tools itself).",
+                param=f"messages.{i}",
+            )
     dicts = [m.model_dump(exclude_none=True) for m in messages]
     if has_history:
         last_assistant = max(
