@@ -56,6 +56,9 @@ async def _sqlite(path: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     try:
         # WAL lets readers (history, a second CLI) work while a run writes.
         await conn.execute("PRAGMA journal_mode=WAL")
+        # In WAL mode NORMAL still survives a process crash (a power cut may lose the last
+        # commits); FULL would fsync on every checkpoint write of every step.
+        await conn.execute("PRAGMA synchronous=NORMAL")
         saver = AsyncSqliteSaver(conn)
         await saver.setup()
         yield saver
