@@ -5,7 +5,9 @@ Skilldesk and, in the same run, through two baselines: LangChain's ``create_agen
 every skill's tool, and ``langgraph-supervisor`` with ten domain agents of ten tools each.
 Each is scripted with the shortest successful conversation its design allows; model replies
 come from the scripted OpenAI-compatible server over real HTTP, so the real clients run.
-Framework time is wall time minus time inside model calls (checkpoint writes included).
+Framework time is wall time minus time inside model calls (checkpoint writes included),
+the median of five rounds after a warm-up round, each round worded anew so that no cache
+answers a repeated query.
 Run: .venv/bin/python -m bench.conversation
 """
 
@@ -13,10 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -73,18 +76,88 @@ def prompt_tokens(bodies: list[dict[str, Any]]) -> int:
     )
 
 
-def tasks_for(entries: list[Any]) -> dict[str, Any]:
+REPS = 5  # measured repetitions of the three tasks, after one warm-up round
+
+
+def tasks_for(entries: list[Any], rep: int = 0) -> dict[str, Any]:
+    """The three tasks; ``rep`` varies the wording so no cache answers a repeated query."""
     a, b = entries[3], entries[4]  # different domains (entries cycle through ten)
     fa, fb = a.name.replace("-", "_"), b.name.replace("-", "_")
+    first_a = a.description.split(". ")[0]
     return {
-        "single skill": (a.description.split(". ")[0], fa, [fa]),
-        "follow-up turn": ("and the same for record 7?", fa, [fa]),
+        "single skill": (f"{first_a}, reference {1000 + rep}", fa, [fa]),
+        "follow-up turn": (f"and the same for record {7 + rep}?", fa, [fa]),
         "two-domain question": (
-            f"{a.description.split(' (')[0]} and also {b.description.split(' (')[0].lower()}",
+            f"{a.description.split(' (')[0]} and also {b.description.split(' (')[0].lower()}"
+            f" for reference {2000 + rep}",
             fa,
             [fa, fb],
         ),
     }
+
+
+Invoke = Callable[[str, str, ModelTimer], Awaitable[str]]
+
+
+async def measure(
+    fake: FakeLLM, entries: list[Any], invoke: Invoke, script: Callable[[list[str]], list[Any]]
+) -> dict[str, Any]:
+    """Per task: model calls, prompt tokens, median framework ms over REPS rounds."""
+    samples: dict[str, list[dict[str, Any]]] = {}
+    for rep in range(REPS + 1):
+        thread = uuid.uuid4().hex
+        for name, (text, _, tools) in tasks_for(entries, rep).items():
+            fake.reset()
+            pick = tools[0].replace("_", "-")
+            fake.on_forced_tool(
+                "choose_route",
+                lambda body, pick=pick: Reply(
+                    tool_calls=[ToolCall("choose_route", {"skill": pick})]
+                ),
+            )
+            skills = [t.replace("_", "-") for t in tools]
+            plan = [
+                {"id": f"t{i}", "skill": k, "instruction": f"record 7 via {k}"}
+                for i, k in enumerate(skills, 1)
+            ]
+            fake.on_forced_tool(
+                "plan_tasks",
+                lambda body, plan=plan: Reply(tool_calls=[ToolCall("plan_tasks", {"tasks": plan})]),
+            )
+            fake.script(*script(tools))
+            timer = ModelTimer()
+            started = time.perf_counter()
+            route = await invoke(text, thread, timer)
+            wall = time.perf_counter() - started
+            if rep:  # round 0 warms caches and lazy imports up
+                samples.setdefault(name, []).append(
+                    {
+                        "calls": len(fake.requests),
+                        "tokens": prompt_tokens(fake.requests),
+                        "framework_ms": (wall - timer.seconds) * 1000,
+                        "route": route,
+                    }
+                )
+    return {
+        name: {
+            "calls": rows[-1]["calls"],
+            "tokens": rows[-1]["tokens"],
+            "route": rows[-1]["route"],
+            "framework_ms": statistics.median(r["framework_ms"] for r in rows),
+        }
+        for name, rows in samples.items()
+    }
+
+
+def skilldesk_script(tools: list[str]) -> list[Any]:
+    """Shortest Skilldesk conversation: tool call then answer; or plan, experts, aggregate."""
+    if len(tools) == 1:
+        return [
+            Reply(tool_calls=[ToolCall(tools[0], {"record_id": "7"})]),
+            Reply(content="Record 7 is fine."),
+        ]
+    # A planner call, when the router could not plan alone, is answered by measure().
+    return [*[_expert_script(tools)] * 4, Reply(content="Both records are fine.")]
 
 
 async def run_skilldesk(fake: FakeLLM, root: Path, entries: list[Any]) -> dict[str, Any]:
@@ -95,52 +168,19 @@ async def run_skilldesk(fake: FakeLLM, root: Path, entries: list[Any]) -> dict[s
         model="openai/fake",
         model_api_base=fake.base_url,
     )
-    results = {}
-    thread = uuid.uuid4().hex
     async with open_services(settings) as services:
         graph = services.conversations.graph
-        for name, (text, _, tools) in tasks_for(entries).items():
-            fake.reset()
-            pick = tools[0].replace("_", "-")
-            fake.on_forced_tool(
-                "choose_route",
-                lambda body, pick=pick: Reply(
-                    tool_calls=[ToolCall("choose_route", {"skill": pick})]
-                ),
-            )
-            if len(tools) == 1:
-                fake.script(
-                    Reply(tool_calls=[ToolCall(tools[0], {"record_id": "7"})]),
-                    Reply(content="Record 7 is fine."),
-                )
-            else:
-                skills = [t.replace("_", "-") for t in tools]
-                plan = [
-                    {"id": f"t{i}", "skill": s, "instruction": f"record 7 via {s}"}
-                    for i, s in enumerate(skills, 1)
-                ]
-                expert = _expert_script(tools)
-                fake.script(
-                    Reply(tool_calls=[ToolCall("plan_tasks", {"tasks": plan})]),
-                    *[expert] * 4,
-                    Reply(content="Both records are fine."),
-                )
-            timer = ModelTimer()
-            started = time.perf_counter()
+
+        async def invoke(text: str, thread: str, timer: ModelTimer) -> str:
             await graph.ainvoke(
                 {"messages": [HumanMessage(text)]},
                 {"configurable": {"thread_id": thread}, "callbacks": [timer]},
                 context=RunContext(thread_id=thread),
             )
-            wall = time.perf_counter() - started
             state = await services.conversations.state(thread)
-            results[name] = {
-                "calls": len(fake.requests),
-                "tokens": prompt_tokens(fake.requests),
-                "framework_ms": (wall - timer.seconds) * 1000,
-                "route": state["route"]["kind"],
-            }
-    return results
+            return str(state["route"]["kind"])
+
+        return await measure(fake, entries, invoke, skilldesk_script)
 
 
 def _expert_script(tools: list[str]) -> Callable[[dict[str, Any]], Reply]:
@@ -169,22 +209,37 @@ def baseline_tools(entries: list[Any]) -> list[StructuredTool]:
     return [make(e) for e in entries]
 
 
-async def run_create_agent(fake: FakeLLM, entries: list[Any]) -> dict[str, Any]:
-    from langchain.agents import create_agent
-    from langchain_openai import ChatOpenAI
-    from langgraph.checkpoint.memory import InMemorySaver
+def _graph_invoke(graph: Any) -> Invoke:
+    async def invoke(text: str, thread: str, timer: ModelTimer) -> str:
+        await graph.ainvoke(
+            {"messages": [HumanMessage(text)]},
+            {"configurable": {"thread_id": thread}, "callbacks": [timer]},
+        )
+        return "-"
 
-    model = ChatOpenAI(
+    return invoke
+
+
+def _chat_model(fake: FakeLLM) -> Any:
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(
         model="fake",
         base_url=fake.base_url,
         api_key="x",  # type: ignore[arg-type]
         max_retries=0,
     )
-    agent = create_agent(model, baseline_tools(entries), checkpointer=InMemorySaver())
-    return await _drive(
+
+
+async def run_create_agent(fake: FakeLLM, entries: list[Any]) -> dict[str, Any]:
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    agent = create_agent(_chat_model(fake), baseline_tools(entries), checkpointer=InMemorySaver())
+    return await measure(
         fake,
         entries,
-        agent,
+        _graph_invoke(agent),
         lambda tools: [
             Reply(tool_calls=[ToolCall(t, {"record_id": "7"}) for t in tools]),
             Reply(content="Record 7 is fine."),
@@ -194,16 +249,10 @@ async def run_create_agent(fake: FakeLLM, entries: list[Any]) -> dict[str, Any]:
 
 async def run_supervisor(fake: FakeLLM, entries: list[Any]) -> dict[str, Any]:
     from langchain.agents import create_agent
-    from langchain_openai import ChatOpenAI
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph_supervisor import create_supervisor
 
-    model = ChatOpenAI(
-        model="fake",
-        base_url=fake.base_url,
-        api_key="x",  # type: ignore[arg-type]
-        max_retries=0,
-    )
+    model = _chat_model(fake)
     tools = baseline_tools(entries)
     domains = list(DOMAINS)
     agents = [
@@ -212,8 +261,8 @@ async def run_supervisor(fake: FakeLLM, entries: list[Any]) -> dict[str, Any]:
     ]
     supervisor = create_supervisor(agents, model=model).compile(checkpointer=InMemorySaver())
 
-    def script(tool_names: list[str]) -> list[Reply]:
-        replies: list[Reply] = []
+    def script(tool_names: list[str]) -> list[Any]:
+        replies: list[Any] = []
         for name in tool_names:
             index = next(i for i, t in enumerate(tools) if t.name == name)
             domain = domains[index % len(domains)]
@@ -224,31 +273,7 @@ async def run_supervisor(fake: FakeLLM, entries: list[Any]) -> dict[str, Any]:
             ]
         return [*replies, Reply(content="Record 7 is fine.")]
 
-    return await _drive(fake, entries, supervisor, script)
-
-
-async def _drive(
-    fake: FakeLLM, entries: list[Any], graph: Any, script: Callable[[list[str]], list[Reply]]
-) -> dict[str, Any]:
-    results = {}
-    thread = uuid.uuid4().hex
-    for name, (text, _, tools) in tasks_for(entries).items():
-        fake.reset()
-        fake.script(*script(tools))
-        timer = ModelTimer()
-        started = time.perf_counter()
-        await graph.ainvoke(
-            {"messages": [HumanMessage(text)]},
-            {"configurable": {"thread_id": thread}, "callbacks": [timer]},
-        )
-        wall = time.perf_counter() - started
-        results[name] = {
-            "calls": len(fake.requests),
-            "tokens": prompt_tokens(fake.requests),
-            "framework_ms": (wall - timer.seconds) * 1000,
-            "route": "-",
-        }
-    return results
+    return await measure(fake, entries, _graph_invoke(supervisor), script)
 
 
 async def amain() -> dict[str, dict[str, Any]]:
@@ -257,7 +282,6 @@ async def amain() -> dict[str, dict[str, Any]]:
         root = Path(tmp)
         make_skills(root / "skills", N)
         ours = await run_skilldesk(fake, root, entries)
-        ours = await run_skilldesk(fake, root, entries)  # second run: caches warm, as in service
         agent = await run_create_agent(fake, entries)
         supervisor = await run_supervisor(fake, entries)
     print(f"conversation tasks at {N} skills: model calls / prompt tokens / framework ms")

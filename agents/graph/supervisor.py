@@ -16,7 +16,7 @@ from agents.graph.context import BudgetExceeded, emit
 from agents.graph.loop import Scope, complete, run_tool_loop
 from agents.graph.nodes import Brain, Node, context, expert_prompt, last_user_text
 from agents.graph.state import SCHEMA_VERSION, ThreadState
-from agents.router.intents import split_intents
+from agents.router.intents import independent, split_intents
 
 log = structlog.get_logger(__name__)
 PLAN = "plan_tasks"
@@ -35,11 +35,20 @@ def make_plan(brain: Brain) -> Node:
         ctx = context()
         tasks: list[dict[str, Any]] | None = None
         usage: dict[str, int] = {}
-        try:
-            ctx.budget.spend_model_call()
-            tasks, usage = await _plan_with_model(brain, text, allowed, ctx.profile, config)
-        except (ModelError, BudgetExceeded) as exc:
-            emit("error", code="planner_failed", message=str(exc))
+        clauses = route.get("clauses") or []
+        if clauses and independent(text):
+            # Cheap first: every request already maps to its own skill and none refers to
+            # another, so the plan is known without a model call.
+            tasks = [
+                {"id": f"t{i}", "skill": c["skill"], "instruction": c["clause"], "depends_on": []}
+                for i, c in enumerate(clauses, 1)
+            ]
+        else:
+            try:
+                ctx.budget.spend_model_call()
+                tasks, usage = await _plan_with_model(brain, text, allowed, ctx.profile, config)
+            except (ModelError, BudgetExceeded) as exc:
+                emit("error", code="planner_failed", message=str(exc))
         problem = _check(tasks, allowed) if tasks is not None else "no plan"
         if problem:
             log.info("planner.fallback", problem=problem)

@@ -18,3 +18,16 @@ def split_intents(text: str, min_chars: int = 6) -> list[str]:
     """The clauses of ``text`` that could each be a request of their own."""
     parts = [p.strip(" ,，") for p in _SPLIT.split(text) if p and p.strip(" ,，")]
     return [p for p in parts if len(p) >= min_chars] or [text.strip()]
+
+
+# Words that make one request depend on another ("... then create a work order for it").
+_DEPENDS = re.compile(
+    r"\b(then|after that|afterwards|based on|using (the|that|its)|for it|its|their|them|"
+    r"that one|those)\b|然后|之后|再|根据|它的|它们",
+    re.IGNORECASE,
+)
+
+
+def independent(text: str) -> bool:
+    """Whether the requests in ``text`` read as independent of one another."""
+    return _DEPENDS.search(text) is None

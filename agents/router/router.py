@@ -49,6 +49,7 @@ class Route:
     candidates: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     reason: str = ""
     usage: dict[str, int] = field(default_factory=dict)
+    clauses: tuple[dict[str, str], ...] = ()  # for "multi": each request and its skill
 
     def as_state(self) -> dict[str, Any]:
         """The ``route`` field of thread state."""
@@ -59,6 +60,7 @@ class Route:
             "skills": list(self.skills),
             "candidates": list(self.candidates),
             "reason": self.reason,
+            "clauses": list(self.clauses),
         }
 
 
@@ -122,9 +124,10 @@ class Router:
                 "multi",
                 "retrieval",
                 None,
-                tuple(multi),
+                tuple(dict.fromkeys(c["skill"] for c in multi)),
                 candidates,
                 reason=f"{len(multi)} requests for different skills",
+                clauses=tuple(multi),
             )
         if not hits:
             return Route("general", "retrieval", reason="no skill matches")
@@ -162,20 +165,21 @@ class Router:
             )
         return await self._tie_break(text, [h.name for h in close], candidates, ctx, config)
 
-    def _multi(self, text: str) -> list[str]:
+    def _multi(self, text: str) -> list[dict[str, str]]:
+        """Clauses that each map confidently to a different skill (empty unless two or more)."""
         assert self.skills is not None
         clauses = split_intents(text)
         if len(clauses) < 2:
             return []
-        chosen: list[str] = []
+        chosen: list[dict[str, str]] = []
         for clause in clauses:
             hits = self.skills.search(clause, k=2)
             if not hits or hits[0].score < self.options.multi_clause:
                 continue
             margin = hits[0].score - (hits[1].score if len(hits) > 1 else 0.0)
-            if margin >= self.options.margin and hits[0].name not in chosen:
-                chosen.append(hits[0].name)
-        return chosen
+            if margin >= self.options.margin and all(c["skill"] != hits[0].name for c in chosen):
+                chosen.append({"clause": clause, "skill": hits[0].name})
+        return chosen if len(chosen) >= 2 else []
 
     async def _tie_break(
         self,
