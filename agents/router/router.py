@@ -6,6 +6,7 @@ calling, forced) breaks a tie only when they are not.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,11 +115,11 @@ class Router:
             )
         if self.skills is None or not len(self.skills.registry):
             return Route("general", "retrieval", reason="no skills installed")
-        hits = self.skills.search(text, k=5)
+        # Retrieval runs the embedding model: off the event loop, so other requests proceed.
+        hits, multi = await asyncio.to_thread(self._retrieve, text)
         candidates = tuple(
             {"name": h.name, "score": h.score, "dense": h.dense, "keyword": h.keyword} for h in hits
         )
-        multi = self._multi(text)
         if len(multi) >= 2:
             return Route(
                 "multi",
@@ -164,6 +165,10 @@ class Router:
                 reason=f"best score {top.score:.2f} is below {self.options.ambiguous_floor:.2f}",
             )
         return await self._tie_break(text, [h.name for h in close], candidates, ctx, config)
+
+    def _retrieve(self, text: str) -> tuple[list[Any], list[dict[str, str]]]:
+        assert self.skills is not None
+        return self.skills.search(text, k=5), self._multi(text)
 
     def _multi(self, text: str) -> list[dict[str, str]]:
         """Clauses that each map confidently to a different skill (empty unless two or more)."""
