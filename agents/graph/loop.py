@@ -17,6 +17,7 @@ from langchain_core.runnables import RunnableConfig
 from agents.graph.context import BudgetExceeded, RunContext, emit
 from agents.models import ModelGateway
 from agents.models.chat_model import finish_stream
+from agents.models.usage import call_usage
 from agents.skills.definitions import (
     LOAD_SKILL,
     READ_REFERENCE,
@@ -92,10 +93,8 @@ async def run_tool_loop(
         if tools:
             model = model.bind_tools(tools)
         reply = await complete(model, [SystemMessage(content=system), *history, *new], config)
-        usage["model_calls"] += 1
-        if reply.usage_metadata:
-            for key in ("input_tokens", "output_tokens", "total_tokens"):
-                usage[key] += int(reply.usage_metadata[key])
+        for key, value in call_usage(reply).items():
+            usage[key] += value
         new.append(reply)
         if not (reply.tool_calls or reply.invalid_tool_calls):
             return LoopResult(new, reply, _newly(scope, before), usage)

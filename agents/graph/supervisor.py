@@ -16,6 +16,7 @@ from agents.graph.context import BudgetExceeded, emit
 from agents.graph.loop import Scope, complete, run_tool_loop
 from agents.graph.nodes import Brain, Node, context, expert_prompt, last_user_text
 from agents.graph.state import SCHEMA_VERSION, ThreadState
+from agents.models.usage import call_usage
 from agents.router.intents import independent, split_intents
 
 log = structlog.get_logger(__name__)
@@ -104,13 +105,7 @@ async def _plan_with_model(
     model: Any = brain.gateway.chat_model(profile).bind_tools([tool], tool_choice=PLAN)
     system = brain.prompts.render("planner", skills=listing)
     reply = await model.ainvoke([SystemMessage(content=system), HumanMessage(text)], config)
-    usage = {"model_calls": 1}
-    if reply.usage_metadata:
-        usage.update(
-            input_tokens=reply.usage_metadata["input_tokens"],
-            output_tokens=reply.usage_metadata["output_tokens"],
-            total_tokens=reply.usage_metadata["total_tokens"],
-        )
+    usage = call_usage(reply)
     if not reply.tool_calls:
         return [], usage
     raw = reply.tool_calls[0]["args"].get("tasks", [])
@@ -264,13 +259,7 @@ def make_aggregate(brain: Brain) -> Node:
             answer = await complete(
                 model, [SystemMessage(content=system), HumanMessage(last_user_text(state))], config
             )
-            usage = {"model_calls": 1}
-            if answer.usage_metadata:
-                usage.update(
-                    input_tokens=answer.usage_metadata["input_tokens"],
-                    output_tokens=answer.usage_metadata["output_tokens"],
-                    total_tokens=answer.usage_metadata["total_tokens"],
-                )
+            usage = call_usage(answer)
         except (ModelError, BudgetExceeded) as exc:
             emit("error", code="aggregator_failed", message=str(exc))
             answer = AIMessage(content="\n".join(_line(t) for t in tasks))

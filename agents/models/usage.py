@@ -65,3 +65,13 @@ class UsageRecorder:
                 name: {"calls": c, "input_tokens": i, "output_tokens": o}
                 for name, (c, i, o) in self._totals.items()
             }
+
+
+def call_usage(message: object) -> dict[str, int]:
+    """One model call's contribution to a thread's ``usage``: the call and its tokens."""
+    usage = {"model_calls": 1}
+    metadata = getattr(message, "usage_metadata", None)
+    if metadata:
+        for key in ("input_tokens", "output_tokens", "total_tokens"):
+            usage[key] = int(metadata.get(key, 0))
+    return usage

@@ -18,6 +18,7 @@ from langchain_core.runnables import RunnableConfig
 from agents.errors import ModelError
 from agents.graph.context import BudgetExceeded, RunContext
 from agents.models import ModelGateway
+from agents.models.usage import call_usage
 from agents.prompts import Prompts
 from agents.router.intents import split_intents
 from agents.router.workflows import NoWorkflows, WorkflowMatcher
@@ -238,12 +239,14 @@ class Router:
                 (str(choice),),
                 candidates,
                 reason="the model chose among close candidates",
+                usage=call_usage(reply),
             )
         return Route(
             "general",
             "model",
             candidates=candidates,
             reason="the model chose none of the candidates",
+            usage=call_usage(reply),
         )
 
 

@@ -512,3 +512,18 @@ async def test_the_general_assistant_can_load_only_what_its_index_listed(
     assert "ticket-desk" not in system_of(fake_llm.scripted_requests[0])
     returned = next(e for e in events if isinstance(e, ToolReturned))
     assert "out_of_scope" in returned.content
+
+
+async def test_the_routing_call_counts_in_the_thread_usage(
+    services: Services, fake_llm: FakeLLM
+) -> None:
+    router_picks(fake_llm, "leave-balance")
+    fake_llm.script(
+        Reply(
+            content="12 days.",
+            usage={"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+        )
+    )
+    events = await turn(services, "how many days can I still take off before the holidays")
+    assert route_of(events).by == "model"
+    assert final(events).usage["model_calls"] == 2
