@@ -104,3 +104,23 @@ def _redact(url: str) -> str:
     creds, host = rest.rsplit("@", 1)
     user = creds.split(":", 1)[0]
     return f"{scheme}://{user}@{host}"
+
+
+@asynccontextmanager
+async def thread_lock(saver: BaseCheckpointSaver[Any], thread_id: str) -> AsyncIterator[None]:
+    """Hold the thread for one run across processes (PostgreSQL advisory lock).
+
+    Several service processes behind one load balancer share a PostgreSQL checkpointer; two
+    turns of one thread arriving at two processes would otherwise both start from the same
+    checkpoint. SQLite is one process's embedded store: its in-process lock is enough.
+    """
+    pool = getattr(saver, "conn", None)
+    if not hasattr(pool, "connection") or not type(saver).__name__.startswith("AsyncPostgres"):
+        yield
+        return
+    async with pool.connection() as conn:  # type: ignore[union-attr]
+        await conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (thread_id,))
+        try:
+            yield
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (thread_id,))

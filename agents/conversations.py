@@ -13,6 +13,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, Tool
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
+from agents.checkpoint import thread_lock
 from agents.errors import ModelError, SkilldeskError
 from agents.events import Event, RunFailed, RunFinished, Token, from_custom
 from agents.graph.context import RunBudget, RunContext
@@ -91,12 +92,12 @@ class Conversations:
             workflow: Run this workflow (explicit target).
         """
         # One run at a time per thread: two concurrent turns would both start from the same
-        # checkpoint and the later write would drop the other's messages. (In one process;
-        # several processes on PostgreSQL need the clients to keep to one turn at a time.)
+        # checkpoint and the later write would drop the other's messages. The asyncio lock
+        # covers one process; on PostgreSQL an advisory lock covers several.
         lock = self._locks.setdefault(thread_id, asyncio.Lock())
         self._waiting[thread_id] = self._waiting.get(thread_id, 0) + 1
         try:
-            async with lock:
+            async with lock, thread_lock(self.graph.checkpointer, thread_id):  # type: ignore[arg-type]
                 async for event in self._stream(
                     thread_id, messages, profile=profile, skill=skill, workflow=workflow
                 ):

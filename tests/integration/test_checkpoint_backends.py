@@ -73,3 +73,22 @@ async def test_unreachable_postgres_is_a_clear_config_error(model_settings: Any)
     with pytest.raises(ConfigError, match="cannot connect to PostgreSQL"):
         async with open_services(bad):
             pass
+
+
+async def test_two_processes_on_postgres_never_run_one_thread_at_once(
+    model_settings: Any, fake_llm: FakeLLM
+) -> None:
+    import asyncio
+
+    settings = model_settings.model_copy(update={"checkpoint_url": POSTGRES_URL})
+    thread = f"shared-{uuid.uuid4().hex}"
+    fake_llm.script(Reply(content="answer one", delay=0.3), Reply(content="answer two", delay=0.3))
+    # Two service instances stand for two processes behind a load balancer.
+    async with open_services(settings) as first, open_services(settings) as second:
+        await asyncio.gather(
+            first.conversations.run(thread, [HumanMessage("question one")]),
+            second.conversations.run(thread, [HumanMessage("question two")]),
+        )
+        history = await first.conversations.history(thread)
+    assert sorted(m.text for m in history) == [
+        "answer one", "answer two", "question one", "question two"]
