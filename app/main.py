@@ -9,7 +9,7 @@ from fastapi import FastAPI
 
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestContextMiddleware
-from app.api.routes import chat, health, skills
+from app.api.routes import chat, health, skills, threads
 from app.services import open_services
 from app.settings import Settings, load_settings
 
@@ -30,4 +30,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(chat.router)
     app.include_router(skills.router)
+    app.include_router(threads.router)
     return app

@@ -91,4 +91,8 @@ async def test_two_processes_on_postgres_never_run_one_thread_at_once(
         )
         history = await first.conversations.history(thread)
     assert sorted(m.text for m in history) == [
-        "answer one", "answer two", "question one", "question two"]
+        "answer one",
+        "answer two",
+        "question one",
+        "question two",
+    ]

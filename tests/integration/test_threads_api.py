@@ -1,0 +1,100 @@
+"""Native runs over HTTP: every decision of a turn as a typed SSE event; thread history."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from tests.fakellm import FakeLLM, Reply, ToolCall
+from tests.integration.test_skills_live import orders_skill
+
+
+@pytest.fixture
+def client(model_settings: Any, tmp_path: Path) -> Iterator[TestClient]:
+    skills = tmp_path / "skills"
+    orders_skill(skills)
+    settings = model_settings.model_copy(update={"skills_dir": skills, "skills_embeddings": True})
+    with TestClient(create_app(settings)) as test_client:
+        yield test_client
+
+
+def events_of(text: str) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for block in text.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines())
+        out.append((lines["event"], json.loads(lines["data"])))
+    return out
+
+
+def test_a_run_streams_its_route_tools_tokens_and_end(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(
+        Reply(tool_calls=[ToolCall("get_order", {"order_id": "ORD1001"})]),
+        Reply(content="ORD1001 has shipped with DHL."),
+    )
+    response = client.post(
+        "/v1/threads/t-1/runs/stream", json={"message": "where is my order ORD1001?"}
+    )
+    assert response.status_code == 200
+    events = events_of(response.text)
+    names = [name for name, _ in events]
+    assert names[0] == "node_started"
+    route = next(data for name, data in events if name == "route_decided")
+    assert (route["kind"], route["target"], route["by"]) == ("skill", "order-lookup", "retrieval")
+    assert route["candidates"][0]["score"] > 0
+    called = next(data for name, data in events if name == "tool_called")
+    assert called["tool"] == "get_order"
+    assert called["arguments"] == {"order_id": "ORD1001"}
+    returned = next(data for name, data in events if name == "tool_returned")
+    assert returned["ok"] is True
+    assert "shipped" in returned["content"]
+    tokens = "".join(data["text"] for name, data in events if name == "token")
+    assert tokens == "ORD1001 has shipped with DHL."
+    assert names[-1] == "run_finished"
+    assert events[-1][1]["answer"] == "ORD1001 has shipped with DHL."
+    assert names.index("route_decided") < names.index("tool_called") < names.index("token")
+
+
+def test_thread_history_keeps_who_said_what(client: TestClient, fake_llm: FakeLLM) -> None:
+    fake_llm.script(
+        Reply(tool_calls=[ToolCall("get_order", {"order_id": "ORD1001"})]),
+        Reply(content="Shipped."),
+    )
+    client.post("/v1/threads/t-2/runs/stream", json={"message": "where is my order ORD1001?"})
+    thread = client.get("/v1/threads/t-2").json()
+    assert [(m["index"], m["role"]) for m in thread["messages"]] == [
+        (0, "human"),
+        (1, "ai"),
+        (2, "tool"),
+        (3, "ai"),
+    ]
+    assert thread["messages"][1]["tool_calls"][0]["name"] == "get_order"
+    assert thread["messages"][2]["tool_call_id"] == thread["messages"][1]["tool_calls"][0]["id"]
+    assert thread["route"]["target"] == "order-lookup"
+    assert thread["usage"]["model_calls"] == 2
+
+
+def test_a_failed_run_ends_with_run_failed(client: TestClient, fake_llm: FakeLLM) -> None:
+    fake_llm.script(*[Reply(status=500)] * 3)
+    response = client.post(
+        "/v1/threads/t-3/runs/stream", json={"message": "where is my order ORD1001?"}
+    )
+    name, data = events_of(response.text)[-1]
+    assert name == "run_failed"
+    assert data["code"] == "model_unavailable"
+
+
+def test_bad_thread_ids_and_unknown_threads(client: TestClient) -> None:
+    assert client.get("/v1/threads/nope-never").status_code == 404
+    bad = client.post("/v1/threads/..%2Fetc/runs/stream", json={"message": "hi"})
+    assert bad.status_code in (400, 404)
+    empty = client.post("/v1/threads/t-4/runs/stream", json={"message": ""})
+    assert empty.status_code == 400
+    assert empty.json()["error"]["param"] == "message"
