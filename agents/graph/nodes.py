@@ -84,22 +84,15 @@ def make_route(brain: Brain) -> Node:
 
     async def route(state: ThreadState, config: RunnableConfig) -> dict[str, Any]:
         usage: dict[str, int] = {}
-        decision: dict[str, Any]
-        if not brain.gateway.configured and not context().target_skill:
-            decision = {
-                "kind": "general",
-                "by": "fallback",
-                "target": None,
-                "skills": [],
-                "candidates": [],
-                "reason": "no model configured",
-            }
-        else:
-            decided = await brain.router.decide(
-                last_user_text(state), context(), config, previous=state.get("route")
-            )
-            decision = decided.as_state()
-            usage = decided.usage
+        # Retrieval needs no language model, so the decision is made (and shown) in no-model
+        # mode too; the answering node then says which setting to give.
+        decided = await brain.router.decide(
+            last_user_text(state), context(), config, previous=state.get("route")
+        )
+        decision: dict[str, Any] = decided.as_state()
+        usage = decided.usage
+        if not brain.gateway.configured and decision["kind"] == "multi":
+            decision.update(kind="general", reason=decision["reason"] + "; no model to plan")
         emit(
             "route",
             kind=decision["kind"],

@@ -98,3 +98,17 @@ def test_bad_thread_ids_and_unknown_threads(client: TestClient) -> None:
     empty = client.post("/v1/threads/t-4/runs/stream", json={"message": ""})
     assert empty.status_code == 400
     assert empty.json()["error"]["param"] == "message"
+
+
+def test_routing_is_visible_without_a_model(make_settings: Any, tmp_path: Path) -> None:
+    skills = tmp_path / "skills"
+    orders_skill(skills)
+    settings = make_settings(skills_dir=skills, skills_embeddings=True)
+    with TestClient(create_app(settings)) as no_model:
+        response = no_model.post(
+            "/v1/threads/t-5/runs/stream", json={"message": "where is my order ORD1001?"}
+        )
+    events = events_of(response.text)
+    route = next(data for name, data in events if name == "route_decided")
+    assert (route["kind"], route["target"]) == ("skill", "order-lookup")
+    assert "SKILLDESK_MODEL" in events[-1][1]["answer"]
