@@ -46,6 +46,12 @@ async def open_services(
     if not gateway.configured:
         log.warning("model.not_configured", hint=NO_MODEL_HINT)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    if not settings.skills_dir.is_dir():
+        log.warning(
+            "skills.folder_missing",
+            directory=str(settings.skills_dir),
+            fix="check SKILLDESK_SKILLS_DIR; the folder is created and watched, empty",
+        )
     skills = SkillService(settings.skills_options())
     report = await asyncio.to_thread(skills.reload)
     for problem in report.errors:

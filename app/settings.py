@@ -104,7 +104,6 @@ class Settings(BaseSettings):
             directory=self.skills_dir,
             data_dir=self.data_dir,
             embeddings=self.skills_embeddings,
-            prompt_budget_tokens=self.skills_prompt_budget,
         )
 
     def models(self) -> ModelsConfig | None:

@@ -70,8 +70,6 @@ def main(cache_dir: Path | None = None) -> dict[str, dict[str, dict[int, float]]
     ):
         index = SkillIndex(cache, dense_weight=weight)
         index.build(entries)
-        if weight == 0.0:
-            index.dense_weight = 0.0
         results[label] = recall(index, queries)
     print(
         f"retrieval quality: {len(queries)} queries over {len(entries)} skills "

@@ -112,12 +112,11 @@ def next_after_route(state: ThreadState) -> str:
     return {"skill": "expert", "multi": "plan", "workflow": "workflow"}.get(kind, "assistant")
 
 
-def _update(result: LoopResult, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def _update(result: LoopResult) -> dict[str, Any]:
     update: dict[str, Any] = {
         "messages": result.messages,
         "usage": result.usage,
         "schema_version": SCHEMA_VERSION,
-        **(extra or {}),
     }
     if result.newly_loaded:
         update["loaded_skills"] = result.newly_loaded

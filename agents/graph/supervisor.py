@@ -16,6 +16,7 @@ from agents.graph.context import BudgetExceeded, emit
 from agents.graph.loop import Scope, complete, run_tool_loop
 from agents.graph.nodes import Brain, Node, context, expert_prompt, last_user_text
 from agents.graph.state import SCHEMA_VERSION, ThreadState
+from agents.models.structured import forced_call, function_tool
 from agents.models.usage import call_usage
 from agents.router.intents import independent, split_intents
 
@@ -72,43 +73,32 @@ async def _plan_with_model(
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     assert brain.skills is not None
     listing = "\n".join(f"- {n}: {brain.skills.registry.get(n).description}" for n in allowed)
-    tool = {
-        "type": "function",
-        "function": {
-            "name": PLAN,
-            "description": "The tasks to carry out for the user's message.",
-            "parameters": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["tasks"],
-                "properties": {
-                    "tasks": {
-                        "type": "array",
-                        "minItems": 1,
-                        "maxItems": MAX_TASKS,
-                        "items": {
-                            "type": "object",
-                            "additionalProperties": False,
-                            "required": ["id", "skill", "instruction"],
-                            "properties": {
-                                "id": {"type": "string"},
-                                "skill": {"type": "string", "enum": allowed},
-                                "instruction": {"type": "string"},
-                                "depends_on": {"type": "array", "items": {"type": "string"}},
-                            },
-                        },
-                    }
-                },
-            },
+    task = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["id", "skill", "instruction"],
+        "properties": {
+            "id": {"type": "string"},
+            "skill": {"type": "string", "enum": allowed},
+            "instruction": {"type": "string"},
+            "depends_on": {"type": "array", "items": {"type": "string"}},
         },
     }
-    model: Any = brain.gateway.chat_model(profile).bind_tools([tool], tool_choice=PLAN)
+    tool = function_tool(
+        PLAN,
+        "The tasks to carry out for the user's message.",
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["tasks"],
+            "properties": {
+                "tasks": {"type": "array", "minItems": 1, "maxItems": MAX_TASKS, "items": task}
+            },
+        },
+    )
     system = brain.prompts.render("planner", skills=listing)
-    reply = await model.ainvoke([SystemMessage(content=system), HumanMessage(text)], config)
-    usage = call_usage(reply)
-    if not reply.tool_calls:
-        return [], usage
-    raw = reply.tool_calls[0]["args"].get("tasks", [])
+    args, usage = await forced_call(brain.gateway, profile, tool, system, text, config)
+    raw = args.get("tasks") or []
     tasks = [
         {
             "id": str(t.get("id")),

@@ -12,13 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
-from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 
 from agents.errors import ModelError
 from agents.graph.context import BudgetExceeded, RunContext
 from agents.models import ModelGateway
-from agents.models.usage import call_usage
+from agents.models.structured import forced_call, function_tool
 from agents.prompts import Prompts
 from agents.router.intents import split_intents
 from agents.router.workflows import NoWorkflows, WorkflowMatcher
@@ -200,36 +199,25 @@ class Router:
         assert self.skills is not None
         names = [n for n in names if n in self.skills.registry]  # a reload may be under way
         described = "\n".join(f"- {n}: {self.skills.registry.get(n).description}" for n in names)
-        tool = {
-            "type": "function",
-            "function": {
-                "name": CHOOSE,
-                "description": "Pick what should answer the user's message.",
-                "parameters": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "required": ["skill"],
-                    "properties": {
-                        "skill": {"type": "string", "enum": [*names, "none"]},
-                        "several": {
-                            "type": "boolean",
-                            "description": "true if the message asks for several things",
-                        },
-                    },
-                },
+        tool = function_tool(
+            CHOOSE,
+            "Pick what should answer the user's message.",
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["skill"],
+                "properties": {"skill": {"type": "string", "enum": [*names, "none"]}},
             },
-        }
+        )
         try:
             ctx.budget.spend_model_call()
-            model: Any = self.gateway.chat_model(ctx.profile).bind_tools([tool], tool_choice=CHOOSE)
             system = self.prompts.render("router", candidates=described)
-            reply = await model.ainvoke([SystemMessage(content=system), HumanMessage(text)], config)
+            args, usage = await forced_call(self.gateway, ctx.profile, tool, system, text, config)
         except (ModelError, BudgetExceeded) as exc:
             log.warning("router.tie_break_failed", error=str(exc))
             return Route(
                 "general", "fallback", candidates=candidates, reason=f"tie-break failed: {exc}"
             )
-        args = reply.tool_calls[0]["args"] if reply.tool_calls else {}
         choice = args.get("skill")
         if choice in names:
             return Route(
@@ -239,14 +227,14 @@ class Router:
                 (str(choice),),
                 candidates,
                 reason="the model chose among close candidates",
-                usage=call_usage(reply),
+                usage=usage,
             )
         return Route(
             "general",
             "model",
             candidates=candidates,
             reason="the model chose none of the candidates",
-            usage=call_usage(reply),
+            usage=usage,
         )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from agents.models.structured import function_tool
 from agents.skills.loader import REFERENCE_DIRS, Skill
 from agents.skills.spec import ToolSpec
 
@@ -18,14 +19,7 @@ META_TOOLS = (LOAD_SKILL, READ_REFERENCE, SEARCH_SKILLS)
 
 def openai_tool(spec: ToolSpec) -> dict[str, Any]:
     """A tool as OpenAI's function-calling definition."""
-    return {
-        "type": "function",
-        "function": {
-            "name": spec.name,
-            "description": spec.description,
-            "parameters": spec.parameters,
-        },
-    }
+    return function_tool(spec.name, spec.description, spec.parameters)
 
 
 def definition(skill: Skill) -> dict[str, Any]:
@@ -83,7 +77,7 @@ def read_reference(skill: Skill, path: str, limit: int = MAX_REFERENCE_CHARS) ->
 
 def meta_tool_definitions(names: tuple[str, ...] = (LOAD_SKILL, READ_REFERENCE)) -> list[Any]:
     """OpenAI definitions of the meta-tools that walk the tiers."""
-    tools = {
+    tools: dict[str, dict[str, Any]] = {
         LOAD_SKILL: {
             "name": LOAD_SKILL,
             "description": "Load a skill's full instructions and tools by name (from the skill "
@@ -124,4 +118,7 @@ def meta_tool_definitions(names: tuple[str, ...] = (LOAD_SKILL, READ_REFERENCE))
             },
         },
     }
-    return [{"type": "function", "function": tools[n]} for n in names]
+    return [
+        function_tool(str(tools[n]["name"]), str(tools[n]["description"]), tools[n]["parameters"])
+        for n in names
+    ]

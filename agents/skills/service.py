@@ -26,7 +26,6 @@ class SkillsOptions:
     data_dir: Path
     embeddings: bool = True
     dense_weight: float = 0.5
-    prompt_budget_tokens: int = 300
 
 
 class SkillService:
