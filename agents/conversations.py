@@ -9,7 +9,13 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import structlog
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    ToolMessage,
+    convert_to_messages,
+)
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
@@ -187,6 +193,52 @@ class Conversations:
         if missing:
             log.warning("history.repaired", tool_calls=len(missing))
             await self.graph.aupdate_state(_config(thread_id), {"messages": missing})
+
+
+class InvalidTurn(ValueError):
+    """Client messages that cannot become a turn; ``param`` names the offending message."""
+
+    def __init__(self, code: str, message: str, param: str) -> None:
+        super().__init__(message)
+        self.code, self.message, self.param = code, message, param
+
+
+def new_turn(messages: list[dict[str, Any]], *, has_history: bool) -> list[BaseMessage]:
+    """The new messages of a turn, from OpenAI-format messages a client sent.
+
+    On a thread with history only the messages after the client's last assistant message are
+    new (system messages count on the first turn only), so a client may resend the whole
+    conversation or send just the new message.
+
+    Raises:
+        InvalidTurn: for client-side tool calls or results (they would be orphans in the
+            thread's history and break it for strict providers) or unreadable messages.
+    """
+    for i, m in enumerate(messages):
+        if m.get("role") == "tool" or m.get("tool_calls"):
+            raise InvalidTurn(
+                "client_tools_unsupported",
+                f"messages[{i}]: tool calls and tool "
+                "results from the client are not supported; send user and "
+                "assistant text (the service calls its skills' tools itself).",
+                f"messages.{i}",
+            )
+    if has_history:
+        last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+        messages = [m for m in messages[last + 1 :] if m.get("role") not in ("system", "developer")]
+    if not messages:
+        raise InvalidTurn(
+            "no_new_message",
+            "The request has no new message after the last "
+            "assistant message; add the user's message.",
+            "messages",
+        )
+    try:
+        return convert_to_messages(messages)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise InvalidTurn(
+            "invalid_message", f"A message could not be read: {exc}", "messages"
+        ) from None
 
 
 def _event(mode: str, payload: Any) -> Event | None:

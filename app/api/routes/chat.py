@@ -11,9 +11,10 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Header, Response
 from fastapi.responses import StreamingResponse
-from langchain_core.messages import BaseMessage, convert_to_messages
+from langchain_core.messages import BaseMessage
 from pydantic import BaseModel, ConfigDict, Field
 
+from agents.conversations import InvalidTurn, new_turn
 from agents.events import Event, RunFailed, RunFinished, Token
 from app.api.deps import ServicesDep
 from app.api.errors import ApiError, error_body, model_error
@@ -80,14 +81,6 @@ async def chat_completions(
     conversations = services.conversations
     history = await conversations.history(thread_id)
     new = _new_messages(body.messages, has_history=bool(history))
-    if not new:
-        raise ApiError(
-            400,
-            "no_new_message",
-            "The request has no new message after the last "
-            "assistant message; add the user's message.",
-            param="messages",
-        )
     profile = _profile(body.model, services)
     if body.skill is not None and body.skill not in services.skills.registry:
         raise ApiError(
@@ -137,30 +130,12 @@ def _thread_id(header: str | None) -> str:
 
 
 def _new_messages(messages: list[ChatMessage], *, has_history: bool) -> list[BaseMessage]:
-    for i, m in enumerate(messages):
-        if m.role == "tool" or m.tool_calls:
-            # Skilldesk runs its own tools; a client's tool calls or results would be orphans
-            # in the thread's history and break it for strict providers.
-            raise ApiError(
-                400,
-                "client_tools_unsupported",
-                f"messages[{i}]: tool calls and "
-                "tool results from the client are not supported; send user and "
-                "assistant text (the service calls its skills' tools itself).",
-                param=f"messages.{i}",
-            )
-    dicts = [m.model_dump(exclude_none=True) for m in messages]
-    if has_history:
-        last_assistant = max(
-            (i for i, m in enumerate(dicts) if m["role"] == "assistant"), default=-1
-        )
-        dicts = [m for m in dicts[last_assistant + 1 :] if m["role"] not in ("system", "developer")]
     try:
-        return convert_to_messages(dicts)
-    except (ValueError, TypeError, KeyError) as exc:
-        raise ApiError(
-            400, "invalid_message", f"A message could not be read: {exc}", param="messages"
-        ) from None
+        return new_turn(
+            [m.model_dump(exclude_none=True) for m in messages], has_history=has_history
+        )
+    except InvalidTurn as exc:
+        raise ApiError(400, exc.code, exc.message, param=exc.param) from None
 
 
 def _profile(model: str, services: ServicesDep) -> str | None:
