@@ -6,6 +6,7 @@ import hashlib
 import sqlite3
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -36,6 +37,11 @@ class MiniLMEmbedder:
     def __init__(self) -> None:
         self._model: Any = None
         self._lock = threading.Lock()
+        # Every torch call runs on this one thread. OpenMP keeps a team of worker threads per
+        # calling thread: once two threads have run the model, their idle teams spin against
+        # each other and a query takes twice as long (13 ms instead of 6.6 ms on two cores).
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="skilldesk-embed")
+        self._worker_thread: threading.Thread | None = None
 
     def _load(self) -> Any:
         with self._lock:
@@ -57,9 +63,15 @@ class MiniLMEmbedder:
             return self._model
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed ``texts`` (batched); rows are unit length."""
+        """Embed ``texts`` (batched); rows are unit length. Safe to call from any thread."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        if threading.current_thread() is self._worker_thread:
+            return self._encode(list(texts))
+        return self._worker.submit(self._encode, list(texts)).result()
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        self._worker_thread = threading.current_thread()
         if len(texts) == 1:
             return self._encode_one(texts[0])
         vectors = self._load().encode(

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from agents.skills.bm25 import tokenize
-from agents.skills.embeddings import EmbeddingCache
+from agents.skills.embeddings import EmbeddingCache, MiniLMEmbedder
 from agents.skills.index import SkillEntry, SkillIndex
 from agents.tokens import count_tokens
 from tests.skillkit import HashingEmbedder
@@ -98,3 +103,22 @@ def test_restart_reembeds_only_what_changed(tmp_path: Path) -> None:
     second = build(changed, tmp_path)
     assert second.cache is not None
     assert second.cache.computed == 1
+
+
+def test_the_embedding_model_runs_on_one_thread_whoever_calls(monkeypatch: Any) -> None:
+    # Torch slows down twofold once several threads have run it (their OpenMP teams spin
+    # against each other), so every caller's texts are encoded on the embedder's own thread.
+    embedder = MiniLMEmbedder()
+    ran_on: list[str] = []
+
+    def fake_one(text: str) -> np.ndarray:
+        ran_on.append(threading.current_thread().name)
+        return np.ones((1, embedder.dimension), dtype=np.float32)
+
+    monkeypatch.setattr(embedder, "_encode_one", fake_one)
+    embedder.encode(["from the main thread"])
+    with ThreadPoolExecutor(3) as pool:
+        list(pool.map(lambda t: embedder.encode([t]), ["a", "b", "c", "d"]))
+    assert len(ran_on) == 5
+    assert len(set(ran_on)) == 1
+    assert ran_on[0].startswith("skilldesk-embed")
