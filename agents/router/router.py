@@ -168,12 +168,14 @@ class Router:
 
     def _retrieve(self, text: str) -> tuple[list[Any], list[dict[str, str]]]:
         assert self.skills is not None
-        return self.skills.search(text, k=5), self._multi(text)
+        clauses = split_intents(text)
+        if len(clauses) >= 2:
+            self.skills.prefetch([text, *clauses])  # one forward pass for all of them
+        return self.skills.search(text, k=5), self._multi(clauses)
 
-    def _multi(self, text: str) -> list[dict[str, str]]:
+    def _multi(self, clauses: list[str]) -> list[dict[str, str]]:
         """Clauses that each map confidently to a different skill (empty unless two or more)."""
         assert self.skills is not None
-        clauses = split_intents(text)
         if len(clauses) < 2:
             return []
         chosen: list[dict[str, str]] = []

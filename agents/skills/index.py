@@ -158,6 +158,16 @@ class SkillIndex:
             if fused[i] > 0
         ]
 
+    def prefetch(self, queries: Sequence[str]) -> None:
+        """Embed queries about to be searched in one forward pass (a message and its clauses
+        cost little more than the message alone)."""
+        if self.cache is None:
+            return
+        with self._lock:
+            todo = list(dict.fromkeys(q for q in queries if q.strip() and q not in self._recent))
+        if todo:
+            self._remember(todo, self.cache.embedder.encode(todo))
+
     def _query_vector(self, query: str) -> np.ndarray:
         # A turn searches the same text more than once (index for the prompt, routing);
         # the model runs once.
@@ -168,11 +178,15 @@ class SkillIndex:
                 return cached
         assert self.cache is not None
         vector = self.cache.embedder.encode([query])
+        self._remember([query], vector)
+        return vector
+
+    def _remember(self, queries: list[str], vectors: np.ndarray) -> None:
         with self._lock:
-            self._recent[query] = vector
+            for query, vector in zip(queries, vectors, strict=True):
+                self._recent[query] = vector.reshape(1, -1)
             while len(self._recent) > 256:
                 self._recent.popitem(last=False)
-        return vector
 
     def pinned(self) -> list[SkillEntry]:
         """Entries always shown in the prompt."""

@@ -66,6 +66,10 @@ class SkillService:
         """The best skills for ``query``."""
         return self.index.search(query, k=k)
 
+    def prefetch(self, queries: list[str]) -> None:
+        """Embed several queries at once before searching them one by one."""
+        self.index.prefetch(queries)
+
     async def call(
         self, tool: str, arguments: dict[str, Any] | str | None, **context: Any
     ) -> ToolResult:

@@ -111,14 +111,29 @@ def test_the_embedding_model_runs_on_one_thread_whoever_calls(monkeypatch: Any) 
     embedder = MiniLMEmbedder()
     ran_on: list[str] = []
 
-    def fake_one(text: str) -> np.ndarray:
+    def fake_few(texts: list[str]) -> np.ndarray:
         ran_on.append(threading.current_thread().name)
-        return np.ones((1, embedder.dimension), dtype=np.float32)
+        return np.ones((len(texts), embedder.dimension), dtype=np.float32)
 
-    monkeypatch.setattr(embedder, "_encode_one", fake_one)
+    monkeypatch.setattr(embedder, "_encode_few", fake_few)
     embedder.encode(["from the main thread"])
     with ThreadPoolExecutor(3) as pool:
         list(pool.map(lambda t: embedder.encode([t]), ["a", "b", "c", "d"]))
     assert len(ran_on) == 5
     assert len(set(ran_on)) == 1
     assert ran_on[0].startswith("skilldesk-embed")
+
+
+def test_a_message_and_its_clauses_are_embedded_in_one_pass() -> None:
+    index = build(ENTRIES)
+    assert index.cache is not None
+    embedder = index.cache.embedder
+    assert isinstance(embedder, HashingEmbedder)
+    calls = embedder.calls
+    queries = ["where is order ORD1 and any alarms on CNC-001", "where is order ORD1"]
+    index.prefetch([*queries, "any alarms on CNC-001", queries[0]])
+    assert embedder.calls == calls + 1
+    assert index.search(queries[0], k=2)
+    assert index.search(queries[1], k=1)[0].name == "order-query"
+    assert index.search("any alarms on CNC-001", k=1)[0].name == "device-alarms"
+    assert embedder.calls == calls + 1  # the searches used the prefetched vectors
