@@ -28,7 +28,7 @@ log = structlog.get_logger(__name__)
 
 # Nodes whose model output is the user's answer; other nodes' tokens (planner, parallel
 # experts, the router's tie-break) are not streamed as answer text.
-ANSWER_NODES = frozenset({"assistant", "expert", "aggregate"})
+ANSWER_NODES = frozenset({"assistant", "expert", "aggregate", "joint_expert"})
 
 
 @dataclass(frozen=True)

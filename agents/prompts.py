@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from agents.errors import ConfigError
 
+_BLANK_LINES = re.compile(r"\n{3,}")  # optional sections leave at most one blank line
 DEFAULT_PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 
 
@@ -19,8 +21,13 @@ class Prompts:
     def __init__(self, directory: Path = DEFAULT_PROMPTS_DIR) -> None:
         self.directory = directory
         # StrictUndefined: a template naming a value nobody passes fails loudly.
+        # trim_blocks/lstrip_blocks: a line holding only a {% tag %} leaves nothing behind.
         self._env = SandboxedEnvironment(
-            loader=FileSystemLoader(str(directory)), autoescape=False, undefined=StrictUndefined
+            loader=FileSystemLoader(str(directory)),
+            autoescape=False,
+            undefined=StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
         )
 
     def render(self, name: str, **values: Any) -> str:
@@ -30,7 +37,8 @@ class Prompts:
             ConfigError: when the template is missing or names a value that was not passed.
         """
         try:
-            return self._env.get_template(f"{name}.md").render(**values).strip()
+            text = self._env.get_template(f"{name}.md").render(**values)
+            return _BLANK_LINES.sub("\n\n", text).strip()
         except TemplateNotFound:
             raise ConfigError(
                 f"prompt template {name}.md is missing from {self.directory}",

@@ -57,7 +57,9 @@ async def open_services(
     for problem in report.errors:
         log.warning("skill.skipped", error=str(problem))
     options = AnswerOptions(
-        max_rounds=settings.max_tool_rounds, index_budget_tokens=settings.skills_prompt_budget
+        max_rounds=settings.max_tool_rounds,
+        index_budget_tokens=settings.skills_prompt_budget,
+        joint_budget_tokens=settings.joint_expert_tokens,
     )
     router_options = RouterOptions(
         confident=settings.route_confident, ambiguous_floor=settings.route_ambiguous_floor

@@ -66,6 +66,16 @@ class Settings(BaseSettings):
         0.25, ge=0, le=1, description="Below this score no skill is a candidate: general chat."
     )
     max_tool_rounds: int = Field(5, ge=1, le=50, description="Tool-calling rounds per expert.")
+    joint_expert_tokens: int = Field(
+        2000,
+        ge=0,
+        le=100_000,
+        description=(
+            "Several independent requests whose skills' definitions (instructions and tool "
+            "schemas) fit in this many tokens are answered by one expert holding them all; "
+            "0 runs an expert per request and an aggregator."
+        ),
+    )
     max_model_calls: int = Field(12, ge=1, le=200, description="Model calls per run, in all.")
     max_tool_calls: int = Field(24, ge=1, le=500, description="Tool calls per run, in all.")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info")

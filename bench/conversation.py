@@ -150,13 +150,15 @@ async def measure(
 
 
 def skilldesk_script(tools: list[str]) -> list[Any]:
-    """Shortest Skilldesk conversation: tool call then answer; or plan, experts, aggregate."""
+    """Shortest Skilldesk conversation: tool calls then answer (one expert, or one joint
+    expert holding both skills); with ``joint_expert_tokens=0``, an expert per request and
+    the aggregator. A planner call, when the router could not plan alone, is answered by
+    measure()."""
     if len(tools) == 1:
         return [
             Reply(tool_calls=[ToolCall(tools[0], {"record_id": "7"})]),
             Reply(content="Record 7 is fine."),
         ]
-    # A planner call, when the router could not plan alone, is answered by measure().
     return [*[_expert_script(tools)] * 4, Reply(content="Both records are fine.")]
 
 
@@ -184,15 +186,13 @@ async def run_skilldesk(fake: FakeLLM, root: Path, entries: list[Any]) -> dict[s
 
 
 def _expert_script(tools: list[str]) -> Callable[[dict[str, Any]], Reply]:
-    """An expert: first call its tool, then answer from the result."""
+    """An expert: first call the task's tools it holds (in one turn), then answer."""
 
     def reply(body: dict[str, Any]) -> Reply:
         if any(m["role"] == "tool" for m in body["messages"]):
             return Reply(content="Record 7 is fine.")
         names = [t["function"]["name"] for t in body.get("tools", [])]
-        return Reply(
-            tool_calls=[ToolCall(next(n for n in names if n in tools), {"record_id": "7"})]
-        )
+        return Reply(tool_calls=[ToolCall(n, {"record_id": "7"}) for n in names if n in tools])
 
     return reply
 

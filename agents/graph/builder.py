@@ -1,10 +1,11 @@
 """Compile the conversation graph with the thread's checkpointer.
 
 ```
-START → route ─┬─ assistant (general: compact index + load_skill) ────────┐
-               ├─ expert (one skill, its tools only) ─────────────────────┤
-               ├─ plan → dispatch ⇄ task ×N (parallel, Send) → aggregate ─┤→ END
-               └─ workflow (the engine's entry point) ────────────────────┘
+START → route ─┬─ assistant (general: compact index + load_skill) ─────────────┐
+               ├─ expert (one skill, its tools only) ──────────────────────────┤
+               ├─ plan ─┬─ joint_expert (independent requests, small skills) ──┤
+               │        └─ dispatch ⇄ task ×N (parallel, Send) → aggregate ────┤→ END
+               └─ workflow (the engine's entry point) ─────────────────────────┘
 ```
 """
 
@@ -28,7 +29,14 @@ from agents.graph.nodes import (
     tracked,
 )
 from agents.graph.state import ThreadState
-from agents.graph.supervisor import dispatch, join, make_aggregate, make_plan, make_task
+from agents.graph.supervisor import (
+    dispatch,
+    join,
+    make_aggregate,
+    make_joint,
+    make_plan,
+    make_task,
+)
 from agents.models import ModelGateway
 from agents.prompts import Prompts
 from agents.router.router import Router, RouterOptions
@@ -63,13 +71,14 @@ def build_graph(
     graph.add_node("task", make_task(brain))
     graph.add_node("join", join)
     graph.add_node("aggregate", tracked("aggregate", make_aggregate(brain)))
+    graph.add_node("joint_expert", tracked("joint_expert", make_joint(brain)))
     graph.add_edge(START, "route")
     graph.add_conditional_edges(
         "route", next_after_route, ["assistant", "expert", "plan", "workflow"]
     )
-    graph.add_conditional_edges("plan", dispatch, ["task", "aggregate"])
+    graph.add_conditional_edges("plan", dispatch, ["task", "aggregate", "joint_expert"])
     graph.add_edge("task", "join")
     graph.add_conditional_edges("join", dispatch, ["task", "aggregate"])
-    for node in ("assistant", "expert", "workflow", "aggregate"):
+    for node in ("assistant", "expert", "workflow", "aggregate", "joint_expert"):
         graph.add_edge(node, END)
     return graph.compile(checkpointer=checkpointer, name="skilldesk")

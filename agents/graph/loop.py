@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,7 +131,12 @@ async def execute_tools(
     ctx: RunContext,
     task_id: str | None = None,
 ) -> list[ToolMessage]:
-    """Run every tool call of ``reply``; each gets exactly one ToolMessage, whatever happens."""
+    """Run every tool call of ``reply``; each gets exactly one ToolMessage, whatever happens.
+
+    Scope checks and meta-tools run in the order of the calls (``load_skill`` then a tool of
+    that skill, in one reply, works); the skills' handlers then run concurrently, so a reply
+    asking for two lookups waits for the slower one, not for both in turn.
+    """
     out: list[ToolMessage] = []
     for bad in reply.invalid_tool_calls:
         content = (
@@ -137,58 +144,56 @@ async def execute_tools(
             f"valid JSON ({bad.get('error') or 'unparsable'}); call it again with a "
             "JSON object"
         )
-        out.append(
-            ToolMessage(
-                content=content,
-                tool_call_id=bad.get("id") or "",
-                name=bad.get("name") or "",
-                status="error",
-            )
-        )
-        emit(
-            "tool_returned",
-            tool=bad.get("name") or "",
-            call_id=bad.get("id") or "",
-            ok=False,
-            content=content,
-            task_id=task_id,
-        )
+        out.append(_returned(bad.get("name") or "", bad.get("id") or "", content, False, task_id))
+    runs: list[Awaitable[ToolMessage]] = []
     for call in reply.tool_calls:
         name, args, call_id = call["name"], call["args"], call.get("id") or ""
         emit("tool_called", tool=name, arguments=args, call_id=call_id, task_id=task_id)
         try:
             ctx.budget.spend_tool_call()
         except BudgetExceeded as exc:
-            content, ok = f"error (budget_exhausted): {exc}; answer with what you have", False
-        else:
-            content, ok = await _one(skills, scope, name, args, ctx, call_id)
-        out.append(
-            ToolMessage(
-                content=content,
-                tool_call_id=call_id,
-                name=name,
-                status="success" if ok else "error",
+            outcome: tuple[str, bool] | Awaitable[tuple[str, bool]] = (
+                f"error (budget_exhausted): {exc}; answer with what you have",
+                False,
             )
-        )
-        emit(
-            "tool_returned",
-            tool=name,
-            call_id=call_id,
-            ok=ok,
-            content=content[:2000],
-            task_id=task_id,
-        )
+        else:
+            outcome = _admit(skills, scope, name, args, ctx, call_id)
+        runs.append(_finish(outcome, name, call_id, task_id))
+    out.extend(await asyncio.gather(*runs))
     return out
 
 
-async def _one(
+async def _finish(
+    outcome: tuple[str, bool] | Awaitable[tuple[str, bool]],
+    name: str,
+    call_id: str,
+    task_id: str | None,
+) -> ToolMessage:
+    content, ok = outcome if isinstance(outcome, tuple) else await outcome
+    return _returned(name, call_id, content, ok, task_id)
+
+
+def _returned(name: str, call_id: str, content: str, ok: bool, task_id: str | None) -> ToolMessage:
+    emit(
+        "tool_returned", tool=name, call_id=call_id, ok=ok, content=content[:2000], task_id=task_id
+    )
+    return ToolMessage(
+        content=content,
+        tool_call_id=call_id,
+        name=name,
+        status="success" if ok else "error",
+    )
+
+
+def _admit(
     skills: SkillService | None,
     scope: Scope,
     name: str,
     args: dict[str, Any],
     ctx: RunContext,
     call_id: str,
-) -> tuple[str, bool]:
+) -> tuple[str, bool] | Awaitable[tuple[str, bool]]:
+    """A call's result when it is decided here (meta-tools, refusals), else the handler run."""
     if skills is None:
         return f"error (unknown_tool): no tool named {name!r}", False
     if name == LOAD_SKILL:
@@ -232,6 +237,12 @@ async def _one(
             f"error (skill_not_loaded): {name} belongs to skill {owner.name!r}; call "
             f"load_skill with name {owner.name!r} first"
         ), False
+    return _run_handler(skills, name, args, ctx, call_id)
+
+
+async def _run_handler(
+    skills: SkillService, name: str, args: dict[str, Any], ctx: RunContext, call_id: str
+) -> tuple[str, bool]:
     result = await skills.call(
         name, args, thread_id=ctx.thread_id or None, run_id=ctx.run_id or None, call_id=call_id
     )

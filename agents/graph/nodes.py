@@ -30,6 +30,9 @@ class AnswerOptions:
 
     max_rounds: int = 5
     index_budget_tokens: int = 300
+    # Several independent requests whose skills' definitions fit in this many tokens are
+    # answered by one expert holding them all; 0 always runs an expert per request.
+    joint_budget_tokens: int = 2000
 
 
 @dataclass(frozen=True)
@@ -159,20 +162,33 @@ def make_assistant(brain: Brain) -> Node:
 
 
 def expert_prompt(
-    brain: Brain, skill_name: str, task: str | None = None, inputs: dict[str, Any] | None = None
+    brain: Brain,
+    skill_names: str | list[str],
+    task: str | None = None,
+    inputs: dict[str, Any] | None = None,
+    requests: list[dict[str, Any]] | None = None,
 ) -> str:
-    """An expert's system prompt, compiled at run time from the template and the skill.
+    """An expert's system prompt, compiled at run time from the template and the skills.
 
-    ``inputs`` (results of earlier tasks) are rendered as a delimited data block, apart from
-    the instruction: text another expert produced must not read as an order.
+    One skill for an expert, several for a joint expert (``requests`` then lists what the user
+    asked of each). ``inputs`` (results of earlier tasks) are rendered as a delimited data
+    block, apart from the instruction: text another expert produced must not read as an order.
     """
     assert brain.skills is not None
-    skill = brain.skills.registry.get(skill_name)
+    names = [skill_names] if isinstance(skill_names, str) else skill_names
+    skills = [brain.skills.registry.get(name) for name in names]
     return brain.prompts.render(
         "expert",
-        skill=skill,
-        instructions=skill.body(),
-        references=list(skill.references),
+        skills=[
+            {
+                "name": skill.name,
+                "description": skill.description,
+                "instructions": skill.body(),
+                "references": list(skill.references),
+            }
+            for skill in skills
+        ],
+        requests=requests or [],
         task=task,
         inputs=inputs or {},
         summary=None,

@@ -31,11 +31,11 @@ def merge_workspace(left: dict[str, Any] | None, right: dict[str, Any] | None) -
     if not right:
         return dict(left or {})
     if not left or right.get("plan_id") != left.get("plan_id"):
-        return {"plan_id": right.get("plan_id"), "tasks": dict(right.get("tasks", {}))}
+        return {**right, "tasks": dict(right.get("tasks", {}))}
     tasks = {k: dict(v) for k, v in left.get("tasks", {}).items()}
     for task_id, update in right.get("tasks", {}).items():
         tasks[task_id] = {**tasks.get(task_id, {}), **update}
-    return {"plan_id": left["plan_id"], "tasks": tasks}
+    return {**left, "tasks": tasks}
 
 
 class ThreadState(TypedDict, total=False):

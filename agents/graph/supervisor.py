@@ -3,26 +3,32 @@ ones in parallel through ``Send``), an aggregator composes one answer."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
 import structlog
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Send
 
 from agents.errors import ModelError
 from agents.graph.context import BudgetExceeded, emit
-from agents.graph.loop import Scope, complete, run_tool_loop
+from agents.graph.loop import LoopResult, Scope, complete, run_tool_loop
 from agents.graph.nodes import Brain, Node, context, expert_prompt, last_user_text
 from agents.graph.state import SCHEMA_VERSION, ThreadState
 from agents.models.structured import forced_call, function_tool
 from agents.models.usage import call_usage
 from agents.router.intents import independent, split_intents
+from agents.skills.definitions import META_TOOLS, openai_tool
+from agents.skills.registry import SkillNotFound
+from agents.tokens import count_tokens
 
 log = structlog.get_logger(__name__)
 PLAN = "plan_tasks"
 MAX_TASKS = 6
+JOINT = "joint"  # one expert holds every task's skill and answers in one reply
+PARALLEL = "parallel"  # one expert per task (Send), then the aggregator
 
 
 def make_plan(brain: Brain) -> Node:
@@ -58,6 +64,7 @@ def make_plan(brain: Brain) -> Node:
         plan_id = uuid.uuid4().hex[:12]
         workspace = {
             "plan_id": plan_id,
+            "mode": JOINT if _one_expert_fits(brain, tasks or []) else PARALLEL,
             "tasks": {
                 t["id"]: {**t, "status": "pending", "result": None, "error": None}
                 for t in tasks or []
@@ -154,12 +161,36 @@ def _fallback(brain: Brain, text: str, skills: list[str]) -> list[dict[str, Any]
     return tasks or [{"id": "t1", "skill": skills[0], "instruction": text, "depends_on": []}]
 
 
+def _one_expert_fits(brain: Brain, tasks: list[dict[str, Any]]) -> bool:
+    """Whether one expert holding every task's skill should answer (see ``make_joint``)."""
+    budget = brain.options.joint_budget_tokens
+    if brain.skills is None or budget <= 0 or not tasks:
+        return False
+    if any(t["depends_on"] for t in tasks):
+        return False  # a task needs another's result: experts run in order
+    try:
+        skills = [brain.skills.registry.get(n) for n in dict.fromkeys(t["skill"] for t in tasks)]
+    except SkillNotFound:
+        return False
+    size = sum(
+        count_tokens(s.body()) + count_tokens(json.dumps([openai_tool(t) for t in s.tools]))
+        for s in skills
+    )
+    return size <= budget
+
+
 def dispatch(state: ThreadState) -> list[Send] | str:
-    """Send every ready task to an expert; when nothing is left, aggregate."""
-    tasks = (state.get("workspace") or {}).get("tasks", {})
+    """Send every ready task to an expert; when nothing is left, aggregate.
+
+    A plan in joint mode goes to the one expert that holds all its skills instead.
+    """
+    workspace = state.get("workspace") or {}
+    tasks = workspace.get("tasks", {})
     pending = {i: t for i, t in tasks.items() if t["status"] == "pending"}
     if not pending:
         return "aggregate"
+    if workspace.get("mode") == JOINT:
+        return "joint_expert"
     finished = {i for i, t in tasks.items() if t["status"] in ("done", "failed")}
     ready = [t for t in pending.values() if set(t["depends_on"]) <= finished]
     if not ready:
@@ -256,3 +287,67 @@ def make_aggregate(brain: Brain) -> Node:
         return {"messages": [answer], "usage": usage, "schema_version": SCHEMA_VERSION}
 
     return aggregate
+
+
+def make_joint(brain: Brain) -> Node:
+    """One expert with the skills of every task answers the whole message.
+
+    For independent requests whose skills are small, this is the cheapest plan: the model
+    calls every request's tools in one turn (they run concurrently) and answers from their
+    results in the next, two model calls in all against an expert per task plus an
+    aggregator. Its answer reaches the user as written; each task's status is read from the
+    results of its skill's tools.
+    """
+
+    async def joint_expert(state: ThreadState, config: RunnableConfig) -> dict[str, Any]:
+        assert brain.skills is not None
+        workspace = state.get("workspace") or {}
+        tasks = list(workspace.get("tasks", {}).values())
+        names = [n for n in dict.fromkeys(t["skill"] for t in tasks) if n in brain.skills.registry]
+        result = await run_tool_loop(
+            gateway=brain.gateway,
+            skills=brain.skills,
+            system=expert_prompt(brain, names, requests=tasks),
+            history=list(state.get("messages", [])),
+            scope=Scope(loaded=list(names), loadable=set(names)),
+            ctx=context(),
+            config=config,
+            max_rounds=brain.options.max_rounds,
+        )
+        outcomes = _outcomes(brain, tasks, result)
+        return {
+            "messages": result.messages,
+            "usage": result.usage,
+            "workspace": {"plan_id": workspace.get("plan_id"), "tasks": outcomes},
+            "schema_version": SCHEMA_VERSION,
+        }
+
+    return joint_expert
+
+
+def _outcomes(
+    brain: Brain, tasks: list[dict[str, Any]], result: LoopResult
+) -> dict[str, dict[str, Any]]:
+    """Each task's status from its skill's tool results in the joint expert's run."""
+    assert brain.skills is not None
+    by_skill: dict[str, list[ToolMessage]] = {}
+    for message in result.messages:
+        if isinstance(message, ToolMessage) and message.name not in META_TOOLS:
+            try:
+                owner, _ = brain.skills.registry.tool(str(message.name))
+            except SkillNotFound:
+                continue
+            by_skill.setdefault(owner.name, []).append(message)
+    answer = str(result.answer.text)
+    outcomes: dict[str, dict[str, Any]] = {}
+    for task in tasks:
+        messages = by_skill.get(task["skill"], [])
+        good = [str(m.content) for m in messages if m.status != "error"]
+        bad = [str(m.content) for m in messages if m.status == "error"]
+        if good:
+            outcomes[task["id"]] = {"status": "done", "result": "\n".join(good), "error": None}
+        elif bad or result.stopped:
+            outcomes[task["id"]] = {"status": "failed", "error": bad[-1] if bad else answer}
+        else:  # answered from the skill's instructions alone
+            outcomes[task["id"]] = {"status": "done", "result": answer, "error": None}
+    return outcomes
