@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-import aiosqlite
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
+from langgraph.checkpoint.sqlite import SqliteSaver
 
 from agents.errors import ConfigError
+
+T = TypeVar("T")
 
 
 def sqlite_url(path: Path) -> str:
@@ -44,26 +58,93 @@ async def open_checkpointer(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]
 
 @asynccontextmanager
 async def _sqlite(path: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
     target = path
     if target != ":memory:":
         Path(target).parent.mkdir(parents=True, exist_ok=True)
     try:
-        conn = await aiosqlite.connect(target)
+        conn = sqlite3.connect(target, check_same_thread=False)
     except Exception as exc:
         raise ConfigError(f"cannot open the SQLite checkpoint file {target}: {exc}") from exc
+    saver = ThreadedSqliteSaver(conn)
     try:
         # WAL lets readers (history, a second CLI) work while a run writes.
-        await conn.execute("PRAGMA journal_mode=WAL")
+        await saver.run(conn.execute, "PRAGMA journal_mode=WAL")
         # In WAL mode NORMAL still survives a process crash (a power cut may lose the last
         # commits); FULL would fsync on every checkpoint write of every step.
-        await conn.execute("PRAGMA synchronous=NORMAL")
-        saver = AsyncSqliteSaver(conn)
-        await saver.setup()
+        await saver.run(conn.execute, "PRAGMA synchronous=NORMAL")
+        await saver.run(saver.setup)
         yield saver
     finally:
-        await conn.close()
+        await saver.run(conn.close)
+        saver.close()
+
+
+class ThreadedSqliteSaver(SqliteSaver):
+    """LangGraph's SQLite checkpointer whose async methods run on one thread of its own.
+
+    The aiosqlite-based ``AsyncSqliteSaver`` crosses to its thread and back for every
+    statement, commit and cursor close (seven round trips for one step's writes); here one
+    operation is one round trip, and the event loop never waits on the file. Same tables, so
+    a file written by either opens with the other.
+    """
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        super().__init__(conn)
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="skilldesk-sqlite")
+
+    async def run(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run ``function`` on the saver's thread."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._worker, partial(function, *args, **kwargs))
+
+    def close(self) -> None:
+        """Stop the saver's thread (after the connection is closed)."""
+        self._worker.shutdown(wait=True)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self.run(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        found = await self.run(
+            lambda: list(self.list(config, filter=filter, before=before, limit=limit))
+        )
+        for item in found:
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await self.run(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await self.run(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self.run(self.delete_thread, thread_id)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return await self.run(
+            lambda: self.get_delta_channel_history(config=config, channels=channels)
+        )
 
 
 @asynccontextmanager

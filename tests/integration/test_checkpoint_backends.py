@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -95,4 +96,35 @@ async def test_two_processes_on_postgres_never_run_one_thread_at_once(
         "answer two",
         "question one",
         "question two",
+    ]
+
+
+async def test_a_file_written_by_langgraphs_async_sqlite_saver_opens_and_continues(
+    model_settings: Any, fake_llm: FakeLLM
+) -> None:
+    # Earlier versions wrote checkpoints through aiosqlite's AsyncSqliteSaver; their files
+    # must keep working with the threaded saver.
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from agents.graph.builder import build_graph
+    from agents.models import ModelGateway
+
+    path = model_settings.resolved_checkpoint_url.removeprefix("sqlite:///")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fake_llm.script(Reply(content="Noted: green."), Reply(content="You said green."))
+    async with AsyncSqliteSaver.from_conn_string(path) as old_saver:
+        graph = build_graph(ModelGateway(model_settings.models()), old_saver)
+        await graph.ainvoke(
+            {"messages": [HumanMessage("My colour is green.")]},
+            {"configurable": {"thread_id": "old-file"}},
+        )
+    async with open_services(model_settings) as services:
+        answer = await services.conversations.run("old-file", [HumanMessage("My colour?")])
+        history = await services.conversations.history("old-file")
+    assert isinstance(answer, RunFinished)
+    assert [m.content for m in history] == [
+        "My colour is green.",
+        "Noted: green.",
+        "My colour?",
+        "You said green.",
     ]
