@@ -67,7 +67,7 @@ class Settings(BaseSettings):
     )
     max_tool_rounds: int = Field(5, ge=1, le=50, description="Tool-calling rounds per expert.")
     joint_expert_tokens: int = Field(
-        2000,
+        4000,
         ge=0,
         le=100_000,
         description=(

@@ -32,7 +32,7 @@ class AnswerOptions:
     index_budget_tokens: int = 300
     # Several independent requests whose skills' definitions fit in this many tokens are
     # answered by one expert holding them all; 0 always runs an expert per request.
-    joint_budget_tokens: int = 2000
+    joint_budget_tokens: int = 4000
 
 
 @dataclass(frozen=True)

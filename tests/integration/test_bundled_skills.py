@@ -153,3 +153,44 @@ def test_instruction_only_skill_with_references(client: TestClient, fake_llm: Fa
     refused = [m for m in fake_llm.scripted_requests[3]["messages"] if m["role"] == "tool"][-1]
     assert "outside skill 'returns-policy'" in refused["content"]
     assert "root:" not in refused["content"]
+
+
+def test_a_two_domain_question_is_one_expert_and_two_model_calls_over_http(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    def answer(body: dict[str, Any]) -> Reply:
+        results = [json.loads(m["content"]) for m in body["messages"] if m["role"] == "tool"]
+        return Reply(content=f"{len(results)} results: " + json.dumps(results)[:200])
+
+    fake_llm.script(
+        Reply(
+            tool_calls=[
+                ToolCall("get_order", {"order_id": "ORD1001"}),
+                ToolCall("list_alarms", {"device_id": "CNC-001"}),
+            ]
+        ),
+        answer,
+    )
+    response = client.post(
+        "/v1/threads/bundled-3/runs/stream",
+        json={"message": "check order ORD1001 and tell me if CNC-001 has open alarms"},
+    )
+    events = [
+        (block.split("\n")[0].removeprefix("event: "), block.split("data: ", 1)[1])
+        for block in response.text.strip().split("\n\n")
+    ]
+    route = json.loads(next(data for name, data in events if name == "route_decided"))
+    assert route["kind"] == "multi"
+    assert set(route["skills"]) == {"order-query", "device-alarms"}
+    started = [json.loads(data)["node"] for name, data in events if name == "node_started"]
+    assert "joint_expert" in started
+    assert "aggregate" not in started
+    assert events[-1][0] == "run_finished"
+    assert len(fake_llm.scripted_requests) == 2
+    assert json.loads(events[-1][1])["answer"].startswith("2 results: ")
+    thread = client.get("/v1/threads/bundled-3").json()
+    tasks = thread["workspace"]["tasks"].values()
+    assert {t["skill"]: t["status"] for t in tasks} == {
+        "order-query": "done",
+        "device-alarms": "done",
+    }
