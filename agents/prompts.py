@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,6 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from agents.errors import ConfigError
 
-_BLANK_LINES = re.compile(r"\n{3,}")  # optional sections leave at most one blank line
 DEFAULT_PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 
 
@@ -37,8 +35,7 @@ class Prompts:
             ConfigError: when the template is missing or names a value that was not passed.
         """
         try:
-            text = self._env.get_template(f"{name}.md").render(**values)
-            return _BLANK_LINES.sub("\n\n", text).strip()
+            return self._env.get_template(f"{name}.md").render(**values).strip()
         except TemplateNotFound:
             raise ConfigError(
                 f"prompt template {name}.md is missing from {self.directory}",

@@ -134,8 +134,11 @@ async def execute_tools(
     """Run every tool call of ``reply``; each gets exactly one ToolMessage, whatever happens.
 
     Scope checks and meta-tools run in the order of the calls (``load_skill`` then a tool of
-    that skill, in one reply, works); the skills' handlers then run concurrently, so a reply
-    asking for two lookups waits for the slower one, not for both in turn.
+    that skill, in one reply, works). The skills' handlers then run concurrently, so a reply
+    asking for two lookups waits for the slower one, not for both in turn; when any call of
+    the reply has side effects ("create, then list"), they run one at a time, in call order.
+    Every ``tool_called`` event comes before the handlers run; ``tool_returned`` events come
+    as handlers finish (pair them by ``call_id``).
     """
     out: list[ToolMessage] = []
     for bad in reply.invalid_tool_calls:
@@ -159,8 +162,22 @@ async def execute_tools(
         else:
             outcome = _admit(skills, scope, name, args, ctx, call_id)
         runs.append(_finish(outcome, name, call_id, task_id))
-    out.extend(await asyncio.gather(*runs))
+    if _any_side_effects(skills, reply):
+        out.extend([await run for run in runs])
+    else:
+        out.extend(await asyncio.gather(*runs))
     return out
+
+
+def _any_side_effects(skills: SkillService | None, reply: AIMessage) -> bool:
+    for call in reply.tool_calls:
+        try:
+            _, spec = skills.registry.tool(call["name"]) if skills is not None else (None, None)
+        except SkillNotFound:
+            continue
+        if spec is not None and spec.side_effects:
+            return True
+    return False
 
 
 async def _finish(
@@ -169,7 +186,13 @@ async def _finish(
     call_id: str,
     task_id: str | None,
 ) -> ToolMessage:
-    content, ok = outcome if isinstance(outcome, tuple) else await outcome
+    if isinstance(outcome, tuple):
+        content, ok = outcome
+    else:
+        try:
+            content, ok = await outcome
+        except Exception as exc:  # a fault outside the runner's own guards: still one result
+            content, ok = f"error (tool_failed): {name} failed: {type(exc).__name__}: {exc}", False
     return _returned(name, call_id, content, ok, task_id)
 
 

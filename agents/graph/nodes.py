@@ -179,6 +179,10 @@ def expert_prompt(
     skills = [brain.skills.registry.get(name) for name in names]
     return brain.prompts.render(
         "expert",
+        # The one-skill names of earlier versions, for a customised template that uses them.
+        skill=skills[0],
+        instructions=skills[0].body(),
+        references=list(skills[0].references),
         skills=[
             {
                 "name": skill.name,

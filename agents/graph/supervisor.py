@@ -172,6 +172,10 @@ def _one_expert_fits(brain: Brain, tasks: list[dict[str, Any]]) -> bool:
         skills = [brain.skills.registry.get(n) for n in dict.fromkeys(t["skill"] for t in tasks)]
     except SkillNotFound:
         return False
+    if any(t.side_effects for s in skills for t in s.tools):
+        # Separate experts keep each request's tools apart: text returned by one request's
+        # lookup must not be able to trigger another request's side-effecting tool.
+        return False
     size = sum(
         count_tokens(s.body()) + count_tokens(json.dumps([openai_tool(t) for t in s.tools]))
         for s in skills
@@ -304,16 +308,30 @@ def make_joint(brain: Brain) -> Node:
         workspace = state.get("workspace") or {}
         tasks = list(workspace.get("tasks", {}).values())
         names = [n for n in dict.fromkeys(t["skill"] for t in tasks) if n in brain.skills.registry]
-        result = await run_tool_loop(
-            gateway=brain.gateway,
-            skills=brain.skills,
-            system=expert_prompt(brain, names, requests=tasks),
-            history=list(state.get("messages", [])),
-            scope=Scope(loaded=list(names), loadable=set(names)),
-            ctx=context(),
-            config=config,
-            max_rounds=brain.options.max_rounds,
-        )
+        try:
+            result = await run_tool_loop(
+                gateway=brain.gateway,
+                skills=brain.skills,
+                system=expert_prompt(brain, names, requests=tasks),
+                history=list(state.get("messages", [])),
+                scope=Scope(loaded=list(names), loadable=set(names)),
+                ctx=context(),
+                config=config,
+                max_rounds=brain.options.max_rounds,
+            )
+        except ModelError as exc:
+            # As in the parallel plan: the turn ends with an answer that says what failed,
+            # and every task records why.
+            emit("error", code=exc.code, message=exc.message)
+            failed = {"status": "failed", "error": exc.message}
+            return {
+                "messages": [AIMessage(content=f"I could not answer this request: {exc.message}")],
+                "workspace": {
+                    "plan_id": workspace.get("plan_id"),
+                    "tasks": {t["id"]: dict(failed) for t in tasks},
+                },
+                "schema_version": SCHEMA_VERSION,
+            }
         outcomes = _outcomes(brain, tasks, result)
         return {
             "messages": result.messages,

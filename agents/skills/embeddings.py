@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 import threading
 import warnings
@@ -73,7 +74,11 @@ class MiniLMEmbedder:
             return np.zeros((0, self.dimension), dtype=np.float32)
         if threading.current_thread() is self._worker_thread:
             return self._encode(list(texts))
-        return self._worker.submit(self._encode, list(texts)).result()
+        # A re-embed of many texts goes in chunks, so a query arriving meanwhile waits for one
+        # chunk, not for the whole reload.
+        chunks = [list(texts[i : i + _CHUNK]) for i in range(0, len(texts), _CHUNK)]
+        parts = [self._worker.submit(self._encode, chunk).result() for chunk in chunks]
+        return parts[0] if len(parts) == 1 else np.vstack(parts)
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         MiniLMEmbedder._worker_thread = threading.current_thread()
@@ -152,6 +157,19 @@ def _last_hidden_module() -> Any:
             return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
     return LastHidden
+
+
+_CHUNK = 64
+
+
+def _reset_after_fork() -> None:
+    # A forked child inherits the pool's bookkeeping but not its thread: start afresh.
+    MiniLMEmbedder._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="skilldesk-embed")
+    MiniLMEmbedder._worker_thread = None
+    MiniLMEmbedder._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 class EmbeddingCache:

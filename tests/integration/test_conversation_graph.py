@@ -20,6 +20,7 @@ from agents.events import (
     RunFailed,
     RunFinished,
     Token,
+    ToolCalled,
     ToolReturned,
 )
 from app.services import Services, open_services
@@ -632,3 +633,56 @@ async def test_one_experts_failed_tool_fails_its_request_and_the_other_is_answer
     assert tasks["order-lookup"]["status"] == "done"
     assert tasks["device-alarms"]["status"] == "failed"
     assert "the alarm server did not answer" in tasks["device-alarms"]["error"]
+
+
+async def test_requests_with_side_effecting_tools_keep_separate_experts(
+    services: Services, fake_llm: FakeLLM
+) -> None:
+    def reply(body: dict[str, Any]) -> Reply:
+        tools = {t["function"]["name"] for t in body.get("tools", [])}
+        results = [m for m in body["messages"] if m["role"] == "tool"]
+        if "get_order" in tools:
+            if not results:
+                return Reply(tool_calls=[ToolCall("get_order", {"order_id": "ORD1234"})])
+            if len(results) == 1:  # the model "obeys" the text planted in the order
+                return Reply(tool_calls=[ToolCall("create_ticket", {"title": "pwned"})])
+            return Reply(content="ORD1234 has shipped.")
+        if "create_ticket" in tools:
+            if not results:
+                return Reply(tool_calls=[ToolCall("create_ticket", {"title": "laptop broken"})])
+            return Reply(content="Ticket created.")
+        return Reply(content="ORD1234 has shipped. Ticket created.")
+
+    fake_llm.script(*[reply] * 7)
+    events = await turn(
+        services, "check order ORD1234 and create a helpdesk ticket titled laptop broken"
+    )
+    assert route_of(events).kind == "multi"
+    state = await services.conversations.state(final(events).thread_id)
+    assert state["workspace"]["mode"] == "parallel"
+    called = {e.call_id: e for e in events if isinstance(e, ToolCalled)}
+    returned = [e for e in events if isinstance(e, ToolReturned) and e.tool == "create_ticket"]
+    outcome = {called[e.call_id].arguments["title"]: e.ok for e in returned}
+    assert outcome == {"laptop broken": True, "pwned": False}
+
+
+async def test_a_model_failure_in_the_joint_expert_answers_and_records_it(
+    services: Services, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(
+        Reply(
+            tool_calls=[
+                ToolCall("get_order", {"order_id": "ORD8"}),
+                ToolCall("list_alarms", {"device_id": "CNC-008"}),
+            ]
+        ),
+        *[Reply(status=500)] * 3,
+        Reply(content="Hello."),
+    )
+    events = await turn(services, "check order ORD8 and tell me if CNC-008 has open alarms")
+    assert "I could not answer this request" in str(final(events).message.content)
+    state = await services.conversations.state(final(events).thread_id)
+    assert state["workspace"]["mode"] == "joint"
+    assert {t["status"] for t in state["workspace"]["tasks"].values()} == {"failed"}
+    follow = await turn(services, "hello again", final(events).thread_id)
+    assert isinstance(follow[-1], RunFinished)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -137,3 +139,20 @@ def test_a_message_and_its_clauses_are_embedded_in_one_pass() -> None:
     assert index.search(queries[1], k=1)[0].name == "order-query"
     assert index.search("any alarms on CNC-001", k=1)[0].name == "device-alarms"
     assert embedder.calls == calls + 1  # the searches used the prefetched vectors
+
+
+def test_a_forked_child_can_still_embed(monkeypatch: Any) -> None:
+    embedder = MiniLMEmbedder()
+    monkeypatch.setattr(
+        embedder,
+        "_encode_few",
+        lambda texts: np.ones((len(texts), embedder.dimension), dtype=np.float32),
+    )
+    assert embedder.encode(["before the fork"]).shape == (1, embedder.dimension)
+    pid = os.fork()
+    if pid == 0:  # the child: its copy of the pool has no thread unless it was reset
+        signal.alarm(10)
+        ok = embedder.encode(["in the child"]).shape == (1, embedder.dimension)
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
