@@ -25,21 +25,17 @@ class RunBudget:
 
     def spend_model_call(self) -> None:
         """Count one model call; raises BudgetExceeded past the limit."""
-        with self._lock:
-            if self.model_calls >= self.max_model_calls:
-                raise BudgetExceeded(
-                    f"this run reached its limit of {self.max_model_calls} model calls"
-                )
-            self.model_calls += 1
+        self._spend("model_calls", self.max_model_calls, "model calls")
 
     def spend_tool_call(self) -> None:
         """Count one tool call; raises BudgetExceeded past the limit."""
+        self._spend("tool_calls", self.max_tool_calls, "tool calls")
+
+    def _spend(self, counter: str, limit: int, what: str) -> None:
         with self._lock:
-            if self.tool_calls >= self.max_tool_calls:
-                raise BudgetExceeded(
-                    f"this run reached its limit of {self.max_tool_calls} tool calls"
-                )
-            self.tool_calls += 1
+            if getattr(self, counter) >= limit:
+                raise BudgetExceeded(f"this run reached its limit of {limit} {what}")
+            setattr(self, counter, getattr(self, counter) + 1)
 
 
 @dataclass

@@ -170,12 +170,14 @@ async def execute_tools(
 
 
 def _any_side_effects(skills: SkillService | None, reply: AIMessage) -> bool:
+    if skills is None:
+        return False
     for call in reply.tool_calls:
         try:
-            _, spec = skills.registry.tool(call["name"]) if skills is not None else (None, None)
+            _, spec = skills.registry.tool(call["name"])
         except SkillNotFound:
             continue
-        if spec is not None and spec.side_effects:
+        if spec.side_effects:
             return True
     return False
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
 from agents.conversations import Conversations
+from app.api.errors import ApiError
 from app.services import Services
 
 
@@ -23,3 +24,23 @@ def get_conversations(request: Request) -> Conversations:
 
 ServicesDep = Annotated[Services, Depends(get_services)]
 ConversationsDep = Annotated[Conversations, Depends(get_conversations)]
+
+
+def run_target(
+    services: Services, *, model: str | None, skill: str | None, workflow: str | None
+) -> dict[str, Any]:
+    """What a request names to answer it, checked: the keyword arguments of a run.
+
+    ``model`` selects a profile when it names one (otherwise the default answers, as OpenAI
+    clients send model names of their own); an unknown skill is a 400 naming the field.
+    """
+    if skill is not None and skill not in services.skills.registry:
+        raise ApiError(
+            400,
+            "unknown_skill",
+            f"There is no skill named {skill!r}; GET /v1/skills lists them.",
+            param="skill",
+        )
+    config = services.gateway.config
+    profile = model if config is not None and model in config.profiles else None
+    return {"profile": profile, "skill": skill, "workflow": workflow}

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agents.conversations import InvalidTurn, new_turn
 from agents.events import Event, RunFailed, RunFinished, Token
-from app.api.deps import ServicesDep
+from app.api.deps import ServicesDep, run_target
 from app.api.errors import ApiError, error_body, model_error
 
 router = APIRouter(tags=["chat"])
@@ -81,15 +81,7 @@ async def chat_completions(
     conversations = services.conversations
     history = await conversations.history(thread_id)
     new = _new_messages(body.messages, has_history=bool(history))
-    profile = _profile(body.model, services)
-    if body.skill is not None and body.skill not in services.skills.registry:
-        raise ApiError(
-            400,
-            "unknown_skill",
-            f"There is no skill named {body.skill!r}; GET /v1/skills lists them.",
-            param="skill",
-        )
-    target = {"profile": profile, "skill": body.skill, "workflow": body.workflow}
+    target = run_target(services, model=body.model, skill=body.skill, workflow=body.workflow)
     created = int(time.time())
     if not body.stream:
         result = await conversations.run(thread_id, new, **target)
@@ -136,11 +128,6 @@ def _new_messages(messages: list[ChatMessage], *, has_history: bool) -> list[Bas
         )
     except InvalidTurn as exc:
         raise ApiError(400, exc.code, exc.message, param=exc.param) from None
-
-
-def _profile(model: str, services: ServicesDep) -> str | None:
-    config = services.gateway.config
-    return model if config is not None and model in config.profiles else None
 
 
 def _usage(usage: dict[str, int]) -> dict[str, int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Annotated, Any
 
@@ -49,7 +50,7 @@ async def search_skills(
 ) -> dict[str, Any]:
     """Hybrid retrieval over the installed skills."""
     started = time.perf_counter()
-    hits = services.skills.search(q, k=k)
+    hits = await asyncio.to_thread(services.skills.search, q, k)  # the model runs off the loop
     return {
         "query": q,
         "results": [vars(h) for h in hits],

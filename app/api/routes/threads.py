@@ -13,7 +13,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, Field
 
 from agents.events import Event, RunFinished
-from app.api.deps import ServicesDep
+from app.api.deps import ServicesDep, run_target
 from app.api.errors import ApiError
 
 router = APIRouter(prefix="/v1/threads", tags=["threads"])
@@ -50,22 +50,8 @@ async def stream_run(
     services: ServicesDep, thread_id: ThreadId, body: RunRequest
 ) -> StreamingResponse:
     """Run one turn; every decision arrives as an SSE event (``event:`` names its type)."""
-    if body.skill is not None and body.skill not in services.skills.registry:
-        raise ApiError(
-            400,
-            "unknown_skill",
-            f"There is no skill named {body.skill!r}; GET /v1/skills lists them.",
-            param="skill",
-        )
-    config = services.gateway.config
-    profile = body.model if config is not None and body.model in config.profiles else None
-    events = services.conversations.stream(
-        thread_id,
-        [HumanMessage(body.message)],
-        profile=profile,
-        skill=body.skill,
-        workflow=body.workflow,
-    )
+    target = run_target(services, model=body.model, skill=body.skill, workflow=body.workflow)
+    events = services.conversations.stream(thread_id, [HumanMessage(body.message)], **target)
     return StreamingResponse(
         _sse(events),
         media_type="text/event-stream",
