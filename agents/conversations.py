@@ -174,11 +174,13 @@ class Conversations:
         yield RunFinished(thread_id, run_id, answer or AIMessage(content=""), used)
 
     async def _repair(self, thread_id: str) -> None:
-        """Give every tool call in history a result (a run cut off mid-way may lack some),
-        so the history stays valid for strict providers."""
+        """Make the stored history valid for strict providers before a run: every tool call
+        gets a result (a run cut off mid-way may lack some), and content no provider can read
+        (stored before it was validated) is replaced by a note, so one bad message cannot
+        break the thread for good."""
         history = await self.history(thread_id)
         answered = {m.tool_call_id for m in history if isinstance(m, ToolMessage)}
-        missing = [
+        missing: list[BaseMessage] = [
             ToolMessage(
                 content="error (cancelled): the run stopped before this tool ran",
                 tool_call_id=call["id"],
@@ -190,9 +192,66 @@ class Conversations:
             for call in m.tool_calls
             if call.get("id") and call["id"] not in answered
         ]
-        if missing:
-            log.warning("history.repaired", tool_calls=len(missing))
-            await self.graph.aupdate_state(_config(thread_id), {"messages": missing})
+        unreadable = [
+            m.model_copy(update={"content": _readable(m.content)})
+            for m in history
+            if m.id and content_problem(m.content) is not None
+        ]
+        if missing or unreadable:
+            log.warning("history.repaired", tool_calls=len(missing), contents=len(unreadable))
+            await self.graph.aupdate_state(_config(thread_id), {"messages": unreadable + missing})
+
+
+_INSTRUCTIONS = ("system", "developer")
+# OpenAI content part types and the field each must carry.
+_PART_FIELDS = {
+    "text": "text",
+    "image_url": "image_url",
+    "input_audio": "input_audio",
+    "file": "file",
+    "refusal": "refusal",
+}
+
+
+def content_problem(content: Any) -> tuple[int | None, str] | None:
+    """What is wrong with a message's content as OpenAI's format defines it, if anything:
+    the index of the offending part (None for the content itself) and a description."""
+    if content is None or isinstance(content, str):
+        return None
+    if not isinstance(content, list):
+        return None, f"must be a string or a list of content parts, not {type(content).__name__}"
+    for j, part in enumerate(content):
+        if isinstance(part, str):
+            continue
+        if not isinstance(part, dict):
+            return j, "a content part must be an object with a 'type'"
+        kind = part.get("type")
+        if kind not in _PART_FIELDS:
+            known = ", ".join(repr(k) for k in _PART_FIELDS)
+            return j, f"unknown content part type {kind!r}; use one of {known}"
+        value = part.get(_PART_FIELDS[kind])
+        if kind in ("text", "refusal") and not isinstance(value, str):
+            return j, f"a {kind!r} part needs a string {_PART_FIELDS[kind]!r}"
+        if kind == "image_url":
+            url = value.get("url") if isinstance(value, dict) else value
+            if not isinstance(url, str) or not url:
+                return j, "an 'image_url' part needs 'image_url': {'url': ...}"
+        elif kind in ("input_audio", "file") and not isinstance(value, dict):
+            return j, f"a {kind!r} part needs an object {kind!r}"
+    return None
+
+
+def _readable(content: Any) -> str | list[Any]:
+    """The parts of stored content a provider can read; a note if none is left."""
+    parts = content if isinstance(content, list) else []
+    kept = [p for p in parts if content_problem([p]) is None]
+    return kept or "[this message's content could not be read and was removed]"
+
+
+def _has_text(content: Any) -> bool:
+    if isinstance(content, str):
+        return bool(content.strip())
+    return isinstance(content, list) and bool(content)
 
 
 class InvalidTurn(ValueError):
@@ -223,16 +282,29 @@ def new_turn(messages: list[dict[str, Any]], *, has_history: bool) -> list[BaseM
                 "assistant text (the service calls its skills' tools itself).",
                 f"messages.{i}",
             )
+    numbered = list(enumerate(messages))
     if has_history:
-        last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
-        messages = [m for m in messages[last + 1 :] if m.get("role") not in ("system", "developer")]
-    if not messages:
+        last = max((i for i, m in numbered if m.get("role") == "assistant"), default=-1)
+        numbered = [(i, m) for i, m in numbered[last + 1 :] if m.get("role") not in _INSTRUCTIONS]
+    if not any(m.get("role") == "user" and _has_text(m.get("content")) for _, m in numbered):
         raise InvalidTurn(
             "no_new_message",
-            "The request has no new message after the last "
-            "assistant message; add the user's message.",
+            "The request has no new user message"
+            + (" after the last assistant message" if has_history else "")
+            + "; add the user's message, with non-empty content.",
             "messages",
         )
+    for i, m in numbered:
+        problem = content_problem(m.get("content"))
+        if problem is not None:
+            part, what = problem
+            where = "" if part is None else f".{part}"
+            raise InvalidTurn(
+                "invalid_content",
+                f"messages[{i}].content{where}: {what}",
+                f"messages.{i}.content{where}",
+            )
+    messages = [m for _, m in numbered]
     try:
         return convert_to_messages(messages)
     except (ValueError, TypeError, KeyError) as exc:

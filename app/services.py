@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -19,6 +19,7 @@ from agents.graph.nodes import AnswerOptions
 from agents.models import ModelGateway
 from agents.prompts import Prompts
 from agents.router.router import RouterOptions
+from agents.router.workflows import NoWorkflows, WorkflowMatcher
 from agents.skills.service import SkillService
 from agents.skills.watcher import start_watcher, stop_watcher
 from app.settings import Settings
@@ -35,6 +36,7 @@ class Services:
     checkpointer: BaseCheckpointSaver[Any]
     conversations: Conversations
     skills: SkillService
+    workflows: WorkflowMatcher = field(default_factory=NoWorkflows)
 
 
 @asynccontextmanager
@@ -65,6 +67,7 @@ async def open_services(
         confident=settings.route_confident, ambiguous_floor=settings.route_ambiguous_floor
     )
     limits = RunLimits(settings.max_model_calls, settings.max_tool_calls)
+    workflows = NoWorkflows()  # the workflow engine's matcher plugs in here
     watcher = start_watcher(skills) if (settings.skills_watch if watch is None else watch) else None
     try:
         async with open_checkpointer(settings.resolved_checkpoint_url) as checkpointer:
@@ -75,6 +78,7 @@ async def open_services(
                 skills,
                 options,
                 router_options,
+                workflows,
             )
             log.info(
                 "service.ready",
@@ -83,7 +87,9 @@ async def open_services(
                 skills=len(skills.registry),
                 skill_errors=len(skills.registry.errors),
             )
-            yield Services(settings, gateway, checkpointer, Conversations(graph, limits), skills)
+            yield Services(
+                settings, gateway, checkpointer, Conversations(graph, limits), skills, workflows
+            )
     finally:
         if watcher is not None:
             await stop_watcher(*watcher)

@@ -32,7 +32,8 @@ def run_target(
     """What a request names to answer it, checked: the keyword arguments of a run.
 
     ``model`` selects a profile when it names one (otherwise the default answers, as OpenAI
-    clients send model names of their own); an unknown skill is a 400 naming the field.
+    clients send model names of their own); an unknown skill or workflow is a 400 naming
+    the field.
     """
     if skill is not None and skill not in services.skills.registry:
         raise ApiError(
@@ -40,6 +41,14 @@ def run_target(
             "unknown_skill",
             f"There is no skill named {skill!r}; GET /v1/skills lists them.",
             param="skill",
+        )
+    if workflow is not None and workflow not in services.workflows.names():
+        installed = ", ".join(services.workflows.names()) or "none are installed"
+        raise ApiError(
+            400,
+            "unknown_workflow",
+            f"There is no workflow named {workflow!r} ({installed}).",
+            param="workflow",
         )
     config = services.gateway.config
     profile = model if config is not None and model in config.profiles else None

@@ -215,3 +215,75 @@ def test_client_side_tool_messages_are_refused(client: TestClient, fake_llm: Fak
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "client_tools_unsupported"
     assert response.json()["error"]["param"] == "messages.1"
+
+
+@pytest.mark.parametrize("content", [[{}], [{"text": "x"}], [{"type": "text"}]])
+def test_an_unreadable_content_part_is_a_400_and_the_thread_stays_usable(
+    client: TestClient, fake_llm: FakeLLM, content: list[dict[str, Any]]
+) -> None:
+    headers = {"X-Thread-Id": "parts"}
+    fake_llm.script(Reply(content="First answer."))
+    first = client.post("/v1/chat/completions", json={"messages": [USER]}, headers=headers)
+    assert first.is_success
+    bad = {"messages": [{"role": "user", "content": content}]}
+    response = client.post("/v1/chat/completions", json=bad, headers=headers)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert (error["code"], error["param"]) == ("invalid_content", "messages.0.content.0")
+    assert len(fake_llm.requests) == 1
+    fake_llm.script(Reply(content="Still here."))
+    good = {"messages": [{"role": "user", "content": [{"type": "text", "text": "And now?"}]}]}
+    response = client.post("/v1/chat/completions", json=good, headers=headers)
+    assert response.json()["choices"][0]["message"]["content"] == "Still here."
+    sent = fake_llm.requests[-1]["messages"]
+    assert [m["role"] for m in sent[-3:]] == ["user", "assistant", "user"]
+
+
+def test_unknown_workflow_is_a_clear_400(client: TestClient, fake_llm: FakeLLM) -> None:
+    response = client.post("/v1/chat/completions", json={"messages": [USER], "workflow": "nope"})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert (error["code"], error["param"]) == ("unknown_workflow", "workflow")
+    assert "'nope'" in error["message"]
+    assert fake_llm.requests == []
+
+
+def test_a_body_that_is_not_json_says_so(client: TestClient, fake_llm: FakeLLM) -> None:
+    response = client.post(
+        "/v1/chat/completions",
+        content=b'{"messages": [',
+        headers={"Content-Type": "application/json"},
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert (error["code"], error["param"]) == ("invalid_json", None)
+    assert "not valid JSON" in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"messages": [USER], "stream": "yes"}, "stream"),
+        ({"messages": [USER], "stream_options": {"include_usage": "1"}}, "stream_options"),
+    ],
+)
+def test_flags_must_be_booleans(
+    client: TestClient, fake_llm: FakeLLM, body: dict[str, Any], param: str
+) -> None:
+    response = client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 400
+    assert response.json()["error"]["param"].startswith(param)
+    assert fake_llm.requests == []
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [[{"role": "user", "content": ""}], [{"role": "system", "content": "Be terse."}]],
+)
+def test_a_request_without_a_user_message_is_refused(
+    client: TestClient, fake_llm: FakeLLM, messages: list[dict[str, Any]]
+) -> None:
+    response = client.post("/v1/chat/completions", json={"messages": messages})
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "no_new_message"
+    assert fake_llm.requests == []

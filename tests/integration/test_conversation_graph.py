@@ -425,6 +425,30 @@ async def test_a_dangling_tool_call_is_repaired_before_the_next_turn(
     assert "cancelled" in repaired[0]["content"]
 
 
+async def test_stored_content_no_provider_can_read_is_replaced_before_the_next_turn(
+    services: Services, fake_llm: FakeLLM
+) -> None:
+    thread = "unreadable"
+    config = {"configurable": {"thread_id": thread}}
+    stored = [
+        HumanMessage(content=[{"type": "text", "text": "order ORD1"}, {"text": "no type"}]),
+        HumanMessage(content=[{}]),
+        AIMessage(content="Noted."),
+    ]
+    await services.conversations.graph.aupdate_state(config, {"messages": stored})
+    fake_llm.script(Reply(content="Hello again."))
+    assert final(await turn(services, "hello?", thread)).message.text == "Hello again."
+    sent = [m["content"] for m in fake_llm.scripted_requests[0]["messages"] if m["role"] == "user"]
+    assert sent[0] in ("order ORD1", [{"type": "text", "text": "order ORD1"}])
+    assert "could not be read" in str(sent[1])
+    assert sent[-1] == "hello?"
+    # The repair is stored: both messages stay in place, now readable; nothing else is lost.
+    history = await services.conversations.history(thread)
+    assert [m.type for m in history] == ["human", "human", "ai", "human", "ai"]
+    assert history[0].content == [{"type": "text", "text": "order ORD1"}]
+    assert "could not be read" in history[1].text
+
+
 async def test_the_run_budget_holds_across_the_whole_run(
     model_settings: Any, tmp_path: Path, fake_llm: FakeLLM
 ) -> None:

@@ -105,7 +105,10 @@ def test_skill_yaml_parses_with_triggers_and_examples(skill_dir: Path) -> None:
 
 @pytest.mark.parametrize("skill_dir", SKILL_DIRS, ids=lambda p: p.name)
 def test_every_handler_reference_resolves_to_a_function(skill_dir: Path) -> None:
-    for tool in config(skill_dir).tools:
+    tools = config(skill_dir).tools
+    # A handler.py with no tool naming it is dead code; tools without one cannot run.
+    assert bool(tools) == (skill_dir / "handler.py").is_file(), skill_dir.name
+    for tool in tools:
         module, _, function = tool.handler.partition(":")
         fn = getattr(handler(skill_dir.name, module), function, None)
         assert callable(fn), f"{skill_dir.name}: {tool.handler} is not a function"

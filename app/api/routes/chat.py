@@ -12,7 +12,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Header, Response
 from fastapi.responses import StreamingResponse
 from langchain_core.messages import BaseMessage
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from agents.conversations import InvalidTurn, new_turn
 from agents.events import Event, RunFailed, RunFinished, Token
@@ -38,7 +38,7 @@ class ChatMessage(BaseModel):
 class StreamOptions(BaseModel):
     """OpenAI's ``stream_options``."""
 
-    include_usage: bool = False
+    include_usage: StrictBool = False
 
 
 class ChatCompletionRequest(BaseModel):
@@ -48,7 +48,7 @@ class ChatCompletionRequest(BaseModel):
 
     model: str = Field("skilldesk", description="A model profile name; otherwise the default.")
     messages: list[ChatMessage] = Field(min_length=1)
-    stream: bool = False
+    stream: StrictBool = False
     stream_options: StreamOptions | None = None
     skill: str | None = Field(None, description="Skilldesk: answer with this skill.")
     workflow: str | None = Field(None, description="Skilldesk: run this workflow.")
