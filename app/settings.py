@@ -52,6 +52,11 @@ class Settings(BaseSettings):
     skills_embeddings: bool = Field(
         True, description="Dense (MiniLM) retrieval besides keywords; off: keywords only."
     )
+    skills_embedding_precision: Literal["int8", "fp32"] = Field(
+        "int8",
+        description="MiniLM's linear layers in int8 (a query in about a third of the time, "
+        "the same recall on the labelled set) or fp32 (the model's exact vectors).",
+    )
     skills_prompt_budget: int = Field(
         300, ge=50, le=4000, description="Tokens of skill index in each prompt."
     )
@@ -114,6 +119,7 @@ class Settings(BaseSettings):
             directory=self.skills_dir,
             data_dir=self.data_dir,
             embeddings=self.skills_embeddings,
+            embedding_precision=self.skills_embedding_precision,
         )
 
     def models(self) -> ModelsConfig | None:

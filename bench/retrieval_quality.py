@@ -1,6 +1,7 @@
 """Recall@1/3/5 of skill retrieval on the labelled set, against BM25-only and embedding-only.
 
 Skills are described by name and description only (bench/data/retrieval_skills.jsonl).
+Skilldesk embeds in int8 by default; the fp32 row shows what the exact model would give.
 Run: .venv/bin/python -m bench.retrieval_quality
 """
 
@@ -59,16 +60,18 @@ def main(cache_dir: Path | None = None) -> dict[str, dict[str, dict[int, float]]
     skills = load_jsonl("retrieval_skills.jsonl")
     queries = load_jsonl("retrieval_queries.jsonl")
     entries = [SkillEntry(s["name"], s["description"], (), ()) for s in skills]
-    cache = EmbeddingCache(
-        (cache_dir or ROOT / "data" / "bench") / "embeddings.sqlite", MiniLMEmbedder()
-    )
+    path = (cache_dir or ROOT / "data" / "bench") / "embeddings.sqlite"
+    cache = EmbeddingCache(path, MiniLMEmbedder())
+    fp32 = EmbeddingCache(path, MiniLMEmbedder("fp32"))
+    hybrid = SkillIndex(cache).dense_weight
     results = {}
-    for label, weight in (
-        ("BM25 only (baseline)", 0.0),
-        ("embeddings only (baseline)", 1.0),
-        ("hybrid (Skilldesk)", SkillIndex(cache).dense_weight),
+    for label, weight, vectors in (
+        ("BM25 only (baseline)", 0.0, cache),
+        ("embeddings only (baseline)", 1.0, cache),
+        ("hybrid, fp32 embeddings", hybrid, fp32),
+        ("hybrid (Skilldesk)", hybrid, cache),
     ):
-        index = SkillIndex(cache, dense_weight=weight)
+        index = SkillIndex(vectors, dense_weight=weight)
         index.build(entries)
         results[label] = recall(index, queries)
     print(
@@ -78,11 +81,12 @@ def main(cache_dir: Path | None = None) -> dict[str, dict[str, dict[int, float]]
     print(f"{'method':<28}" + "".join(f"recall@{k:<4}" for k in KS))
     for label, by_kind in results.items():
         print(f"{label:<28}" + "".join(f"{by_kind['all'][k]:<11.3f}" for k in KS))
-    hybrid, bm25 = results["hybrid (Skilldesk)"]["all"], results["BM25 only (baseline)"]["all"]
+    ours, bm25 = results["hybrid (Skilldesk)"]["all"], results["BM25 only (baseline)"]["all"]
     dense = results["embeddings only (baseline)"]["all"]
+    exact = results["hybrid, fp32 embeddings"]["all"]
     print(
-        f"ratio recall@5 hybrid/BM25 {hybrid[5] / bm25[5]:.2f}, "
-        f"hybrid/embeddings {hybrid[5] / dense[5]:.2f}"
+        f"ratio recall@5 hybrid/BM25 {ours[5] / bm25[5]:.2f}, "
+        f"hybrid/embeddings {ours[5] / dense[5]:.2f}, int8/fp32 {ours[5] / exact[5]:.2f}"
     )
     kinds = sorted(k for k in results["hybrid (Skilldesk)"] if k != "all")
     print(

@@ -170,7 +170,7 @@ class Router:
         assert self.skills is not None
         clauses = split_intents(text)
         if len(clauses) >= 2:
-            self.skills.prefetch([text, *clauses])  # one forward pass for all of them
+            self.skills.prefetch([text, *clauses])  # one embedding job for all of them
         return self.skills.search(text, k=5), self._multi(clauses)
 
     def _multi(self, clauses: list[str]) -> list[dict[str, str]]:

@@ -159,8 +159,8 @@ class SkillIndex:
         ]
 
     def prefetch(self, queries: Sequence[str]) -> None:
-        """Embed queries about to be searched in one forward pass (a message and its clauses
-        cost little more than the message alone)."""
+        """Embed queries about to be searched in one job on the embedding thread (a message
+        and its clauses wait for the thread once)."""
         if self.cache is None:
             return
         with self._lock:

@@ -10,7 +10,7 @@ from typing import Any
 
 import structlog
 
-from agents.skills.embeddings import Embedder, EmbeddingCache, MiniLMEmbedder
+from agents.skills.embeddings import Embedder, EmbeddingCache, MiniLMEmbedder, Precision
 from agents.skills.index import SearchHit, SkillEntry, SkillIndex
 from agents.skills.registry import ReloadReport, SkillRegistry
 from agents.skills.runner import ToolResult, ToolRunner
@@ -25,6 +25,7 @@ class SkillsOptions:
     directory: Path
     data_dir: Path
     embeddings: bool = True
+    embedding_precision: Precision = "int8"
     dense_weight: float = 0.5
 
 
@@ -37,7 +38,8 @@ class SkillService:
         cache = None
         if options.embeddings:
             cache = EmbeddingCache(
-                options.data_dir / "cache" / "embeddings.sqlite", embedder or MiniLMEmbedder()
+                options.data_dir / "cache" / "embeddings.sqlite",
+                embedder or MiniLMEmbedder(options.embedding_precision),
             )
         self.index = SkillIndex(cache, dense_weight=options.dense_weight)
         self.runner = ToolRunner(self.registry, options.data_dir)

@@ -3,21 +3,50 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from agents.skills.embeddings import MiniLMEmbedder
+from agents.errors import ConfigError
+from agents.skills.embeddings import MODEL_ID, MiniLMEmbedder
+
+TEXTS = [
+    "where is my order ORD1001",
+    "a longer question about the maintenance records of the pumps in hall 7 and their alarms",
+    "有告警吗",
+]
 
 
-def test_the_traced_query_encoder_gives_the_models_own_vectors() -> None:
+def reference(embedder: MiniLMEmbedder) -> np.ndarray:
+    """The vectors of the model's own sentence-transformers pipeline, in fp32."""
+    return np.asarray(embedder._load().encode(TEXTS, normalize_embeddings=True))
+
+
+def test_the_traced_fp32_encoder_gives_the_models_own_vectors() -> None:
+    embedder = MiniLMEmbedder("fp32")
+    together = embedder.encode(TEXTS)  # one padded batch through the traced model
+    one_by_one = np.vstack([embedder.encode([t]) for t in TEXTS])
+    compiled = embedder._compiled["fp32"]
+    assert type(compiled).__name__ != "LastHidden"  # traced, not the eager fallback
+    assert np.allclose((together * reference(embedder)).sum(1), 1.0, atol=1e-4)
+    assert np.allclose((one_by_one * reference(embedder)).sum(1), 1.0, atol=1e-4)
+    assert embedder.model_id == MODEL_ID
+
+
+def test_the_int8_encoder_stays_close_to_the_model_and_is_cached_apart() -> None:
     embedder = MiniLMEmbedder()
-    texts = [
-        "where is my order ORD1001",
-        "a longer question about the maintenance records of the pumps in hall 7 and their alarms",
-        "有告警吗",
-    ]
-    reference = embedder._load().encode(texts, normalize_embeddings=True)  # sentence-transformers
-    together = embedder.encode(texts)  # one padded batch through the traced model
-    one_by_one = np.vstack([embedder.encode([t]) for t in texts])
-    assert embedder._compiled is not None
-    assert type(embedder._compiled).__name__ != "LastHidden"  # traced, not the eager fallback
-    assert np.allclose((together * reference).sum(1), 1.0, atol=1e-4)
-    assert np.allclose((one_by_one * reference).sum(1), 1.0, atol=1e-4)
+    assert embedder.precision == "int8"
+    together = embedder.encode(TEXTS)
+    one_by_one = np.vstack([embedder.encode([t]) for t in TEXTS])
+    compiled = embedder._compiled["int8"]
+    assert "quantized" in str(compiled.graph)  # int8 kernels, not the fp32 model
+    assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
+    assert ((together * reference(embedder)).sum(1) > 0.9).all()  # 0.94-0.98 seen
+    # Activations are quantised per forward pass: a text's vector must not depend on the
+    # texts embedded with it (the cache keys vectors by text alone).
+    assert np.allclose(together, one_by_one, atol=1e-6)
+    assert np.allclose(embedder.encode([TEXTS[1], TEXTS[0]])[1], one_by_one[0], atol=1e-6)
+    assert embedder.model_id != MiniLMEmbedder("fp32").model_id
+
+
+def test_an_unknown_precision_says_which_ones_exist() -> None:
+    with pytest.raises(ConfigError, match="int8"):
+        MiniLMEmbedder("fp16")  # type: ignore[arg-type]

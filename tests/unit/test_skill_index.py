@@ -117,7 +117,7 @@ def test_the_embedding_model_runs_on_one_thread_whoever_calls(monkeypatch: Any) 
         ran_on.append(threading.current_thread().name)
         return np.ones((len(texts), embedder.dimension), dtype=np.float32)
 
-    monkeypatch.setattr(embedder, "_encode_few", fake_few)
+    monkeypatch.setattr(embedder, "_forward", fake_few)
     embedder.encode(["from the main thread"])
     with ThreadPoolExecutor(3) as pool:
         list(pool.map(lambda t: embedder.encode([t]), ["a", "b", "c", "d"]))
@@ -145,7 +145,7 @@ def test_a_forked_child_can_still_embed(monkeypatch: Any) -> None:
     embedder = MiniLMEmbedder()
     monkeypatch.setattr(
         embedder,
-        "_encode_few",
+        "_forward",
         lambda texts: np.ones((len(texts), embedder.dimension), dtype=np.float32),
     )
     assert embedder.encode(["before the fork"]).shape == (1, embedder.dimension)
