@@ -21,6 +21,7 @@ from agents.models.structured import forced_call, function_tool
 from agents.prompts import Prompts
 from agents.router.intents import split_intents
 from agents.router.workflows import NoWorkflows, WorkflowMatcher
+from agents.skills.index import SearchHit
 from agents.skills.service import SkillService
 
 log = structlog.get_logger(__name__)
@@ -166,27 +167,40 @@ class Router:
             )
         return await self._tie_break(text, [h.name for h in close], candidates, ctx, config)
 
-    def _retrieve(self, text: str) -> tuple[list[Any], list[dict[str, str]]]:
+    def _retrieve(self, text: str) -> tuple[list[SearchHit], list[dict[str, str]]]:
+        """The message's best skills, and its requests when they name different skills.
+
+        When the clauses route on their own, their hits are the candidates and the whole
+        message is not embedded: one model pass fewer for every multi-intent message.
+        """
         assert self.skills is not None
         clauses = split_intents(text)
         if len(clauses) >= 2:
-            self.skills.prefetch([text, *clauses])  # one embedding job for all of them
-        return self.skills.search(text, k=5), self._multi(clauses)
+            self.skills.prefetch(clauses)  # one embedding job for all of them
+            multi, hits = self._multi(clauses)
+            if multi:
+                best: dict[str, SearchHit] = {}
+                for hit in hits:
+                    if hit.name not in best or hit.score > best[hit.name].score:
+                        best[hit.name] = hit
+                return sorted(best.values(), key=lambda h: -h.score), multi
+        return self.skills.search(text, k=5), []
 
-    def _multi(self, clauses: list[str]) -> list[dict[str, str]]:
-        """Clauses that each map confidently to a different skill (empty unless two or more)."""
+    def _multi(self, clauses: list[str]) -> tuple[list[dict[str, str]], list[SearchHit]]:
+        """Clauses that each map confidently to a different skill (empty unless two or more),
+        and every clause's hits."""
         assert self.skills is not None
-        if len(clauses) < 2:
-            return []
         chosen: list[dict[str, str]] = []
+        seen: list[SearchHit] = []
         for clause in clauses:
             hits = self.skills.search(clause, k=2)
+            seen += hits
             if not hits or hits[0].score < self.options.multi_clause:
                 continue
             margin = hits[0].score - (hits[1].score if len(hits) > 1 else 0.0)
             if margin >= self.options.margin and all(c["skill"] != hits[0].name for c in chosen):
                 chosen.append({"clause": clause, "skill": hits[0].name})
-        return chosen if len(chosen) >= 2 else []
+        return (chosen if len(chosen) >= 2 else []), seen
 
     async def _tie_break(
         self,

@@ -290,6 +290,33 @@ async def test_several_intents_run_experts_in_parallel_and_keep_their_facts(
     assert tokens == final(events).message.content  # only the aggregator is streamed
 
 
+async def test_a_multi_intent_message_is_routed_by_its_clauses_alone(
+    services: Services, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = services.skills.index.cache
+    assert cache is not None
+    embedded: list[str] = []
+    encode = cache.embedder.encode
+
+    def recording(texts: Any) -> Any:
+        embedded.extend(texts)
+        return encode(texts)
+
+    monkeypatch.setattr(cache.embedder, "encode", recording)
+    text = "check order ORD1234 and tell me if CNC-001 has open alarms"
+    fake_llm.script(Reply(content="Both checked."))
+    route = route_of(await turn(services, text))
+    assert route.kind == "multi"
+    # The clauses decided it: the whole message was not embedded, and the candidates are
+    # the clauses' hits, best first.
+    assert text not in embedded
+    assert embedded
+    names = [c["name"] for c in route.candidates]
+    assert {"order-lookup", "device-alarms"} <= set(names)
+    scores = [c["score"] for c in route.candidates]
+    assert scores == sorted(scores, reverse=True)
+
+
 async def test_a_failed_task_is_reported_and_the_others_complete(
     fan_out: Services, fake_llm: FakeLLM
 ) -> None:
