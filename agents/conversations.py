@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import structlog
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
@@ -87,6 +88,7 @@ class Conversations:
         profile: str | None = None,
         skill: str | None = None,
         workflow: str | None = None,
+        callbacks: list[BaseCallbackHandler] | None = None,
     ) -> AsyncIterator[Event]:
         """Run one turn, yielding its events; always ends with RunFinished or RunFailed.
 
@@ -96,6 +98,7 @@ class Conversations:
             profile: Model profile for this run (run config, not state).
             skill: Answer with this skill (explicit target).
             workflow: Run this workflow (explicit target).
+            callbacks: LangChain callback handlers for this run (tracing, timing).
         """
         # One run at a time per thread: two concurrent turns would both start from the same
         # checkpoint and the later write would drop the other's messages. The asyncio lock
@@ -105,7 +108,12 @@ class Conversations:
         try:
             async with lock, thread_lock(self.graph.checkpointer, thread_id):  # type: ignore[arg-type]
                 async for event in self._stream(
-                    thread_id, messages, profile=profile, skill=skill, workflow=workflow
+                    thread_id,
+                    messages,
+                    profile=profile,
+                    skill=skill,
+                    workflow=workflow,
+                    callbacks=callbacks,
                 ):
                     yield event
         finally:
@@ -122,9 +130,12 @@ class Conversations:
         profile: str | None,
         skill: str | None,
         workflow: str | None,
+        callbacks: list[BaseCallbackHandler] | None,
     ) -> AsyncIterator[Event]:
         run_id = str(uuid.uuid4())
         config = _config(thread_id, run_id=run_id)
+        if callbacks:
+            config["callbacks"] = callbacks
         ctx = RunContext(
             thread_id=thread_id,
             run_id=run_id,
@@ -134,16 +145,22 @@ class Conversations:
             budget=RunBudget(self.limits.max_model_calls, self.limits.max_tool_calls),
         )
         structlog.contextvars.bind_contextvars(thread_id=thread_id, run_id=run_id)
-        before = await self.usage(thread_id)
-        await self._repair(thread_id)
+        # One read of the thread before the run and none after: the run's last values are
+        # the thread's state (each read deserialises the whole history).
+        values = await self.state(thread_id)
+        before = dict(values.get("usage", {}))
+        await self._repair(thread_id, values.get("messages", []))
         log.info("run.started", new_messages=len(messages), profile=profile)
         try:
             async for mode, payload in self.graph.astream(
                 {"messages": list(messages)},
                 config,
                 context=ctx,
-                stream_mode=["messages", "custom"],
+                stream_mode=["messages", "custom", "values"],
             ):
+                if mode == "values":
+                    values = cast(dict[str, Any], payload)
+                    continue
                 event = _event(mode, payload)
                 if event is not None:
                     yield event
@@ -165,7 +182,6 @@ class Conversations:
                 "the conversation so far is kept. It has been logged.",
             )
             return
-        values = await self.state(thread_id)
         history = values.get("messages", [])
         answer = next((m for m in reversed(history) if isinstance(m, AIMessage)), None)
         after = dict(values.get("usage", {}))
@@ -173,12 +189,11 @@ class Conversations:
         log.info("run.finished", route=(values.get("route") or {}).get("kind"), **used)
         yield RunFinished(thread_id, run_id, answer or AIMessage(content=""), used)
 
-    async def _repair(self, thread_id: str) -> None:
+    async def _repair(self, thread_id: str, history: list[BaseMessage]) -> None:
         """Make the stored history valid for strict providers before a run: every tool call
         gets a result (a run cut off mid-way may lack some), and content no provider can read
         (stored before it was validated) is replaced by a note, so one bad message cannot
         break the thread for good."""
-        history = await self.history(thread_id)
         answered = {m.tool_call_id for m in history if isinstance(m, ToolMessage)}
         missing: list[BaseMessage] = [
             ToolMessage(

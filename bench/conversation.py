@@ -28,7 +28,7 @@ from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import StructuredTool
 
-from agents.graph.context import RunContext
+from agents.events import RouteDecided, RunFinished
 from agents.tokens import count_tokens
 from app.services import open_services
 from app.settings import Settings
@@ -174,16 +174,16 @@ async def run_skilldesk(
         **overrides,
     )
     async with open_services(settings) as services:
-        graph = services.conversations.graph
+        conversations = services.conversations
 
         async def invoke(text: str, thread: str, timer: ModelTimer) -> str:
-            await graph.ainvoke(
-                {"messages": [HumanMessage(text)]},
-                {"configurable": {"thread_id": thread}, "callbacks": [timer]},
-                context=RunContext(thread_id=thread),
-            )
-            state = await services.conversations.state(thread)
-            return str(state["route"]["kind"])
+            # The service's own path: the thread read, history repair, lock and events.
+            route, last = "-", None
+            async for last in conversations.stream(thread, [HumanMessage(text)], callbacks=[timer]):
+                if isinstance(last, RouteDecided):
+                    route = last.kind
+            assert isinstance(last, RunFinished), last
+            return route
 
         return await measure(fake, entries, invoke, skilldesk_script)
 
