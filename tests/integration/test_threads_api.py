@@ -95,9 +95,11 @@ def test_bad_thread_ids_and_unknown_threads(client: TestClient) -> None:
     assert client.get("/v1/threads/nope-never").status_code == 404
     bad = client.post("/v1/threads/..%2Fetc/runs/stream", json={"message": "hi"})
     assert bad.status_code in (400, 404)
-    empty = client.post("/v1/threads/t-4/runs/stream", json={"message": ""})
-    assert empty.status_code == 400
-    assert empty.json()["error"]["param"] == "message"
+    for blank in ("", "  \n "):
+        empty = client.post("/v1/threads/t-4/runs/stream", json={"message": blank})
+        assert empty.status_code == 400
+        assert empty.json()["error"]["param"] == "message"
+    assert client.get("/v1/threads/t-4").status_code == 404  # nothing was stored
 
 
 def test_routing_is_visible_without_a_model(make_settings: Any, tmp_path: Path) -> None:

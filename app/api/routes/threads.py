@@ -23,7 +23,12 @@ ThreadId = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")]
 class RunRequest(BaseModel):
     """One user message and, optionally, what should answer it."""
 
-    message: str = Field(min_length=1, max_length=100_000, description="The user's message.")
+    message: str = Field(
+        min_length=1,
+        max_length=100_000,
+        pattern=r"\S",
+        description="The user's message (not only whitespace).",
+    )
     skill: str | None = Field(None, description="Answer with this skill.")
     workflow: str | None = Field(None, description="Run this workflow.")
     model: str | None = Field(None, description="A model profile name for this run.")
