@@ -145,13 +145,13 @@ class Conversations:
             budget=RunBudget(self.limits.max_model_calls, self.limits.max_tool_calls),
         )
         structlog.contextvars.bind_contextvars(thread_id=thread_id, run_id=run_id)
-        # One read of the thread before the run and none after: the run's last values are
-        # the thread's state (each read deserialises the whole history).
-        values = await self.state(thread_id)
-        before = dict(values.get("usage", {}))
-        await self._repair(thread_id, values.get("messages", []))
         log.info("run.started", new_messages=len(messages), profile=profile)
         try:
+            # One read of the thread before the run and none after: the run's last values are
+            # the thread's state (each read deserialises the whole history).
+            values = await self.state(thread_id)
+            before = dict(values.get("usage", {}))
+            await self._repair(thread_id, values.get("messages", []))
             async for mode, payload in self.graph.astream(
                 {"messages": list(messages)},
                 config,
@@ -207,10 +207,14 @@ class Conversations:
             for call in m.tool_calls
             if call.get("id") and call["id"] not in answered
         ]
+        # Only what clients wrote is checked: the service's own messages (model replies,
+        # tool results) come from code that writes what providers read.
         unreadable = [
-            m.model_copy(update={"content": _readable(m.content)})
+            m.model_copy(update={"content": _readable(m.content, _ROLE_OF_TYPE[m.type])})
             for m in history
-            if m.id and content_problem(m.content) is not None
+            if m.id
+            and m.type in ("human", "system")
+            and content_problem(m.content, _ROLE_OF_TYPE[m.type]) is not None
         ]
         if missing or unreadable:
             log.warning("history.repaired", tool_calls=len(missing), contents=len(unreadable))
@@ -218,55 +222,75 @@ class Conversations:
 
 
 _INSTRUCTIONS = ("system", "developer")
-# OpenAI content part types and the field each must carry.
-_PART_FIELDS = {
-    "text": "text",
-    "image_url": "image_url",
-    "input_audio": "input_audio",
-    "file": "file",
-    "refusal": "refusal",
+# The content part types OpenAI's format allows each role to send.
+_PARTS_BY_ROLE = {
+    "user": ("text", "image_url", "input_audio", "file"),
+    "assistant": ("text", "refusal"),
+    "system": ("text",),
+    "developer": ("text",),
 }
+_ROLE_OF_TYPE = {"human": "user", "ai": "assistant", "system": "system"}
 
 
-def content_problem(content: Any) -> tuple[int | None, str] | None:
-    """What is wrong with a message's content as OpenAI's format defines it, if anything:
-    the index of the offending part (None for the content itself) and a description."""
+def content_problem(content: Any, role: str = "user") -> tuple[int | None, str] | None:
+    """What is wrong with a message's content as OpenAI's format defines it for ``role``, if
+    anything: the index of the offending part (None for the content itself) and why."""
     if content is None or isinstance(content, str):
         return None
     if not isinstance(content, list):
         return None, f"must be a string or a list of content parts, not {type(content).__name__}"
+    allowed = _PARTS_BY_ROLE.get(role, ("text",))
     for j, part in enumerate(content):
         if isinstance(part, str):
             continue
         if not isinstance(part, dict):
             return j, "a content part must be an object with a 'type'"
-        kind = part.get("type")
-        if kind not in _PART_FIELDS:
-            known = ", ".join(repr(k) for k in _PART_FIELDS)
-            return j, f"unknown content part type {kind!r}; use one of {known}"
-        value = part.get(_PART_FIELDS[kind])
-        if kind in ("text", "refusal") and not isinstance(value, str):
-            return j, f"a {kind!r} part needs a string {_PART_FIELDS[kind]!r}"
-        if kind == "image_url":
-            url = value.get("url") if isinstance(value, dict) else value
-            if not isinstance(url, str) or not url:
-                return j, "an 'image_url' part needs 'image_url': {'url': ...}"
-        elif kind in ("input_audio", "file") and not isinstance(value, dict):
-            return j, f"a {kind!r} part needs an object {kind!r}"
+        problem = _part_problem(part, allowed, role)
+        if problem:
+            return j, problem
     return None
 
 
-def _readable(content: Any) -> str | list[Any]:
+def _part_problem(part: dict[str, Any], allowed: tuple[str, ...], role: str) -> str | None:
+    kind = part.get("type")
+    if kind not in allowed:
+        known = ", ".join(repr(k) for k in allowed)
+        return f"content part type {kind!r} is not allowed for role {role!r}; use {known}"
+    value = part.get(kind)
+    if kind in ("text", "refusal"):
+        return None if isinstance(value, str) else f"a {kind!r} part needs a string {kind!r}"
+    if not isinstance(value, dict):
+        if kind == "image_url" and isinstance(value, str) and value:
+            return None  # the short form LangChain accepts
+        return f"a {kind!r} part needs an object {kind!r}"
+    if kind == "image_url" and not (isinstance(value.get("url"), str) and value["url"]):
+        return "an 'image_url' part needs 'image_url': {'url': ...}"
+    if kind == "input_audio" and not all(isinstance(value.get(k), str) for k in ("data", "format")):
+        return "an 'input_audio' part needs 'input_audio': {'data': ..., 'format': ...}"
+    if kind == "file" and not any(isinstance(value.get(k), str) for k in ("file_id", "file_data")):
+        return "a 'file' part needs 'file': {'file_id': ...} or {'file_data': ...}"
+    return None
+
+
+def _readable(content: Any, role: str) -> str | list[Any]:
     """The parts of stored content a provider can read; a note if none is left."""
     parts = content if isinstance(content, list) else []
-    kept = [p for p in parts if content_problem([p]) is None]
+    kept = [p for p in parts if content_problem([p], role) is None]
     return kept or "[this message's content could not be read and was removed]"
 
 
 def _has_text(content: Any) -> bool:
+    """Whether content says anything: non-blank text, or a part that is not text."""
     if isinstance(content, str):
         return bool(content.strip())
-    return isinstance(content, list) and bool(content)
+    if not isinstance(content, list):
+        return False
+    for part in content:
+        if isinstance(part, dict) and part.get("type") == "text":
+            part = part.get("text")
+        if not isinstance(part, str) or part.strip():
+            return True
+    return False
 
 
 class InvalidTurn(ValueError):
@@ -309,8 +333,15 @@ def new_turn(messages: list[dict[str, Any]], *, has_history: bool) -> list[BaseM
             + "; add the user's message, with non-empty content.",
             "messages",
         )
+    last_role = numbered[-1][1].get("role")
+    if last_role != "user":
+        raise InvalidTurn(
+            "no_new_message",
+            f"The request's last message is the {last_role}'s; end it with the user's message.",
+            f"messages.{numbered[-1][0]}",
+        )
     for i, m in numbered:
-        problem = content_problem(m.get("content"))
+        problem = content_problem(m.get("content"), str(m.get("role")))
         if problem is not None:
             part, what = problem
             where = "" if part is None else f".{part}"

@@ -17,6 +17,7 @@ from pydantic_settings import (
 from agents.checkpoint import sqlite_url
 from agents.errors import ConfigError
 from agents.models import ModelsConfig, load_models_config
+from agents.skills.embeddings import Precision
 from agents.skills.service import SkillsOptions
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,7 +53,7 @@ class Settings(BaseSettings):
     skills_embeddings: bool = Field(
         True, description="Dense (MiniLM) retrieval besides keywords; off: keywords only."
     )
-    skills_embedding_precision: Literal["int8", "fp32"] = Field(
+    skills_embedding_precision: Precision = Field(
         "int8",
         description="MiniLM's linear layers in int8 (a query in about a third of the time, "
         "the same recall on the labelled set) or fp32 (the model's exact vectors).",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import sqlite3
 import threading
 import warnings
@@ -31,6 +32,7 @@ class Embedder(Protocol):
 
 
 Precision = Literal["int8", "fp32"]
+_INT8_RECIPE = f"int8-dynamic-per-channel-{platform.machine() or 'cpu'}"
 
 
 class MiniLMEmbedder:
@@ -63,7 +65,10 @@ class MiniLMEmbedder:
                 f"unknown embedding precision {precision!r}", fix="use 'int8' or 'fp32'"
             )
         self.precision = precision
-        self.model_id = MODEL_ID if precision == "fp32" else f"{MODEL_ID}/{precision}"
+        # int8 vectors depend on the quantisation recipe and the CPU kernels (fbgemm on x86,
+        # qnnpack on ARM): the cache key names both, so a data dir moved between machines or
+        # a new recipe re-embeds rather than mixing vectors.
+        self.model_id = MODEL_ID if precision == "fp32" else f"{MODEL_ID}/{_INT8_RECIPE}"
 
     def _load(self) -> Any:
         with self._lock:

@@ -159,8 +159,8 @@ class SkillIndex:
         ]
 
     def prefetch(self, queries: Sequence[str]) -> None:
-        """Embed queries about to be searched in one job on the embedding thread (a message
-        and its clauses wait for the thread once)."""
+        """Embed queries about to be searched in one job on the embedding thread (a message's
+        clauses wait for the thread once; searching the whole message later is a second job)."""
         if self.cache is None:
             return
         with self._lock:

@@ -42,12 +42,13 @@ def run_target(
             f"There is no skill named {skill!r}; GET /v1/skills lists them.",
             param="skill",
         )
-    if workflow is not None and workflow not in services.workflows.names():
-        installed = ", ".join(services.workflows.names()) or "none are installed"
+    installed = services.workflows.names() if workflow is not None else []
+    if workflow is not None and workflow not in installed:
+        listed = f"installed: {', '.join(installed)}" if installed else "no workflows are installed"
         raise ApiError(
             400,
             "unknown_workflow",
-            f"There is no workflow named {workflow!r} ({installed}).",
+            f"There is no workflow named {workflow!r} ({listed}).",
             param="workflow",
         )
     config = services.gateway.config

@@ -248,16 +248,22 @@ def test_unknown_workflow_is_a_clear_400(client: TestClient, fake_llm: FakeLLM) 
     assert fake_llm.requests == []
 
 
-def test_a_body_that_is_not_json_says_so(client: TestClient, fake_llm: FakeLLM) -> None:
+@pytest.mark.parametrize("raw", [b'{"messages": [', b'{"messages": "\xff\xfe"}'])
+def test_a_body_that_is_not_json_says_so(client: TestClient, fake_llm: FakeLLM, raw: bytes) -> None:
     response = client.post(
-        "/v1/chat/completions",
-        content=b'{"messages": [',
-        headers={"Content-Type": "application/json"},
+        "/v1/chat/completions", content=raw, headers={"Content-Type": "application/json"}
     )
     assert response.status_code == 400
     error = response.json()["error"]
     assert (error["code"], error["param"]) == ("invalid_json", None)
     assert "not valid JSON" in error["message"]
+
+
+def test_stream_null_means_not_streamed(client: TestClient, fake_llm: FakeLLM) -> None:
+    fake_llm.script(Reply(content="Plain."))
+    body = {"messages": [USER], "stream": None, "stream_options": None}
+    response = client.post("/v1/chat/completions", json=body)
+    assert response.json()["choices"][0]["message"]["content"] == "Plain."
 
 
 @pytest.mark.parametrize(

@@ -737,3 +737,43 @@ async def test_a_model_failure_in_the_joint_expert_answers_and_records_it(
     assert {t["status"] for t in state["workspace"]["tasks"].values()} == {"failed"}
     follow = await turn(services, "hello again", final(events).thread_id)
     assert isinstance(follow[-1], RunFinished)
+
+
+async def test_a_thread_store_failure_ends_the_run_with_run_failed(
+    services: Services, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def unreadable(config: Any) -> Any:
+        raise OSError("disk I/O error")
+
+    monkeypatch.setattr(services.conversations.graph, "aget_state", unreadable)
+    events = await turn(services, "where is my order ORD1234", "store-down")
+    assert isinstance(events[-1], RunFailed)
+    assert events[-1].code == "internal_error"
+    assert fake_llm.requests == []
+    monkeypatch.undo()  # the store is back: the thread works
+    fake_llm.script(Reply(content="ORD1234 shipped."))
+    assert final(await turn(services, "where is my order ORD1234", "store-down")).message.text
+
+
+async def test_callbacks_passed_to_a_run_see_its_model_calls(
+    services: Services, fake_llm: FakeLLM
+) -> None:
+    from langchain_core.callbacks import AsyncCallbackHandler
+
+    class Seen(AsyncCallbackHandler):
+        def __init__(self) -> None:
+            self.model_calls = 0
+
+        async def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
+            self.model_calls += 1
+
+    seen = Seen()
+    fake_llm.script(Reply(content="Hello."))
+    events = [
+        e
+        async for e in services.conversations.stream(
+            "callbacks", [HumanMessage("hello there")], callbacks=[seen]
+        )
+    ]
+    assert final(events).message.text == "Hello."
+    assert seen.model_calls == len(fake_llm.requests) == 1

@@ -99,6 +99,7 @@ def test_bad_thread_ids_and_unknown_threads(client: TestClient) -> None:
         empty = client.post("/v1/threads/t-4/runs/stream", json={"message": blank})
         assert empty.status_code == 400
         assert empty.json()["error"]["param"] == "message"
+        assert "the message is empty" in empty.json()["error"]["message"]
     assert client.get("/v1/threads/t-4").status_code == 404  # nothing was stored
 
 

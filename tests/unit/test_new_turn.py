@@ -36,8 +36,11 @@ def test_client_tool_results_are_refused_naming_the_message() -> None:
 @pytest.mark.parametrize(
     ("content", "param", "words"),
     [
-        ([{}], "messages.0.content.0", "unknown content part type None"),
-        ([{"text": "x"}], "messages.0.content.0", "unknown content part type None"),
+        ([{}], "messages.0.content.0", "content part type None is not allowed"),
+        ([{"text": "x"}], "messages.0.content.0", "content part type None is not allowed"),
+        ([{"type": "refusal", "refusal": "no"}], "messages.0.content.0", "for role 'user'"),
+        ([{"type": "input_audio", "input_audio": {}}], "messages.0.content.0", "'format'"),
+        ([{"type": "file", "file": {}}], "messages.0.content.0", "'file_id'"),
         ([{"type": "text"}], "messages.0.content.0", "needs a string 'text'"),
         ([{"type": "text", "text": "a"}, {"type": "video"}], "messages.0.content.1", "'video'"),
         ([{"type": "image_url", "image_url": {}}], "messages.0.content.0", "'url'"),
@@ -85,3 +88,35 @@ def test_a_turn_without_a_user_message_with_content_is_refused(
     with pytest.raises(InvalidTurn) as info:
         new_turn(messages, has_history=False)
     assert info.value.code == "no_new_message"
+
+
+@pytest.mark.parametrize(
+    ("role", "part"),
+    [
+        ("assistant", {"type": "image_url", "image_url": {"url": "https://x/y.png"}}),
+        ("system", {"type": "image_url", "image_url": {"url": "https://x/y.png"}}),
+        ("system", {"type": "refusal", "refusal": "no"}),
+    ],
+)
+def test_each_role_may_send_only_its_own_part_types(role: str, part: dict[str, object]) -> None:
+    messages = [{"role": role, "content": [part]}, HI]
+    with pytest.raises(InvalidTurn) as info:
+        new_turn(messages, has_history=False)
+    assert (info.value.code, info.value.param) == ("invalid_content", "messages.0.content.0")
+    assert f"for role {role!r}" in info.value.message
+
+
+def test_a_blank_text_part_is_no_message_but_an_image_is() -> None:
+    blank = {"role": "user", "content": [{"type": "text", "text": "  "}]}
+    with pytest.raises(InvalidTurn) as info:
+        new_turn([blank], has_history=False)
+    assert info.value.code == "no_new_message"
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    assert new_turn([{"role": "user", "content": [image]}], has_history=False)
+
+
+def test_a_turn_must_end_with_the_users_message() -> None:
+    with pytest.raises(InvalidTurn) as info:
+        new_turn([HI, HELLO], has_history=False)
+    assert (info.value.code, info.value.param) == ("no_new_message", "messages.1")
+    assert "assistant" in info.value.message

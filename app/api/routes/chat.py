@@ -38,7 +38,7 @@ class ChatMessage(BaseModel):
 class StreamOptions(BaseModel):
     """OpenAI's ``stream_options``."""
 
-    include_usage: StrictBool = False
+    include_usage: StrictBool | None = False
 
 
 class ChatCompletionRequest(BaseModel):
@@ -48,7 +48,7 @@ class ChatCompletionRequest(BaseModel):
 
     model: str = Field("skilldesk", description="A model profile name; otherwise the default.")
     messages: list[ChatMessage] = Field(min_length=1)
-    stream: StrictBool = False
+    stream: StrictBool | None = Field(False, description="Stream SSE chunks (null: no).")
     stream_options: StreamOptions | None = None
     skill: str | None = Field(None, description="Skilldesk: answer with this skill.")
     workflow: str | None = Field(None, description="Skilldesk: run this workflow.")

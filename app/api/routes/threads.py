@@ -10,7 +10,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path
 from fastapi.responses import StreamingResponse
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from agents.events import Event, RunFinished
 from app.api.deps import ServicesDep, run_target
@@ -23,15 +24,17 @@ ThreadId = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")]
 class RunRequest(BaseModel):
     """One user message and, optionally, what should answer it."""
 
-    message: str = Field(
-        min_length=1,
-        max_length=100_000,
-        pattern=r"\S",
-        description="The user's message (not only whitespace).",
-    )
+    message: str = Field(max_length=100_000, description="The user's message.")
     skill: str | None = Field(None, description="Answer with this skill.")
     workflow: str | None = Field(None, description="Run this workflow.")
     model: str | None = Field(None, description="A model profile name for this run.")
+
+    @field_validator("message")
+    @classmethod
+    def _some_text(cls, value: str) -> str:
+        if not value.strip():
+            raise PydanticCustomError("blank", "the message is empty; send the user's text")
+        return value
 
 
 @router.get("/{thread_id}")

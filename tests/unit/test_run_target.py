@@ -1,0 +1,51 @@
+"""What a request names to answer it: checked before any run starts."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from app.api.deps import run_target
+from app.api.errors import ApiError
+from app.services import Services
+
+
+class TwoWorkflows:
+    def match(self, text: str) -> None:
+        return None
+
+    def names(self) -> list[str]:
+        return ["refund", "onboarding"]
+
+
+def services(workflows: Any) -> Services:
+    return cast(
+        Services,
+        SimpleNamespace(
+            skills=SimpleNamespace(registry={"order-query": object()}),
+            workflows=workflows,
+            gateway=SimpleNamespace(config=SimpleNamespace(profiles={"fast": object()})),
+        ),
+    )
+
+
+def test_an_installed_workflow_and_a_known_skill_and_profile_pass() -> None:
+    target = run_target(services(TwoWorkflows()), model="fast", skill=None, workflow="refund")
+    assert target == {"profile": "fast", "skill": None, "workflow": "refund"}
+    target = run_target(
+        services(TwoWorkflows()), model="gpt-4o", skill="order-query", workflow=None
+    )
+    assert target == {"profile": None, "skill": "order-query", "workflow": None}
+
+
+def test_an_unknown_workflow_names_the_installed_ones() -> None:
+    with pytest.raises(ApiError) as info:
+        run_target(services(TwoWorkflows()), model="x", skill=None, workflow="nope")
+    assert (info.value.status, info.value.code, info.value.param) == (
+        400,
+        "unknown_workflow",
+        "workflow",
+    )
+    assert "installed: refund, onboarding" in info.value.message
