@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import hashlib
 import importlib.util
 import inspect
@@ -12,6 +14,7 @@ import sys
 import threading
 import time
 import types
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,7 +78,7 @@ class ToolRunner:
         if problem is not None:
             return _error(tool_name, "invalid_arguments", problem, started)
         try:  # imported off the event loop: a slow import must not stall other requests
-            function = await asyncio.to_thread(self._function, skill, spec)
+            function = await _in_thread(self._function, skill, spec)
         except Exception as exc:
             log.warning("tool.import_failed", skill=skill.name, tool=tool_name, error=str(exc))
             return _error(
@@ -94,9 +97,10 @@ class ToolRunner:
             )
         try:
             if inspect.iscoroutinefunction(function):
-                value = await asyncio.wait_for(function(**args), spec.timeout_s)
+                value = await asyncio.wait_for(_contained(function(**args)), spec.timeout_s)
             else:
-                value = await asyncio.wait_for(asyncio.to_thread(function, **args), spec.timeout_s)
+                value = await asyncio.wait_for(_in_thread(function, **args), spec.timeout_s)
+            data = _plain(value)
         except TimeoutError:
             return _error(
                 tool_name,
@@ -113,7 +117,7 @@ class ToolRunner:
                 started,
             )
         limits = effective_limits(skill.config.limits, spec.limits)
-        content, data, truncated = trim(value, limits)
+        content, data, truncated = trim(data, limits)
         ms = (time.perf_counter() - started) * 1000
         log.info(
             "tool.called", skill=skill.name, tool=tool_name, ms=round(ms, 1), truncated=truncated
@@ -133,6 +137,73 @@ class ToolRunner:
                 self._modules[key] = module
                 self.imported.append(f"{skill.name}:{module_name}")
         return getattr(module, function_name)
+
+
+class HandlerExit(RuntimeError):
+    """A handler raised SystemExit or KeyboardInterrupt: a failed call, not a stopped service."""
+
+
+async def _in_thread(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``function`` on a daemon thread of its own, awaited.
+
+    Not the event loop's shared pool: a handler that outlives its timeout keeps its thread
+    (Python cannot stop one), and in a shared pool a few hung handlers would queue every
+    other request behind them, nor would the process exit while they hang.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if future.done():  # timed out meanwhile
+            return
+        if error is None:
+            future.set_result(result)
+        else:
+            future.set_exception(error)
+
+    def work() -> None:
+        result, error = None, None
+        try:
+            result = context.run(function, *args, **kwargs)
+        except BaseException as exc:  # SystemExit from a handler included
+            error = _as_error(exc)
+        with contextlib.suppress(RuntimeError):  # the loop closed while it hung: nobody waits
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=work, name="skilldesk-tool", daemon=True).start()
+    return await future
+
+
+async def _contained(call: Awaitable[Any]) -> Any:
+    """Await an async handler; SystemExit or KeyboardInterrupt becomes a HandlerExit."""
+    try:
+        return await call
+    except (SystemExit, KeyboardInterrupt) as exc:
+        raise _as_error(exc) from None
+
+
+def _as_error(exc: BaseException) -> BaseException:
+    if isinstance(exc, SystemExit | KeyboardInterrupt):
+        return HandlerExit(f"the handler raised {type(exc).__name__}({exc})")
+    return exc
+
+
+def _plain(value: Any) -> Any:
+    """The handler's result as JSON data (sets, bytes, objects become their text)."""
+    try:
+        json.dumps(value, ensure_ascii=False)
+        return value
+    except (TypeError, ValueError):
+        return json.loads(json.dumps(value, ensure_ascii=False, default=_text))
+
+
+def _text(value: Any) -> Any:
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
 
 
 def _import(skill: Skill, module_name: str) -> types.ModuleType:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +31,20 @@ async def slow(seconds):
 
 def many():
     return [{"i": i, "junk": "j" * 100} for i in range(50)]
+
+def bye():
+    raise SystemExit(3)
+
+async def abye():
+    raise SystemExit(4)
+
+def hang(seconds):
+    import time
+    time.sleep(seconds)
+    return "woke"
+
+def odd():
+    return {"tags": {"a"}, "raw": b"\\xffok", "when": Path("/x")}
 
 def whoami(context):
     return {"skill": context.skill, "key": context.idempotency_key,
@@ -60,9 +77,25 @@ def runner(tmp_path: Path) -> ToolRunner:
                 ),
                 tool("many", "handler:many", limits={"max_items": 3, "keep_fields": ["i"]}),
                 tool("whoami", "handler:whoami", side_effects=True),
+                tool("bye", "handler:bye"),
+                tool("abye", "handler:abye"),
+                tool(
+                    "hang",
+                    "handler:hang",
+                    {"seconds": {"type": "number"}},
+                    ["seconds"],
+                    timeout_s=0.1,
+                ),
+                tool("odd", "handler:odd"),
             ],
         },
         handler=HANDLER,
+    )
+    write_skill(
+        skills,
+        "quitter",
+        config={"tools": [tool("quit_on_import", "handler:nothing")]},
+        handler="import sys\nsys.exit(5)\n\ndef nothing():\n    return 1\n",
     )
     write_skill(
         skills,
@@ -210,3 +243,36 @@ async def test_any_of_errors_say_what_each_alternative_wanted(tmp_path: Path) ->
     assert "'query' is a required property" in result.content
     bad_date = await runner.call("get_stock", {"sku": "A", "day": "yesterday"})
     assert "is not a 'date'" in bad_date.content
+
+
+@pytest.mark.parametrize(("name", "code"), [("bye", "3"), ("abye", "4")])
+async def test_a_handler_calling_sys_exit_fails_the_call_not_the_service(
+    runner: ToolRunner, name: str, code: str
+) -> None:
+    result = await runner.call(name, {})
+    assert (result.ok, result.error_code) == (False, "tool_failed")
+    assert f"SystemExit({code})" in result.content
+    assert (await runner.call("get_order", {"order_id": "ORD1"})).ok
+
+
+async def test_a_handler_exiting_on_import_is_an_import_failure(runner: ToolRunner) -> None:
+    result = await runner.call("quit_on_import", {})
+    assert result.error_code == "handler_import_failed"
+    assert "SystemExit(5)" in result.content
+
+
+async def test_hung_handlers_do_not_hold_up_other_work(runner: ToolRunner) -> None:
+    # More hung calls than the event loop's default pool has threads (min(32, cpus + 4)).
+    hung = await asyncio.gather(*(runner.call("hang", {"seconds": 3}) for _ in range(40)))
+    assert {r.error_code for r in hung} == {"timeout"}
+    started = time.perf_counter()
+    await asyncio.to_thread(time.sleep, 0)  # the shared pool still has free threads
+    assert (await runner.call("get_order", {"order_id": "ORD1"})).ok
+    assert time.perf_counter() - started < 1.0
+
+
+async def test_results_that_are_not_json_become_their_text(runner: ToolRunner) -> None:
+    result = await runner.call("odd", {})
+    assert result.ok
+    assert result.data == {"tags": ["a"], "raw": "\ufffdok", "when": "/x"}
+    assert json.loads(result.content) == result.data
