@@ -14,6 +14,7 @@ from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
     BaseMessage,
+    HumanMessage,
     ToolMessage,
     convert_to_messages,
 )
@@ -153,7 +154,7 @@ class Conversations:
             before = dict(values.get("usage", {}))
             await self._repair(thread_id, values.get("messages", []))
             async for mode, payload in self.graph.astream(
-                {"messages": list(messages)},
+                {"messages": _unless_retried(values.get("messages", []), messages)},
                 config,
                 context=ctx,
                 stream_mode=["messages", "custom", "values"],
@@ -219,6 +220,23 @@ class Conversations:
         if missing or unreadable:
             log.warning("history.repaired", tool_calls=len(missing), contents=len(unreadable))
             await self.graph.aupdate_state(_config(thread_id), {"messages": unreadable + missing})
+
+
+def _unless_retried(history: list[BaseMessage], messages: Sequence[BaseMessage]) -> list[Any]:
+    """The new messages, or none when the turn retries one that got no answer: a client
+    whose request failed (clients retry 5xx on their own) resends the user's message, which
+    the thread already holds, last."""
+    n = len(messages)
+    tail = history[-n:] if n else []
+    if len(tail) == n and all(
+        isinstance(old, HumanMessage)
+        and isinstance(new, HumanMessage)
+        and old.content == new.content
+        for old, new in zip(tail, messages, strict=True)
+    ):
+        log.info("run.retried", messages=n)
+        return []
+    return list(messages)
 
 
 _INSTRUCTIONS = ("system", "developer")

@@ -142,6 +142,13 @@ async def execute_tools(
     """
     out: list[ToolMessage] = []
     for bad in reply.invalid_tool_calls:
+        emit(
+            "tool_called",
+            tool=bad.get("name") or "",
+            arguments={"_unparsed": bad.get("args")},  # the text the model sent
+            call_id=bad.get("id") or "",
+            task_id=task_id,
+        )
         content = (
             f"error (invalid_arguments): the arguments of {bad.get('name')} are not "
             f"valid JSON ({bad.get('error') or 'unparsable'}); call it again with a "

@@ -293,3 +293,22 @@ def test_a_request_without_a_user_message_is_refused(
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "no_new_message"
     assert fake_llm.requests == []
+
+
+def test_a_retried_request_after_a_failure_is_not_stored_twice(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    headers = {"X-Thread-Id": "retried"}
+    fake_llm.script(*[Reply(status=500)] * 3)
+    failed = client.post("/v1/chat/completions", json={"messages": [USER]}, headers=headers)
+    assert failed.status_code == 502
+    fake_llm.script(Reply(content="It shipped."))
+    retried = client.post("/v1/chat/completions", json={"messages": [USER]}, headers=headers)
+    assert retried.json()["choices"][0]["message"]["content"] == "It shipped."
+    sent = [m["content"] for m in fake_llm.requests[-1]["messages"] if m["role"] == "user"]
+    assert sent == [USER["content"]]
+    # Asked again after the answer, the same words are a new message.
+    fake_llm.script(Reply(content="Still shipped."))
+    client.post("/v1/chat/completions", json={"messages": [USER]}, headers=headers)
+    sent = [m["content"] for m in fake_llm.requests[-1]["messages"] if m["role"] == "user"]
+    assert sent == [USER["content"]] * 2

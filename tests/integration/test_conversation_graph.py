@@ -424,6 +424,10 @@ async def test_every_tool_call_in_history_has_its_result(
     results = [m.tool_call_id for m in history if isinstance(m, ToolMessage)]
     assert sorted(calls) == sorted(results)
     assert len(results) == 3
+    # Every tool_returned event pairs with a tool_called one, the unparsable call included.
+    called = [e.call_id for e in events if isinstance(e, ToolCalled)]
+    returned = [e.call_id for e in events if isinstance(e, ToolReturned)]
+    assert sorted(called) == sorted(returned) == sorted(results)
 
 
 async def test_a_dangling_tool_call_is_repaired_before_the_next_turn(
