@@ -239,6 +239,7 @@ def _unless_retried(history: list[BaseMessage], messages: Sequence[BaseMessage])
     return list(messages)
 
 
+MAX_MESSAGE_CHARS = 100_000  # of text in one message; the threads API holds to it too
 _INSTRUCTIONS = ("system", "developer")
 # The content part types OpenAI's format allows each role to send.
 _PARTS_BY_ROLE = {
@@ -295,6 +296,18 @@ def _readable(content: Any, role: str) -> str | list[Any]:
     parts = content if isinstance(content, list) else []
     kept = [p for p in parts if content_problem([p], role) is None]
     return kept or "[this message's content could not be read and was removed]"
+
+
+def _text_length(content: Any) -> int:
+    if isinstance(content, str):
+        return len(content)
+    if not isinstance(content, list):
+        return 0
+    return sum(
+        len(p) if isinstance(p, str) else len(str(p.get("text") or ""))
+        for p in content
+        if isinstance(p, str | dict)
+    )
 
 
 def _has_text(content: Any) -> bool:
@@ -359,6 +372,13 @@ def new_turn(messages: list[dict[str, Any]], *, has_history: bool) -> list[BaseM
             f"messages.{numbered[-1][0]}",
         )
     for i, m in numbered:
+        if _text_length(m.get("content")) > MAX_MESSAGE_CHARS:
+            raise InvalidTurn(
+                "message_too_long",
+                f"messages[{i}] has more than {MAX_MESSAGE_CHARS:,} characters of text; "
+                "shorten it or send the document as a file.",
+                f"messages.{i}.content",
+            )
         problem = content_problem(m.get("content"), str(m.get("role")))
         if problem is not None:
             part, what = problem

@@ -25,6 +25,7 @@ class RouteDecided:
     by: str
     candidates: list[dict[str, Any]] = field(default_factory=list)
     skills: list[str] = field(default_factory=list)
+    reason: str = ""
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
 
     app = FastAPI(title="Skilldesk", version="0.1.0", lifespan=lifespan)
-    app.add_middleware(RequestContextMiddleware)
+    app.add_middleware(RequestContextMiddleware, max_body_bytes=settings.max_request_bytes)
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(chat.router)

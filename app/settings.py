@@ -58,6 +58,11 @@ class Settings(BaseSettings):
         description="MiniLM's linear layers in int8 (a query in about a third of the time, "
         "the same recall on the labelled set) or fp32 (the model's exact vectors).",
     )
+    max_request_bytes: int = Field(
+        16 * 1024 * 1024,
+        ge=1024,
+        description="Largest request body accepted (413 beyond; images travel base64).",
+    )
     skills_prompt_budget: int = Field(
         300, ge=50, le=4000, description="Tokens of skill index in each prompt."
     )
@@ -93,6 +98,18 @@ class Settings(BaseSettings):
     @classmethod
     def _lower(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("checkpoint_url")
+    @classmethod
+    def _known_store(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(
+            ("sqlite://", "postgresql://", "postgres://")
+        ):
+            raise ValueError(
+                "unknown scheme; use sqlite:///path/to/file.sqlite or "
+                "postgresql://user@host:5432/db"
+            )
+        return value
 
     @classmethod
     def settings_customise_sources(

@@ -103,6 +103,7 @@ def make_route(brain: Brain) -> Node:
             by=decision["by"],
             candidates=decision["candidates"],
             skills=decision["skills"],
+            reason=decision["reason"],
         )
         return {"route": decision, "usage": usage, "schema_version": SCHEMA_VERSION}
 

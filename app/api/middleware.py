@@ -1,11 +1,15 @@
-"""Bind a request id (and the thread id header) to every log line of a request."""
+"""Bind a request id (and the thread id header) to every log line of a request; refuse
+bodies over the size limit before they are read."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.api.errors import error_body
 
 log = structlog.get_logger("app.request")
 
@@ -13,8 +17,9 @@ log = structlog.get_logger("app.request")
 class RequestContextMiddleware:
     """Pure ASGI middleware, so the bound context also covers streamed responses."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: int = 16 * 1024 * 1024) -> None:
         self.app = app
+        self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -38,7 +43,31 @@ class RequestContextMiddleware:
             await send(message)
 
         try:
+            length = headers.get("content-length", "0")
+            if length.isdigit() and int(length) > self.max_body_bytes:
+                await self._too_large(send_with_id, int(length))
+                return
             await self.app(scope, receive, send_with_id)
         finally:
             log.info("http.request", method=scope["method"], path=scope["path"], status=status)
             structlog.contextvars.clear_contextvars()
+
+    async def _too_large(self, send: Send, length: int) -> None:
+        message = (
+            f"The request body is {length:,} bytes; the limit is {self.max_body_bytes:,} "
+            "(SKILLDESK_MAX_REQUEST_BYTES)."
+        )
+        body = json.dumps(
+            error_body(message, "invalid_request_error", "request_too_large")
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})

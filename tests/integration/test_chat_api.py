@@ -312,3 +312,30 @@ def test_a_retried_request_after_a_failure_is_not_stored_twice(
     client.post("/v1/chat/completions", json={"messages": [USER]}, headers=headers)
     sent = [m["content"] for m in fake_llm.requests[-1]["messages"] if m["role"] == "user"]
     assert sent == [USER["content"]] * 2
+
+
+def test_oversized_requests_are_refused_before_they_are_stored(
+    make_settings: Any, fake_llm: FakeLLM
+) -> None:
+    settings = make_settings(
+        model="openai/fake-model", model_api_base=fake_llm.base_url, max_request_bytes=50_000
+    )
+    with TestClient(create_app(settings)) as small:
+        headers = {"X-Thread-Id": "big"}
+        huge = {"messages": [{"role": "user", "content": "x" * 60_000}]}
+        response = small.post("/v1/chat/completions", json=huge, headers=headers)
+        assert response.status_code == 413
+        assert response.json()["error"]["code"] == "request_too_large"
+        assert "SKILLDESK_MAX_REQUEST_BYTES" in response.json()["error"]["message"]
+        fake_llm.script(Reply(content="Fine."))
+        ok = small.post("/v1/chat/completions", json={"messages": [USER]}, headers=headers)
+        assert ok.json()["choices"][0]["message"]["content"] == "Fine."
+
+
+def test_a_message_over_the_text_limit_names_it(client: TestClient, fake_llm: FakeLLM) -> None:
+    long = {"role": "user", "content": [{"type": "text", "text": "y" * 100_001}]}
+    response = client.post("/v1/chat/completions", json={"messages": [long]})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert (error["code"], error["param"]) == ("message_too_long", "messages.0.content")
+    assert fake_llm.requests == []

@@ -163,7 +163,10 @@ def test_direct_tool_call_errors_are_readable(client: TestClient) -> None:
     assert failed["error"]["code"] == "tool_failed"
     assert "no order ORD9" in failed["error"]["message"]
     wrong = client.post("/v1/skills/weather-report/tools/get_order", json={"arguments": {}})
-    assert wrong.status_code == 404
+    assert (wrong.status_code, wrong.json()["error"]["code"]) == (404, "tool_not_found")
+    unwrapped = client.post("/v1/skills/order-lookup/tools/get_order", json={"order_id": "ORD1"})
+    assert unwrapped.status_code == 400
+    assert unwrapped.json()["error"]["param"] == "order_id"
 
 
 def chat(client: TestClient, text: str, thread: str) -> dict[str, Any]:

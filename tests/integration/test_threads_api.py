@@ -49,6 +49,7 @@ def test_a_run_streams_its_route_tools_tokens_and_end(
     route = next(data for name, data in events if name == "route_decided")
     assert (route["kind"], route["target"], route["by"]) == ("skill", "order-lookup", "retrieval")
     assert route["candidates"][0]["score"] > 0
+    assert route["reason"].startswith("score ")  # "score 0.71, margin 0.30"
     called = next(data for name, data in events if name == "tool_called")
     assert called["tool"] == "get_order"
     assert called["arguments"] == {"order_id": "ORD1001"}

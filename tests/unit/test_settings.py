@@ -35,6 +35,22 @@ def test_bad_value_names_the_environment_variable(monkeypatch: pytest.MonkeyPatc
         load_settings()
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "words"),
+    [
+        ("SKILLDESK_CHECKPOINT_URL", "mysql://x", "postgresql://"),
+        ("SKILLDESK_SKILLS_EMBEDDING_PRECISION", "fp16", "int8"),
+    ],
+)
+def test_an_unknown_store_or_precision_stops_start_up_naming_it(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, words: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError, match=variable) as info:
+        load_settings()
+    assert words in str(info.value)
+
+
 def test_missing_config_file_is_reported(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("SKILLDESK_CONFIG_FILE", str(tmp_path / "nope.yaml"))
     with pytest.raises(ConfigError, match="SKILLDESK_CONFIG_FILE"):

@@ -20,6 +20,7 @@ from app.api.deps import ServicesDep, run_target
 from app.api.errors import ApiError, error_body, model_error
 
 router = APIRouter(tags=["chat"])
+MAX_MESSAGES = 5_000  # in one request (clients may resend a whole conversation)
 _THREAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
 
@@ -47,7 +48,7 @@ class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     model: str = Field("skilldesk", description="A model profile name; otherwise the default.")
-    messages: list[ChatMessage] = Field(min_length=1)
+    messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_MESSAGES)
     stream: StrictBool | None = Field(False, description="Stream SSE chunks (null: no).")
     stream_options: StreamOptions | None = None
     skill: str | None = Field(None, description="Skilldesk: answer with this skill.")

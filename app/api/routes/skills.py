@@ -7,7 +7,7 @@ import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from agents.skills.definitions import definition
 from agents.skills.registry import SkillNotFound
@@ -18,7 +18,9 @@ router = APIRouter(prefix="/v1/skills", tags=["skills"])
 
 
 class ToolCallRequest(BaseModel):
-    """Arguments of a direct tool call."""
+    """Arguments of a direct tool call: ``{"arguments": {...}}`` and nothing else."""
+
+    model_config = ConfigDict(extra="forbid")
 
     arguments: dict[str, Any] = Field(default_factory=dict, description="Per the tool's schema.")
 
@@ -81,11 +83,11 @@ async def call_tool(
         skill = registry.get(name)
         owner, _ = registry.tool(tool)
     except SkillNotFound as exc:
-        raise ApiError(404, "not_found", str(exc)) from None
+        raise ApiError(404, "skill_not_found", str(exc)) from None
     if owner.name != skill.name:
         raise ApiError(
             404,
-            "not_found",
+            "tool_not_found",
             f"skill {name!r} has no tool {tool!r}; it has {[t.name for t in skill.tools]}",
         )
     result = await services.skills.call(tool, body.arguments, idempotency_key=idempotency_key)

@@ -13,6 +13,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, Field, field_validator
 from pydantic_core import PydanticCustomError
 
+from agents.conversations import MAX_MESSAGE_CHARS
 from agents.events import Event, RunFinished
 from app.api.deps import ServicesDep, run_target
 from app.api.errors import ApiError
@@ -24,7 +25,7 @@ ThreadId = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")]
 class RunRequest(BaseModel):
     """One user message and, optionally, what should answer it."""
 
-    message: str = Field(max_length=100_000, description="The user's message.")
+    message: str = Field(max_length=MAX_MESSAGE_CHARS, description="The user's message.")
     skill: str | None = Field(None, description="Answer with this skill.")
     workflow: str | None = Field(None, description="Run this workflow.")
     model: str | None = Field(None, description="A model profile name for this run.")
