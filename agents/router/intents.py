@@ -31,3 +31,24 @@ _DEPENDS = re.compile(
 def independent(text: str) -> bool:
     """Whether the requests in ``text`` read as independent of one another."""
     return _DEPENDS.search(text) is None
+
+
+# Greetings, thanks, farewells and questions about the assistant itself: small talk that never
+# continues the previous request, however short ("hi there, who are you?").
+_SMALL_TALK = re.compile(
+    r"^\W*(hi|hello|hey|howdy|good (morning|afternoon|evening)|thanks|thank you|thx|cheers|"
+    r"bye|goodbye|see you)\b|\b(who are you|what are you|what can you do)\b|"
+    r"^\W*(你好|您好|嗨|谢谢|多谢|再见)|你是谁|你能做什么",
+    re.IGNORECASE,
+)
+# What makes a short message lean on the previous one ("and the other one?", "what about 7?").
+_CONTINUES = re.compile(
+    r"\b(and|also|what about|how about|same|again|other|another|that|those|it|its)\b|\d|"
+    r"还有|那个|另一个|同样|也",
+    re.IGNORECASE,
+)
+
+
+def small_talk(text: str) -> bool:
+    """Whether ``text`` is only small talk (so not a follow-up of the previous request)."""
+    return _SMALL_TALK.search(text) is not None and _CONTINUES.search(text) is None

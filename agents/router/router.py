@@ -19,7 +19,7 @@ from agents.graph.context import BudgetExceeded, RunContext
 from agents.models import ModelGateway
 from agents.models.structured import forced_call, function_tool
 from agents.prompts import Prompts
-from agents.router.intents import split_intents
+from agents.router.intents import small_talk, split_intents
 from agents.router.workflows import NoWorkflows, WorkflowMatcher
 from agents.skills.index import SearchHit
 from agents.skills.service import SkillService
@@ -146,8 +146,10 @@ class Router:
             )
         follow = (previous or {}).get("target") if (previous or {}).get("kind") == "skill" else None
         short = _words(text) <= self.options.follow_up_words
-        if follow in self.skills.registry and (
-            top.name == follow or top.score < self.options.ambiguous_floor or short
+        if (
+            follow in self.skills.registry
+            and not small_talk(text)
+            and (top.name == follow or top.score < self.options.ambiguous_floor or short)
         ):
             return Route(
                 "skill",

@@ -535,6 +535,16 @@ async def test_a_follow_up_stays_with_the_previous_skill_without_a_model_call(
     assert final(events).message.content == "ORD1002 too."
 
 
+async def test_small_talk_after_a_skill_turn_goes_to_the_assistant(
+    services: Services, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="ORD1001 has shipped."), Reply(content="I am Skilldesk."))
+    await turn(services, "where is my order ORD1001?", "chat-after")
+    events = await turn(services, "hi there, who are you?", "chat-after")
+    assert route_of(events).kind == "general"
+    assert final(events).message.content == "I am Skilldesk."
+
+
 async def test_two_turns_at_once_on_one_thread_both_keep_their_messages(
     services: Services, fake_llm: FakeLLM
 ) -> None:

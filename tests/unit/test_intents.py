@@ -1,0 +1,44 @@
+"""How the router reads a message: its requests, and whether it is small talk."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.router.intents import independent, small_talk, split_intents
+
+
+def test_two_requests_joined_by_and_are_two_clauses() -> None:
+    assert split_intents("check order ORD1234 and tell me if CNC-001 has open alarms") == [
+        "check order ORD1234",
+        "tell me if CNC-001 has open alarms",
+    ]
+    assert split_intents("查一下订单ORD1234，另外CNC-001有告警吗") == [
+        "查一下订单ORD1234",
+        "CNC-001有告警吗",
+    ]
+
+
+def test_a_request_that_uses_another_ones_result_is_not_independent() -> None:
+    assert independent("check order ORD1 and tell me if CNC-001 has alarms")
+    assert not independent("look up ORD1 then create a work order for it")
+
+
+@pytest.mark.parametrize(
+    "text", ["hi there, who are you?", "thanks!", "Thank you so much", "你好", "what can you do"]
+)
+def test_greetings_thanks_and_questions_about_the_assistant_are_small_talk(text: str) -> None:
+    assert small_talk(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "and the other one?",
+        "hi, what about ORD1002?",
+        "yes",
+        "谢谢，还有ORD1002呢",
+        "thanks, same for 7",
+    ],
+)
+def test_a_message_that_leans_on_the_previous_one_is_not_small_talk(text: str) -> None:
+    assert not small_talk(text)
