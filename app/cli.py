@@ -84,12 +84,23 @@ def chat(
     data_dir: Annotated[Path | None, typer.Option(help="Data directory (in-process).")] = None,
 ) -> None:
     """Chat in the terminal. Empty line or Ctrl-D ends."""
+    import os
+
+    from app.logging import configure_logging
+
     thread_id = thread or uuid.uuid4().hex
     typer.echo(f"thread {thread_id} — empty line or Ctrl-D to quit", err=True)
     if url:
-        _chat_remote(url.rstrip("/"), thread_id)
+        ok = _chat_remote(url.rstrip("/"), thread_id)
     else:
-        asyncio.run(_chat_local(load_cli_settings(data_dir=data_dir), thread_id))
+        settings = load_cli_settings(data_dir=data_dir)
+        # The service's log lines would interleave with the conversation: warnings only,
+        # on stderr, unless SKILLDESK_LOG_LEVEL asks for more.
+        level = settings.log_level if "SKILLDESK_LOG_LEVEL" in os.environ else "warning"
+        configure_logging(level, settings.log_format)
+        ok = asyncio.run(_chat_local(settings, thread_id))
+    if not ok:
+        raise typer.Exit(1)  # a turn failed (the error was shown): scripts can tell
 
 
 def _lines() -> Any:
@@ -103,7 +114,7 @@ def _lines() -> Any:
         yield line
 
 
-def _chat_remote(url: str, thread_id: str) -> None:
+def _chat_remote(url: str, thread_id: str) -> bool:
     import httpx
     from openai import OpenAI, OpenAIError
 
@@ -113,6 +124,7 @@ def _chat_remote(url: str, thread_id: str) -> None:
         default_headers={"X-Thread-Id": thread_id},
         max_retries=0,
     )
+    ok = True
     for line in _lines():
         try:
             stream = client.chat.completions.create(
@@ -124,14 +136,17 @@ def _chat_remote(url: str, thread_id: str) -> None:
             typer.echo()
         except (OpenAIError, httpx.HTTPError) as exc:
             typer.echo(f"error: {exc}", err=True)
+            ok = False
+    return ok
 
 
-async def _chat_local(settings: Any, thread_id: str) -> None:
+async def _chat_local(settings: Any, thread_id: str) -> bool:
     from langchain_core.messages import HumanMessage
 
     from agents.events import RunFailed, RunFinished, Token
     from app.services import open_services
 
+    ok = True
     async with open_services(settings) as services:
         for line in _lines():
             streamed = False
@@ -145,4 +160,6 @@ async def _chat_local(settings: Any, thread_id: str) -> None:
                     typer.echo(event.message.text, nl=False)
                 elif isinstance(event, RunFailed):
                     typer.echo(f"error: {event.message}", err=True)
+                    ok = False
             typer.echo()
+    return ok

@@ -217,6 +217,19 @@ def test_terminal_chat_in_process_without_a_model_says_what_to_set(tmp_path: Pat
     )
     assert done.returncode == 0, done.stderr
     assert "SKILLDESK_MODEL" in done.stdout
+    assert "service.ready" not in done.stdout + done.stderr  # no log lines in the chat
+
+
+def test_terminal_chat_exits_1_when_the_service_is_unreachable() -> None:
+    done = subprocess.run(
+        [SKILLDESK, "chat", "--url", "http://127.0.0.1:9"],
+        input="hello\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert "error:" in done.stderr
 
 
 def test_terminal_chat_against_a_running_service(start_service: Any, fake_llm: FakeLLM) -> None:
