@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from agents.skills.spec import is_valid_name
+
+SCHEMA_FILE = Path(__file__).with_name("skill.schema.json")
 
 SKILL_MD = """---
 name: {name}
@@ -23,7 +26,7 @@ Tell the model how to use this skill:
 3. Policies: what it must never do.
 """
 
-SKILL_YAML = """# yaml-language-server: $schema=../../agents/skills/skill.schema.json
+SKILL_YAML = """# yaml-language-server: $schema={schema}
 triggers: [{name}]
 examples:
   - "An utterance that should select {name}"
@@ -61,7 +64,10 @@ def scaffold(skills_dir: Path, name: str) -> Path:
         raise ValueError(f"{folder} already exists")
     func = name.replace("-", "_") + "_run"
     folder.mkdir(parents=True)
-    values = {"name": name, "func": func, "title": name.replace("-", " ").title()}
+    # The editor's schema hint, relative to wherever the folder is (as the bundled skills'
+    # ../../agents/skills/skill.schema.json is).
+    schema = Path(os.path.relpath(SCHEMA_FILE, folder.resolve())).as_posix()
+    values = {"name": name, "func": func, "title": name.replace("-", " ").title(), "schema": schema}
     (folder / "SKILL.md").write_text(SKILL_MD.format(**values), encoding="utf-8")
     (folder / "skill.yaml").write_text(SKILL_YAML.format(**values), encoding="utf-8")
     (folder / "handler.py").write_text(HANDLER.format(**values), encoding="utf-8")

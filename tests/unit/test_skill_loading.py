@@ -219,6 +219,11 @@ def test_scaffolded_skill_validates(tmp_path: Path) -> None:
     folder = scaffold(tmp_path, "my-new-skill")
     skill = load_skill(folder)
     assert skill.tools[0].name == "my_new_skill_run"
+    # The editor's schema hint resolves from wherever the folder is.
+    first = (folder / "skill.yaml").read_text(encoding="utf-8").splitlines()[0]
+    hint = first.removeprefix("# yaml-language-server: $schema=")
+    assert (folder / hint).resolve().name == "skill.schema.json"
+    assert (folder / hint).resolve().is_file()
     with pytest.raises(ValueError, match="not a valid skill name"):
         scaffold(tmp_path, "My Skill")
     with pytest.raises(ValueError, match="already exists"):
