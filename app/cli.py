@@ -84,8 +84,6 @@ def chat(
     data_dir: Annotated[Path | None, typer.Option(help="Data directory (in-process).")] = None,
 ) -> None:
     """Chat in the terminal. Empty line or Ctrl-D ends."""
-    import os
-
     from app.logging import configure_logging
 
     thread_id = thread or uuid.uuid4().hex
@@ -95,8 +93,8 @@ def chat(
     else:
         settings = load_cli_settings(data_dir=data_dir)
         # The service's log lines would interleave with the conversation: warnings only,
-        # on stderr, unless SKILLDESK_LOG_LEVEL asks for more.
-        level = settings.log_level if "SKILLDESK_LOG_LEVEL" in os.environ else "warning"
+        # on stderr, unless SKILLDESK_LOG_LEVEL (or the config file) asks for more.
+        level = settings.log_level if "log_level" in settings.model_fields_set else "warning"
         configure_logging(level, settings.log_format)
         ok = asyncio.run(_chat_local(settings, thread_id))
     if not ok:

@@ -99,6 +99,11 @@ class Settings(BaseSettings):
     def _lower(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value
 
+    @field_validator("checkpoint_url", mode="before")
+    @classmethod
+    def _blank_is_default(cls, value: Any) -> Any:
+        return (value.strip() or None) if isinstance(value, str) else value
+
     @field_validator("checkpoint_url")
     @classmethod
     def _known_store(cls, value: str | None) -> str | None:

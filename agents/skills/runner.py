@@ -56,6 +56,7 @@ class ToolRunner:
         self.data_dir = data_dir
         self._modules: dict[tuple[str, str, str], types.ModuleType] = {}
         self._lock = threading.Lock()
+        self._threads = HandlerThreads()
         self.imported: list[str] = []  # "skill:module" in import order (for tests and bench)
 
     async def call(
@@ -78,7 +79,18 @@ class ToolRunner:
         if problem is not None:
             return _error(tool_name, "invalid_arguments", problem, started)
         try:  # imported off the event loop: a slow import must not stall other requests
-            function = await _in_thread(self._function, skill, spec)
+            function = self._cached(skill, spec)
+            if function is None:
+                function = await asyncio.wait_for(
+                    self._threads.run(self._function, skill, spec), _IMPORT_TIMEOUT_S
+                )
+        except TimeoutError:
+            return _error(
+                tool_name,
+                "handler_import_failed",
+                f"the handler of skill {skill.name!r} did not load within {_IMPORT_TIMEOUT_S:g} s",
+                started,
+            )
         except Exception as exc:
             log.warning("tool.import_failed", skill=skill.name, tool=tool_name, error=str(exc))
             return _error(
@@ -99,8 +111,7 @@ class ToolRunner:
             if inspect.iscoroutinefunction(function):
                 value = await asyncio.wait_for(_contained(function(**args)), spec.timeout_s)
             else:
-                value = await asyncio.wait_for(_in_thread(function, **args), spec.timeout_s)
-            data = _plain(value)
+                value = await asyncio.wait_for(self._threads.run(function, **args), spec.timeout_s)
         except TimeoutError:
             return _error(
                 tool_name,
@@ -108,6 +119,8 @@ class ToolRunner:
                 f"{tool_name} did not finish within {spec.timeout_s:g} s",
                 started,
             )
+        except HandlersBusy as exc:
+            return _error(tool_name, "busy", str(exc), started)
         except Exception as exc:
             log.info("tool.failed", skill=skill.name, tool=tool_name, error=str(exc))
             return _error(
@@ -117,12 +130,25 @@ class ToolRunner:
                 started,
             )
         limits = effective_limits(skill.config.limits, spec.limits)
-        content, data, truncated = trim(data, limits)
+        try:
+            content, data, truncated = trim(value, limits)
+        except (TypeError, ValueError) as exc:
+            return _error(
+                tool_name,
+                "tool_failed",
+                f"{tool_name} returned data that is not JSON: {exc}",
+                started,
+            )
         ms = (time.perf_counter() - started) * 1000
         log.info(
             "tool.called", skill=skill.name, tool=tool_name, ms=round(ms, 1), truncated=truncated
         )
         return ToolResult(tool_name, True, content, data, None, truncated, ms)
+
+    def _cached(self, skill: Skill, spec: ToolSpec) -> Any:
+        module_name, function_name = spec.handler.split(":")
+        module = self._modules.get((skill.name, module_name, skill.fingerprint))
+        return None if module is None else getattr(module, function_name)
 
     def _function(self, skill: Skill, spec: ToolSpec) -> Any:
         module_name, function_name = spec.handler.split(":")
@@ -143,40 +169,73 @@ class HandlerExit(RuntimeError):
     """A handler raised SystemExit or KeyboardInterrupt: a failed call, not a stopped service."""
 
 
-async def _in_thread(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """``function`` on a daemon thread of its own, awaited.
+class HandlersBusy(RuntimeError):
+    """Every handler thread is taken (hung handlers keep theirs)."""
+
+
+_IMPORT_TIMEOUT_S = 60.0
+_MAX_HANDLER_THREADS = 64
+
+
+class HandlerThreads:
+    """Runs sync handlers (and imports), each on a daemon thread of its own, awaited.
 
     Not the event loop's shared pool: a handler that outlives its timeout keeps its thread
     (Python cannot stop one), and in a shared pool a few hung handlers would queue every
-    other request behind them, nor would the process exit while they hang.
+    other request behind them, nor would the process exit while they hang. At most
+    ``limit`` run at once; past that a call fails as busy instead of queueing. A handler
+    keeping per-thread state (a thread-local session, an SQLite connection made at import)
+    gets a fresh thread per call: open such things inside the call.
     """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-    context = contextvars.copy_context()
 
-    def settle(result: Any, error: BaseException | None) -> None:
-        if future.done():  # timed out meanwhile
-            return
-        if error is None:
-            future.set_result(result)
-        else:
-            future.set_exception(error)
+    def __init__(self, limit: int = _MAX_HANDLER_THREADS) -> None:
+        self.limit = limit
+        self.running = 0  # threads alive, hung ones included
+        self._count = threading.Lock()
 
-    def work() -> None:
-        result, error = None, None
-        try:
-            result = context.run(function, *args, **kwargs)
-        except BaseException as exc:  # SystemExit from a handler included
-            error = _as_error(exc)
-        with contextlib.suppress(RuntimeError):  # the loop closed while it hung: nobody waits
-            loop.call_soon_threadsafe(settle, result, error)
+    async def run(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``function(*args, **kwargs)`` on its own thread; raises HandlersBusy at the limit."""
+        with self._count:
+            if self.running >= self.limit:
+                raise HandlersBusy(
+                    f"{self.running} handler calls are still running (hung ones included); "
+                    "try again later"
+                )
+            self.running += 1
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        context = contextvars.copy_context()
 
-    threading.Thread(target=work, name="skilldesk-tool", daemon=True).start()
-    return await future
+        def settle(result: Any, error: BaseException | None) -> None:
+            if future.done():  # timed out meanwhile
+                return
+            if error is None:
+                future.set_result(result)
+            else:
+                future.set_exception(error)
+
+        def work() -> None:
+            result, error = None, None
+            try:
+                result = context.run(function, *args, **kwargs)
+            except BaseException as exc:  # SystemExit from a handler included
+                error = _as_error(exc)
+            finally:
+                with self._count:
+                    self.running -= 1
+            with contextlib.suppress(RuntimeError):  # the loop closed while it hung
+                loop.call_soon_threadsafe(settle, result, error)
+
+        threading.Thread(target=work, name="skilldesk-tool", daemon=True).start()
+        return await future
 
 
 async def _contained(call: Awaitable[Any]) -> Any:
-    """Await an async handler; SystemExit or KeyboardInterrupt becomes a HandlerExit."""
+    """Await an async handler; SystemExit or KeyboardInterrupt becomes a HandlerExit.
+
+    Only the handler's own coroutine is covered: a task it spawns and never awaits is outside
+    (await what you start). CancelledError passes through: it is how the timeout stops it.
+    """
     try:
         return await call
     except (SystemExit, KeyboardInterrupt) as exc:
@@ -184,22 +243,20 @@ async def _contained(call: Awaitable[Any]) -> Any:
 
 
 def _as_error(exc: BaseException) -> BaseException:
-    if isinstance(exc, SystemExit | KeyboardInterrupt):
+    # Anything but a plain Exception (SystemExit, CancelledError...) would stop more than the
+    # call; a StopIteration cannot be set on a future at all.
+    if not isinstance(exc, Exception) or isinstance(exc, StopIteration | StopAsyncIteration):
         return HandlerExit(f"the handler raised {type(exc).__name__}({exc})")
     return exc
 
 
-def _plain(value: Any) -> Any:
-    """The handler's result as JSON data (sets, bytes, objects become their text)."""
-    try:
-        json.dumps(value, ensure_ascii=False)
-        return value
-    except (TypeError, ValueError):
-        return json.loads(json.dumps(value, ensure_ascii=False, default=_text))
+def _lists(value: Any) -> Any:
+    """A top-level tuple or set as a list, so the item limit applies to it."""
+    return list(value) if isinstance(value, tuple | set | frozenset) else value
 
 
 def _text(value: Any) -> Any:
-    if isinstance(value, set | frozenset | tuple):
+    if isinstance(value, set | frozenset):
         return list(value)
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
@@ -284,7 +341,7 @@ def _idempotency_key(
 def trim(value: Any, limits: ResultLimits) -> tuple[str, Any, bool]:
     """Apply the declared limits: keep fields, cap items, cap characters."""
     truncated = False
-    data = value
+    data = _lists(value)
     if limits.keep_fields is not None:
         data = _keep(data, set(limits.keep_fields))
     if limits.max_items is not None and isinstance(data, list) and len(data) > limits.max_items:
@@ -294,7 +351,11 @@ def trim(value: Any, limits: ResultLimits) -> tuple[str, Any, bool]:
             if isinstance(item, list) and len(item) > limits.max_items:
                 data = {**data, key: item[: limits.max_items]}
                 truncated = True
-    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
+    if isinstance(data, str):
+        text = data
+    else:  # the data becomes JSON as the model reads it (sets as lists, bytes as text)
+        text = json.dumps(data, ensure_ascii=False, default=_text)
+        data = json.loads(text)
     if len(text) > limits.max_chars:
         cut = len(text) - limits.max_chars
         text = text[: limits.max_chars] + f"…[truncated {cut} characters]"

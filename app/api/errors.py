@@ -87,7 +87,7 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         message = str(exc.detail)
-        if exc.status_code == 400 and "parsing the body" in message:  # e.g. not UTF-8
+        if exc.status_code == 400 and message == "There was an error parsing the body":
             code, message = "invalid_json", "The request body is not valid JSON (UTF-8)."
         return JSONResponse(
             error_body(message, "invalid_request_error", code), status_code=exc.status_code

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from agents.skills.registry import SkillRegistry
-from agents.skills.runner import ToolRunner
+from agents.skills.runner import HandlersBusy, HandlerThreads, ToolRunner
 from tests.skillkit import tool, write_skill
 
 HANDLER = """
@@ -42,6 +43,12 @@ def hang(seconds):
     import time
     time.sleep(seconds)
     return "woke"
+
+def stop():
+    raise StopIteration("done early")
+
+def pairs():
+    return tuple((i, i * i) for i in range(10))
 
 def odd():
     return {"tags": {"a"}, "raw": b"\\xffok", "when": Path("/x")}
@@ -87,6 +94,8 @@ def runner(tmp_path: Path) -> ToolRunner:
                     timeout_s=0.1,
                 ),
                 tool("odd", "handler:odd"),
+                tool("stop", "handler:stop"),
+                tool("pairs", "handler:pairs", limits={"max_items": 3}),
             ],
         },
         handler=HANDLER,
@@ -276,3 +285,26 @@ async def test_results_that_are_not_json_become_their_text(runner: ToolRunner) -
     assert result.ok
     assert result.data == {"tags": ["a"], "raw": "\ufffdok", "when": "/x"}
     assert json.loads(result.content) == result.data
+
+
+async def test_a_handler_raising_stop_iteration_fails_the_call(runner: ToolRunner) -> None:
+    result = await runner.call("stop", {})
+    assert (result.error_code, "StopIteration" in result.content) == ("tool_failed", True)
+
+
+async def test_a_tuple_result_is_capped_like_a_list(runner: ToolRunner) -> None:
+    result = await runner.call("pairs", {})
+    assert (result.data, result.truncated) == ([[0, 0], [1, 1], [2, 4]], True)
+
+
+async def test_past_the_thread_limit_a_call_is_refused_as_busy() -> None:
+    threads = HandlerThreads(limit=2)
+    release = threading.Event()
+    hung = [asyncio.create_task(threads.run(release.wait, 5)) for _ in range(2)]
+    await asyncio.sleep(0.05)
+    with pytest.raises(HandlersBusy, match="2 handler calls are still running"):
+        await threads.run(lambda: 1)
+    release.set()
+    assert await asyncio.gather(*hung) == [True, True]
+    assert await threads.run(lambda: 7) == 7
+    assert threads.running == 0

@@ -81,10 +81,13 @@ async def call_tool(
     registry = services.skills.registry
     try:
         skill = registry.get(name)
-        owner, _ = registry.tool(tool)
     except SkillNotFound as exc:
-        raise ApiError(404, "skill_not_found", str(exc)) from None
-    if owner.name != skill.name:
+        raise ApiError(404, "skill_not_found", str(exc), param="name") from None
+    try:
+        owner, _ = registry.tool(tool)
+    except SkillNotFound:
+        owner = None
+    if owner is None or owner.name != skill.name:
         raise ApiError(
             404,
             "tool_not_found",
