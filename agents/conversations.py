@@ -364,12 +364,19 @@ def new_turn(messages: list[dict[str, Any]], *, has_history: bool) -> list[BaseM
             + "; add the user's message, with non-empty content.",
             "messages",
         )
-    last_role = numbered[-1][1].get("role")
-    if last_role != "user":
+    final_index, final = numbered[-1]
+    if final.get("role") != "user":
         raise InvalidTurn(
             "no_new_message",
-            f"The request's last message is the {last_role}'s; end it with the user's message.",
-            f"messages.{numbered[-1][0]}",
+            f"The request's last message is the {final.get('role')}'s; end it with the user's "
+            "message.",
+            f"messages.{final_index}",
+        )
+    if not _has_text(final.get("content")):
+        raise InvalidTurn(
+            "no_new_message",
+            f"messages[{final_index}] is empty; the user's message needs some content.",
+            f"messages.{final_index}.content",
         )
     for i, m in numbered:
         if _text_length(m.get("content")) > MAX_MESSAGE_CHARS:

@@ -33,22 +33,23 @@ def independent(text: str) -> bool:
     return _DEPENDS.search(text) is None
 
 
-# Greetings, thanks, farewells and questions about the assistant itself: small talk that never
-# continues the previous request, however short ("hi there, who are you?").
-_SMALL_TALK = re.compile(
-    r"^\W*(hi|hello|hey|howdy|good (morning|afternoon|evening)|thanks|thank you|thx|cheers|"
-    r"bye|goodbye|see you)\b|\b(who are you|what are you|what can you do)\b|"
-    r"^\W*(你好|您好|嗨|谢谢|多谢|再见)|你是谁|你能做什么",
-    re.IGNORECASE,
+# Greetings, thanks, farewells and questions about the assistant itself, as the whole message:
+# small talk never continues the previous request, however short ("hi there, who are you?").
+# A greeting in front of a request ("thanks! now cancel the order") is not small talk.
+_GREETING = (
+    r"(hi|hello|hey|howdy|good (morning|afternoon|evening)|thanks( a lot| so much| again)?|"
+    r"thank you( so much| very much| again)?|thx|cheers|bye|goodbye|see you|ok thanks|"
+    r"你好|您好|嗨|谢谢|多谢|再见)"
 )
-# What makes a short message lean on the previous one ("and the other one?", "what about 7?").
-_CONTINUES = re.compile(
-    r"\b(and|also|what about|how about|same|again|other|another|that|those|it|its)\b|\d|"
-    r"还有|那个|另一个|同样|也",
+_ABOUT_YOU = r"(who are you|what are you|what can you do|你是谁|你能做什么)"
+_CLOSING = r"(there|everyone|that'?s all|that is all|it works|all good|没事了)"
+_SMALL_TALK = re.compile(
+    rf"^\W*(({_GREETING}|{_ABOUT_YOU}|{_CLOSING})([\W\s]+|$))+$",
     re.IGNORECASE,
 )
 
 
 def small_talk(text: str) -> bool:
     """Whether ``text`` is only small talk (so not a follow-up of the previous request)."""
-    return _SMALL_TALK.search(text) is not None and _CONTINUES.search(text) is None
+    text = text.strip()
+    return len(text) <= 200 and _SMALL_TALK.match(text) is not None

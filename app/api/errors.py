@@ -85,7 +85,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        code = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}.get(
+            exc.status_code, "http_error"
+        )
         message = str(exc.detail)
         if exc.status_code == 400 and message == "There was an error parsing the body":
             code, message = "invalid_json", "The request body is not valid JSON (UTF-8)."

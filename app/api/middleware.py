@@ -7,6 +7,7 @@ import json
 import uuid
 
 import structlog
+from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import error_body
@@ -47,16 +48,34 @@ class RequestContextMiddleware:
             if length.isdigit() and int(length) > self.max_body_bytes:
                 await self._too_large(send_with_id, int(length))
                 return
-            await self.app(scope, receive, send_with_id)
+            await self.app(scope, self._counted(receive), send_with_id)
         finally:
             log.info("http.request", method=scope["method"], path=scope["path"], status=status)
             structlog.contextvars.clear_contextvars()
 
-    async def _too_large(self, send: Send, length: int) -> None:
-        message = (
-            f"The request body is {length:,} bytes; the limit is {self.max_body_bytes:,} "
-            "(SKILLDESK_MAX_REQUEST_BYTES)."
+    def _counted(self, receive: Receive) -> Receive:
+        """``receive`` that stops a body without Content-Length (chunked) at the limit."""
+        received = 0
+
+        async def counted() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_body_bytes:
+                    raise HTTPException(413, detail=self._message(received, "at least "))
+            return message
+
+        return counted
+
+    def _message(self, length: int, at_least: str = "") -> str:
+        return (
+            f"The request body is {at_least}{length:,} bytes; the limit is "
+            f"{self.max_body_bytes:,} (SKILLDESK_MAX_REQUEST_BYTES)."
         )
+
+    async def _too_large(self, send: Send, length: int) -> None:
+        message = self._message(length)
         body = json.dumps(
             error_body(message, "invalid_request_error", "request_too_large")
         ).encode()

@@ -327,6 +327,16 @@ def test_oversized_requests_are_refused_before_they_are_stored(
         assert response.status_code == 413
         assert response.json()["error"]["code"] == "request_too_large"
         assert "SKILLDESK_MAX_REQUEST_BYTES" in response.json()["error"]["message"]
+        # Without Content-Length (chunked), the body is counted as it arrives.
+        raw = json.dumps(huge).encode()
+        chunks = (raw[i : i + 8192] for i in range(0, len(raw), 8192))
+        chunked = small.post(
+            "/v1/chat/completions",
+            content=chunks,
+            headers={**headers, "Content-Type": "application/json"},
+        )
+        assert chunked.status_code == 413
+        assert chunked.json()["error"]["code"] == "request_too_large"
         fake_llm.script(Reply(content="Fine."))
         ok = small.post("/v1/chat/completions", json={"messages": [USER]}, headers=headers)
         assert ok.json()["choices"][0]["message"]["content"] == "Fine."

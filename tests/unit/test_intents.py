@@ -24,7 +24,16 @@ def test_a_request_that_uses_another_ones_result_is_not_independent() -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["hi there, who are you?", "thanks!", "Thank you so much", "你好", "what can you do"]
+    "text",
+    [
+        "hi there, who are you?",
+        "thanks!",
+        "Thank you so much",
+        "你好",
+        "what can you do",
+        "thanks, that's all",
+        "bye bye",
+    ],
 )
 def test_greetings_thanks_and_questions_about_the_assistant_are_small_talk(text: str) -> None:
     assert small_talk(text)
@@ -42,3 +51,7 @@ def test_greetings_thanks_and_questions_about_the_assistant_are_small_talk(text:
 )
 def test_a_message_that_leans_on_the_previous_one_is_not_small_talk(text: str) -> None:
     assert not small_talk(text)
+
+
+def test_a_long_run_of_greetings_is_answered_at_once() -> None:
+    assert not small_talk("bye " * 25_000 + "x")  # no catastrophic backtracking

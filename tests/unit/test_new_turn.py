@@ -120,3 +120,9 @@ def test_a_turn_must_end_with_the_users_message() -> None:
         new_turn([HI, HELLO], has_history=False)
     assert (info.value.code, info.value.param) == ("no_new_message", "messages.1")
     assert "assistant" in info.value.message
+
+
+def test_a_blank_last_user_message_is_refused_even_after_a_real_one() -> None:
+    with pytest.raises(InvalidTurn) as info:
+        new_turn([HI, {"role": "user", "content": "  "}], has_history=False)
+    assert (info.value.code, info.value.param) == ("no_new_message", "messages.1.content")
