@@ -356,12 +356,11 @@ def new_turn(messages: list[dict[str, Any]], *, has_history: bool) -> list[BaseM
     if has_history:
         last = max((i for i, m in numbered if m.get("role") == "assistant"), default=-1)
         numbered = [(i, m) for i, m in numbered[last + 1 :] if m.get("role") not in _INSTRUCTIONS]
-    if not any(m.get("role") == "user" and _has_text(m.get("content")) for _, m in numbered):
+    if not numbered:
         raise InvalidTurn(
             "no_new_message",
-            "The request has no new user message"
-            + (" after the last assistant message" if has_history else "")
-            + "; add the user's message, with non-empty content.",
+            "The request has no new message after the last assistant message; add the "
+            "user's message.",
             "messages",
         )
     final_index, final = numbered[-1]

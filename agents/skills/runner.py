@@ -166,7 +166,8 @@ class ToolRunner:
 
 
 class HandlerExit(RuntimeError):
-    """A handler raised SystemExit or KeyboardInterrupt: a failed call, not a stopped service."""
+    """A handler raised what is not a plain Exception (SystemExit, KeyboardInterrupt,
+    CancelledError) or a StopIteration: a failed call, not a stopped service or run."""
 
 
 class HandlersBusy(RuntimeError):

@@ -61,8 +61,8 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
-        if any(err.get("type") == "json_invalid" for err in errors):
-            detail = next(err for err in errors if err.get("type") == "json_invalid")
+        detail = next((err for err in errors if err.get("type") == "json_invalid"), None)
+        if detail is not None:
             reason = (detail.get("ctx") or {}).get("error", "")
             body = error_body(
                 f"The request body is not valid JSON{f' ({reason})' if reason else ''}.",
