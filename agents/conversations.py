@@ -25,6 +25,7 @@ from agents.checkpoint import thread_lock
 from agents.errors import ModelError, SkilldeskError
 from agents.events import Event, RunFailed, RunFinished, Token, from_custom
 from agents.graph.context import RunBudget, RunContext
+from agents.router.router import Router
 
 log = structlog.get_logger(__name__)
 
@@ -47,13 +48,18 @@ class Conversations:
     Args:
         graph: The compiled conversation graph (with its checkpointer).
         limits: Budget applied to every run.
+        router: The graph's router, to start a turn's retrieval early (optional).
     """
 
     def __init__(
-        self, graph: CompiledStateGraph[Any, Any, Any, Any], limits: RunLimits | None = None
+        self,
+        graph: CompiledStateGraph[Any, Any, Any, Any],
+        limits: RunLimits | None = None,
+        router: Router | None = None,
     ) -> None:
         self.graph = graph
         self.limits = limits or RunLimits()
+        self.router = router
         self._locks: dict[str, asyncio.Lock] = {}
         self._waiting: dict[str, int] = {}
 
@@ -148,6 +154,9 @@ class Conversations:
         structlog.contextvars.bind_contextvars(thread_id=thread_id, run_id=run_id)
         log.info("run.started", new_messages=len(messages), profile=profile)
         try:
+            if self.router is not None:  # its query embedding overlaps the reads and writes
+                texts = [m.text for m in messages if isinstance(m, HumanMessage)]
+                self.router.anticipate(texts[-1] if texts else "", ctx)
             # One read of the thread before the run and none after: the run's last values are
             # the thread's state (each read deserialises the whole history).
             values = await self.state(thread_id)

@@ -18,7 +18,7 @@ from agents.graph.builder import build_graph
 from agents.graph.nodes import AnswerOptions
 from agents.models import ModelGateway
 from agents.prompts import Prompts
-from agents.router.router import RouterOptions
+from agents.router.router import Router, RouterOptions
 from agents.router.workflows import NoWorkflows, WorkflowMatcher
 from agents.skills.service import SkillService
 from agents.skills.watcher import start_watcher, stop_watcher
@@ -71,15 +71,9 @@ async def open_services(
     watcher = start_watcher(skills) if (settings.skills_watch if watch is None else watch) else None
     try:
         async with open_checkpointer(settings.resolved_checkpoint_url) as checkpointer:
-            graph = build_graph(
-                gateway,
-                checkpointer,
-                Prompts(settings.prompts_dir),
-                skills,
-                options,
-                router_options,
-                workflows,
-            )
+            prompts = Prompts(settings.prompts_dir)
+            router = Router(skills, gateway, prompts, workflows, router_options)
+            graph = build_graph(gateway, checkpointer, prompts, skills, options, router=router)
             log.info(
                 "service.ready",
                 checkpointer=type(checkpointer).__name__,
@@ -87,9 +81,8 @@ async def open_services(
                 skills=len(skills.registry),
                 skill_errors=len(skills.registry.errors),
             )
-            yield Services(
-                settings, gateway, checkpointer, Conversations(graph, limits), skills, workflows
-            )
+            conversations = Conversations(graph, limits, router)
+            yield Services(settings, gateway, checkpointer, conversations, skills, workflows)
     finally:
         if watcher is not None:
             await stop_watcher(*watcher)

@@ -52,14 +52,17 @@ def build_graph(
     options: AnswerOptions | None = None,
     router_options: RouterOptions | None = None,
     workflows: WorkflowMatcher | None = None,
+    router: Router | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """The conversation graph (see the module docstring)."""
+    """The conversation graph (see the module docstring); ``router`` replaces the one made
+    from ``router_options`` and ``workflows`` (the service shares its router with
+    Conversations)."""
     prompts = prompts or Prompts()
     brain = Brain(
         gateway,
         prompts,
         skills,
-        Router(skills, gateway, prompts, workflows, router_options),
+        router or Router(skills, gateway, prompts, workflows, router_options),
         options or AnswerOptions(),
     )
     graph = StateGraph(ThreadState, context_schema=RunContext)

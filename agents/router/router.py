@@ -6,7 +6,6 @@ calling, forced) breaks a tie only when they are not.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -117,7 +116,7 @@ class Router:
         if self.skills is None or not len(self.skills.registry):
             return Route("general", "retrieval", reason="no skills installed")
         # Retrieval runs the embedding model: off the event loop, so other requests proceed.
-        hits, multi = await asyncio.to_thread(self._retrieve, text)
+        hits, multi = await self.skills.off_loop(self._retrieve, text)
         candidates = tuple(
             {"name": h.name, "score": h.score, "dense": h.dense, "keyword": h.keyword} for h in hits
         )
@@ -168,6 +167,14 @@ class Router:
                 reason=f"best score {top.score:.2f} is below {self.options.ambiguous_floor:.2f}",
             )
         return await self._tie_break(text, [h.name for h in close], candidates, ctx, config)
+
+    def anticipate(self, text: str, ctx: RunContext) -> None:
+        """Start embedding what routing ``text`` will search, and return at once: the query
+        encoder works while the run reads the thread and writes its first checkpoint."""
+        if ctx.target_skill or ctx.target_workflow or self.skills is None or not text.strip():
+            return
+        clauses = split_intents(text)
+        self.skills.anticipate(clauses if len(clauses) >= 2 else [text])
 
     def _retrieve(self, text: str) -> tuple[list[SearchHit], list[dict[str, str]]]:
         """The message's best skills, and its requests when they name different skills.

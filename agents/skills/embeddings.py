@@ -9,7 +9,7 @@ import sqlite3
 import threading
 import warnings
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
@@ -55,8 +55,9 @@ class MiniLMEmbedder:
     _model: Any = None
     _compiled: ClassVar[dict[str, Any]] = {}  # precision -> the traced, frozen transformer
     _lock = threading.Lock()
-    _worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="skilldesk-embed")
+    _worker: ThreadPoolExecutor  # set below, and anew in a forked child
     _worker_thread: threading.Thread | None = None
+    _tokenizer: Any = None  # the fast tokenizer's Rust core, for one text at a time
     _threads: int | None = None  # torch's threads for a re-embed (its default: every core)
 
     def __init__(self, precision: Precision = "int8") -> None:
@@ -91,6 +92,12 @@ class MiniLMEmbedder:
                 log.info("embeddings.model_loaded", model=MODEL_ID)
             return self._model
 
+    @property
+    def executor(self) -> Executor:
+        """The thread the model runs on. Work submitted here (a whole search, say) calls
+        ``encode`` without crossing to another thread."""
+        return self._worker
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` (batched); rows are unit length. Safe to call from any thread."""
         if not texts:
@@ -106,7 +113,6 @@ class MiniLMEmbedder:
     def _encode(self, texts: list[str]) -> np.ndarray:
         import torch
 
-        MiniLMEmbedder._worker_thread = threading.current_thread()
         if MiniLMEmbedder._threads is None:
             MiniLMEmbedder._threads = torch.get_num_threads()
         # A query (a message and its clauses) runs on one core: the turn around it keeps the
@@ -130,13 +136,23 @@ class MiniLMEmbedder:
         return vectors
 
     def _forward(self, texts: list[str]) -> np.ndarray:
-        # Mean pooling and normalisation as the model's sentence-transformers pipeline does,
-        # without its batching machinery (about 1 ms of a query on two cores).
+        # The model's sentence-transformers pipeline (tokenise, transformer, mean pooling,
+        # normalisation) without its batching machinery (about 1 ms of a query on two cores).
+        import torch
+
+        forward = self._transformer()
+        with torch.inference_mode():
+            input_ids, attention_mask = self._tokens(texts)
+            vectors = forward(input_ids, attention_mask)
+        return np.asarray(vectors.numpy(), dtype=np.float32)
+
+    def _tokens(self, texts: list[str]) -> tuple[Any, Any]:
+        """Token ids and attention mask, truncated to the model's window; one text goes
+        straight to the Rust tokenizer (0.04 ms instead of 0.14 ms, the same ids)."""
         import torch
 
         model = self._load()
-        forward = self._transformer()
-        with torch.inference_mode():
+        if len(texts) > 1:
             batch = model.tokenizer(
                 texts,
                 return_tensors="pt",
@@ -144,15 +160,20 @@ class MiniLMEmbedder:
                 truncation=True,
                 max_length=model[0].max_seq_length,
             )
-            hidden = forward(batch["input_ids"], batch["attention_mask"])
-            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-            vectors = torch.nn.functional.normalize(pooled, dim=1)
-        return np.asarray(vectors.numpy(), dtype=np.float32)
+            return batch["input_ids"], batch["attention_mask"]
+        if MiniLMEmbedder._tokenizer is None:
+            from tokenizers import Tokenizer
+
+            core = Tokenizer.from_str(model.tokenizer.backend_tokenizer.to_str())
+            core.no_padding()
+            core.enable_truncation(model[0].max_seq_length)
+            MiniLMEmbedder._tokenizer = core
+        ids = torch.tensor([MiniLMEmbedder._tokenizer.encode(texts[0]).ids])
+        return ids, torch.ones_like(ids)
 
     def _transformer(self) -> Any:
-        """``(input_ids, attention_mask) -> last hidden state`` at this precision, traced and
-        frozen: TorchScript fuses the small ops of a short query's forward pass (4.4 ms
+        """``(input_ids, attention_mask) -> unit sentence vectors`` at this precision, traced
+        and frozen: TorchScript fuses the small ops of a short query's forward pass (4.4 ms
         instead of 6.7 ms in fp32), for the same vectors at any length and padding. Should
         tracing fail, the untraced module answers, at the same precision.
         """
@@ -161,9 +182,10 @@ class MiniLMEmbedder:
             return compiled
         import torch
 
-        module = _last_hidden_module()(self._load()[0].auto_model).eval()
+        module = _sentence_module()(self._load()[0].auto_model).eval()
         if self.precision == "int8":
-            module = _quantized(module)
+            module = _quantized(module)  # a copy: the shared model keeps its pooler
+            module.model.pooler = None  # BERT's pooler output is unused (one layer fewer)
         try:
             example = self._load().tokenizer(["warm up the query encoder"], return_tensors="pt")
             with torch.no_grad(), warnings.catch_warnings():
@@ -200,18 +222,24 @@ def _quantized(module: Any) -> Any:
         ) from exc
 
 
-def _last_hidden_module() -> Any:
+def _sentence_module() -> Any:
     import torch
 
-    class LastHidden(torch.nn.Module):
+    class SentenceVectors(torch.nn.Module):
+        """The transformer, then mean pooling over real tokens and L2 normalisation."""
+
         def __init__(self, model: Any) -> None:
             super().__init__()
             self.model = model
 
         def forward(self, input_ids: Any, attention_mask: Any) -> Any:
-            return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            out = self.model(input_ids=input_ids, attention_mask=attention_mask)
+            hidden = out.last_hidden_state
+            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(pooled, dim=1)
 
-    return LastHidden
+    return SentenceVectors
 
 
 _CHUNK = 64  # texts per job on the embedding thread
@@ -219,13 +247,23 @@ _BATCH = 32  # texts per forward pass
 _FEW = 8  # at most this many texts are a query: one thread
 
 
+def _start_worker() -> None:
+    def mark() -> None:  # encode() called on this thread runs at once, from the first call
+        MiniLMEmbedder._worker_thread = threading.current_thread()
+
+    MiniLMEmbedder._worker_thread = None
+    MiniLMEmbedder._worker = ThreadPoolExecutor(
+        max_workers=1, thread_name_prefix="skilldesk-embed", initializer=mark
+    )
+
+
 def _reset_after_fork() -> None:
     # A forked child inherits the pool's bookkeeping but not its thread: start afresh.
-    MiniLMEmbedder._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="skilldesk-embed")
-    MiniLMEmbedder._worker_thread = None
+    _start_worker()
     MiniLMEmbedder._lock = threading.Lock()
 
 
+_start_worker()
 os.register_at_fork(after_in_child=_reset_after_fork)
 
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import CancelledError, Executor, Future
 from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar
 
 import faiss
 import numpy as np
@@ -18,6 +23,7 @@ from agents.skills.loader import Skill
 from agents.tokens import count_tokens
 
 log = structlog.get_logger(__name__)
+T = TypeVar("T")
 
 # One query at a time is searched: FAISS's OpenMP threads would only spin against torch's
 # (the query encoder) on a small machine, costing more than they save.
@@ -89,6 +95,8 @@ class SkillIndex:
         self._entries: list[SkillEntry] = []
         self._by_name: dict[str, SkillEntry] = {}
         self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
+        # Query embeddings started ahead of their search (see anticipate), by query.
+        self._pending: dict[str, Future[dict[str, np.ndarray]]] = {}
         self._bm25 = BM25([])
         self._faiss: faiss.IndexFlatIP | None = None
         self._owner: np.ndarray = np.zeros(0, dtype=np.int64)
@@ -158,15 +166,61 @@ class SkillIndex:
             if fused[i] > 0
         ]
 
+    async def off_loop(self, function: Callable[..., T], /, *args: object) -> T:
+        """Run retrieval work off the event loop: on the query encoder's own thread when it
+        has one, so the searches in ``function`` embed without another thread hop."""
+        executor: Executor | None = getattr(self._embedder(), "executor", None)
+        call = partial(contextvars.copy_context().run, function, *args)
+        return await asyncio.get_running_loop().run_in_executor(executor, call)
+
+    def anticipate(self, queries: Sequence[str]) -> None:
+        """Start embedding queries that are about to be searched, and return at once.
+
+        The query encoder then works while the caller does other things (reads the thread,
+        writes the first checkpoint); a search of one of these queries waits for that job
+        instead of starting another. Only for an encoder with a thread of its own.
+        """
+        executor: Executor | None = getattr(self._embedder(), "executor", None)
+        if executor is None:
+            return
+        with self._lock:
+            todo = [
+                q
+                for q in dict.fromkeys(queries)
+                if q.strip() and q not in self._recent and q not in self._pending
+            ]
+            if not todo:
+                return
+            future = executor.submit(self._embed_pending, todo)
+            self._pending.update(dict.fromkeys(todo, future))
+
     def prefetch(self, queries: Sequence[str]) -> None:
         """Embed queries about to be searched in one job on the embedding thread (a message's
         clauses wait for the thread once; searching the whole message later is a second job)."""
         if self.cache is None:
             return
         with self._lock:
-            todo = list(dict.fromkeys(q for q in queries if q.strip() and q not in self._recent))
+            todo = [
+                q
+                for q in dict.fromkeys(queries)
+                if q.strip() and q not in self._recent and q not in self._pending
+            ]
         if todo:
             self._remember(todo, self.cache.embedder.encode(todo))
+
+    def _embedder(self) -> object:
+        return self.cache.embedder if self.cache is not None else None
+
+    def _embed_pending(self, queries: list[str]) -> dict[str, np.ndarray]:
+        assert self.cache is not None
+        try:
+            vectors = self.cache.embedder.encode(queries)
+            self._remember(queries, vectors)
+            return {q: v.reshape(1, -1) for q, v in zip(queries, vectors, strict=True)}
+        finally:
+            with self._lock:
+                for query in queries:
+                    self._pending.pop(query, None)
 
     def _query_vector(self, query: str) -> np.ndarray:
         # A turn searches the same text more than once (index for the prompt, routing);
@@ -176,6 +230,18 @@ class SkillIndex:
             if cached is not None:
                 self._recent.move_to_end(query)
                 return cached
+            pending = self._pending.get(query)
+        # A job not started yet may sit behind this very call on the encoder's one thread:
+        # take it back and embed here rather than wait for it.
+        if pending is not None and not pending.cancel():
+            try:
+                return pending.result()[query]
+            except CancelledError:
+                pass
+        with self._lock:
+            if pending is not None and self._pending.get(query) is pending:
+                for q in [q for q, f in self._pending.items() if f is pending]:
+                    del self._pending[q]
         assert self.cache is not None
         vector = self.cache.embedder.encode([query])
         self._remember([query], vector)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -16,6 +17,7 @@ from agents.skills.registry import ReloadReport, SkillRegistry
 from agents.skills.runner import ToolResult, ToolRunner
 
 log = structlog.get_logger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,14 @@ class SkillService:
     def prefetch(self, queries: list[str]) -> None:
         """Embed several queries at once before searching them one by one."""
         self.index.prefetch(queries)
+
+    def anticipate(self, queries: list[str]) -> None:
+        """Start embedding queries about to be searched; returns at once."""
+        self.index.anticipate(queries)
+
+    async def off_loop(self, function: Callable[..., T], /, *args: object) -> T:
+        """Run retrieval work (searches) off the event loop, beside the query encoder."""
+        return await self.index.off_loop(function, *args)
 
     async def call(
         self, tool: str, arguments: dict[str, Any] | str | None, **context: Any

@@ -500,6 +500,41 @@ async def test_an_explicit_skill_skips_retrieval(services: Services, fake_llm: F
     assert (route.kind, route.target, route.by) == ("skill", "holiday-calendar", "explicit")
 
 
+async def test_the_message_is_embedded_once_while_the_thread_is_read(
+    services: Services, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The query embedding starts with the turn, overlapping the thread read and the first
+    # checkpoint, and routing uses that vector instead of embedding the message again.
+    order: list[str] = []
+    index = services.skills.index
+    embedder: Any = index.cache.embedder  # type: ignore[union-attr]
+    forward, anticipate = embedder._forward, index.anticipate
+    read = services.checkpointer.aget_tuple
+
+    def forwarded(texts: list[str]) -> Any:
+        order.extend(f"embed {t}" for t in texts)
+        return forward(texts)
+
+    def anticipating(queries: list[str]) -> None:
+        order.append(f"anticipate {queries}")
+        anticipate(queries)
+
+    async def reading(config: Any) -> Any:
+        order.append("read")
+        return await read(config)
+
+    monkeypatch.setattr(embedder, "_forward", forwarded)
+    monkeypatch.setattr(index, "anticipate", anticipating)
+    monkeypatch.setattr(services.checkpointer, "aget_tuple", reading)
+    fake_llm.script(Reply(content="It has shipped."))
+    text = f"where is my order ORD{uuid.uuid4().int % 10**6}?"
+    events = await turn(services, text)
+    assert route_of(events).target == "order-lookup"
+    assert order[0] == f"anticipate {[text]}"  # before the thread is read
+    assert "read" in order
+    assert order.count(f"embed {text}") == 1
+
+
 async def test_the_expert_stops_after_five_rounds(services: Services, fake_llm: FakeLLM) -> None:
     fake_llm.script(*[Reply(tool_calls=[ToolCall("get_order", {"order_id": "ORD1"})])] * 5)
     events = await turn(services, "where is my order ORD1001?")

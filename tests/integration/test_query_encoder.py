@@ -25,7 +25,7 @@ def test_the_traced_fp32_encoder_gives_the_models_own_vectors() -> None:
     together = embedder.encode(TEXTS)  # one padded batch through the traced model
     one_by_one = np.vstack([embedder.encode([t]) for t in TEXTS])
     compiled = embedder._compiled["fp32"]
-    assert type(compiled).__name__ != "LastHidden"  # traced, not the eager fallback
+    assert type(compiled).__name__ != "SentenceVectors"  # traced, not the eager fallback
     assert np.allclose((together * reference(embedder)).sum(1), 1.0, atol=1e-4)
     assert np.allclose((one_by_one * reference(embedder)).sum(1), 1.0, atol=1e-4)
     assert embedder.model_id == MODEL_ID
@@ -50,3 +50,15 @@ def test_the_int8_encoder_stays_close_to_the_model_and_is_cached_apart() -> None
 def test_an_unknown_precision_says_which_ones_exist() -> None:
     with pytest.raises(ConfigError, match="int8"):
         MiniLMEmbedder("fp16")  # type: ignore[arg-type]
+
+
+def test_one_text_is_tokenised_as_the_models_tokenizer_does() -> None:
+    embedder = MiniLMEmbedder()
+    tokenizer = embedder._load().tokenizer
+    long_text = "pump alarm history " * 200  # past the 256-token window: truncated alike
+    for text in [*TEXTS, long_text, "  spaces  and\\ttabs  ", "émigré café naïve"]:
+        ids, mask = embedder._tokens([text])
+        expected = tokenizer([text], truncation=True, max_length=256)["input_ids"][0]
+        assert ids[0].tolist() == expected
+        assert mask.sum().item() == len(expected)
+    assert embedder._tokens([long_text])[0].shape[1] == 256

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -156,3 +157,70 @@ def test_a_forked_child_can_still_embed(monkeypatch: Any) -> None:
         os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+class ThreadedEmbedder(HashingEmbedder):
+    """Runs on a thread of its own, as the MiniLM embedder does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix="test-embed")
+        self.ran_on: list[str] = []
+
+    def encode(self, texts: Any) -> Any:
+        self.ran_on.append(threading.current_thread().name)
+        return super().encode(texts)
+
+
+def threaded_index() -> tuple[SkillIndex, ThreadedEmbedder]:
+    embedder = ThreadedEmbedder()
+    index = SkillIndex(EmbeddingCache(None, embedder))
+    index.build(ENTRIES)
+    return index, embedder
+
+
+def test_an_anticipated_query_is_embedded_once_ahead_of_its_search() -> None:
+    index, embedder = threaded_index()
+    calls = embedder.calls
+    entered, release = threading.Event(), threading.Event()
+    slow_encode = embedder.encode
+
+    def held(texts: Any) -> Any:
+        entered.set()
+        release.wait(5)
+        return slow_encode(texts)
+
+    embedder.encode = held  # type: ignore[method-assign]
+    index.anticipate(["where is my order ORD1", "where is my order ORD1", " "])
+    assert entered.wait(5)  # the job is running on the encoder's thread...
+    assert embedder.calls == calls  # ...and anticipate did not wait for it
+    with ThreadPoolExecutor(1) as other:
+        searching = other.submit(index.search, "where is my order ORD1", 1)
+        time.sleep(0.05)
+        assert not searching.done()  # the search waits for the job under way
+        release.set()
+        assert searching.result(timeout=5)[0].name == "order-query"
+    assert embedder.calls == calls + 1  # one pass for both
+    assert embedder.ran_on[-1].startswith("test-embed")
+
+
+def test_a_search_on_the_encoders_thread_never_waits_for_a_job_queued_behind_it() -> None:
+    index, embedder = threaded_index()
+    query = "any alarms on CNC-001"
+
+    def anticipate_then_search() -> list[Any]:
+        index.anticipate([query])  # queued behind this very job on the one thread
+        return index.search(query, k=1)
+
+    hits = embedder.executor.submit(anticipate_then_search).result(timeout=5)
+    assert hits[0].name == "device-alarms"
+    assert not index._pending  # the queued job was taken back, not left dangling
+
+
+async def test_retrieval_work_runs_beside_the_query_encoder() -> None:
+    index, _ = threaded_index()
+    assert (await index.off_loop(lambda: threading.current_thread().name)).startswith("test-embed")
+    plain = build(ENTRIES)  # no thread of its own: the loop's default pool, never the loop
+    assert await plain.off_loop(threading.current_thread) is not threading.current_thread()
+    plain.anticipate(["where is my order"])  # nothing to start early
+    assert not plain._pending

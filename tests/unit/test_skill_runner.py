@@ -308,3 +308,28 @@ async def test_past_the_thread_limit_a_call_is_refused_as_busy() -> None:
     assert await asyncio.gather(*hung) == [True, True]
     assert await threads.run(lambda: 7) == 7
     assert threads.running == 0
+
+
+async def test_a_handler_thread_is_reused_and_leaves_when_idle() -> None:
+    threads = HandlerThreads(limit=4, idle_s=0.2)
+    local = threading.local()
+
+    def remember() -> int:
+        local.seen = getattr(local, "seen", 0) + 1
+        return threading.get_ident()
+
+    first = await threads.run(remember)
+    await threads.run(remember)
+    assert local.__dict__ == {}  # (this thread is not the handler's)
+    assert await threads.run(lambda: local.seen) == 2  # the same thread, not a new one
+    release = threading.Event()
+    both = await asyncio.gather(
+        threads.run(lambda: (release.wait(5), threading.get_ident())[1]),
+        threads.run(lambda: (release.set(), threading.get_ident())[1]),
+    )
+    assert len(set(both)) == 2  # calls at the same time get threads of their own
+    assert threads.running == 0
+    await asyncio.sleep(0.6)
+    alive = {t.ident for t in threading.enumerate() if t.name == "skilldesk-tool"}
+    assert not alive & {first, *both}  # idle threads ended
+    assert await threads.run(lambda: 5) == 5  # and a new one starts when needed
