@@ -7,6 +7,9 @@ START → route ─┬─ assistant (general: compact index + load_skill) ──
                │        └─ dispatch ⇄ task ×N (parallel, Send) → aggregate ────┤→ END
                └─ workflow (the engine's entry point) ─────────────────────────┘
 ```
+
+When the router's requests make the plan on their own (each names its own skill, none refers
+to another), the route step writes it and goes straight to the experts: no plan step.
 """
 
 from __future__ import annotations
@@ -25,17 +28,18 @@ from agents.graph.nodes import (
     make_expert,
     make_route,
     make_workflow_placeholder,
-    next_after_route,
     tracked,
 )
 from agents.graph.state import ThreadState
 from agents.graph.supervisor import (
+    after_route,
     dispatch,
     join,
     make_aggregate,
     make_joint,
     make_plan,
     make_task,
+    with_quick_plan,
 )
 from agents.models import ModelGateway
 from agents.prompts import Prompts
@@ -66,7 +70,7 @@ def build_graph(
         options or AnswerOptions(),
     )
     graph = StateGraph(ThreadState, context_schema=RunContext)
-    graph.add_node("route", tracked("route", make_route(brain)))
+    graph.add_node("route", tracked("route", with_quick_plan(brain, make_route(brain))))
     graph.add_node("assistant", tracked("assistant", make_assistant(brain)))
     graph.add_node("expert", tracked("expert", make_expert(brain)))
     graph.add_node("workflow", tracked("workflow", make_workflow_placeholder()))
@@ -77,7 +81,9 @@ def build_graph(
     graph.add_node("joint_expert", tracked("joint_expert", make_joint(brain)))
     graph.add_edge(START, "route")
     graph.add_conditional_edges(
-        "route", next_after_route, ["assistant", "expert", "plan", "workflow"]
+        "route",
+        after_route,
+        ["assistant", "expert", "plan", "workflow", "task", "aggregate", "joint_expert"],
     )
     graph.add_conditional_edges("plan", dispatch, ["task", "aggregate", "joint_expert"])
     graph.add_edge("task", "join")

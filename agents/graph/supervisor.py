@@ -15,7 +15,14 @@ from langgraph.types import Send
 from agents.errors import ModelError
 from agents.graph.context import BudgetExceeded, emit
 from agents.graph.loop import LoopResult, Scope, complete, run_tool_loop
-from agents.graph.nodes import Brain, Node, context, expert_prompt, last_user_text
+from agents.graph.nodes import (
+    Brain,
+    Node,
+    context,
+    expert_prompt,
+    last_user_text,
+    next_after_route,
+)
 from agents.graph.state import SCHEMA_VERSION, ThreadState
 from agents.models.structured import forced_call, function_tool
 from agents.models.usage import call_usage
@@ -37,21 +44,12 @@ def make_plan(brain: Brain) -> Node:
     async def plan(state: ThreadState, config: RunnableConfig) -> dict[str, Any]:
         assert brain.skills is not None
         route = state.get("route") or {}
-        named = [*route.get("skills", []), *[c["name"] for c in route.get("candidates", [])]]
-        allowed = [n for n in dict.fromkeys(named) if n in brain.skills.registry]
+        allowed = _allowed(brain, route)
         text = last_user_text(state)
         ctx = context()
-        tasks: list[dict[str, Any]] | None = None
+        tasks = _clause_tasks(route, text)
         usage: dict[str, int] = {}
-        clauses = route.get("clauses") or []
-        if clauses and independent(text):
-            # Cheap first: every request already maps to its own skill and none refers to
-            # another, so the plan is known without a model call.
-            tasks = [
-                {"id": f"t{i}", "skill": c["skill"], "instruction": c["clause"], "depends_on": []}
-                for i, c in enumerate(clauses, 1)
-            ]
-        else:
+        if tasks is None:
             try:
                 ctx.budget.spend_model_call()
                 tasks, usage = await _plan_with_model(brain, text, allowed, ctx.profile, config)
@@ -61,18 +59,69 @@ def make_plan(brain: Brain) -> Node:
         if problem:
             log.info("planner.fallback", problem=problem)
             tasks = _fallback(brain, text, route.get("skills", []))
-        plan_id = uuid.uuid4().hex[:12]
-        workspace = {
-            "plan_id": plan_id,
-            "mode": JOINT if _one_expert_fits(brain, tasks or []) else PARALLEL,
-            "tasks": {
-                t["id"]: {**t, "status": "pending", "result": None, "error": None}
-                for t in tasks or []
-            },
+        return {
+            "workspace": _workspace(brain, tasks or []),
+            "usage": usage,
+            "schema_version": SCHEMA_VERSION,
         }
-        return {"workspace": workspace, "usage": usage, "schema_version": SCHEMA_VERSION}
 
     return plan
+
+
+def with_quick_plan(brain: Brain, route_node: Node) -> Node:
+    """The route step, planning in the same step when the router's requests make the plan
+    (each names its own skill, none refers to another): no planner step, no model call."""
+
+    async def route(state: ThreadState, config: RunnableConfig) -> dict[str, Any]:
+        update: dict[str, Any] = await route_node(state, config)
+        decision = update.get("route") or {}
+        if decision.get("kind") != "multi" or brain.skills is None:
+            return update
+        tasks = _clause_tasks(decision, last_user_text(state))
+        if tasks is None or _check(tasks, _allowed(brain, decision)):
+            return update  # the plan step decides (a model call, or the fallback)
+        workspace = _workspace(brain, tasks)
+        decision = {**decision, "plan_id": workspace["plan_id"]}
+        return {**update, "route": decision, "workspace": workspace}
+
+    return route
+
+
+def after_route(state: ThreadState) -> list[Send] | str:
+    """The planned tasks when the route step planned them, else the node the route names."""
+    route = state.get("route") or {}
+    planned = route.get("plan_id")
+    if planned and planned == (state.get("workspace") or {}).get("plan_id"):
+        return dispatch(state)
+    return next_after_route(state)
+
+
+def _allowed(brain: Brain, route: dict[str, Any]) -> list[str]:
+    """Skills a plan for this route may use: the routed ones and the candidates."""
+    assert brain.skills is not None
+    named = [*route.get("skills", []), *[c["name"] for c in route.get("candidates", [])]]
+    return [n for n in dict.fromkeys(named) if n in brain.skills.registry]
+
+
+def _clause_tasks(route: dict[str, Any], text: str) -> list[dict[str, Any]] | None:
+    """One task per request the router mapped to a skill, when none refers to another."""
+    clauses = route.get("clauses") or []
+    if not clauses or not independent(text):
+        return None
+    return [
+        {"id": f"t{i}", "skill": c["skill"], "instruction": c["clause"], "depends_on": []}
+        for i, c in enumerate(clauses, 1)
+    ]
+
+
+def _workspace(brain: Brain, tasks: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "plan_id": uuid.uuid4().hex[:12],
+        "mode": JOINT if _one_expert_fits(brain, tasks) else PARALLEL,
+        "tasks": {
+            t["id"]: {**t, "status": "pending", "result": None, "error": None} for t in tasks
+        },
+    }
 
 
 async def _plan_with_model(

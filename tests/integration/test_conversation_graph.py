@@ -375,6 +375,7 @@ async def test_dependent_tasks_run_in_order_with_the_earlier_result(
         Reply(content="done"),
     )
     events = await turn(fan_out, "check order ORD1234 and tell me if its machine has alarms")
+    assert "plan" in [e.node for e in events if isinstance(e, NodeStarted)]  # the planner's call
     state = await fan_out.conversations.state(final(events).thread_id)
     assert state["workspace"]["tasks"]["t2"]["result"] == "E42 open"
 
@@ -695,9 +696,11 @@ async def test_small_independent_requests_get_one_expert_and_two_model_calls(
     assert alarm_ran[0] < order_ran[1]
     tokens = "".join(e.text for e in events if isinstance(e, Token))
     assert tokens == final(events).message.content
-    assert "joint_expert" in {e.node for e in events if isinstance(e, NodeStarted)}
+    nodes = [e.node for e in events if isinstance(e, NodeStarted)]
+    assert nodes == ["route", "joint_expert"]  # the route step planned: no plan step
     state = await services.conversations.state(final(events).thread_id)
     assert state["workspace"]["mode"] == "joint"
+    assert state["route"]["plan_id"] == state["workspace"]["plan_id"]
     tasks = sorted(state["workspace"]["tasks"].values(), key=lambda t: t["skill"])
     assert [(t["skill"], t["status"]) for t in tasks] == [
         ("device-alarms", "done"),
