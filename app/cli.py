@@ -66,7 +66,7 @@ def serve(
     settings = load_cli_settings(host=host, port=port, data_dir=data_dir, skills_dir=skills_dir)
     configure_logging(settings.log_level, settings.log_format)
     uvicorn.run(
-        create_app(settings),
+        create_app(settings, freeze_heap=True),
         host=settings.host,
         port=settings.port,
         log_config=None,

@@ -10,18 +10,24 @@ from fastapi import FastAPI
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestContextMiddleware
 from app.api.routes import chat, health, skills, threads
-from app.services import open_services
+from app.services import freeze_startup_heap, open_services
 from app.settings import Settings, load_settings
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the app; services open in the lifespan, so a bad configuration stops start-up."""
+def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -> FastAPI:
+    """Build the app; services open in the lifespan, so a bad configuration stops start-up.
+
+    ``freeze_heap``: the server process (``skilldesk serve``) freezes what start-up built
+    (see ``freeze_startup_heap``); an app made in tests or embedded elsewhere does not.
+    """
     settings = settings or load_settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with open_services(settings) as services:
             app.state.services = services
+            if freeze_heap:
+                freeze_startup_heap()
             yield
 
     app = FastAPI(title="Skilldesk", version="0.1.0", lifespan=lifespan)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -86,3 +87,13 @@ async def open_services(
     finally:
         if watcher is not None:
             await stop_watcher(*watcher)
+
+
+def freeze_startup_heap() -> None:
+    """Take what start-up built (libraries, the embedding model, the skill index, the
+    compiled graph: about a million objects) out of the garbage collector's sight, for a
+    long-running server. They live as long as the process, yet every full collection walks
+    them all: a 0.4-0.5 s stall of every request under way on a 2-core machine, and a share
+    of each young collection. Start-up's own garbage is collected first."""
+    gc.collect()
+    gc.freeze()

@@ -6,8 +6,9 @@ every skill's tool, and ``langgraph-supervisor`` with ten domain agents of ten t
 Each is scripted with the shortest successful conversation its design allows; model replies
 come from the scripted OpenAI-compatible server over real HTTP, so the real clients run.
 Framework time is wall time minus time inside model calls (checkpoint writes included),
-the median of five rounds after a warm-up round, each round worded anew so that no cache
-answers a repeated query.
+the median of fifteen rounds after a warm-up round, each round worded anew so that no cache
+answers a repeated query. The systems take turns round by round, so a slow moment of the
+machine weighs on all of them.
 Run: .venv/bin/python -m bench.conversation
 """
 
@@ -20,6 +21,8 @@ import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -30,7 +33,7 @@ from langchain_core.tools import StructuredTool
 
 from agents.events import RouteDecided, RunFinished
 from agents.tokens import count_tokens
-from app.services import open_services
+from app.services import freeze_startup_heap, open_services
 from app.settings import Settings
 from bench.cold_start import make_skills
 from bench.common import DOMAINS, synthetic_entries
@@ -76,7 +79,7 @@ def prompt_tokens(bodies: list[dict[str, Any]]) -> int:
     )
 
 
-REPS = 5  # measured repetitions of the three tasks, after one warm-up round
+REPS = 15  # measured rounds of the three tasks, after one warm-up round
 
 
 def tasks_for(entries: list[Any], rep: int = 0) -> dict[str, Any]:
@@ -99,53 +102,72 @@ def tasks_for(entries: list[Any], rep: int = 0) -> dict[str, Any]:
 Invoke = Callable[[str, str, ModelTimer], Awaitable[str]]
 
 
+@dataclass(frozen=True)
+class System:
+    """One way of answering: how a turn is run, and its shortest successful script."""
+
+    name: str
+    invoke: Invoke
+    script: Callable[[list[str]], list[Any]]
+
+
 async def measure(
-    fake: FakeLLM, entries: list[Any], invoke: Invoke, script: Callable[[list[str]], list[Any]]
-) -> dict[str, Any]:
-    """Per task: model calls, prompt tokens, median framework ms over REPS rounds."""
-    samples: dict[str, list[dict[str, Any]]] = {}
+    fake: FakeLLM, entries: list[Any], systems: list[System]
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per system and task: model calls, prompt tokens, median framework ms over REPS rounds.
+
+    Rounds are interleaved (every system runs its three tasks, then the next round), so a
+    slow moment of the machine weighs on every system alike.
+    """
+    samples: dict[str, dict[str, list[dict[str, Any]]]] = {s.name: {} for s in systems}
     for rep in range(REPS + 1):
-        thread = uuid.uuid4().hex
-        for name, (text, _, tools) in tasks_for(entries, rep).items():
-            fake.reset()
-            pick = tools[0].replace("_", "-")
-            fake.on_forced_tool(
-                "choose_route",
-                lambda body, pick=pick: Reply(
-                    tool_calls=[ToolCall("choose_route", {"skill": pick})]
-                ),
-            )
-            skills = [t.replace("_", "-") for t in tools]
-            plan = [
-                {"id": f"t{i}", "skill": k, "instruction": f"record 7 via {k}"}
-                for i, k in enumerate(skills, 1)
-            ]
-            fake.on_forced_tool(
-                "plan_tasks",
-                lambda body, plan=plan: Reply(tool_calls=[ToolCall("plan_tasks", {"tasks": plan})]),
-            )
-            fake.script(*script(tools))
-            timer = ModelTimer()
-            started = time.perf_counter()
-            route = await invoke(text, thread, timer)
-            wall = time.perf_counter() - started
-            if rep:  # round 0 warms caches and lazy imports up
-                samples.setdefault(name, []).append(
-                    {
-                        "calls": len(fake.requests),
-                        "tokens": prompt_tokens(fake.requests),
-                        "framework_ms": (wall - timer.seconds) * 1000,
-                        "route": route,
-                    }
+        for system in systems:
+            thread = uuid.uuid4().hex
+            for name, (text, _, tools) in tasks_for(entries, rep).items():
+                fake.reset()
+                pick = tools[0].replace("_", "-")
+                fake.on_forced_tool(
+                    "choose_route",
+                    lambda body, pick=pick: Reply(
+                        tool_calls=[ToolCall("choose_route", {"skill": pick})]
+                    ),
                 )
+                skills = [t.replace("_", "-") for t in tools]
+                plan = [
+                    {"id": f"t{i}", "skill": k, "instruction": f"record 7 via {k}"}
+                    for i, k in enumerate(skills, 1)
+                ]
+                fake.on_forced_tool(
+                    "plan_tasks",
+                    lambda body, plan=plan: Reply(
+                        tool_calls=[ToolCall("plan_tasks", {"tasks": plan})]
+                    ),
+                )
+                fake.script(*system.script(tools))
+                timer = ModelTimer()
+                started = time.perf_counter()
+                route = await system.invoke(text, thread, timer)
+                wall = time.perf_counter() - started
+                if rep:  # round 0 warms caches and lazy imports up
+                    samples[system.name].setdefault(name, []).append(
+                        {
+                            "calls": len(fake.requests),
+                            "tokens": prompt_tokens(fake.requests),
+                            "framework_ms": (wall - timer.seconds) * 1000,
+                            "route": route,
+                        }
+                    )
     return {
-        name: {
-            "calls": rows[-1]["calls"],
-            "tokens": rows[-1]["tokens"],
-            "route": rows[-1]["route"],
-            "framework_ms": statistics.median(r["framework_ms"] for r in rows),
+        system: {
+            name: {
+                "calls": rows[-1]["calls"],
+                "tokens": rows[-1]["tokens"],
+                "route": rows[-1]["route"],
+                "framework_ms": statistics.median(r["framework_ms"] for r in rows),
+            }
+            for name, rows in tasks.items()
         }
-        for name, rows in samples.items()
+        for system, tasks in samples.items()
     }
 
 
@@ -162,30 +184,30 @@ def skilldesk_script(tools: list[str]) -> list[Any]:
     return [*[_expert_script(tools)] * 4, Reply(content="Both records are fine.")]
 
 
-async def run_skilldesk(
-    fake: FakeLLM, root: Path, entries: list[Any], **overrides: Any
-) -> dict[str, Any]:
+async def skilldesk(
+    stack: AsyncExitStack, fake: FakeLLM, root: Path, name: str, **overrides: Any
+) -> System:
+    """Skilldesk as the service runs it, its services kept open on ``stack``."""
     settings = Settings(
-        data_dir=root / "data",
+        data_dir=root / f"data-{name}",
         skills_dir=root / "skills",
         skills_watch=False,
         model="openai/fake",
         model_api_base=fake.base_url,
         **overrides,
     )
-    async with open_services(settings) as services:
-        conversations = services.conversations
+    conversations = (await stack.enter_async_context(open_services(settings))).conversations
 
-        async def invoke(text: str, thread: str, timer: ModelTimer) -> str:
-            # The service's own path: the thread read, history repair, lock and events.
-            route, last = "-", None
-            async for last in conversations.stream(thread, [HumanMessage(text)], callbacks=[timer]):
-                if isinstance(last, RouteDecided):
-                    route = last.kind
-            assert isinstance(last, RunFinished), last
-            return route
+    async def invoke(text: str, thread: str, timer: ModelTimer) -> str:
+        # The service's own path: the thread read, history repair, lock and events.
+        route, last = "-", None
+        async for last in conversations.stream(thread, [HumanMessage(text)], callbacks=[timer]):
+            if isinstance(last, RouteDecided):
+                route = last.kind
+        assert isinstance(last, RunFinished), last
+        return route
 
-        return await measure(fake, entries, invoke, skilldesk_script)
+    return System(name, invoke, skilldesk_script)
 
 
 def _expert_script(tools: list[str]) -> Callable[[dict[str, Any]], Reply]:
@@ -236,14 +258,13 @@ def _chat_model(fake: FakeLLM) -> Any:
     )
 
 
-async def run_create_agent(fake: FakeLLM, entries: list[Any]) -> dict[str, Any]:
+def create_agent_system(fake: FakeLLM, entries: list[Any]) -> System:
     from langchain.agents import create_agent
     from langgraph.checkpoint.memory import InMemorySaver
 
     agent = create_agent(_chat_model(fake), baseline_tools(entries), checkpointer=InMemorySaver())
-    return await measure(
-        fake,
-        entries,
+    return System(
+        "create_agent",
         _graph_invoke(agent),
         lambda tools: [
             Reply(tool_calls=[ToolCall(t, {"record_id": "7"}) for t in tools]),
@@ -252,7 +273,7 @@ async def run_create_agent(fake: FakeLLM, entries: list[Any]) -> dict[str, Any]:
     )
 
 
-async def run_supervisor(fake: FakeLLM, entries: list[Any]) -> dict[str, Any]:
+def supervisor_system(fake: FakeLLM, entries: list[Any]) -> System:
     from langchain.agents import create_agent
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph_supervisor import create_supervisor
@@ -278,7 +299,7 @@ async def run_supervisor(fake: FakeLLM, entries: list[Any]) -> dict[str, Any]:
             ]
         return [*replies, Reply(content="Record 7 is fine.")]
 
-    return await measure(fake, entries, _graph_invoke(supervisor), script)
+    return System("supervisor", _graph_invoke(supervisor), script)
 
 
 async def amain() -> dict[str, dict[str, Any]]:
@@ -286,10 +307,17 @@ async def amain() -> dict[str, dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp, FakeLLM() as fake:
         root = Path(tmp)
         make_skills(root / "skills", N)
-        ours = await run_skilldesk(fake, root, entries)
-        fan_out = await run_skilldesk(fake, root, entries, joint_expert_tokens=0)
-        agent = await run_create_agent(fake, entries)
-        supervisor = await run_supervisor(fake, entries)
+        async with AsyncExitStack() as stack:
+            systems = [
+                await skilldesk(stack, fake, root, "ours"),
+                await skilldesk(stack, fake, root, "fan_out", joint_expert_tokens=0),
+                create_agent_system(fake, entries),
+                supervisor_system(fake, entries),
+            ]
+            freeze_startup_heap()  # as `skilldesk serve` does once it has started
+            results = await measure(fake, entries, systems)
+        ours, fan_out = results["ours"], results["fan_out"]
+        agent, supervisor = results["create_agent"], results["supervisor"]
     print(f"conversation tasks at {N} skills: model calls / prompt tokens / framework ms")
     print(f"{'task':<22}{'Skilldesk':>26}{'create_agent':>26}{'langgraph-supervisor':>30}")
     for task in ours:

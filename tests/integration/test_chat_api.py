@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -349,3 +350,18 @@ def test_a_message_over_the_text_limit_names_it(client: TestClient, fake_llm: Fa
     error = response.json()["error"]
     assert (error["code"], error["param"]) == ("message_too_long", "messages.0.content")
     assert fake_llm.requests == []
+
+
+def test_only_the_server_freezes_what_start_up_built(make_settings: Any) -> None:
+    gc.unfreeze()
+    try:
+        with TestClient(create_app(make_settings(), freeze_heap=True)) as client:
+            # The libraries, the embedding model, the index and the graph: out of the
+            # collector's walks for good.
+            assert gc.get_freeze_count() > 100_000
+            assert client.get("/healthz").status_code == 200
+    finally:
+        gc.unfreeze()
+    with TestClient(create_app(make_settings())) as client:
+        assert client.get("/healthz").status_code == 200
+        assert gc.get_freeze_count() == 0  # an app made in tests or embedded elsewhere
