@@ -42,6 +42,15 @@ class RunLimits:
     max_tool_calls: int = 24
 
 
+@dataclass(frozen=True)
+class ClientTurn:
+    """A turn's messages as a client sent them (OpenAI format), whole history or just the new
+    message. Which are new is decided when the run starts, against the history it reads
+    anyway (see ``new_turn``): the thread is read once."""
+
+    messages: list[dict[str, Any]]
+
+
 class Conversations:
     """The one entry point the service uses to talk to the graph.
 
@@ -77,7 +86,7 @@ class Conversations:
         return dict((await self.state(thread_id)).get("usage", {}))
 
     async def run(
-        self, thread_id: str, messages: Sequence[BaseMessage], **options: Any
+        self, thread_id: str, messages: Sequence[BaseMessage] | ClientTurn, **options: Any
     ) -> RunFinished | RunFailed:
         """Run one turn to the end and return how it ended."""
         last: RunFinished | RunFailed | None = None
@@ -90,7 +99,7 @@ class Conversations:
     async def stream(
         self,
         thread_id: str,
-        messages: Sequence[BaseMessage],
+        messages: Sequence[BaseMessage] | ClientTurn,
         *,
         profile: str | None = None,
         skill: str | None = None,
@@ -101,11 +110,15 @@ class Conversations:
 
         Args:
             thread_id: The conversation.
-            messages: The new messages of this turn.
+            messages: The new messages of this turn, or what a client sent (a ClientTurn:
+                which messages are new is decided against the history read for the run).
             profile: Model profile for this run (run config, not state).
             skill: Answer with this skill (explicit target).
             workflow: Run this workflow (explicit target).
             callbacks: LangChain callback handlers for this run (tracing, timing).
+
+        Raises:
+            InvalidTurn: before any event, when a ClientTurn has no usable new message.
         """
         # One run at a time per thread: two concurrent turns would both start from the same
         # checkpoint and the later write would drop the other's messages. The asyncio lock
@@ -132,7 +145,7 @@ class Conversations:
     async def _stream(
         self,
         thread_id: str,
-        messages: Sequence[BaseMessage],
+        turn: Sequence[BaseMessage] | ClientTurn,
         *,
         profile: str | None,
         skill: str | None,
@@ -152,14 +165,18 @@ class Conversations:
             budget=RunBudget(self.limits.max_model_calls, self.limits.max_tool_calls),
         )
         structlog.contextvars.bind_contextvars(thread_id=thread_id, run_id=run_id)
-        log.info("run.started", new_messages=len(messages), profile=profile)
         try:
             if self.router is not None:  # its query embedding overlaps the reads and writes
-                texts = [m.text for m in messages if isinstance(m, HumanMessage)]
-                self.router.anticipate(texts[-1] if texts else "", ctx)
+                self.router.anticipate(_last_user_text(turn), ctx)
             # One read of the thread before the run and none after: the run's last values are
             # the thread's state (each read deserialises the whole history).
             values = await self.state(thread_id)
+            messages = (
+                new_turn(turn.messages, has_history=bool(values.get("messages")))
+                if isinstance(turn, ClientTurn)
+                else list(turn)
+            )
+            log.info("run.started", new_messages=len(messages), profile=profile)
             before = dict(values.get("usage", {}))
             await self._repair(thread_id, values.get("messages", []))
             async for mode, payload in self.graph.astream(
@@ -174,6 +191,8 @@ class Conversations:
                 event = _event(mode, payload)
                 if event is not None:
                     yield event
+        except InvalidTurn:
+            raise  # before any event: the caller answers it as a bad request
         except ModelError as exc:
             log.warning("run.failed", code=exc.code, error=exc.message)
             yield RunFailed(thread_id, run_id, exc.code, exc.message, {"profile": exc.profile})
@@ -229,6 +248,20 @@ class Conversations:
         if missing or unreadable:
             log.warning("history.repaired", tool_calls=len(missing), contents=len(unreadable))
             await self.graph.aupdate_state(_config(thread_id), {"messages": unreadable + missing})
+
+
+def _last_user_text(turn: Sequence[BaseMessage] | ClientTurn) -> str:
+    """The text routing will see: the turn's last user message."""
+    if isinstance(turn, ClientTurn):
+        last = turn.messages[-1] if turn.messages else {}
+        if last.get("role") != "user":
+            return ""
+        try:
+            return HumanMessage(content=last.get("content")).text
+        except (TypeError, ValueError):  # unreadable: new_turn will say why
+            return ""
+    texts = [m.text for m in turn if isinstance(m, HumanMessage)]
+    return texts[-1] if texts else ""
 
 
 def _unless_retried(history: list[BaseMessage], messages: Sequence[BaseMessage]) -> list[Any]:

@@ -283,17 +283,36 @@ def test_flags_must_be_booleans(
     assert fake_llm.requests == []
 
 
+@pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize(
     "messages",
     [[{"role": "user", "content": ""}], [{"role": "system", "content": "Be terse."}]],
 )
 def test_a_request_without_a_user_message_is_refused(
-    client: TestClient, fake_llm: FakeLLM, messages: list[dict[str, Any]]
+    client: TestClient, fake_llm: FakeLLM, messages: list[dict[str, Any]], stream: bool
 ) -> None:
-    response = client.post("/v1/chat/completions", json={"messages": messages})
+    response = client.post("/v1/chat/completions", json={"messages": messages, "stream": stream})
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "no_new_message"
     assert fake_llm.requests == []
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_continued_thread_needs_a_message_after_the_last_answer(
+    client: TestClient, fake_llm: FakeLLM, stream: bool
+) -> None:
+    # What is new depends on the thread's history: on a new thread this request would be
+    # a whole conversation ending with the user's message; here it holds nothing new.
+    fake_llm.script(Reply(content="Shipped."))
+    headers = {"X-Thread-Id": f"nothing-new-{stream}"}
+    first = client.post("/v1/chat/completions", json={"messages": [USER]}, headers=headers)
+    assert first.is_success
+    resent = {"messages": [USER, {"role": "assistant", "content": "Shipped."}], "stream": stream}
+    response = client.post("/v1/chat/completions", json=resent, headers=headers)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "no_new_message"
+    assert len(fake_llm.requests) == 1
+    assert len(client.get(f"/v1/threads/nothing-new-{stream}").json()["messages"]) == 2
 
 
 def test_a_retried_request_after_a_failure_is_not_stored_twice(
@@ -365,3 +384,40 @@ def test_only_the_server_freezes_what_start_up_built(make_settings: Any) -> None
     with TestClient(create_app(make_settings())) as client:
         assert client.get("/healthz").status_code == 200
         assert gc.get_freeze_count() == 0  # an app made in tests or embedded elsewhere
+
+
+def test_a_continued_thread_is_read_once_per_request(
+    client: TestClient, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_llm.script(Reply(content="First."), Reply(content="Second."))
+    headers = {"X-Thread-Id": "read-once"}
+    first = client.post("/v1/chat/completions", json={"messages": [USER]}, headers=headers)
+    assert first.is_success
+    saver = client.app.state.services.checkpointer  # type: ignore[attr-defined]
+    reads: list[Any] = []
+    read = saver.aget_tuple
+
+    async def counted(config: Any) -> Any:
+        reads.append(config)
+        return await read(config)
+
+    monkeypatch.setattr(saver, "aget_tuple", counted)
+    again = {
+        "messages": [
+            USER,
+            {"role": "assistant", "content": "First."},
+            {"role": "user", "content": "and now?"},
+        ]
+    }
+    answer = client.post("/v1/chat/completions", json=again, headers=headers)
+    assert answer.json()["choices"][0]["message"]["content"] == "Second."
+    # The run's own read (new vs continued, repair, retries) and LangGraph's: no third one.
+    assert len(reads) == 2
+    thread = client.get("/v1/threads/read-once").json()
+    said = [(m["role"], m["content"]) for m in thread["messages"]]
+    assert said == [  # the resent history was not added again
+        ("human", "Where is my order?"),
+        ("ai", "First."),
+        ("human", "and now?"),
+        ("ai", "Second."),
+    ]

@@ -6,15 +6,15 @@ import json
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from typing import Any, Literal
 
 from fastapi import APIRouter, Header, Response
 from fastapi.responses import StreamingResponse
-from langchain_core.messages import BaseMessage
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from agents.conversations import InvalidTurn, new_turn
+from agents.conversations import ClientTurn, InvalidTurn
 from agents.events import Event, RunFailed, RunFinished, Token
 from app.api.deps import ServicesDep, run_target
 from app.api.errors import ApiError, error_body, model_error
@@ -80,21 +80,23 @@ async def chat_completions(
     """
     thread_id = _thread_id(x_thread_id)
     conversations = services.conversations
-    history = await conversations.history(thread_id)
-    new = _new_messages(body.messages, has_history=bool(history))
+    # Which messages are new is decided against the history the run reads (one read).
+    turn = ClientTurn([m.model_dump(exclude_none=True) for m in body.messages])
     target = run_target(services, model=body.model, skill=body.skill, workflow=body.workflow)
     created = int(time.time())
     if not body.stream:
-        result = await conversations.run(thread_id, new, **target)
+        with _bad_turn():
+            result = await conversations.run(thread_id, turn, **target)
         if isinstance(result, RunFailed):
             raise model_error(result.code, result.message)
         response.headers["X-Thread-Id"] = thread_id
         return _completion(result, body.model, created)
 
-    events = conversations.stream(thread_id, new, **target)
+    events = conversations.stream(thread_id, turn, **target)
     # Read up to the first answer event before answering, so a failure that comes first
     # (all retries and fallbacks exhausted) is a plain HTTP error rather than a broken stream.
-    first = await anext(events)
+    with _bad_turn():
+        first = await anext(events)
     while not isinstance(first, Token | RunFinished | RunFailed):
         first = await anext(events)
     if isinstance(first, RunFailed):
@@ -122,11 +124,11 @@ def _thread_id(header: str | None) -> str:
     return value
 
 
-def _new_messages(messages: list[ChatMessage], *, has_history: bool) -> list[BaseMessage]:
+@contextmanager
+def _bad_turn() -> Iterator[None]:
+    """A turn without a usable new message is the client's mistake: 400, naming it."""
     try:
-        return new_turn(
-            [m.model_dump(exclude_none=True) for m in messages], has_history=has_history
-        )
+        yield
     except InvalidTurn as exc:
         raise ApiError(400, exc.code, exc.message, param=exc.param) from None
 
