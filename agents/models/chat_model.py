@@ -1,4 +1,4 @@
-"""A LangChain chat model that calls a litellm Router model group (one profile)."""
+"""A LangChain chat model for one model profile of the gateway."""
 
 from __future__ import annotations
 
@@ -24,8 +24,6 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field
 
-from agents.models.errors import to_model_error
-
 if TYPE_CHECKING:
     from langchain_core.callbacks import (
         AsyncCallbackManagerForLLMRun,
@@ -37,12 +35,12 @@ if TYPE_CHECKING:
 
 
 class GatewayChatModel(BaseChatModel):
-    """Chat model for one named profile; retries and fallbacks come from the gateway's Router."""
+    """Chat model for one named profile; the gateway makes the calls (retries, fallbacks)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    gateway: Any = Field(exclude=True, description="The ModelGateway that owns the Router.")
-    profile_name: str = Field(description="Name of the model profile (a Router model group).")
+    gateway: Any = Field(exclude=True, description="The ModelGateway that makes the calls.")
+    profile_name: str = Field(description="Name of the model profile.")
     call_kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra request fields.")
 
     @property
@@ -88,10 +86,7 @@ class GatewayChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         gateway: ModelGateway = self.gateway
-        try:
-            response = gateway.router.completion(**self._request(messages, stop, **kwargs))
-        except Exception as exc:
-            raise to_model_error(exc, self.profile_name, gateway.chain(self.profile_name)) from exc
+        response = gateway.complete(self.profile_name, self._request(messages, stop, **kwargs))
         return self._to_result(response)
 
     async def _agenerate(
@@ -102,11 +97,8 @@ class GatewayChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         gateway: ModelGateway = self.gateway
-        try:
-            response = await gateway.router.acompletion(**self._request(messages, stop, **kwargs))
-        except Exception as exc:
-            raise to_model_error(exc, self.profile_name, gateway.chain(self.profile_name)) from exc
-        return self._to_result(response)
+        request = self._request(messages, stop, **kwargs)
+        return self._to_result(await gateway.acomplete(self.profile_name, request))
 
     def _stream(
         self,
@@ -117,15 +109,12 @@ class GatewayChatModel(BaseChatModel):
     ) -> Iterator[ChatGenerationChunk]:
         gateway: ModelGateway = self.gateway
         request = self._streaming_request(messages, stop, **kwargs)
-        try:
-            for raw in gateway.router.completion(**request):
-                chunk = self._to_chunk(raw)
-                if chunk is not None:
-                    if run_manager and isinstance(chunk.message.content, str):
-                        run_manager.on_llm_new_token(chunk.message.content, chunk=chunk)
-                    yield chunk
-        except Exception as exc:
-            raise to_model_error(exc, self.profile_name, gateway.chain(self.profile_name)) from exc
+        for raw in gateway.stream(self.profile_name, request):
+            chunk = self._to_chunk(raw)
+            if chunk is not None:
+                if run_manager and isinstance(chunk.message.content, str):
+                    run_manager.on_llm_new_token(chunk.message.content, chunk=chunk)
+                yield chunk
 
     async def _astream(
         self,
@@ -136,22 +125,17 @@ class GatewayChatModel(BaseChatModel):
     ) -> AsyncIterator[ChatGenerationChunk]:
         gateway: ModelGateway = self.gateway
         request = self._streaming_request(messages, stop, **kwargs)
-        try:
-            stream = await gateway.router.acompletion(**request)
-            async for raw in stream:
-                chunk = self._to_chunk(raw)
-                if chunk is not None:
-                    if run_manager and isinstance(chunk.message.content, str):
-                        await run_manager.on_llm_new_token(chunk.message.content, chunk=chunk)
-                    yield chunk
-        except Exception as exc:
-            raise to_model_error(exc, self.profile_name, gateway.chain(self.profile_name)) from exc
+        async for raw in gateway.astream(self.profile_name, request):
+            chunk = self._to_chunk(raw)
+            if chunk is not None:
+                if run_manager and isinstance(chunk.message.content, str):
+                    await run_manager.on_llm_new_token(chunk.message.content, chunk=chunk)
+                yield chunk
 
     def _streaming_request(
         self, messages: list[BaseMessage], stop: list[str] | None, **kwargs: Any
     ) -> dict[str, Any]:
         request = self._request(messages, stop, **kwargs)
-        request["stream"] = True
         request["stream_options"] = {"include_usage": True}
         return request
 

@@ -1,12 +1,35 @@
-"""Turn provider exceptions into ModelErrors a person can act on."""
+"""Turn provider exceptions into ModelErrors a person can act on, and tell which are worth
+another attempt.
+
+Both transports raise the OpenAI SDK's exception classes (litellm's subclass them), or
+httpx's when a stream breaks mid-way.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from litellm import exceptions as litellm_errors
+import httpx
+import openai
 
 from agents.errors import ModelError
+
+_RETRY_STATUS = frozenset({408, 409, 429})
+_MAX_RATE_LIMIT_WAIT_S = 4.0
+
+
+def retry_delay(exc: Exception) -> float | None:
+    """Seconds to wait before trying the same profile again, or ``None`` when another
+    attempt would fail the same way (a refused key, an unknown model, a bad request): the
+    next profile is tried instead."""
+    if isinstance(exc, TimeoutError | openai.APIConnectionError | httpx.TransportError):
+        return 0.0  # timeouts included (APITimeoutError is a connection error)
+    status = _status(exc)
+    if status is None:
+        return None
+    if status == 429:
+        return _rate_limit_wait(exc)
+    return 0.0 if status in _RETRY_STATUS or status >= 500 else None
 
 
 def to_model_error(exc: Exception, profile: str, chain: Sequence[str]) -> ModelError:
@@ -14,22 +37,26 @@ def to_model_error(exc: Exception, profile: str, chain: Sequence[str]) -> ModelE
     if isinstance(exc, ModelError):
         return exc
     tried = " → ".join(f"'{name}'" for name in chain)
-    detail = _first_line(getattr(exc, "message", None) or str(exc))
-    if isinstance(exc, litellm_errors.Timeout):
+    detail = _first_line(getattr(exc, "message", None) or str(exc) or type(exc).__name__)
+    status = _status(exc)
+    if isinstance(exc, TimeoutError | openai.APITimeoutError | httpx.TimeoutException):
         code, what = "model_timeout", "did not answer in time"
         hint = "check that the model server is up, or raise timeout_s in the profile"
-    elif isinstance(exc, litellm_errors.AuthenticationError):
+    elif status in (401, 403):
         code, what = "model_auth_failed", "refused the API key"
         hint = "check the key (SKILLDESK_MODEL_API_KEY or the profile's api_key_env)"
-    elif isinstance(exc, litellm_errors.NotFoundError):
+    elif status == 404:
         code, what = "model_not_found", "does not know this model"
         hint = "check the model name and the api_base of the profile"
-    elif isinstance(exc, litellm_errors.RateLimitError):
+    elif status == 429:
         code, what = "model_rate_limited", "is rate limiting requests"
         hint = "wait a moment and try again, or add a fallback profile"
-    elif isinstance(exc, litellm_errors.APIConnectionError):
+    elif isinstance(exc, openai.APIConnectionError | httpx.TransportError):
         code, what = "model_unreachable", "could not be reached"
         hint = "check the api_base URL and that the model server is running"
+    elif isinstance(exc, openai.OpenAIError) and "api_key" in str(exc):
+        code, what = "model_auth_failed", "has no API key"
+        hint = "set the key (SKILLDESK_MODEL_API_KEY or the profile's api_key_env)"
     else:
         code, what = "model_unavailable", "failed"
         hint = "try again shortly; if it persists, check the model server's logs"
@@ -38,6 +65,22 @@ def to_model_error(exc: Exception, profile: str, chain: Sequence[str]) -> ModelE
         f"Provider said: {detail}"
     )
     return ModelError(message, profile=profile, code=code)
+
+
+def _status(exc: Exception) -> int | None:
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def _rate_limit_wait(exc: Exception) -> float:
+    """The provider's Retry-After when it gives a short one, else half a second."""
+    response = getattr(exc, "response", None)
+    raw = response.headers.get("retry-after") if isinstance(response, httpx.Response) else None
+    try:
+        wait = float(raw) if raw is not None else 0.5
+    except ValueError:
+        wait = 0.5
+    return min(max(wait, 0.0), _MAX_RATE_LIMIT_WAIT_S)
 
 
 def _first_line(text: str, limit: int = 300) -> str:

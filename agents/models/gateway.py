@@ -1,28 +1,26 @@
-"""One gateway for every model call: profiles → a litellm Router → LangChain chat models."""
+"""One gateway for every model call: profiles, retries and fallbacks, LangChain chat models."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
-import litellm
-from litellm.router import Router
-
-from agents.errors import NoModelConfigured
+from agents.errors import ModelError, NoModelConfigured
 from agents.models.chat_model import GatewayChatModel
-from agents.models.config import ModelsConfig, resolve_api_key
+from agents.models.config import ModelsConfig
+from agents.models.errors import retry_delay, to_model_error
+from agents.models.transports import Transport, aclose_stream, close_stream, transport_for
 from agents.models.usage import UsageRecorder
-
-# Keys for OpenAI-compatible servers that need none (vLLM, Ollama, a local proxy): the
-# OpenAI client refuses to start without one.
-_PLACEHOLDER_KEY = "sk-no-key-needed"
-
-litellm.suppress_debug_info = True
-litellm.drop_params = True
 
 
 class ModelGateway:
-    """Owns the Router built from the profiles and hands out chat models by profile name.
+    """Hands out chat models by profile name and makes their calls: each profile is tried
+    once plus its ``retries`` (transient failures only), then each fallback the same way.
+
+    A streamed call is retried or falls back only until its first chunk has arrived: after
+    that, text may already be on its way to the user, and a failure is reported instead.
 
     Args:
         config: The validated profiles, or ``None`` for no-model mode.
@@ -34,44 +32,13 @@ class ModelGateway:
     ) -> None:
         self.config = config
         self.usage = UsageRecorder()
-        self._router: Router | None = None
-        if config is not None:
-            self._router = Router(
-                model_list=[
-                    {
-                        "model_name": name,
-                        "litellm_params": {
-                            "model": profile.litellm_model,
-                            "api_base": profile.api_base,
-                            "api_key": resolve_api_key(profile, environ)
-                            or (_PLACEHOLDER_KEY if profile.api_base else None),
-                            "timeout": profile.timeout_s,
-                            "stream_timeout": profile.timeout_s,
-                            "max_retries": 0,  # the Router retries; the SDK must not as well
-                        },
-                    }
-                    for name, profile in config.profiles.items()
-                ],
-                fallbacks=[
-                    {name: self.chain(name)[1:]}
-                    for name, profile in config.profiles.items()
-                    if profile.fallbacks
-                ],
-                disable_cooldowns=True,
-                retry_after=0,
-            )
+        self._environ = environ
+        self._transports: dict[str, Transport] = {}
 
     @property
     def configured(self) -> bool:
         """Whether any model is configured (``False`` in no-model mode)."""
         return self.config is not None
-
-    @property
-    def router(self) -> Router:
-        """The litellm Router; raises NoModelConfigured in no-model mode."""
-        if self._router is None:
-            raise NoModelConfigured()
-        return self._router
 
     def chat_model(self, profile: str | None = None, **call_kwargs: Any) -> GatewayChatModel:
         """A LangChain chat model for ``profile`` (the default profile when ``None``)."""
@@ -82,11 +49,11 @@ class ModelGateway:
         return GatewayChatModel(gateway=self, profile_name=name, call_kwargs=call_kwargs)
 
     def request_params(self, profile: str) -> dict[str, Any]:
-        """Per-call Router parameters of a profile."""
+        """Per-call request fields a profile sets (temperature, max_tokens)."""
         if self.config is None:
             raise NoModelConfigured()
         spec = self.config.get(profile)
-        params: dict[str, Any] = {"model": profile, "num_retries": spec.retries}
+        params: dict[str, Any] = {}
         if spec.temperature is not None:
             params["temperature"] = spec.temperature
         if spec.max_tokens is not None:
@@ -106,3 +73,140 @@ class ModelGateway:
 
         visit(profile)
         return order
+
+    async def acomplete(self, profile: str, request: dict[str, Any]) -> Any:
+        """One whole completion (OpenAI-shaped), after retries and fallbacks.
+
+        Raises:
+            ModelError: when every attempt failed, saying what to check.
+        """
+        attempts = _Attempts(self, profile)
+        for transport, timeout in attempts:
+            try:
+                async with asyncio.timeout(timeout):
+                    return await transport.acreate(request)
+            except Exception as exc:  # _Attempts judges every failure
+                await asyncio.sleep(attempts.failed(exc))
+        raise attempts.error()
+
+    async def astream(self, profile: str, request: dict[str, Any]) -> AsyncIterator[Any]:
+        """The chunks of one streamed completion (``stream=True`` is set here).
+
+        Raises:
+            ModelError: when every attempt failed before its first chunk, or the stream
+                broke after it.
+        """
+        attempts = _Attempts(self, profile)
+        request = {**request, "stream": True}
+        for transport, timeout in attempts:
+            stream: Any = None
+            try:
+                async with asyncio.timeout(timeout):  # until the first chunk
+                    stream = await transport.acreate(request)
+                    first = await anext(aiter(stream))
+            except StopAsyncIteration:  # an empty reply
+                await aclose_stream(stream)
+                return
+            except Exception as exc:  # _Attempts judges every failure
+                if stream is not None:
+                    await aclose_stream(stream)
+                await asyncio.sleep(attempts.failed(exc))
+                continue
+            try:
+                yield first
+                async for chunk in stream:
+                    yield chunk
+            except Exception as exc:
+                raise attempts.broken(exc) from exc
+            finally:
+                await aclose_stream(stream)
+            return
+        raise attempts.error()
+
+    def complete(self, profile: str, request: dict[str, Any]) -> Any:
+        """Blocking :meth:`acomplete` (the transport's own timeout bounds each attempt)."""
+        attempts = _Attempts(self, profile)
+        for transport, _ in attempts:
+            try:
+                return transport.create(request)
+            except Exception as exc:  # _Attempts judges every failure
+                time.sleep(attempts.failed(exc))
+        raise attempts.error()
+
+    def stream(self, profile: str, request: dict[str, Any]) -> Iterator[Any]:
+        """Blocking :meth:`astream`."""
+        attempts = _Attempts(self, profile)
+        request = {**request, "stream": True}
+        for transport, _ in attempts:
+            stream: Any = None
+            try:
+                stream = transport.create(request)
+                first = next(iter(stream))
+            except StopIteration:  # an empty reply
+                close_stream(stream)
+                return
+            except Exception as exc:  # _Attempts judges every failure
+                if stream is not None:
+                    close_stream(stream)
+                time.sleep(attempts.failed(exc))
+                continue
+            try:
+                yield first
+                yield from stream
+            except Exception as exc:
+                raise attempts.broken(exc) from exc
+            finally:
+                close_stream(stream)
+            return
+        raise attempts.error()
+
+    def _transport(self, profile: str) -> Transport:
+        transport = self._transports.get(profile)
+        if transport is None:
+            assert self.config is not None  # chat_model() checked
+            transport = transport_for(self.config.get(profile), self._environ)
+            self._transports[profile] = transport
+        return transport
+
+
+class _Attempts:
+    """The attempts of one call: each profile of the chain, once plus its retries.
+
+    Iterating yields ``(transport, timeout_s)`` per attempt; the caller reports a failure
+    with :meth:`failed`, which decides whether the same profile is tried again (transient
+    failures: timeouts, connection errors, rate limits, 5xx) or the next one is.
+    """
+
+    def __init__(self, gateway: ModelGateway, profile: str) -> None:
+        self._gateway = gateway
+        self.profile = profile
+        self.chain = gateway.chain(profile)
+        self._last: Exception | None = None
+        self._again = False
+
+    def __iter__(self) -> Iterator[tuple[Transport, float]]:
+        assert self._gateway.config is not None
+        for name in self.chain:
+            spec = self._gateway.config.get(name)
+            transport = self._gateway._transport(name)
+            for _ in range(spec.retries + 1):
+                self._again = False
+                yield transport, spec.timeout_s
+                if not self._again:
+                    break
+
+    def failed(self, exc: Exception) -> float:
+        """Record a failed attempt; returns how long to wait before the next one."""
+        self._last = exc
+        delay = retry_delay(exc)
+        self._again = delay is not None
+        return delay or 0.0
+
+    def error(self) -> ModelError:
+        """What the caller raises when every attempt failed."""
+        assert self._last is not None
+        return to_model_error(self._last, self.profile, self.chain)
+
+    def broken(self, exc: Exception) -> ModelError:
+        """A stream that failed after its first chunk (not retried: text may be out)."""
+        return to_model_error(exc, self.profile, self.chain)

@@ -14,7 +14,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,6 +136,7 @@ class FakeLLM:
         self._script: deque[ScriptItem] = deque()
         self._forced: dict[str, Callable[[dict[str, Any]], Reply]] = {}
         self._requests: list[dict[str, Any]] = []
+        self._answering: list[tuple[float, float]] = []
         self._call_ids = itertools.count(1)
         self._completion_ids = itertools.count(1)
         self._stopping = threading.Event()
@@ -161,6 +162,13 @@ class FakeLLM:
         """A copy of every received JSON request body, in order."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def answering(self) -> list[tuple[float, float]]:
+        """``time.perf_counter()`` intervals spent answering chat requests, each from the
+        request's arrival to its last byte: what a real model's time would be."""
+        with self._lock:
+            return list(self._answering)
 
     @property
     def remaining(self) -> int:
@@ -197,6 +205,7 @@ class FakeLLM:
             self._forced.clear()
             self._script.clear()
             self._requests.clear()
+            self._answering.clear()
             self._call_ids = itertools.count(1)
 
     def start(self) -> FakeLLM:
@@ -285,7 +294,28 @@ class FakeLLM:
         return JSONResponse({"object": "list", "data": [model]})
 
     async def _chat(self, request: Request) -> Response:
-        """Serve ``POST /v1/chat/completions`` from the script."""
+        """Serve ``POST /v1/chat/completions`` from the script, timing the answer."""
+        started = time.perf_counter()
+        response = await self._answer(request)
+        if isinstance(response, StreamingResponse):
+            response.body_iterator = self._timed(response.body_iterator, started)
+        else:
+            self._answered(started)
+        return response
+
+    async def _timed(self, body: AsyncIterable[Any], started: float) -> AsyncIterator[Any]:
+        try:
+            async for part in body:
+                yield part
+        finally:
+            self._answered(started)
+
+    def _answered(self, started: float) -> None:
+        with self._lock:
+            self._answering.append((started, time.perf_counter()))
+
+    async def _answer(self, request: Request) -> Response:
+        """The scripted response to one chat request."""
         try:
             body = json.loads(await request.body())
         except ValueError:

@@ -1,7 +1,9 @@
-"""The model gateway over real HTTP: litellm Router → scripted server, through LangChain."""
+"""The model gateway over real HTTP: profiles → the OpenAI SDK or litellm → scripted server,
+through LangChain; retries and fallbacks across both."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +29,7 @@ def gateway_for(
     backup: FakeLLM | None = None,
     timeout: float = 5.0,
     retries: int = 1,
+    backup_model: str = "openai/backup-model",
 ) -> ModelGateway:
     text = f"""
 default: main
@@ -42,7 +45,7 @@ profiles:
     if backup:
         text += f"""
   backup:
-    model: openai/backup-model
+    model: {backup_model}
     api_base: {backup.base_url}
     retries: 0
 """
@@ -159,3 +162,83 @@ async def test_unreachable_server_is_reported_as_unreachable(tmp_path: Path) -> 
         await gateway.chat_model().ainvoke(HELLO)
     assert info.value.code in ("model_unreachable", "model_unavailable")
     assert "api_base" in info.value.message or "try again" in info.value.message.lower()
+
+
+async def test_a_provider_other_than_openai_goes_through_litellm_in_the_same_chain(
+    tmp_path: Path, fake_llm: FakeLLM, backup_llm: FakeLLM
+) -> None:
+    # main speaks the OpenAI API (the SDK); the fallback is litellm's vLLM provider.
+    fake_llm.script(Reply(status=503), Reply(status=503))
+    backup_llm.script(Reply(content="via litellm"), Reply(content="streamed via litellm"))
+    gateway = gateway_for(
+        tmp_path, fake_llm, backup_llm, retries=1, backup_model="hosted_vllm/vllm-model"
+    )
+    reply = await gateway.chat_model().ainvoke(HELLO)
+    assert reply.content == "via litellm"
+    fake_llm.script(Reply(status=503), Reply(status=503))
+    text = "".join([str(c.content) async for c in gateway.chat_model().astream(HELLO)])
+    assert text == "streamed via litellm"
+    assert [r["model"] for r in backup_llm.requests] == ["vllm-model", "vllm-model"]
+    assert len(fake_llm.requests) == 4  # two calls, each tried twice on main
+    assert gateway.usage.totals()["main"]["calls"] == 2  # usage is recorded per chat model
+
+
+async def test_a_refused_key_is_not_retried_but_falls_back(
+    tmp_path: Path, fake_llm: FakeLLM, backup_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(status=401), Reply(content="never asked"))
+    backup_llm.script(Reply(content="from backup"))
+    gateway = gateway_for(tmp_path, fake_llm, backup_llm, retries=2)
+    reply = await gateway.chat_model().ainvoke(HELLO)
+    assert reply.content == "from backup"
+    assert len(fake_llm.requests) == 1  # the same key would be refused again
+
+
+async def test_a_refused_key_alone_says_to_check_the_key(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    fake_llm.script(Reply(status=401))
+    with pytest.raises(ModelError) as info:
+        await gateway_for(tmp_path, fake_llm, retries=2).chat_model().ainvoke(HELLO)
+    assert info.value.code == "model_auth_failed"
+    assert "key" in info.value.message
+
+
+async def test_rate_limits_are_retried_after_a_pause(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    fake_llm.script(Reply(status=429), Reply(content="after the pause"))
+    started = time.monotonic()
+    reply = await gateway_for(tmp_path, fake_llm, retries=1).chat_model().ainvoke(HELLO)
+    assert reply.content == "after the pause"
+    assert time.monotonic() - started >= 0.4  # not hammered at once
+    assert len(fake_llm.requests) == 2
+
+
+async def test_a_stream_that_breaks_after_its_first_chunk_is_reported_not_retried(
+    tmp_path: Path, fake_llm: FakeLLM, backup_llm: FakeLLM
+) -> None:
+    # Text already streamed to the user cannot be taken back: a retry would repeat it.
+    fake_llm.script(Reply(content="one two three", stream_chunk_delay=2))
+    gateway = gateway_for(tmp_path, fake_llm, backup_llm, timeout=0.3, retries=1)
+    received: list[str] = []
+
+    async def read() -> None:
+        async for chunk in gateway.chat_model().astream(HELLO):
+            received.append(str(chunk.content))
+
+    with pytest.raises(ModelError) as info:
+        await read()
+    assert info.value.code == "model_timeout"
+    assert len(fake_llm.requests) == 1
+    assert not backup_llm.requests
+    assert received  # the first chunk had arrived
+
+
+def test_blocking_calls_retry_and_fall_back_too(
+    tmp_path: Path, fake_llm: FakeLLM, backup_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(status=500), Reply(status=500), Reply(status=500), Reply(status=500))
+    backup_llm.script(Reply(content="blocking backup"), Reply(content="blocking stream"))
+    gateway = gateway_for(tmp_path, fake_llm, backup_llm, retries=1)
+    assert gateway.chat_model().invoke(HELLO).content == "blocking backup"
+    assert "".join(str(c.content) for c in gateway.chat_model().stream(HELLO)) == (
+        "blocking stream"
+    )
+    assert len(fake_llm.requests) == 4

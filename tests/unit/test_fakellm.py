@@ -274,3 +274,20 @@ def test_context_manager_stops_the_server_on_exit() -> None:
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{url}/models", timeout=1)
     assert time.monotonic() - start < 1
+
+
+def test_answering_intervals_cover_each_reply_to_its_last_byte(
+    fake: FakeLLM, client: OpenAI
+) -> None:
+    # The benchmark counts these intervals as model time; everything else is framework.
+    fake.script(Reply(content="a b c", stream_chunk_delay=0.05), Reply(content="whole"))
+    before = time.perf_counter()
+    parts = list(client.chat.completions.create(model="m", messages=USER, stream=True))
+    between = time.perf_counter()
+    client.chat.completions.create(model="m", messages=USER)
+    after = time.perf_counter()
+    (s1, e1), (s2, e2) = fake.answering
+    assert before <= s1 < e1 <= between <= s2 < e2 <= after
+    assert e1 - s1 >= 0.05 * (len(parts) - 2)  # the streamed one lasted to its last chunk
+    fake.reset()
+    assert fake.answering == []

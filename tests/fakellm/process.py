@@ -1,0 +1,107 @@
+"""The scripted server in a process of its own, driven through a pipe.
+
+For benchmarks: a server running in the client's interpreter competes with it for the GIL,
+so the client's time would include waits for the server's thread and the server's time
+waits for the client's. A model server is another process; so is this one.
+Script items and forced-tool answers cross the pipe pickled: use ``Reply`` values and
+module-level functions (or ``functools.partial`` of them), not lambdas.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from multiprocessing.connection import Connection
+from typing import Any
+
+from tests.fakellm.server import FakeLLM, Reply, ScriptItem
+
+
+class FakeLLMProcess:
+    """FakeLLM's scripting interface, served from a spawned process.
+
+    Use as a context manager; ``base_url`` is valid while it runs.
+    """
+
+    def __init__(self) -> None:
+        self._conn: Connection | None = None
+        self._process: Any = None
+        self.base_url = ""
+
+    def __enter__(self) -> FakeLLMProcess:
+        context = multiprocessing.get_context("spawn")  # no copy of the client's threads
+        mine, theirs = context.Pipe()
+        self._process = context.Process(target=_serve, args=(theirs,), daemon=True)
+        self._process.start()
+        theirs.close()
+        self._conn = mine
+        if not mine.poll(60):
+            self._process.kill()
+            raise RuntimeError("the FakeLLM process did not start within 60 s")
+        self.base_url = mine.recv()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._conn is not None:
+            self._conn.send(None)
+            self._conn.close()
+            self._conn = None
+        if self._process is not None:
+            self._process.join(10)
+            if self._process.is_alive():
+                self._process.kill()
+            self._process = None
+
+    def _ask(self, name: str, *args: Any) -> Any:
+        if self._conn is None:
+            raise RuntimeError("FakeLLMProcess is not running")
+        self._conn.send((name, args))
+        ok, value = self._conn.recv()
+        if not ok:
+            raise value
+        return value
+
+    def script(self, *items: ScriptItem) -> None:
+        """Append replies (or picklable callables ``body -> Reply``) to the script."""
+        self._ask("script", *items)
+
+    def on_forced_tool(self, name: str, answer: Any) -> None:
+        """Answer requests forcing tool ``name`` with ``answer(body) -> Reply`` (picklable)."""
+        self._ask("on_forced_tool", name, answer)
+
+    def reset(self) -> None:
+        """Clear the script, the recorded requests and the timings."""
+        self._ask("reset")
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Every received JSON request body, in order."""
+        result: list[dict[str, Any]] = self._ask("requests")
+        return result
+
+    @property
+    def answering(self) -> list[tuple[float, float]]:
+        """The server's answering intervals (``time.perf_counter()``, the same clock in every
+        process of the machine)."""
+        result: list[tuple[float, float]] = self._ask("answering")
+        return result
+
+
+def _serve(conn: Connection) -> None:
+    with FakeLLM() as fake:
+        conn.send(fake.base_url)
+        while True:
+            try:
+                message = conn.recv()
+            except EOFError:
+                return
+            if message is None:
+                return
+            name, args = message
+            try:
+                member = getattr(fake, name)
+                conn.send((True, member(*args) if callable(member) else member))
+            except Exception as exc:
+                conn.send((False, exc))
+
+
+__all__ = ["FakeLLMProcess", "Reply"]
