@@ -139,62 +139,64 @@ class GatewayChatModel(BaseChatModel):
         request["stream_options"] = {"include_usage": True}
         return request
 
-    def _to_result(self, response: Any) -> ChatResult:
-        choice = response.choices[0]
-        message = choice.message
+    def _to_result(self, response: dict[str, Any]) -> ChatResult:
+        """The AIMessage of a whole reply (an OpenAI ``chat.completion`` as a dict)."""
+        choice = (response.get("choices") or [{}])[0]
+        message = choice.get("message") or {}
         tool_calls: list[ToolCall] = []
         invalid: list[InvalidToolCall] = []
-        for raw in message.tool_calls or []:
-            raw_dict = raw.model_dump() if hasattr(raw, "model_dump") else dict(raw)
+        for raw in message.get("tool_calls") or []:
             try:
-                parsed = parse_tool_call(raw_dict, return_id=True)
+                parsed = parse_tool_call(raw, return_id=True)
             except Exception as exc:  # malformed JSON arguments from the model
-                invalid.append(make_invalid_tool_call(raw_dict, str(exc)))
+                invalid.append(make_invalid_tool_call(raw, str(exc)))
             else:
                 if parsed is not None:
                     tool_calls.append(parsed)  # type: ignore[arg-type]
-        usage = _usage(getattr(response, "usage", None))
+        usage = _usage(response.get("usage"))
         metadata = {
             "profile": self.profile_name,
-            "model_name": getattr(response, "model", None),
-            "finish_reason": choice.finish_reason,
+            "model_name": response.get("model"),
+            "finish_reason": choice.get("finish_reason"),
         }
         ai = AIMessage(
-            content=message.content or "",
+            content=message.get("content") or "",
             tool_calls=tool_calls,
             invalid_tool_calls=invalid,
             usage_metadata=usage,
             response_metadata=metadata,
-            id=getattr(response, "id", None),
+            id=response.get("id"),
         )
         self._record(usage, metadata["model_name"])
         return ChatResult(generations=[ChatGeneration(message=ai)])
 
-    def _to_chunk(self, raw: Any) -> ChatGenerationChunk | None:
-        usage = _usage(getattr(raw, "usage", None))
-        if not raw.choices:
+    def _to_chunk(self, raw: dict[str, Any]) -> ChatGenerationChunk | None:
+        """One streamed piece (an OpenAI ``chat.completion.chunk`` as a dict)."""
+        usage = _usage(raw.get("usage"))
+        choices = raw.get("choices")
+        if not choices:
             if usage is None:
                 return None
-            self._record(usage, getattr(raw, "model", None))
+            self._record(usage, raw.get("model"))
             return ChatGenerationChunk(message=AIMessageChunk(content="", usage_metadata=usage))
-        choice = raw.choices[0]
-        delta = choice.delta
+        choice = choices[0]
+        delta = choice.get("delta") or {}
         chunks = [
             tool_call_chunk(
-                name=call.function.name if call.function else None,
-                args=call.function.arguments if call.function else None,
-                id=call.id,
-                index=call.index,
+                name=(call.get("function") or {}).get("name"),
+                args=(call.get("function") or {}).get("arguments"),
+                id=call.get("id"),
+                index=call.get("index"),
             )
-            for call in (getattr(delta, "tool_calls", None) or [])
+            for call in delta.get("tool_calls") or []
         ]
         metadata: dict[str, Any] = {}
-        if choice.finish_reason:
-            metadata = {"finish_reason": choice.finish_reason, "profile": self.profile_name}
+        if choice.get("finish_reason"):
+            metadata = {"finish_reason": choice["finish_reason"], "profile": self.profile_name}
         if usage is not None:
-            self._record(usage, getattr(raw, "model", None))
+            self._record(usage, raw.get("model"))
         message = AIMessageChunk(
-            content=getattr(delta, "content", None) or "",
+            content=delta.get("content") or "",
             tool_call_chunks=chunks,
             usage_metadata=usage,
             response_metadata=metadata,
@@ -233,12 +235,12 @@ def to_openai_messages(messages: list[BaseMessage]) -> list[dict[str, Any]]:
     return converted
 
 
-def _usage(raw: Any) -> UsageMetadata | None:
+def _usage(raw: dict[str, Any] | None) -> UsageMetadata | None:
     if not raw:
         return None
-    prompt = int(getattr(raw, "prompt_tokens", 0) or 0)
-    completion = int(getattr(raw, "completion_tokens", 0) or 0)
-    total = int(getattr(raw, "total_tokens", 0) or prompt + completion)
+    prompt = int(raw.get("prompt_tokens") or 0)
+    completion = int(raw.get("completion_tokens") or 0)
+    total = int(raw.get("total_tokens") or prompt + completion)
     return UsageMetadata(input_tokens=prompt, output_tokens=completion, total_tokens=total)
 
 

@@ -2,7 +2,8 @@
 another attempt.
 
 Both transports raise the OpenAI SDK's exception classes (litellm's subclass them), or
-httpx's when a stream breaks mid-way.
+the HTTP client's when a stream breaks mid-way: httpx2 under the OpenAI SDK, httpx under
+litellm.
 """
 
 from __future__ import annotations
@@ -10,9 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import httpx
+import httpx2
 import openai
 
 from agents.errors import ModelError
+from agents.models.transports import StreamError, UnreadableReply
+
+_TIMEOUTS = (TimeoutError, openai.APITimeoutError, httpx.TimeoutException, httpx2.TimeoutException)
+_UNREACHABLE = (openai.APIConnectionError, httpx.TransportError, httpx2.TransportError)
 
 _RETRY_STATUS = frozenset({408, 409, 429})
 _MAX_RATE_LIMIT_WAIT_S = 4.0
@@ -22,8 +28,8 @@ def retry_delay(exc: Exception) -> float | None:
     """Seconds to wait before trying the same profile again, or ``None`` when another
     attempt would fail the same way (a refused key, an unknown model, a bad request): the
     next profile is tried instead."""
-    if isinstance(exc, TimeoutError | openai.APIConnectionError | httpx.TransportError):
-        return 0.0  # timeouts included (APITimeoutError is a connection error)
+    if isinstance(exc, _TIMEOUTS + _UNREACHABLE):
+        return 0.0
     status = _status(exc)
     if status is None:
         return None
@@ -39,7 +45,7 @@ def to_model_error(exc: Exception, profile: str, chain: Sequence[str]) -> ModelE
     tried = " → ".join(f"'{name}'" for name in chain)
     detail = _first_line(getattr(exc, "message", None) or str(exc) or type(exc).__name__)
     status = _status(exc)
-    if isinstance(exc, TimeoutError | openai.APITimeoutError | httpx.TimeoutException):
+    if isinstance(exc, _TIMEOUTS):
         code, what = "model_timeout", "did not answer in time"
         hint = "check that the model server is up, or raise timeout_s in the profile"
     elif status in (401, 403):
@@ -51,9 +57,12 @@ def to_model_error(exc: Exception, profile: str, chain: Sequence[str]) -> ModelE
     elif status == 429:
         code, what = "model_rate_limited", "is rate limiting requests"
         hint = "wait a moment and try again, or add a fallback profile"
-    elif isinstance(exc, openai.APIConnectionError | httpx.TransportError):
+    elif isinstance(exc, _UNREACHABLE):
         code, what = "model_unreachable", "could not be reached"
         hint = "check the api_base URL and that the model server is running"
+    elif isinstance(exc, UnreadableReply | StreamError):
+        code, what = "model_bad_reply", "sent a reply that could not be used"
+        hint = "check that the api_base points at an OpenAI-compatible chat completions API"
     elif isinstance(exc, openai.OpenAIError) and "api_key" in str(exc):
         code, what = "model_auth_failed", "has no API key"
         hint = "set the key (SKILLDESK_MODEL_API_KEY or the profile's api_key_env)"
@@ -75,7 +84,8 @@ def _status(exc: Exception) -> int | None:
 def _rate_limit_wait(exc: Exception) -> float:
     """The provider's Retry-After when it gives a short one, else half a second."""
     response = getattr(exc, "response", None)
-    raw = response.headers.get("retry-after") if isinstance(response, httpx.Response) else None
+    headers = getattr(response, "headers", None)
+    raw = headers.get("retry-after") if headers is not None else None
     try:
         wait = float(raw) if raw is not None else 0.5
     except ValueError:

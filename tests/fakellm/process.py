@@ -34,10 +34,17 @@ class FakeLLMProcess:
         self._process.start()
         theirs.close()
         self._conn = mine
-        if not mine.poll(60):
-            self._process.kill()
-            raise RuntimeError("the FakeLLM process did not start within 60 s")
-        self.base_url = mine.recv()
+        try:
+            if not mine.poll(60):
+                raise RuntimeError("the FakeLLM process did not start within 60 s")
+            self.base_url = mine.recv()
+        except EOFError:
+            raise RuntimeError(
+                "the FakeLLM process exited before serving (its error is printed above)"
+            ) from None
+        finally:
+            if not self.base_url:
+                self._process.kill()
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -1,0 +1,82 @@
+"""Reading a provider's streamed reply: server-sent events to chunk dicts, and its faults."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from agents.models.errors import retry_delay, to_model_error
+from agents.models.transports import AsyncEvents, Events, StreamError, UnreadableReply
+
+
+class Response:
+    """The part of an HTTP response the readers use: its lines, and close."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.split("\n")
+        self.closed = False
+
+    async def aiter_lines(self) -> AsyncIterator[str]:
+        for line in self.lines:
+            yield line
+
+    def iter_lines(self) -> list[str]:
+        return self.lines
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+    def close(self) -> None:
+        self.closed = True
+
+
+STREAM = (
+    ": keep-alive comment\n\n"
+    'data: {"choices": [{"delta": {"content": "Hel"}}]}\n\n'
+    "event: message\n"
+    'data: {"choices": [{"delta":\n'
+    'data:  {"content": "lo"}}]}\n\n'
+    'data: {"choices": [], "usage": {"prompt_tokens": 3}}\n\n'
+    "data: [DONE]\n\n"
+    'data: {"never": "read"}\n\n'
+)
+
+
+async def test_events_become_chunks_until_done() -> None:
+    response = Response(STREAM)
+    events = AsyncEvents(response)
+    chunks = [chunk async for chunk in events]
+    assert [c["choices"][0]["delta"]["content"] for c in chunks[:2]] == ["Hel", "lo"]
+    assert chunks[2]["usage"] == {"prompt_tokens": 3}
+    assert len(chunks) == 3  # nothing after [DONE]
+    await events.close()
+    assert response.closed
+
+
+def test_blocking_reader_reads_the_same() -> None:
+    chunks = list(Events(Response(STREAM)))
+    assert len(chunks) == 3
+    assert chunks[1]["choices"][0]["delta"]["content"] == "lo"
+
+
+async def test_an_error_event_mid_stream_raises_with_the_servers_message() -> None:
+    text = (
+        'data: {"choices": [{"delta": {"content": "a"}}]}\n\n'
+        'event: error\ndata: {"error": {"message": "overloaded"}}\n\n'
+    )
+    events = AsyncEvents(Response(text))
+    assert (await anext(aiter(events)))["choices"][0]["delta"]["content"] == "a"
+    with pytest.raises(StreamError, match="overloaded"):
+        await anext(aiter(events))
+
+
+async def test_a_reply_that_is_not_json_is_named_as_such() -> None:
+    events = AsyncEvents(Response("data: <html>Bad Gateway</html>\n\n"))
+    with pytest.raises(UnreadableReply) as info:
+        await anext(aiter(events))
+    error = to_model_error(info.value, "main", ["main", "backup"])
+    assert error.code == "model_bad_reply"
+    assert "<html>Bad Gateway</html>" in error.message
+    assert "'main' → 'backup'" in error.message
+    assert retry_delay(info.value) is None  # the next profile, not the same again
