@@ -182,18 +182,25 @@ class _EventReader:
         return None
 
 
+# Events after [DONE] are read but not used: a response read to its end lets its
+# connection go back to the pool (closed half-read, the connection is dropped and the next
+# call opens a new one).
+
+
 async def _chunks_of(events: AsyncIterator[tuple[str, str]]) -> AsyncIterator[dict[str, Any]]:
+    done = False
     async for event, data in events:
-        if data.strip() == "[DONE]":
-            return
-        yield _chunk(event, data)
+        done = done or data.strip() == "[DONE]"
+        if not done:
+            yield _chunk(event, data)
 
 
 def _chunks_in(events: Iterator[tuple[str, str]]) -> Iterator[dict[str, Any]]:
+    done = False
     for event, data in events:
-        if data.strip() == "[DONE]":
-            return
-        yield _chunk(event, data)
+        done = done or data.strip() == "[DONE]"
+        if not done:
+            yield _chunk(event, data)
 
 
 def _chunk(event: str, data: str) -> dict[str, Any]:

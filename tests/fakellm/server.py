@@ -137,6 +137,7 @@ class FakeLLM:
         self._forced: dict[str, Callable[[dict[str, Any]], Reply]] = {}
         self._requests: list[dict[str, Any]] = []
         self._answering: list[tuple[float, float]] = []
+        self._peers: list[str] = []
         self._call_ids = itertools.count(1)
         self._completion_ids = itertools.count(1)
         self._stopping = threading.Event()
@@ -169,6 +170,13 @@ class FakeLLM:
         request's arrival to its last byte: what a real model's time would be."""
         with self._lock:
             return list(self._answering)
+
+    @property
+    def peers(self) -> list[str]:
+        """The client address (``host:port``) of each chat request, in order: one address
+        for several requests means they came over one kept-alive connection."""
+        with self._lock:
+            return list(self._peers)
 
     @property
     def remaining(self) -> int:
@@ -206,6 +214,7 @@ class FakeLLM:
             self._script.clear()
             self._requests.clear()
             self._answering.clear()
+            self._peers.clear()
             self._call_ids = itertools.count(1)
 
     def start(self) -> FakeLLM:
@@ -296,6 +305,9 @@ class FakeLLM:
     async def _chat(self, request: Request) -> Response:
         """Serve ``POST /v1/chat/completions`` from the script, timing the answer."""
         started = time.perf_counter()
+        with self._lock:
+            client = request.client
+            self._peers.append(f"{client.host}:{client.port}" if client else "?")
         response = await self._answer(request)
         if isinstance(response, StreamingResponse):
             response.body_iterator = self._timed(response.body_iterator, started)

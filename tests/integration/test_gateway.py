@@ -86,6 +86,17 @@ async def test_streaming_yields_several_chunks_and_usage(tmp_path: Path, fake_ll
     assert gateway.usage.totals()["main"]["calls"] == 1
 
 
+async def test_calls_reuse_one_connection(tmp_path: Path, fake_llm: FakeLLM) -> None:
+    # A stream read only up to its [DONE] event would drop its connection: every call would
+    # then pay for a new one.
+    fake_llm.script(Reply(content="one two"), Reply(content="three"), Reply(content="four"))
+    model = gateway_for(tmp_path, fake_llm).chat_model()
+    for _ in range(2):
+        assert [c async for c in model.astream(HELLO)]
+    assert (await model.ainvoke(HELLO)).content == "four"
+    assert len(set(fake_llm.peers)) == 1
+
+
 async def test_bound_tools_produce_tool_calls(tmp_path: Path, fake_llm: FakeLLM) -> None:
     fake_llm.script(Reply(tool_calls=[ToolCall(name="get_order", arguments={"order_id": "A1"})]))
     tool = {
