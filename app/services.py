@@ -87,6 +87,7 @@ async def open_services(
     finally:
         if watcher is not None:
             await stop_watcher(*watcher)
+        await gateway.aclose()
 
 
 def freeze_startup_heap() -> None:

@@ -1,24 +1,30 @@
 """Turn provider exceptions into ModelErrors a person can act on, and tell which are worth
 another attempt.
 
-Both transports raise the OpenAI SDK's exception classes (litellm's subclass them), or
-the HTTP client's when a stream breaks mid-way: httpx2 under the OpenAI SDK, httpx under
-litellm.
+The OpenAI transport raises its own status errors (ProviderStatusError) and aiohttp's
+errors (the OpenAI SDK's and httpx2's on blocking calls); litellm raises the OpenAI SDK's
+exception classes (its own subclass them) and httpx's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import aiohttp
 import httpx
 import httpx2
 import openai
 
 from agents.errors import ModelError
-from agents.models.transports import StreamError, UnreadableReply
+from agents.models.transports import MissingKey, StreamError, UnreadableReply
 
 _TIMEOUTS = (TimeoutError, openai.APITimeoutError, httpx.TimeoutException, httpx2.TimeoutException)
-_UNREACHABLE = (openai.APIConnectionError, httpx.TransportError, httpx2.TransportError)
+_UNREACHABLE = (
+    aiohttp.ClientError,
+    openai.APIConnectionError,
+    httpx.TransportError,
+    httpx2.TransportError,
+)
 
 _RETRY_STATUS = frozenset({408, 409, 429})
 _MAX_RATE_LIMIT_WAIT_S = 4.0
@@ -63,7 +69,9 @@ def to_model_error(exc: Exception, profile: str, chain: Sequence[str]) -> ModelE
     elif isinstance(exc, UnreadableReply | StreamError):
         code, what = "model_bad_reply", "sent a reply that could not be used"
         hint = "check that the api_base points at an OpenAI-compatible chat completions API"
-    elif isinstance(exc, openai.OpenAIError) and "api_key" in str(exc):
+    elif isinstance(exc, MissingKey) or (
+        isinstance(exc, openai.OpenAIError) and "api_key" in str(exc)
+    ):
         code, what = "model_auth_failed", "has no API key"
         hint = "set the key (SKILLDESK_MODEL_API_KEY or the profile's api_key_env)"
     else:
@@ -83,8 +91,9 @@ def _status(exc: Exception) -> int | None:
 
 def _rate_limit_wait(exc: Exception) -> float:
     """The provider's Retry-After when it gives a short one, else half a second."""
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
+    headers = getattr(exc, "headers", None) or getattr(
+        getattr(exc, "response", None), "headers", None
+    )
     raw = headers.get("retry-after") if headers is not None else None
     try:
         wait = float(raw) if raw is not None else 0.5

@@ -160,6 +160,11 @@ class ModelGateway:
             return
         raise attempts.error()
 
+    async def aclose(self) -> None:
+        """Close the connection pools opened on the running event loop."""
+        for transport in self._transports.values():
+            await transport.aclose()
+
     def _transport(self, profile: str) -> Transport:
         transport = self._transports.get(profile)
         if transport is None:

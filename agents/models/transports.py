@@ -6,12 +6,13 @@ goes through litellm, which translates the request and the reply. Both return Op
 replies as plain dicts (a ``chat.completion``, or ``chat.completion.chunk`` after chunk), so
 the chat model reads them alike.
 
-Why two: on one streamed reply of a few chunks, litellm's own layers (its router, its
-per-chunk re-wrapping, cost calculation and success logging) took 8-10 ms of CPU against
-~2.5 ms for the SDK it wraps, and ~1.4 ms when the SDK only sends the request and the
-server-sent events are read here as JSON: the SDK's typed request transform and per-chunk
-model construction cost more than the HTTP exchange itself (``bench/model_client.py``).
-The SDK still provides the connection pool, authentication, timeouts and its status errors.
+Why two: a streamed reply of a few chunks cost 8-10 ms of CPU through litellm's own layers
+(its router, per-chunk re-wrapping, cost calculation, success logging), ~2.5 ms through
+the OpenAI SDK it wraps (whose typed request transform and per-chunk model construction
+cost more than the HTTP exchange), ~1.2 ms with the SDK only sending bytes, and ~0.3 ms
+over aiohttp (the HTTP client litellm itself uses) with the events read here as JSON.
+``bench/model_client.py`` measures them side by side. On a 2-core service every
+millisecond of a call is a millisecond of every turn's CPU.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 from agents.models.config import ModelProfile, resolve_api_key
@@ -40,6 +41,9 @@ class Transport(Protocol):
     def create(self, request: dict[str, Any]) -> Any:
         """The same, blocking."""
 
+    async def aclose(self) -> None:
+        """Release connections held for the running event loop."""
+
 
 def transport_for(profile: ModelProfile, environ: Mapping[str, str] | None = None) -> Transport:
     """The transport of a profile: the OpenAI SDK for ``openai/...`` models, else litellm."""
@@ -50,43 +54,60 @@ def transport_for(profile: ModelProfile, environ: Mapping[str, str] | None = Non
 
 
 class OpenAITransport:
-    """An OpenAI-compatible endpoint through the OpenAI SDK (one pooled client per loop)."""
+    """An OpenAI-compatible endpoint: async calls over aiohttp (one pooled session per event
+    loop), blocking calls through the OpenAI SDK's client."""
 
     def __init__(self, profile: ModelProfile, key: str | None) -> None:
         self.model = profile.litellm_model.removeprefix(_OPENAI_PREFIX)
+        base = profile.api_base or os.environ.get("OPENAI_BASE_URL") or _OPENAI_BASE
+        self.url = f"{base.rstrip('/')}/chat/completions"
+        key = key or (PLACEHOLDER_KEY if profile.api_base else os.environ.get("OPENAI_API_KEY"))
+        self._key = key
+        self._timeout = profile.timeout_s
+        self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if key:
+            self._headers["Authorization"] = f"Bearer {key}"
+        if not profile.api_base and os.environ.get("OPENAI_ORG_ID"):
+            self._headers["OpenAI-Organization"] = os.environ["OPENAI_ORG_ID"]
         self._options: dict[str, Any] = {
-            "base_url": profile.api_base,  # None: the SDK's default (OPENAI_BASE_URL or OpenAI)
-            "api_key": key or (PLACEHOLDER_KEY if profile.api_base else None),
+            "base_url": base,
+            "api_key": key,
             "timeout": profile.timeout_s,
             "max_retries": 0,  # the gateway retries and falls back
         }
-        self._async: tuple[asyncio.AbstractEventLoop, Any] | None = None
+        self._session: tuple[asyncio.AbstractEventLoop, Any] | None = None
         self._sync: Any = None
 
-    def _async_client(self) -> Any:
-        # An async HTTP pool belongs to the loop it was opened on (tests and CLI commands
+    def _aiohttp(self) -> Any:
+        # A connection pool belongs to the loop it was opened on (tests and CLI commands
         # may run several loops in one process).
         loop = asyncio.get_running_loop()
-        if self._async is None or self._async[0] is not loop:
-            from openai import AsyncOpenAI
+        if self._session is None or self._session[0] is not loop or self._session[1].closed:
+            import aiohttp
 
-            self._async = (loop, AsyncOpenAI(**self._options))
-        return self._async[1]
+            timeout = aiohttp.ClientTimeout(
+                total=None, sock_connect=self._timeout, sock_read=self._timeout
+            )
+            self._session = (loop, aiohttp.ClientSession(timeout=timeout, trust_env=True))
+        return self._session[1]
 
     async def acreate(self, request: dict[str, Any]) -> Any:
-        import httpx2
-
-        stream = bool(request.get("stream"))
-        response = await self._async_client().post(
-            "/chat/completions",
-            body={"model": self.model, **request},
-            cast_to=httpx2.Response,
-            stream=stream,
-            options=_AUTH,
-        )
-        if stream:
-            return AsyncEvents(response)
-        return _json(response.text)
+        if not self._key:
+            raise MissingKey()
+        body = json.dumps({"model": self.model, **request}, ensure_ascii=False).encode()
+        response = await self._aiohttp().post(self.url, data=body, headers=self._headers)
+        try:
+            if response.status >= 400:
+                text = await response.text(errors="replace")
+                raise ProviderStatusError(response.status, text, response.headers)
+            if request.get("stream"):
+                events = AsyncEvents(_lines(response.content), response.release)
+                response = None  # released when the stream closes
+                return events
+            return _json(await response.text(errors="replace"))
+        finally:
+            if response is not None:
+                response.release()
 
     def create(self, request: dict[str, Any]) -> Any:
         import httpx2
@@ -104,54 +125,74 @@ class OpenAITransport:
             options=_AUTH,
         )
         if stream:
-            return Events(response)
+            return Events(response.iter_lines(), response.close)
         return _json(response.text)
 
+    async def aclose(self) -> None:
+        """Close the async connection pool (when it belongs to the running loop)."""
+        if self._session is not None and self._session[0] is asyncio.get_running_loop():
+            await self._session[1].close()
+        self._session = None
 
+
+_OPENAI_BASE = "https://api.openai.com/v1"
 # What the SDK's typed methods ask of its auth layer: the API key as a bearer token.
 _AUTH: Any = {"security": {"bearer_auth": True}}
+
+
+async def _lines(content: Any) -> AsyncIterator[str]:
+    """The lines of an aiohttp body as it arrives (no line-length limit)."""
+    pending = b""
+    async for data in content.iter_any():
+        *lines, pending = (pending + data).split(b"\n")
+        for line in lines:
+            yield line.rstrip(b"\r").decode("utf-8", errors="replace")
+    if pending:
+        yield pending.rstrip(b"\r").decode("utf-8", errors="replace")
 
 
 class AsyncEvents:
     """The chunks of a streamed completion, read off its server-sent events as dicts."""
 
-    def __init__(self, response: Any) -> None:
-        self._response = response
-        self._chunks = _chunks_of(_aiter_events(response))
+    def __init__(self, lines: AsyncIterator[str], release: Callable[[], Any]) -> None:
+        self._chunks = _chunks_of(_aiter_events(lines))
+        self._release = release
 
     def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
         return self._chunks
 
     async def close(self) -> None:
-        await self._response.aclose()
+        result = self._release()
+        if asyncio.iscoroutine(result):
+            await result
 
 
 class Events:
     """Blocking :class:`AsyncEvents`."""
 
-    def __init__(self, response: Any) -> None:
-        self._response = response
-        self._chunks = _chunks_in(_iter_events(response))
+    def __init__(self, lines: Iterator[str], release: Callable[[], Any]) -> None:
+        self._chunks = _chunks_in(_iter_events(lines))
+        self._release = release
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return self._chunks
 
     def close(self) -> None:
-        self._response.close()
+        self._release()
 
 
-async def _aiter_events(response: Any) -> AsyncIterator[tuple[str, str]]:
+async def _aiter_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]]:
     events = _EventReader()
-    async for line in response.aiter_lines():
+    async for line in lines:
         if (event := events.feed(line)) is not None:
             yield event
     if (event := events.feed("")) is not None:
         yield event
 
 
-def _iter_events(response: Any) -> Iterator[tuple[str, str]]:
+def _iter_events(lines: Iterator[str]) -> Iterator[tuple[str, str]]:
     events = _EventReader()
-    for line in response.iter_lines():
+    for line in lines:
         if (event := events.feed(line)) is not None:
             yield event
     if (event := events.feed("")) is not None:
@@ -225,6 +266,36 @@ def _json(text: str) -> dict[str, Any]:
     return value
 
 
+class ProviderStatusError(Exception):
+    """The provider answered with an HTTP error status."""
+
+    def __init__(self, status: int, body: str, headers: Mapping[str, str]) -> None:
+        self.status_code = status
+        self.headers = headers
+        self.message = f"HTTP {status}: {_error_message(body)}"
+        super().__init__(self.message)
+
+
+class MissingKey(Exception):
+    """No API key for a provider that needs one."""
+
+    def __init__(self) -> None:
+        self.message = "no api_key: OPENAI_API_KEY is not set and the profile names none"
+        super().__init__(self.message)
+
+
+def _error_message(body: str) -> str:
+    """The message of an OpenAI-style error body, else the body itself (shortened)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body.strip()[:300] or "no details"
+    error = data.get("error", data) if isinstance(data, dict) else data
+    if isinstance(error, dict) and error.get("message"):
+        return str(error["message"])
+    return str(error)[:300]
+
+
 class UnreadableReply(ValueError):
     """The provider answered with something that is not an OpenAI-shaped JSON reply."""
 
@@ -267,6 +338,9 @@ class LiteLLMTransport:
         if request.get("stream"):
             return (chunk.model_dump() for chunk in reply)
         return reply.model_dump()
+
+    async def aclose(self) -> None:
+        """litellm keeps its own clients."""
 
 
 class _AsyncDicts:

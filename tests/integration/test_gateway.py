@@ -4,7 +4,7 @@ through LangChain; retries and fallbacks across both."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +15,15 @@ from agents.models import ModelGateway, load_models_config
 from tests.fakellm import FakeLLM, Reply, ToolCall
 
 HELLO = [HumanMessage(content="hello")]
+_OPENED: list[ModelGateway] = []
+
+
+@pytest.fixture(autouse=True)
+async def _close_gateways() -> AsyncIterator[None]:
+    """Each test's gateways close their connection pools, as the service does on exit."""
+    yield
+    while _OPENED:
+        await _OPENED.pop().aclose()
 
 
 @pytest.fixture
@@ -52,7 +61,9 @@ profiles:
     path = tmp_path / "models.yaml"
     path.write_text(text, encoding="utf-8")
     env = {"FAKE_KEY": "sk-fake\n"}
-    return ModelGateway(load_models_config(models_file=path, environ=env), environ=env)
+    gateway = ModelGateway(load_models_config(models_file=path, environ=env), environ=env)
+    _OPENED.append(gateway)
+    return gateway
 
 
 async def test_answer_comes_from_the_model_server_with_usage_recorded(

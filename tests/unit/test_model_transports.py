@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
@@ -31,6 +31,10 @@ class Response:
         self.closed = True
 
 
+def _async(response: Response) -> tuple[AsyncIterator[str], Callable[[], Awaitable[None]]]:
+    return response.aiter_lines(), response.aclose
+
+
 STREAM = (
     ": keep-alive comment\n\n"
     'data: {"choices": [{"delta": {"content": "Hel"}}]}\n\n'
@@ -45,7 +49,7 @@ STREAM = (
 
 async def test_events_become_chunks_until_done() -> None:
     response = Response(STREAM)
-    events = AsyncEvents(response)
+    events = AsyncEvents(response.aiter_lines(), response.aclose)
     chunks = [chunk async for chunk in events]
     assert [c["choices"][0]["delta"]["content"] for c in chunks[:2]] == ["Hel", "lo"]
     assert chunks[2]["usage"] == {"prompt_tokens": 3}
@@ -55,7 +59,7 @@ async def test_events_become_chunks_until_done() -> None:
 
 
 def test_blocking_reader_reads_the_same() -> None:
-    chunks = list(Events(Response(STREAM)))
+    chunks = list(Events(iter(Response(STREAM).iter_lines()), lambda: None))
     assert len(chunks) == 3
     assert chunks[1]["choices"][0]["delta"]["content"] == "lo"
 
@@ -65,14 +69,14 @@ async def test_an_error_event_mid_stream_raises_with_the_servers_message() -> No
         'data: {"choices": [{"delta": {"content": "a"}}]}\n\n'
         'event: error\ndata: {"error": {"message": "overloaded"}}\n\n'
     )
-    events = AsyncEvents(Response(text))
+    events = AsyncEvents(*_async(Response(text)))
     assert (await anext(aiter(events)))["choices"][0]["delta"]["content"] == "a"
     with pytest.raises(StreamError, match="overloaded"):
         await anext(aiter(events))
 
 
 async def test_a_reply_that_is_not_json_is_named_as_such() -> None:
-    events = AsyncEvents(Response("data: <html>Bad Gateway</html>\n\n"))
+    events = AsyncEvents(*_async(Response("data: <html>Bad Gateway</html>\n\n")))
     with pytest.raises(UnreadableReply) as info:
         await anext(aiter(events))
     error = to_model_error(info.value, "main", ["main", "backup"])
