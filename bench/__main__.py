@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
-from bench import cold_start, conversation, retrieval_latency, retrieval_quality, skill_context
+from bench import (
+    cold_start,
+    conversation,
+    model_client,
+    retrieval_latency,
+    retrieval_quality,
+    skill_context,
+)
 
 if __name__ == "__main__":
-    for module in (skill_context, retrieval_quality, retrieval_latency, cold_start, conversation):
+    modules = (
+        skill_context,
+        retrieval_quality,
+        retrieval_latency,
+        cold_start,
+        model_client,
+        conversation,
+    )
+    for module in modules:
         print(f"\n== {module.__name__} ==")
         module.main()

@@ -49,7 +49,7 @@ def transport_for(profile: ModelProfile, environ: Mapping[str, str] | None = Non
     """The transport of a profile: the OpenAI SDK for ``openai/...`` models, else litellm."""
     key = resolve_api_key(profile, environ)
     if profile.litellm_model.startswith(_OPENAI_PREFIX):
-        return OpenAITransport(profile, key)
+        return OpenAITransport(profile, key, os.environ if environ is None else environ)
     return LiteLLMTransport(profile, key)
 
 
@@ -57,18 +57,18 @@ class OpenAITransport:
     """An OpenAI-compatible endpoint: async calls over aiohttp (one pooled session per event
     loop), blocking calls through the OpenAI SDK's client."""
 
-    def __init__(self, profile: ModelProfile, key: str | None) -> None:
+    def __init__(self, profile: ModelProfile, key: str | None, environ: Mapping[str, str]) -> None:
         self.model = profile.litellm_model.removeprefix(_OPENAI_PREFIX)
-        base = profile.api_base or os.environ.get("OPENAI_BASE_URL") or _OPENAI_BASE
+        base = profile.api_base or environ.get("OPENAI_BASE_URL") or _OPENAI_BASE
         self.url = f"{base.rstrip('/')}/chat/completions"
-        key = key or (PLACEHOLDER_KEY if profile.api_base else os.environ.get("OPENAI_API_KEY"))
+        key = key or (PLACEHOLDER_KEY if profile.api_base else environ.get("OPENAI_API_KEY"))
         self._key = key
         self._timeout = profile.timeout_s
         self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if key:
             self._headers["Authorization"] = f"Bearer {key}"
-        if not profile.api_base and os.environ.get("OPENAI_ORG_ID"):
-            self._headers["OpenAI-Organization"] = os.environ["OPENAI_ORG_ID"]
+        if not profile.api_base and environ.get("OPENAI_ORG_ID"):
+            self._headers["OpenAI-Organization"] = environ["OPENAI_ORG_ID"]
         self._options: dict[str, Any] = {
             "base_url": base,
             "api_key": key,

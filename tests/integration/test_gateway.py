@@ -222,6 +222,17 @@ async def test_a_refused_key_alone_says_to_check_the_key(tmp_path: Path, fake_ll
         await gateway_for(tmp_path, fake_llm, retries=2).chat_model().ainvoke(HELLO)
     assert info.value.code == "model_auth_failed"
     assert "key" in info.value.message
+    assert "scripted HTTP 401" in info.value.message  # what the provider said
+
+
+async def test_openai_without_a_key_says_so_before_calling_anyone() -> None:
+    config = load_models_config(model="openai/gpt-4o-mini", environ={})
+    gateway = ModelGateway(config, environ={})  # no OPENAI_API_KEY, no api_base
+    _OPENED.append(gateway)
+    with pytest.raises(ModelError) as info:
+        await gateway.chat_model().ainvoke(HELLO)
+    assert info.value.code == "model_auth_failed"
+    assert "OPENAI_API_KEY" in info.value.message
 
 
 async def test_rate_limits_are_retried_after_a_pause(tmp_path: Path, fake_llm: FakeLLM) -> None:
