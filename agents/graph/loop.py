@@ -14,6 +14,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from langchain_core.messages.ai import add_ai_message_chunks
 from langchain_core.runnables import RunnableConfig
 
 from agents.graph.context import BudgetExceeded, RunContext, emit
@@ -118,10 +119,12 @@ async def run_tool_loop(
 
 async def complete(model: Any, messages: list[BaseMessage], config: RunnableConfig) -> AIMessage:
     """One model call, streamed (tokens reach the event stream), finished strictly."""
-    final: AIMessageChunk | None = None
-    async for chunk in model.astream(messages, config):
-        final = chunk if final is None else final + chunk
-    return finish_stream(final) if final is not None else AIMessage(content="")
+    chunks: list[AIMessageChunk] = [chunk async for chunk in model.astream(messages, config)]
+    if not chunks:
+        return AIMessage(content="")
+    # One merge at the end: adding chunk by chunk rebuilds the message (and re-parses its
+    # partial tool-call arguments) at every chunk.
+    return finish_stream(add_ai_message_chunks(chunks[0], *chunks[1:]))
 
 
 async def execute_tools(
