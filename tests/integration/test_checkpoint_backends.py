@@ -112,12 +112,14 @@ async def test_a_file_written_by_langgraphs_async_sqlite_saver_opens_and_continu
     path = model_settings.resolved_checkpoint_url.removeprefix("sqlite:///")
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fake_llm.script(Reply(content="Noted: green."), Reply(content="You said green."))
+    gateway = ModelGateway(model_settings.models())
     async with AsyncSqliteSaver.from_conn_string(path) as old_saver:
-        graph = build_graph(ModelGateway(model_settings.models()), old_saver)
+        graph = build_graph(gateway, old_saver)
         await graph.ainvoke(
             {"messages": [HumanMessage("My colour is green.")]},
             {"configurable": {"thread_id": "old-file"}},
         )
+    await gateway.aclose()
     async with open_services(model_settings) as services:
         answer = await services.conversations.run("old-file", [HumanMessage("My colour?")])
         history = await services.conversations.history("old-file")
