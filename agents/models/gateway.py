@@ -11,7 +11,13 @@ from agents.errors import ModelError, NoModelConfigured
 from agents.models.chat_model import GatewayChatModel
 from agents.models.config import ModelsConfig
 from agents.models.errors import retry_delay, to_model_error
-from agents.models.transports import Transport, aclose_stream, close_stream, transport_for
+from agents.models.transports import (
+    Transport,
+    UnreadableReply,
+    aclose_stream,
+    close_stream,
+    transport_for,
+)
 from agents.models.usage import UsageRecorder
 
 
@@ -103,10 +109,9 @@ class ModelGateway:
             try:
                 async with asyncio.timeout(timeout):  # until the first chunk
                     stream = await transport.acreate(request)
-                    first = await anext(aiter(stream))
-            except StopAsyncIteration:  # an empty reply
-                await aclose_stream(stream)
-                return
+                    first = await anext(aiter(stream), None)
+                if first is None:
+                    raise UnreadableReply(_NO_EVENTS)
             except Exception as exc:  # _Attempts judges every failure
                 if stream is not None:
                     await aclose_stream(stream)
@@ -141,10 +146,9 @@ class ModelGateway:
             stream: Any = None
             try:
                 stream = transport.create(request)
-                first = next(iter(stream))
-            except StopIteration:  # an empty reply
-                close_stream(stream)
-                return
+                first = next(iter(stream), None)
+                if first is None:
+                    raise UnreadableReply(_NO_EVENTS)
             except Exception as exc:  # _Attempts judges every failure
                 if stream is not None:
                     close_stream(stream)
@@ -172,6 +176,9 @@ class ModelGateway:
             transport = transport_for(self.config.get(profile), self._environ)
             self._transports[profile] = transport
         return transport
+
+
+_NO_EVENTS = "the model server's stream ended without a single event (is it an OpenAI-style API?)"
 
 
 class _Attempts:

@@ -264,6 +264,28 @@ async def test_a_stream_that_breaks_after_its_first_chunk_is_reported_not_retrie
     assert received  # the first chunk had arrived
 
 
+async def test_a_stream_with_no_events_is_a_bad_reply_not_an_empty_answer(
+    tmp_path: Path,
+) -> None:
+    # Something that answers 200 but speaks no server-sent events (a misconfigured proxy).
+    from starlette.responses import PlainTextResponse
+
+    from tests.fakellm.server import Route
+
+    with FakeLLM() as odd:
+        odd._app.router.routes.insert(
+            0, Route("/v1/chat/completions", lambda _: PlainTextResponse("OK"), methods=["POST"])
+        )
+        model = gateway_for(tmp_path, odd, retries=0).chat_model()
+        with pytest.raises(ModelError) as whole:
+            await model.ainvoke(HELLO)
+        with pytest.raises(ModelError) as streamed:
+            await anext(aiter(model.astream(HELLO)))
+    assert whole.value.code == streamed.value.code == "model_bad_reply"
+    assert "is not JSON: 'OK'" in whole.value.message
+    assert "without a single event" in streamed.value.message
+
+
 def test_blocking_calls_retry_and_fall_back_too(
     tmp_path: Path, fake_llm: FakeLLM, backup_llm: FakeLLM
 ) -> None:
