@@ -104,7 +104,7 @@ class OpenAITransport:
                 events = AsyncEvents(_lines(response.content), response.release)
                 response = None  # released when the stream closes
                 return events
-            return _json(await response.text(errors="replace"))
+            return _whole(await response.text(errors="replace"))
         finally:
             if response is not None:
                 response.release()
@@ -126,7 +126,7 @@ class OpenAITransport:
         )
         if stream:
             return Events(response.iter_lines(), response.close)
-        return _json(response.text)
+        return _whole(response.text)
 
     async def aclose(self) -> None:
         """Close the async connection pool (when it belongs to the running loop)."""
@@ -254,6 +254,16 @@ def _chunk(event: str, data: str) -> dict[str, Any]:
     return chunk
 
 
+def _whole(text: str) -> dict[str, Any]:
+    """A whole (not streamed) reply; an error body sent with status 200 raises."""
+    reply = _json(text)
+    if reply.get("error") and not reply.get("choices"):
+        error = reply["error"]
+        message = error.get("message") if isinstance(error, dict) else str(error)
+        raise StreamError(f"the model server answered with an error: {message}")
+    return reply
+
+
 def _json(text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
@@ -301,7 +311,8 @@ class UnreadableReply(ValueError):
 
 
 class StreamError(RuntimeError):
-    """The provider reported an error inside a stream that had started."""
+    """The provider reported an error in a reply it sent as a success (inside a stream that
+    had started, or in a 200 body)."""
 
 
 class LiteLLMTransport:

@@ -286,6 +286,22 @@ async def test_a_stream_with_no_events_is_a_bad_reply_not_an_empty_answer(
     assert "without a single event" in streamed.value.message
 
 
+async def test_an_error_sent_with_status_200_is_reported_as_such(tmp_path: Path) -> None:
+    from starlette.responses import JSONResponse
+
+    from tests.fakellm.server import Route
+
+    body = {"error": {"message": "quota exhausted for this key"}}
+    with FakeLLM() as odd:
+        odd._app.router.routes.insert(
+            0, Route("/v1/chat/completions", lambda _: JSONResponse(body), methods=["POST"])
+        )
+        with pytest.raises(ModelError) as info:
+            await gateway_for(tmp_path, odd, retries=0).chat_model().ainvoke(HELLO)
+    assert info.value.code == "model_bad_reply"
+    assert "quota exhausted for this key" in info.value.message
+
+
 def test_blocking_calls_retry_and_fall_back_too(
     tmp_path: Path, fake_llm: FakeLLM, backup_llm: FakeLLM
 ) -> None:
