@@ -60,6 +60,12 @@ def to_model_error(exc: Exception, profile: str, chain: Sequence[str]) -> ModelE
     elif status == 404:
         code, what = "model_not_found", "does not know this model"
         hint = "check the model name and the api_base of the profile"
+    elif status in (400, 413, 422):
+        code, what = "model_rejected_request", "refused the request"
+        hint = (
+            "see what the provider said below: a conversation longer than the model's "
+            "context window or a parameter the model does not take are the usual causes"
+        )
     elif status == 429:
         code, what = "model_rate_limited", "is rate limiting requests"
         hint = "wait a moment and try again, or add a fallback profile"

@@ -235,6 +235,17 @@ async def test_openai_without_a_key_says_so_before_calling_anyone() -> None:
     assert "OPENAI_API_KEY" in info.value.message
 
 
+async def test_a_refused_request_is_not_retried_and_says_what_the_provider_said(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(status=400, error_message="maximum context length is 8192 tokens"))
+    with pytest.raises(ModelError) as info:
+        await gateway_for(tmp_path, fake_llm, retries=2).chat_model().ainvoke(HELLO)
+    assert info.value.code == "model_rejected_request"
+    assert "maximum context length is 8192 tokens" in info.value.message
+    assert len(fake_llm.requests) == 1
+
+
 async def test_rate_limits_are_retried_after_a_pause(tmp_path: Path, fake_llm: FakeLLM) -> None:
     fake_llm.script(Reply(status=429), Reply(content="after the pause"))
     started = time.monotonic()
