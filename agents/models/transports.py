@@ -22,6 +22,7 @@ import json
 import os
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from agents.models.config import ModelProfile, resolve_api_key
 
@@ -61,6 +62,7 @@ class OpenAITransport:
         self.model = profile.litellm_model.removeprefix(_OPENAI_PREFIX)
         base = profile.api_base or environ.get("OPENAI_BASE_URL") or _OPENAI_BASE
         self.url = f"{base.rstrip('/')}/chat/completions"
+        self._openai_itself = urlsplit(base).hostname == "api.openai.com"
         key = key or (PLACEHOLDER_KEY if profile.api_base else environ.get("OPENAI_API_KEY"))
         self._key = key
         self._timeout = profile.timeout_s
@@ -78,6 +80,15 @@ class OpenAITransport:
         self._session: tuple[asyncio.AbstractEventLoop, Any] | None = None
         self._sync: Any = None
 
+    def body(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The JSON body of a request. OpenAI's own API takes the reply cap as
+        ``max_completion_tokens`` (its reasoning models refuse ``max_tokens``); servers that
+        merely speak the API (vLLM, Ollama…) keep the older name."""
+        body = {"model": self.model, **request}
+        if self._openai_itself and "max_tokens" in body:
+            body["max_completion_tokens"] = body.pop("max_tokens")
+        return body
+
     def _aiohttp(self) -> Any:
         # A connection pool belongs to the loop it was opened on (tests and CLI commands
         # may run several loops in one process).
@@ -94,7 +105,7 @@ class OpenAITransport:
     async def acreate(self, request: dict[str, Any]) -> Any:
         if not self._key:
             raise MissingKey()
-        body = json.dumps({"model": self.model, **request}, ensure_ascii=False).encode()
+        body = json.dumps(self.body(request), ensure_ascii=False).encode()
         response = await self._aiohttp().post(self.url, data=body, headers=self._headers)
         try:
             if response.status >= 400:
@@ -119,7 +130,7 @@ class OpenAITransport:
         stream = bool(request.get("stream"))
         response = self._sync.post(
             "/chat/completions",
-            body={"model": self.model, **request},
+            body=self.body(request),
             cast_to=httpx2.Response,
             stream=stream,
             options=_AUTH,

@@ -84,3 +84,22 @@ async def test_a_reply_that_is_not_json_is_named_as_such() -> None:
     assert "<html>Bad Gateway</html>" in error.message
     assert "'main' → 'backup'" in error.message
     assert retry_delay(info.value) is None  # the next profile, not the same again
+
+
+def test_openai_itself_gets_max_completion_tokens_and_compatible_servers_max_tokens() -> None:
+    from agents.models.config import ModelProfile
+    from agents.models.transports import OpenAITransport
+
+    request = {"messages": [], "max_tokens": 300}
+    openai = OpenAITransport(ModelProfile(model="openai/o3-mini"), "sk-x", environ={})
+    local = OpenAITransport(
+        ModelProfile(model="qwen2.5", api_base="http://127.0.0.1:11434/v1"), None, environ={}
+    )
+    assert openai.url == "https://api.openai.com/v1/chat/completions"
+    assert openai.body(request) == {
+        "model": "o3-mini",
+        "messages": [],
+        "max_completion_tokens": 300,
+    }
+    assert local.body(request) == {"model": "qwen2.5", "messages": [], "max_tokens": 300}
+    assert request == {"messages": [], "max_tokens": 300}  # the caller's request is untouched
