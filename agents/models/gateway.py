@@ -195,24 +195,27 @@ class _Attempts:
         self.chain = gateway.chain(profile)
         self._last: Exception | None = None
         self._again = False
+        self._retries_left = 0
 
     def __iter__(self) -> Iterator[tuple[Transport, float]]:
         assert self._gateway.config is not None
         for name in self.chain:
             spec = self._gateway.config.get(name)
             transport = self._gateway._transport(name)
-            for _ in range(spec.retries + 1):
+            for attempt in range(spec.retries + 1):
                 self._again = False
+                self._retries_left = spec.retries - attempt
                 yield transport, spec.timeout_s
                 if not self._again:
                     break
 
     def failed(self, exc: Exception) -> float:
-        """Record a failed attempt; returns how long to wait before the next one."""
+        """Record a failed attempt; returns how long to wait before the next one (no wait
+        when the next attempt goes to another profile, or there is none)."""
         self._last = exc
         delay = retry_delay(exc)
         self._again = delay is not None
-        return delay or 0.0
+        return delay if delay is not None and self._retries_left > 0 else 0.0
 
     def error(self) -> ModelError:
         """What the caller raises when every attempt failed."""

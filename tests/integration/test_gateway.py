@@ -255,6 +255,18 @@ async def test_rate_limits_are_retried_after_a_pause(tmp_path: Path, fake_llm: F
     assert len(fake_llm.requests) == 2
 
 
+async def test_the_last_rate_limited_attempt_fails_at_once(
+    tmp_path: Path, fake_llm: FakeLLM, backup_llm: FakeLLM
+) -> None:
+    # No pause before moving on to the fallback: it has its own limits.
+    fake_llm.script(Reply(status=429))
+    backup_llm.script(Reply(content="from backup"))
+    started = time.monotonic()
+    gateway = gateway_for(tmp_path, fake_llm, backup_llm, retries=0)
+    assert (await gateway.chat_model().ainvoke(HELLO)).content == "from backup"
+    assert time.monotonic() - started < 0.4
+
+
 async def test_a_stream_that_breaks_after_its_first_chunk_is_reported_not_retried(
     tmp_path: Path, fake_llm: FakeLLM, backup_llm: FakeLLM
 ) -> None:
