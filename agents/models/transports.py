@@ -1,10 +1,11 @@
-"""How one profile's requests reach its provider: the OpenAI SDK or litellm.
+"""How one profile's requests reach its provider: directly, or through litellm.
 
 OpenAI-compatible endpoints (OpenAI itself and every server reached by base URL: vLLM,
-Ollama, a local proxy…) are called through the OpenAI SDK directly. Every other provider
-goes through litellm, which translates the request and the reply. Both return OpenAI-shaped
-replies as plain dicts (a ``chat.completion``, or ``chat.completion.chunk`` after chunk), so
-the chat model reads them alike.
+Ollama, a local proxy…) are called directly: aiohttp for async calls, with the server-sent
+events read here as JSON, and the OpenAI SDK's client for blocking ones. Every other
+provider goes through litellm, which translates the request and the reply. Both return
+OpenAI-shaped replies as plain dicts (a ``chat.completion``, or ``chat.completion.chunk``
+after chunk), so the chat model reads them alike.
 
 Why two: a streamed reply of a few chunks cost 8-10 ms of CPU through litellm's own layers
 (its router, per-chunk re-wrapping, cost calculation, success logging), ~2.5 ms through
@@ -47,7 +48,7 @@ class Transport(Protocol):
 
 
 def transport_for(profile: ModelProfile, environ: Mapping[str, str] | None = None) -> Transport:
-    """The transport of a profile: the OpenAI SDK for ``openai/...`` models, else litellm."""
+    """The transport of a profile: direct for ``openai/...`` models, else litellm."""
     key = resolve_api_key(profile, environ)
     if profile.litellm_model.startswith(_OPENAI_PREFIX):
         return OpenAITransport(profile, key, os.environ if environ is None else environ)
