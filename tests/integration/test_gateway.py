@@ -108,6 +108,21 @@ async def test_calls_reuse_one_connection(tmp_path: Path, fake_llm: FakeLLM) -> 
     assert len(set(fake_llm.peers)) == 1
 
 
+async def test_a_stream_closed_half_read_leaves_the_model_usable(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    # A client that goes away mid-answer: the stream is closed where it stands, and the
+    # next call is answered as usual.
+    fake_llm.script(Reply(content="one two three four five", stream_chunk_delay=0.05))
+    fake_llm.script(Reply(content="next"))
+    model = gateway_for(tmp_path, fake_llm).chat_model()
+    stream = model.astream(HELLO)
+    assert (await anext(stream)).content is not None
+    await stream.aclose()
+    assert (await model.ainvoke(HELLO)).content == "next"
+    assert len(fake_llm.requests) == 2
+
+
 async def test_bound_tools_produce_tool_calls(tmp_path: Path, fake_llm: FakeLLM) -> None:
     fake_llm.script(Reply(tool_calls=[ToolCall(name="get_order", arguments={"order_id": "A1"})]))
     tool = {
