@@ -263,6 +263,11 @@ def _chunk(event: str, data: str) -> dict[str, Any]:
         error = chunk.get("error") or chunk
         message = error.get("message") if isinstance(error, dict) else str(error)
         raise StreamError(f"the model server reported an error mid-stream: {message}")
+    choices = chunk.get("choices") or []
+    if not (isinstance(choices, list) and _all_with(choices, "delta")):
+        raise UnreadableReply(
+            f"the model server sent a chunk without choices[].delta: {data[:200]!r}"
+        )
     return chunk
 
 
@@ -273,7 +278,15 @@ def _whole(text: str) -> dict[str, Any]:
         error = reply["error"]
         message = error.get("message") if isinstance(error, dict) else str(error)
         raise StreamError(f"the model server answered with an error: {message}")
+    choices = reply.get("choices")
+    if not (isinstance(choices, list) and choices and _all_with(choices, "message")):
+        raise UnreadableReply(f"the model server's reply has no choices[].message: {text[:200]!r}")
     return reply
+
+
+def _all_with(choices: list[Any], key: str) -> bool:
+    """Whether every choice is an object whose ``key`` is an object."""
+    return all(isinstance(c, dict) and isinstance(c.get(key) or {}, dict) for c in choices)
 
 
 def _json(text: str) -> dict[str, Any]:

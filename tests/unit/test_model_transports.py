@@ -103,3 +103,17 @@ def test_openai_itself_gets_max_completion_tokens_and_compatible_servers_max_tok
     }
     assert local.body(request) == {"model": "qwen2.5", "messages": [], "max_tokens": 300}
     assert request == {"messages": [], "max_tokens": 300}  # the caller's request is untouched
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        '{"choices": "nope"}',
+        '{"choices": [{"delta": "text"}]}',
+        '{"choices": [42]}',
+    ],
+)
+async def test_a_chunk_of_the_wrong_shape_is_named_as_such(data: str) -> None:
+    events = AsyncEvents(*_async(Response(f"data: {data}\n\n")))
+    with pytest.raises(UnreadableReply, match="without choices"):
+        await anext(aiter(events))
