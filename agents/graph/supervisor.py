@@ -28,6 +28,7 @@ from agents.models.structured import forced_call, function_tool
 from agents.models.usage import call_usage
 from agents.router.intents import independent, split_intents
 from agents.skills.definitions import META_TOOLS, openai_tool
+from agents.skills.loader import Skill
 from agents.skills.registry import SkillNotFound
 from agents.tokens import count_tokens
 
@@ -225,11 +226,24 @@ def _one_expert_fits(brain: Brain, tasks: list[dict[str, Any]]) -> bool:
         # Separate experts keep each request's tools apart: text returned by one request's
         # lookup must not be able to trigger another request's side-effecting tool.
         return False
-    size = sum(
-        count_tokens(s.body()) + count_tokens(json.dumps([openai_tool(t) for t in s.tools]))
-        for s in skills
-    )
-    return size <= budget
+    return sum(_definition_tokens(s) for s in skills) <= budget
+
+
+_DEFINITION_TOKENS: dict[tuple[str, str], int] = {}
+
+
+def _definition_tokens(skill: Skill) -> int:
+    """Tokens of a skill's instructions and tool schemas, counted once per version of its
+    folder (the count reads SKILL.md and tokenises it)."""
+    key = (skill.name, skill.fingerprint)
+    count = _DEFINITION_TOKENS.get(key)
+    if count is None:
+        tools = json.dumps([openai_tool(t) for t in skill.tools])
+        count = count_tokens(skill.body()) + count_tokens(tools)
+        if len(_DEFINITION_TOKENS) > 4096:  # versions of edited skills pile up otherwise
+            _DEFINITION_TOKENS.clear()
+        _DEFINITION_TOKENS[key] = count
+    return count
 
 
 def dispatch(state: ThreadState) -> list[Send] | str:

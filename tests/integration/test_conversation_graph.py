@@ -290,6 +290,31 @@ async def test_several_intents_run_experts_in_parallel_and_keep_their_facts(
     assert tokens == final(events).message.content  # only the aggregator is streamed
 
 
+async def test_skills_larger_than_the_joint_budget_get_an_expert_each(
+    model_settings: Any, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    # Two small skills, but a budget smaller than their definitions: one expert per request.
+    settings = model_settings.model_copy(
+        update={
+            "skills_dir": make_skills(tmp_path / "skills"),
+            "skills_embeddings": True,
+            "joint_expert_tokens": 40,
+        }
+    )
+    answers = {"order-lookup": "ORD1234 shipped.", "device-alarms": "CNC-001 is quiet."}
+    fake_llm.script(
+        lambda body: Reply(content=answers[expert_for(body)]),
+        lambda body: Reply(content=answers[expert_for(body)]),
+        Reply(content="ORD1234 shipped; CNC-001 is quiet."),
+    )
+    async with open_services(settings) as services:
+        events = await turn(services, "check order ORD1234 and tell me if CNC-001 has open alarms")
+        state = await services.conversations.state(final(events).thread_id)
+    assert state["workspace"]["mode"] == "parallel"
+    assert "joint_expert" not in [e.node for e in events if isinstance(e, NodeStarted)]
+    assert final(events).message.content == "ORD1234 shipped; CNC-001 is quiet."
+
+
 async def test_a_multi_intent_message_is_routed_by_its_clauses_alone(
     services: Services, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
