@@ -291,3 +291,41 @@ def test_answering_intervals_cover_each_reply_to_its_last_byte(
     assert e1 - s1 >= 0.05 * (len(parts) - 2)  # the streamed one lasted to its last chunk
     fake.reset()
     assert fake.answering == []
+
+
+def _shout(body: dict[str, Any]) -> Reply:
+    """A script callable that crosses to the server's process (module level: picklable)."""
+    return Reply(content=str(body["messages"][-1]["content"]).upper())
+
+
+def _pick(body: dict[str, Any]) -> Reply:
+    return Reply(tool_calls=[ToolCall("pick", {"x": 1})])
+
+
+def test_the_server_in_a_process_of_its_own_is_driven_like_the_thread_one() -> None:
+    from tests.fakellm.process import FakeLLMProcess
+
+    tool: Any = {"type": "function", "function": {"name": "pick", "parameters": {}}}
+    with (
+        FakeLLMProcess() as fake,
+        OpenAI(base_url=fake.base_url, api_key="k", max_retries=0, timeout=5) as client,
+    ):
+        fake.script(_shout)
+        fake.on_forced_tool("pick", _pick)
+        reply = client.chat.completions.create(model="m", messages=USER)
+        assert reply.choices[0].message.content == "WHERE IS MY ORDER ORD1?"
+        forced = client.chat.completions.create(
+            model="m",
+            messages=USER,
+            tools=[tool],
+            tool_choice={"type": "function", "function": {"name": "pick"}},
+        )
+        calls = forced.choices[0].message.tool_calls or []
+        assert [c.function.arguments for c in calls] == ['{"x": 1}']  # type: ignore[union-attr]
+        assert [r["messages"] for r in fake.requests] == [USER, USER]
+        assert all(start < end for start, end in fake.answering)
+        assert len(fake.answering) == 2
+        fake.reset()
+        assert fake.requests == []
+        with pytest.raises(AttributeError):
+            fake._ask("no_such_member")
