@@ -321,7 +321,7 @@ def test_the_server_in_a_process_of_its_own_is_driven_like_the_thread_one() -> N
             tool_choice={"type": "function", "function": {"name": "pick"}},
         )
         calls = forced.choices[0].message.tool_calls or []
-        assert [c.function.arguments for c in calls] == ['{"x": 1}']  # type: ignore[union-attr]
+        assert [c.function.arguments for c in calls] == ['{"x": 1}']
         assert [r["messages"] for r in fake.requests] == [USER, USER]
         assert all(start < end for start, end in fake.answering)
         assert len(fake.answering) == 2
