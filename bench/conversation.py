@@ -170,6 +170,9 @@ async def measure(
                 "tokens": rows[-1]["tokens"],
                 "route": rows[-1]["route"],
                 "framework_ms": statistics.median(r["framework_ms"] for r in rows),
+                "framework_p90_ms": statistics.quantiles(
+                    [r["framework_ms"] for r in rows], n=10, method="inclusive"
+                )[-1],
                 "client_ms": statistics.median(r["client_ms"] for r in rows),
             }
             for name, rows in tasks.items()
@@ -347,8 +350,11 @@ async def amain() -> dict[str, dict[str, Any]]:
         f"{client['ours']:.1f} ms, create_agent {client['agent']:.1f} ms, "
         f"supervisor {client['supervisor']:.1f} ms"
     )
-    worst = max(r["framework_ms"] for r in ours.values())
-    print(f"framework time per turn (Skilldesk, worst task): {worst:.1f} ms (goal <= 15 ms)")
+    worst = max(ours, key=lambda task: ours[task]["framework_ms"])
+    print(
+        f"framework time per turn (Skilldesk, worst task): median {ours[worst]['framework_ms']:.1f}"
+        f" ms, p90 {ours[worst]['framework_p90_ms']:.1f} ms (goal <= 15 ms)"
+    )
     return {"ours": ours, "fan_out": fan_out, "create_agent": agent, "supervisor": supervisor}
 
 
