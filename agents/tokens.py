@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from functools import lru_cache
 from typing import Any
@@ -9,9 +10,14 @@ from typing import Any
 
 @lru_cache(maxsize=1)
 def _encoding() -> Any:
-    import litellm.litellm_core_utils.tokenizers as bundled
-
-    os.environ.setdefault("TIKTOKEN_CACHE_DIR", os.path.dirname(bundled.__file__))
+    # The tokenizer files lie in litellm's package; found without importing litellm, whose
+    # import builds ~270,000 objects (a server imports it only for providers that need it).
+    spec = importlib.util.find_spec("litellm")
+    if spec is not None and spec.submodule_search_locations:
+        folder = os.path.join(
+            spec.submodule_search_locations[0], "litellm_core_utils", "tokenizers"
+        )
+        os.environ.setdefault("TIKTOKEN_CACHE_DIR", folder)
     import tiktoken
 
     return tiktoken.get_encoding("cl100k_base")

@@ -10,15 +10,16 @@ from fastapi import FastAPI
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestContextMiddleware
 from app.api.routes import chat, health, skills, threads
-from app.services import freeze_startup_heap, open_services
+from app.services import freeze_startup_heap, open_services, warm_up
 from app.settings import Settings, load_settings
 
 
 def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -> FastAPI:
     """Build the app; services open in the lifespan, so a bad configuration stops start-up.
 
-    ``freeze_heap``: the server process (``skilldesk serve``) freezes what start-up built
-    (see ``freeze_startup_heap``); an app made in tests or embedded elsewhere does not.
+    ``freeze_heap``: the server process (``skilldesk serve``) warms up (``warm_up``), then
+    freezes what start-up built (``freeze_startup_heap``); an app made in tests or embedded
+    elsewhere does neither.
     """
     settings = settings or load_settings()
 
@@ -27,6 +28,7 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
         async with open_services(settings) as services:
             app.state.services = services
             if freeze_heap:
+                await warm_up(services)
                 freeze_startup_heap()
             yield
 

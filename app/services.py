@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from agents.router.router import Router, RouterOptions
 from agents.router.workflows import NoWorkflows, WorkflowMatcher
 from agents.skills.service import SkillService
 from agents.skills.watcher import start_watcher, stop_watcher
+from agents.tokens import count_tokens
 from app.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -88,6 +90,20 @@ async def open_services(
         if watcher is not None:
             await stop_watcher(*watcher)
         await gateway.aclose()
+
+
+async def warm_up(services: Services) -> None:
+    """Do at start-up what the first request would otherwise wait for: load and trace the
+    query encoder (skill embeddings from the on-disk cache do not need it), load the token
+    counter, and import what each model profile's calls need. About 2 s, once; without it
+    the first conversation after a restart waited that long, and everything it loaded sat
+    outside the frozen heap (see ``freeze_startup_heap``), where full collections walked it.
+    """
+    started = time.perf_counter()
+    await services.skills.index.off_loop(services.skills.search, "warm up the query encoder")
+    count_tokens("warm up the token counter")
+    services.gateway.warm_up()
+    log.info("service.warmed_up", ms=round((time.perf_counter() - started) * 1000))
 
 
 def freeze_startup_heap() -> None:

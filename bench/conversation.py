@@ -36,7 +36,7 @@ from langchain_core.tools import StructuredTool
 
 from agents.events import RouteDecided, RunFinished
 from agents.tokens import count_tokens
-from app.services import freeze_startup_heap, open_services
+from app.services import freeze_startup_heap, open_services, warm_up
 from app.settings import Settings
 from bench.cold_start import make_skills
 from bench.common import DOMAINS, synthetic_entries
@@ -206,7 +206,9 @@ async def skilldesk(
         model_api_base=fake.base_url,
         **overrides,
     )
-    conversations = (await stack.enter_async_context(open_services(settings))).conversations
+    services = await stack.enter_async_context(open_services(settings))
+    await warm_up(services)  # as `skilldesk serve` does before its first request
+    conversations = services.conversations
 
     async def invoke(text: str, thread: str, timer: ModelTimer) -> str:
         # The service's own path: the thread read, history repair, lock and events.

@@ -8,23 +8,38 @@ exception classes (its own subclass them) and httpx's.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
-
-import aiohttp
-import httpx
-import httpx2
-import openai
 
 from agents.errors import ModelError
 from agents.models.transports import MissingKey, StreamError, UnreadableReply
 
-_TIMEOUTS = (TimeoutError, openai.APITimeoutError, httpx.TimeoutException, httpx2.TimeoutException)
-_UNREACHABLE = (
-    aiohttp.ClientError,
-    openai.APIConnectionError,
-    httpx.TransportError,
-    httpx2.TransportError,
-)
+
+def _loaded(module: str, name: str) -> tuple[type[BaseException], ...]:
+    """A class of ``module`` when that module is loaded: an exception of a library that was
+    never imported cannot occur, and importing the OpenAI SDK only to compare against its
+    classes would load ~500 modules into a service that does not otherwise use it."""
+    loaded = sys.modules.get(module)
+    return (getattr(loaded, name),) if loaded is not None else ()
+
+
+def _timeouts() -> tuple[type[BaseException], ...]:
+    return (
+        TimeoutError,
+        *_loaded("openai", "APITimeoutError"),
+        *_loaded("httpx", "TimeoutException"),
+        *_loaded("httpx2", "TimeoutException"),
+    )
+
+
+def _unreachable() -> tuple[type[BaseException], ...]:
+    return (
+        *_loaded("aiohttp", "ClientError"),
+        *_loaded("openai", "APIConnectionError"),
+        *_loaded("httpx", "TransportError"),
+        *_loaded("httpx2", "TransportError"),
+    )
+
 
 _RETRY_STATUS = frozenset({408, 409, 429})
 _MAX_RATE_LIMIT_WAIT_S = 4.0
@@ -34,7 +49,7 @@ def retry_delay(exc: Exception) -> float | None:
     """Seconds to wait before trying the same profile again, or ``None`` when another
     attempt would fail the same way (a refused key, an unknown model, a bad request): the
     next profile is tried instead."""
-    if isinstance(exc, _TIMEOUTS + _UNREACHABLE):
+    if isinstance(exc, _timeouts() + _unreachable()):
         return 0.0
     status = _status(exc)
     if status is None:
@@ -51,7 +66,7 @@ def to_model_error(exc: Exception, profile: str, chain: Sequence[str]) -> ModelE
     tried = " → ".join(f"'{name}'" for name in chain)
     detail = _first_line(getattr(exc, "message", None) or str(exc) or type(exc).__name__)
     status = _status(exc)
-    if isinstance(exc, _TIMEOUTS):
+    if isinstance(exc, _timeouts()):
         code, what = "model_timeout", "did not answer in time"
         hint = "check that the model server is up, or raise timeout_s in the profile"
     elif status in (401, 403):
@@ -69,14 +84,14 @@ def to_model_error(exc: Exception, profile: str, chain: Sequence[str]) -> ModelE
     elif status == 429:
         code, what = "model_rate_limited", "is rate limiting requests"
         hint = "wait a moment and try again, or add a fallback profile"
-    elif isinstance(exc, _UNREACHABLE):
+    elif isinstance(exc, _unreachable()):
         code, what = "model_unreachable", "could not be reached"
         hint = "check the api_base URL and that the model server is running"
     elif isinstance(exc, UnreadableReply | StreamError):
         code, what = "model_bad_reply", "sent a reply that could not be used"
         hint = "check that the api_base points at an OpenAI-compatible chat completions API"
     elif isinstance(exc, MissingKey) or (
-        isinstance(exc, openai.OpenAIError) and "api_key" in str(exc)
+        isinstance(exc, _loaded("openai", "OpenAIError")) and "api_key" in str(exc)
     ):
         code, what = "model_auth_failed", "has no API key"
         hint = "set the key (SKILLDESK_MODEL_API_KEY or the profile's api_key_env)"

@@ -164,6 +164,12 @@ class ModelGateway:
             return
         raise attempts.error()
 
+    def warm_up(self) -> None:
+        """Build every profile's transport and import what its calls need (at start-up,
+        rather than in the first conversation)."""
+        for name in self.config.profiles if self.config is not None else ():
+            self._transport(name).warm_up()
+
     async def aclose(self) -> None:
         """Close the connection pools opened on the running event loop."""
         for transport in self._transports.values():

@@ -46,6 +46,9 @@ class Transport(Protocol):
     async def aclose(self) -> None:
         """Release connections held for the running event loop."""
 
+    def warm_up(self) -> None:
+        """Import what the calls need."""
+
 
 def transport_for(profile: ModelProfile, environ: Mapping[str, str] | None = None) -> Transport:
     """The transport of a profile: direct for ``openai/...`` models, else litellm."""
@@ -139,6 +142,9 @@ class OpenAITransport:
         if stream:
             return Events(response.iter_lines(), response.close)
         return _whole(response.text)
+
+    def warm_up(self) -> None:
+        import aiohttp  # noqa: F401
 
     async def aclose(self) -> None:
         """Close the async connection pool (when it belongs to the running loop)."""
@@ -377,6 +383,9 @@ class LiteLLMTransport:
 
     async def aclose(self) -> None:
         """litellm keeps its own clients."""
+
+    def warm_up(self) -> None:
+        self._litellm()
 
 
 class _AsyncDicts:

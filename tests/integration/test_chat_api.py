@@ -371,19 +371,40 @@ def test_a_message_over_the_text_limit_names_it(client: TestClient, fake_llm: Fa
     assert fake_llm.requests == []
 
 
-def test_only_the_server_freezes_what_start_up_built(make_settings: Any) -> None:
+def test_only_the_server_warms_up_and_freezes_what_start_up_built(
+    make_settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agents.skills.service import SkillService
+
+    searched: list[tuple[str, int]] = []
+    search = SkillService.search
+
+    def recording(self: SkillService, query: str, k: int = 5) -> Any:
+        searched.append((query, gc.get_freeze_count()))
+        return search(self, query, k)
+
+    monkeypatch.setattr(SkillService, "search", recording)
     gc.unfreeze()
     try:
-        with TestClient(create_app(make_settings(), freeze_heap=True)) as client:
+        served = make_settings(model="openai/fake-model", model_api_base="http://127.0.0.1:9/v1")
+        with TestClient(create_app(served, freeze_heap=True)) as client:
             # The libraries, the embedding model, the index and the graph: out of the
             # collector's walks for good.
             assert gc.get_freeze_count() > 100_000
+            # The query encoder ran once before the freeze (it loads and traces the model):
+            # the first conversation does not wait for it.
+            assert searched == [("warm up the query encoder", 0)]
+            # Each model profile's transport is built, what its calls import imported.
+            gateway = client.app.state.services.gateway  # type: ignore[attr-defined]
+            assert sorted(gateway._transports) == ["default"]
             assert client.get("/healthz").status_code == 200
     finally:
         gc.unfreeze()
+    searched.clear()
     with TestClient(create_app(make_settings())) as client:
         assert client.get("/healthz").status_code == 200
         assert gc.get_freeze_count() == 0  # an app made in tests or embedded elsewhere
+        assert searched == []  # nor warms up: tests start fast
 
 
 def test_a_continued_thread_is_read_once_per_request(
