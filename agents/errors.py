@@ -1,10 +1,42 @@
-"""The two kinds of error: authoring/configuration mistakes and runtime failures."""
+"""Every error Skilldesk raises on purpose, in one hierarchy.
+
+Two kinds (STYLE §7): authoring and configuration mistakes (``ConfigError``, with a fix-it
+hint, found at load time) and runtime failures. Each class has a stable ``code``: the API
+layer maps errors to HTTP statuses by class in one place (``app/api/errors.py``), and a tool
+failure reaches the model as ``error (<code>): <message>``.
+"""
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from agents.skills.loader import SkillProblem
+
 
 class SkilldeskError(Exception):
-    """Base class of every error Skilldesk raises on purpose."""
+    """Base class of every error Skilldesk raises on purpose.
+
+    Args:
+        message: What happened, in words the reader (a user, an operator) can act on.
+        code: Overrides the class's stable machine-readable code.
+    """
+
+    code: ClassVar[str] = "skilldesk_error"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        self.message = message
+        if code is not None:
+            self.code = code  # type: ignore[misc]  # an instance may be more precise
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# Authoring and configuration mistakes.
 
 
 class ConfigError(SkilldeskError):
@@ -15,10 +47,84 @@ class ConfigError(SkilldeskError):
         fix: How to fix it, in one sentence.
     """
 
+    code = "config_error"
+
     def __init__(self, message: str, *, fix: str | None = None) -> None:
-        self.message = message
+        super().__init__(message)
         self.fix = fix
-        super().__init__(f"{message}\n  fix: {fix}" if fix else message)
+
+    def __str__(self) -> str:
+        return f"{self.message}\n  fix: {self.fix}" if self.fix else self.message
+
+
+class SkillLoadError(ConfigError):
+    """A skill folder that cannot be loaded; ``problems`` says every reason, each naming the
+    file and the field."""
+
+    code = "invalid_skill"
+
+    def __init__(self, problems: Sequence[SkillProblem]) -> None:
+        super().__init__("; ".join(str(p) for p in problems))
+        self.problems = list(problems)
+
+
+# What a request asked for that is not there, or cannot be taken.
+
+
+class InvalidTurn(SkilldeskError):
+    """Client messages that cannot become a turn; ``param`` names the offending message."""
+
+    code = "invalid_request"
+
+    def __init__(self, code: str, message: str, param: str) -> None:
+        super().__init__(message, code=code)
+        self.param = param
+
+
+class SkillNotFound(SkilldeskError, LookupError):
+    """No skill (or tool) by that name; the message suggests close names.
+
+    Args:
+        kind: ``"skill"`` or ``"tool"``.
+        name: The name asked for.
+        known: The names there are, for the suggestion.
+    """
+
+    code = "skill_not_found"
+
+    def __init__(self, kind: str, name: str, known: Sequence[str]) -> None:
+        close = difflib.get_close_matches(name, list(known), n=3)
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        super().__init__(f"no {kind} named {name!r}{hint}", code=f"{kind}_not_found")
+        self.kind, self.name = kind, name
+
+
+class SkillReferenceError(SkilldeskError):
+    """A reference path outside the skill's folder, or one that does not exist."""
+
+    code = "bad_reference"
+
+
+# Runtime limits and failures.
+
+
+class BudgetExceeded(SkilldeskError):
+    """The run used up its model or tool calls."""
+
+    code = "budget_exhausted"
+
+
+class HandlersBusy(SkilldeskError):
+    """Every handler thread is taken (hung handlers keep theirs)."""
+
+    code = "busy"
+
+
+class HandlerExit(SkilldeskError):
+    """A handler raised what is not a plain Exception (SystemExit, KeyboardInterrupt,
+    CancelledError) or a StopIteration: a failed call, not a stopped service or run."""
+
+    code = "tool_failed"
 
 
 class ModelError(SkilldeskError):
@@ -30,11 +136,11 @@ class ModelError(SkilldeskError):
         code: A stable machine-readable code (``model_timeout``, ``model_unavailable``...).
     """
 
+    code = "model_error"
+
     def __init__(self, message: str, *, profile: str, code: str = "model_error") -> None:
-        self.message = message
+        super().__init__(message, code=code)
         self.profile = profile
-        self.code = code
-        super().__init__(message)
 
 
 class NoModelConfigured(ModelError):
@@ -50,3 +156,43 @@ NO_MODEL_HINT = (
     "and SKILLDESK_MODEL_API_KEY as your provider needs, or point SKILLDESK_MODELS_FILE "
     "at a models YAML file, then restart the service."
 )
+
+
+# What a provider did, before the gateway turns it into a ModelError (agents/models/errors.py).
+
+
+class ProviderFault(SkilldeskError):
+    """A provider's answer a transport could not use; never leaves the model gateway."""
+
+    code = "model_error"
+
+
+class ProviderStatusError(ProviderFault):
+    """The provider answered with an HTTP error status."""
+
+    def __init__(self, status: int, message: str, headers: Mapping[str, str]) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status_code = status
+        self.headers = headers
+
+
+class MissingKey(ProviderFault):
+    """No API key for a provider that needs one."""
+
+    code = "model_auth_failed"
+
+    def __init__(self) -> None:
+        super().__init__("no api_key: OPENAI_API_KEY is not set and the profile names none")
+
+
+class UnreadableReply(ProviderFault):
+    """The provider answered with something that is not an OpenAI-shaped JSON reply."""
+
+    code = "model_bad_reply"
+
+
+class StreamError(ProviderFault):
+    """The provider reported an error in a reply it sent as a success (inside a stream that
+    had started, or in a 200 body)."""
+
+    code = "model_bad_reply"

@@ -13,18 +13,19 @@ from typing import Any
 import structlog
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from agents.checkpoint import open_checkpointer
-from agents.conversations import Conversations, RunLimits
+from agents.conversations import Conversations
 from agents.errors import NO_MODEL_HINT
 from agents.graph.builder import build_graph
 from agents.graph.nodes import AnswerOptions
 from agents.models import ModelGateway
 from agents.prompts import Prompts
 from agents.router.router import Router, RouterOptions
-from agents.router.workflows import NoWorkflows, WorkflowMatcher
+from agents.run import RunLimits
 from agents.skills.service import SkillService
 from agents.skills.watcher import start_watcher, stop_watcher
+from agents.state.checkpointers import open_checkpointer
 from agents.tokens import count_tokens
+from agents.workflows.matcher import NoWorkflows, WorkflowMatcher
 from app.settings import Settings
 
 log = structlog.get_logger(__name__)

@@ -14,11 +14,11 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from agents.checkpoint import sqlite_url
 from agents.errors import ConfigError
 from agents.models import ModelsConfig, load_models_config
 from agents.skills.embeddings import Precision
 from agents.skills.service import SkillsOptions
+from agents.state.checkpointers import sqlite_url
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV_PREFIX = "SKILLDESK_"

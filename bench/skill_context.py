@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 
-from agents.skills.definitions import meta_tool_definitions
+from agents.prompts import Prompts
 from agents.skills.index import SkillIndex
+from agents.skills.meta import meta_tools
 from agents.tokens import count_tokens
 from bench.common import synthetic_definition, synthetic_entries
 
@@ -24,7 +25,7 @@ QUERIES = (
 
 
 def main() -> list[tuple[int, float, int]]:
-    meta = count_tokens(json.dumps(meta_tool_definitions()))
+    meta = count_tokens(json.dumps(meta_tools(Prompts())))
     entries = synthetic_entries(max(SIZES))
     per_definition = [count_tokens(synthetic_definition(e)) for e in entries]
     rows = []

@@ -20,32 +20,24 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from agents.graph.context import RunContext
+from agents.graph.aggregate import dispatch, join, make_aggregate, make_task
+from agents.graph.experts import make_expert, make_joint
 from agents.graph.nodes import (
     AnswerOptions,
     Brain,
     make_assistant,
-    make_expert,
     make_route,
     make_workflow_placeholder,
     tracked,
 )
-from agents.graph.state import ThreadState
-from agents.graph.supervisor import (
-    after_route,
-    dispatch,
-    join,
-    make_aggregate,
-    make_joint,
-    make_plan,
-    make_task,
-    with_quick_plan,
-)
+from agents.graph.planner import after_route, make_plan, with_quick_plan
 from agents.models import ModelGateway
 from agents.prompts import Prompts
 from agents.router.router import Router, RouterOptions
-from agents.router.workflows import WorkflowMatcher
+from agents.run import RunContext
 from agents.skills.service import SkillService
+from agents.state.schema import ThreadState
+from agents.workflows.matcher import WorkflowMatcher
 
 
 def build_graph(
@@ -73,7 +65,7 @@ def build_graph(
     graph.add_node("route", tracked("route", with_quick_plan(brain, make_route(brain))))
     graph.add_node("assistant", tracked("assistant", make_assistant(brain)))
     graph.add_node("expert", tracked("expert", make_expert(brain)))
-    graph.add_node("workflow", tracked("workflow", make_workflow_placeholder()))
+    graph.add_node("workflow", tracked("workflow", make_workflow_placeholder(brain)))
     graph.add_node("plan", tracked("plan", make_plan(brain)))
     graph.add_node("task", make_task(brain))
     graph.add_node("join", join)

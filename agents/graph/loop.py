@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import (
@@ -17,38 +17,13 @@ from langchain_core.messages import (
 from langchain_core.messages.ai import add_ai_message_chunks
 from langchain_core.runnables import RunnableConfig
 
-from agents.graph.context import BudgetExceeded, RunContext, emit
+from agents.errors import BudgetExceeded, SkillNotFound
 from agents.models import ModelGateway
 from agents.models.chat_model import finish_stream
 from agents.models.usage import call_usage
-from agents.skills.definitions import (
-    LOAD_SKILL,
-    READ_REFERENCE,
-    SkillReferenceError,
-    meta_tool_definitions,
-    openai_tool,
-    read_reference,
-    render_definition,
-)
-from agents.skills.registry import SkillNotFound
-from agents.skills.service import SkillService
-
-
-@dataclass
-class Scope:
-    """What a loop may reach: loaded skills' tools, and which skills ``load_skill`` may add.
-
-    Attributes:
-        loaded: Skills whose tools are bound (grows when ``load_skill`` succeeds).
-        loadable: Skills ``load_skill`` may add; ``None`` means any installed skill.
-    """
-
-    loaded: list[str] = field(default_factory=list)
-    loadable: set[str] | None = None
-
-    def may_load(self, name: str) -> bool:
-        """Whether ``load_skill(name)`` is within this scope."""
-        return self.loadable is None or name in self.loadable
+from agents.prompts import Prompts
+from agents.run import RunContext, emit
+from agents.skills.meta import Outcome, Scope, SkillTools
 
 
 @dataclass
@@ -65,7 +40,8 @@ class LoopResult:
 async def run_tool_loop(
     *,
     gateway: ModelGateway,
-    skills: SkillService | None,
+    prompts: Prompts,
+    tools: SkillTools | None,
     system: str,
     history: list[BaseMessage],
     scope: Scope,
@@ -83,18 +59,12 @@ async def run_tool_loop(
         try:
             ctx.budget.spend_model_call()
         except BudgetExceeded as exc:
-            return _stopped(
-                new,
-                scope,
-                before,
-                usage,
-                "budget",
-                f"I had to stop: {exc}. Here is what I have so far.",
-            )
+            text = prompts.reply("budget_exhausted", reason=str(exc))
+            return _stopped(new, scope, before, usage, "budget", text)
         model: Any = gateway.chat_model(ctx.profile)
-        tools = _tools(skills, scope)
-        if tools:
-            model = model.bind_tools(tools)
+        offered = tools.definitions(scope) if tools is not None else []
+        if offered:
+            model = model.bind_tools(offered)
         reply = await complete(model, [SystemMessage(content=system), *history, *new], config)
         for key, value in call_usage(reply).items():
             usage[key] += value
@@ -102,19 +72,10 @@ async def run_tool_loop(
         if not (reply.tool_calls or reply.invalid_tool_calls):
             return LoopResult(new, reply, _newly(scope, before), usage)
         rounds += 1
-        new.extend(await execute_tools(reply, skills, scope, ctx, task_id))
+        new.extend(await execute_tools(reply, tools, scope, ctx, task_id))
         if rounds >= max_rounds:
-            return _stopped(
-                new,
-                scope,
-                before,
-                usage,
-                "max_rounds",
-                (
-                    f"I stopped after {rounds} rounds of tool calls without reaching an answer. "
-                    "Please rephrase or narrow the request and I will try again."
-                ),
-            )
+            text = prompts.reply("max_rounds", rounds=rounds)
+            return _stopped(new, scope, before, usage, "max_rounds", text)
 
 
 async def complete(model: Any, messages: list[BaseMessage], config: RunnableConfig) -> AIMessage:
@@ -129,7 +90,7 @@ async def complete(model: Any, messages: list[BaseMessage], config: RunnableConf
 
 async def execute_tools(
     reply: AIMessage,
-    skills: SkillService | None,
+    tools: SkillTools | None,
     scope: Scope,
     ctx: RunContext,
     task_id: str | None = None,
@@ -165,26 +126,26 @@ async def execute_tools(
         try:
             ctx.budget.spend_tool_call()
         except BudgetExceeded as exc:
-            outcome: tuple[str, bool] | Awaitable[tuple[str, bool]] = (
+            outcome: Outcome | Awaitable[Outcome] = (
                 f"error (budget_exhausted): {exc}; answer with what you have",
                 False,
             )
         else:
-            outcome = _admit(skills, scope, name, args, ctx, call_id)
+            outcome = _outcome(tools, scope, name, args, ctx, call_id)
         runs.append(_finish(outcome, name, call_id, task_id))
-    if _any_side_effects(skills, reply):
+    if _any_side_effects(tools, reply):
         out.extend([await run for run in runs])
     else:
         out.extend(await asyncio.gather(*runs))
     return out
 
 
-def _any_side_effects(skills: SkillService | None, reply: AIMessage) -> bool:
-    if skills is None:
+def _any_side_effects(tools: SkillTools | None, reply: AIMessage) -> bool:
+    if tools is None:
         return False
     for call in reply.tool_calls:
         try:
-            _, spec = skills.registry.tool(call["name"])
+            _, spec = tools.skills.registry.tool(call["name"])
         except SkillNotFound:
             continue
         if spec.side_effects:
@@ -193,7 +154,7 @@ def _any_side_effects(skills: SkillService | None, reply: AIMessage) -> bool:
 
 
 async def _finish(
-    outcome: tuple[str, bool] | Awaitable[tuple[str, bool]],
+    outcome: Outcome | Awaitable[Outcome],
     name: str,
     call_id: str,
     task_id: str | None,
@@ -220,78 +181,24 @@ def _returned(name: str, call_id: str, content: str, ok: bool, task_id: str | No
     )
 
 
-def _admit(
-    skills: SkillService | None,
+def _outcome(
+    tools: SkillTools | None,
     scope: Scope,
     name: str,
     args: dict[str, Any],
     ctx: RunContext,
     call_id: str,
-) -> tuple[str, bool] | Awaitable[tuple[str, bool]]:
-    """A call's result when it is decided here (meta-tools, refusals), else the handler run."""
-    if skills is None:
+) -> Outcome | Awaitable[Outcome]:
+    if tools is None:
         return f"error (unknown_tool): no tool named {name!r}", False
-    if name == LOAD_SKILL:
-        skill_name = str(args.get("name", "")).strip()
-        if skill_name in scope.loaded:
-            return (
-                f"Skill {skill_name!r} is already loaded in this conversation; its "
-                "instructions are above and its tools are available."
-            ), True
-        if not scope.may_load(skill_name):
-            return (
-                f"error (out_of_scope): skill {skill_name!r} is not part of this task; "
-                "work with the tools you have"
-            ), False
-        try:
-            skill = skills.registry.get(skill_name)
-        except SkillNotFound as exc:
-            return f"error (unknown_skill): {exc}", False
-        scope.loaded.append(skill_name)
-        return render_definition(skill), True
-    if name == READ_REFERENCE:
-        skill_name, path = str(args.get("name", "")), str(args.get("path", ""))
-        if skill_name not in scope.loaded:
-            return (
-                f"error (skill_not_loaded): load skill {skill_name!r} with load_skill first"
-            ), False
-        try:
-            return read_reference(skills.registry.get(skill_name), path), True
-        except (SkillNotFound, SkillReferenceError) as exc:
-            return f"error (bad_reference): {exc}", False
-    try:
-        owner, _ = skills.registry.tool(name)
-    except SkillNotFound as exc:
-        return f"error (unknown_tool): {exc}", False
-    if owner.name not in scope.loaded:
-        # Only tools of skills this conversation (or task) loaded are callable: a tool name
-        # planted in some text cannot widen what the model may do.
-        if not scope.may_load(owner.name):
-            return (f"error (out_of_scope): {name} is not available for this task"), False
-        return (
-            f"error (skill_not_loaded): {name} belongs to skill {owner.name!r}; call "
-            f"load_skill with name {owner.name!r} first"
-        ), False
-    return _run_handler(skills, name, args, ctx, call_id)
-
-
-async def _run_handler(
-    skills: SkillService, name: str, args: dict[str, Any], ctx: RunContext, call_id: str
-) -> tuple[str, bool]:
-    result = await skills.call(
-        name, args, thread_id=ctx.thread_id or None, run_id=ctx.run_id or None, call_id=call_id
+    return tools.call(
+        scope,
+        name,
+        args,
+        thread_id=ctx.thread_id or None,
+        run_id=ctx.run_id or None,
+        call_id=call_id,
     )
-    return result.content, result.ok
-
-
-def _tools(skills: SkillService | None, scope: Scope) -> list[dict[str, Any]]:
-    if skills is None or not len(skills.registry):
-        return []
-    tools = meta_tool_definitions()
-    for name in scope.loaded:
-        if name in skills.registry:
-            tools.extend(openai_tool(t) for t in skills.registry.get(name).tools)
-    return tools
 
 
 def _newly(scope: Scope, before: list[str]) -> list[str]:

@@ -11,8 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from agents.errors import ModelError
-from agents.models.transports import MissingKey, StreamError, UnreadableReply
+from agents.errors import MissingKey, ModelError, StreamError, UnreadableReply
 
 
 def _loaded(module: str, name: str) -> tuple[type[BaseException], ...]:

@@ -7,13 +7,12 @@ import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
-from agents.errors import ModelError, NoModelConfigured
+from agents.errors import ModelError, NoModelConfigured, UnreadableReply
 from agents.models.chat_model import GatewayChatModel
 from agents.models.config import ModelsConfig
 from agents.models.errors import retry_delay, to_model_error
 from agents.models.transports import (
     Transport,
-    UnreadableReply,
     aclose_stream,
     close_stream,
     transport_for,

@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from agents.errors import MissingKey, ProviderStatusError, StreamError, UnreadableReply
 from agents.models.config import ModelProfile, resolve_api_key
 
 # Keys for OpenAI-compatible servers that need none (vLLM, Ollama, a local proxy): the
@@ -114,7 +115,7 @@ class OpenAITransport:
         try:
             if response.status >= 400:
                 text = await response.text(errors="replace")
-                raise ProviderStatusError(response.status, text, response.headers)
+                raise ProviderStatusError(response.status, _error_message(text), response.headers)
             if request.get("stream"):
                 events = AsyncEvents(_lines(response.content), response.release)
                 response = None  # released when the stream closes
@@ -307,24 +308,6 @@ def _json(text: str) -> dict[str, Any]:
     return value
 
 
-class ProviderStatusError(Exception):
-    """The provider answered with an HTTP error status."""
-
-    def __init__(self, status: int, body: str, headers: Mapping[str, str]) -> None:
-        self.status_code = status
-        self.headers = headers
-        self.message = f"HTTP {status}: {_error_message(body)}"
-        super().__init__(self.message)
-
-
-class MissingKey(Exception):
-    """No API key for a provider that needs one."""
-
-    def __init__(self) -> None:
-        self.message = "no api_key: OPENAI_API_KEY is not set and the profile names none"
-        super().__init__(self.message)
-
-
 def _error_message(body: str) -> str:
     """The message of an OpenAI-style error body, else the body itself (shortened)."""
     try:
@@ -335,15 +318,6 @@ def _error_message(body: str) -> str:
     if isinstance(error, dict) and error.get("message"):
         return str(error["message"])
     return str(error)[:300]
-
-
-class UnreadableReply(ValueError):
-    """The provider answered with something that is not an OpenAI-shaped JSON reply."""
-
-
-class StreamError(RuntimeError):
-    """The provider reported an error in a reply it sent as a success (inside a stream that
-    had started, or in a 200 body)."""
 
 
 class LiteLLMTransport:

@@ -8,23 +8,30 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 from langchain_core.runnables import RunnableConfig
 
-from agents.errors import ModelError
-from agents.graph.context import BudgetExceeded, RunContext
+from agents.errors import BudgetExceeded, ModelError
 from agents.models import ModelGateway
 from agents.models.structured import forced_call, function_tool
 from agents.prompts import Prompts
 from agents.router.intents import small_talk, split_intents
-from agents.router.workflows import NoWorkflows, WorkflowMatcher
+from agents.run import RunContext
 from agents.skills.index import SearchHit
 from agents.skills.service import SkillService
+from agents.workflows.matcher import NoWorkflows, WorkflowMatcher
 
 log = structlog.get_logger(__name__)
 CHOOSE = "choose_route"
+
+# What answers: a workflow, one skill's expert, several requests (planned), the assistant.
+RouteKind = Literal["workflow", "skill", "multi", "general"]
+# How it was decided: named in the request, a workflow's intent, retrieval alone, the
+# model's tie-break, the previous turn's skill (a follow-up), or a fallback after a failure.
+DecidedBy = Literal["explicit", "workflow", "retrieval", "model", "context", "fallback"]
+Candidates = tuple[dict[str, Any], ...]
 
 
 @dataclass(frozen=True)
@@ -39,18 +46,23 @@ class RouterOptions:
     follow_up_words: int = 8  # a message this short that retrieval cannot place is a follow-up
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Route:
     """One routing decision, as recorded in state and emitted as an event."""
 
-    kind: str  # "workflow" | "skill" | "multi" | "general"
-    by: str  # "explicit" | "workflow" | "retrieval" | "model" | "fallback"
+    kind: RouteKind
+    by: DecidedBy
     target: str | None = None
     skills: tuple[str, ...] = ()
-    candidates: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    candidates: Candidates = ()
     reason: str = ""
     usage: dict[str, int] = field(default_factory=dict)
     clauses: tuple[dict[str, str], ...] = ()  # for "multi": each request and its skill
+
+    @classmethod
+    def to_skill(cls, name: str, by: DecidedBy, reason: str, **more: Any) -> Route:
+        """A route to one skill's expert."""
+        return cls(kind="skill", by=by, target=name, skills=(name,), reason=reason, **more)
 
     def as_state(self) -> dict[str, Any]:
         """The ``route`` field of thread state."""
@@ -91,82 +103,107 @@ class Router:
     ) -> Route:
         """Route ``text``; never raises for a model failure (falls back to general).
 
-        ``previous`` is the thread's last route: a follow-up that retrieval cannot place on
-        its own ("and the one after that?") stays with the previous turn's skill.
+        The steps in order, each deciding or passing: a target named in the request, a
+        workflow's intent, retrieval (several requests, then one confident skill), the
+        previous turn's skill for a follow-up, the model among close candidates.
+        ``previous`` is the thread's last route.
         """
-        if ctx.target_skill:
-            return Route(
-                "skill",
-                "explicit",
-                ctx.target_skill,
-                (ctx.target_skill,),
-                reason="named in the request",
-            )
-        if ctx.target_workflow:
-            return Route("workflow", "explicit", ctx.target_workflow, reason="named in the request")
-        match = self.workflows.match(text)
-        if match is not None and match.score >= self.options.workflow:
-            return Route(
-                "workflow",
-                "workflow",
-                match.name,
-                candidates=({"name": match.name, "score": match.score},),
-                reason=match.reason or "workflow intent matched",
-            )
+        decided = self._explicit(ctx) or self._workflow(text)
+        if decided is not None:
+            return decided
         if self.skills is None or not len(self.skills.registry):
-            return Route("general", "retrieval", reason="no skills installed")
+            return Route(kind="general", by="retrieval", reason="no skills installed")
         # Retrieval runs the embedding model: off the event loop, so other requests proceed.
         hits, multi = await self.skills.off_loop(self._retrieve, text)
         candidates = tuple(
             {"name": h.name, "score": h.score, "dense": h.dense, "keyword": h.keyword} for h in hits
         )
-        if len(multi) >= 2:
-            return Route(
-                "multi",
-                "retrieval",
-                None,
-                tuple(dict.fromkeys(c["skill"] for c in multi)),
-                candidates,
-                reason=f"{len(multi)} requests for different skills",
-                clauses=tuple(multi),
-            )
+        decided = self._several(multi, candidates)
+        if decided is not None:
+            return decided
         if not hits:
-            return Route("general", "retrieval", reason="no skill matches")
-        top = hits[0]
-        margin = top.score - (hits[1].score if len(hits) > 1 else 0.0)
-        if top.score >= self.options.confident and margin >= self.options.margin:
-            return Route(
-                "skill",
-                "retrieval",
-                top.name,
-                (top.name,),
-                candidates,
-                reason=f"score {top.score:.2f}, margin {margin:.2f}",
-            )
-        follow = (previous or {}).get("target") if (previous or {}).get("kind") == "skill" else None
-        short = _words(text) <= self.options.follow_up_words
-        if (
-            follow in self.skills.registry
-            and not small_talk(text)
-            and (top.name == follow or top.score < self.options.ambiguous_floor or short)
-        ):
-            return Route(
-                "skill",
-                "context",
-                str(follow),
-                (str(follow),),
-                candidates,
-                reason="a follow-up of the previous turn's skill",
-            )
+            return Route(kind="general", by="retrieval", reason="no skill matches")
+        decided = self._confident(hits, candidates) or self._follow_up(
+            text, hits, candidates, previous
+        )
+        if decided is not None:
+            return decided
         close = [h for h in hits[:3] if h.score >= self.options.ambiguous_floor]
         if not close:
-            return Route(
-                "general",
-                "retrieval",
-                candidates=candidates,
-                reason=f"best score {top.score:.2f} is below {self.options.ambiguous_floor:.2f}",
-            )
+            floor = self.options.ambiguous_floor
+            reason = f"best score {hits[0].score:.2f} is below {floor:.2f}"
+            return Route(kind="general", by="retrieval", candidates=candidates, reason=reason)
         return await self._tie_break(text, [h.name for h in close], candidates, ctx, config)
+
+    def _explicit(self, ctx: RunContext) -> Route | None:
+        """A skill or workflow the request names."""
+        if ctx.target_skill:
+            return Route.to_skill(ctx.target_skill, "explicit", "named in the request")
+        if ctx.target_workflow:
+            return Route(
+                kind="workflow",
+                by="explicit",
+                target=ctx.target_workflow,
+                reason="named in the request",
+            )
+        return None
+
+    def _workflow(self, text: str) -> Route | None:
+        """A workflow whose intent matches the message well enough."""
+        match = self.workflows.match(text)
+        if match is None or match.score < self.options.workflow:
+            return None
+        return Route(
+            kind="workflow",
+            by="workflow",
+            target=match.name,
+            candidates=({"name": match.name, "score": match.score},),
+            reason=match.reason or "workflow intent matched",
+        )
+
+    def _several(self, multi: list[dict[str, str]], candidates: Candidates) -> Route | None:
+        """Several requests, each mapped to a different skill."""
+        if len(multi) < 2:
+            return None
+        return Route(
+            kind="multi",
+            by="retrieval",
+            skills=tuple(dict.fromkeys(c["skill"] for c in multi)),
+            candidates=candidates,
+            reason=f"{len(multi)} requests for different skills",
+            clauses=tuple(multi),
+        )
+
+    def _confident(self, hits: list[SearchHit], candidates: Candidates) -> Route | None:
+        """The best skill when its score and its lead over the next one are high enough."""
+        top = hits[0]
+        margin = top.score - (hits[1].score if len(hits) > 1 else 0.0)
+        if top.score < self.options.confident or margin < self.options.margin:
+            return None
+        reason = f"score {top.score:.2f}, margin {margin:.2f}"
+        return Route.to_skill(top.name, "retrieval", reason, candidates=candidates)
+
+    def _follow_up(
+        self,
+        text: str,
+        hits: list[SearchHit],
+        candidates: Candidates,
+        previous: dict[str, Any] | None,
+    ) -> Route | None:
+        """The previous turn's skill, for a follow-up retrieval cannot place on its own
+        ("and the one after that?")."""
+        previous = previous or {}
+        follow = previous.get("target") if previous.get("kind") == "skill" else None
+        if not follow or self.skills is None or follow not in self.skills.registry:
+            return None
+        if small_talk(text):
+            return None
+        top = hits[0]
+        short = _words(text) <= self.options.follow_up_words
+        if not (top.name == follow or top.score < self.options.ambiguous_floor or short):
+            return None
+        reason = "a follow-up of the previous turn's skill"
+        return Route.to_skill(str(follow), "context", reason, candidates=candidates)
 
     def anticipate(self, text: str, ctx: RunContext) -> None:
         """Start embedding what routing ``text`` will search, and return at once: the query
@@ -215,48 +252,33 @@ class Router:
         self,
         text: str,
         names: list[str],
-        candidates: tuple[dict[str, Any], ...],
+        candidates: Candidates,
         ctx: RunContext,
         config: RunnableConfig,
     ) -> Route:
+        """The model picks among close candidates (or none) with one small forced call."""
         if not self.gateway.configured:
-            return Route("general", "fallback", candidates=candidates, reason="no model")
+            return Route(kind="general", by="fallback", candidates=candidates, reason="no model")
         assert self.skills is not None
         names = [n for n in names if n in self.skills.registry]  # a reload may be under way
-        described = "\n".join(f"- {n}: {self.skills.registry.get(n).description}" for n in names)
-        tool = function_tool(
-            CHOOSE,
-            "Pick what should answer the user's message.",
-            {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["skill"],
-                "properties": {"skill": {"type": "string", "enum": [*names, "none"]}},
-            },
-        )
+        spec = self.prompts.tool(CHOOSE, skills=names)
+        tool = function_tool(spec["name"], spec["description"], spec["parameters"])
         try:
             ctx.budget.spend_model_call()
-            system = self.prompts.render("router", candidates=described)
+            skills = [self.skills.registry.get(n) for n in names]
+            system = self.prompts.render("router", candidates=skills)
             args, usage = await forced_call(self.gateway, ctx.profile, tool, system, text, config)
         except (ModelError, BudgetExceeded) as exc:
             log.warning("router.tie_break_failed", error=str(exc))
-            return Route(
-                "general", "fallback", candidates=candidates, reason=f"tie-break failed: {exc}"
-            )
+            reason = f"tie-break failed: {exc}"
+            return Route(kind="general", by="fallback", candidates=candidates, reason=reason)
         choice = args.get("skill")
         if choice in names:
-            return Route(
-                "skill",
-                "model",
-                str(choice),
-                (str(choice),),
-                candidates,
-                reason="the model chose among close candidates",
-                usage=usage,
-            )
+            reason = "the model chose among close candidates"
+            return Route.to_skill(str(choice), "model", reason, candidates=candidates, usage=usage)
         return Route(
-            "general",
-            "model",
+            kind="general",
+            by="model",
             candidates=candidates,
             reason="the model chose none of the candidates",
             usage=usage,

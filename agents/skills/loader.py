@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from agents.errors import SkillLoadError
 from agents.skills.spec import Frontmatter, SkillConfig, ToolSpec
 
 SKILL_FILE = "SKILL.md"
@@ -30,14 +31,6 @@ class SkillProblem:
     def __str__(self) -> str:
         where = f"{self.file}" + (f" [{self.field}]" if self.field else "")
         return f"skill {self.skill!r}, {where}: {self.message}"
-
-
-class SkillLoadError(Exception):
-    """A skill folder that cannot be loaded; ``problems`` says every reason."""
-
-    def __init__(self, problems: list[SkillProblem]) -> None:
-        self.problems = problems
-        super().__init__("; ".join(str(p) for p in problems))
 
 
 @dataclass(frozen=True)

@@ -2,30 +2,17 @@
 
 from __future__ import annotations
 
-import difflib
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
 
-from agents.skills.loader import Skill, SkillLoadError, SkillProblem, fingerprint, load_skill
+from agents.errors import SkillLoadError, SkillNotFound
+from agents.skills.loader import Skill, SkillProblem, fingerprint, load_skill
 from agents.skills.spec import ToolSpec
 
 log = structlog.get_logger(__name__)
-
-
-class SkillNotFound(KeyError):
-    """No skill (or tool) by that name; the message suggests close names."""
-
-    def __init__(self, kind: str, name: str, known: list[str]) -> None:
-        close = difflib.get_close_matches(name, known, n=3)
-        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        self.message = f"no {kind} named {name!r}{hint}"
-        super().__init__(self.message)
-
-    def __str__(self) -> str:
-        return self.message
 
 
 @dataclass(frozen=True)

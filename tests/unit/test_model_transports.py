@@ -6,8 +6,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
+from agents.errors import StreamError, UnreadableReply
 from agents.models.errors import retry_delay, to_model_error
-from agents.models.transports import AsyncEvents, Events, StreamError, UnreadableReply
+from agents.models.transports import AsyncEvents, Events
 
 
 class Response:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agents.conversations import InvalidTurn, new_turn
+from agents.errors import InvalidTurn
+from agents.turns import new_turn
 
 SYSTEM = {"role": "system", "content": "Be terse."}
 HI = {"role": "user", "content": "hi"}

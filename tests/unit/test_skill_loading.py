@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agents.skills.loader import SkillLoadError, load_skill
-from agents.skills.registry import SkillNotFound, SkillRegistry
+from agents.errors import SkillLoadError, SkillNotFound
+from agents.skills.loader import load_skill
+from agents.skills.registry import SkillRegistry
 from tests.skillkit import tool, write_skill
 
 

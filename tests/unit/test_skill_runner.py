@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from agents.errors import HandlersBusy
 from agents.skills.registry import SkillRegistry
-from agents.skills.runner import HandlersBusy, HandlerThreads, ToolRunner
+from agents.skills.runner import ToolRunner
+from agents.skills.threads import HandlerThreads
 from tests.skillkit import tool, write_skill
 
 HANDLER = """
@@ -215,7 +217,7 @@ async def test_character_limit_marks_truncation(tmp_path: Path) -> None:
 
 
 def test_tool_limits_override_skill_limits_field_by_field() -> None:
-    from agents.skills.runner import effective_limits
+    from agents.skills.results import effective_limits
     from agents.skills.spec import ResultLimits
 
     skill = ResultLimits(max_chars=500, max_items=10)

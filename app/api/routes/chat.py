@@ -14,8 +14,9 @@ from fastapi import APIRouter, Header, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from agents.conversations import ClientTurn, InvalidTurn
+from agents.errors import InvalidTurn
 from agents.events import Event, RunFailed, RunFinished, Token
+from agents.turns import ClientTurn
 from app.api.deps import ServicesDep, run_target
 from app.api.errors import ApiError, error_body, model_error
 

@@ -9,8 +9,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.skills.definitions import definition
-from agents.skills.registry import SkillNotFound
+from agents.errors import SkillNotFound
+from agents.skills.meta import definition
 from app.api.deps import ServicesDep
 from app.api.errors import ApiError
 

@@ -13,8 +13,8 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from agents.conversations import MAX_MESSAGE_CHARS
 from agents.events import Event, RunFinished
+from agents.turns import MAX_MESSAGE_CHARS
 from app.api.deps import ServicesDep, run_target
 from app.api.errors import ApiError
 

@@ -1,0 +1,191 @@
+"""Experts: one skill's expert, and the joint expert that holds several small skills."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+
+from agents.errors import ModelError, SkillNotFound
+from agents.graph.loop import LoopResult
+from agents.graph.nodes import Brain, Node, loop_update, no_model_reply
+from agents.run import emit
+from agents.skills.loader import Skill
+from agents.skills.meta import META_TOOLS, Scope, openai_tool
+from agents.state.schema import PlannedTask, Task, TaskUpdate, ThreadState
+from agents.tokens import count_tokens
+
+
+def expert_prompt(
+    brain: Brain,
+    skill_names: str | list[str],
+    task: str | None = None,
+    inputs: dict[str, Any] | None = None,
+    requests: list[Task] | None = None,
+) -> str:
+    """An expert's system prompt, compiled at run time from the template and the skills.
+
+    One skill for an expert, several for a joint expert (``requests`` then lists what the user
+    asked of each). ``inputs`` (results of earlier tasks) are rendered as a delimited data
+    block, apart from the instruction: text another expert produced must not read as an order.
+    """
+    assert brain.skills is not None
+    names = [skill_names] if isinstance(skill_names, str) else skill_names
+    skills = [brain.skills.registry.get(name) for name in names]
+    return brain.prompts.render(
+        "expert",
+        # The one-skill names of earlier versions, for a customised template that uses them.
+        skill=skills[0],
+        instructions=skills[0].body(),
+        references=list(skills[0].references),
+        skills=[
+            {
+                "name": skill.name,
+                "description": skill.description,
+                "instructions": skill.body(),
+                "references": list(skill.references),
+            }
+            for skill in skills
+        ],
+        requests=requests or [],
+        task=task,
+        inputs=inputs or {},
+        summary=None,
+    )
+
+
+def make_expert(brain: Brain) -> Node:
+    """One expert answers with one skill; its answer goes to the user as it wrote it."""
+
+    async def expert(state: ThreadState, config: RunnableConfig) -> dict[str, Any]:
+        skill_name = str((state.get("route") or {}).get("target"))
+        if brain.skills is None or skill_name not in brain.skills.registry:
+            answer = AIMessage(content=brain.prompts.reply("unknown_skill", name=skill_name))
+            return {"messages": [answer]}
+        if not brain.gateway.configured:
+            return no_model_reply()
+        scope = Scope(loaded=[skill_name], loadable={skill_name})
+        system = expert_prompt(brain, skill_name)
+        result = await brain.answer(system, list(state.get("messages", [])), scope, config)
+        # The definition lived in this expert's system prompt, not in the history, so the skill
+        # is not recorded as loaded for later turns of the general assistant.
+        update = loop_update(result)
+        update.pop("loaded_skills", None)
+        return update
+
+    return expert
+
+
+def make_joint(brain: Brain) -> Node:
+    """One expert with the skills of every task answers the whole message.
+
+    For independent requests whose skills are small, this is the cheapest plan: the model
+    calls every request's tools in one turn (they run concurrently) and answers from their
+    results in the next, two model calls in all against an expert per task plus an
+    aggregator. Its answer reaches the user as written; each task's status is read from the
+    results of its skill's tools.
+    """
+
+    async def joint_expert(state: ThreadState, config: RunnableConfig) -> dict[str, Any]:
+        assert brain.skills is not None
+        workspace = state.get("workspace") or {}
+        tasks: list[Task] = list(workspace.get("tasks", {}).values())
+        names = [n for n in dict.fromkeys(t["skill"] for t in tasks) if n in brain.skills.registry]
+        history = list(state.get("messages", []))
+        scope = Scope(loaded=list(names), loadable=set(names))
+        try:
+            result = await brain.answer(
+                expert_prompt(brain, names, requests=tasks), history, scope, config
+            )
+        except ModelError as exc:
+            # As in the parallel plan: the turn ends with an answer that says what failed,
+            # and every task records why.
+            emit("error", code=exc.code, message=exc.message)
+            failed = TaskUpdate(status="failed", error=exc.message)
+            answer = brain.prompts.reply("request_failed", error=exc.message)
+            return {
+                "messages": [AIMessage(content=answer)],
+                "workspace": {
+                    "plan_id": workspace.get("plan_id"),
+                    "tasks": {t["id"]: dict(failed) for t in tasks},
+                },
+            }
+        return {
+            **loop_update(result),
+            "workspace": {
+                "plan_id": workspace.get("plan_id"),
+                "tasks": _outcomes(brain, tasks, result),
+            },
+        }
+
+    return joint_expert
+
+
+def _outcomes(brain: Brain, tasks: list[Task], result: LoopResult) -> dict[str, TaskUpdate]:
+    """Each task's status from its skill's tool results in the joint expert's run."""
+    assert brain.skills is not None
+    by_skill: dict[str, list[ToolMessage]] = {}
+    for message in result.messages:
+        if isinstance(message, ToolMessage) and message.name not in META_TOOLS:
+            try:
+                owner, _ = brain.skills.registry.tool(str(message.name))
+            except SkillNotFound:
+                continue
+            by_skill.setdefault(owner.name, []).append(message)
+    answer = str(result.answer.text)
+    outcomes: dict[str, TaskUpdate] = {}
+    for task in tasks:
+        messages = by_skill.get(task["skill"], [])
+        good = [str(m.content) for m in messages if m.status != "error"]
+        bad = [str(m.content) for m in messages if m.status == "error"]
+        if good:
+            outcomes[task["id"]] = TaskUpdate(status="done", result="\n".join(good), error=None)
+        elif bad or result.stopped:
+            outcomes[task["id"]] = TaskUpdate(status="failed", error=bad[-1] if bad else answer)
+        else:  # answered from the skill's instructions alone
+            outcomes[task["id"]] = TaskUpdate(status="done", result=answer, error=None)
+    return outcomes
+
+
+def one_expert_fits(brain: Brain, tasks: list[PlannedTask]) -> bool:
+    """Whether one expert holding every task's skill should answer (see ``make_joint``)."""
+    budget = brain.options.joint_budget_tokens
+    if brain.skills is None or budget <= 0 or not tasks:
+        return False
+    if any(t["depends_on"] for t in tasks):
+        return False  # a task needs another's result: experts run in order
+    try:
+        skills = [brain.skills.registry.get(n) for n in dict.fromkeys(t["skill"] for t in tasks)]
+    except SkillNotFound:
+        return False
+    if any(t.side_effects for s in skills for t in s.tools):
+        # Separate experts keep each request's tools apart: text returned by one request's
+        # lookup must not be able to trigger another request's side-effecting tool.
+        return False
+    return sum(_DEFINITION_TOKENS.of(s) for s in skills) <= budget
+
+
+class DefinitionTokens:
+    """Tokens of a skill's instructions and tool schemas, counted once per version of its
+    folder (the count reads SKILL.md and tokenises it)."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self.limit = limit
+        self._counts: dict[tuple[str, str], int] = {}
+
+    def of(self, skill: Skill) -> int:
+        """The count for ``skill`` as its folder is now."""
+        key = (skill.name, skill.fingerprint)
+        count = self._counts.get(key)
+        if count is None:
+            tools = json.dumps([openai_tool(t) for t in skill.tools])
+            count = count_tokens(skill.body()) + count_tokens(tools)
+            if len(self._counts) >= self.limit:  # versions of edited skills pile up otherwise
+                self._counts.clear()
+            self._counts[key] = count
+        return count
+
+
+_DEFINITION_TOKENS = DefinitionTokens()

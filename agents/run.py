@@ -1,0 +1,88 @@
+"""One run of the conversation graph: its context, its budget, its event stream.
+
+Used alike by the router, the graph's nodes and (next) the workflow engine, so it depends on
+none of them. Values here travel beside the state and are never persisted.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph.config import get_stream_writer
+from langgraph.runtime import get_runtime
+
+from agents.errors import BudgetExceeded
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    """Model and tool calls one run may spend in all; ``None`` is no limit (the service
+    always sets both, from ``SKILLDESK_MAX_MODEL_CALLS`` and ``SKILLDESK_MAX_TOOL_CALLS``)."""
+
+    max_model_calls: int | None = None
+    max_tool_calls: int | None = None
+
+
+@dataclass
+class RunBudget:
+    """What one run has spent of its limits, shared by every node and parallel expert."""
+
+    limits: RunLimits = field(default_factory=RunLimits)
+    model_calls: int = 0
+    tool_calls: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def spend_model_call(self) -> None:
+        """Count one model call; raises BudgetExceeded past the limit."""
+        with self._lock:
+            _check(self.model_calls, self.limits.max_model_calls, "model calls")
+            self.model_calls += 1
+
+    def spend_tool_call(self) -> None:
+        """Count one tool call; raises BudgetExceeded past the limit."""
+        with self._lock:
+            _check(self.tool_calls, self.limits.max_tool_calls, "tool calls")
+            self.tool_calls += 1
+
+
+def _check(spent: int, limit: int | None, what: str) -> None:
+    if limit is not None and spent >= limit:
+        raise BudgetExceeded(f"this run reached its limit of {limit} {what}")
+
+
+@dataclass
+class RunContext:
+    """LangGraph runtime context of one run (``graph.astream(..., context=RunContext())``).
+
+    Attributes:
+        thread_id: The conversation.
+        run_id: This run.
+        profile: Model profile for the run's model calls (``None``: the default profile).
+        target_skill: A skill the request named (explicit target).
+        target_workflow: A workflow the request named (explicit target).
+        budget: What the run may still spend.
+    """
+
+    thread_id: str = ""
+    run_id: str = ""
+    profile: str | None = None
+    target_skill: str | None = None
+    target_workflow: str | None = None
+    budget: RunBudget = field(default_factory=RunBudget)
+
+
+def current_context() -> RunContext:
+    """The running graph's context (a default one when a graph is run without it)."""
+    ctx = get_runtime(RunContext).context
+    return ctx if isinstance(ctx, RunContext) else RunContext()
+
+
+def emit(event_type: str, /, **data: Any) -> None:
+    """Send a typed event to the run's stream (a no-op outside a streamed run)."""
+    try:
+        writer = get_stream_writer()
+    except RuntimeError:
+        return
+    writer({"type": event_type, **data})

@@ -1,0 +1,63 @@
+"""A tool's result as the model reads it: the declared limits applied, made JSON once."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agents.skills.spec import ResultLimits
+
+
+def effective_limits(skill: ResultLimits, tool: ResultLimits | None) -> ResultLimits:
+    """A tool's limits override the skill's field by field (only the fields it sets)."""
+    if tool is None:
+        return skill
+    return skill.model_copy(update={k: getattr(tool, k) for k in tool.model_fields_set})
+
+
+def trim(value: Any, limits: ResultLimits) -> tuple[str, Any, bool]:
+    """Apply the declared limits: keep fields, cap items, cap characters."""
+    truncated = False
+    data = _lists(value)
+    if limits.keep_fields is not None:
+        data = _keep(data, set(limits.keep_fields))
+    if limits.max_items is not None and isinstance(data, list) and len(data) > limits.max_items:
+        data, truncated = data[: limits.max_items], True
+    elif limits.max_items is not None and isinstance(data, dict):
+        for key, item in list(data.items()):
+            if isinstance(item, list) and len(item) > limits.max_items:
+                data = {**data, key: item[: limits.max_items]}
+                truncated = True
+    if isinstance(data, str):
+        text = data
+    else:  # the data becomes JSON as the model reads it (sets as lists, bytes as text)
+        text = json.dumps(data, ensure_ascii=False, default=_text)
+        data = json.loads(text)
+    if len(text) > limits.max_chars:
+        cut = len(text) - limits.max_chars
+        text = text[: limits.max_chars] + f"…[truncated {cut} characters]"
+        truncated = True
+    return text, data, truncated
+
+
+def _keep(value: Any, fields: set[str]) -> Any:
+    if isinstance(value, dict):
+        if fields & value.keys():
+            return {k: v for k, v in value.items() if k in fields}
+        return {k: _keep(v, fields) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_keep(v, fields) for v in value]
+    return value
+
+
+def _lists(value: Any) -> Any:
+    """A top-level tuple or set as a list, so the item limit applies to it."""
+    return list(value) if isinstance(value, tuple | set | frozenset) else value
+
+
+def _text(value: Any) -> Any:
+    if isinstance(value, set | frozenset):
+        return list(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)

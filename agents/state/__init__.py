@@ -1,0 +1,1 @@
+"""Thread state: its schema, its checkpointers (and, next, migrations and thread records)."""

@@ -1,0 +1,91 @@
+"""Thread state: what a checkpoint holds for one conversation (DESIGN.md §5)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypedDict
+
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
+
+# The shape of state a run writes. Set in one place: the input of every run
+# (``Conversations``), so each checkpoint written after it carries the version.
+SCHEMA_VERSION = 1
+
+TaskStatus = Literal["pending", "done", "failed"]
+
+
+class PlannedTask(TypedDict):
+    """One request of a multi-intent message, as a plan names it."""
+
+    id: str
+    skill: str
+    instruction: str
+    depends_on: list[str]
+
+
+class Task(PlannedTask):
+    """A planned task in the workspace, with how it went."""
+
+    status: TaskStatus
+    result: str | None
+    error: str | None
+
+
+class TaskUpdate(TypedDict, total=False):
+    """What a node reports of one task (merged into the workspace by ``merge_workspace``)."""
+
+    status: TaskStatus
+    result: str | None
+    error: str | None
+
+
+class Workspace(TypedDict, total=False):
+    """The supervisor's plan for the current message.
+
+    ``mode``: ``joint`` (one expert holds every task's skill) or ``parallel`` (an expert per
+    task, then the aggregator). Updates of one plan carry its ``plan_id`` and only the tasks
+    they change.
+    """
+
+    plan_id: str | None
+    mode: Literal["joint", "parallel"]
+    tasks: dict[str, Any]  # Task when written by the planner, TaskUpdate in node updates
+
+
+def add_usage(left: dict[str, int] | None, right: dict[str, Any] | None) -> dict[str, int]:
+    """Reducer: token counts add up over the thread's model calls."""
+    total = dict(left or {})
+    for key in ("input_tokens", "output_tokens", "total_tokens", "model_calls"):
+        if right and key in right:
+            total[key] = total.get(key, 0) + int(right[key])
+    return total
+
+
+def add_names(left: list[str] | None, right: list[str] | None) -> list[str]:
+    """Reducer: an ordered set of names (a skill is recorded as loaded once)."""
+    out = list(left or [])
+    out.extend(n for n in (right or []) if n not in out)
+    return out
+
+
+def merge_workspace(left: Workspace | None, right: Workspace | None) -> Workspace:
+    """Reducer: a new plan replaces the old one; updates of one plan merge task by task."""
+    if not right:
+        return Workspace(**(left or {}))
+    if not left or right.get("plan_id") != left.get("plan_id"):
+        return Workspace(**{**right, "tasks": dict(right.get("tasks", {}))})
+    tasks = {k: dict(v) for k, v in left.get("tasks", {}).items()}
+    for task_id, update in right.get("tasks", {}).items():
+        tasks[task_id] = {**tasks.get(task_id, {}), **update}
+    return Workspace(**{**left, "tasks": tasks})
+
+
+class ThreadState(TypedDict, total=False):
+    """State of one conversation thread."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    usage: Annotated[dict[str, int], add_usage]
+    loaded_skills: Annotated[list[str], add_names]
+    route: dict[str, Any]
+    workspace: Annotated[Workspace, merge_workspace]
+    schema_version: int

@@ -1,0 +1,249 @@
+"""A turn's messages as clients send them: the rules of OpenAI's message format, which
+messages of a request are new, and what a stored history needs before a provider reads it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    ToolMessage,
+    convert_to_messages,
+)
+
+from agents.errors import InvalidTurn
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class ClientTurn:
+    """A turn's messages as a client sent them (OpenAI format), whole history or just the new
+    message. Which are new is decided when the run starts, against the history it reads
+    anyway (see ``new_turn``): the thread is read once."""
+
+    messages: list[dict[str, Any]]
+
+
+MAX_MESSAGE_CHARS = 100_000  # of text in one message; the threads API holds to it too
+_INSTRUCTIONS = ("system", "developer")
+# The content part types OpenAI's format allows each role to send.
+_PARTS_BY_ROLE = {
+    "user": ("text", "image_url", "input_audio", "file"),
+    "assistant": ("text", "refusal"),
+    "system": ("text",),
+    "developer": ("text",),
+}
+ROLE_OF_TYPE = {"human": "user", "ai": "assistant", "system": "system"}
+
+
+def content_problem(content: Any, role: str = "user") -> tuple[int | None, str] | None:
+    """What is wrong with a message's content as OpenAI's format defines it for ``role``, if
+    anything: the index of the offending part (None for the content itself) and why."""
+    if content is None or isinstance(content, str):
+        return None
+    if not isinstance(content, list):
+        return None, f"must be a string or a list of content parts, not {type(content).__name__}"
+    allowed = _PARTS_BY_ROLE.get(role, ("text",))
+    for j, part in enumerate(content):
+        if isinstance(part, str):
+            continue
+        if not isinstance(part, dict):
+            return j, "a content part must be an object with a 'type'"
+        problem = _part_problem(part, allowed, role)
+        if problem:
+            return j, problem
+    return None
+
+
+def _part_problem(part: dict[str, Any], allowed: tuple[str, ...], role: str) -> str | None:
+    kind = part.get("type")
+    if kind not in allowed:
+        known = ", ".join(repr(k) for k in allowed)
+        return f"content part type {kind!r} is not allowed for role {role!r}; use {known}"
+    value = part.get(kind)
+    if kind in ("text", "refusal"):
+        return None if isinstance(value, str) else f"a {kind!r} part needs a string {kind!r}"
+    if not isinstance(value, dict):
+        if kind == "image_url" and isinstance(value, str) and value:
+            return None  # the short form LangChain accepts
+        return f"a {kind!r} part needs an object {kind!r}"
+    if kind == "image_url" and not (isinstance(value.get("url"), str) and value["url"]):
+        return "an 'image_url' part needs 'image_url': {'url': ...}"
+    if kind == "input_audio" and not all(isinstance(value.get(k), str) for k in ("data", "format")):
+        return "an 'input_audio' part needs 'input_audio': {'data': ..., 'format': ...}"
+    if kind == "file" and not any(isinstance(value.get(k), str) for k in ("file_id", "file_data")):
+        return "a 'file' part needs 'file': {'file_id': ...} or {'file_data': ...}"
+    return None
+
+
+def readable(content: Any, role: str) -> str | list[Any]:
+    """The parts of stored content a provider can read; a note if none is left."""
+    parts = content if isinstance(content, list) else []
+    kept = [p for p in parts if content_problem([p], role) is None]
+    return kept or "[this message's content could not be read and was removed]"
+
+
+def _text_length(content: Any) -> int:
+    if isinstance(content, str):
+        return len(content)
+    if not isinstance(content, list):
+        return 0
+    return sum(
+        len(p) if isinstance(p, str) else len(str(p.get("text") or ""))
+        for p in content
+        if isinstance(p, str | dict)
+    )
+
+
+def _has_text(content: Any) -> bool:
+    """Whether content says anything: non-blank text, or a part that is not text."""
+    if isinstance(content, str):
+        return bool(content.strip())
+    if not isinstance(content, list):
+        return False
+    for part in content:
+        if isinstance(part, dict) and part.get("type") == "text":
+            part = part.get("text")
+        if not isinstance(part, str) or part.strip():
+            return True
+    return False
+
+
+def new_turn(messages: list[dict[str, Any]], *, has_history: bool) -> list[BaseMessage]:
+    """The new messages of a turn, from OpenAI-format messages a client sent.
+
+    On a thread with history only the messages after the client's last assistant message are
+    new (system messages count on the first turn only), so a client may resend the whole
+    conversation or send just the new message.
+
+    Raises:
+        InvalidTurn: for client-side tool calls or results (they would be orphans in the
+            thread's history and break it for strict providers) or unreadable messages.
+    """
+    for i, m in enumerate(messages):
+        if m.get("role") == "tool" or m.get("tool_calls"):
+            raise InvalidTurn(
+                "client_tools_unsupported",
+                f"messages[{i}]: tool calls and tool "
+                "results from the client are not supported; send user and "
+                "assistant text (the service calls its skills' tools itself).",
+                f"messages.{i}",
+            )
+    numbered = list(enumerate(messages))
+    if has_history:
+        last = max((i for i, m in numbered if m.get("role") == "assistant"), default=-1)
+        numbered = [(i, m) for i, m in numbered[last + 1 :] if m.get("role") not in _INSTRUCTIONS]
+    if not numbered:
+        raise InvalidTurn(
+            "no_new_message",
+            "The request has no new message after the last assistant message; add the "
+            "user's message.",
+            "messages",
+        )
+    final_index, final = numbered[-1]
+    if final.get("role") != "user":
+        raise InvalidTurn(
+            "no_new_message",
+            f"The request's last message is the {final.get('role')}'s; end it with the user's "
+            "message.",
+            f"messages.{final_index}",
+        )
+    if not _has_text(final.get("content")):
+        raise InvalidTurn(
+            "no_new_message",
+            f"messages[{final_index}] is empty; the user's message needs some content.",
+            f"messages.{final_index}.content",
+        )
+    for i, m in numbered:
+        if _text_length(m.get("content")) > MAX_MESSAGE_CHARS:
+            raise InvalidTurn(
+                "message_too_long",
+                f"messages[{i}] has more than {MAX_MESSAGE_CHARS:,} characters of text; "
+                "shorten it or send the document as a file.",
+                f"messages.{i}.content",
+            )
+        problem = content_problem(m.get("content"), str(m.get("role")))
+        if problem is not None:
+            part, what = problem
+            where = "" if part is None else f".{part}"
+            raise InvalidTurn(
+                "invalid_content",
+                f"messages[{i}].content{where}: {what}",
+                f"messages.{i}.content{where}",
+            )
+    messages = [m for _, m in numbered]
+    try:
+        return convert_to_messages(messages)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise InvalidTurn(
+            "invalid_message", f"A message could not be read: {exc}", "messages"
+        ) from None
+
+
+def last_user_text(turn: Sequence[BaseMessage] | ClientTurn) -> str:
+    """The text routing will see: the turn's last user message."""
+    if isinstance(turn, ClientTurn):
+        last = turn.messages[-1] if turn.messages else {}
+        if last.get("role") != "user":
+            return ""
+        try:
+            return HumanMessage(content=last.get("content")).text
+        except (TypeError, ValueError):  # unreadable: new_turn will say why
+            return ""
+    texts = [m.text for m in turn if isinstance(m, HumanMessage)]
+    return texts[-1] if texts else ""
+
+
+def unless_retried(history: list[BaseMessage], messages: Sequence[BaseMessage]) -> list[Any]:
+    """The new messages, or none when the turn retries one that got no answer: a client
+    whose request failed (clients retry 5xx on their own) resends the user's message, which
+    the thread already holds, last."""
+    n = len(messages)
+    tail = history[-n:] if n else []
+    if len(tail) == n and all(
+        isinstance(old, HumanMessage)
+        and isinstance(new, HumanMessage)
+        and old.content == new.content
+        for old, new in zip(tail, messages, strict=True)
+    ):
+        log.info("run.retried", messages=n)
+        return []
+    return list(messages)
+
+
+def repairs(history: list[BaseMessage]) -> list[BaseMessage]:
+    """What makes a stored history valid for strict providers before a run: every tool call
+    gets a result (a run cut off mid-way may lack some), and content no provider can read
+    (stored before it was validated) is replaced by what can be read of it, so one bad
+    message cannot break the thread for good. Empty when nothing needs repair."""
+    answered = {m.tool_call_id for m in history if isinstance(m, ToolMessage)}
+    missing: list[BaseMessage] = [
+        ToolMessage(
+            content="error (cancelled): the run stopped before this tool ran",
+            tool_call_id=call["id"],
+            name=call["name"],
+            status="error",
+        )
+        for m in history
+        if isinstance(m, AIMessage)
+        for call in m.tool_calls
+        if call.get("id") and call["id"] not in answered
+    ]
+    # Only what clients wrote is checked: the service's own messages (model replies,
+    # tool results) come from code that writes what providers read.
+    unreadable = [
+        m.model_copy(update={"content": readable(m.content, ROLE_OF_TYPE[m.type])})
+        for m in history
+        if m.id
+        and m.type in ("human", "system")
+        and content_problem(m.content, ROLE_OF_TYPE[m.type]) is not None
+    ]
+    if missing or unreadable:
+        log.warning("history.repaired", tool_calls=len(missing), contents=len(unreadable))
+    return unreadable + missing

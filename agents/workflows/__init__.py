@@ -1,0 +1,1 @@
+"""Workflows: deterministic YAML procedures the router starts when their intent matches."""
