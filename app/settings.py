@@ -1,4 +1,4 @@
-"""One settings model for the whole service: environment (SKILLDESK_*), then a YAML file."""
+"""One settings model for the whole service: arguments, environment (SKILLDESK_*), YAML file."""
 
 from __future__ import annotations
 
@@ -25,12 +25,20 @@ ENV_PREFIX = "SKILLDESK_"
 
 
 class Settings(BaseSettings):
-    """Every setting of the service. Each is also ``SKILLDESK_<NAME>`` in the environment."""
+    """Every setting of the service. Each is also ``SKILLDESK_<NAME>`` in the environment.
+
+    Values come from the arguments, then the environment, then the YAML file named by
+    ``config_file`` (argument or ``SKILLDESK_CONFIG_FILE``).
+
+    Raises:
+        ConfigError: the YAML file named does not exist.
+    """
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
 
     config_file: Path | None = Field(
-        None, description="A YAML file with any of these settings (environment wins)."
+        None,
+        description="A YAML file with any of these settings (arguments and environment win).",
     )
     host: str = Field("127.0.0.1", description="Address the HTTP server binds.")
     port: int = Field(8000, ge=1, le=65535, description="Port the HTTP server binds.")
@@ -126,8 +134,8 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        config_file = os.environ.get(f"{ENV_PREFIX}CONFIG_FILE")
-        if config_file:
+        config_file = _config_file(init_settings())
+        if config_file is not None:
             sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=config_file))
         return tuple(sources)
 
@@ -156,20 +164,39 @@ class Settings(BaseSettings):
         )
 
 
+def _config_file(init_values: dict[str, Any]) -> Path | None:
+    """The YAML file to read: the ``config_file`` argument, else ``SKILLDESK_CONFIG_FILE``.
+
+    Raises:
+        ConfigError: naming the argument or the variable when the file does not exist.
+    """
+    if "config_file" in init_values:  # arguments win, as for every other setting
+        value = init_values["config_file"]
+        origin, fix = "config_file", "create the file or give another"
+    else:
+        value = os.environ.get(f"{ENV_PREFIX}CONFIG_FILE") or None
+        origin, fix = f"{ENV_PREFIX}CONFIG_FILE", "create the file or unset the variable"
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    if not path.is_file():
+        problem = "is not a file" if path.exists() else "does not exist"
+        raise ConfigError(f"{origin}: {value} {problem}", fix=fix)
+    return path
+
+
 def load_settings(**overrides: Any) -> Settings:
     """Read settings from the environment (and the YAML config file), with overrides on top.
+
+    ``None`` overrides are left out (an option not given on the command line).
 
     Raises:
         ConfigError: naming the setting (as its environment variable) and what is wrong.
     """
-    config_file = os.environ.get(f"{ENV_PREFIX}CONFIG_FILE")
-    if config_file and not Path(config_file).is_file():
-        raise ConfigError(
-            f"{ENV_PREFIX}CONFIG_FILE: {config_file} does not exist",
-            fix="create the file or unset the variable",
-        )
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ConfigError:
+        raise
     except ValidationError as exc:
         problems = "; ".join(
             f"{ENV_PREFIX}{'_'.join(str(p) for p in err['loc']).upper()}: {err['msg']}"

@@ -10,8 +10,14 @@ from typing import Annotated, Any
 import typer
 
 from agents.skills.loader import SKILL_FILE
+from agents.skills.registry import SkillRegistry
+from agents.skills.scaffold import scaffold
+from agents.skills.service import SkillService
+from app.cli.common import load_cli_settings
+from app.logging import configure_logging
+from app.settings import Settings
 
-app = typer.Typer(help="Author and inspect skills.", no_args_is_help=True)
+cli = typer.Typer(help="Author and inspect skills.", no_args_is_help=True)
 
 SkillsDir = Annotated[
     Path | None, typer.Option("--skills-dir", help="Skills folder [SKILLDESK_SKILLS_DIR].")
@@ -19,33 +25,27 @@ SkillsDir = Annotated[
 JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
-@app.callback()
+@cli.callback()
 def _quiet_logs() -> None:
-    from app.logging import configure_logging
-
     # Problems are printed by each command itself; the log (stderr) keeps to real trouble.
     configure_logging("error", "console")
 
 
-def _settings(skills_dir: Path | None) -> Any:
-    from app.cli import load_cli_settings
-
+def _settings(skills_dir: Path | None) -> Settings:
     return load_cli_settings(skills_dir=skills_dir)
 
 
-def _registry(directory: Path) -> Any:
-    from agents.skills.registry import SkillRegistry
-
+def _registry(directory: Path) -> SkillRegistry:
     registry = SkillRegistry(directory)
     registry.reload()
     return registry
 
 
-@app.command("list")
+@cli.command("list")
 def list_skills(skills_dir: SkillsDir = None, as_json: JsonFlag = False) -> None:
     """List the skills that load."""
     registry = _registry(_settings(skills_dir).skills_dir)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "name": s.name,
             "description": s.description,
@@ -67,7 +67,7 @@ def list_skills(skills_dir: SkillsDir = None, as_json: JsonFlag = False) -> None
         )
 
 
-@app.command()
+@cli.command()
 def validate(
     directory: Annotated[
         Path | None,
@@ -76,8 +76,6 @@ def validate(
     as_json: JsonFlag = False,
 ) -> None:
     """Check every skill; exit status 1 when any has a problem."""
-    from agents.skills.registry import SkillRegistry
-
     target = directory or _settings(None).skills_dir
     if not target.is_dir():
         typer.echo(f"skilldesk: {target} is not a folder", err=True)
@@ -105,7 +103,7 @@ def validate(
         raise typer.Exit(1)
 
 
-@app.command()
+@cli.command()
 def search(
     query: Annotated[list[str] | None, typer.Argument(help="Words of one query.")] = None,
     queries_file: Annotated[Path | None, typer.Option(help="One query per line.")] = None,
@@ -114,8 +112,6 @@ def search(
     as_json: JsonFlag = False,
 ) -> None:
     """Search the skills index; with --queries-file the index is built once for all."""
-    from agents.skills.service import SkillService
-
     queries = [" ".join(query)] if query else []
     if queries_file is not None:
         queries += [
@@ -147,11 +143,9 @@ def search(
                 typer.echo(f"  {hit.score:.3f}  {hit.name}")
 
 
-@app.command()
+@cli.command()
 def new(name: str, skills_dir: SkillsDir = None) -> None:
     """Scaffold a valid skill folder NAME (SKILL.md, skill.yaml, handler.py)."""
-    from agents.skills.scaffold import scaffold
-
     target = _settings(skills_dir).skills_dir
     try:
         folder = scaffold(target, name)

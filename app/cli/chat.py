@@ -1,80 +1,24 @@
-"""The ``skilldesk`` command line."""
+"""``skilldesk chat``: a conversation in the terminal, in-process or with a running service."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
+import httpx
 import typer
+from langchain_core.messages import HumanMessage
 
-from agents.errors import ConfigError
-
-cli = typer.Typer(
-    help="Skilldesk: a multi-agent chatbot service with skill plugins.",
-    no_args_is_help=True,
-    add_completion=False,
-)
+from agents.events import RunFailed, RunFinished, Token
+from app.cli.common import load_cli_settings
+from app.logging import configure_logging
+from app.settings import Settings
 
 
-def _register_subcommands() -> None:
-    from app.skills_cli import app as skills_app
-
-    cli.add_typer(skills_app, name="skills")
-
-
-def main() -> None:
-    """Console-script entry point."""
-    cli()
-
-
-_register_subcommands()
-
-
-def load_cli_settings(**overrides: Any) -> Any:
-    """Settings with command-line overrides; a configuration error exits with status 2."""
-    from app.settings import load_settings
-
-    try:
-        settings = load_settings(**overrides)
-        settings.models()  # model profiles are validated before anything starts
-    except ConfigError as exc:
-        typer.echo(f"skilldesk: configuration error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    return settings
-
-
-@cli.command()
-def serve(
-    host: Annotated[str | None, typer.Option(help="Bind address [SKILLDESK_HOST].")] = None,
-    port: Annotated[int | None, typer.Option(help="Port [SKILLDESK_PORT].")] = None,
-    data_dir: Annotated[
-        Path | None, typer.Option(help="SQLite file and caches [SKILLDESK_DATA_DIR].")
-    ] = None,
-    skills_dir: Annotated[
-        Path | None, typer.Option(help="Skills folder to serve [SKILLDESK_SKILLS_DIR].")
-    ] = None,
-) -> None:
-    """Serve the HTTP API (default http://127.0.0.1:8000)."""
-    import uvicorn
-
-    from app.logging import configure_logging
-    from app.main import create_app
-
-    settings = load_cli_settings(host=host, port=port, data_dir=data_dir, skills_dir=skills_dir)
-    configure_logging(settings.log_level, settings.log_format)
-    uvicorn.run(
-        create_app(settings, freeze_heap=True),
-        host=settings.host,
-        port=settings.port,
-        log_config=None,
-        access_log=False,
-    )
-
-
-@cli.command()
 def chat(
     url: Annotated[
         str | None,
@@ -84,8 +28,6 @@ def chat(
     data_dir: Annotated[Path | None, typer.Option(help="Data directory (in-process).")] = None,
 ) -> None:
     """Chat in the terminal. Empty line or Ctrl-D ends."""
-    from app.logging import configure_logging
-
     thread_id = thread or uuid.uuid4().hex
     typer.echo(f"thread {thread_id} — empty line or Ctrl-D to quit", err=True)
     if url:
@@ -101,7 +43,7 @@ def chat(
         raise typer.Exit(1)  # a turn failed (the error was shown): scripts can tell
 
 
-def _lines() -> Any:
+def _lines() -> Iterator[str]:
     while True:
         try:
             line = input("you> " if sys.stdin.isatty() else "")
@@ -113,7 +55,7 @@ def _lines() -> Any:
 
 
 def _chat_remote(url: str, thread_id: str) -> bool:
-    import httpx
+    # Lazy: the OpenAI SDK is slow to import and only talking to a running service needs it.
     from openai import OpenAI, OpenAIError
 
     client = OpenAI(
@@ -138,10 +80,8 @@ def _chat_remote(url: str, thread_id: str) -> bool:
     return ok
 
 
-async def _chat_local(settings: Any, thread_id: str) -> bool:
-    from langchain_core.messages import HumanMessage
-
-    from agents.events import RunFailed, RunFinished, Token
+async def _chat_local(settings: Settings, thread_id: str) -> bool:
+    # Lazy: the services (graph, checkpointer, skills) load only for an in-process chat.
     from app.services import open_services
 
     ok = True

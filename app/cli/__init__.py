@@ -1,0 +1,26 @@
+"""The ``skilldesk`` command line: the root command, with one module per command or group.
+
+A new group is a module here with its own ``cli = typer.Typer(...)``, registered below with
+``cli.add_typer``; what several groups need (settings) lives in ``app.cli.common``.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from app.cli import chat, serve, skills
+
+cli = typer.Typer(
+    help="Skilldesk: a multi-agent chatbot service with skill plugins.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+cli.command("serve")(serve.serve)
+cli.command("chat")(chat.chat)
+cli.add_typer(skills.cli, name="skills")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli()

@@ -1,0 +1,38 @@
+"""``skilldesk serve``: the HTTP API in one uvicorn process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from app.cli.common import load_cli_settings
+from app.logging import configure_logging
+
+
+def serve(
+    host: Annotated[str | None, typer.Option(help="Bind address [SKILLDESK_HOST].")] = None,
+    port: Annotated[int | None, typer.Option(help="Port [SKILLDESK_PORT].")] = None,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="SQLite file and caches [SKILLDESK_DATA_DIR].")
+    ] = None,
+    skills_dir: Annotated[
+        Path | None, typer.Option(help="Skills folder to serve [SKILLDESK_SKILLS_DIR].")
+    ] = None,
+) -> None:
+    """Serve the HTTP API (default http://127.0.0.1:8000)."""
+    # Lazy: the web stack and the app load only to serve, so other commands start faster.
+    import uvicorn
+
+    from app.main import create_app
+
+    settings = load_cli_settings(host=host, port=port, data_dir=data_dir, skills_dir=skills_dir)
+    configure_logging(settings.log_level, settings.log_format)
+    uvicorn.run(
+        create_app(settings, freeze_heap=True),
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        access_log=False,
+    )

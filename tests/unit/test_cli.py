@@ -1,0 +1,30 @@
+"""The ``skilldesk`` command tree: each group registered, a bad setting exits with status 2."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from app.cli import cli
+
+
+@pytest.mark.parametrize(
+    ("args", "lists"),
+    [
+        ([], ["serve", "chat", "skills"]),
+        (["serve"], ["--host", "--port", "--data-dir", "--skills-dir"]),
+        (["chat"], ["--url", "--thread", "--data-dir"]),
+        (["skills"], ["list", "validate", "search", "new"]),
+    ],
+)
+def test_every_command_and_group_answers_help(args: list[str], lists: list[str]) -> None:
+    done = CliRunner().invoke(cli, [*args, "--help"], prog_name="skilldesk")
+    assert done.exit_code == 0, done.output
+    assert all(word in done.output for word in lists)
+
+
+def test_a_bad_setting_exits_2_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SKILLDESK_PORT", "eighty")
+    done = CliRunner().invoke(cli, ["serve"], prog_name="skilldesk")
+    assert done.exit_code == 2
+    assert "SKILLDESK_PORT" in done.output
