@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, ClassVar
-
-if TYPE_CHECKING:
-    from agents.skills.loader import SkillProblem
+from dataclasses import dataclass
+from typing import ClassVar
 
 
 class SkilldeskError(Exception):
@@ -55,6 +53,20 @@ class ConfigError(SkilldeskError):
 
     def __str__(self) -> str:
         return f"{self.message}\n  fix: {self.fix}" if self.fix else self.message
+
+
+@dataclass(frozen=True)
+class SkillProblem:
+    """One thing wrong with a skill: where, what, and how to fix it."""
+
+    skill: str
+    file: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}" + (f" [{self.field}]" if self.field else "")
+        return f"skill {self.skill!r}, {where}: {self.message}"
 
 
 class SkillLoadError(ConfigError):

@@ -11,26 +11,12 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from agents.errors import SkillLoadError
+from agents.errors import SkillLoadError, SkillProblem
 from agents.skills.spec import Frontmatter, SkillConfig, ToolSpec
 
 SKILL_FILE = "SKILL.md"
 CONFIG_FILE = "skill.yaml"
 REFERENCE_DIRS = ("references", "reference")
-
-
-@dataclass(frozen=True)
-class SkillProblem:
-    """One thing wrong with a skill: where, what, and how to fix it."""
-
-    skill: str
-    file: str
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        where = f"{self.file}" + (f" [{self.field}]" if self.field else "")
-        return f"skill {self.skill!r}, {where}: {self.message}"
 
 
 @dataclass(frozen=True)

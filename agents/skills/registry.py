@@ -8,8 +8,8 @@ from pathlib import Path
 
 import structlog
 
-from agents.errors import SkillLoadError, SkillNotFound
-from agents.skills.loader import Skill, SkillProblem, fingerprint, load_skill
+from agents.errors import SkillLoadError, SkillNotFound, SkillProblem
+from agents.skills.loader import Skill, fingerprint, load_skill
 from agents.skills.spec import ToolSpec
 
 log = structlog.get_logger(__name__)
