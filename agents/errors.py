@@ -139,6 +139,24 @@ class HandlerExit(SkilldeskError):
     code = "tool_failed"
 
 
+class HandlerFailed(SkilldeskError):
+    """A handler raised, or returned what cannot be made JSON."""
+
+    code = "tool_failed"
+
+
+class HandlerCrashed(SkilldeskError):
+    """A handler's worker process died during the call (a crash, a CPU or memory limit)."""
+
+    code = "tool_failed"
+
+
+class HandlerImportFailed(SkilldeskError):
+    """A skill's handler module could not be imported."""
+
+    code = "handler_import_failed"
+
+
 class ModelError(SkilldeskError):
     """A model call failed after its retries and fallbacks.
 

@@ -90,6 +90,7 @@ async def open_services(
     finally:
         if watcher is not None:
             await stop_watcher(*watcher)
+        await skills.aclose()
         await gateway.aclose()
 
 

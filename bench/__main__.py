@@ -9,6 +9,7 @@ from bench import (
     retrieval_latency,
     retrieval_quality,
     skill_context,
+    tool_isolation,
 )
 
 if __name__ == "__main__":
@@ -17,6 +18,7 @@ if __name__ == "__main__":
         retrieval_quality,
         retrieval_latency,
         cold_start,
+        tool_isolation,
         model_client,
         conversation,
     )

@@ -39,6 +39,9 @@ def make_skills(root: Path, n: int) -> None:
             encoding="utf-8",
         )
         (folder / "skill.yaml").write_text(
+            # Thread isolation, as create_agent calls its tools in-process: the comparison is
+            # of frameworks (bench/tool_isolation.py measures what a worker process adds).
+            "isolation: thread\n"
             f"triggers: {list(entry.triggers)}\nexamples: {list(entry.examples)}\ntools:\n"
             f"  - name: {func}\n    description: {entry.description}\n"
             f"    handler: 'handler:{func}'\n    parameters:\n      type: object\n"

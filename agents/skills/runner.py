@@ -13,19 +13,27 @@ import threading
 import time
 import types
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import structlog
 from jsonschema import Draft202012Validator
 
-from agents.errors import HandlersBusy, SkillNotFound
+from agents.errors import (
+    HandlerCrashed,
+    HandlerFailed,
+    HandlerImportFailed,
+    HandlersBusy,
+    SkillNotFound,
+)
 from agents.skills.context import ToolContext
 from agents.skills.loader import Skill
 from agents.skills.registry import SkillRegistry
 from agents.skills.results import effective_limits, trim
 from agents.skills.spec import ToolSpec
-from agents.skills.threads import HandlerThreads, contained
+from agents.skills.threads import HandlerThreads
+from agents.skills.workers import WorkerCall, WorkerPool
 
 log = structlog.get_logger(__name__)
 _IMPORT_TIMEOUT_S = 60.0
@@ -58,6 +66,7 @@ class ToolRunner:
         self._modules: dict[tuple[str, str, str], types.ModuleType] = {}
         self._lock = threading.Lock()
         self._threads = HandlerThreads()
+        self._workers = WorkerPool()
         self.imported: list[str] = []  # "skill:module" in import order (for tests and bench)
 
     async def call(
@@ -83,29 +92,64 @@ class ToolRunner:
         args, problem = _parse_arguments(spec, arguments)
         if problem is not None:
             return _error(tool_name, "invalid_arguments", problem, started)
-        function = await self._load(skill, spec)
-        if isinstance(function, str):
-            return _error(tool_name, "handler_import_failed", function, started)
-        if "context" in inspect.signature(function).parameters:
-            key = idempotency_key or _idempotency_key(
-                skill.name, spec.name, args, thread_id, call_id
-            )
-            args["context"] = self._context(skill, spec, key, thread_id, run_id)
+        key = idempotency_key or _idempotency_key(skill.name, spec.name, args, thread_id, call_id)
+        context = self._context(skill, spec, key, thread_id, run_id)
         try:
-            value = await self._run(function, args, spec)
+            if skill.config.isolation == "process":
+                value = await self._in_worker(skill, spec, args, context)
+            else:
+                value = await self._in_thread(skill, spec, args, context)
         except TimeoutError:
             why = f"{tool_name} did not finish within {spec.timeout_s:g} s"
             return _error(tool_name, "timeout", why, started)
         except HandlersBusy as exc:
             return _error(tool_name, "busy", str(exc), started)
+        except HandlerImportFailed as exc:
+            log.warning("tool.import_failed", skill=skill.name, tool=tool_name, error=str(exc))
+            why = f"the handler of skill {skill.name!r} could not be loaded ({exc})"
+            return _error(tool_name, "handler_import_failed", why, started)
+        except (HandlerFailed, HandlerCrashed) as exc:
+            log.info("tool.failed", skill=skill.name, tool=tool_name, error=str(exc))
+            return _error(tool_name, "tool_failed", f"{tool_name} failed: {exc}", started)
         except Exception as exc:
             log.info("tool.failed", skill=skill.name, tool=tool_name, error=str(exc))
             why = f"{tool_name} failed: {type(exc).__name__}: {exc}"
             return _error(tool_name, "tool_failed", why, started)
         return self._result(skill, spec, value, started)
 
+    async def aclose(self) -> None:
+        """Stop the worker processes."""
+        await self._workers.aclose()
+
+    async def _in_worker(
+        self, skill: Skill, spec: ToolSpec, args: dict[str, Any], context: ToolContext
+    ) -> Any:
+        """The handler's value from a worker process of the skill."""
+        module, function = spec.handler.split(":")
+        call = WorkerCall(module, function, args, context, spec.timeout_s, _IMPORT_TIMEOUT_S)
+        return await self._workers.call(
+            skill, spec, _package(skill), call, lambda m: self.imported.append(f"{skill.name}:{m}")
+        )
+
+    async def _in_thread(
+        self, skill: Skill, spec: ToolSpec, args: dict[str, Any], context: ToolContext
+    ) -> Any:
+        """The handler's value from a handler thread of this process (``isolation: thread``).
+        Async handlers run there too, on a loop of their own: one that blocks cannot stall
+        the service's."""
+        function = await self._load(skill, spec)
+        if "context" in inspect.signature(function).parameters:
+            args = {**args, "context": context}
+        quota = skill.config.concurrency
+        if inspect.iscoroutinefunction(function):
+            coroutine = partial(_run_coroutine, function, args, spec.timeout_s)
+            run = self._threads.run_for(skill.name, quota, coroutine)
+        else:
+            run = self._threads.run_for(skill.name, quota, function, **args)
+        return await asyncio.wait_for(run, spec.timeout_s)
+
     async def _load(self, skill: Skill, spec: ToolSpec) -> Any:
-        """The handler function, imported on first use; a string says why it could not be."""
+        """The handler function, imported on first use."""
         function = self._cached(skill, spec)
         if function is not None:
             return function
@@ -114,15 +158,11 @@ class ToolRunner:
                 self._threads.run(self._function, skill, spec), _IMPORT_TIMEOUT_S
             )
         except TimeoutError:
-            return (
-                f"the handler of skill {skill.name!r} did not load within {_IMPORT_TIMEOUT_S:g} s"
-            )
+            raise HandlerImportFailed(f"it did not load within {_IMPORT_TIMEOUT_S:g} s") from None
+        except HandlersBusy:
+            raise
         except Exception as exc:
-            log.warning("tool.import_failed", skill=skill.name, tool=spec.name, error=str(exc))
-            return (
-                f"the handler of skill {skill.name!r} could not be loaded "
-                f"({type(exc).__name__}: {exc})"
-            )
+            raise HandlerImportFailed(f"{type(exc).__name__}: {exc}") from None
 
     def _context(
         self, skill: Skill, spec: ToolSpec, key: str, thread_id: str | None, run_id: str | None
@@ -130,12 +170,6 @@ class ToolRunner:
         data_dir = self.data_dir / "skills" / skill.name
         data_dir.mkdir(parents=True, exist_ok=True)
         return ToolContext(skill.name, spec.name, skill.path, data_dir, key, thread_id, run_id)
-
-    async def _run(self, function: Any, args: dict[str, Any], spec: ToolSpec) -> Any:
-        """The handler's value, within the tool's timeout (sync handlers on their threads)."""
-        if inspect.iscoroutinefunction(function):
-            return await asyncio.wait_for(contained(function(**args)), spec.timeout_s)
-        return await asyncio.wait_for(self._threads.run(function, **args), spec.timeout_s)
 
     def _result(self, skill: Skill, spec: ToolSpec, value: Any, started: float) -> ToolResult:
         """The value trimmed to the declared limits, as the model reads it."""
@@ -171,10 +205,20 @@ class ToolRunner:
         return getattr(module, function_name)
 
 
+def _package(skill: Skill) -> str:
+    """The package a skill's folder becomes, so that a handler may import its siblings
+    relatively and two skills' ``handler`` modules never collide."""
+    return "_skilldesk_skill_" + re.sub(r"\W", "_", skill.name) + "_" + skill.fingerprint[:8]
+
+
+def _run_coroutine(function: Any, args: dict[str, Any], timeout_s: float) -> Any:
+    """Run an async handler to its end on a loop of this thread, cancelled at the timeout
+    when it yields."""
+    return asyncio.run(asyncio.wait_for(function(**args), timeout_s))
+
+
 def _import(skill: Skill, module_name: str) -> types.ModuleType:
-    # Each skill folder becomes a package of its own, so a handler may import its siblings
-    # relatively, and two skills' `handler` modules never collide.
-    package = "_skilldesk_skill_" + re.sub(r"\W", "_", skill.name) + "_" + skill.fingerprint[:8]
+    package = _package(skill)
     if package not in sys.modules:
         parent = types.ModuleType(package)
         parent.__path__ = [str(skill.path)]

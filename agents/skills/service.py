@@ -87,3 +87,7 @@ class SkillService:
     ) -> ToolResult:
         """Call one tool (see ToolRunner.call)."""
         return await self.runner.call(tool, arguments, **context)
+
+    async def aclose(self) -> None:
+        """Stop what runs handlers (worker processes)."""
+        await self.runner.aclose()

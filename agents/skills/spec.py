@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from jsonschema import Draft7Validator
 from jsonschema.exceptions import best_match
@@ -103,6 +103,21 @@ class SkillConfig(BaseModel):
     pinned: bool = Field(False, description="Always listed in the prompt's skill index.")
     limits: ResultLimits = Field(default_factory=ResultLimits, description="Result trimming.")
     tools: tuple[ToolSpec, ...] = Field((), description="Functions offered to the model.")
+    isolation: Literal["process", "thread"] = Field(
+        "process",
+        description="Where the handlers run: 'process' (default), worker processes that a "
+        "timeout kills and replaces, with memory and CPU limits; 'thread', inside the "
+        "service (about a millisecond faster per call, for trusted code only: a handler "
+        "that spins or leaks there slows everyone).",
+    )
+    concurrency: int = Field(
+        4, ge=1, le=64, description="Calls of this skill's tools that may run at once."
+    )
+    memory_mb: int | None = Field(
+        1024,
+        ge=64,
+        description="Memory a worker process may allocate (process isolation); null: no limit.",
+    )
 
     @field_validator("triggers", "examples", mode="before")
     @classmethod

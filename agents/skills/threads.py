@@ -34,25 +34,42 @@ class HandlerThreads:
         self.limit = limit
         self.idle_s = idle_s
         self.running = 0  # calls under way, hung ones included
+        self._by_skill: dict[str, int] = {}  # the same, per skill
         self._count = threading.Lock()
         self._idle: list[queue.SimpleQueue[_Job]] = []  # the inboxes of waiting threads
         self._pid = os.getpid()
 
-    async def run(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def run(self, function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """``function(*args, **kwargs)`` on a handler thread; raises HandlersBusy at the limit."""
+        return await self.run_for("", 0, function, *args, **kwargs)
+
+    async def run_for(
+        self, skill: str, quota: int, function: Callable[..., Any], /, *args: Any, **kwargs: Any
+    ) -> Any:
+        """The same for a call of ``skill``, which may have ``quota`` calls running at once
+        (hung ones included; 0: no quota of its own), so its hung handlers cannot take the
+        threads other skills need."""
         with self._count:
             if self._pid != os.getpid():  # a forked child has none of the parent's threads
                 self._pid, self._idle, self.running = os.getpid(), [], 0
+                self._by_skill = {}
             if self.running >= self.limit:
                 raise HandlersBusy(
                     f"{self.running} handler calls are still running (hung ones included); "
                     "try again later"
                 )
+            if quota and self._by_skill.get(skill, 0) >= quota:
+                raise HandlersBusy(
+                    f"skill {skill!r} already runs {quota} calls, its limit (hung ones "
+                    "included); try again shortly"
+                )
             self.running += 1
+            self._by_skill[skill] = self._by_skill.get(skill, 0) + 1
             inbox = self._idle.pop() if self._idle else None
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        job = _Job(partial(contextvars.copy_context().run, function, *args, **kwargs), loop, future)
+        call = partial(contextvars.copy_context().run, function, *args, **kwargs)
+        job = _Job(call, loop, future, skill)
         if inbox is None:
             inbox = queue.SimpleQueue()
             inbox.put(job)
@@ -80,6 +97,9 @@ class HandlerThreads:
                 error = _as_error(exc)
             with self._count:  # free before the caller hears back, so its next call reuses it
                 self.running -= 1
+                self._by_skill[job.skill] -= 1
+                if not self._by_skill[job.skill]:
+                    del self._by_skill[job.skill]
                 self._idle.append(inbox)
             with contextlib.suppress(RuntimeError):  # the loop closed while it hung
                 job.loop.call_soon_threadsafe(_settle, job.future, result, error)
@@ -90,6 +110,7 @@ class _Job:
     call: Callable[[], Any]
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Any]
+    skill: str
 
 
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:

@@ -1,0 +1,199 @@
+"""A worker process that runs one skill's handlers (``python -m agents.skills.worker``).
+
+Started by ``agents.skills.workers``; talks over its standard input and output in frames of
+a 4-byte length and a pickle. It imports only the standard library and the skill's
+own modules, so it starts in tens of milliseconds, and a handler that spins, blocks, leaks
+or crashes takes only this process down: the service kills and replaces it.
+
+Messages in: ``("bind", skill, package, path, memory_mb)`` once, then
+``("call", number, module, function, arguments, context, cpu_s)``. Messages out: ``("imported",
+module, error)`` when a call had to import its module, then ``("result", number, ok, kind,
+payload)`` where ``kind`` is ``text`` or ``json`` (ok) or an error code (not ok).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import importlib.util
+import inspect
+import json
+import os
+import pickle
+import resource
+import signal
+import struct
+import sys
+import types
+from typing import Any, BinaryIO
+
+_HEADER = struct.Struct("!I")
+_PR_SET_PDEATHSIG = 1
+
+
+def read_frame(stream: BinaryIO) -> Any:
+    """One message, or None at the end of the stream."""
+    header = _read_exactly(stream, _HEADER.size)
+    if header is None:
+        return None
+    (size,) = _HEADER.unpack(header)
+    data = _read_exactly(stream, size)
+    return None if data is None else pickle.loads(data)
+
+
+def _read_exactly(stream: BinaryIO, size: int) -> bytes | None:
+    chunks: list[bytes] = []
+    while size:
+        chunk = stream.read(size)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def frame(message: Any) -> bytes:
+    """A message as bytes on the wire."""
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return _HEADER.pack(len(data)) + data
+
+
+class Worker:
+    """The worker's state: the skill it serves and the modules it imported."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self.out = out
+        self.package = ""
+        self.path = ""
+        self.modules: dict[str, types.ModuleType] = {}
+        self.loop = asyncio.new_event_loop()
+
+    def send(self, message: Any) -> None:
+        self.out.write(frame(message))
+        self.out.flush()
+
+    def bind(self, skill: str, package: str, path: str, memory_mb: int | None) -> None:
+        """Serve ``skill`` (its folder is the package ``package``) within ``memory_mb``."""
+        self.package, self.path = package, path
+        parent = types.ModuleType(package)
+        parent.__path__ = [path]
+        sys.modules[package] = parent
+        sys.path_importer_cache.clear()
+        if memory_mb:
+            limit = memory_mb * 1024 * 1024
+            _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+            resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+
+    def call(
+        self,
+        number: int,
+        module: str,
+        function: str,
+        arguments: dict[str, Any],
+        context: Any,
+        cpu_s: float,
+    ) -> None:
+        """Run one handler call and send its result (``context`` goes to handlers that
+        declare a ``context`` parameter)."""
+        handler = self._handler(module, function)
+        if handler is None:
+            return  # the import failed and was reported
+        if "context" in inspect.signature(handler).parameters:
+            arguments = {**arguments, "context": context}
+        used = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
+        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        resource.setrlimit(resource.RLIMIT_CPU, (int(used + cpu_s) + 1, hard))
+        try:
+            value = handler(**arguments)
+            if inspect.isawaitable(value):
+                value = self.loop.run_until_complete(value)
+        except BaseException as exc:  # SystemExit or KeyboardInterrupt from a handler included
+            self.send(("result", number, False, "tool_failed", describe(exc)))
+            return
+        if isinstance(value, str):
+            self.send(("result", number, True, "text", value))
+            return
+        try:
+            text = json.dumps(value, ensure_ascii=False, default=_text)
+        except (TypeError, ValueError) as exc:
+            self.send(("result", number, False, "not_json", str(exc)))
+            return
+        self.send(("result", number, True, "json", text))
+
+    def _handler(self, module: str, function: str) -> Any:
+        loaded = self.modules.get(module)
+        if loaded is None:
+            try:
+                loaded = _import(self.package, self.path, module)
+            except BaseException as exc:
+                self.send(("imported", module, describe(exc)))
+                return None
+            self.modules[module] = loaded
+            self.send(("imported", module, None))
+        return getattr(loaded, function)
+
+
+def describe(exc: BaseException) -> str:
+    """What a handler raised, as the service words it."""
+    if isinstance(exc, Exception) and not isinstance(exc, StopIteration | StopAsyncIteration):
+        return f"{type(exc).__name__}: {exc}"
+    return f"the handler raised {type(exc).__name__}({exc})"
+
+
+def _import(package: str, path: str, module: str) -> types.ModuleType:
+    full_name = f"{package}.{module}"
+    file = os.path.join(path, *module.split(".")) + ".py"
+    spec = importlib.util.spec_from_file_location(full_name, file)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {file}")
+    loaded = importlib.util.module_from_spec(spec)
+    sys.modules[full_name] = loaded
+    try:
+        spec.loader.exec_module(loaded)
+    except BaseException:
+        sys.modules.pop(full_name, None)
+        raise
+    return loaded
+
+
+def _text(value: Any) -> Any:
+    if isinstance(value, set | frozenset):
+        return list(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
+
+
+def _die_with_parent() -> None:
+    """Ask the kernel to kill this process when the service dies (Linux), so a handler
+    spinning here cannot outlive a killed service."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+def main() -> None:
+    """Serve calls from standard input until the service closes it."""
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the service's to handle
+    # The protocol keeps private copies of stdin and stdout; a handler's print() goes to the
+    # service's log (stderr) and its input() reads nothing, so neither can break a frame.
+    inbox = os.fdopen(os.dup(0), "rb", buffering=0)
+    worker = Worker(os.fdopen(os.dup(1), "wb"))
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    while True:
+        message = read_frame(inbox)
+        if message is None:
+            return
+        if message[0] == "bind":
+            worker.bind(*message[1:])
+        elif message[0] == "call":
+            worker.call(*message[1:])
+
+
+if __name__ == "__main__":
+    main()

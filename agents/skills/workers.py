@@ -1,0 +1,253 @@
+"""Handlers out of the service's process: a pool of worker processes per skill.
+
+A worker (``agents/skills/worker.py``) serves one skill: it imports the skill's module on
+the first call (the third tier stays lazy) and keeps it. A call that outlives its timeout
+kills its worker, and the next call starts a fresh one; a worker has a memory limit, a CPU
+limit per call, and dies with the service. Each skill may use ``concurrency`` workers at once,
+so one skill's load cannot take the workers another skill needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import pickle
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from agents.errors import HandlerCrashed, HandlerFailed, HandlerImportFailed, HandlersBusy
+from agents.skills.context import ToolContext
+from agents.skills.loader import Skill
+from agents.skills.spec import ToolSpec
+from agents.skills.worker import frame
+
+log = structlog.get_logger(__name__)
+_HEADER_SIZE = 4
+
+
+@dataclass(frozen=True)
+class WorkerCall:
+    """One handler call, as a worker receives it."""
+
+    module: str
+    function: str
+    arguments: dict[str, Any]
+    context: ToolContext | None
+    timeout_s: float
+    import_timeout_s: float
+
+
+class Worker:
+    """One worker process bound to one version of one skill."""
+
+    def __init__(self, skill: Skill, process: asyncio.subprocess.Process) -> None:
+        self.skill = skill.name
+        self.fingerprint = skill.fingerprint
+        self.process = process
+        self.imported: set[str] = set()
+        self.idle_since = time.monotonic()
+        self.killed = False
+        self._calls = 0
+
+    @classmethod
+    async def start(cls, skill: Skill, package: str) -> Worker:
+        """Start a worker and bind it to ``skill``."""
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "agents.skills.worker",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        worker = cls(skill, process)
+        config = skill.config
+        worker._send(("bind", skill.name, package, str(skill.path), config.memory_mb))
+        return worker
+
+    @property
+    def alive(self) -> bool:
+        """Whether the process runs and can take a call."""
+        return not self.killed and self.process.returncode is None
+
+    async def call(self, call: WorkerCall, on_import: Any) -> Any:
+        """The handler's value; raises what went wrong as a Skilldesk error.
+
+        Raises:
+            TimeoutError: the call (or the import) outlived its limit; the worker is killed.
+            HandlerImportFailed, HandlerFailed, HandlerCrashed: as their names say.
+        """
+        self._calls += 1
+        number = self._calls
+        cpu_s = call.timeout_s + (0 if call.module in self.imported else call.import_timeout_s)
+        message = ("call", number, call.module, call.function, call.arguments, call.context)
+        self._send((*message, cpu_s))
+        assert self.process.stdin is not None
+        await self.process.stdin.drain()
+        if call.module not in self.imported:
+            try:
+                reply = await self._receive(call.import_timeout_s)
+            except TimeoutError:
+                limit = f"{call.import_timeout_s:g} s"
+                raise HandlerImportFailed(f"it did not load within {limit}") from None
+            if reply[2] is not None:
+                raise HandlerImportFailed(reply[2])
+            self.imported.add(call.module)
+            on_import(call.module)
+        reply = await self._receive(call.timeout_s)
+        _, got, ok, kind, payload = reply
+        assert got == number, f"worker answered call {got} for call {number}"
+        if ok:
+            return payload if kind == "text" else json.loads(payload)
+        if kind == "not_json":
+            raise HandlerFailed(f"returned data that is not JSON: {payload}")
+        raise HandlerFailed(str(payload))
+
+    def kill(self) -> None:
+        """Stop the process now (a hung or spinning handler cannot be asked)."""
+        if self.alive:
+            self.killed = True
+            with contextlib.suppress(ProcessLookupError):
+                self.process.kill()
+
+    async def close(self) -> None:
+        """End the process and wait for it."""
+        self.kill()
+        with contextlib.suppress(ProcessLookupError):
+            await self.process.wait()
+
+    def _send(self, message: Any) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(frame(message))
+
+    async def _receive(self, timeout_s: float) -> Any:
+        assert self.process.stdout is not None
+        try:
+            async with asyncio.timeout(timeout_s):
+                header = await self.process.stdout.readexactly(_HEADER_SIZE)
+                data = await self.process.stdout.readexactly(int.from_bytes(header, "big"))
+        except TimeoutError:
+            self.kill()
+            raise
+        except asyncio.IncompleteReadError:
+            raise HandlerCrashed(await self._ended()) from None
+        return pickle.loads(data)  # only the worker's own replies
+
+    async def _ended(self) -> str:
+        code = await self.process.wait()
+        if code == -signal.SIGXCPU:
+            return "the handler used up its CPU time and was stopped"
+        if code < 0:
+            return f"the handler's process was killed by signal {signal.Signals(-code).name}"
+        return f"the handler's process exited with status {code}"
+
+
+@dataclass
+class _SkillWorkers:
+    idle: list[Worker] = field(default_factory=list)
+    busy: int = 0
+
+
+class WorkerPool:
+    """Worker processes for the skills that run out of process.
+
+    Args:
+        max_workers: Worker processes alive at most, over all skills (idle ones of other
+            skills are stopped to make room).
+        idle_s: A worker idle this long is stopped.
+    """
+
+    def __init__(self, max_workers: int = 32, idle_s: float = 300.0) -> None:
+        self.max_workers = max_workers
+        self.idle_s = idle_s
+        self._skills: dict[str, _SkillWorkers] = {}
+        self._starting = 0
+        self._closing: set[asyncio.Task[None]] = set()
+
+    @property
+    def size(self) -> int:
+        """Worker processes alive or starting."""
+        return self._starting + sum(s.busy + len(s.idle) for s in self._skills.values())
+
+    async def call(
+        self,
+        skill: Skill,
+        spec: ToolSpec,
+        package: str,
+        call: WorkerCall,
+        on_import: Any,
+    ) -> Any:
+        """Run ``call`` on a worker of ``skill``; raises HandlersBusy past its concurrency."""
+        workers = self._skills.setdefault(skill.name, _SkillWorkers())
+        limit = skill.config.concurrency
+        if workers.busy >= limit:
+            raise HandlersBusy(
+                f"skill {skill.name!r} already runs {workers.busy} calls, its limit; "
+                "try again shortly"
+            )
+        workers.busy += 1
+        try:
+            worker = await self._acquire(skill, package, workers)
+        except BaseException:
+            workers.busy -= 1
+            raise
+        try:
+            return await worker.call(call, on_import)
+        except asyncio.CancelledError:
+            # The caller went away mid-call: the worker's next reply would be this call's.
+            worker.kill()
+            raise
+        finally:
+            workers.busy -= 1
+            self._release(worker, workers)
+
+    async def aclose(self) -> None:
+        """Stop every worker."""
+        workers = [w for s in self._skills.values() for w in s.idle]
+        self._skills.clear()
+        await asyncio.gather(*(w.close() for w in workers), *self._closing)
+
+    async def _acquire(self, skill: Skill, package: str, workers: _SkillWorkers) -> Worker:
+        now = time.monotonic()
+        while workers.idle:
+            worker = workers.idle.pop()
+            fresh = now - worker.idle_since < self.idle_s
+            if worker.alive and worker.fingerprint == skill.fingerprint and fresh:
+                return worker
+            self._stop(worker)  # a stale version of the skill, or idle too long
+        if self.size >= self.max_workers and not self._make_room():
+            raise HandlersBusy(
+                f"all {self.max_workers} handler processes are busy; try again shortly"
+            )
+        self._starting += 1
+        try:
+            return await Worker.start(skill, package)
+        finally:
+            self._starting -= 1
+
+    def _release(self, worker: Worker, workers: _SkillWorkers) -> None:
+        if worker.alive:  # its handler answered, or raised: it can take the next call
+            worker.idle_since = time.monotonic()
+            workers.idle.append(worker)
+        else:
+            self._stop(worker)
+
+    def _make_room(self) -> bool:
+        """Stop the longest-idle worker of any skill; False when none is idle."""
+        idle = [(w.idle_since, name, w) for name, s in self._skills.items() for w in s.idle]
+        if not idle:
+            return False
+        _, name, worker = min(idle, key=lambda item: item[0])
+        self._skills[name].idle.remove(worker)
+        self._stop(worker)
+        return True
+
+    def _stop(self, worker: Worker) -> None:
+        task = asyncio.ensure_future(worker.close())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
