@@ -20,7 +20,15 @@ from agents.router.router import Router
 from agents.run import RunBudget, RunContext, RunLimits
 from agents.state.checkpointers import thread_lock
 from agents.state.schema import SCHEMA_VERSION
-from agents.turns import ClientTurn, last_user_text, new_turn, repairs, unless_retried
+from agents.turns import (
+    ClientTurn,
+    last_user_text,
+    new_turn,
+    repairs,
+    turn_id,
+    unless_retried,
+    with_ids,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -159,10 +167,9 @@ class Conversations:
             fixes = repairs(history)
             if fixes:
                 await self.graph.aupdate_state(_config(ctx.thread_id), {"messages": fixes})
-            run_input = {
-                "messages": unless_retried(history, messages),
-                "schema_version": SCHEMA_VERSION,
-            }
+            new = unless_retried(history, with_ids(messages))
+            ctx.turn_id = turn_id(history, new)
+            run_input = {"messages": new, "schema_version": SCHEMA_VERSION}
             async for mode, payload in self.graph.astream(
                 run_input,
                 _config(ctx.thread_id, run_id=ctx.run_id, callbacks=callbacks),

@@ -6,7 +6,9 @@ none of them. Values here travel beside the state and are never persisted.
 
 from __future__ import annotations
 
+import json
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +65,8 @@ class RunContext:
         target_skill: A skill the request named (explicit target).
         target_workflow: A workflow the request named (explicit target).
         budget: What the run may still spend.
+        turn_id: The id of the user message this run answers: a run that answers it again
+            (the message resent after a crash) gives its side effects the same keys.
     """
 
     thread_id: str = ""
@@ -71,6 +75,17 @@ class RunContext:
     target_skill: str | None = None
     target_workflow: str | None = None
     budget: RunBudget = field(default_factory=RunBudget)
+    turn_id: str = ""
+    _calls: Counter[str] = field(default_factory=Counter, repr=False)
+    _calls_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def occurrence(self, tool: str, arguments: dict[str, Any]) -> int:
+        """How many identical calls (tool and arguments) this run made before this one."""
+        key = f"{tool}|{json.dumps(arguments, sort_keys=True, default=str)}"
+        with self._calls_lock:
+            seen = self._calls[key]
+            self._calls[key] += 1
+        return seen
 
 
 def current_context() -> RunContext:

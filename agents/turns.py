@@ -3,6 +3,7 @@ messages of a request are new, and what a stored history needs before a provider
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -247,3 +248,18 @@ def repairs(history: list[BaseMessage]) -> list[BaseMessage]:
     if missing or unreadable:
         log.warning("history.repaired", tool_calls=len(missing), contents=len(unreadable))
     return unreadable + missing
+
+
+def with_ids(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The messages, each with an id (the thread keeps it): what a turn's side effects are
+    keyed by must not change when the thread is read again."""
+    return [m if m.id else m.model_copy(update={"id": str(uuid.uuid4())}) for m in messages]
+
+
+def turn_id(history: Sequence[BaseMessage], new: Sequence[BaseMessage]) -> str:
+    """The id of the user message a run answers: the last one it adds, or, when it adds
+    none (the message was resent), the thread's last one."""
+    for message in reversed([*history, *new]):
+        if isinstance(message, HumanMessage):
+            return str(message.id or "")
+    return ""

@@ -23,6 +23,7 @@ from agents.router.router import Router, RouterOptions
 from agents.run import RunLimits
 from agents.skills.service import SkillService
 from agents.skills.watcher import start_watcher, stop_watcher
+from agents.state.calls import call_journal
 from agents.state.checkpointers import open_checkpointer
 from agents.tokens import count_tokens
 from agents.workflows.matcher import NoWorkflows, WorkflowMatcher
@@ -75,6 +76,7 @@ async def open_services(
     watcher = start_watcher(skills) if (settings.skills_watch if watch is None else watch) else None
     try:
         async with open_checkpointer(settings.resolved_checkpoint_url) as checkpointer:
+            skills.runner.journal = call_journal(checkpointer)
             prompts = Prompts(settings.prompts_dir)
             router = Router(skills, gateway, prompts, workflows, router_options)
             graph = build_graph(gateway, checkpointer, prompts, skills, options, router=router)

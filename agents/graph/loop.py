@@ -198,6 +198,8 @@ def _outcome(
         thread_id=ctx.thread_id or None,
         run_id=ctx.run_id or None,
         call_id=call_id,
+        turn_id=ctx.turn_id or None,
+        occurrence=ctx.occurrence(name, args),
     )
 
 

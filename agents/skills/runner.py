@@ -34,6 +34,7 @@ from agents.skills.results import effective_limits, trim
 from agents.skills.spec import ToolSpec
 from agents.skills.threads import HandlerThreads
 from agents.skills.workers import WorkerCall, WorkerPool
+from agents.state.calls import CallJournal, MemoryCallJournal
 
 log = structlog.get_logger(__name__)
 _IMPORT_TIMEOUT_S = 60.0
@@ -67,6 +68,8 @@ class ToolRunner:
         self._lock = threading.Lock()
         self._threads = HandlerThreads()
         self._workers = WorkerPool()
+        # Where side-effecting calls are recorded; the service puts it beside its checkpoints.
+        self.journal: CallJournal = MemoryCallJournal()
         self.imported: list[str] = []  # "skill:module" in import order (for tests and bench)
 
     async def call(
@@ -77,12 +80,22 @@ class ToolRunner:
         thread_id: str | None = None,
         run_id: str | None = None,
         call_id: str | None = None,
+        turn_id: str | None = None,
+        occurrence: int = 0,
         idempotency_key: str | None = None,
     ) -> ToolResult:
         """Call ``tool_name``; every failure comes back as a ToolResult the model can read.
 
         The steps: find the tool, validate the arguments against its schema, import the
-        handler (first call only), run it within its timeout, trim the result.
+        handler (first call only), run it within its timeout, trim the result. A tool with
+        side effects called for a turn (``turn_id``: the user message being answered) or
+        with an ``idempotency_key`` is recorded in the journal first: the same call again (a
+        resent message after a crash, a retried request) gets the same key, and a finished
+        one its recorded result without running again.
+
+        Args:
+            occurrence: Which of several identical calls (same tool and arguments) of one
+                turn this is, counted from 0, so each gets a key of its own.
         """
         started = time.perf_counter()
         try:
@@ -92,7 +105,32 @@ class ToolRunner:
         args, problem = _parse_arguments(spec, arguments)
         if problem is not None:
             return _error(tool_name, "invalid_arguments", problem, started)
-        key = idempotency_key or _idempotency_key(skill.name, spec.name, args, thread_id, call_id)
+        key = idempotency_key or idempotency_key_of(
+            skill.name, spec.name, args, thread_id, turn_id, occurrence, call_id
+        )
+        if not (spec.side_effects and (idempotency_key or (thread_id and turn_id))):
+            return await self._run(skill, spec, args, key, thread_id, run_id, started)
+        earlier = await self.journal.begin(key, thread_id=thread_id, run_id=run_id, tool=spec.name)
+        if earlier is not None and earlier.status == "done" and earlier.content is not None:
+            log.info("tool.replayed", skill=skill.name, tool=tool_name, key=key)
+            ms = (time.perf_counter() - started) * 1000
+            return ToolResult(tool_name, bool(earlier.ok), earlier.content, None, None, False, ms)
+        result = await self._run(skill, spec, args, key, thread_id, run_id, started)
+        if result.ok:  # a failed call stays "started": a retry runs it again, with its key
+            await self.journal.finish(key, result.content, result.ok)
+        return result
+
+    async def _run(
+        self,
+        skill: Skill,
+        spec: ToolSpec,
+        args: dict[str, Any],
+        key: str,
+        thread_id: str | None,
+        run_id: str | None,
+        started: float,
+    ) -> ToolResult:
+        tool_name = spec.name
         context = self._context(skill, spec, key, thread_id, run_id)
         try:
             if skill.config.isolation == "process":
@@ -270,16 +308,26 @@ def _parse_arguments(
     return dict(arguments), None
 
 
-def _idempotency_key(
-    skill: str, tool: str, args: dict[str, Any], thread_id: str | None, call_id: str | None
+def idempotency_key_of(
+    skill: str,
+    tool: str,
+    args: dict[str, Any],
+    thread_id: str | None,
+    turn_id: str | None,
+    occurrence: int = 0,
+    call_id: str | None = None,
 ) -> str:
-    # A resumed run replays the same tool call id, so (thread, call id) identifies the call;
-    # without them, the same arguments are the same call.
-    basis = (
-        f"{thread_id}|{call_id}"
-        if thread_id and call_id
-        else json.dumps(args, sort_keys=True, default=str)
-    )
+    """The key of one logical call. For a turn: the thread, the user message answered, the
+    tool, its arguments and which identical call of the turn it is, so a run that answers the
+    same message again (the message resent after a crash) makes calls with the same keys,
+    whatever ids the model gives them. Else (thread, call id), else the arguments alone."""
+    arguments = json.dumps(args, sort_keys=True, default=str)
+    if thread_id and turn_id:
+        basis = f"{thread_id}|{turn_id}|{arguments}|{occurrence}"
+    elif thread_id and call_id:
+        basis = f"{thread_id}|{call_id}"
+    else:
+        basis = arguments
     return hashlib.sha256(f"{skill}|{tool}|{basis}".encode()).hexdigest()[:32]
 
 

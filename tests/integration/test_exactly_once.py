@@ -1,0 +1,138 @@
+"""A side effect happens once, crash or not: the service is killed (-9) during and after a
+side-effecting call, restarted on the same data, and the client resends its message."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.fakellm import FakeLLM, Reply, ToolCall
+from tests.integration.test_server_process import Service
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "skills"
+MESSAGE = {"role": "user", "content": "file a claim for the pump"}
+
+
+@pytest.fixture
+def env(fake_llm: FakeLLM, tmp_path: Path) -> dict[str, str]:
+    shutil.copytree(FIXTURES / "ledger", tmp_path / "skills" / "ledger")
+    values = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
+    values.update(
+        SKILLDESK_SKILLS_DIR=str(tmp_path / "skills"),
+        SKILLDESK_SKILLS_EMBEDDINGS="false",
+        SKILLDESK_MODEL="openai/fake-model",
+        SKILLDESK_MODEL_API_BASE=fake_llm.base_url,
+        SKILLDESK_MODEL_API_KEY="sk-test",
+        SKILLDESK_LOG_FORMAT="json",
+    )
+    return values
+
+
+def ask(service: Service, timeout: float = 60) -> httpx.Response:
+    return httpx.post(
+        f"{service.url}/v1/chat/completions",
+        json={"model": "skilldesk", "skill": "ledger", "messages": [MESSAGE]},
+        headers={"X-Thread-Id": "claims-1"},
+        timeout=timeout,
+    )
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def wait_for(condition: Any, seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
+
+
+def kill(service: Service) -> None:
+    service.proc.kill()
+    service.proc.wait(timeout=10)
+
+
+def journal(data: Path) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(data / "skilldesk.sqlite") as conn:
+        return conn.execute("SELECT key, status, tool FROM skilldesk_calls").fetchall()
+
+
+def test_killed_during_a_side_effect_the_resent_message_reuses_its_key(
+    env: dict[str, str], fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    skill_data = data / "skills" / "ledger"
+    skill_data.mkdir(parents=True)
+    (skill_data / "pause").write_text("30")
+    fake_llm.script(Reply(tool_calls=[ToolCall("file_claim", {"item": "pump"}, id="call_a")]))
+    first = Service(env, data)
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(ask, first)
+        wait_for(lambda: len(lines(skill_data / "ledger.jsonl")) == 1)  # filed, then paused
+        kill(first)
+        with pytest.raises(httpx.HTTPError):
+            pending.result()
+    (skill_data / "pause").unlink()
+
+    # The model names the call differently this time: the key must not depend on it.
+    fake_llm.script(
+        Reply(tool_calls=[ToolCall("file_claim", {"item": "pump"}, id="call_b")]),
+        Reply(content="Your claim is filed."),
+    )
+    second = Service(env, data)
+    try:
+        response = ask(second)
+    finally:
+        second.stop()
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["message"]["content"] == "Your claim is filed."
+    runs = lines(skill_data / "runs.jsonl")
+    assert len(runs) == 2  # cut off once, so it ran again...
+    assert runs[0]["key"] == runs[1]["key"]  # ...with the same key...
+    assert len(lines(skill_data / "ledger.jsonl")) == 1  # ...and filed one claim
+    assert [(row[1], row[2]) for row in journal(data)] == [("done", "file_claim")]
+    assert journal(data)[0][0] == runs[0]["key"]
+
+
+def test_killed_after_a_side_effect_the_resent_message_does_not_run_it_again(
+    env: dict[str, str], fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    skill_data = data / "skills" / "ledger"
+    fake_llm.script(
+        Reply(tool_calls=[ToolCall("file_claim", {"item": "pump"}, id="call_a")]),
+        Reply(content="never sent", delay=30),  # the answer is slow: the kill comes first
+    )
+    first = Service(env, data)
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(ask, first)
+        wait_for(lambda: fake_llm.remaining == 0)  # the handler ran; the answer is awaited
+        kill(first)
+        with pytest.raises(httpx.HTTPError):
+            pending.result()
+
+    fake_llm.script(
+        Reply(tool_calls=[ToolCall("file_claim", {"item": "pump"}, id="call_b")]),
+        Reply(content="Your claim is filed."),
+    )
+    second = Service(env, data)
+    try:
+        response = ask(second)
+    finally:
+        second.stop()
+    assert response.status_code == 200, response.text
+    assert len(lines(skill_data / "runs.jsonl")) == 1  # the recorded result was reused
+    assert len(lines(skill_data / "ledger.jsonl")) == 1
+    tool_result = fake_llm.requests[-1]["messages"][-1]
+    assert tool_result["role"] == "tool"
+    assert '"repeat": false' in tool_result["content"]  # the first run's own result
