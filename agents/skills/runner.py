@@ -114,7 +114,8 @@ class ToolRunner:
         if earlier is not None and earlier.status == "done" and earlier.content is not None:
             log.info("tool.replayed", skill=skill.name, tool=tool_name, key=key)
             ms = (time.perf_counter() - started) * 1000
-            return ToolResult(tool_name, bool(earlier.ok), earlier.content, None, None, False, ms)
+            data = _data_of(earlier.content)
+            return ToolResult(tool_name, bool(earlier.ok), earlier.content, data, None, False, ms)
         result = await self._run(skill, spec, args, key, thread_id, run_id, started)
         if result.ok:  # a failed call stays "started": a retry runs it again, with its key
             await self.journal.finish(key, result.content, result.ok)
@@ -306,6 +307,14 @@ def _parse_arguments(
             parts.append(f"{where}: {message}" if where else message)
         return {}, f"invalid arguments for {spec.name}: " + "; ".join(parts)
     return dict(arguments), None
+
+
+def _data_of(content: str) -> Any:
+    """A recorded result's data: its JSON, or the text itself."""
+    try:
+        return json.loads(content)
+    except ValueError:
+        return content
 
 
 def idempotency_key_of(
