@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ class Skill:
     config: SkillConfig
     fingerprint: str
     references: tuple[str, ...] = field(default=())
+    warnings: tuple[str, ...] = field(default=())  # loaded, but something was left out
 
     @property
     def tools(self) -> tuple[ToolSpec, ...]:
@@ -149,13 +151,7 @@ def load_skill(folder: Path) -> Skill:
         _check_handlers(folder, config, problem)
     if problems or frontmatter is None or config is None:
         raise SkillLoadError(problems)
-    references = tuple(
-        str(p.relative_to(folder))
-        for directory in REFERENCE_DIRS
-        if (folder / directory).is_dir()
-        for p in sorted((folder / directory).rglob("*"))
-        if p.is_file()
-    )
+    references, warnings = list_references(folder)
     return Skill(
         name=name,
         description=frontmatter.description.strip(),
@@ -164,7 +160,51 @@ def load_skill(folder: Path) -> Skill:
         config=config,
         fingerprint=fingerprint(folder),
         references=references,
+        warnings=warnings,
     )
+
+
+MAX_REFERENCES = 200
+MAX_REFERENCE_NAMES_CHARS = 8_000  # the list goes into prompts and error messages
+
+
+def list_references(folder: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A skill's reference documents (paths relative to its folder), and what was left out.
+
+    Only files inside the skill's folder are listed: no link that leaves it is followed
+    (a ``references/`` that links to a system folder would put thousands of foreign names
+    in every prompt). The list is capped in count and in characters.
+    """
+    root = folder.resolve()
+    found: list[str] = []
+    warnings: list[str] = []
+    for directory in REFERENCE_DIRS:
+        base = folder / directory
+        if not base.is_dir():
+            continue
+        if not base.resolve().is_relative_to(root):
+            warnings.append(f"{directory}/ links outside the skill's folder; it is not listed")
+            continue
+        for current, dirs, files in os.walk(base):  # links to folders are not descended
+            dirs.sort()
+            for name in sorted(files):
+                path = Path(current) / name
+                if not path.resolve().is_relative_to(root):
+                    warnings.append(f"{path.relative_to(folder)} links outside the skill's folder")
+                elif path.is_file():
+                    found.append(str(path.relative_to(folder)))
+    kept: list[str] = []
+    chars = 0
+    for name in found:
+        chars += len(name) + 2
+        if len(kept) >= MAX_REFERENCES or chars > MAX_REFERENCE_NAMES_CHARS:
+            warnings.append(
+                f"{len(found) - len(kept)} of {len(found)} references are not listed (at most "
+                f"{MAX_REFERENCES}, {MAX_REFERENCE_NAMES_CHARS:,} characters of names)"
+            )
+            break
+        kept.append(name)
+    return tuple(kept), tuple(warnings)
 
 
 def _parse_frontmatter(raw: str, problem: Any) -> Frontmatter | None:

@@ -64,6 +64,8 @@ class SkillRegistry:
                     report.errors.extend(exc.problems)
                     continue
                 (report.changed if name in skills else report.added).append(name)
+                for warning in skill.warnings:
+                    log.warning("skill.warning", skill=name, warning=warning)
                 skills[name] = skill
             for name in list(skills):
                 if name not in folders:

@@ -246,3 +246,30 @@ def test_a_newcomer_cannot_take_over_a_live_tool(tmp_path: Path) -> None:
     assert "a-intruder" not in registry
     assert report.added == []
     assert "already defined by skill 'z-orders'" in report.errors[0].message
+
+
+def test_references_that_link_out_of_the_skill_are_not_listed(tmp_path: Path) -> None:
+    outside = tmp_path / "system-docs"
+    (outside / "deep").mkdir(parents=True)
+    for i in range(50):
+        (outside / "deep" / f"page-{i}.md").write_text("foreign")
+    (outside / "secret.txt").write_text("do not list")
+    linked = write_skill(tmp_path / "skills", "linked")
+    (linked / "references").symlink_to(outside, target_is_directory=True)
+    mixed = write_skill(tmp_path / "skills", "mixed", files={"references/own.md": "mine"})
+    (mixed / "references" / "leak.md").symlink_to(outside / "secret.txt")
+    (mixed / "references" / "docs").symlink_to(outside, target_is_directory=True)
+
+    skill = load_skill(linked)
+    assert skill.references == ()
+    assert any("links outside" in w for w in skill.warnings)
+    skill = load_skill(mixed)
+    assert skill.references == ("references/own.md",)
+    assert any("leak.md links outside" in w for w in skill.warnings)
+
+
+def test_a_long_reference_list_is_capped_with_a_warning(tmp_path: Path) -> None:
+    files = {f"references/doc-{i:04}.md": "x" for i in range(500)}
+    skill = load_skill(write_skill(tmp_path, "many", files=files))
+    assert len(skill.references) == 200
+    assert any("300 of 500 references are not listed" in w for w in skill.warnings)
