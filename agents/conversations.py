@@ -20,6 +20,7 @@ from agents.router.router import Router
 from agents.run import RunBudget, RunContext, RunLimits
 from agents.state.checkpointers import thread_lock
 from agents.state.schema import SCHEMA_VERSION
+from agents.text import mend
 from agents.turns import (
     ClientTurn,
     last_user_text,
@@ -226,7 +227,7 @@ def _event(mode: str, payload: Any) -> Event | None:
             and isinstance(chunk.content, str)
             and chunk.content
         ):
-            return Token(text=chunk.content, node=node)
+            return Token(text=mend(chunk.content), node=node)
     return None
 
 

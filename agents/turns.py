@@ -18,6 +18,7 @@ from langchain_core.messages import (
 )
 
 from agents.errors import InvalidTurn
+from agents.text import NOT_UNICODE, bad_text
 
 log = structlog.get_logger(__name__)
 
@@ -169,6 +170,10 @@ def new_turn(messages: list[dict[str, Any]], *, has_history: bool) -> list[BaseM
                 "shorten it or send the document as a file.",
                 f"messages.{i}.content",
             )
+        where = bad_text(m.get("content"))
+        if where is not None:
+            param = f"messages.{i}.content" + (f".{where}" if where else "")
+            raise InvalidTurn("invalid_text", f"{param} {NOT_UNICODE}", param)
         problem = content_problem(m.get("content"), str(m.get("role")))
         if problem is not None:
             part, what = problem

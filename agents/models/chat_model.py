@@ -24,6 +24,8 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field
 
+from agents.text import mend
+
 if TYPE_CHECKING:
     from langchain_core.callbacks import (
         AsyncCallbackManagerForLLMRun,
@@ -253,7 +255,7 @@ def finish_stream(chunk: AIMessageChunk) -> AIMessage:
     tool_calls: list[ToolCall] = []
     invalid: list[InvalidToolCall] = []
     for part in chunk.tool_call_chunks:
-        raw = part.get("args") or "{}"
+        raw = mend(part.get("args") or "{}")
         try:
             args = json.loads(raw)
             if not isinstance(args, dict):
@@ -274,8 +276,9 @@ def finish_stream(chunk: AIMessageChunk) -> AIMessage:
                     name=part.get("name") or "", args=args, id=part.get("id"), type="tool_call"
                 )
             )
+    content = chunk.content
     return AIMessage(
-        content=chunk.content,
+        content=mend(content) if isinstance(content, str) else content,  # a model's bad text
         tool_calls=tool_calls,
         invalid_tool_calls=invalid,
         usage_metadata=chunk.usage_metadata,

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from agents.skills.spec import ResultLimits
+from agents.text import mend
 
 
 def effective_limits(skill: ResultLimits, tool: ResultLimits | None) -> ResultLimits:
@@ -33,6 +34,7 @@ def trim(value: Any, limits: ResultLimits) -> tuple[str, Any, bool]:
     else:  # the data becomes JSON as the model reads it (sets as lists, bytes as text)
         text = json.dumps(data, ensure_ascii=False, default=_text)
         data = json.loads(text)
+    text = mend(text)  # a handler's lone surrogates would break every later write
     if len(text) > limits.max_chars:
         cut = len(text) - limits.max_chars
         text = text[: limits.max_chars] + f"…[truncated {cut} characters]"

@@ -35,6 +35,7 @@ from agents.skills.spec import ToolSpec
 from agents.skills.threads import HandlerThreads
 from agents.skills.workers import WorkerCall, WorkerPool
 from agents.state.calls import CallJournal, MemoryCallJournal
+from agents.text import NOT_UNICODE, bad_text
 
 log = structlog.get_logger(__name__)
 _IMPORT_TIMEOUT_S = 60.0
@@ -292,6 +293,9 @@ def _parse_arguments(
             )
     if not isinstance(arguments, dict):
         return {}, f"the arguments of {spec.name} must be a JSON object"
+    where = bad_text(arguments)
+    if where is not None:
+        return {}, f"invalid arguments for {spec.name}: {where or 'the arguments'} {NOT_UNICODE}"
     validator = Draft202012Validator(
         spec.parameters, format_checker=Draft202012Validator.FORMAT_CHECKER
     )

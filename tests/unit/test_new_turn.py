@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from agents.errors import InvalidTurn
@@ -127,3 +129,26 @@ def test_a_blank_last_user_message_is_refused_even_after_a_real_one() -> None:
     with pytest.raises(InvalidTurn) as info:
         new_turn([HI, {"role": "user", "content": "  "}], has_history=False)
     assert (info.value.code, info.value.param) == ("no_new_message", "messages.1.content")
+
+
+@pytest.mark.parametrize(
+    ("content", "param"),
+    [
+        ("x \ud800 y", "messages.0.content"),
+        (
+            [{"type": "text", "text": "ok"}, {"type": "text", "text": "\udfff"}],
+            "messages.0.content.1.text",
+        ),
+    ],
+)
+def test_text_that_is_not_valid_unicode_is_refused_naming_where(content: Any, param: str) -> None:
+    with pytest.raises(InvalidTurn) as caught:
+        new_turn([{"role": "user", "content": content}], has_history=False)
+    assert (caught.value.code, caught.value.param) == ("invalid_text", param)
+    assert "surrogate" in caught.value.message
+
+
+def test_a_valid_surrogate_pair_is_an_ordinary_character() -> None:
+    # JSON's "\ud83d\ude00" decodes to one character (U+1F600): nothing to refuse.
+    [message] = new_turn([{"role": "user", "content": "smile \U0001f600"}], has_history=False)
+    assert message.content == "smile \U0001f600"
