@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -10,12 +11,13 @@ from typing import Any, cast
 
 import structlog
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
 from agents.errors import InvalidTurn, ModelError, SkilldeskError
 from agents.events import Event, RunFailed, RunFinished, Token, from_custom
+from agents.feed import RunFeed, fingerprint
 from agents.router.router import Router
 from agents.run import RunBudget, RunContext, RunLimits
 from agents.state.checkpointers import thread_lock
@@ -36,6 +38,7 @@ log = structlog.get_logger(__name__)
 # Nodes whose model output is the user's answer; other nodes' tokens (planner, parallel
 # experts, the router's tie-break) are not streamed as answer text.
 ANSWER_NODES = frozenset({"assistant", "expert", "aggregate", "joint_expert"})
+RETAIN_S = 600.0  # how long a run stays joinable by its idempotency key after it ends
 
 
 class ThreadLocks:
@@ -81,6 +84,9 @@ class Conversations:
         self.limits = limits or RunLimits()
         self.router = router
         self._locks = ThreadLocks()
+        self._feeds: dict[str, list[RunFeed]] = {}  # runs under way, per thread
+        self._recent: dict[tuple[str, str], RunFeed] = {}  # ended runs, by idempotency key
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def state(self, thread_id: str) -> dict[str, Any]:
         """The thread's state values (empty for a new thread)."""
@@ -115,8 +121,14 @@ class Conversations:
         skill: str | None = None,
         workflow: str | None = None,
         callbacks: list[BaseCallbackHandler] | None = None,
+        idempotency_key: str | None = None,
     ) -> AsyncIterator[Event]:
         """Run one turn, yielding its events; always ends with RunFinished or RunFailed.
+
+        The run goes on if the caller stops reading (its answer is in the thread). The same
+        new message sent while the thread answers it, or a request with the same
+        ``idempotency_key`` (while it runs, or up to ten minutes after), joins that run and
+        reads its events from the first instead of starting another.
 
         Args:
             thread_id: The conversation.
@@ -126,10 +138,20 @@ class Conversations:
             skill: Answer with this skill (explicit target).
             workflow: Run this workflow (explicit target).
             callbacks: LangChain callback handlers for this run (tracing, timing).
+            idempotency_key: The client's key for this request (an ``Idempotency-Key``).
 
         Raises:
             InvalidTurn: before any event, when a ClientTurn has no usable new message.
         """
+        wanted = _fingerprint(messages)
+        joined = self._joinable(thread_id, wanted, idempotency_key)
+        if joined is not None:
+            # The same message again while it is answered (a client that retried on a
+            # timeout): one run, and this request gets its answer too.
+            log.info("run.joined", thread_id=thread_id, by_key=idempotency_key is not None)
+            async for event in joined.read():
+                yield event
+            return
         ctx = RunContext(
             thread_id=thread_id,
             run_id=str(uuid.uuid4()),
@@ -138,9 +160,62 @@ class Conversations:
             target_workflow=workflow,
             budget=RunBudget(self.limits),
         )
-        async with self._locks.hold(thread_id, self.graph.checkpointer):
-            async for event in self._run(ctx, messages, callbacks):
-                yield event
+        feed = RunFeed(wanted, idempotency_key)
+        self._feeds.setdefault(thread_id, []).append(feed)
+        task = asyncio.create_task(self._drive(ctx, messages, callbacks, feed))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        async for event in feed.read():
+            yield event
+
+    async def aclose(self) -> None:
+        """Stop the runs under way (the service is shutting down); each ends as failed."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _drive(
+        self,
+        ctx: RunContext,
+        turn: Sequence[BaseMessage] | ClientTurn,
+        callbacks: list[BaseCallbackHandler] | None,
+        feed: RunFeed,
+    ) -> None:
+        """Run the turn into its feed, whoever reads it (the run goes on without readers)."""
+        try:
+            async with self._locks.hold(ctx.thread_id, self.graph.checkpointer):
+                async for event in self._run(ctx, turn, callbacks):
+                    feed.put(event)
+        except InvalidTurn as exc:
+            feed.close(exc)
+        except asyncio.CancelledError:
+            message = "The service stopped during the run; the conversation so far is kept."
+            feed.put(RunFailed(ctx.thread_id, ctx.run_id, "run_cancelled", message))
+            feed.close()
+            raise
+        else:
+            feed.close()
+        finally:
+            self._forget(ctx.thread_id, feed)
+
+    def _joinable(self, thread_id: str, wanted: str, key: str | None) -> RunFeed | None:
+        """A run of the thread that a request for ``wanted`` (with ``key``) should join: one
+        under way for the same message, or one that ended lately for the same key."""
+        now = time.monotonic()
+        self._recent = {k: f for k, f in self._recent.items() if now - f.ended_at < RETAIN_S}
+        for feed in self._feeds.get(thread_id, []):
+            if feed.matches(wanted, key):
+                return feed
+        return self._recent.get((thread_id, key)) if key is not None else None
+
+    def _forget(self, thread_id: str, feed: RunFeed) -> None:
+        feeds = self._feeds.get(thread_id, [])
+        if feed in feeds:
+            feeds.remove(feed)
+        if not feeds:
+            self._feeds.pop(thread_id, None)
+        if feed.key is not None:  # a retry with the key gets this run's events for a while
+            self._recent[(thread_id, feed.key)] = feed
 
     async def _run(
         self,
@@ -187,6 +262,15 @@ class Conversations:
             yield _failed(ctx, exc)
             return
         yield _finished(ctx, values, before)
+
+
+def _fingerprint(turn: Sequence[BaseMessage] | ClientTurn) -> str:
+    """What a turn asks: its last user message."""
+    if isinstance(turn, ClientTurn):
+        last = turn.messages[-1] if turn.messages else {}
+        return fingerprint(last.get("content")) if last.get("role") == "user" else ""
+    humans = [m for m in turn if isinstance(m, HumanMessage)]
+    return fingerprint(humans[-1].content) if humans else ""
 
 
 def _finished(ctx: RunContext, values: dict[str, Any], before: dict[str, int]) -> RunFinished:

@@ -88,7 +88,10 @@ async def open_services(
                 skill_errors=len(skills.registry.errors),
             )
             conversations = Conversations(graph, limits, router)
-            yield Services(settings, gateway, checkpointer, conversations, skills, workflows)
+            try:
+                yield Services(settings, gateway, checkpointer, conversations, skills, workflows)
+            finally:
+                await conversations.aclose()  # before the store closes under a run
     finally:
         if watcher is not None:
             await stop_watcher(*watcher)

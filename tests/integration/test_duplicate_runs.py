@@ -1,0 +1,90 @@
+"""The same message sent again while it is answered joins the run under way: one run, one
+stored message, one answer for both requests; a run goes on when its reader leaves."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+from agents.events import RunFinished
+from agents.turns import ClientTurn
+from app.services import Services, open_services
+from tests.fakellm import FakeLLM, Reply
+
+
+@pytest.fixture
+async def services(model_settings: Any) -> AsyncIterator[Services]:
+    async with open_services(model_settings) as opened:
+        yield opened
+
+
+def turn(text: str) -> ClientTurn:
+    return ClientTurn([{"role": "user", "content": text}])
+
+
+async def test_two_identical_requests_at_once_make_one_run_and_get_one_answer(
+    services: Services, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="The pump is fine.", delay=0.5))
+    conversations = services.conversations
+    first, second = await asyncio.gather(
+        conversations.run("dup-1", turn("how is the pump?")),
+        conversations.run("dup-1", turn("how is the pump?")),
+    )
+    assert isinstance(first, RunFinished)
+    assert isinstance(second, RunFinished)
+    assert first.run_id == second.run_id
+    assert first.message.content == second.message.content == "The pump is fine."
+    assert len(fake_llm.scripted_requests) == 1
+    history = await conversations.history("dup-1")
+    assert [m.type for m in history] == ["human", "ai"]
+
+
+async def test_a_different_message_at_once_waits_its_turn_and_runs(
+    services: Services, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="First.", delay=0.3), Reply(content="Second."))
+    conversations = services.conversations
+    first, second = await asyncio.gather(
+        conversations.run("dup-2", turn("one")), conversations.run("dup-2", turn("two"))
+    )
+    assert isinstance(first, RunFinished)
+    assert isinstance(second, RunFinished)
+    assert first.run_id != second.run_id
+    history = await conversations.history("dup-2")
+    assert [m.content for m in history] == ["one", "First.", "two", "Second."]
+
+
+async def test_a_retry_with_the_same_key_after_the_end_gets_the_same_answer(
+    services: Services, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Booked."))
+    conversations = services.conversations
+    first = await conversations.run("dup-3", turn("book it"), idempotency_key="k-1")
+    again = await conversations.run("dup-3", turn("book it"), idempotency_key="k-1")
+    assert isinstance(first, RunFinished)
+    assert isinstance(again, RunFinished)
+    assert again.run_id == first.run_id
+    assert len(fake_llm.scripted_requests) == 1
+    # Without the key, the same words later are a new question.
+    fake_llm.script(Reply(content="Booked again."))
+    third = await conversations.run("dup-3", turn("book it"))
+    assert isinstance(third, RunFinished)
+    assert third.message.content == "Booked again."
+
+
+async def test_a_run_goes_on_when_its_reader_leaves(services: Services, fake_llm: FakeLLM) -> None:
+    fake_llm.script(Reply(content="Done in the background.", delay=0.3))
+    stream = services.conversations.stream("dup-4", [HumanMessage("do it")])
+    await anext(stream)  # the run has started
+    await stream.aclose()  # the client went away
+    for _ in range(100):
+        history = await services.conversations.history("dup-4")
+        if len(history) == 2:
+            break
+        await asyncio.sleep(0.05)
+    assert [m.content for m in history] == ["do it", "Done in the background."]
