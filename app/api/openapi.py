@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
@@ -60,6 +61,12 @@ def data_events(
             "properties": {"data": {"anyOf": [*(json_data(m) for m in models), {"const": last}]}},
         },
     }
+
+
+def operation_id(route: APIRoute) -> str:
+    """Operation ids generated clients name their methods after: ``<tag>-<function>``
+    (``chat-chat_completions``), as the full-stack FastAPI template makes them."""
+    return f"{route.tags[0]}-{route.name}" if route.tags else route.name
 
 
 def install_openapi(app: FastAPI) -> None:
