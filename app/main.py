@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestContextMiddleware
+from app.api.openapi import install_openapi, operation_id
 from app.api.routes import chat, health, skills, threads
 from app.services import freeze_startup_heap, open_services, warm_up
 from app.settings import Settings, load_settings
@@ -32,9 +33,15 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
                 freeze_startup_heap()
             yield
 
-    app = FastAPI(title="Skilldesk", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(
+        title="Skilldesk",
+        version="0.1.0",
+        lifespan=lifespan,
+        generate_unique_id_function=operation_id,
+    )
     app.add_middleware(RequestContextMiddleware, max_body_bytes=settings.max_request_bytes)
     install_error_handlers(app)
+    install_openapi(app)
     app.include_router(health.router)
     app.include_router(chat.router)
     app.include_router(skills.router)

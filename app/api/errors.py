@@ -2,17 +2,76 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import iter_route_contexts
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 log = structlog.get_logger(__name__)
 
 _MODEL_STATUS = {"model_timeout": 504, "no_model_configured": 503, "config_error": 500}
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong, as OpenAI's error object carries it."""
+
+    message: str = Field(description="What went wrong and, where it helps, how to fix it.")
+    type: str = Field(
+        description="The kind of error: `invalid_request_error` (the client's), "
+        "`model_error` (the language model failed) or `server_error`.",
+        examples=["invalid_request_error"],
+    )
+    code: str = Field(
+        description="A stable code to branch on, e.g. `invalid_request`, `invalid_json`, "
+        "`no_new_message`, `unknown_skill`, `thread_not_found`, `request_too_large`, "
+        "`model_unavailable`, `model_timeout`, `internal_error`.",
+        examples=["invalid_request"],
+    )
+    param: str | None = Field(
+        description="The offending field, dotted (`messages.0.content`), or null.",
+        examples=["messages.0.role"],
+    )
+
+
+class ErrorResponse(BaseModel):
+    """Every error body: ``{"error": {"message", "type", "code", "param"}}``."""
+
+    error: ErrorDetail
+
+
+ERROR_STATUSES = {
+    400: "The request is malformed: not JSON, a field against the schema (`invalid_request`, "
+    "`param` names it), or a value the service refuses (its own `code`).",
+    404: "The resource does not exist.",
+    413: "The request body is larger than `SKILLDESK_MAX_REQUEST_BYTES` (`request_too_large`).",
+    500: "An internal error; the request was not completed and the error is logged "
+    "(`internal_error`).",
+    502: "The language model failed after its retries and fallbacks (`model_error`; the "
+    "message says what to check).",
+    503: "No language model is configured (`no_model_configured`).",
+    504: "The language model timed out after its retries and fallbacks (`model_timeout`).",
+}
+
+
+def error_responses(
+    *statuses: int, notes: Mapping[int, str] | None = None
+) -> dict[int | str, dict[str, Any]]:
+    """A route's documented error statuses, each answered with ``ErrorResponse``.
+
+    ``notes`` replace the generic description of a status with what this route means by it.
+    """
+    notes = notes or {}
+    return {
+        status: {"model": ErrorResponse, "description": notes.get(status, ERROR_STATUSES[status])}
+        for status in statuses
+    }
 
 
 class ApiError(Exception):
@@ -84,15 +143,20 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(body, status_code=400)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}.get(
             exc.status_code, "http_error"
         )
         message = str(exc.detail)
         if exc.status_code == 400 and message == "There was an error parsing the body":
             code, message = "invalid_json", "The request body is not valid JSON (UTF-8)."
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = allowed_methods(request)
         return JSONResponse(
-            error_body(message, "invalid_request_error", code), status_code=exc.status_code
+            error_body(message, "invalid_request_error", code),
+            status_code=exc.status_code,
+            headers=headers or None,
         )
 
     @app.exception_handler(Exception)
@@ -106,3 +170,14 @@ def install_error_handlers(app: FastAPI) -> None:
             ),
             status_code=500,
         )
+
+
+def allowed_methods(request: Request) -> str:
+    """The ``Allow`` header of a 405 (RFC 9110): every method of every route on the path,
+    not only those of the first route Starlette tried."""
+    methods: set[str] = set()
+    for route in iter_route_contexts(request.app.routes):
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods |= route.methods or set()
+    return ", ".join(sorted(methods))

@@ -4,79 +4,111 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Header, Query
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi.responses import JSONResponse
 
 from agents.errors import SkillNotFound
 from agents.skills.meta import definition
 from app.api.deps import ServicesDep
-from app.api.errors import ApiError
+from app.api.errors import ApiError, error_responses
+from app.api.schemas.skills import (
+    SkillDefinitionPublic,
+    SkillHitPublic,
+    SkillProblemPublic,
+    SkillPublic,
+    SkillSearchPublic,
+    SkillsPublic,
+    ToolCallRequest,
+    ToolErrorPublic,
+    ToolResultPublic,
+)
 
-router = APIRouter(prefix="/v1/skills", tags=["skills"])
+# JSONResponse renders with json.dumps, as before the response models: floats (scores, tool
+# results) keep Python's notation, where pydantic's own JSON would write 1e-05 as 0.00001.
+router = APIRouter(prefix="/v1/skills", tags=["skills"], default_response_class=JSONResponse)
+NO_SKILL = "No such skill (`skill_not_found`; the message suggests a close name)."
 
 
-class ToolCallRequest(BaseModel):
-    """Arguments of a direct tool call: ``{"arguments": {...}}`` and nothing else."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    arguments: dict[str, Any] = Field(default_factory=dict, description="Per the tool's schema.")
-
-
-@router.get("")
-async def list_skills(services: ServicesDep) -> dict[str, Any]:
+@router.get("", responses=error_responses(500))
+async def list_skills(services: ServicesDep) -> SkillsPublic:
     """Every live skill (tier 1 summary) and the problems of those that failed to load."""
     registry = services.skills.registry
-    return {
-        "skills": [
-            {
-                "name": s.name,
-                "description": s.description,
-                "pinned": s.config.pinned,
-                "instruction_only": s.instruction_only,
-                "tools": [t.name for t in s.tools],
-            }
+    return SkillsPublic(
+        skills=[
+            SkillPublic(
+                name=s.name,
+                description=s.description,
+                pinned=s.config.pinned,
+                instruction_only=s.instruction_only,
+                tools=[t.name for t in s.tools],
+            )
             for s in registry.all()
         ],
-        "errors": [vars(p) for p in registry.errors],
-    }
+        errors=[SkillProblemPublic.model_validate(vars(p)) for p in registry.errors],
+    )
 
 
-@router.get("/search")
+@router.get(
+    "/search",
+    responses=error_responses(
+        400, 500, notes={400: "`q` or `k` is out of range (`invalid_request`)."}
+    ),
+)
 async def search_skills(
     services: ServicesDep,
     q: Annotated[str, Query(min_length=1, max_length=2000, description="What the user wants.")],
-    k: Annotated[int, Query(ge=1, le=50)] = 5,
-) -> dict[str, Any]:
+    k: Annotated[int, Query(ge=1, le=50, description="How many skills at most.")] = 5,
+) -> SkillSearchPublic:
     """Hybrid retrieval over the installed skills."""
     started = time.perf_counter()
     hits = await asyncio.to_thread(services.skills.search, q, k)  # the model runs off the loop
-    return {
-        "query": q,
-        "results": [vars(h) for h in hits],
-        "ms": round((time.perf_counter() - started) * 1000, 3),
-    }
+    return SkillSearchPublic(
+        query=q,
+        results=[SkillHitPublic.model_validate(vars(h)) for h in hits],
+        ms=round((time.perf_counter() - started) * 1000, 3),
+    )
 
 
-@router.get("/{name}")
-async def get_skill(services: ServicesDep, name: str) -> dict[str, Any]:
+@router.get("/{name}", responses=error_responses(404, 500, notes={404: NO_SKILL}))
+async def get_skill(services: ServicesDep, name: str) -> SkillDefinitionPublic:
     """A skill's full definition (tier 2)."""
     try:
-        return definition(services.skills.registry.get(name))
+        return SkillDefinitionPublic.model_validate(definition(services.skills.registry.get(name)))
     except SkillNotFound as exc:
         raise ApiError(404, "skill_not_found", str(exc), param="name") from None
 
 
-@router.post("/{name}/tools/{tool}")
+@router.post(
+    "/{name}/tools/{tool}",
+    responses=error_responses(
+        400,
+        404,
+        413,
+        500,
+        notes={
+            400: 'The body is not `{"arguments": {...}}` (`invalid_request`) or not JSON '
+            "(`invalid_json`), or `Idempotency-Key` is too long. Arguments against the "
+            "tool's schema are a 200 with `ok: false`.",
+            404: "No such skill (`skill_not_found`), or it has no such tool (`tool_not_found`).",
+        },
+    ),
+)
 async def call_tool(
     services: ServicesDep,
     name: str,
     tool: str,
     body: ToolCallRequest,
-    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
-) -> dict[str, Any]:
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            max_length=200,
+            description="Passed to side-effecting tools: a retry with the "
+            "same key does not repeat the effect.",
+        ),
+    ] = None,
+) -> ToolResultPublic:
     """Call one tool directly (tier 3). Tool failures are ``ok: false`` with a readable error."""
     registry = services.skills.registry
     try:
@@ -94,12 +126,14 @@ async def call_tool(
             f"skill {name!r} has no tool {tool!r}; it has {[t.name for t in skill.tools]}",
         )
     result = await services.skills.call(tool, body.arguments, idempotency_key=idempotency_key)
-    return {
-        "tool": tool,
-        "ok": result.ok,
-        "result": result.data if result.ok else None,
-        "content": result.content,
-        "error": None if result.ok else {"code": result.error_code, "message": result.content},
-        "truncated": result.truncated,
-        "ms": round(result.ms, 3),
-    }
+    return ToolResultPublic(
+        tool=tool,
+        ok=result.ok,
+        result=result.data if result.ok else None,
+        content=result.content,
+        error=None
+        if result.ok
+        else ToolErrorPublic(code=str(result.error_code), message=result.content),
+        truncated=result.truncated,
+        ms=round(result.ms, 3),
+    )

@@ -8,53 +8,77 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
-from pydantic import BaseModel, Field, field_validator
-from pydantic_core import PydanticCustomError
 
 from agents.events import Event, RunFinished
 from agents.turns import MAX_MESSAGE_CHARS
 from app.api.deps import ServicesDep, run_target
-from app.api.errors import ApiError
+from app.api.errors import ApiError, error_responses
+from app.api.openapi import named_events
+from app.api.schemas.events import RUN_EVENTS
+from app.api.schemas.threads import THREAD_HEADER, THREAD_ID_PATTERN, RunRequest, ThreadPublic
 
-router = APIRouter(prefix="/v1/threads", tags=["threads"])
-ThreadId = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")]
-
-
-class RunRequest(BaseModel):
-    """One user message and, optionally, what should answer it."""
-
-    message: str = Field(max_length=MAX_MESSAGE_CHARS, description="The user's message.")
-    skill: str | None = Field(None, description="Answer with this skill.")
-    workflow: str | None = Field(None, description="Run this workflow.")
-    model: str | None = Field(None, description="A model profile name for this run.")
-
-    @field_validator("message")
-    @classmethod
-    def _some_text(cls, value: str) -> str:
-        if not value.strip():
-            raise PydanticCustomError("blank", "the message is empty; send the user's text")
-        return value
+# JSONResponse renders with json.dumps, as before the response models: floats (scores, tool
+# arguments) keep Python's notation, where pydantic's own JSON would write 1e-05 as 0.00001.
+router = APIRouter(prefix="/v1/threads", tags=["threads"], default_response_class=JSONResponse)
+ThreadId = Annotated[str, Path(pattern=THREAD_ID_PATTERN, description="The thread's id.")]
+BAD_ID = "The thread id does not match its pattern (`invalid_request`, `param` names it)."
 
 
-@router.get("/{thread_id}")
-async def get_thread(services: ServicesDep, thread_id: ThreadId) -> dict[str, Any]:
+@router.get(
+    "/{thread_id}",
+    # Keys that do not apply to a message (name, tool calls) are left out, not null.
+    response_model_exclude_unset=True,
+    responses=error_responses(
+        400, 404, 500, notes={400: BAD_ID, 404: "No such thread (`thread_not_found`)."}
+    ),
+)
+async def get_thread(services: ServicesDep, thread_id: ThreadId) -> ThreadPublic:
     """The thread's messages (with speaker), last route, loaded skills, workspace and usage."""
     state = await services.conversations.state(thread_id)
     if not state:
         raise ApiError(404, "thread_not_found", f"There is no thread {thread_id!r}.")
-    return {
-        "thread_id": thread_id,
-        "messages": [_message(i, m) for i, m in enumerate(state.get("messages", []))],
-        "route": state.get("route"),
-        "loaded_skills": state.get("loaded_skills", []),
-        "workspace": state.get("workspace"),
-        "usage": state.get("usage", {}),
-    }
+    return ThreadPublic.model_validate(
+        {
+            "thread_id": thread_id,
+            "messages": [_message(i, m) for i, m in enumerate(state.get("messages", []))],
+            "route": state.get("route"),
+            "loaded_skills": state.get("loaded_skills", []),
+            "workspace": state.get("workspace"),
+            "usage": state.get("usage", {}),
+        }
+    )
 
 
-@router.post("/{thread_id}/runs/stream")
+@router.post(
+    "/{thread_id}/runs/stream",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "description": "The run's events as Server-Sent Events, in order: "
+            "`node_started`, `route_decided`, `tool_called` / `tool_returned` (pair them by "
+            "`call_id`), `token`, `error_raised`, `node_finished`, and last `run_finished` or "
+            "`run_failed` (a model failure ends the run this way, with status 200).",
+            "headers": THREAD_HEADER,
+            "content": {
+                "text/event-stream": named_events(
+                    RUN_EVENTS, "`event: <type>` and `data: <JSON>` for each event."
+                )
+            },
+        },
+        **error_responses(
+            400,
+            413,
+            500,
+            notes={
+                400: "The request is malformed: not JSON (`invalid_json`), against the "
+                "schema (`invalid_request`: a blank `message`, a bad thread id...), or an "
+                "unknown `skill` / `workflow` (`unknown_skill`, `unknown_workflow`).",
+            },
+        ),
+    },
+)
 async def stream_run(
     services: ServicesDep, thread_id: ThreadId, body: RunRequest
 ) -> StreamingResponse:

@@ -1,0 +1,116 @@
+"""The OpenAPI document as the service behaves: malformed requests are 400 (FastAPI's 422
+never leaves the service), and streaming routes document their Server-Sent Events with the
+schema of each event's data."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from app.api.errors import ERROR_STATUSES, ErrorResponse
+
+REF = "#/components/schemas/"
+# Models that only streamed events reference: the document's components get their schemas.
+_STREAMED: dict[str, type[BaseModel]] = {}
+
+
+def json_data(model: type[BaseModel]) -> dict[str, Any]:
+    """An SSE ``data:`` field that holds ``model`` as JSON."""
+    _STREAMED[model.__name__] = model
+    return {
+        "type": "string",
+        "contentMediaType": "application/json",
+        "contentSchema": {"$ref": REF + model.__name__},
+    }
+
+
+def named_events(events: Mapping[str, type[BaseModel]], description: str) -> dict[str, Any]:
+    """A ``text/event-stream`` media type whose events are ``event: <name>`` and
+    ``data: <JSON>``, the data's schema chosen by the name (OpenAPI 3.2's ``itemSchema``)."""
+    return {
+        "schema": {"type": "string", "description": description},
+        "itemSchema": {
+            "oneOf": [
+                {
+                    "type": "object",
+                    "required": ["event", "data"],
+                    "properties": {"event": {"const": name}, "data": json_data(model)},
+                }
+                for name, model in events.items()
+            ]
+        },
+    }
+
+
+def data_events(
+    models: Sequence[type[BaseModel]], *, last: str, description: str
+) -> dict[str, Any]:
+    """A ``text/event-stream`` media type of ``data:``-only events, each the JSON of one of
+    ``models``, the last one ``data: <last>``."""
+    return {
+        "schema": {"type": "string", "description": description},
+        "itemSchema": {
+            "type": "object",
+            "required": ["data"],
+            "properties": {"data": {"anyOf": [*(json_data(m) for m in models), {"const": last}]}},
+        },
+    }
+
+
+def operation_id(route: APIRoute) -> str:
+    """Operation ids generated clients name their methods after: ``<tag>-<function>``
+    (``chat-chat_completions``), as the full-stack FastAPI template makes them."""
+    return f"{route.tags[0]}-{route.name}" if route.tags else route.name
+
+
+def install_openapi(app: FastAPI) -> None:
+    """Serve ``as_served`` of FastAPI's document (built once, on first request)."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = as_served(generate())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def as_served(document: dict[str, Any]) -> dict[str, Any]:
+    """FastAPI's document, corrected: no 422 (the error handlers answer 400), a 400 on every
+    operation with a body (it may be malformed JSON), and the streamed models' schemas."""
+    for path_item in document.get("paths", {}).values():
+        for operation in path_item.values():
+            responses = operation.setdefault("responses", {})
+            responses.pop("422", None)
+            if "requestBody" in operation and "400" not in responses:
+                responses["400"] = {
+                    "description": ERROR_STATUSES[400],
+                    "content": {"application/json": {"schema": {"$ref": REF + "ErrorResponse"}}},
+                }
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    models: list[type[BaseModel]] = [ErrorResponse, *_STREAMED.values()]
+    _, streamed = models_json_schema(
+        [(m, "serialization") for m in models], ref_template=REF + "{model}"
+    )
+    for name, schema in _without_none(streamed.get("$defs", {})).items():
+        if schemas.setdefault(name, schema) != schema:
+            raise RuntimeError(f"two different schemas are named {name!r} in the document")
+    for unused in ("HTTPValidationError", "ValidationError"):  # in this order
+        if unused in schemas and REF + unused not in json.dumps(document):
+            del schemas[unused]
+    return document
+
+
+def _without_none(value: Any) -> Any:
+    """What FastAPI's document keeps of a schema: no null values (``"default": null``...)."""
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_none(v) for v in value]
+    return value

@@ -1,0 +1,110 @@
+"""The events of a run as ``POST /v1/threads/{id}/runs/stream`` sends them: each is one
+Server-Sent Event whose ``event:`` line names its type and whose ``data:`` is this JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from app.api.schemas.threads import RouteCandidatePublic
+
+
+class TaskScoped(BaseModel):
+    """An event that may belong to one planned task."""
+
+    task_id: str | None = Field(description="The planned task it belongs to; null outside one.")
+
+
+class NodeStartedEvent(TaskScoped):
+    """A graph node (or a planned task) began."""
+
+    node: str = Field(description="The node: `route`, `expert`, `assistant`, `task`...")
+
+
+class NodeFinishedEvent(TaskScoped):
+    """A graph node (or a planned task) ended."""
+
+    node: str = Field(description="The node.")
+    ok: bool = Field(description="Whether it succeeded.")
+    ms: float = Field(description="How long it ran, in milliseconds.")
+
+
+class RouteDecidedEvent(BaseModel):
+    """What will answer this message, and why."""
+
+    kind: str = Field(description="`skill`, `multi`, `workflow` or `general`.")
+    target: str | None = Field(description="The skill or workflow chosen, if one was.")
+    by: str = Field(description="How it was decided: `explicit`, `retrieval`, `model`...")
+    candidates: list[RouteCandidatePublic] = Field(description="What retrieval found, best first.")
+    skills: list[str] = Field(description="Skills the route uses.")
+    reason: str = Field(description="Why, in a few words.")
+
+
+class ToolCalledEvent(TaskScoped):
+    """A tool call is about to run."""
+
+    tool: str = Field(description="The tool.")
+    arguments: dict[str, Any] = Field(description="Its arguments.")
+    call_id: str = Field(description="Pairs it with its `tool_returned`.")
+
+
+class ToolReturnedEvent(TaskScoped):
+    """A tool call ended."""
+
+    tool: str = Field(description="The tool.")
+    call_id: str = Field(description="The `tool_called` it answers.")
+    ok: bool = Field(description="False for a readable tool error.")
+    content: str = Field(description="The result or the error, as the model reads it.")
+
+
+class TokenEvent(BaseModel):
+    """A piece of the answer as the model produced it."""
+
+    text: str = Field(description="The text to append.")
+    node: str = Field(description="The node answering.")
+
+
+class ErrorRaisedEvent(TaskScoped):
+    """Something failed inside the run without ending it (a task, a tie-break, a budget)."""
+
+    code: str = Field(description="A stable code.")
+    message: str = Field(description="What went wrong.")
+
+
+class RunEnd(BaseModel):
+    """The last event of a run."""
+
+    thread_id: str = Field(description="The thread.")
+    run_id: str = Field(description="The run.")
+
+
+class RunFinishedEvent(RunEnd):
+    """The run ended with an answer."""
+
+    answer: str = Field(description="The answer given to the user.")
+    usage: dict[str, int] = Field(
+        description="This run's `input_tokens`, `output_tokens`, `total_tokens`, `model_calls`."
+    )
+
+
+class RunFailedEvent(RunEnd):
+    """The run stopped on an error; the thread keeps everything written before it."""
+
+    code: str = Field(description="`model_unavailable`, `model_timeout`, `internal_error`...")
+    message: str = Field(description="What went wrong and what to check.")
+    details: dict[str, Any] = Field(description="More about it (the model profile, say).")
+
+
+# The event names, as the stream's ``event:`` lines carry them, in a run's usual order.
+RUN_EVENTS: dict[str, type[BaseModel]] = {
+    "node_started": NodeStartedEvent,
+    "route_decided": RouteDecidedEvent,
+    "tool_called": ToolCalledEvent,
+    "tool_returned": ToolReturnedEvent,
+    "token": TokenEvent,
+    "error_raised": ErrorRaisedEvent,
+    "node_finished": NodeFinishedEvent,
+    "run_finished": RunFinishedEvent,
+    "run_failed": RunFailedEvent,
+}

@@ -1,0 +1,153 @@
+"""Native threads: a run's request and a thread's history (the run's events: ``events``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
+from pydantic_core import PydanticCustomError
+
+from agents.conversations import MAX_MESSAGE_CHARS
+from agents.skills.spec import NAME_PATTERN
+
+THREAD_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+THREAD_HEADER = {  # the response header of a turn, as OpenAPI documents it
+    "X-Thread-Id": {
+        "description": "The thread that holds the conversation (the request's, or a new one).",
+        "schema": {"type": "string", "pattern": THREAD_ID_PATTERN},
+    }
+}
+
+# Documented only: a name that breaks the pattern names no installed skill, and the service
+# answers it as it answers any unknown skill (400 `unknown_skill`, which says where to look).
+SkillName = Annotated[
+    str, WithJsonSchema({"type": "string", "pattern": NAME_PATTERN, "maxLength": 64})
+]
+WorkflowName = Annotated[str, WithJsonSchema({"type": "string", "minLength": 1})]
+
+
+class RunRequest(BaseModel):
+    """One user message and, optionally, what should answer it."""
+
+    message: str = Field(
+        max_length=MAX_MESSAGE_CHARS,
+        description="The user's message: some text that is not only whitespace.",
+        # The check is the validator below, whose error says what to send.
+        json_schema_extra={"minLength": 1, "pattern": r"\S"},
+    )
+    skill: SkillName | None = Field(
+        None, description="Answer with this installed skill (400 `unknown_skill` otherwise)."
+    )
+    workflow: WorkflowName | None = Field(
+        None, description="Run this installed workflow (400 `unknown_workflow` otherwise)."
+    )
+    model: str | None = Field(
+        None, description="A model profile for this run; an unknown name means the default."
+    )
+
+    @field_validator("message")
+    @classmethod
+    def _some_text(cls, value: str) -> str:
+        if not value.strip():
+            raise PydanticCustomError("blank", "the message is empty; send the user's text")
+        return value
+
+
+class ToolCallRecordPublic(BaseModel):
+    """A tool call an assistant message made."""
+
+    id: str | None = Field(description="The call's id; its result's `tool_call_id`.")
+    name: str = Field(description="The tool called.")
+    arguments: dict[str, Any] = Field(description="The arguments it was called with.")
+
+
+class ThreadMessagePublic(BaseModel):
+    """One message of a thread, with its place and speaker."""
+
+    index: int = Field(description="Position in the thread, from 0.")
+    role: Literal["human", "ai", "tool", "system"] = Field(
+        description="Who said it: the user (`human`), the assistant (`ai`), a tool's result "
+        "(`tool`) or instructions (`system`)."
+    )
+    content: str = Field(description="The message's text.")
+    name: str | None = Field(None, description="The speaker's name (a tool's, say), if any.")
+    tool_calls: list[ToolCallRecordPublic] | None = Field(
+        None, description="Tool calls of an assistant message (only when it made some)."
+    )
+    tool_call_id: str | None = Field(
+        None, description="The call a tool message answers (tool messages only)."
+    )
+
+
+class RouteCandidatePublic(BaseModel):
+    """A skill or workflow that routing considered, with its scores."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(description="The skill or workflow.")
+    score: float = Field(description="Fused retrieval score, 0-1.")
+    dense: float | None = Field(None, description="Embedding similarity (skills only).")
+    keyword: float | None = Field(None, description="BM25 score, normalised (skills only).")
+
+
+class RoutePublic(BaseModel):
+    """What answered the thread's last message, and why (thread state ``route``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    kind: str = Field(description="`skill`, `multi`, `workflow` or `general`.", examples=["skill"])
+    by: str = Field(
+        description="How it was decided: `explicit`, `retrieval`, `context`, `model`, "
+        "`workflow`, `fallback`.",
+        examples=["retrieval"],
+    )
+    target: str | None = Field(description="The skill or workflow chosen, if one was.")
+    skills: list[str] = Field(description="Skills the route uses.")
+    candidates: list[RouteCandidatePublic] = Field(description="What retrieval found, best first.")
+    reason: str = Field(description="Why, in a few words.")
+    clauses: list[dict[str, str]] | None = Field(
+        None, description="For `multi`: each request of the message and its skill."
+    )
+    plan_id: str | None = Field(None, description="The plan in `workspace` it started.")
+
+
+class TaskPublic(BaseModel):
+    """One planned task of a message with several requests."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str | None = Field(None, description="The task's id, e.g. `t1`.")
+    skill: str | None = Field(None, description="The skill that answers it.")
+    instruction: str | None = Field(None, description="What the task asks.")
+    depends_on: list[str] | None = Field(None, description="Tasks whose results it needs.")
+    status: str | None = Field(None, description="`pending`, `done` or `failed`.")
+    result: str | None = Field(None, description="The task's answer, once done.")
+    error: str | None = Field(None, description="Why it failed, if it did.")
+
+
+class WorkspacePublic(BaseModel):
+    """The supervisor's plan for the last message with several requests (empty if none)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    plan_id: str | None = Field(None, description="The plan's id.")
+    mode: str | None = Field(None, description="`joint` (one expert) or `parallel`.")
+    tasks: dict[str, TaskPublic] | None = Field(None, description="The tasks by id.")
+
+
+class ThreadPublic(BaseModel):
+    """A thread: its messages, how its last message was routed, loaded skills and usage.
+
+    Optional fields are left out, rather than null, when they do not apply.
+    """
+
+    thread_id: str = Field(description="The thread's id.")
+    messages: list[ThreadMessagePublic]
+    route: RoutePublic | None = Field(description="The last route decision, if any.")
+    loaded_skills: list[str] = Field(description="Skills whose definitions the thread loaded.")
+    workspace: WorkspacePublic | None = Field(description="The supervisor's last plan.")
+    usage: dict[str, int] = Field(
+        description="Tokens and model calls so far: `input_tokens`, `output_tokens`, "
+        "`total_tokens`, `model_calls`.",
+        examples=[{"input_tokens": 30, "output_tokens": 4, "total_tokens": 34, "model_calls": 1}],
+    )
