@@ -12,7 +12,6 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
 from agents.events import Event, RunFinished
-from agents.turns import MAX_MESSAGE_CHARS
 from app.api.deps import ServicesDep, run_target
 from app.api.errors import ApiError, error_responses
 from app.api.openapi import named_events

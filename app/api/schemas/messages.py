@@ -22,7 +22,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
-from agents.conversations import MAX_MESSAGE_CHARS
+from agents.turns import MAX_MESSAGE_CHARS
 
 Text = Annotated[str, Field(max_length=MAX_MESSAGE_CHARS)]
 # Absent, null or empty: tool calls and results from the client are refused.

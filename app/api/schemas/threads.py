@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 from pydantic_core import PydanticCustomError
 
-from agents.conversations import MAX_MESSAGE_CHARS
 from agents.skills.spec import NAME_PATTERN
+from agents.turns import MAX_MESSAGE_CHARS
 
 THREAD_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 THREAD_HEADER = {  # the response header of a turn, as OpenAPI documents it
