@@ -1,15 +1,17 @@
 """Bind a request id (and the thread id header) to every log line of a request; refuse
-bodies over the size limit before they are read."""
+bodies over the size limit, and JSON whose text is not valid Unicode, before any route."""
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
 
 import structlog
 from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agents.text import NOT_UNICODE, bad_text
 from app.api.errors import error_body
 
 log = structlog.get_logger("app.request")
@@ -48,10 +50,38 @@ class RequestContextMiddleware:
             if length.isdigit() and int(length) > self.max_body_bytes:
                 await self._too_large(send_with_id, int(length))
                 return
-            await self.app(scope, self._counted(receive), send_with_id)
+            if scope["method"] in _WITH_BODY:
+                try:
+                    body = await self._body(self._counted(receive))
+                except HTTPException as exc:  # a chunked body past the limit
+                    error = error_body(
+                        str(exc.detail), "invalid_request_error", "request_too_large"
+                    )
+                    await _respond(send_with_id, exc.status_code, error)
+                    return
+                problem = _unicode_problem(body)
+                if problem is not None:
+                    await _respond(send_with_id, 400, error_body(*problem))
+                    return
+                await self.app(scope, _replay(body, receive), send_with_id)
+            else:
+                await self.app(scope, self._counted(receive), send_with_id)
         finally:
             log.info("http.request", method=scope["method"], path=scope["path"], status=status)
             structlog.contextvars.clear_contextvars()
+
+    @staticmethod
+    async def _body(receive: Receive) -> bytes:
+        """The whole request body (routes read it whole anyway: JSON)."""
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
 
     def _counted(self, receive: Receive) -> Receive:
         """``receive`` that stops a body without Content-Length (chunked) at the limit."""
@@ -75,18 +105,56 @@ class RequestContextMiddleware:
         )
 
     async def _too_large(self, send: Send, length: int) -> None:
-        message = self._message(length)
-        body = json.dumps(
-            error_body(message, "invalid_request_error", "request_too_large")
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        body = error_body(self._message(length), "invalid_request_error", "request_too_large")
+        await _respond(send, 413, body)
+
+
+_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _unicode_problem(body: bytes) -> tuple[str, str, str, str | None] | None:
+    """The error for a JSON body that spells a lone UTF-16 surrogate (``"\\ud800"``), which
+    decodes to text that is not valid Unicode: every surface refuses it the same way, before
+    anything is stored. A valid pair (an emoji written as two escapes) is fine."""
+    if not _SURROGATE_ESCAPE.search(body):
+        return None
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return None  # not JSON: the route says so
+    where = bad_text(value)
+    if where is None:
+        return None
+    name = where or "the body"
+    return f"{name} {NOT_UNICODE}.", "invalid_request_error", "invalid_text", where or None
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the app the body read already, then the client's own
+    messages (its disconnect)."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+async def _respond(send: Send, status: int, body: dict[str, object]) -> None:
+    data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(data)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": data})
