@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Depends, Request
+from fastapi import Depends, Header, Request
 
 from agents.conversations import Conversations
 from app.api.errors import ApiError
@@ -54,3 +54,15 @@ def run_target(
     config = services.gateway.config
     profile = model if config is not None and model in config.profiles else None
     return {"profile": profile, "skill": skill, "workflow": workflow}
+
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        max_length=200,
+        description="A key of the client's for this request: the same request sent again "
+        "with it (a retry after a timeout) gets the first one's answer instead of running "
+        "again.",
+    ),
+]

@@ -14,9 +14,35 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from agents.errors import (
+    HandlersBusy,
+    InvalidTurn,
+    ModelError,
+    NoModelConfigured,
+    SkilldeskError,
+    SkillNotFound,
+    SkillReferenceError,
+)
+
 log = structlog.get_logger(__name__)
 
-_MODEL_STATUS = {"model_timeout": 504, "no_model_configured": 503, "config_error": 500}
+# The one place where an error of the agents gets its HTTP status: by class, most specific
+# first, then (for a run that failed, which reports a code) by code.
+_BY_CLASS: tuple[tuple[type[SkilldeskError], int, str], ...] = (
+    (InvalidTurn, 400, "invalid_request_error"),
+    (SkillNotFound, 404, "invalid_request_error"),
+    (SkillReferenceError, 404, "invalid_request_error"),
+    (HandlersBusy, 503, "server_error"),
+    (NoModelConfigured, 503, "model_error"),
+    (ModelError, 502, "model_error"),
+    (SkilldeskError, 500, "server_error"),
+)
+_BY_CODE = {
+    "model_timeout": 504,
+    "no_model_configured": 503,
+    "run_cancelled": 503,
+    "config_error": 500,
+}
 
 
 class ErrorDetail(BaseModel):
@@ -105,9 +131,17 @@ def error_body(message: str, type_: str, code: str, param: str | None = None) ->
     return {"error": {"message": message, "type": type_, "code": code, "param": param}}
 
 
+def api_error(exc: SkilldeskError) -> ApiError:
+    """An error of the agents as the HTTP error it answers."""
+    status, kind = next((s, k) for cls, s, k in _BY_CLASS if isinstance(exc, cls))
+    status = _BY_CODE.get(exc.code, status)
+    return ApiError(status, exc.code, exc.message, type_=kind, param=getattr(exc, "param", None))
+
+
 def model_error(code: str, message: str) -> ApiError:
-    """A failed model call as an ApiError (502 unless the code says otherwise)."""
-    return ApiError(_MODEL_STATUS.get(code, 502), code, message, type_="model_error")
+    """A failed run (its code: a model failure, mostly) as an ApiError; 502 unless the code
+    says otherwise."""
+    return ApiError(_BY_CODE.get(code, 502), code, message, type_="model_error")
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -116,6 +150,13 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
         return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.exception_handler(SkilldeskError)
+    async def _agents_error(_: Request, exc: SkilldeskError) -> JSONResponse:
+        error = api_error(exc)
+        if error.status >= 500:
+            log.error("http.agents_error", code=exc.code, error=exc.message)
+        return JSONResponse(error.body(), status_code=error.status)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -8,10 +8,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from langchain_core.messages import HumanMessage
 
 from agents.events import RunFinished
 from agents.turns import ClientTurn
+from app.main import create_app
 from app.services import Services, open_services
 from tests.fakellm import FakeLLM, Reply
 
@@ -88,3 +90,19 @@ async def test_a_run_goes_on_when_its_reader_leaves(services: Services, fake_llm
             break
         await asyncio.sleep(0.05)
     assert [m.content for m in history] == ["do it", "Done in the background."]
+
+
+def test_a_chat_request_retried_with_its_idempotency_key_gets_the_first_answer(
+    model_settings: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Ticket T-1 opened."))
+    body = {"model": "skilldesk", "messages": [{"role": "user", "content": "open a ticket"}]}
+    headers = {"X-Thread-Id": "dup-http", "Idempotency-Key": "req-42"}
+    with TestClient(create_app(model_settings)) as client:
+        first = client.post("/v1/chat/completions", json=body, headers=headers)
+        again = client.post("/v1/chat/completions", json=body, headers=headers)
+        history = client.get("/v1/threads/dup-http").json()["messages"]
+    assert first.status_code == again.status_code == 200
+    assert again.json()["choices"][0]["message"]["content"] == "Ticket T-1 opened."
+    assert len(fake_llm.scripted_requests) == 1
+    assert [m["content"] for m in history] == ["open a ticket", "Ticket T-1 opened."]

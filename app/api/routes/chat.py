@@ -6,18 +6,16 @@ import json
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Response
 from fastapi.responses import StreamingResponse
 from pydantic import WithJsonSchema
 
-from agents.errors import InvalidTurn
 from agents.events import Event, RunFailed, RunFinished, Token
 from agents.turns import ClientTurn
-from app.api.deps import ServicesDep, run_target
+from app.api.deps import IdempotencyKey, ServicesDep, run_target
 from app.api.errors import ApiError, ErrorResponse, error_body, error_responses, model_error
 from app.api.openapi import data_events
 from app.api.schemas.chat import (
@@ -98,6 +96,7 @@ async def chat_completions(
     services: ServicesDep,
     response: Response,
     x_thread_id: ThreadHeader = None,
+    idempotency_key: IdempotencyKey = None,
 ) -> dict[str, Any] | StreamingResponse:
     """Answer a chat; with ``X-Thread-Id`` the service keeps the history between requests.
 
@@ -110,10 +109,10 @@ async def chat_completions(
     # Which messages are new is decided against the history the run reads (one read).
     turn = ClientTurn([m.model_dump(exclude_none=True) for m in body.messages])
     target = run_target(services, model=body.model, skill=body.skill, workflow=body.workflow)
+    target["idempotency_key"] = idempotency_key
     created = int(time.time())
     if not body.stream:
-        with _bad_turn():
-            result = await conversations.run(thread_id, turn, **target)
+        result = await conversations.run(thread_id, turn, **target)  # InvalidTurn: a 400
         if isinstance(result, RunFailed):
             raise model_error(result.code, result.message)
         response.headers["X-Thread-Id"] = thread_id
@@ -122,8 +121,7 @@ async def chat_completions(
     events = conversations.stream(thread_id, turn, **target)
     # Read up to the first answer event before answering, so a failure that comes first
     # (all retries and fallbacks exhausted) is a plain HTTP error rather than a broken stream.
-    with _bad_turn():
-        first = await anext(events)
+    first = await anext(events)  # InvalidTurn comes first, before any event: a 400
     while not isinstance(first, Token | RunFinished | RunFailed):
         first = await anext(events)
     if isinstance(first, RunFailed):
@@ -149,15 +147,6 @@ def _thread_id(header: str | None) -> str:
             param="X-Thread-Id",
         )
     return value
-
-
-@contextmanager
-def _bad_turn() -> Iterator[None]:
-    """A turn without a usable new message is the client's mistake: 400, naming it."""
-    try:
-        yield
-    except InvalidTurn as exc:
-        raise ApiError(400, exc.code, exc.message, param=exc.param) from None
 
 
 def _usage(usage: dict[str, int]) -> dict[str, int]:

@@ -6,12 +6,12 @@ import asyncio
 import time
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from agents.errors import SkillNotFound
 from agents.skills.meta import definition
-from app.api.deps import ServicesDep
+from app.api.deps import IdempotencyKey, ServicesDep
 from app.api.errors import ApiError, error_responses
 from app.api.schemas.skills import (
     SkillDefinitionPublic,
@@ -100,14 +100,7 @@ async def call_tool(
     name: str,
     tool: str,
     body: ToolCallRequest,
-    idempotency_key: Annotated[
-        str | None,
-        Header(
-            max_length=200,
-            description="Passed to side-effecting tools: a retry with the "
-            "same key does not repeat the effect.",
-        ),
-    ] = None,
+    idempotency_key: IdempotencyKey = None,
 ) -> ToolResultPublic:
     """Call one tool directly (tier 3). Tool failures are ``ok: false`` with a readable error."""
     registry = services.skills.registry

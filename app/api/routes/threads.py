@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
 from agents.events import Event, RunFinished
-from app.api.deps import ServicesDep, run_target
+from app.api.deps import IdempotencyKey, ServicesDep, run_target
 from app.api.errors import ApiError, error_responses
 from app.api.openapi import named_events
 from app.api.schemas.events import RUN_EVENTS
@@ -79,10 +79,15 @@ async def get_thread(services: ServicesDep, thread_id: ThreadId) -> ThreadPublic
     },
 )
 async def stream_run(
-    services: ServicesDep, thread_id: ThreadId, body: RunRequest
+    services: ServicesDep,
+    thread_id: ThreadId,
+    body: RunRequest,
+    idempotency_key: IdempotencyKey = None,
 ) -> StreamingResponse:
-    """Run one turn; every decision arrives as an SSE event (``event:`` names its type)."""
+    """Run one turn; every decision arrives as an SSE event (``event:`` names its type).
+    The same message sent again while it is answered joins the run under way."""
     target = run_target(services, model=body.model, skill=body.skill, workflow=body.workflow)
+    target["idempotency_key"] = idempotency_key
     events = services.conversations.stream(thread_id, [HumanMessage(body.message)], **target)
     return StreamingResponse(
         _sse(events),
