@@ -9,7 +9,7 @@ import pytest
 
 from agents.skills.loader import SkillLoadError, load_skill
 from agents.skills.registry import SkillNotFound, SkillRegistry
-from tests.skillkit import tool, write_skill
+from tests.skillkit import FIXTURE_SKILLS, tool, write_skill
 
 
 def problems_of(folder: Path) -> list[str]:
@@ -245,3 +245,13 @@ def test_a_newcomer_cannot_take_over_a_live_tool(tmp_path: Path) -> None:
     assert "a-intruder" not in registry
     assert report.added == []
     assert "already defined by skill 'z-orders'" in report.errors[0].message
+
+
+def test_every_fixture_skill_set_is_a_skills_folder_that_loads_cleanly() -> None:
+    sets = sorted(p for p in FIXTURE_SKILLS.iterdir() if p.is_dir())
+    assert [s.name for s in sets] == ["runner", "shop-floor", "storefront"]
+    for folder in sets:
+        registry = SkillRegistry(folder)
+        report = registry.reload()
+        assert registry.errors == [], folder.name
+        assert report.added == sorted(p.parent.name for p in folder.glob("*/SKILL.md"))
