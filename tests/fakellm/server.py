@@ -15,14 +15,16 @@ import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, Literal
 
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from tests.fakellm.request import RequestView
 
 NO_REPLY_MESSAGE = "FakeLLM: no scripted reply left for this request"
 MODEL_ID = "fake-model"
@@ -68,6 +70,10 @@ class Reply:
         finish_reason: Defaults to "tool_calls" if tool calls are present, else "stop".
         stream_chunk_delay: Seconds to sleep between streamed chunks.
         error_message: Message of the error body for non-200 statuses.
+        together: Hold the answer until this many chat requests are open at once (this one
+            included), or ``hold_timeout`` seconds have passed: a test sees calls overlap
+            (or not) whatever the machine's speed.
+        hold_timeout: The longest wait for ``together``.
     """
 
     content: str | None = None
@@ -78,12 +84,71 @@ class Reply:
     finish_reason: str | None = None
     stream_chunk_delay: float = 0.0
     error_message: str | None = None
+    together: int = 0
+    hold_timeout: float = 5.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
 
+    def __repr__(self) -> str:
+        """Only the fields that differ from the defaults, tool calls as ``name(arguments)``."""
+        parts = []
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if value == field.default:
+                continue
+            if field.name == "tool_calls":
+                value = [f"{c.name}({c.arguments_json})" for c in value]
+            parts.append(f"{field.name}={value!r}")
+        return f"Reply({', '.join(parts)})"
 
-ScriptItem = Reply | Callable[[dict[str, Any]], Reply]
+
+Answer = Callable[[RequestView], Reply]
+"""A script callable: chooses the reply from the parsed request."""
+
+ScriptItem = Reply | Answer
+
+Source = Literal["script", "forced", "unscripted", "error"]
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One chat request and how it was answered.
+
+    Attributes:
+        request: The parsed request.
+        source: "script" (the next scripted item), "forced" (an ``on_forced_tool`` handler),
+            "unscripted" (nothing was scripted for it) or "error" (a script callable raised
+            or returned something other than a Reply).
+        arrived: ``time.perf_counter()`` when the request arrived.
+        answered: When its last byte was sent (None while it is being answered).
+        note: What went wrong, for "unscripted" and "error".
+    """
+
+    request: RequestView
+    source: Source
+    arrived: float
+    answered: float | None = None
+    note: str = ""
+
+    def overlaps(self, other: Exchange) -> bool:
+        """Whether each of the two arrived before the other was answered."""
+        return (self.answered is None or other.arrived < self.answered) and (
+            other.answered is None or self.arrived < other.answered
+        )
+
+
+class ScriptMismatch(AssertionError):
+    """The script and the requests a test made did not match: replies were left over,
+    requests found no reply, or a script callable failed."""
+
+
+def describe(item: ScriptItem) -> str:
+    """A short name for a script item: the Reply's fields, or the callable's name."""
+    if isinstance(item, Reply):
+        return repr(item)
+    name = getattr(item, "__qualname__", None)
+    return f"callable {name}" if name else repr(item)
 
 
 def _error_response(status: int, message: str | None) -> JSONResponse:
@@ -118,26 +183,30 @@ def _split_args(text: str) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def _forced_name(body: dict[str, Any]) -> str | None:
-    choice = body.get("tool_choice")
-    if isinstance(choice, dict):
-        return str((choice.get("function") or {}).get("name"))
-    return None
-
-
 class FakeLLM:
     """OpenAI-compatible server answering from a FIFO script, run in a thread.
 
-    Use as a context manager; ``base_url`` is valid while it runs.
+    Use as a context manager; ``base_url`` is valid while it runs. Script callables and
+    ``on_forced_tool`` handlers receive a ``RequestView`` of each request. ``problems()``
+    lists replies left over and requests nothing was scripted for; the ``fake_llm``
+    fixture fails a test with them unless the test allowed them.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._script: deque[ScriptItem] = deque()
-        self._forced: dict[str, Callable[[dict[str, Any]], Reply]] = {}
-        self._requests: list[dict[str, Any]] = []
+        self._forced: dict[str, Answer] = {}
+        self._exchanges: list[Exchange] = []
         self._answering: list[tuple[float, float]] = []
         self._peers: list[str] = []
+        # Chat requests being answered, by id: the most requests (arrived since the last
+        # reset) open at once since each arrived, for answers held until "together".
+        self._open: dict[int, int] = {}
+        self._request_ids = itertools.count()
+        self._fresh_from = 0  # the first request id since the last reset
+        self._holding: dict[int, tuple[int, asyncio.Event]] = {}
+        self._allow_leftovers = False
+        self._allow_unscripted = False
         self._call_ids = itertools.count(1)
         self._completion_ids = itertools.count(1)
         self._stopping = threading.Event()
@@ -159,10 +228,20 @@ class FakeLLM:
         return f"http://127.0.0.1:{self._port}/v1"
 
     @property
-    def requests(self) -> list[dict[str, Any]]:
-        """A copy of every received JSON request body, in order."""
+    def exchanges(self) -> list[Exchange]:
+        """Every chat request with how and when it was answered, in order of arrival."""
         with self._lock:
-            return list(self._requests)
+            return list(self._exchanges)
+
+    @property
+    def views(self) -> list[RequestView]:
+        """The parsed view of every chat request, in order of arrival."""
+        return [e.request for e in self.exchanges]
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """A copy of every received JSON request body, in order (the wire format)."""
+        return [dict(view.body) for view in self.views]
 
     @property
     def answering(self) -> list[tuple[float, float]]:
@@ -184,38 +263,100 @@ class FakeLLM:
         with self._lock:
             return len(self._script)
 
+    @property
+    def leftovers(self) -> list[ScriptItem]:
+        """The scripted replies not yet consumed, in order."""
+        with self._lock:
+            return list(self._script)
+
+    @property
+    def unscripted(self) -> list[RequestView]:
+        """Requests that found no scripted reply (answered HTTP 500)."""
+        return [e.request for e in self.exchanges if e.source == "unscripted"]
+
     def script(self, *items: ScriptItem) -> None:
-        """Append replies (or callables ``body -> Reply``) to the script."""
+        """Append replies (or callables ``RequestView -> Reply``) to the script."""
         with self._lock:
             self._script.extend(items)
 
-    def on_forced_tool(self, name: str, answer: Callable[[dict[str, Any]], Reply]) -> None:
+    def on_forced_tool(self, name: str, answer: Answer) -> None:
         """Answer every request that forces tool ``name`` (``tool_choice``) with ``answer``,
         outside the FIFO script (for side calls such as a router's tie-break)."""
         with self._lock:
             self._forced[name] = answer
 
+    def allow_leftovers(self) -> None:
+        """Let this test end with scripted replies unused (say why where it is called)."""
+        with self._lock:
+            self._allow_leftovers = True
+
+    def allow_unscripted(self) -> None:
+        """Let this test make requests nothing was scripted for (say why where it is called)."""
+        with self._lock:
+            self._allow_unscripted = True
+
     @property
     def scripted_requests(self) -> list[dict[str, Any]]:
-        """Recorded bodies answered from the script (not by ``on_forced_tool``)."""
-        with self._lock:
-            return [b for b in self._requests if _forced_name(b) not in self._forced]
+        """Recorded bodies not answered by ``on_forced_tool``."""
+        return [dict(e.request.body) for e in self.exchanges if e.source != "forced"]
+
+    @property
+    def scripted_views(self) -> list[RequestView]:
+        """Parsed views of the requests not answered by ``on_forced_tool``."""
+        return [e.request for e in self.exchanges if e.source != "forced"]
 
     @property
     def forced_requests(self) -> list[dict[str, Any]]:
-        """Recorded bodies that forced a tool (answered by ``on_forced_tool``)."""
+        """Recorded bodies answered by ``on_forced_tool``."""
+        return [dict(e.request.body) for e in self.exchanges if e.source == "forced"]
+
+    def problems(self) -> list[str]:
+        """What did not go by the script, one paragraph each: replies left over (unless
+        allowed), requests with no scripted reply (unless allowed), failed script callables."""
         with self._lock:
-            return [b for b in self._requests if _forced_name(b) in self._forced]
+            leftovers = [] if self._allow_leftovers else list(self._script)
+            exchanges = list(self._exchanges)
+            allow_unscripted = self._allow_unscripted
+        found = []
+        if leftovers:
+            lines = [f"  {n}. {describe(item)}" for n, item in enumerate(leftovers, 1)]
+            found.append(
+                f"{len(leftovers)} scripted repl{'y' if len(leftovers) == 1 else 'ies'} "
+                "left over (the code made fewer model calls than scripted; call "
+                "fake_llm.allow_leftovers() if that is the point):\n" + "\n".join(lines)
+            )
+        unscripted = [e for e in exchanges if e.source == "unscripted" and not allow_unscripted]
+        if unscripted:
+            lines = [f"  {n}. {e.request.describe()}" for n, e in enumerate(unscripted, 1)]
+            found.append(
+                f"{len(unscripted)} request{'' if len(unscripted) == 1 else 's'} found no "
+                "scripted reply (answered HTTP 500, which a client may retry; script one "
+                "more reply, or call fake_llm.allow_unscripted() if that is the point):\n"
+                + "\n".join(lines)
+            )
+        for e in exchanges:
+            if e.source == "error":
+                found.append(f"{e.note} (for the request with {e.request.describe()})")
+        return found
+
+    def check(self) -> None:
+        """Raise ``ScriptMismatch`` naming every problem ``problems()`` finds."""
+        found = self.problems()
+        if found:
+            raise ScriptMismatch("FakeLLM: the script did not match:\n" + "\n".join(found))
 
     def reset(self) -> None:
-        """Clear the script, the recorded requests and the id counters."""
+        """Clear the script, the forced-tool handlers, the recorded requests, the allowances
+        and the id counters."""
         with self._lock:
             self._forced.clear()
             self._script.clear()
-            self._requests.clear()
+            self._exchanges.clear()
             self._answering.clear()
             self._peers.clear()
+            self._allow_leftovers = self._allow_unscripted = False
             self._call_ids = itertools.count(1)
+            self._fresh_from = next(self._request_ids)
 
     def start(self) -> FakeLLM:
         """Start the server and wait until it accepts connections."""
@@ -268,25 +409,36 @@ class FakeLLM:
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
-    def _take(self, body: dict[str, Any]) -> Reply:
-        """Record the body and consume the next scripted reply."""
+    def _take(self, body: dict[str, Any], arrived: float) -> tuple[Reply, int]:
+        """Record the request and choose its reply: a forced-tool handler, else the next
+        scripted item. Returns the reply and the exchange's index."""
+        view = RequestView.parse(body)
         with self._lock:
-            self._requests.append(body)
-            forced = self._forced.get(_forced_name(body) or "")
+            forced = self._forced.get(view.forced_tool or "")
             item = None if forced else self._script.popleft() if self._script else None
-        if forced is not None:
-            return forced(body)
-        if item is None:
-            return Reply(status=500, error_message=NO_REPLY_MESSAGE)
-        if isinstance(item, Reply):
-            return item
+            index = len(self._exchanges)
+            self._exchanges.append(Exchange(view, "forced" if forced else "script", arrived))
+        answer: ScriptItem | None = forced or item
+        if answer is None:
+            self._mark(index, "unscripted", NO_REPLY_MESSAGE)
+            return Reply(status=500, error_message=NO_REPLY_MESSAGE), index
+        if isinstance(answer, Reply):
+            return answer, index
         try:
-            reply = item(body)
+            reply = answer(view)
         except Exception as exc:
-            return Reply(status=500, error_message=f"FakeLLM: script callable raised {exc!r}")
-        if not isinstance(reply, Reply):
-            return Reply(status=500, error_message=f"FakeLLM: script callable returned {reply!r}")
-        return reply
+            note = f"FakeLLM: script {describe(answer)} raised {exc!r}"
+        else:
+            if isinstance(reply, Reply):
+                return reply, index
+            note = f"FakeLLM: script {describe(answer)} returned {reply!r}, not a Reply"
+        self._mark(index, "error", note)
+        return Reply(status=500, error_message=note), index
+
+    def _mark(self, index: int, source: Source, note: str) -> None:
+        with self._lock:
+            old = self._exchanges[index]
+            self._exchanges[index] = Exchange(old.request, source, old.arrived, note=note)
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep, but return early when the server is stopping."""
@@ -296,6 +448,35 @@ class FakeLLM:
             if left <= 0:
                 return
             await asyncio.sleep(min(left, 0.05))
+
+    async def _hold(self, rid: int, together: int, seconds: float) -> None:
+        """Wait until ``together`` requests have been open at once since request ``rid``
+        arrived, or ``seconds`` have passed."""
+        met = asyncio.Event()  # set by _chat, on this same event loop
+        with self._lock:
+            if self._open.get(rid, 0) >= together:
+                return
+            self._holding[rid] = (together, met)
+        try:
+            async with asyncio.timeout(seconds):
+                await met.wait()
+        except TimeoutError:
+            pass
+        finally:
+            with self._lock:
+                self._holding.pop(rid, None)
+
+    def _arrive(self) -> int:
+        """Open a request: its id. Releases the held answers it completes (with the lock)."""
+        rid = next(self._request_ids)
+        self._open[rid] = 0
+        now = sum(1 for r in self._open if r >= self._fresh_from)
+        for r, peak in self._open.items():
+            self._open[r] = max(peak, now)
+        for r, (together, met) in self._holding.items():
+            if self._open[r] >= together:
+                met.set()
+        return rid
 
     async def _models(self, request: Request) -> Response:
         """Serve ``GET /v1/models``."""
@@ -308,36 +489,54 @@ class FakeLLM:
         with self._lock:
             client = request.client
             self._peers.append(f"{client.host}:{client.port}" if client else "?")
-        response = await self._answer(request)
+            rid = self._arrive()
+        try:
+            response, index = await self._answer(request, rid, started)
+        except BaseException:
+            self._answered(rid, started, None)
+            raise
         if isinstance(response, StreamingResponse):
-            response.body_iterator = self._timed(response.body_iterator, started)
+            response.body_iterator = self._timed(response.body_iterator, rid, started, index)
         else:
-            self._answered(started)
+            self._answered(rid, started, index)
         return response
 
-    async def _timed(self, body: AsyncIterable[Any], started: float) -> AsyncIterator[Any]:
+    async def _timed(
+        self, body: AsyncIterable[Any], rid: int, started: float, index: int | None
+    ) -> AsyncIterator[Any]:
         try:
             async for part in body:
                 yield part
         finally:
-            self._answered(started)
+            self._answered(rid, started, index)
 
-    def _answered(self, started: float) -> None:
+    def _answered(self, rid: int, started: float, index: int | None) -> None:
+        now = time.perf_counter()
         with self._lock:
-            self._answering.append((started, time.perf_counter()))
+            self._open.pop(rid, None)
+            self._answering.append((started, now))
+            if index is not None and index < len(self._exchanges):
+                old = self._exchanges[index]
+                self._exchanges[index] = Exchange(
+                    old.request, old.source, old.arrived, now, old.note
+                )
 
-    async def _answer(self, request: Request) -> Response:
-        """The scripted response to one chat request."""
+    async def _answer(
+        self, request: Request, rid: int, arrived: float
+    ) -> tuple[Response, int | None]:
+        """The scripted response to one chat request, and its exchange's index."""
         try:
             body = json.loads(await request.body())
         except ValueError:
             body = None
         if not isinstance(body, dict):
-            return _error_response(400, "FakeLLM: request body is not a JSON object")
-        reply = self._take(body)
+            return _error_response(400, "FakeLLM: request body is not a JSON object"), None
+        reply, index = self._take(body, arrived)
+        if reply.together:
+            await self._hold(rid, reply.together, reply.hold_timeout)
         await self._sleep(reply.delay)
         if reply.status != 200:
-            return _error_response(reply.status, reply.error_message)
+            return _error_response(reply.status, reply.error_message), index
 
         with self._lock:
             calls = [(c.id or f"call_{next(self._call_ids)}", c) for c in reply.tool_calls]
@@ -354,7 +553,10 @@ class FakeLLM:
             include_usage = bool(options.get("include_usage"))
             chunks = self._stream(base, reply, calls, finish, usage if include_usage else None)
             headers = {"Cache-Control": "no-cache"}
-            return StreamingResponse(chunks, media_type="text/event-stream", headers=headers)
+            return (
+                StreamingResponse(chunks, media_type="text/event-stream", headers=headers),
+                index,
+            )
 
         message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None}
         if calls:
@@ -367,9 +569,8 @@ class FakeLLM:
                 for call_id, call in calls
             ]
         choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
-        return JSONResponse(
-            {**base, "object": "chat.completion", "choices": [choice], "usage": usage}
-        )
+        completion = {**base, "object": "chat.completion", "choices": [choice], "usage": usage}
+        return JSONResponse(completion), index
 
     @staticmethod
     def _usage(body: dict[str, Any], reply: Reply) -> dict[str, int]:

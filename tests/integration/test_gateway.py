@@ -224,6 +224,7 @@ async def test_a_refused_key_is_not_retried_but_falls_back(
     tmp_path: Path, fake_llm: FakeLLM, backup_llm: FakeLLM
 ) -> None:
     fake_llm.script(Reply(status=401), Reply(content="never asked"))
+    fake_llm.allow_leftovers()  # the point: a retry would have had an answer waiting
     backup_llm.script(Reply(content="from backup"))
     gateway = gateway_for(tmp_path, fake_llm, backup_llm, retries=2)
     reply = await gateway.chat_model().ainvoke(HELLO)
