@@ -35,7 +35,7 @@ async def test_small_independent_requests_get_one_expert_and_two_model_calls(
     assert first.holds(ORDERS)
     assert first.holds(ALARMS)
     assert "(skill device-alarms)" in first.system
-    # The two handlers ran at the same time.
+    # The two handlers ran at the same time (a SLOW handler waits for the other one).
     returned = {e.tool: e.content for e in events if isinstance(e, ToolReturned)}
     order_ran = json.loads(returned["get_order"])["ran"]
     alarm_ran = json.loads(returned["list_alarms"])[0]["ran"]
