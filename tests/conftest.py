@@ -48,10 +48,21 @@ def pytest_runtest_makereport(
     report = yield
     if report.when == "call":
         item.stash[_CALL_REPORT] = report
-        fake = getattr(item, "funcargs", {}).get("fake_llm")
-        if report.failed and isinstance(fake, FakeLLM) and (problems := fake.problems()):
-            report.sections.append(("FakeLLM script", "\n".join(problems)))
+        for name, fake in getattr(item, "funcargs", {}).items():
+            if report.failed and isinstance(fake, FakeLLM) and (problems := fake.problems()):
+                report.sections.append((f"FakeLLM script ({name})", "\n".join(problems)))
     return report
+
+
+def _check_script(fake: FakeLLM, request: pytest.FixtureRequest) -> None:
+    """Fail a test that passed if ``fake`` has replies left over or unscripted requests."""
+    problems = fake.problems()
+    report = request.node.stash.get(_CALL_REPORT, None)
+    if problems and report is not None and report.passed:
+        pytest.fail(
+            f"{request.fixturename}: the script did not match:\n" + "\n".join(problems),
+            pytrace=False,
+        )
 
 
 @pytest.fixture
@@ -66,11 +77,18 @@ def fake_llm(_fake_llm_server: FakeLLM, request: pytest.FixtureRequest) -> Itera
     _fake_llm_server.reset()
     router_picks(_fake_llm_server, "none")
     yield _fake_llm_server
-    problems = _fake_llm_server.problems()
-    _fake_llm_server.reset()
-    report = request.node.stash.get(_CALL_REPORT, None)
-    if problems and report is not None and report.passed:
-        pytest.fail("FakeLLM: the script did not match:\n" + "\n".join(problems), pytrace=False)
+    try:
+        _check_script(_fake_llm_server, request)
+    finally:
+        _fake_llm_server.reset()
+
+
+@pytest.fixture
+def backup_llm(request: pytest.FixtureRequest) -> Iterator[FakeLLM]:
+    """A second scripted server (e.g. a fallback profile's), checked like ``fake_llm``."""
+    with FakeLLM() as fake:
+        yield fake
+        _check_script(fake, request)
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ through LangChain; retries and fallbacks across both."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -24,12 +24,6 @@ async def _close_gateways() -> AsyncIterator[None]:
     yield
     while _OPENED:
         await _OPENED.pop().aclose()
-
-
-@pytest.fixture
-def backup_llm() -> Iterator[FakeLLM]:
-    with FakeLLM() as fake:
-        yield fake
 
 
 def gateway_for(
