@@ -7,16 +7,16 @@ from tests.fakellm.request import (
     RequestView,
     SkillSignature,
 )
-from tests.fakellm.server import (
-    NO_REPLY_MESSAGE,
+from tests.fakellm.script import (
     Answer,
     Exchange,
-    FakeLLM,
     Reply,
     ScriptItem,
     ScriptMismatch,
     ToolCall,
+    describe,
 )
+from tests.fakellm.server import NO_REPLY_MESSAGE, FakeLLM
 
 __all__ = [
     "NO_REPLY_MESSAGE",
@@ -32,4 +32,5 @@ __all__ = [
     "ScriptMismatch",
     "SkillSignature",
     "ToolCall",
+    "describe",
 ]

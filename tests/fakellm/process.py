@@ -14,7 +14,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from tests.fakellm.request import RequestView
-from tests.fakellm.server import FakeLLM, Reply, ScriptItem
+from tests.fakellm.script import Reply, ScriptItem
+from tests.fakellm.server import FakeLLM
 
 
 class FakeLLMProcess:

@@ -9,14 +9,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import re
 import socket
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Callable
-from dataclasses import dataclass, fields
-from typing import Any, Literal
+from collections.abc import AsyncIterable, AsyncIterator
+from dataclasses import replace
+from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
@@ -25,162 +24,21 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from tests.fakellm.request import RequestView
+from tests.fakellm.script import (
+    Answer,
+    Exchange,
+    Reply,
+    ScriptItem,
+    ScriptMismatch,
+    Source,
+    describe,
+    script_problems,
+)
+from tests.fakellm.wire import completion, error_response, estimate_usage, stream_events
 
 NO_REPLY_MESSAGE = "FakeLLM: no scripted reply left for this request"
 MODEL_ID = "fake-model"
 _START_TIMEOUT = 10.0
-_ERROR_KINDS: dict[int, tuple[str, str | None]] = {
-    401: ("invalid_request_error", "invalid_api_key"),
-    429: ("rate_limit_error", "rate_limit_exceeded"),
-}
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One tool call the fake model makes.
-
-    Attributes:
-        name: Function name.
-        arguments: A dict (JSON-encoded on the wire) or a raw string sent verbatim.
-        id: Tool-call id; ``call_<n>`` is generated when None.
-    """
-
-    name: str
-    arguments: dict[str, Any] | str
-    id: str | None = None
-
-    @property
-    def arguments_json(self) -> str:
-        """The arguments as sent on the wire."""
-        if isinstance(self.arguments, str):
-            return self.arguments
-        return json.dumps(self.arguments)
-
-
-@dataclass(frozen=True)
-class Reply:
-    """One scripted answer (or fault) for a single chat-completions request.
-
-    Attributes:
-        content: Assistant text.
-        tool_calls: Tool calls to emit.
-        status: HTTP status; non-200 answers with an OpenAI-style error body.
-        delay: Seconds to sleep before the response starts.
-        usage: Explicit usage dict; computed from the request and reply if None.
-        finish_reason: Defaults to "tool_calls" if tool calls are present, else "stop".
-        stream_chunk_delay: Seconds to sleep between streamed chunks.
-        error_message: Message of the error body for non-200 statuses.
-        together: Hold the answer until this many chat requests are open at once (this one
-            included), or ``hold_timeout`` seconds have passed: a test sees calls overlap
-            (or not) whatever the machine's speed.
-        hold_timeout: The longest wait for ``together``.
-    """
-
-    content: str | None = None
-    tool_calls: tuple[ToolCall, ...] | list[ToolCall] = ()
-    status: int = 200
-    delay: float = 0.0
-    usage: dict[str, Any] | None = None
-    finish_reason: str | None = None
-    stream_chunk_delay: float = 0.0
-    error_message: str | None = None
-    together: int = 0
-    hold_timeout: float = 5.0
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
-
-    def __repr__(self) -> str:
-        """Only the fields that differ from the defaults, tool calls as ``name(arguments)``."""
-        parts = []
-        for field in fields(self):
-            value = getattr(self, field.name)
-            if value == field.default:
-                continue
-            if field.name == "tool_calls":
-                value = [f"{c.name}({c.arguments_json})" for c in value]
-            parts.append(f"{field.name}={value!r}")
-        return f"Reply({', '.join(parts)})"
-
-
-Answer = Callable[[RequestView], Reply]
-"""A script callable: chooses the reply from the parsed request."""
-
-ScriptItem = Reply | Answer
-
-Source = Literal["script", "forced", "unscripted", "error"]
-
-
-@dataclass(frozen=True)
-class Exchange:
-    """One chat request and how it was answered.
-
-    Attributes:
-        request: The parsed request.
-        source: "script" (the next scripted item), "forced" (an ``on_forced_tool`` handler),
-            "unscripted" (nothing was scripted for it) or "error" (a script callable raised
-            or returned something other than a Reply).
-        arrived: ``time.perf_counter()`` when the request arrived.
-        answered: When its last byte was sent (None while it is being answered).
-        note: What went wrong, for "unscripted" and "error".
-    """
-
-    request: RequestView
-    source: Source
-    arrived: float
-    answered: float | None = None
-    note: str = ""
-
-    def overlaps(self, other: Exchange) -> bool:
-        """Whether each of the two arrived before the other was answered."""
-        return (self.answered is None or other.arrived < self.answered) and (
-            other.answered is None or self.arrived < other.answered
-        )
-
-
-class ScriptMismatch(AssertionError):
-    """The script and the requests a test made did not match: replies were left over,
-    requests found no reply, or a script callable failed."""
-
-
-def describe(item: ScriptItem) -> str:
-    """A short name for a script item: the Reply's fields, or the callable's name."""
-    if isinstance(item, Reply):
-        return repr(item)
-    name = getattr(item, "__qualname__", None)
-    return f"callable {name}" if name else repr(item)
-
-
-def _error_response(status: int, message: str | None) -> JSONResponse:
-    """Build an OpenAI-style error response."""
-    default = ("server_error" if status >= 500 else "invalid_request_error", None)
-    kind, code = _ERROR_KINDS.get(status, default)
-    text = message or f"FakeLLM: scripted HTTP {status}"
-    return JSONResponse(
-        {"error": {"message": text, "type": kind, "param": None, "code": code}}, status
-    )
-
-
-def _text_length(content: Any) -> int:
-    """Count characters of a message content (string or list of parts)."""
-    if isinstance(content, str):
-        return len(content)
-    if isinstance(content, list):
-        return sum(len(p.get("text") or "") for p in content if isinstance(p, dict))
-    return 0
-
-
-def _split_words(text: str) -> list[str]:
-    """Split text into word pieces that keep their spaces, so they join exactly."""
-    return re.findall(r"\S+\s*|\s+", text)
-
-
-def _split_args(text: str) -> list[str]:
-    """Split an arguments string into at least two pieces when it has 2+ chars."""
-    if len(text) < 2:
-        return [text] if text else []
-    size = -(-len(text) // 3)
-    return [text[i : i + size] for i in range(0, len(text), size)]
 
 
 class FakeLLM:
@@ -317,27 +175,7 @@ class FakeLLM:
             leftovers = [] if self._allow_leftovers else list(self._script)
             exchanges = list(self._exchanges)
             allow_unscripted = self._allow_unscripted
-        found = []
-        if leftovers:
-            lines = [f"  {n}. {describe(item)}" for n, item in enumerate(leftovers, 1)]
-            found.append(
-                f"{len(leftovers)} scripted repl{'y' if len(leftovers) == 1 else 'ies'} "
-                "left over (the code made fewer model calls than scripted; call "
-                "fake_llm.allow_leftovers() if that is the point):\n" + "\n".join(lines)
-            )
-        unscripted = [e for e in exchanges if e.source == "unscripted" and not allow_unscripted]
-        if unscripted:
-            lines = [f"  {n}. {e.request.describe()}" for n, e in enumerate(unscripted, 1)]
-            found.append(
-                f"{len(unscripted)} request{'' if len(unscripted) == 1 else 's'} found no "
-                "scripted reply (answered HTTP 500, which a client may retry; script one "
-                "more reply, or call fake_llm.allow_unscripted() if that is the point):\n"
-                + "\n".join(lines)
-            )
-        for e in exchanges:
-            if e.source == "error":
-                found.append(f"{e.note} (for the request with {e.request.describe()})")
-        return found
+        return script_problems(leftovers, exchanges, allow_unscripted=allow_unscripted)
 
     def check(self) -> None:
         """Raise ``ScriptMismatch`` naming every problem ``problems()`` finds."""
@@ -437,8 +275,7 @@ class FakeLLM:
 
     def _mark(self, index: int, source: Source, note: str) -> None:
         with self._lock:
-            old = self._exchanges[index]
-            self._exchanges[index] = Exchange(old.request, source, old.arrived, note=note)
+            self._exchanges[index] = replace(self._exchanges[index], source=source, note=note)
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep, but return early when the server is stopping."""
@@ -516,10 +353,7 @@ class FakeLLM:
             self._open.pop(rid, None)
             self._answering.append((started, now))
             if index is not None and index < len(self._exchanges):
-                old = self._exchanges[index]
-                self._exchanges[index] = Exchange(
-                    old.request, old.source, old.arrived, now, old.note
-                )
+                self._exchanges[index] = replace(self._exchanges[index], answered=now)
 
     async def _answer(
         self, request: Request, rid: int, arrived: float
@@ -530,18 +364,18 @@ class FakeLLM:
         except ValueError:
             body = None
         if not isinstance(body, dict):
-            return _error_response(400, "FakeLLM: request body is not a JSON object"), None
+            return error_response(400, "FakeLLM: request body is not a JSON object"), None
         reply, index = self._take(body, arrived)
         if reply.together:
             await self._hold(rid, reply.together, reply.hold_timeout)
         await self._sleep(reply.delay)
         if reply.status != 200:
-            return _error_response(reply.status, reply.error_message), index
+            return error_response(reply.status, reply.error_message), index
 
         with self._lock:
             calls = [(c.id or f"call_{next(self._call_ids)}", c) for c in reply.tool_calls]
         finish = reply.finish_reason or ("tool_calls" if calls else "stop")
-        usage = reply.usage or self._usage(body, reply)
+        usage = reply.usage or estimate_usage(body, reply)
         base = {
             "id": f"chatcmpl-fake{next(self._completion_ids)}",
             "created": int(time.time()),
@@ -551,71 +385,18 @@ class FakeLLM:
         if body.get("stream"):
             options = body.get("stream_options") or {}
             include_usage = bool(options.get("include_usage"))
-            chunks = self._stream(base, reply, calls, finish, usage if include_usage else None)
+            events = stream_events(base, reply, calls, finish, usage if include_usage else None)
+            chunks = self._stream(reply, events)
             headers = {"Cache-Control": "no-cache"}
             return (
                 StreamingResponse(chunks, media_type="text/event-stream", headers=headers),
                 index,
             )
 
-        message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None}
-        if calls:
-            message["tool_calls"] = [
-                {
-                    "id": call_id,
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments_json},
-                }
-                for call_id, call in calls
-            ]
-        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
-        completion = {**base, "object": "chat.completion", "choices": [choice], "usage": usage}
-        return JSONResponse(completion), index
+        return JSONResponse(completion(base, reply, calls, finish, usage)), index
 
-    @staticmethod
-    def _usage(body: dict[str, Any], reply: Reply) -> dict[str, int]:
-        """Estimate token usage at roughly four characters per token."""
-        messages = body.get("messages") or []
-        chars = sum(_text_length(m.get("content")) for m in messages if isinstance(m, dict))
-        out = len(reply.content or "") + sum(len(c.arguments_json) for c in reply.tool_calls)
-        prompt, completion = max(1, chars // 4), max(1, out // 4)
-        return {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-        }
-
-    async def _stream(
-        self,
-        base: dict[str, Any],
-        reply: Reply,
-        calls: list[tuple[str, ToolCall]],
-        finish: str,
-        usage: dict[str, Any] | None,
-    ) -> AsyncIterator[str]:
-        """Yield the server-sent events of a streamed completion."""
-        head = {**base, "object": "chat.completion.chunk"}
-        if usage is not None:
-            head["usage"] = None
-
-        def event(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
-            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
-            return {**head, "choices": [choice]}
-
-        first = {"role": "assistant", "content": "" if reply.content else None, "refusal": None}
-        events = [event(first)]
-        events += [event({"content": piece}) for piece in _split_words(reply.content or "")]
-        for index, (call_id, call) in enumerate(calls):
-            function = {"name": call.name, "arguments": ""}
-            opening = {"index": index, "id": call_id, "type": "function", "function": function}
-            events.append(event({"tool_calls": [opening]}))
-            for piece in _split_args(call.arguments_json):
-                part = {"index": index, "function": {"arguments": piece}}
-                events.append(event({"tool_calls": [part]}))
-        events.append(event({}, finish))
-        if usage is not None:
-            events.append({**head, "choices": [], "usage": usage})
-
+    async def _stream(self, reply: Reply, events: list[dict[str, Any]]) -> AsyncIterator[str]:
+        """Yield the server-sent events of a streamed completion, paced by the reply."""
         for number, payload in enumerate(events):
             if number and reply.stream_chunk_delay:
                 await self._sleep(reply.stream_chunk_delay)

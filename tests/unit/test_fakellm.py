@@ -24,8 +24,8 @@ from tests.fakellm import (
     ScriptMismatch,
     SkillSignature,
     ToolCall,
+    describe,
 )
-from tests.fakellm.server import describe
 
 USER: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Where is my order ORD1?"}]
 
