@@ -214,7 +214,9 @@ def _calls(raw: Any) -> tuple[CalledTool, ...]:
     for call in raw if isinstance(raw, list) else []:
         if not isinstance(call, dict):
             continue
-        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        function = call.get("function")
+        if not isinstance(function, dict):
+            function = {}
         arguments = function.get("arguments")
         if not isinstance(arguments, str):
             arguments = json.dumps(arguments)
