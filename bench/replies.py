@@ -4,26 +4,22 @@ loads this module to run them)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from tests.fakellm import Reply, ToolCall
+from tests.fakellm import Reply, RequestView, ToolCall
 
 
-def route_reply(skill: str, body: dict[str, Any]) -> Reply:
+def route_reply(skill: str, request: RequestView) -> Reply:
     """The router's tie-break picks ``skill``."""
     return Reply(tool_calls=[ToolCall("choose_route", {"skill": skill})])
 
 
-def plan_reply(plan: list[dict[str, str]], body: dict[str, Any]) -> Reply:
+def plan_reply(plan: list[dict[str, str]], request: RequestView) -> Reply:
     """The planner answers with ``plan``."""
     return Reply(tool_calls=[ToolCall("plan_tasks", {"tasks": plan})])
 
 
-def expert_reply(tools: list[str], body: dict[str, Any]) -> Reply:
+def expert_reply(tools: list[str], request: RequestView) -> Reply:
     """An expert: first call the task's tools it holds (in one turn), then answer."""
-    roles = [m["role"] for m in body["messages"]]
-    this_turn = roles[len(roles) - roles[::-1].index("user") :]
-    if "tool" in this_turn:
+    if any(m.is_tool_result for m in request.turn):
         return Reply(content="Record 7 is fine.")
-    names = [t["function"]["name"] for t in body.get("tools", [])]
-    return Reply(tool_calls=[ToolCall(n, {"record_id": "7"}) for n in names if n in tools])
+    offered = [t.name for t in request.tools]
+    return Reply(tool_calls=[ToolCall(n, {"record_id": "7"}) for n in offered if n in tools])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,10 @@ from tests.fakellm import FakeLLM
 from tests.skillkit import router_picks
 
 guard.install()
+
+pytest_plugins = ["pytester"]
+
+_CALL_REPORT = pytest.StashKey[pytest.TestReport]()
 
 _PROVIDER_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "DEEPSEEK_API_KEY")
 
@@ -35,17 +39,56 @@ def _fake_llm_server() -> Iterator[FakeLLM]:
         yield fake
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Keep each test's call report for its fixtures; a failed test that used the scripted
+    server shows what went off its script next to the failure."""
+    report = yield
+    if report.when == "call":
+        item.stash[_CALL_REPORT] = report
+        for name, fake in getattr(item, "funcargs", {}).items():
+            if report.failed and isinstance(fake, FakeLLM) and (problems := fake.problems()):
+                report.sections.append((f"FakeLLM script ({name})", "\n".join(problems)))
+    return report
+
+
+def _check_script(fake: FakeLLM, request: pytest.FixtureRequest) -> None:
+    """Fail a test that passed if ``fake`` has replies left over or unscripted requests."""
+    problems = fake.problems()
+    report = request.node.stash.get(_CALL_REPORT, None)
+    if problems and report is not None and report.passed:
+        pytest.fail(
+            f"{request.fixturename}: the script did not match:\n" + "\n".join(problems),
+            pytrace=False,
+        )
+
+
 @pytest.fixture
-def fake_llm(_fake_llm_server: FakeLLM) -> Iterator[FakeLLM]:
+def fake_llm(_fake_llm_server: FakeLLM, request: pytest.FixtureRequest) -> Iterator[FakeLLM]:
     """A scripted OpenAI-compatible server on loopback, emptied before each test.
 
     A router tie-break (a request forcing ``choose_route``) is answered "none" outside the
-    script unless a test says otherwise (``router_picks``).
+    script unless a test says otherwise (``router_picks``). A test that passes fails at
+    teardown if scripted replies are left over or a request found no scripted reply,
+    unless it said so (``fake_llm.allow_leftovers()``, ``fake_llm.allow_unscripted()``).
     """
     _fake_llm_server.reset()
     router_picks(_fake_llm_server, "none")
     yield _fake_llm_server
-    _fake_llm_server.reset()
+    try:
+        _check_script(_fake_llm_server, request)
+    finally:
+        _fake_llm_server.reset()
+
+
+@pytest.fixture
+def backup_llm(request: pytest.FixtureRequest) -> Iterator[FakeLLM]:
+    """A second scripted server (e.g. a fallback profile's), checked like ``fake_llm``."""
+    with FakeLLM() as fake:
+        yield fake
+        _check_script(fake, request)
 
 
 @pytest.fixture

@@ -1,5 +1,36 @@
 """Scripted OpenAI-compatible HTTP server for tests."""
 
-from tests.fakellm.server import NO_REPLY_MESSAGE, FakeLLM, Reply, ScriptItem, ToolCall
+from tests.fakellm.request import (
+    CalledTool,
+    Message,
+    OfferedTool,
+    RequestView,
+    SkillSignature,
+)
+from tests.fakellm.script import (
+    Answer,
+    Exchange,
+    Reply,
+    ScriptItem,
+    ScriptMismatch,
+    ToolCall,
+    describe,
+)
+from tests.fakellm.server import NO_REPLY_MESSAGE, FakeLLM
 
-__all__ = ["NO_REPLY_MESSAGE", "FakeLLM", "Reply", "ScriptItem", "ToolCall"]
+__all__ = [
+    "NO_REPLY_MESSAGE",
+    "Answer",
+    "CalledTool",
+    "Exchange",
+    "FakeLLM",
+    "Message",
+    "OfferedTool",
+    "Reply",
+    "RequestView",
+    "ScriptItem",
+    "ScriptMismatch",
+    "SkillSignature",
+    "ToolCall",
+    "describe",
+]

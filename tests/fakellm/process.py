@@ -13,7 +13,9 @@ import multiprocessing
 from multiprocessing.connection import Connection
 from typing import Any
 
-from tests.fakellm.server import FakeLLM, Reply, ScriptItem
+from tests.fakellm.request import RequestView
+from tests.fakellm.script import Reply, ScriptItem
+from tests.fakellm.server import FakeLLM
 
 
 class FakeLLMProcess:
@@ -68,12 +70,18 @@ class FakeLLMProcess:
         return value
 
     def script(self, *items: ScriptItem) -> None:
-        """Append replies (or picklable callables ``body -> Reply``) to the script."""
+        """Append replies (or picklable callables ``RequestView -> Reply``) to the script."""
         self._ask("script", *items)
 
     def on_forced_tool(self, name: str, answer: Any) -> None:
-        """Answer requests forcing tool ``name`` with ``answer(body) -> Reply`` (picklable)."""
+        """Answer requests forcing tool ``name`` with ``answer(RequestView) -> Reply``
+        (picklable)."""
         self._ask("on_forced_tool", name, answer)
+
+    def problems(self) -> list[str]:
+        """Replies left over, requests with no scripted reply, failed script callables."""
+        result: list[str] = self._ask("problems")
+        return result
 
     def reset(self) -> None:
         """Clear the script, the recorded requests and the timings."""
@@ -83,6 +91,12 @@ class FakeLLMProcess:
     def requests(self) -> list[dict[str, Any]]:
         """Every received JSON request body, in order."""
         result: list[dict[str, Any]] = self._ask("requests")
+        return result
+
+    @property
+    def views(self) -> list[RequestView]:
+        """The parsed view of every received request, in order."""
+        result: list[RequestView] = self._ask("views")
         return result
 
     @property

@@ -9,13 +9,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import re
 import socket
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterable, AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import uvicorn
@@ -24,120 +23,48 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from tests.fakellm.request import RequestView
+from tests.fakellm.script import (
+    Answer,
+    Exchange,
+    Reply,
+    ScriptItem,
+    ScriptMismatch,
+    Source,
+    describe,
+    script_problems,
+)
+from tests.fakellm.wire import completion, error_response, estimate_usage, stream_events
+
 NO_REPLY_MESSAGE = "FakeLLM: no scripted reply left for this request"
 MODEL_ID = "fake-model"
 _START_TIMEOUT = 10.0
-_ERROR_KINDS: dict[int, tuple[str, str | None]] = {
-    401: ("invalid_request_error", "invalid_api_key"),
-    429: ("rate_limit_error", "rate_limit_exceeded"),
-}
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One tool call the fake model makes.
-
-    Attributes:
-        name: Function name.
-        arguments: A dict (JSON-encoded on the wire) or a raw string sent verbatim.
-        id: Tool-call id; ``call_<n>`` is generated when None.
-    """
-
-    name: str
-    arguments: dict[str, Any] | str
-    id: str | None = None
-
-    @property
-    def arguments_json(self) -> str:
-        """The arguments as sent on the wire."""
-        if isinstance(self.arguments, str):
-            return self.arguments
-        return json.dumps(self.arguments)
-
-
-@dataclass(frozen=True)
-class Reply:
-    """One scripted answer (or fault) for a single chat-completions request.
-
-    Attributes:
-        content: Assistant text.
-        tool_calls: Tool calls to emit.
-        status: HTTP status; non-200 answers with an OpenAI-style error body.
-        delay: Seconds to sleep before the response starts.
-        usage: Explicit usage dict; computed from the request and reply if None.
-        finish_reason: Defaults to "tool_calls" if tool calls are present, else "stop".
-        stream_chunk_delay: Seconds to sleep between streamed chunks.
-        error_message: Message of the error body for non-200 statuses.
-    """
-
-    content: str | None = None
-    tool_calls: tuple[ToolCall, ...] | list[ToolCall] = ()
-    status: int = 200
-    delay: float = 0.0
-    usage: dict[str, Any] | None = None
-    finish_reason: str | None = None
-    stream_chunk_delay: float = 0.0
-    error_message: str | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
-
-
-ScriptItem = Reply | Callable[[dict[str, Any]], Reply]
-
-
-def _error_response(status: int, message: str | None) -> JSONResponse:
-    """Build an OpenAI-style error response."""
-    default = ("server_error" if status >= 500 else "invalid_request_error", None)
-    kind, code = _ERROR_KINDS.get(status, default)
-    text = message or f"FakeLLM: scripted HTTP {status}"
-    return JSONResponse(
-        {"error": {"message": text, "type": kind, "param": None, "code": code}}, status
-    )
-
-
-def _text_length(content: Any) -> int:
-    """Count characters of a message content (string or list of parts)."""
-    if isinstance(content, str):
-        return len(content)
-    if isinstance(content, list):
-        return sum(len(p.get("text") or "") for p in content if isinstance(p, dict))
-    return 0
-
-
-def _split_words(text: str) -> list[str]:
-    """Split text into word pieces that keep their spaces, so they join exactly."""
-    return re.findall(r"\S+\s*|\s+", text)
-
-
-def _split_args(text: str) -> list[str]:
-    """Split an arguments string into at least two pieces when it has 2+ chars."""
-    if len(text) < 2:
-        return [text] if text else []
-    size = -(-len(text) // 3)
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-def _forced_name(body: dict[str, Any]) -> str | None:
-    choice = body.get("tool_choice")
-    if isinstance(choice, dict):
-        return str((choice.get("function") or {}).get("name"))
-    return None
 
 
 class FakeLLM:
     """OpenAI-compatible server answering from a FIFO script, run in a thread.
 
-    Use as a context manager; ``base_url`` is valid while it runs.
+    Use as a context manager; ``base_url`` is valid while it runs. Script callables and
+    ``on_forced_tool`` handlers receive a ``RequestView`` of each request. ``problems()``
+    lists replies left over and requests nothing was scripted for; the ``fake_llm``
+    fixture fails a test with them unless the test allowed them.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._script: deque[ScriptItem] = deque()
-        self._forced: dict[str, Callable[[dict[str, Any]], Reply]] = {}
-        self._requests: list[dict[str, Any]] = []
+        self._forced: dict[str, Answer] = {}
+        self._exchanges: list[Exchange] = []
         self._answering: list[tuple[float, float]] = []
         self._peers: list[str] = []
+        # Chat requests being answered, by id: the most requests (arrived since the last
+        # reset) open at once since each arrived, for answers held until "together".
+        self._open: dict[int, int] = {}
+        self._request_ids = itertools.count()
+        self._fresh_from = 0  # the first request id since the last reset
+        self._holding: dict[int, tuple[int, asyncio.Event]] = {}
+        self._allow_leftovers = False
+        self._allow_unscripted = False
         self._call_ids = itertools.count(1)
         self._completion_ids = itertools.count(1)
         self._stopping = threading.Event()
@@ -159,10 +86,20 @@ class FakeLLM:
         return f"http://127.0.0.1:{self._port}/v1"
 
     @property
-    def requests(self) -> list[dict[str, Any]]:
-        """A copy of every received JSON request body, in order."""
+    def exchanges(self) -> list[Exchange]:
+        """Every chat request with how and when it was answered, in order of arrival."""
         with self._lock:
-            return list(self._requests)
+            return list(self._exchanges)
+
+    @property
+    def views(self) -> list[RequestView]:
+        """The parsed view of every chat request, in order of arrival."""
+        return [e.request for e in self.exchanges]
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """A copy of every received JSON request body, in order (the wire format)."""
+        return [dict(view.body) for view in self.views]
 
     @property
     def answering(self) -> list[tuple[float, float]]:
@@ -184,38 +121,80 @@ class FakeLLM:
         with self._lock:
             return len(self._script)
 
+    @property
+    def leftovers(self) -> list[ScriptItem]:
+        """The scripted replies not yet consumed, in order."""
+        with self._lock:
+            return list(self._script)
+
+    @property
+    def unscripted(self) -> list[RequestView]:
+        """Requests that found no scripted reply (answered HTTP 500)."""
+        return [e.request for e in self.exchanges if e.source == "unscripted"]
+
     def script(self, *items: ScriptItem) -> None:
-        """Append replies (or callables ``body -> Reply``) to the script."""
+        """Append replies (or callables ``RequestView -> Reply``) to the script."""
         with self._lock:
             self._script.extend(items)
 
-    def on_forced_tool(self, name: str, answer: Callable[[dict[str, Any]], Reply]) -> None:
+    def on_forced_tool(self, name: str, answer: Answer) -> None:
         """Answer every request that forces tool ``name`` (``tool_choice``) with ``answer``,
         outside the FIFO script (for side calls such as a router's tie-break)."""
         with self._lock:
             self._forced[name] = answer
 
+    def allow_leftovers(self) -> None:
+        """Let this test end with scripted replies unused (say why where it is called)."""
+        with self._lock:
+            self._allow_leftovers = True
+
+    def allow_unscripted(self) -> None:
+        """Let this test make requests nothing was scripted for (say why where it is called)."""
+        with self._lock:
+            self._allow_unscripted = True
+
     @property
     def scripted_requests(self) -> list[dict[str, Any]]:
-        """Recorded bodies answered from the script (not by ``on_forced_tool``)."""
-        with self._lock:
-            return [b for b in self._requests if _forced_name(b) not in self._forced]
+        """Recorded bodies not answered by ``on_forced_tool``."""
+        return [dict(e.request.body) for e in self.exchanges if e.source != "forced"]
+
+    @property
+    def scripted_views(self) -> list[RequestView]:
+        """Parsed views of the requests not answered by ``on_forced_tool``."""
+        return [e.request for e in self.exchanges if e.source != "forced"]
 
     @property
     def forced_requests(self) -> list[dict[str, Any]]:
-        """Recorded bodies that forced a tool (answered by ``on_forced_tool``)."""
+        """Recorded bodies answered by ``on_forced_tool``."""
+        return [dict(e.request.body) for e in self.exchanges if e.source == "forced"]
+
+    def problems(self) -> list[str]:
+        """What did not go by the script, one paragraph each: replies left over (unless
+        allowed), requests with no scripted reply (unless allowed), failed script callables."""
         with self._lock:
-            return [b for b in self._requests if _forced_name(b) in self._forced]
+            leftovers = [] if self._allow_leftovers else list(self._script)
+            exchanges = list(self._exchanges)
+            allow_unscripted = self._allow_unscripted
+        return script_problems(leftovers, exchanges, allow_unscripted=allow_unscripted)
+
+    def check(self) -> None:
+        """Raise ``ScriptMismatch`` naming every problem ``problems()`` finds."""
+        found = self.problems()
+        if found:
+            raise ScriptMismatch("FakeLLM: the script did not match:\n" + "\n".join(found))
 
     def reset(self) -> None:
-        """Clear the script, the recorded requests and the id counters."""
+        """Clear the script, the forced-tool handlers, the recorded requests, the allowances
+        and the id counters."""
         with self._lock:
             self._forced.clear()
             self._script.clear()
-            self._requests.clear()
+            self._exchanges.clear()
             self._answering.clear()
             self._peers.clear()
+            self._allow_leftovers = self._allow_unscripted = False
             self._call_ids = itertools.count(1)
+            self._fresh_from = next(self._request_ids)
 
     def start(self) -> FakeLLM:
         """Start the server and wait until it accepts connections."""
@@ -268,25 +247,35 @@ class FakeLLM:
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
-    def _take(self, body: dict[str, Any]) -> Reply:
-        """Record the body and consume the next scripted reply."""
+    def _take(self, body: dict[str, Any], arrived: float) -> tuple[Reply, int]:
+        """Record the request and choose its reply: a forced-tool handler, else the next
+        scripted item. Returns the reply and the exchange's index."""
+        view = RequestView.parse(body)
         with self._lock:
-            self._requests.append(body)
-            forced = self._forced.get(_forced_name(body) or "")
+            forced = self._forced.get(view.forced_tool or "")
             item = None if forced else self._script.popleft() if self._script else None
-        if forced is not None:
-            return forced(body)
-        if item is None:
-            return Reply(status=500, error_message=NO_REPLY_MESSAGE)
-        if isinstance(item, Reply):
-            return item
+            index = len(self._exchanges)
+            self._exchanges.append(Exchange(view, "forced" if forced else "script", arrived))
+        answer: ScriptItem | None = forced or item
+        if answer is None:
+            self._mark(index, "unscripted", NO_REPLY_MESSAGE)
+            return Reply(status=500, error_message=NO_REPLY_MESSAGE), index
+        if isinstance(answer, Reply):
+            return answer, index
         try:
-            reply = item(body)
+            reply = answer(view)
         except Exception as exc:
-            return Reply(status=500, error_message=f"FakeLLM: script callable raised {exc!r}")
-        if not isinstance(reply, Reply):
-            return Reply(status=500, error_message=f"FakeLLM: script callable returned {reply!r}")
-        return reply
+            note = f"FakeLLM: script {describe(answer)} raised {exc!r}"
+        else:
+            if isinstance(reply, Reply):
+                return reply, index
+            note = f"FakeLLM: script {describe(answer)} returned {reply!r}, not a Reply"
+        self._mark(index, "error", note)
+        return Reply(status=500, error_message=note), index
+
+    def _mark(self, index: int, source: Source, note: str) -> None:
+        with self._lock:
+            self._exchanges[index] = replace(self._exchanges[index], source=source, note=note)
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep, but return early when the server is stopping."""
@@ -296,6 +285,35 @@ class FakeLLM:
             if left <= 0:
                 return
             await asyncio.sleep(min(left, 0.05))
+
+    async def _hold(self, rid: int, together: int, seconds: float) -> None:
+        """Wait until ``together`` requests have been open at once since request ``rid``
+        arrived, or ``seconds`` have passed."""
+        met = asyncio.Event()  # set by _chat, on this same event loop
+        with self._lock:
+            if self._open.get(rid, 0) >= together:
+                return
+            self._holding[rid] = (together, met)
+        try:
+            async with asyncio.timeout(seconds):
+                await met.wait()
+        except TimeoutError:
+            pass
+        finally:
+            with self._lock:
+                self._holding.pop(rid, None)
+
+    def _arrive(self) -> int:
+        """Open a request: its id. Releases the held answers it completes (with the lock)."""
+        rid = next(self._request_ids)
+        self._open[rid] = 0
+        now = sum(1 for r in self._open if r >= self._fresh_from)
+        for r, peak in self._open.items():
+            self._open[r] = max(peak, now)
+        for r, (together, met) in self._holding.items():
+            if self._open[r] >= together:
+                met.set()
+        return rid
 
     async def _models(self, request: Request) -> Response:
         """Serve ``GET /v1/models``."""
@@ -308,41 +326,56 @@ class FakeLLM:
         with self._lock:
             client = request.client
             self._peers.append(f"{client.host}:{client.port}" if client else "?")
-        response = await self._answer(request)
+            rid = self._arrive()
+        try:
+            response, index = await self._answer(request, rid, started)
+        except BaseException:
+            self._answered(rid, started, None)
+            raise
         if isinstance(response, StreamingResponse):
-            response.body_iterator = self._timed(response.body_iterator, started)
+            response.body_iterator = self._timed(response.body_iterator, rid, started, index)
         else:
-            self._answered(started)
+            self._answered(rid, started, index)
         return response
 
-    async def _timed(self, body: AsyncIterable[Any], started: float) -> AsyncIterator[Any]:
+    async def _timed(
+        self, body: AsyncIterable[Any], rid: int, started: float, index: int | None
+    ) -> AsyncIterator[Any]:
         try:
             async for part in body:
                 yield part
         finally:
-            self._answered(started)
+            self._answered(rid, started, index)
 
-    def _answered(self, started: float) -> None:
+    def _answered(self, rid: int, started: float, index: int | None) -> None:
+        now = time.perf_counter()
         with self._lock:
-            self._answering.append((started, time.perf_counter()))
+            self._open.pop(rid, None)
+            self._answering.append((started, now))
+            if index is not None and index < len(self._exchanges):
+                self._exchanges[index] = replace(self._exchanges[index], answered=now)
 
-    async def _answer(self, request: Request) -> Response:
-        """The scripted response to one chat request."""
+    async def _answer(
+        self, request: Request, rid: int, arrived: float
+    ) -> tuple[Response, int | None]:
+        """The scripted response to one chat request, and its exchange's index."""
         try:
             body = json.loads(await request.body())
         except ValueError:
             body = None
         if not isinstance(body, dict):
-            return _error_response(400, "FakeLLM: request body is not a JSON object")
-        reply = self._take(body)
+            return error_response(400, "FakeLLM: request body is not a JSON object"), None
+        reply, index = self._take(body, arrived)
+        if reply.together:
+            await self._hold(rid, reply.together, reply.hold_timeout)
         await self._sleep(reply.delay)
         if reply.status != 200:
-            return _error_response(reply.status, reply.error_message)
+            return error_response(reply.status, reply.error_message), index
 
         with self._lock:
             calls = [(c.id or f"call_{next(self._call_ids)}", c) for c in reply.tool_calls]
         finish = reply.finish_reason or ("tool_calls" if calls else "stop")
-        usage = reply.usage or self._usage(body, reply)
+        usage = reply.usage or estimate_usage(body, reply)
         base = {
             "id": f"chatcmpl-fake{next(self._completion_ids)}",
             "created": int(time.time()),
@@ -352,69 +385,18 @@ class FakeLLM:
         if body.get("stream"):
             options = body.get("stream_options") or {}
             include_usage = bool(options.get("include_usage"))
-            chunks = self._stream(base, reply, calls, finish, usage if include_usage else None)
+            events = stream_events(base, reply, calls, finish, usage if include_usage else None)
+            chunks = self._stream(reply, events)
             headers = {"Cache-Control": "no-cache"}
-            return StreamingResponse(chunks, media_type="text/event-stream", headers=headers)
+            return (
+                StreamingResponse(chunks, media_type="text/event-stream", headers=headers),
+                index,
+            )
 
-        message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None}
-        if calls:
-            message["tool_calls"] = [
-                {
-                    "id": call_id,
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments_json},
-                }
-                for call_id, call in calls
-            ]
-        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
-        return JSONResponse(
-            {**base, "object": "chat.completion", "choices": [choice], "usage": usage}
-        )
+        return JSONResponse(completion(base, reply, calls, finish, usage)), index
 
-    @staticmethod
-    def _usage(body: dict[str, Any], reply: Reply) -> dict[str, int]:
-        """Estimate token usage at roughly four characters per token."""
-        messages = body.get("messages") or []
-        chars = sum(_text_length(m.get("content")) for m in messages if isinstance(m, dict))
-        out = len(reply.content or "") + sum(len(c.arguments_json) for c in reply.tool_calls)
-        prompt, completion = max(1, chars // 4), max(1, out // 4)
-        return {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-        }
-
-    async def _stream(
-        self,
-        base: dict[str, Any],
-        reply: Reply,
-        calls: list[tuple[str, ToolCall]],
-        finish: str,
-        usage: dict[str, Any] | None,
-    ) -> AsyncIterator[str]:
-        """Yield the server-sent events of a streamed completion."""
-        head = {**base, "object": "chat.completion.chunk"}
-        if usage is not None:
-            head["usage"] = None
-
-        def event(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
-            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
-            return {**head, "choices": [choice]}
-
-        first = {"role": "assistant", "content": "" if reply.content else None, "refusal": None}
-        events = [event(first)]
-        events += [event({"content": piece}) for piece in _split_words(reply.content or "")]
-        for index, (call_id, call) in enumerate(calls):
-            function = {"name": call.name, "arguments": ""}
-            opening = {"index": index, "id": call_id, "type": "function", "function": function}
-            events.append(event({"tool_calls": [opening]}))
-            for piece in _split_args(call.arguments_json):
-                part = {"index": index, "function": {"arguments": piece}}
-                events.append(event({"tool_calls": [part]}))
-        events.append(event({}, finish))
-        if usage is not None:
-            events.append({**head, "choices": [], "usage": usage})
-
+    async def _stream(self, reply: Reply, events: list[dict[str, Any]]) -> AsyncIterator[str]:
+        """Yield the server-sent events of a streamed completion, paced by the reply."""
         for number, payload in enumerate(events):
             if number and reply.stream_chunk_delay:
                 await self._sleep(reply.stream_chunk_delay)

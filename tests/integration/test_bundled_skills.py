@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import ROOT
-from tests.fakellm import FakeLLM, Reply, ToolCall
+from tests.fakellm import FakeLLM, Reply, RequestView, ToolCall
 
 BUNDLED = ROOT / "skills"
 
@@ -152,8 +152,8 @@ def test_instruction_only_skill_with_references(client: TestClient, fake_llm: Fa
 def test_a_two_domain_question_is_one_expert_and_two_model_calls_over_http(
     client: TestClient, fake_llm: FakeLLM
 ) -> None:
-    def answer(body: dict[str, Any]) -> Reply:
-        results = [json.loads(m["content"]) for m in body["messages"] if m["role"] == "tool"]
+    def answer(request: RequestView) -> Reply:
+        results = [json.loads(m.text) for m in request.results]
         return Reply(content=f"{len(results)} results: " + json.dumps(results)[:200])
 
     fake_llm.script(

@@ -18,7 +18,7 @@ import pytest
 from tests.fakellm import FakeLLM, Reply, ToolCall
 from tests.integration.test_server_process import Service
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "skills"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "skills" / "containment"
 MESSAGE = {"role": "user", "content": "file a claim for the pump"}
 
 

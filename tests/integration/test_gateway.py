@@ -4,7 +4,7 @@ through LangChain; retries and fallbacks across both."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -24,12 +24,6 @@ async def _close_gateways() -> AsyncIterator[None]:
     yield
     while _OPENED:
         await _OPENED.pop().aclose()
-
-
-@pytest.fixture
-def backup_llm() -> Iterator[FakeLLM]:
-    with FakeLLM() as fake:
-        yield fake
 
 
 def gateway_for(
@@ -224,6 +218,7 @@ async def test_a_refused_key_is_not_retried_but_falls_back(
     tmp_path: Path, fake_llm: FakeLLM, backup_llm: FakeLLM
 ) -> None:
     fake_llm.script(Reply(status=401), Reply(content="never asked"))
+    fake_llm.allow_leftovers()  # the point: a retry would have had an answer waiting
     backup_llm.script(Reply(content="from backup"))
     gateway = gateway_for(tmp_path, fake_llm, backup_llm, retries=2)
     reply = await gateway.chat_model().ainvoke(HELLO)

@@ -40,8 +40,7 @@ from tests.contract import (
     sse_events,
 )
 from tests.fakellm import FakeLLM, Reply, ToolCall
-from tests.integration.test_skills_live import orders_skill
-from tests.skillkit import write_skill
+from tests.skillkit import copy_fixture_skill, write_skill
 
 LIMIT = 300_000  # request bytes: room for a message at the text limit
 CHAT, RUN = "/v1/chat/completions", "/v1/threads/{}/runs/stream"
@@ -58,7 +57,7 @@ def client(
     impatient one (for timeouts), a small body limit; server errors are answered, not raised."""
     root = tmp_path_factory.mktemp("openapi")
     skills = root / "skills"
-    orders_skill(skills)
+    copy_fixture_skill(skills, "storefront/order-lookup")
     write_skill(
         skills, "weather-report", "Current weather for a city.", config={"triggers": ["weather"]}
     )

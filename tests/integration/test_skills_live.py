@@ -14,54 +14,12 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from tests.fakellm import FakeLLM, Reply, ToolCall
-from tests.skillkit import tool, write_skill
-
-ORDERS_HANDLER = """
-ORDERS = {"ORD1001": {"order_id": "ORD1001", "status": "shipped", "carrier": "DHL",
-                      "internal_margin": 0.31}}
-
-def get_order(order_id):
-    if order_id not in ORDERS:
-        raise ValueError(f"no order {order_id}")
-    return ORDERS[order_id]
-"""
-
-
-def orders_skill(root: Path, name: str = "order-lookup") -> Path:
-    return write_skill(
-        root,
-        name,
-        "Look up a customer's order by its order number: status, carrier, delivery date.",
-        body="Ask for the order number if it is missing. Never reveal internal margins.",
-        config={
-            "triggers": ["order", "parcel", "package", "订单"],
-            "examples": ["where is my order ORD1001", "has my parcel shipped"],
-            "tools": [
-                tool(
-                    "get_order",
-                    "handler:get_order",
-                    {"order_id": {"type": "string", "pattern": "^ORD[0-9]+$"}},
-                    ["order_id"],
-                    limits={"keep_fields": ["order_id", "status", "carrier"]},
-                )
-            ],
-        },
-        handler=ORDERS_HANDLER,
-        files={"references/shipping.md": "# Shipping\nDHL delivers in 2 days.\n"},
-    )
+from tests.skillkit import copy_fixture_skill, copy_fixture_skills
 
 
 @pytest.fixture
 def skills_dir(tmp_path: Path) -> Path:
-    root = tmp_path / "skills"
-    orders_skill(root)
-    write_skill(
-        root,
-        "weather-report",
-        "Current weather and forecast for a city.",
-        config={"triggers": ["weather", "rain", "forecast"]},
-    )
-    return root
+    return copy_fixture_skills(tmp_path / "skills", "storefront")  # orders and weather
 
 
 @pytest.fixture
@@ -89,10 +47,11 @@ def names(client: TestClient) -> list[str]:
 def test_a_folder_copied_in_is_searchable_and_callable_within_two_seconds(
     client: TestClient, skills_dir: Path, tmp_path: Path
 ) -> None:
-    source = orders_skill(tmp_path / "elsewhere", "parcel-tracker")
+    source = copy_fixture_skill(tmp_path / "elsewhere", "storefront/order-lookup", "parcel-tracker")
     config = (source / "skill.yaml").read_text().replace("get_order", "track_parcel")
     (source / "skill.yaml").write_text(config)
-    (source / "handler.py").write_text(ORDERS_HANDLER.replace("get_order", "track_parcel"))
+    handler = (source / "handler.py").read_text().replace("get_order", "track_parcel")
+    (source / "handler.py").write_text(handler)
     time.sleep(0.3)  # let the watcher settle on the initial tree
     shutil.copytree(source, skills_dir / "parcel-tracker")
     started = time.monotonic()

@@ -12,13 +12,13 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from tests.fakellm import FakeLLM, Reply, ToolCall
-from tests.integration.test_skills_live import orders_skill
+from tests.skillkit import copy_fixture_skill
 
 
 @pytest.fixture
 def client(model_settings: Any, tmp_path: Path) -> Iterator[TestClient]:
     skills = tmp_path / "skills"
-    orders_skill(skills)
+    copy_fixture_skill(skills, "storefront/order-lookup")
     settings = model_settings.model_copy(update={"skills_dir": skills, "skills_embeddings": True})
     with TestClient(create_app(settings)) as test_client:
         yield test_client
@@ -106,7 +106,7 @@ def test_bad_thread_ids_and_unknown_threads(client: TestClient) -> None:
 
 def test_routing_is_visible_without_a_model(make_settings: Any, tmp_path: Path) -> None:
     skills = tmp_path / "skills"
-    orders_skill(skills)
+    copy_fixture_skill(skills, "storefront/order-lookup")
     settings = make_settings(skills_dir=skills, skills_embeddings=True)
     with TestClient(create_app(settings)) as no_model:
         response = no_model.post(

@@ -12,14 +12,14 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from tests.fakellm import FakeLLM, Reply
-from tests.integration.test_skills_live import orders_skill
+from tests.skillkit import copy_fixture_skill
 
 LONE = '"x \\ud800 y"'  # as JSON spells it: the body is valid UTF-8, its text is not Unicode
 
 
 @pytest.fixture
 def client(model_settings: Any, tmp_path: Path) -> Iterator[TestClient]:
-    orders_skill(tmp_path / "skills")
+    copy_fixture_skill(tmp_path / "skills", "storefront/order-lookup")
     settings = model_settings.model_copy(update={"skills_dir": tmp_path / "skills"})
     with TestClient(create_app(settings)) as test_client:
         yield test_client

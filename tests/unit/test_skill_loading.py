@@ -10,7 +10,7 @@ import pytest
 from agents.errors import SkillLoadError, SkillNotFound
 from agents.skills.loader import load_skill
 from agents.skills.registry import SkillRegistry
-from tests.skillkit import tool, write_skill
+from tests.skillkit import FIXTURE_SKILLS, tool, write_skill
 
 
 def problems_of(folder: Path) -> list[str]:
@@ -273,3 +273,13 @@ def test_a_long_reference_list_is_capped_with_a_warning(tmp_path: Path) -> None:
     skill = load_skill(write_skill(tmp_path, "many", files=files))
     assert len(skill.references) == 200
     assert any("300 of 500 references are not listed" in w for w in skill.warnings)
+
+
+def test_every_fixture_skill_set_is_a_skills_folder_that_loads_cleanly() -> None:
+    sets = sorted(p for p in FIXTURE_SKILLS.iterdir() if p.is_dir())
+    assert [s.name for s in sets] == ["containment", "runner", "shop-floor", "storefront"]
+    for folder in sets:
+        registry = SkillRegistry(folder)
+        report = registry.reload()
+        assert registry.errors == [], folder.name
+        assert report.added == sorted(p.parent.name for p in folder.glob("*/SKILL.md"))

@@ -15,51 +15,7 @@ from agents.errors import HandlersBusy
 from agents.skills.registry import SkillRegistry
 from agents.skills.runner import ToolRunner
 from agents.skills.threads import HandlerThreads
-from tests.skillkit import tool, write_skill
-
-HANDLER = """
-import asyncio, json
-from pathlib import Path
-
-CALLS = []
-
-def get_order(order_id, context):
-    CALLS.append(order_id)
-    if order_id == "ORD404":
-        raise ValueError(f"no order {order_id}")
-    return {"order_id": order_id, "status": "shipped", "secret": "x", "notes": "n" * 50}
-
-async def slow(seconds):
-    await asyncio.sleep(seconds)
-    return "done"
-
-def many():
-    return [{"i": i, "junk": "j" * 100} for i in range(50)]
-
-def bye():
-    raise SystemExit(3)
-
-async def abye():
-    raise SystemExit(4)
-
-def hang(seconds):
-    import time
-    time.sleep(seconds)
-    return "woke"
-
-def stop():
-    raise StopIteration("done early")
-
-def pairs():
-    return tuple((i, i * i) for i in range(10))
-
-def odd():
-    return {"tags": {"a"}, "raw": b"\\xffok", "when": Path("/x")}
-
-def whoami(context):
-    return {"skill": context.skill, "key": context.idempotency_key,
-            "data_dir": str(context.data_dir), "thread": context.thread_id}
-"""
+from tests.skillkit import copy_fixture_skill, tool, write_skill
 
 
 @pytest.fixture(params=["process", "thread"])
@@ -68,45 +24,10 @@ async def runner(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterato
     default) and in threads (``isolation: thread``)."""
     isolation = request.param
     skills = tmp_path / "skills"
-    write_skill(
-        skills,
-        "orders",
-        config={
-            "isolation": isolation,
-            "limits": {"max_chars": 200},
-            "tools": [
-                tool(
-                    "get_order",
-                    "handler:get_order",
-                    {"order_id": {"type": "string", "pattern": "^ORD[0-9]+$"}},
-                    ["order_id"],
-                    limits={"keep_fields": ["order_id", "status"]},
-                ),
-                tool(
-                    "slow",
-                    "handler:slow",
-                    {"seconds": {"type": "number"}},
-                    ["seconds"],
-                    timeout_s=0.2,
-                ),
-                tool("many", "handler:many", limits={"max_items": 3, "keep_fields": ["i"]}),
-                tool("whoami", "handler:whoami", side_effects=True),
-                tool("bye", "handler:bye"),
-                tool("abye", "handler:abye"),
-                tool(
-                    "hang",
-                    "handler:hang",
-                    {"seconds": {"type": "number"}},
-                    ["seconds"],
-                    timeout_s=0.1,
-                ),
-                tool("odd", "handler:odd"),
-                tool("stop", "handler:stop"),
-                tool("pairs", "handler:pairs", limits={"max_items": 3}),
-            ],
-        },
-        handler=HANDLER,
-    )
+    orders = copy_fixture_skill(skills, "runner/orders")
+    config = orders / "skill.yaml"
+    config.write_text(f"isolation: {isolation}\n" + config.read_text())
+    # Handlers broken on purpose, inline: failing to import is the point.
     write_skill(
         skills,
         "quitter",
@@ -209,12 +130,7 @@ async def test_context_has_a_stable_idempotency_key_per_call(runner: ToolRunner)
 
 
 async def test_character_limit_marks_truncation(tmp_path: Path) -> None:
-    write_skill(
-        tmp_path,
-        "big",
-        config={"limits": {"max_chars": 100}, "tools": [tool("big_text", "handler:big_text")]},
-        handler="def big_text():\n    return 'x' * 1000\n",
-    )
+    copy_fixture_skill(tmp_path, "runner/big")  # max_chars 100; big_text returns 1000 "x"
     registry = SkillRegistry(tmp_path)
     registry.reload()
     result = await ToolRunner(registry, tmp_path / "d").call("big_text", {})
@@ -234,31 +150,7 @@ def test_tool_limits_override_skill_limits_field_by_field() -> None:
 
 
 async def test_any_of_errors_say_what_each_alternative_wanted(tmp_path: Path) -> None:
-    params = {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "sku": {"type": "string"},
-            "query": {"type": "string"},
-            "day": {"type": "string", "format": "date"},
-        },
-        "anyOf": [{"required": ["sku"]}, {"required": ["query"]}],
-    }
-    write_skill(
-        tmp_path,
-        "stock",
-        config={
-            "tools": [
-                {
-                    "name": "get_stock",
-                    "description": "d",
-                    "handler": "handler:get_stock",
-                    "parameters": params,
-                }
-            ]
-        },
-        handler="def get_stock(**kw):\n    return kw\n",
-    )
+    copy_fixture_skill(tmp_path, "runner/stock")  # sku or query (anyOf); day is a date
     registry = SkillRegistry(tmp_path)
     registry.reload()
     runner = ToolRunner(registry, tmp_path / "d")

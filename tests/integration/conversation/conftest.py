@@ -1,0 +1,36 @@
+"""Services over the shop-floor skills and the scripted model, for the graph's tests."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.services import Services, open_services
+from tests.integration.conversation.kit import make_skills
+
+
+@pytest.fixture
+async def services(model_settings: Any, tmp_path: Path) -> AsyncIterator[Services]:
+    """Services over the shop-floor skills, with embeddings, answering from ``fake_llm``."""
+    settings = model_settings.model_copy(
+        update={"skills_dir": make_skills(tmp_path / "skills"), "skills_embeddings": True}
+    )
+    async with open_services(settings) as opened:
+        yield opened
+
+
+@pytest.fixture
+async def fan_out(model_settings: Any, tmp_path: Path) -> AsyncIterator[Services]:
+    """Services that give every request its own expert (no joint expert)."""
+    settings = model_settings.model_copy(
+        update={
+            "skills_dir": make_skills(tmp_path / "skills"),
+            "skills_embeddings": True,
+            "joint_expert_tokens": 0,
+        }
+    )
+    async with open_services(settings) as opened:
+        yield opened
