@@ -12,8 +12,8 @@ from langgraph.types import Send
 
 from agents.errors import BudgetExceeded, ModelError
 from agents.graph.experts import expert_prompt
-from agents.graph.loop import complete
 from agents.graph.nodes import Brain, Node, last_user_text
+from agents.loop import complete
 from agents.models.usage import call_usage
 from agents.run import current_context, emit
 from agents.skills.meta import Scope

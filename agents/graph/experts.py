@@ -9,8 +9,8 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
 from agents.errors import ModelError, SkillNotFound
-from agents.graph.loop import LoopResult
 from agents.graph.nodes import Brain, Node, loop_update, no_model_reply
+from agents.loop import LoopResult, expert_system
 from agents.run import emit
 from agents.skills.loader import Skill
 from agents.skills.meta import META_TOOLS, Scope, openai_tool
@@ -25,34 +25,12 @@ def expert_prompt(
     inputs: dict[str, Any] | None = None,
     requests: list[Task] | None = None,
 ) -> str:
-    """An expert's system prompt, compiled at run time from the template and the skills.
-
-    One skill for an expert, several for a joint expert (``requests`` then lists what the user
-    asked of each). ``inputs`` (results of earlier tasks) are rendered as a delimited data
-    block, apart from the instruction: text another expert produced must not read as an order.
-    """
+    """An expert's system prompt for the named skills (see ``expert_system``)."""
     assert brain.skills is not None
     names = [skill_names] if isinstance(skill_names, str) else skill_names
     skills = [brain.skills.registry.get(name) for name in names]
-    return brain.prompts.render(
-        "expert",
-        # The one-skill names of earlier versions, for a customised template that uses them.
-        skill=skills[0],
-        instructions=skills[0].body(),
-        references=list(skills[0].references),
-        skills=[
-            {
-                "name": skill.name,
-                "description": skill.description,
-                "instructions": skill.body(),
-                "references": list(skill.references),
-            }
-            for skill in skills
-        ],
-        requests=requests or [],
-        task=task,
-        inputs=inputs or {},
-        summary=None,
+    return expert_system(
+        brain.prompts, skills, task=task, inputs=inputs, requests=list(requests or [])
     )
 
 

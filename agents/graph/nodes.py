@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 
 from agents.errors import NO_MODEL_HINT
-from agents.graph.loop import LoopResult, run_tool_loop
+from agents.loop import LoopResult, run_tool_loop
 from agents.models import ModelGateway
 from agents.prompts import Prompts
 from agents.router.router import Router

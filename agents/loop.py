@@ -1,4 +1,5 @@
-"""The tool-calling loop every answering node runs: model → tools → model, bounded."""
+"""What an expert runs: its system prompt, and the tool-calling loop every answering node
+runs (model → tools → model, bounded), in the conversation graph and in workflow nodes."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from agents.models.chat_model import finish_stream
 from agents.models.usage import call_usage
 from agents.prompts import Prompts
 from agents.run import RunContext, emit
+from agents.skills.loader import Skill
 from agents.skills.meta import Outcome, Scope, SkillTools
 
 
@@ -217,3 +219,38 @@ def _stopped(
 ) -> LoopResult:
     answer = AIMessage(content=text)
     return LoopResult([*new, answer], answer, _newly(scope, before), usage, stopped=why)
+
+
+def expert_system(
+    prompts: Prompts,
+    skills: list[Skill],
+    task: str | None = None,
+    inputs: dict[str, Any] | None = None,
+    requests: list[Any] | None = None,
+) -> str:
+    """An expert's system prompt, compiled at run time from the template and the skills.
+
+    One skill for an expert, several for a joint expert (``requests`` then lists what the user
+    asked of each). ``inputs`` (results of earlier tasks) are rendered as a delimited data
+    block, apart from the instruction: text another expert produced must not read as an order.
+    """
+    return prompts.render(
+        "expert",
+        # The one-skill names of earlier versions, for a customised template that uses them.
+        skill=skills[0],
+        instructions=skills[0].body(),
+        references=list(skills[0].references),
+        skills=[
+            {
+                "name": skill.name,
+                "description": skill.description,
+                "instructions": skill.body(),
+                "references": list(skill.references),
+            }
+            for skill in skills
+        ],
+        requests=requests or [],
+        task=task,
+        inputs=inputs or {},
+        summary=None,
+    )

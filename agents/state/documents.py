@@ -1,0 +1,187 @@
+"""Small JSON documents beside the checkpoints (workflow run records, approvals): one table,
+kept in the checkpoint database (the SQLite file, or PostgreSQL), found by kind, id and the
+few fields a listing filters on."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Protocol
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from agents.state.checkpointers import ThreadedSqliteSaver
+
+_TABLE = "skilldesk_documents"
+_SQLITE_TABLE = (
+    f"CREATE TABLE IF NOT EXISTS {_TABLE} (kind TEXT NOT NULL, id TEXT NOT NULL, "
+    "owner TEXT, status TEXT, updated REAL NOT NULL, body TEXT NOT NULL, PRIMARY KEY (kind, id))"
+)
+_POSTGRES_TABLE = (
+    f"CREATE TABLE IF NOT EXISTS {_TABLE} (kind TEXT NOT NULL, id TEXT NOT NULL, "
+    "owner TEXT, status TEXT, updated DOUBLE PRECISION NOT NULL, body TEXT NOT NULL, "
+    "PRIMARY KEY (kind, id))"
+)
+
+
+class Documents(Protocol):
+    """Where documents are kept."""
+
+    async def put(self, kind: str, doc_id: str, body: dict[str, Any], **index: Any) -> None:
+        """Write a document (``index``: its ``owner`` and ``status``, for listings)."""
+        ...
+
+    async def get(self, kind: str, doc_id: str) -> dict[str, Any] | None:
+        """One document, or None."""
+        ...
+
+    async def find(
+        self, kind: str, *, owner: str | None = None, status: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        """Documents of ``kind``, newest first, filtered by owner and status."""
+        ...
+
+
+class MemoryDocuments:
+    """Documents in memory (tests, a graph without a store)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, str], tuple[str | None, str | None, float, str]] = {}
+
+    async def put(self, kind: str, doc_id: str, body: dict[str, Any], **index: Any) -> None:
+        """See ``Documents.put``."""
+        row = (index.get("owner"), index.get("status"), time.time(), json.dumps(body))
+        self.rows[(kind, doc_id)] = row
+
+    async def get(self, kind: str, doc_id: str) -> dict[str, Any] | None:
+        """See ``Documents.get``."""
+        row = self.rows.get((kind, doc_id))
+        return None if row is None else dict(json.loads(row[3]))
+
+    async def find(
+        self, kind: str, *, owner: str | None = None, status: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        """See ``Documents.find``."""
+        rows = [
+            row
+            for (k, _), row in self.rows.items()
+            if k == kind and owner in (None, row[0]) and status in (None, row[1])
+        ]
+        rows.sort(key=lambda row: -row[2])
+        return [json.loads(row[3]) for row in rows[:limit]]
+
+
+class SqliteDocuments:
+    """Documents in the SQLite checkpoint file, on the checkpointer's thread."""
+
+    def __init__(self, saver: ThreadedSqliteSaver) -> None:
+        self.saver = saver
+        self._ready = False
+
+    async def put(self, kind: str, doc_id: str, body: dict[str, Any], **index: Any) -> None:
+        """See ``Documents.put``."""
+        row = (kind, doc_id, index.get("owner"), index.get("status"), time.time(), _dump(body))
+        await self.saver.run(self._write, row)
+
+    async def get(self, kind: str, doc_id: str) -> dict[str, Any] | None:
+        """See ``Documents.get``."""
+        rows = await self.saver.run(
+            self._read, f"SELECT body FROM {_TABLE} WHERE kind = ? AND id = ?", (kind, doc_id)
+        )
+        return json.loads(rows[0][0]) if rows else None
+
+    async def find(
+        self, kind: str, *, owner: str | None = None, status: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        """See ``Documents.find``."""
+        where, args = _where(kind, owner, status, "?")
+        sql = f"SELECT body FROM {_TABLE} WHERE {where} ORDER BY updated DESC LIMIT ?"
+        rows = await self.saver.run(self._read, sql, (*args, limit))
+        return [json.loads(row[0]) for row in rows]
+
+    def _setup(self) -> None:
+        if not self._ready:
+            self.saver.conn.execute(_SQLITE_TABLE)
+            self._ready = True
+
+    def _write(self, row: tuple[Any, ...]) -> None:
+        self._setup()
+        with self.saver.conn as conn:
+            conn.execute(f"INSERT OR REPLACE INTO {_TABLE} VALUES (?, ?, ?, ?, ?, ?)", row)
+
+    def _read(self, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        self._setup()
+        return list(self.saver.conn.execute(sql, args).fetchall())
+
+
+class PostgresDocuments:
+    """Documents in the PostgreSQL checkpoint database (shared by every process)."""
+
+    def __init__(self, pool: Any) -> None:
+        self.pool = pool
+        self._ready = False
+
+    async def put(self, kind: str, doc_id: str, body: dict[str, Any], **index: Any) -> None:
+        """See ``Documents.put``."""
+        await self._setup()
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                f"INSERT INTO {_TABLE} VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (kind, id) "
+                "DO UPDATE SET owner = EXCLUDED.owner, status = EXCLUDED.status, "
+                "updated = EXCLUDED.updated, body = EXCLUDED.body",
+                (kind, doc_id, index.get("owner"), index.get("status"), time.time(), _dump(body)),
+            )
+
+    async def get(self, kind: str, doc_id: str) -> dict[str, Any] | None:
+        """See ``Documents.get``."""
+        rows = await self._read(
+            f"SELECT body FROM {_TABLE} WHERE kind = %s AND id = %s", (kind, doc_id)
+        )
+        return json.loads(rows[0]["body"]) if rows else None
+
+    async def find(
+        self, kind: str, *, owner: str | None = None, status: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        """See ``Documents.find``."""
+        where, args = _where(kind, owner, status, "%s")
+        sql = f"SELECT body FROM {_TABLE} WHERE {where} ORDER BY updated DESC LIMIT %s"
+        return [json.loads(row["body"]) for row in await self._read(sql, (*args, limit))]
+
+    async def _setup(self) -> None:
+        if not self._ready:
+            async with self.pool.connection() as conn:
+                await conn.execute(_POSTGRES_TABLE)
+            self._ready = True
+
+    async def _read(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
+        await self._setup()
+        async with self.pool.connection() as conn:
+            cursor = await conn.execute(sql, args)
+            return list(await cursor.fetchall())
+
+
+def documents_for(saver: BaseCheckpointSaver[Any] | None) -> Documents:
+    """The documents store beside ``saver``'s checkpoints (in memory for other savers)."""
+    if isinstance(saver, ThreadedSqliteSaver):
+        return SqliteDocuments(saver)
+    pool = getattr(saver, "conn", None)
+    if type(saver).__name__.startswith("AsyncPostgres") and hasattr(pool, "connection"):
+        return PostgresDocuments(pool)
+    return MemoryDocuments()
+
+
+def _where(
+    kind: str, owner: str | None, status: str | None, mark: str
+) -> tuple[str, tuple[Any, ...]]:
+    clauses, args = [f"kind = {mark}"], [kind]
+    if owner is not None:
+        clauses.append(f"owner = {mark}")
+        args.append(owner)
+    if status is not None:
+        clauses.append(f"status = {mark}")
+        args.append(status)
+    return " AND ".join(clauses), tuple(args)
+
+
+def _dump(body: dict[str, Any]) -> str:
+    return json.dumps(body, ensure_ascii=False, default=str)

@@ -1,0 +1,524 @@
+"""The workflow engine: a workflow compiles to a LangGraph graph run with the service's
+checkpointer (one checkpoint after every node), on a thread of its own per run.
+
+Each node's output is kept in state under its id; a node runs through its kind's executor
+with its retries, timeout and ``on_error``; an approval is an interrupt that waits across
+restarts; every run leaves an execution record (status, and per node: status, time, output or
+error) beside the checkpoints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Annotated, Any, Protocol, TypedDict
+
+import structlog
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.errors import GraphBubbleUp
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import get_runtime
+from langgraph.types import Command
+
+from agents.errors import SkilldeskError
+from agents.models import ModelGateway
+from agents.prompts import Prompts
+from agents.run import emit
+from agents.skills.service import SkillService
+from agents.state.documents import Documents, MemoryDocuments
+from agents.state.schema import add_usage
+from agents.workflows.executors import Executor, NodeContext, Outcome, RunInfo, load_executors
+from agents.workflows.flow import Flow
+from agents.workflows.spec import InputSpec, WorkflowSpec
+from agents.workflows.templates import render
+
+log = structlog.get_logger(__name__)
+RUN = "workflow_run"  # the documents' kind
+FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
+
+
+class WorkflowFailed(SkilldeskError):
+    """A node failed and its ``on_error`` is ``fail``: the run ends FAILED."""
+
+    code = "workflow_failed"
+
+
+class RunNotFound(SkilldeskError):
+    """No workflow run (or approval) by that id."""
+
+    code = "run_not_found"
+
+
+class AlreadyDecided(SkilldeskError):
+    """The approval was decided already (or its run is no longer waiting)."""
+
+    code = "already_decided"
+
+
+class BadInputs(SkilldeskError):
+    """Inputs a workflow cannot start with (missing, wrong type, not allowed)."""
+
+    code = "invalid_inputs"
+
+
+class LoadedWorkflow(Protocol):
+    """A workflow as the registry holds it."""
+
+    name: str
+    spec: WorkflowSpec
+    flow: Flow
+    fingerprint: str
+
+
+class WorkflowSource(Protocol):
+    """Where workflows come from (the registry)."""
+
+    def get(self, name: str) -> LoadedWorkflow: ...
+
+
+def merge(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
+    """Reducer: keys of the right side replace those of the left."""
+    return {**(left or {}), **(right or {})}
+
+
+class WorkflowState(TypedDict, total=False):
+    """A run's state: its inputs, and each node's output under its id."""
+
+    inputs: dict[str, Any]
+    nodes: Annotated[dict[str, dict[str, Any]], merge]
+    goto: Annotated[dict[str, list[str]], merge]
+    usage: Annotated[dict[str, int], add_usage]
+
+
+@dataclass(frozen=True)
+class WorkflowContext:
+    """LangGraph runtime context of a workflow run."""
+
+    run: RunInfo
+
+
+class WorkflowEngine:
+    """Runs workflows; keeps their execution records and their approvals.
+
+    Args:
+        workflows: Where workflows are found by name (the registry).
+        checkpointer: The service's checkpointer (each run is a thread of its own).
+        documents: Where execution records are kept (beside the checkpoints).
+        skills, gateway, prompts: What the nodes use.
+        max_rounds: Tool-calling rounds of an expert node.
+    """
+
+    def __init__(
+        self,
+        workflows: WorkflowSource,
+        checkpointer: BaseCheckpointSaver[Any] | None,
+        *,
+        skills: SkillService | None,
+        gateway: ModelGateway,
+        prompts: Prompts,
+        documents: Documents | None = None,
+        max_rounds: int = 5,
+    ) -> None:
+        self.workflows = workflows
+        self.checkpointer = checkpointer
+        self.skills = skills
+        self.gateway = gateway
+        self.prompts = prompts
+        self.documents = documents or MemoryDocuments()
+        self.max_rounds = max_rounds
+        self._executors = load_executors()
+        self._graphs: dict[tuple[str, str], CompiledStateGraph[Any, Any, Any, Any]] = {}
+        self._records: dict[str, dict[str, Any]] = {}  # runs under way, written through
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def flow(self, name: str) -> Flow:
+        """The flow of workflow ``name``."""
+        return self.workflows.get(name).flow
+
+    # Running.
+
+    async def stream(
+        self,
+        name: str,
+        inputs: dict[str, Any],
+        *,
+        thread_id: str | None = None,
+        profile: str | None = None,
+        parent: str | None = None,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Start a run and yield its events; the last one is ``workflow_ended`` with the
+        record (status SUCCEEDED, FAILED or WAITING for an approval).
+
+        Raises:
+            BadInputs: before the run starts, naming each input that is missing or wrong.
+        """
+        workflow = self.workflows.get(name)
+        values = check_inputs(workflow.spec, inputs)
+        run_id = uuid.uuid4().hex
+        record = {
+            "id": run_id,
+            "workflow": name,
+            "version": workflow.spec.version,
+            "fingerprint": workflow.fingerprint,
+            "thread_id": thread_id,
+            "parent": parent,
+            "profile": profile,
+            "status": "RUNNING",
+            "started": time.time(),
+            "ended": None,
+            "inputs": values,
+            "outputs": {},
+            "error": None,
+            "nodes": {},
+            "waiting": None,
+        }
+        await self._save(record)
+        async for event in self._drive(record, {"inputs": values}):
+            yield event
+
+    async def run(
+        self,
+        name: str,
+        inputs: dict[str, Any],
+        *,
+        thread_id: str | None = None,
+        profile: str | None = None,
+        parent: str | None = None,
+    ) -> dict[str, Any]:
+        """Run to its end (or to an approval) and return the record."""
+        last: dict[str, Any] = {}
+        async for event in self.stream(
+            name, inputs, thread_id=thread_id, profile=profile, parent=parent
+        ):
+            last = event
+        return dict(last["record"])
+
+    async def decide(
+        self, approval_id: str, *, approved: bool, by: str = "", comment: str = ""
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Decide a pending approval; the run resumes with no new input. Yields the resumed
+        run's events, the last ``workflow_ended``.
+
+        Raises:
+            RunNotFound: no pending or past approval by that id.
+            AlreadyDecided: it was decided before (a 409 for the API).
+        """
+        run_id = approval_id.split("-", 1)[0]
+        lock = self._locks.setdefault(run_id, asyncio.Lock())
+        async with lock:
+            record = await self.get_run(run_id)
+            waiting = record.get("waiting") or {}
+            if waiting.get("approval_id") != approval_id:
+                decided = any(
+                    (node.get("output") or {}).get("approval_id") == approval_id
+                    for node in record["nodes"].values()
+                    if isinstance(node.get("output"), dict)
+                )
+                if decided or record["status"] in FINAL:
+                    raise AlreadyDecided(f"approval {approval_id} was decided already")
+                raise RunNotFound(f"there is no pending approval {approval_id}")
+            decision = {"approved": approved, "by": by, "comment": comment, "at": time.time()}
+            record = {**record, "status": "RUNNING", "waiting": None}
+            await self._save(record)
+        async for event in self._drive(record, Command(resume=decision)):
+            yield event
+
+    async def resume(self, run_id: str) -> dict[str, Any]:
+        """Go on with a run from its last checkpoint (its process died mid-way); finished
+        nodes are not run again, side effects are not repeated."""
+        record = await self.get_run(run_id)
+        last: dict[str, Any] = {"record": record}
+        async for event in self._drive(record, None):
+            last = event
+        return dict(last["record"])
+
+    async def resume_orphans(self) -> list[str]:
+        """Resume every run left RUNNING by a process that stopped (at start-up)."""
+        orphans = [r["id"] for r in await self.documents.find(RUN, status="RUNNING")]
+        for run_id in orphans:
+            log.info("workflow.resuming", run_id=run_id)
+            await self.resume(run_id)
+        return orphans
+
+    # Records.
+
+    async def get_run(self, run_id: str) -> dict[str, Any]:
+        """A run's execution record.
+
+        Raises:
+            RunNotFound: for an unknown id.
+        """
+        record = self._records.get(run_id) or await self.documents.get(RUN, run_id)
+        if record is None:
+            raise RunNotFound(f"there is no workflow run {run_id!r}")
+        return dict(record)
+
+    async def list_runs(
+        self, *, workflow: str | None = None, status: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        """Execution records, newest first."""
+        runs = await self.documents.find(RUN, status=status, limit=limit)
+        return [r for r in runs if workflow in (None, r["workflow"])]
+
+    async def approvals(self) -> list[dict[str, Any]]:
+        """Pending approvals, each with its run, workflow and thread (the inbox)."""
+        runs = await self.documents.find(RUN, status="WAITING", limit=500)
+        return [
+            {
+                **r["waiting"],
+                "run_id": r["id"],
+                "workflow": r["workflow"],
+                "thread_id": r["thread_id"],
+            }
+            for r in runs
+            if r.get("waiting")
+        ]
+
+    # The graph.
+
+    def _graph(self, workflow: LoadedWorkflow) -> CompiledStateGraph[Any, Any, Any, Any]:
+        key = (workflow.name, workflow.fingerprint)
+        graph = self._graphs.get(key)
+        if graph is None:
+            graph = compile_workflow(self, workflow)
+            self._graphs = {k: v for k, v in self._graphs.items() if k[0] != workflow.name}
+            self._graphs[key] = graph
+        return graph
+
+    async def _drive(self, record: dict[str, Any], start: Any) -> AsyncIterator[dict[str, Any]]:
+        run_id = record["id"]
+        workflow = self.workflows.get(record["workflow"])
+        graph = self._graph(workflow)
+        config: Any = {"configurable": {"thread_id": f"workflow:{run_id}"}}
+        info = RunInfo(run_id, record["workflow"], record.get("thread_id"), record.get("profile"))
+        self._records[run_id] = record
+        try:
+            async for mode, payload in graph.astream(
+                start, config, context=WorkflowContext(info), stream_mode=["custom", "updates"]
+            ):
+                if mode == "custom" and isinstance(payload, dict):
+                    yield payload
+                elif mode == "updates" and isinstance(payload, dict):
+                    await self._note(record, payload)
+            snapshot = await graph.aget_state(config)
+            pending = [i.value for t in snapshot.tasks for i in t.interrupts]
+            if pending:
+                record.update(status="WAITING", waiting=pending[0])
+                yield {"type": "approval_required", "run_id": run_id, **pending[0]}
+            else:
+                values = dict(snapshot.values or {})
+                record.update(status="SUCCEEDED", outputs=_outputs(workflow.spec, values, info))
+        except WorkflowFailed as exc:
+            record.update(status="FAILED", error=exc.message)
+        except Exception as exc:  # a bug or a store failure fails the run, not the service
+            log.exception("workflow.crashed", run_id=run_id)
+            record.update(status="FAILED", error=f"{type(exc).__name__}: {exc}")
+        if record["status"] in FINAL:
+            record["ended"] = time.time()
+        await self._save(record)
+        self._records.pop(run_id, None)
+        log.info("workflow.ended", run_id=run_id, status=record["status"], error=record["error"])
+        yield {"type": "workflow_ended", "record": dict(record)}
+
+    async def _note(self, record: dict[str, Any], update: dict[str, Any]) -> None:
+        """Copy what nodes reported into the record, and save it."""
+        for node_update in update.values():
+            if isinstance(node_update, dict):
+                for node_id, state in (node_update.get("nodes") or {}).items():
+                    record["nodes"][node_id] = _node_record(state)
+        await self._save(record)
+
+    async def _save(self, record: dict[str, Any]) -> None:
+        await self.documents.put(
+            RUN, record["id"], record, owner=record.get("thread_id"), status=record["status"]
+        )
+
+
+def _approval(record: dict[str, Any]) -> dict[str, Any]:
+    """A pending approval as the inbox lists it."""
+    return {
+        **record["waiting"],
+        "run_id": record["id"],
+        "workflow": record["workflow"],
+        "thread_id": record["thread_id"],
+    }
+
+
+def check_inputs(spec: WorkflowSpec, given: dict[str, Any]) -> dict[str, Any]:
+    """The run's inputs: given values checked and converted, defaults filled in.
+
+    Raises:
+        BadInputs: naming each input that is missing, unknown or of the wrong type.
+    """
+    problems: list[str] = []
+    values: dict[str, Any] = {}
+    for name in given:
+        if name not in spec.inputs:
+            problems.append(f"{name!r} is not an input of {spec.name} ({sorted(spec.inputs)})")
+    for name, declared in spec.inputs.items():
+        if given.get(name) is None:
+            if declared.default is not None:
+                values[name] = declared.default
+            elif declared.required:
+                problems.append(f"{name!r} is required: {declared.description or declared.type}")
+            continue
+        try:
+            values[name] = convert(declared, given[name])
+        except (TypeError, ValueError) as exc:
+            problems.append(f"{name!r}: {exc}")
+    if problems:
+        raise BadInputs(f"workflow {spec.name!r} cannot start: " + "; ".join(problems))
+    return values
+
+
+def convert(declared: InputSpec, value: Any) -> Any:
+    """``value`` as the input's type (text from a message becomes a number...)."""
+    kind = declared.type
+    if kind == "string":
+        out: Any = str(value)
+    elif kind == "boolean":
+        out = (
+            value if isinstance(value, bool) else str(value).strip().lower() in ("true", "yes", "1")
+        )
+    elif kind == "integer":
+        out = int(str(value).strip())
+    else:
+        number = float(str(value).strip().replace(",", ""))
+        out = int(number) if number.is_integer() else number
+    if declared.enum is not None and out not in declared.enum:
+        raise ValueError(f"must be one of {list(declared.enum)}")
+    return out
+
+
+def compile_workflow(
+    engine: WorkflowEngine, workflow: LoadedWorkflow
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """The LangGraph graph of ``workflow``: a node per node, its edges, joins that wait."""
+    spec, flow = workflow.spec, workflow.flow
+    graph = StateGraph(WorkflowState, context_schema=WorkflowContext)
+    kinds = {n.id: n.kind for n in spec.nodes}
+    joins = {n for n, k in kinds.items() if k == "join"}
+    for node in spec.nodes:
+        graph.add_node(node.id, _node_function(engine, workflow, node))
+    graph.add_edge(START, flow.entry)
+    for node in spec.nodes:
+        after = flow.successors.get(node.id, [])
+        if node.kind in ("switch", "approval") or flow.branches.get(node.id):
+            targets = [t for t in [*after, *flow.branches.get(node.id, [])] if t not in joins]
+            graph.add_conditional_edges(
+                node.id, _chooser(node.id, after, joins), [*dict.fromkeys(targets), END]
+            )
+        else:
+            for target in after:
+                if target not in joins:
+                    graph.add_edge(node.id, target)
+            if not after:
+                graph.add_edge(node.id, END)
+    for join in joins:
+        graph.add_edge(flow.incoming.get(join, []), join)
+    return graph.compile(checkpointer=engine.checkpointer, name=f"workflow:{workflow.name}")
+
+
+def _chooser(node_id: str, after: list[str], joins: set[str]) -> Any:
+    def choose(state: WorkflowState) -> list[str] | str:
+        chosen = (state.get("goto") or {}).get(node_id)
+        targets = after if chosen is None else chosen
+        targets = [t for t in targets if t not in joins]  # a join's own edge waits for it
+        return targets or (END if not any(t in joins for t in after) else [])
+
+    return choose
+
+
+def _node_function(engine: WorkflowEngine, workflow: LoadedWorkflow, node: Any) -> Any:
+    executor = engine._executors[node.kind]
+    branching = node.kind in ("switch", "approval") or bool(workflow.flow.branches.get(node.id))
+
+    async def run_node(state: WorkflowState) -> dict[str, Any]:
+        info = get_runtime(WorkflowContext).context.run
+        nodes = dict(state.get("nodes") or {})
+        visits = int((nodes.get(node.id) or {}).get("visits", 0))
+        if visits >= node.max_visits:
+            raise WorkflowFailed(f"node {node.id!r} ran {visits} times, its max_visits")
+        values = {
+            "inputs": state.get("inputs", {}),
+            "nodes": nodes,
+            "run": {"id": info.run_id, "workflow": info.workflow, "thread_id": info.thread_id},
+        }
+        ctx = NodeContext(node, values, info, engine, visits)
+        emit("node_started", node=node.id, workflow=info.workflow, kind=node.kind)
+        started = time.perf_counter()
+        status, error = "done", None
+        try:
+            outcome = await _attempts(executor, ctx)
+        except GraphBubbleUp:
+            raise  # an approval's interrupt: the run waits
+        except Exception as exc:
+            error = str(exc) if isinstance(exc, SkilldeskError) else f"{type(exc).__name__}: {exc}"
+            status = "failed"
+            emit("node_finished", node=node.id, workflow=info.workflow, ok=False, error=error)
+            if node.on_error == "fail":
+                raise WorkflowFailed(f"node {node.id!r} failed: {error}") from None
+            goto = None if node.on_error == "continue" else [node.on_error.goto]
+            outcome = Outcome(node.default if goto is None else {"error": error}, goto=goto)
+        ms = round((time.perf_counter() - started) * 1000, 2)
+        if status == "done":
+            emit("node_finished", node=node.id, workflow=info.workflow, ok=True, ms=ms)
+        entry = {"output": outcome.output, "status": status, "error": error, "ms": ms}
+        update: dict[str, Any] = {"nodes": {node.id: {**entry, "visits": visits + 1}}}
+        if branching or outcome.goto is not None:
+            chosen = outcome.goto
+            update["goto"] = {
+                node.id: workflow.flow.successors.get(node.id, []) if chosen is None else chosen
+            }
+        if outcome.usage:
+            update["usage"] = outcome.usage
+        return update
+
+    return run_node
+
+
+async def _attempts(executor: Executor, ctx: NodeContext) -> Outcome:
+    """The node's outcome after its retries, each within its timeout."""
+    node = ctx.node
+    wait = node.retry.backoff_s
+    for attempt in range(node.retry.attempts):
+        try:
+            if node.timeout_s is None or node.kind == "approval":
+                return await executor.run(ctx)
+            return await asyncio.wait_for(executor.run(ctx), node.timeout_s)
+        except GraphBubbleUp:
+            raise
+        except TimeoutError:
+            if attempt + 1 == node.retry.attempts:
+                raise WorkflowFailed(f"did not finish within {node.timeout_s:g} s") from None
+        except Exception:
+            if attempt + 1 == node.retry.attempts:
+                raise
+        await asyncio.sleep(wait)
+        wait *= 2
+    raise AssertionError("unreachable")
+
+
+def _outputs(spec: WorkflowSpec, values: dict[str, Any], info: RunInfo) -> dict[str, Any]:
+    context = {
+        "inputs": values.get("inputs", {}),
+        "nodes": values.get("nodes", {}),
+        "run": {"id": info.run_id, "workflow": info.workflow, "thread_id": info.thread_id},
+    }
+    return {k: render(v, context, f"outputs.{k}") for k, v in spec.outputs.items()}
+
+
+def _node_record(state: dict[str, Any]) -> dict[str, Any]:
+    output = state.get("output")
+    text = output if isinstance(output, str) else repr(output)
+    return {
+        "status": state.get("status"),
+        "ms": state.get("ms"),
+        "error": state.get("error"),
+        "visits": state.get("visits"),
+        "output": output if len(text) <= 2000 else text[:2000] + "…",
+    }

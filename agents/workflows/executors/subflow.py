@@ -1,0 +1,25 @@
+"""``workflow``: another workflow, run to its end; its outputs are this node's output."""
+
+from __future__ import annotations
+
+from agents.errors import HandlerFailed
+from agents.workflows.executors import NodeContext, Outcome, executor
+from agents.workflows.templates import render
+
+
+@executor("workflow")
+class SubWorkflowExecutor:
+    """Runs the named workflow with the rendered inputs, as a run of its own."""
+
+    async def run(self, ctx: NodeContext) -> Outcome:
+        inputs = render(ctx.node.inputs, ctx.values, "inputs")
+        record = await ctx.engine.run(
+            ctx.node.workflow,
+            inputs,
+            thread_id=ctx.run.thread_id,
+            parent=f"{ctx.run.run_id}:{ctx.node.id}#{ctx.visit}",
+        )
+        if record["status"] != "SUCCEEDED":
+            why = record.get("error") or f"it ended {record['status']}"
+            raise HandlerFailed(f"workflow {ctx.node.workflow!r} did not succeed: {why}")
+        return Outcome(record.get("outputs", {}))

@@ -1,0 +1,34 @@
+"""``tool``: one skill tool, validated, trimmed and idempotent as inside experts."""
+
+from __future__ import annotations
+
+from agents.errors import HandlerFailed
+from agents.skills.runner import idempotency_key_of
+from agents.workflows.executors import NodeContext, Outcome, executor
+from agents.workflows.templates import render
+
+
+@executor("tool")
+class ToolExecutor:
+    """Calls the node's tool with its rendered arguments."""
+
+    async def run(self, ctx: NodeContext) -> Outcome:
+        skills = ctx.engine.skills
+        if skills is None:
+            raise HandlerFailed(f"no skills are installed, so {ctx.node.tool} cannot run")
+        arguments = render(ctx.node.arguments, ctx.values, "arguments")
+        # One key per run, node and visit: a resumed run calls with the same key, and a
+        # side-effecting tool's journal answers it without running the handler again.
+        key = idempotency_key_of(
+            "workflow", ctx.node.tool, {}, ctx.run.run_id, f"{ctx.node.id}#{ctx.visit}"
+        )
+        result = await skills.call(
+            ctx.node.tool,
+            arguments,
+            thread_id=ctx.run.thread_id,
+            run_id=ctx.run.run_id,
+            idempotency_key=key,
+        )
+        if not result.ok:
+            raise HandlerFailed(result.content)
+        return Outcome(result.data if result.data is not None else result.content)

@@ -1,0 +1,185 @@
+"""The workflow engine on workflows written here: every node kind that needs no model or
+skill, branches, joins, approvals, errors and their handling, execution records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+import yaml
+from langgraph.checkpoint.memory import InMemorySaver
+
+from agents.models import ModelGateway
+from agents.prompts import Prompts
+from agents.workflows.engine import AlreadyDecided, BadInputs, RunNotFound, WorkflowEngine
+from agents.workflows.flow import Flow, flow_of
+from agents.workflows.spec import WorkflowSpec
+
+REFUND = """
+name: refund
+description: Small refunds at once, large ones approved.
+inputs: {amount: {type: number}}
+nodes:
+  - {id: check, kind: switch, cases: [{when: inputs.amount < 50, goto: auto}], otherwise: ask}
+  - {id: auto, kind: set, values: {how: automatic}, next: pay}
+  - id: ask
+    kind: approval
+    summary: "Refund {{ inputs.amount }}?"
+    data: {amount: "{{ inputs.amount }}"}
+    on_reject: refuse
+    next: pay
+  - {id: refuse, kind: notify, message: "Refused: {{ nodes.ask.output.comment }}"}
+  - {id: pay, kind: notify, message: "Refunded {{ inputs.amount }}"}
+outputs:
+  message: >-
+    {{ nodes.pay.output.message if nodes.pay is defined else nodes.refuse.output.message }}
+"""
+FAN = """
+name: fan
+description: Two branches and a join.
+nodes:
+  - {id: start, kind: set, values: {n: 2}, next: [left, right]}
+  - {id: left, kind: set, values: {v: "L{{ nodes.start.output.n }}"}, next: both}
+  - {id: right, kind: set, values: {v: R}, next: both}
+  - {id: both, kind: join, next: total}
+  - id: total
+    kind: set
+    values: {all: "{{ nodes.both.output.left.v }}{{ nodes.both.output.right.v }}"}
+outputs: {message: "{{ nodes.total.output.all }}"}
+"""
+ERRORS = """
+name: errors
+description: A failing node, handled three ways.
+inputs: {mode: {type: string, enum: [fail, continue, goto]}}
+nodes:
+  - {id: route, kind: switch, cases: [{when: "inputs.mode == 'fail'", goto: hard},
+      {when: "inputs.mode == 'continue'", goto: soft}], otherwise: jump}
+  - {id: hard, kind: set, values: {x: "{{ nodes.nowhere.output }}"}}
+  - {id: soft, kind: set, values: {x: "{{ nodes.nowhere.output }}"}, on_error: continue,
+     default: {x: fallback}, next: end}
+  - {id: jump, kind: set, values: {x: "{{ nodes.nowhere.output }}"}, on_error: {goto: end}}
+  - {id: end, kind: set, values: {seen: ok}}
+outputs: {message: "{{ nodes.soft.output.x if nodes.soft is defined else 'jumped' }}"}
+"""
+LOOP = """
+name: loop
+description: Counts to three.
+nodes:
+  - id: count
+    kind: set
+    values: {n: "{{ (nodes.count.output.n if nodes.count is defined else 0) + 1 }}"}
+    max_visits: 3
+    next: again
+  - {id: again, kind: switch, cases: [{when: nodes.count.output.n < 5, goto: count}], max_visits: 3}
+"""
+PARENT = """
+name: parent
+description: Runs fan inside.
+nodes:
+  - {id: child, kind: workflow, workflow: fan}
+outputs: {message: "child said {{ nodes.child.output.message }}"}
+"""
+
+
+@dataclass(frozen=True)
+class Loaded:
+    name: str
+    spec: WorkflowSpec
+    flow: Flow
+    fingerprint: str = "test"
+
+
+class Workflows:
+    def __init__(self, *texts: str) -> None:
+        specs = [WorkflowSpec.model_validate(yaml.safe_load(t)) for t in texts]
+        self.loaded = {s.name: Loaded(s.name, s, flow_of(s)) for s in specs}
+
+    def get(self, name: str) -> Loaded:
+        return self.loaded[name]
+
+
+@pytest.fixture
+def engine() -> WorkflowEngine:
+    workflows = Workflows(REFUND, FAN, ERRORS, LOOP, PARENT)
+    return WorkflowEngine(
+        workflows, InMemorySaver(), skills=None, gateway=ModelGateway(None), prompts=Prompts()
+    )
+
+
+async def test_a_switch_takes_the_first_case_that_holds(engine: WorkflowEngine) -> None:
+    record = await engine.run("refund", {"amount": "20"})
+    assert record["status"] == "SUCCEEDED"
+    assert record["outputs"] == {"message": "Refunded 20"}
+    assert list(record["nodes"]) == ["check", "auto", "pay"]
+    assert all(node["status"] == "done" for node in record["nodes"].values())
+
+
+async def test_an_approval_waits_and_a_decision_resumes_the_run(engine: WorkflowEngine) -> None:
+    record = await engine.run("refund", {"amount": 200}, thread_id="t-1")
+    assert record["status"] == "WAITING"
+    pending = await engine.approvals()
+    assert [(p["summary"], p["data"], p["thread_id"]) for p in pending] == [
+        ("Refund 200?", {"amount": 200}, "t-1")
+    ]
+    events = [e async for e in engine.decide(pending[0]["approval_id"], approved=True, by="ann")]
+    ended = events[-1]["record"]
+    assert (ended["status"], ended["outputs"]["message"]) == ("SUCCEEDED", "Refunded 200")
+    assert ended["nodes"]["ask"]["output"]["by"] == "ann"
+    assert await engine.approvals() == []
+    with pytest.raises(AlreadyDecided):
+        [e async for e in engine.decide(pending[0]["approval_id"], approved=False)]
+
+
+async def test_a_rejection_follows_the_reject_branch(engine: WorkflowEngine) -> None:
+    record = await engine.run("refund", {"amount": 200})
+    approval = record["waiting"]["approval_id"]
+    events = [e async for e in engine.decide(approval, approved=False, comment="too much")]
+    ended = events[-1]["record"]
+    assert ended["outputs"]["message"] == "Refused: too much"
+    assert "pay" not in ended["nodes"]
+
+
+async def test_parallel_branches_meet_at_the_join(engine: WorkflowEngine) -> None:
+    record = await engine.run("fan", {})
+    assert (record["status"], record["outputs"]) == ("SUCCEEDED", {"message": "L2R"})
+    assert record["nodes"]["both"]["visits"] == 1
+
+
+async def test_a_failing_node_fails_the_run_continues_or_jumps_as_it_says(
+    engine: WorkflowEngine,
+) -> None:
+    failed = await engine.run("errors", {"mode": "fail"})
+    assert failed["status"] == "FAILED"
+    assert "hard" in failed["error"]
+    assert "nowhere" in failed["error"]
+    continued = await engine.run("errors", {"mode": "continue"})
+    assert continued["outputs"] == {"message": "fallback"}
+    assert continued["nodes"]["soft"]["status"] == "failed"
+    jumped = await engine.run("errors", {"mode": "goto"})
+    assert jumped["status"] == "SUCCEEDED"
+    assert "end" in jumped["nodes"]
+
+
+async def test_a_loop_stops_at_its_bound(engine: WorkflowEngine) -> None:
+    record = await engine.run("loop", {})
+    assert record["status"] == "FAILED"
+    assert "max_visits" in record["error"]
+    assert record["nodes"]["count"]["visits"] == 3
+
+
+async def test_a_sub_workflow_runs_to_its_end(engine: WorkflowEngine) -> None:
+    record = await engine.run("parent", {})
+    assert record["outputs"] == {"message": "child said L2R"}
+    child = [r for r in await engine.list_runs(workflow="fan")]
+    assert child[0]["parent"].startswith(record["id"])
+
+
+async def test_inputs_are_checked_before_a_run_starts(engine: WorkflowEngine) -> None:
+    with pytest.raises(BadInputs, match="'amount' is required"):
+        await engine.run("refund", {})
+    with pytest.raises(BadInputs, match="'colour' is not an input"):
+        await engine.run("refund", {"amount": 1, "colour": "red"})
+    with pytest.raises(BadInputs, match="must be one of"):
+        await engine.run("errors", {"mode": "sideways"})
+    with pytest.raises(RunNotFound):
+        await engine.get_run("nope")
