@@ -27,7 +27,7 @@ from agents.graph.nodes import (
     Brain,
     make_assistant,
     make_route,
-    make_workflow_placeholder,
+    make_workflow,
     tracked,
 )
 from agents.graph.planner import after_route, make_plan, with_quick_plan
@@ -37,6 +37,7 @@ from agents.router.router import Router, RouterOptions
 from agents.run import RunContext
 from agents.skills.service import SkillService
 from agents.state.schema import ThreadState
+from agents.workflows.conversation import WorkflowTurns
 from agents.workflows.matcher import WorkflowMatcher
 
 
@@ -49,6 +50,7 @@ def build_graph(
     router_options: RouterOptions | None = None,
     workflows: WorkflowMatcher | None = None,
     router: Router | None = None,
+    workflow_turns: WorkflowTurns | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """The conversation graph (see the module docstring); ``router`` replaces the one made
     from ``router_options`` and ``workflows`` (the service shares its router with
@@ -60,12 +62,13 @@ def build_graph(
         skills,
         router or Router(skills, gateway, prompts, workflows, router_options),
         options or AnswerOptions(),
+        workflow_turns,
     )
     graph = StateGraph(ThreadState, context_schema=RunContext)
     graph.add_node("route", tracked("route", with_quick_plan(brain, make_route(brain))))
     graph.add_node("assistant", tracked("assistant", make_assistant(brain)))
     graph.add_node("expert", tracked("expert", make_expert(brain)))
-    graph.add_node("workflow", tracked("workflow", make_workflow_placeholder(brain)))
+    graph.add_node("workflow", tracked("workflow", make_workflow(brain)))
     graph.add_node("plan", tracked("plan", make_plan(brain)))
     graph.add_node("task", make_task(brain))
     graph.add_node("join", join)

@@ -14,11 +14,12 @@ from agents.errors import NO_MODEL_HINT
 from agents.loop import LoopResult, run_tool_loop
 from agents.models import ModelGateway
 from agents.prompts import Prompts
-from agents.router.router import Router
+from agents.router.router import Route, Router
 from agents.run import RunContext, current_context, emit
 from agents.skills.meta import Scope, SkillTools
 from agents.skills.service import SkillService
 from agents.state.schema import ThreadState
+from agents.workflows.conversation import WorkflowTurns
 
 # A node: async (state, config) -> update. Typed loosely: LangGraph's add_node overloads
 # do not accept a Callable alias.
@@ -45,6 +46,7 @@ class Brain:
     skills: SkillService | None
     router: Router
     options: AnswerOptions
+    workflows: WorkflowTurns | None = None  # answers turns routed to a workflow
     # The skills' tiers as tools (None without a skills folder).
     tools: SkillTools | None = field(init=False)
 
@@ -126,9 +128,17 @@ def make_route(brain: Brain) -> Node:
     async def route(state: ThreadState, config: RunnableConfig) -> dict[str, Any]:
         # Retrieval needs no language model, so the decision is made (and shown) in no-model
         # mode too; the answering node then says which setting to give.
-        decided = await brain.router.decide(
-            last_user_text(state), current_context(), config, previous=state.get("route")
-        )
+        ctx = current_context()
+        pending = state.get("pending_workflow")
+        if pending and not (ctx.target_skill or ctx.target_workflow):
+            reason = "answers what the workflow asked for"
+            decided = Route(
+                kind="workflow", by="pending", target=pending["workflow"], reason=reason
+            )
+        else:
+            decided = await brain.router.decide(
+                last_user_text(state), ctx, config, previous=state.get("route")
+            )
         decision: dict[str, Any] = decided.as_state()
         if not brain.gateway.configured and decision["kind"] == "multi":
             decision.update(kind="general", reason=decision["reason"] + "; no model to plan")
@@ -174,13 +184,22 @@ def make_assistant(brain: Brain) -> Node:
     return assistant
 
 
-def make_workflow_placeholder(brain: Brain) -> Node:
-    """Stands where the workflow engine plugs in (see agents/workflows/matcher.py)."""
+def make_workflow(brain: Brain) -> Node:
+    """A turn routed to a workflow: its inputs from the message (or asked for), its run, its
+    end as the answer; what it still needs stays pending for the thread's next message."""
 
     async def workflow(state: ThreadState, config: RunnableConfig) -> dict[str, Any]:
         name = str((state.get("route") or {}).get("target"))
-        return {
-            "messages": [AIMessage(content=brain.prompts.reply("workflow_unavailable", name=name))]
-        }
+        if brain.workflows is None:
+            text = brain.prompts.reply("workflow_unavailable", name=name)
+            return {"messages": [AIMessage(content=text)], "pending_workflow": None}
+        reply, pending = await brain.workflows.answer(
+            name,
+            last_user_text(state),
+            state.get("pending_workflow"),
+            current_context(),
+            config,
+        )
+        return {"messages": [AIMessage(content=reply)], "pending_workflow": pending}
 
     return workflow

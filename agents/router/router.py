@@ -29,8 +29,9 @@ CHOOSE = "choose_route"
 # What answers: a workflow, one skill's expert, several requests (planned), the assistant.
 RouteKind = Literal["workflow", "skill", "multi", "general"]
 # How it was decided: named in the request, a workflow's intent, retrieval alone, the
-# model's tie-break, the previous turn's skill (a follow-up), or a fallback after a failure.
-DecidedBy = Literal["explicit", "workflow", "retrieval", "model", "context", "fallback"]
+# model's tie-break, the previous turn's skill (a follow-up), a fallback after a failure, or
+# a workflow that asked for an input (the message answers it).
+DecidedBy = Literal["explicit", "workflow", "retrieval", "model", "context", "fallback", "pending"]
 Candidates = tuple[dict[str, Any], ...]
 
 

@@ -88,4 +88,6 @@ class ThreadState(TypedDict, total=False):
     loaded_skills: Annotated[list[str], add_names]
     route: dict[str, Any]
     workspace: Annotated[Workspace, merge_workspace]
+    # A workflow the user asked for that waits for an input: {workflow, inputs, missing}.
+    pending_workflow: dict[str, Any] | None
     schema_version: int

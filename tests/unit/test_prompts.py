@@ -14,6 +14,7 @@ from agents.prompts import DEFAULT_PROMPTS_DIR, Prompts
 TOOL_VALUES = {
     "choose_route": {"skills": ["order-query", "inventory"]},
     "plan_tasks": {"skills": ["order-query", "inventory"], "max_tasks": 6},
+    "workflow_inputs": {"properties": {"device_id": {"type": "string", "description": "Id."}}},
 }
 
 

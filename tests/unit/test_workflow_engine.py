@@ -3,17 +3,13 @@ skill, branches, joins, approvals, errors and their handling, execution records.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
-import yaml
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agents.models import ModelGateway
 from agents.prompts import Prompts
 from agents.workflows.engine import AlreadyDecided, BadInputs, RunNotFound, WorkflowEngine
-from agents.workflows.flow import Flow, flow_of
-from agents.workflows.spec import WorkflowSpec
+from tests.workflowkit import Workflows
 
 REFUND = """
 name: refund
@@ -79,23 +75,6 @@ nodes:
   - {id: child, kind: workflow, workflow: fan}
 outputs: {message: "child said {{ nodes.child.output.message }}"}
 """
-
-
-@dataclass(frozen=True)
-class Loaded:
-    name: str
-    spec: WorkflowSpec
-    flow: Flow
-    fingerprint: str = "test"
-
-
-class Workflows:
-    def __init__(self, *texts: str) -> None:
-        specs = [WorkflowSpec.model_validate(yaml.safe_load(t)) for t in texts]
-        self.loaded = {s.name: Loaded(s.name, s, flow_of(s)) for s in specs}
-
-    def get(self, name: str) -> Loaded:
-        return self.loaded[name]
 
 
 @pytest.fixture

@@ -1,0 +1,139 @@
+"""Workflows from chat: a message the router sends to a workflow gives its inputs (a regular
+expression, or the model through function calling); an input it does not give is asked for,
+and the thread's next message fills it ("cancel" ends it); the run's events join the turn's,
+and its end (done, waiting for an approval, failed) is the answer."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from agents.errors import ModelError, SkilldeskError
+from agents.models import ModelGateway
+from agents.models.structured import forced_call, function_tool
+from agents.prompts import Prompts
+from agents.run import RunContext, emit
+from agents.workflows.engine import WorkflowEngine, check_inputs
+from agents.workflows.spec import WorkflowSpec
+
+CANCEL = re.compile(r"^\s*(cancel|stop|never ?mind|abort|取消)\W*$", re.IGNORECASE)
+
+
+class WorkflowTurns:
+    """Answers the chat turns the router gives to workflows.
+
+    Args:
+        engine: Runs the workflows (its ``workflows`` finds them by name).
+        gateway: For inputs the model takes from the message.
+        prompts: The replies the service writes.
+    """
+
+    def __init__(self, engine: WorkflowEngine, gateway: ModelGateway, prompts: Prompts) -> None:
+        self.engine = engine
+        self.gateway = gateway
+        self.prompts = prompts
+
+    async def answer(
+        self,
+        name: str,
+        text: str,
+        pending: dict[str, Any] | None,
+        ctx: RunContext,
+        config: RunnableConfig,
+    ) -> tuple[str, dict[str, Any] | None]:
+        """The reply to the user, and what the thread keeps pending (None: nothing).
+
+        ``pending`` is what an earlier turn asked for: this message answers it.
+        """
+        spec = self.engine.workflows.get(name).spec
+        if pending is not None and CANCEL.match(text):
+            return self.prompts.reply("workflow_cancelled", name=name), None
+        inputs = dict((pending or {}).get("inputs") or {})
+        asked = list((pending or {}).get("missing") or [])
+        inputs.update(await self._extract(spec, text, asked, ctx, config))
+        missing = [
+            n
+            for n, declared in spec.inputs.items()
+            if declared.required and declared.default is None and inputs.get(n) is None
+        ]
+        if missing:
+            described = [{"name": n, "description": spec.inputs[n].description} for n in missing]
+            reply = self.prompts.reply("workflow_needs_inputs", name=name, missing=described)
+            return reply, {"workflow": name, "inputs": inputs, "missing": missing}
+        try:
+            check_inputs(spec, inputs)
+        except SkilldeskError as exc:
+            return self.prompts.reply("workflow_failed", name=name, error=exc.message), None
+        record: dict[str, Any] = {}
+        async for event in self.engine.stream(
+            name, inputs, thread_id=ctx.thread_id or None, profile=ctx.profile
+        ):
+            if event.get("type") == "workflow_ended":
+                record = event["record"]
+            else:
+                emit(str(event.pop("type")), **event)
+        return self.reply(record), None
+
+    def reply(self, record: dict[str, Any]) -> str:
+        """What the user is told of a run as it stands."""
+        name = record.get("workflow", "")
+        if record.get("status") == "WAITING":
+            waiting = record.get("waiting") or {}
+            return self.prompts.reply(
+                "workflow_waiting",
+                name=name,
+                summary=waiting.get("summary", ""),
+                approval=waiting.get("approval_id", ""),
+            )
+        if record.get("status") == "SUCCEEDED":
+            message = (record.get("outputs") or {}).get("message")
+            return self.prompts.reply("workflow_done", name=name, message=message or "")
+        return self.prompts.reply("workflow_failed", name=name, error=record.get("error", ""))
+
+    async def _extract(
+        self,
+        spec: WorkflowSpec,
+        text: str,
+        asked: list[str],
+        ctx: RunContext,
+        config: RunnableConfig,
+    ) -> dict[str, Any]:
+        """The inputs ``text`` gives: by pattern, by the model, or (one input asked for,
+        without a pattern) the whole message."""
+        found: dict[str, Any] = {}
+        by_model: dict[str, Any] = {}
+        for name, declared in spec.inputs.items():
+            how = declared.how
+            if declared.pattern and how == "pattern":
+                match = re.search(declared.pattern, text)
+                if match:
+                    found[name] = match.group(1) if match.groups() else match.group(0)
+            elif how == "model":
+                schema: dict[str, Any] = {"type": declared.type}
+                if declared.description:
+                    schema["description"] = declared.description
+                if declared.enum is not None:
+                    schema["enum"] = list(declared.enum)
+                by_model[name] = schema
+        if len(asked) == 1 and asked[0] not in found and not spec.inputs[asked[0]].pattern:
+            found[asked[0]] = text.strip()
+        wanted = {n: s for n, s in by_model.items() if n not in found}
+        if wanted and self.gateway.configured:
+            found.update(await self._by_model(wanted, text, ctx, config))
+        return found
+
+    async def _by_model(
+        self, wanted: dict[str, Any], text: str, ctx: RunContext, config: RunnableConfig
+    ) -> dict[str, Any]:
+        spec = self.prompts.tool("workflow_inputs", properties=wanted)
+        tool = function_tool(spec["name"], spec["description"], spec["parameters"])
+        system = self.prompts.render("workflow_inputs")
+        try:
+            ctx.budget.spend_model_call()
+            args, _ = await forced_call(self.gateway, ctx.profile, tool, system, text, config)
+        except (ModelError, SkilldeskError) as exc:
+            emit("error", code="workflow_inputs_failed", message=str(exc))
+            return {}
+        return {k: v for k, v in args.items() if k in wanted and v not in (None, "")}

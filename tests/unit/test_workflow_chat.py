@@ -1,0 +1,74 @@
+"""A workflow from chat: inputs from the message, the missing ones asked for and filled by
+the next message, "cancel", and the run's end as the answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from agents.models import ModelGateway
+from agents.prompts import Prompts
+from agents.run import RunContext
+from agents.workflows.conversation import WorkflowTurns
+from agents.workflows.engine import WorkflowEngine
+from tests.workflowkit import Workflows
+
+TICKET = """
+name: ticket
+description: Opens a ticket for a device.
+inputs:
+  device: {type: string, pattern: "\\\\b([A-Z]{2,5}-\\\\d{2,4})\\\\b", description: The machine.}
+  note: {type: string, extract: none, description: What is wrong.}
+  urgent: {type: boolean, default: false}
+nodes:
+  - {id: open, kind: set, values: {ticket: "T-{{ inputs.device }}", note: "{{ inputs.note }}"}}
+  - {id: ok, kind: approval, summary: "Open {{ nodes.open.output.ticket }}?"}
+outputs: {message: "Opened {{ nodes.open.output.ticket }}: {{ inputs.note }}"}
+"""
+
+
+@pytest.fixture
+def turns() -> WorkflowTurns:
+    engine = WorkflowEngine(
+        Workflows(TICKET),
+        InMemorySaver(),
+        skills=None,
+        gateway=ModelGateway(None),
+        prompts=Prompts(),
+    )
+    return WorkflowTurns(engine, ModelGateway(None), Prompts())
+
+
+async def ask(turns: WorkflowTurns, text: str, pending: Any = None) -> tuple[str, Any]:
+    return await turns.answer("ticket", text, pending, RunContext(thread_id="t"), {})
+
+
+async def test_a_missing_input_is_asked_for_and_the_next_message_fills_it(
+    turns: WorkflowTurns,
+) -> None:
+    reply, pending = await ask(turns, "open a ticket for CNC-001 please")
+    assert pending == {"workflow": "ticket", "inputs": {"device": "CNC-001"}, "missing": ["note"]}
+    assert "note: What is wrong." in reply
+    reply, pending = await ask(turns, "the spindle is hot", pending)
+    assert pending is None
+    assert "waiting for approval: Open T-CNC-001?" in reply
+    [waiting] = await turns.engine.approvals()
+    assert waiting["thread_id"] == "t"
+
+
+async def test_cancel_ends_what_was_pending(turns: WorkflowTurns) -> None:
+    _, pending = await ask(turns, "open a ticket for CNC-001")
+    reply, pending = await ask(turns, "cancel", pending)
+    assert pending is None
+    assert "won't start the ticket procedure" in reply
+    assert await turns.engine.list_runs() == []
+
+
+async def test_nothing_the_message_gives_means_every_input_is_asked_for(
+    turns: WorkflowTurns,
+) -> None:
+    reply, pending = await ask(turns, "I need a ticket")
+    assert pending["missing"] == ["device", "note"]
+    assert "device: The machine." in reply
