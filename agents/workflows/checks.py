@@ -38,11 +38,16 @@ def template_environment() -> SandboxedEnvironment:
 _ENV = template_environment()
 
 
+_LISTED = 12  # names listed in a message at most
+
+
 def _suggest(name: str, known: Collection[str], what: str) -> str:
     close = difflib.get_close_matches(name, list(known), n=2)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    listed = ", ".join(sorted(known)) if known else "none"
-    return f"{hint} ({what}: {listed})"
+    names = sorted(known)
+    listed = ", ".join(names[:_LISTED]) if names else "none"
+    more = f" and {len(names) - _LISTED} more" if len(names) > _LISTED else ""
+    return f"{hint} ({what}: {listed}{more})"
 
 
 # The graph.
@@ -59,8 +64,8 @@ def check_graph(spec: WorkflowSpec, flow: Flow) -> list[Finding]:
                 (
                     node.id,
                     f"nodes.{i}.id",
-                    f"nodes.{i}.id: duplicate node id {node.id!r} (nodes.{first[node.id]} has it "
-                    "too); ids must be unique, templates reach a node as nodes.<id>",
+                    f"id: duplicate node id {node.id!r} (nodes.{first[node.id]} has it too); "
+                    "ids must be unique, templates reach a node as nodes.<id>",
                 )
             )
         else:
@@ -74,6 +79,8 @@ def check_graph(spec: WorkflowSpec, flow: Flow) -> list[Finding]:
                 )
             )
     found += _missing_targets(spec, set(first))
+    if len(first) < len(spec.nodes):
+        return found  # which node an edge means is unclear: the graph is not checked further
     reachable = flow.reachable()
     explicit = spec.edges is not None or any(n.next is not None for n in spec.nodes)
     for i, node in enumerate(spec.nodes):
@@ -123,12 +130,18 @@ def _missing_targets(spec: WorkflowSpec, ids: set[str]) -> list[Finding]:
         (
             node,
             path,
-            f"{path}: names node {target!r}, which does not exist"
+            f"{_field(path)}: names node {target!r}, which does not exist"
             + _suggest(target, ids, "the nodes"),
         )
         for node, path, target in _targets(spec)
         if target not in ids
     ]
+
+
+def _field(path: str) -> str:
+    """``nodes.3.cases.0.goto`` → ``cases.0.goto`` (the problem names the node already)."""
+    parts = path.split(".")
+    return ".".join(parts[2:]) if parts[0] == "nodes" and len(parts) > 2 else path
 
 
 def _unbounded_cycles(spec: WorkflowSpec, flow: Flow, first: dict[str, int]) -> list[Finding]:
@@ -288,8 +301,9 @@ def check_templates(spec: WorkflowSpec, flow: Flow) -> list[Finding]:
     before it (for ``outputs``: any node a run can reach)."""
     found: list[Finding] = []
     ids = {n.id for n in spec.nodes}
+    unique = len(ids) == len(spec.nodes)  # else which node runs before which is unclear
     for i, node in enumerate(spec.nodes):
-        before = flow.before(node.id)
+        before = flow.before(node.id) if unique else ids
         for field, text in node.templates():
             path = f"nodes.{i}.{field}"
             for message in _template_problems(text, spec, ids, before, own=node.id):
