@@ -7,12 +7,12 @@ starts a workflow at 0.6 (``RouterOptions.workflow``), so only these pass:
 - a keyword or phrase in the message (case-insensitive, on word boundaries; Chinese by
   substring): 0.7, plus 0.1 for each further one, at most 0.9;
 - with embeddings, an English message close to an example: the cosine (ids such as ORD1017
-  or CNC-001 masked on both sides, so a shared id does not make two messages alike) mapped
-  linearly from 0.70 → 0 to 0.95 → 1, so 0.85 → 0.6. Measured with all-MiniLM-L6-v2 against
-  the bundled workflows: the bundled skills' example messages reach at most 0.79, paraphrases
-  of a workflow's examples 0.65-0.87 (tests/integration/test_workflow_intents.py). Chinese
-  messages are not compared by embedding: the English model puts unrelated Chinese
-  sentences at 0.7-0.87.
+  or CNC-001 replaced by "ID" on both sides, so a shared id does not make two messages
+  alike) mapped linearly from 0.70 → 0 to 0.95 → 1, so 0.85 → 0.6. Measured with
+  all-MiniLM-L6-v2 (int8) against the bundled workflows: the bundled skills' example
+  messages and triggers reach at most 0.80, paraphrases of a workflow's examples 0.73-0.94
+  (tests/integration/test_workflow_intents.py). Chinese messages are not compared by
+  embedding: the English model puts unrelated Chinese sentences at 0.7-0.87.
 
 Keywords should therefore name the procedure ("maintenance procedure", "申请退款"), not a
 word every related question uses ("refund", "订单"): a skill answers those.
@@ -88,7 +88,7 @@ def _normal(text: str) -> str:
 
 
 def _masked(text: str) -> str:
-    return _ID.sub("#", text)
+    return _ID.sub("ID", text)
 
 
 def _keyword_pattern(keyword: str) -> re.Pattern[str] | None:
