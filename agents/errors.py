@@ -80,6 +80,32 @@ class SkillLoadError(ConfigError):
         self.problems = list(problems)
 
 
+@dataclass(frozen=True)
+class WorkflowProblem:
+    """One thing wrong with a workflow file: the file, the node id ("" for the file as a
+    whole), the line the YAML parser gives (0 when there is none) and what to do."""
+
+    file: str
+    node: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: " + (f"node {self.node!r}: " if self.node else "") + self.message
+
+
+class WorkflowLoadError(ConfigError):
+    """A workflow file that cannot be loaded; ``problems`` says every reason, each naming the
+    file, the node and the line."""
+
+    code = "invalid_workflow"
+
+    def __init__(self, problems: Sequence[WorkflowProblem]) -> None:
+        super().__init__("; ".join(str(p) for p in problems))
+        self.problems = list(problems)
+
+
 # What a request asked for that is not there, or cannot be taken.
 
 
@@ -109,6 +135,29 @@ class SkillNotFound(SkilldeskError, LookupError):
         hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         super().__init__(f"no {kind} named {name!r}{hint}", code=f"{kind}_not_found")
         self.kind, self.name = kind, name
+
+
+class WorkflowNotFound(SkilldeskError, LookupError):
+    """No workflow by that name is serving; the message suggests close names, or says why a
+    workflow by that name is not serving (its file is broken, a tool it needs is missing).
+
+    Args:
+        name: The name asked for.
+        known: The names that are serving, for the suggestion.
+        reason: Why a workflow of that name is not serving, when one exists.
+    """
+
+    code = "workflow_not_found"
+
+    def __init__(self, name: str, known: Sequence[str], reason: str = "") -> None:
+        if reason:
+            message = f"workflow {name!r} is not available: {reason}"
+        else:
+            close = difflib.get_close_matches(name, list(known), n=3)
+            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            message = f"no workflow named {name!r}{hint}"
+        super().__init__(message)
+        self.name, self.reason = name, reason
 
 
 class SkillReferenceError(SkilldeskError):

@@ -3,50 +3,38 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
+from collections.abc import Callable
 
-import structlog
-from watchfiles import awatch
-
+from agents.skills.registry import ReloadReport
 from agents.skills.service import SkillService
+from agents.watch import Watcher, start_watching, stop_watching, watch_folder
 
-log = structlog.get_logger(__name__)
+
+def _not_cache(path: str) -> bool:
+    return "__pycache__" not in path
 
 
 async def watch_skills(service: SkillService, stop: asyncio.Event) -> None:
     """Reload ``service`` whenever its folder changes, until ``stop`` is set."""
-    directory = service.options.directory
-    directory.mkdir(parents=True, exist_ok=True)
-    log.info("skills.watching", directory=str(directory))
-    async for changes in awatch(
-        directory,
-        stop_event=stop,
-        debounce=300,
-        step=100,
-        recursive=True,
-        ignore_permission_denied=True,
-    ):
-        paths = {p for _, p in changes if "__pycache__" not in p}
-        if not paths:
-            continue
-        try:
-            report = await service.areload()
-        except Exception:  # a reload bug must not end live reload
-            log.exception("skills.reload_failed")
-            continue
-        for problem in report.errors:
-            log.warning("skills.reload_error", error=str(problem))
+    await asyncio.to_thread(service.options.directory.mkdir, parents=True, exist_ok=True)
+    await watch_folder(
+        service.options.directory, service.areload, stop, topic="skills", accept=_not_cache
+    )
 
 
-def start_watcher(service: SkillService) -> tuple[asyncio.Task[None], asyncio.Event]:
-    """Start watching in the background; set the returned event to stop."""
-    stop = asyncio.Event()
-    task = asyncio.create_task(watch_skills(service, stop), name="skills-watcher")
-    return task, stop
+def start_watcher(
+    service: SkillService, after: Callable[[ReloadReport], object] | None = None
+) -> Watcher:
+    """Start watching in the background; ``stop_watcher`` ends it. ``after`` sees each
+    reload's report (to re-check the workflows that name skills and tools, say)."""
+
+    async def reload() -> ReloadReport:
+        report = await service.areload()
+        if after is not None:
+            after(report)
+        return report
+
+    return start_watching(service.options.directory, reload, topic="skills", accept=_not_cache)
 
 
-async def stop_watcher(task: asyncio.Task[None], stop: asyncio.Event) -> None:
-    """Stop the watcher started by ``start_watcher``."""
-    stop.set()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await asyncio.wait_for(task, 5)
+stop_watcher = stop_watching

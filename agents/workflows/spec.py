@@ -288,6 +288,18 @@ Node = Annotated[
     Field(discriminator="kind"),
 ]
 NODE_KINDS = ("tool", "expert", "llm", "switch", "approval", "notify", "workflow", "set", "join")
+# Each kind's model, for tools that work per kind (the validator's hints, the engine's executors).
+NODE_TYPES: dict[str, type[NodeBase]] = {
+    "tool": ToolNode,
+    "expert": ExpertNode,
+    "llm": LlmNode,
+    "switch": SwitchNode,
+    "approval": ApprovalNode,
+    "notify": NotifyNode,
+    "workflow": WorkflowNode,
+    "set": SetNode,
+    "join": JoinNode,
+}
 
 
 class Edge(_Strict):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from app.cli import chat, serve, skills
+from app.cli import chat, serve, skills, workflows
 
 cli = typer.Typer(
     help="Skilldesk: a multi-agent chatbot service with skill plugins.",
@@ -19,6 +19,7 @@ cli = typer.Typer(
 cli.command("serve")(serve.serve)
 cli.command("chat")(chat.chat)
 cli.add_typer(skills.cli, name="skills")
+cli.add_typer(workflows.cli, name="workflows")
 
 
 def main() -> None:

@@ -20,6 +20,9 @@ def serve(
     skills_dir: Annotated[
         Path | None, typer.Option(help="Skills folder to serve [SKILLDESK_SKILLS_DIR].")
     ] = None,
+    workflows_dir: Annotated[
+        Path | None, typer.Option(help="Workflows folder to serve [SKILLDESK_WORKFLOWS_DIR].")
+    ] = None,
 ) -> None:
     """Serve the HTTP API (default http://127.0.0.1:8000)."""
     # Lazy: the web stack and the app load only to serve, so other commands start faster.
@@ -27,7 +30,13 @@ def serve(
 
     from app.main import create_app
 
-    settings = load_cli_settings(host=host, port=port, data_dir=data_dir, skills_dir=skills_dir)
+    settings = load_cli_settings(
+        host=host,
+        port=port,
+        data_dir=data_dir,
+        skills_dir=skills_dir,
+        workflows_dir=workflows_dir,
+    )
     configure_logging(settings.log_level, settings.log_format)
     uvicorn.run(
         create_app(settings, freeze_heap=True),

@@ -11,10 +11,11 @@ from app.cli import cli
 @pytest.mark.parametrize(
     ("args", "lists"),
     [
-        ([], ["serve", "chat", "skills"]),
-        (["serve"], ["--host", "--port", "--data-dir", "--skills-dir"]),
+        ([], ["serve", "chat", "skills", "workflows"]),
+        (["serve"], ["--host", "--port", "--data-dir", "--skills-dir", "--workflows-dir"]),
         (["chat"], ["--url", "--thread", "--data-dir"]),
         (["skills"], ["list", "validate", "search", "new"]),
+        (["workflows"], ["list", "validate", "graph"]),
     ],
 )
 def test_every_command_and_group_answers_help(args: list[str], lists: list[str]) -> None:

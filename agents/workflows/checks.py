@@ -1,0 +1,482 @@
+"""The checks of a workflow beyond its schema: the graph, the templates, the installed world.
+
+Each check returns findings ``(node id, dotted field path, message)``; the loader turns them
+into problems naming the file and the line (``nodes.2.cases.0.goto`` → where the parser saw it).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Collection, Iterator, Mapping
+from typing import Any
+
+from jinja2 import TemplateSyntaxError, nodes
+from jinja2.sandbox import SandboxedEnvironment
+
+from agents.workflows.flow import Flow
+from agents.workflows.spec import (
+    TEMPLATE_GLOBALS,
+    ApprovalNode,
+    ExpertNode,
+    GoTo,
+    JoinNode,
+    LlmNode,
+    SwitchNode,
+    ToolNode,
+    WorkflowNode,
+    WorkflowSpec,
+)
+
+Finding = tuple[str, str, str]  # (node id or "", dotted path in the file, message)
+
+
+def template_environment() -> SandboxedEnvironment:
+    """The sandboxed Jinja2 environment templates are checked (and should be rendered) with."""
+    return SandboxedEnvironment(autoescape=False, keep_trailing_newline=True)
+
+
+_ENV = template_environment()
+
+
+_LISTED = 12  # names listed in a message at most
+
+
+def _suggest(name: str, known: Collection[str], what: str) -> str:
+    close = difflib.get_close_matches(name, list(known), n=2)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    names = sorted(known)
+    listed = ", ".join(names[:_LISTED]) if names else "none"
+    more = f" and {len(names) - _LISTED} more" if len(names) > _LISTED else ""
+    return f"{hint} ({what}: {listed}{more})"
+
+
+# The graph.
+
+
+def check_graph(spec: WorkflowSpec, flow: Flow) -> list[Finding]:
+    """Duplicate ids, edges to missing nodes, unreachable nodes, unbounded cycles, joins that
+    cannot fire, a workflow that runs itself."""
+    found: list[Finding] = []
+    first: dict[str, int] = {}
+    for i, node in enumerate(spec.nodes):
+        if node.id in first:
+            found.append(
+                (
+                    node.id,
+                    f"nodes.{i}.id",
+                    f"id: duplicate node id {node.id!r} (nodes.{first[node.id]} has it too); "
+                    "ids must be unique, templates reach a node as nodes.<id>",
+                )
+            )
+        else:
+            first[node.id] = i
+        if isinstance(node, WorkflowNode) and node.workflow == spec.name:
+            found.append(
+                (
+                    node.id,
+                    f"nodes.{i}.workflow",
+                    "runs its own workflow; a workflow cannot nest in itself",
+                )
+            )
+    found += _missing_targets(spec, set(first))
+    if len(first) < len(spec.nodes):
+        return found  # which node an edge means is unclear: the graph is not checked further
+    reachable = flow.reachable()
+    explicit = spec.edges is not None or any(n.next is not None for n in spec.nodes)
+    for i, node in enumerate(spec.nodes):
+        if node.id not in reachable:
+            how = (
+                "with `edges` or `next`, only the edges given connect the nodes"
+                if explicit
+                else "a switch does not fall through to the next listed node"
+            )
+            found.append(
+                (
+                    node.id,
+                    f"nodes.{i}",
+                    f"is unreachable: nothing leads to it from the first node {flow.entry!r} "
+                    f"({how}); add an edge to it or remove it",
+                )
+            )
+    found += _unbounded_cycles(spec, flow, first)
+    found += _joins(spec, flow, first)
+    return found
+
+
+def _targets(spec: WorkflowSpec) -> Iterator[tuple[str, str, str]]:
+    """Every node name the file gives as a target: (node id or "", path, target)."""
+    for i, edge in enumerate(spec.edges or ()):
+        yield "", f"edges.{i}.from", edge.source
+        yield "", f"edges.{i}.to", edge.target
+    for i, node in enumerate(spec.nodes):
+        if isinstance(node.next, str):
+            yield node.id, f"nodes.{i}.next", node.next
+        elif node.next is not None:
+            for j, target in enumerate(node.next):
+                yield node.id, f"nodes.{i}.next.{j}", target
+        if isinstance(node.on_error, GoTo):
+            yield node.id, f"nodes.{i}.on_error.goto", node.on_error.goto
+        if isinstance(node, SwitchNode):
+            for j, case in enumerate(node.cases):
+                yield node.id, f"nodes.{i}.cases.{j}.goto", case.goto
+            if node.otherwise:
+                yield node.id, f"nodes.{i}.otherwise", node.otherwise
+        if isinstance(node, ApprovalNode) and node.on_reject:
+            yield node.id, f"nodes.{i}.on_reject", node.on_reject
+
+
+def _missing_targets(spec: WorkflowSpec, ids: set[str]) -> list[Finding]:
+    return [
+        (
+            node,
+            path,
+            f"{_field(path)}: names node {target!r}, which does not exist"
+            + _suggest(target, ids, "the nodes"),
+        )
+        for node, path, target in _targets(spec)
+        if target not in ids
+    ]
+
+
+def _field(path: str) -> str:
+    """``nodes.3.cases.0.goto`` → ``cases.0.goto`` (the problem names the node already)."""
+    parts = path.split(".")
+    return ".".join(parts[2:]) if parts[0] == "nodes" and len(parts) > 2 else path
+
+
+def _unbounded_cycles(spec: WorkflowSpec, flow: Flow, first: dict[str, int]) -> list[Finding]:
+    found: list[Finding] = []
+    for part in flow.cycles():
+        members = sorted((n for n in part if n in first), key=first.__getitem__)
+        if not members or any(spec.nodes[first[n]].max_visits > 1 for n in members):
+            continue
+        head = members[0]
+        found.append(
+            (
+                head,
+                f"nodes.{first[head]}",
+                f"is on a loop with no bound ({' → '.join([*members, head])}); set "
+                "max_visits (> 1) on one of its nodes to allow that many rounds",
+            )
+        )
+    return found
+
+
+# Joins. A node runs only if certain branch decisions were taken on the way to it (a switch
+# going to one case, an approval rejected, a node failing to its goto). A join waits for every
+# node with an edge into it: if one of them needs a decision another does not, a run that
+# takes the other way waits at the join for ever.
+
+Decision = tuple[str, str | None]  # (node, the branch target it took; None: its normal way)
+
+
+def _guards(
+    spec: WorkflowSpec, flow: Flow, first: dict[str, int]
+) -> dict[str, frozenset[Decision]]:
+    """Each reachable node → the decisions every run that reaches it has taken."""
+    routes: dict[str, list[tuple[str, Decision | None]]] = {n: [] for n in first}
+    for source in first:
+        branching = bool(flow.branches.get(source))
+        for target in flow.successors.get(source, []):
+            if target in routes:
+                routes[target].append((source, (source, None) if branching else None))
+        for target in flow.branches.get(source, []):
+            if target in routes:
+                routes[target].append((source, (source, target)))
+    guards: dict[str, frozenset[Decision] | None] = dict.fromkeys(first)
+    guards[flow.entry] = frozenset()
+    for _ in range(4 * len(first) + 4):
+        changed = False
+        for node, incoming in routes.items():
+            if node == flow.entry:
+                continue
+            is_join = isinstance(spec.nodes[first[node]], JoinNode)
+            options = [
+                _taken(guards[u], d)
+                for u, d in incoming
+                if not (is_join and d is not None and d[1] is not None)
+            ]
+            known = [o for o in options if o is not None]
+            if is_join:
+                new = None if not known or len(known) < len(options) else frozenset().union(*known)
+            else:
+                new = frozenset.intersection(*known) if known else None
+            if new is not None and new != guards[node]:
+                guards[node], changed = new, True
+        if not changed:
+            break
+    return {n: g for n, g in guards.items() if g is not None}
+
+
+def _taken(
+    guard: frozenset[Decision] | None, decision: Decision | None
+) -> frozenset[Decision] | None:
+    if guard is None or decision is None:
+        return guard
+    return guard | {decision}
+
+
+def _describe(spec: WorkflowSpec, first: dict[str, int], decision: Decision) -> str:
+    source, target = decision
+    node = spec.nodes[first[source]]
+    if isinstance(node, SwitchNode):
+        return f"switch {source!r} goes to {target!r}" if target else f"switch {source!r} goes on"
+    if isinstance(node, ApprovalNode) and target is not None and target == node.on_reject:
+        return f"approval {source!r} is rejected"
+    if isinstance(node, ApprovalNode) and target is None:
+        return f"approval {source!r} is approved"
+    return f"{source!r} fails" if target else f"{source!r} succeeds"
+
+
+def _joins(spec: WorkflowSpec, flow: Flow, first: dict[str, int]) -> list[Finding]:
+    found: list[Finding] = []
+    guards = _guards(spec, flow, first)
+    for i, node in enumerate(spec.nodes):
+        if not isinstance(node, JoinNode) or first.get(node.id) != i:
+            continue
+        path = f"nodes.{i}"
+        branched = sorted(s for s, ts in flow.branches.items() if node.id in ts)
+        if branched:
+            found.append(
+                (
+                    node.id,
+                    path,
+                    f"is a join, yet {', '.join(map(repr, branched))} branches to it (a case, "
+                    "a reject or a goto); a join runs when every node with an edge into it has "
+                    "run — point the branch at a node before the join",
+                )
+            )
+        incoming = [n for n in flow.incoming.get(node.id, []) if n in first]
+        if len(incoming) < 2:
+            found.append(
+                (
+                    node.id,
+                    path,
+                    f"is a join with {len(incoming)} incoming edge(s); a join waits for two "
+                    "or more parallel branches — give it an edge from each, or remove it",
+                )
+            )
+            continue
+        problem = _conflict(spec, first, incoming, guards)
+        if problem:
+            found.append((node.id, path, problem))
+    return found
+
+
+def _conflict(
+    spec: WorkflowSpec,
+    first: dict[str, int],
+    incoming: list[str],
+    guards: dict[str, frozenset[Decision]],
+) -> str:
+    known = [n for n in incoming if n in guards]
+    for a in known:
+        for b in known:
+            for decision in sorted(guards[a] - guards[b], key=str):
+                rival = next(
+                    (d for d in guards[b] if d[0] == decision[0] and d[1] != decision[1]), None
+                )
+                if rival is not None:
+                    return (
+                        f"can never fire: {a!r} runs only when "
+                        f"{_describe(spec, first, decision)}, {b!r} only when "
+                        f"{_describe(spec, first, rival)}; a join waits for every node with an "
+                        "edge into it — join only branches that all run, or let the branches "
+                        "meet at a plain node"
+                    )
+                return (
+                    f"may wait for ever: {a!r} runs only when "
+                    f"{_describe(spec, first, decision)}, {b!r} runs without that; a join "
+                    "waits for every node with an edge into it — join only branches that all "
+                    "run, or let the branches meet at a plain node"
+                )
+    return ""
+
+
+# Templates.
+
+
+def check_templates(spec: WorkflowSpec, flow: Flow) -> list[Finding]:
+    """Each template parses, and names only declared inputs and nodes that can have run
+    before it (for ``outputs``: any node a run can reach)."""
+    found: list[Finding] = []
+    ids = {n.id for n in spec.nodes}
+    unique = len(ids) == len(spec.nodes)  # else which node runs before which is unclear
+    for i, node in enumerate(spec.nodes):
+        before = flow.before(node.id) if unique else ids
+        for field, text in node.templates():
+            path = f"nodes.{i}.{field}"
+            for message in _template_problems(text, spec, ids, before, own=node.id):
+                found.append((node.id, path, f"{field}: {message}"))
+    reachable = flow.reachable()
+    for key, text in spec.outputs.items():
+        path = f"outputs.{key}"
+        for message in _template_problems(text, spec, ids, reachable, own=None):
+            found.append(("", path, f"{path}: {message}"))
+    return found
+
+
+def _template_problems(
+    text: str, spec: WorkflowSpec, ids: set[str], allowed: set[str], own: str | None
+) -> list[str]:
+    if "{" not in text:
+        return []
+    try:
+        tree = _ENV.parse(text)
+    except TemplateSyntaxError as exc:
+        where = f" (line {exc.lineno} of the template)" if "\n" in text.strip() else ""
+        return [f"template syntax error: {exc.message}{where}"]
+    problems: list[str] = []
+    local = {n.name for n in tree.find_all(nodes.Name) if n.ctx in ("store", "param")}
+    if any(True for _ in tree.find_all(nodes.For)):
+        local.add("loop")
+    if any(True for _ in tree.find_all((nodes.Macro, nodes.CallBlock))):
+        local |= {"caller", "varargs", "kwargs"}
+    for name in tree.find_all(nodes.Name):
+        if name.ctx != "load" or name.name in local or name.name in _ENV.globals:
+            continue
+        if name.name not in TEMPLATE_GLOBALS:
+            hint = ""
+            if name.name in spec.inputs:
+                hint = f" — did you mean inputs.{name.name}?"
+            elif name.name in ids:
+                hint = f" — did you mean nodes.{name.name}.output?"
+            problems.append(
+                f"refers to {name.name!r}, which templates do not have; they see "
+                f"{', '.join(TEMPLATE_GLOBALS)}{hint}"
+            )
+    for top, key in _references(tree):
+        if top == "inputs" and key not in spec.inputs:
+            problems.append(
+                f"refers to inputs.{key}, which is not declared"
+                + _suggest(key, spec.inputs, "the inputs")
+            )
+        elif top == "nodes" and key not in ids:
+            problems.append(
+                f"refers to nodes.{key}, which does not exist" + _suggest(key, ids, "the nodes")
+            )
+        elif top == "nodes" and key not in allowed:
+            why = (
+                "its own output"
+                if key == own
+                else "a node that cannot have run before it (no path leads from it here)"
+                if own is not None
+                else "a node no run can reach"
+            )
+            problems.append(f"refers to nodes.{key}, {why}")
+    for item in tree.find_all((nodes.Filter, nodes.Test)):
+        table = _ENV.filters if isinstance(item, nodes.Filter) else _ENV.tests
+        if item.name not in table:
+            kind = "filter" if isinstance(item, nodes.Filter) else "test"
+            problems.append(f"unknown {kind} {item.name!r}" + _suggest(item.name, table, "known"))
+    return list(dict.fromkeys(problems))
+
+
+def _references(tree: nodes.Template) -> Iterator[tuple[str, str]]:
+    """``inputs.x``, ``inputs['x']``, ``nodes.y``... as (top-level name, key)."""
+    for attr in tree.find_all(nodes.Getattr):
+        if isinstance(attr.node, nodes.Name) and attr.node.name in ("inputs", "nodes"):
+            yield attr.node.name, attr.attr
+    for item in tree.find_all(nodes.Getitem):
+        if (
+            isinstance(item.node, nodes.Name)
+            and item.node.name in ("inputs", "nodes")
+            and isinstance(item.arg, nodes.Const)
+            and isinstance(item.arg.value, str)
+        ):
+            yield item.node.name, item.arg.value
+
+
+# The installed world.
+
+
+def check_installed(
+    spec: WorkflowSpec,
+    *,
+    tools: Mapping[str, Mapping[str, Any]] | Collection[str] | None = None,
+    skills: Collection[str] | None = None,
+    profiles: Collection[str] | None = None,
+    workflows: Collection[str] | None = None,
+) -> list[Finding]:
+    """Tools, skills, model profiles and sub-workflows the nodes name; each collection is
+    checked only when given. ``tools`` mapping to parameter schemas checks the arguments."""
+    found: list[Finding] = []
+    for i, node in enumerate(spec.nodes):
+        at = f"nodes.{i}"
+        if isinstance(node, ToolNode) and tools is not None:
+            if node.tool not in tools:
+                found.append(
+                    (
+                        node.id,
+                        f"{at}.tool",
+                        f"tool: {node.tool!r} is not installed: no skill offers it"
+                        + _suggest(node.tool, tools, "the tools"),
+                    )
+                )
+            elif isinstance(tools, Mapping):
+                found += _arguments(node, at, tools[node.tool])
+        if isinstance(node, ExpertNode) and skills is not None and node.skill not in skills:
+            found.append(
+                (
+                    node.id,
+                    f"{at}.skill",
+                    f"skill: {node.skill!r} is not installed"
+                    + _suggest(node.skill, skills, "the skills"),
+                )
+            )
+        if (
+            isinstance(node, ExpertNode | LlmNode)
+            and node.model is not None
+            and profiles is not None
+            and node.model not in profiles
+        ):
+            found.append(
+                (
+                    node.id,
+                    f"{at}.model",
+                    f"model: profile {node.model!r} is not configured"
+                    + _suggest(node.model, profiles, "the profiles"),
+                )
+            )
+        if (
+            isinstance(node, WorkflowNode)
+            and workflows is not None
+            and node.workflow != spec.name
+            and node.workflow not in workflows
+        ):
+            found.append(
+                (
+                    node.id,
+                    f"{at}.workflow",
+                    f"workflow: {node.workflow!r} is not loaded"
+                    + _suggest(node.workflow, workflows, "the workflows"),
+                )
+            )
+    return found
+
+
+def _arguments(node: ToolNode, at: str, schema: Mapping[str, Any]) -> list[Finding]:
+    """Argument names against the tool's parameters (values are checked when the node runs)."""
+    found: list[Finding] = []
+    properties = schema.get("properties") or {}
+    if schema.get("additionalProperties") is False:
+        for name in node.arguments:
+            if name not in properties:
+                found.append(
+                    (
+                        node.id,
+                        f"{at}.arguments.{name}",
+                        f"arguments: tool {node.tool!r} takes no argument {name!r}"
+                        + _suggest(name, properties, "its arguments"),
+                    )
+                )
+    missing = [r for r in schema.get("required") or () if r not in node.arguments]
+    if missing:
+        found.append(
+            (
+                node.id,
+                f"{at}.arguments",
+                f"arguments: tool {node.tool!r} needs {', '.join(map(repr, missing))}",
+            )
+        )
+    return found

@@ -1,0 +1,319 @@
+"""The workflow registry: one YAML file per workflow in one folder, by name, reloadable in place.
+
+A file whose edit breaks it keeps serving its last good version, and its problems stay in
+``errors`` until it is fixed. The installed world (tools, skills, model profiles) is checked
+at every reload and again by ``recheck`` when it changes: a workflow that names a tool or
+skill no longer installed is withdrawn (reported in ``errors``, ``get`` says why) rather than
+left to fail half-way through a run, after side effects; it serves again by itself once
+what it needs is back.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from agents.errors import WorkflowLoadError, WorkflowNotFound, WorkflowProblem
+from agents.workflows.checks import Finding, check_installed
+from agents.workflows.loader import SUFFIXES, Tools, Workflow, line_of, read_workflow
+from agents.workflows.spec import WorkflowNode
+
+if TYPE_CHECKING:
+    from agents.skills.registry import SkillRegistry
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class WorkflowReport:
+    """What one (re)load or recheck changed; ``errors`` are the problems it found anew."""
+
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    errors: list[WorkflowProblem] = field(default_factory=list)
+
+    @property
+    def changed_anything(self) -> bool:
+        """Whether the set of serving workflows changed."""
+        return bool(self.added or self.changed or self.removed)
+
+
+@dataclass
+class _File:
+    """One file: what it holds now, and the last version of it that served."""
+
+    stamp: tuple[int, int]
+    latest: Workflow | None  # its current content, when that passes the file's own checks
+    problems: list[WorkflowProblem]  # the file's own problems (current content)
+    good: Workflow | None = None  # the last version that served
+
+
+@dataclass
+class _World:
+    tools: Tools | None = None
+    skills: Collection[str] | None = None
+    profiles: Collection[str] | None = None
+
+
+class WorkflowRegistry:
+    """The workflows of one folder (``*.yaml``/``*.yml`` directly in it) by name.
+
+    Args:
+        directory: The folder.
+        tools: Installed tools (names, or name → JSON Schema of the parameters, which also
+            checks the arguments); ``None``: not checked.
+        skills: Installed skill names; ``None``: not checked.
+        profiles: Configured model profile names; ``None``: not checked.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        tools: Tools | None = None,
+        skills: Collection[str] | None = None,
+        profiles: Collection[str] | None = None,
+    ) -> None:
+        self.directory = directory
+        self.version = 0
+        self.errors: list[WorkflowProblem] = []
+        self._lock = threading.RLock()
+        self._world = _World(tools, skills, profiles)
+        self._files: dict[Path, _File] = {}
+        self._serving: dict[str, Workflow] = {}
+        self._owners: dict[str, Path] = {}  # name → the file that serves it
+        self._unavailable: dict[str, str] = {}  # name → why it is not serving
+
+    def reload(self) -> WorkflowReport:
+        """Scan the folder; read what is new or changed, drop what is gone."""
+        paths = self._paths()
+        with self._lock:
+            files: dict[Path, _File] = {}
+            for path in paths:
+                try:
+                    stat = path.stat()
+                except OSError:
+                    continue  # deleted while we looked
+                stamp = (stat.st_mtime_ns, stat.st_size)
+                known = self._files.get(path)
+                if known is not None and known.stamp == stamp:
+                    files[path] = known
+                    continue
+                try:
+                    latest, problems = read_workflow(path), []
+                except WorkflowLoadError as exc:
+                    latest, problems = None, exc.problems
+                good = known.good if known is not None else None
+                files[path] = _File(stamp, latest, problems, good)
+            self._files = files
+            return self._resolve()
+
+    def recheck(
+        self,
+        tools: Tools | None = None,
+        skills: Collection[str] | None = None,
+        profiles: Collection[str] | None = None,
+    ) -> WorkflowReport:
+        """Check every workflow against a new installed world (skills reloaded, say); each
+        argument left ``None`` is not checked."""
+        with self._lock:
+            self._world = _World(tools, skills, profiles)
+            return self._resolve()
+
+    def _paths(self) -> list[Path]:
+        if not self.directory.is_dir():
+            return []
+        return sorted(
+            p
+            for p in self.directory.iterdir()
+            if p.suffix in SUFFIXES and not p.name.startswith((".", "_")) and p.is_file()
+        )
+
+    def _resolve(self) -> WorkflowReport:
+        """Choose what serves from each file, given the world; report what changed."""
+        errors: list[WorkflowProblem] = []
+        unavailable: dict[str, str] = {}
+        chosen: dict[Path, Workflow] = {}
+        for path, entry in self._files.items():
+            errors += entry.problems
+            latest_problems = self._world_problems(entry.latest) if entry.latest else []
+            errors += latest_problems
+            if entry.latest is not None and not latest_problems:
+                chosen[path] = entry.latest
+            elif entry.good is not None and not self._world_problems(entry.good):
+                chosen[path] = entry.good  # the last good version keeps serving
+            elif entry.latest is not None:
+                unavailable[entry.latest.name] = latest_problems[0].message
+        serving, owners = self._unique_names(chosen, errors)
+        self._sub_workflows(serving, errors, unavailable)
+        for name, workflow in serving.items():
+            self._files[owners[name]].good = workflow
+        report = self._report(serving, errors)
+        self._serving, self._owners = serving, owners
+        self._unavailable = {n: r for n, r in unavailable.items() if n not in serving}
+        self.errors = _unique(errors)
+        if report.changed_anything:
+            self.version += 1
+        self._log(report)
+        return report
+
+    def _world_problems(self, workflow: Workflow) -> list[WorkflowProblem]:
+        world = self._world
+        found = check_installed(
+            workflow.spec, tools=world.tools, skills=world.skills, profiles=world.profiles
+        )
+        return [workflow.problem(f) for f in found]
+
+    def _unique_names(
+        self, chosen: dict[Path, Workflow], errors: list[WorkflowProblem]
+    ) -> tuple[dict[str, Workflow], dict[str, Path]]:
+        """One file per name: the file that served it keeps it, else the first by name."""
+        serving: dict[str, Workflow] = {}
+        owners: dict[str, Path] = {}
+        incumbents = [p for p in chosen if self._owners.get(chosen[p].name) == p]
+        for path in [*incumbents, *(p for p in chosen if p not in incumbents)]:
+            workflow = chosen[path]
+            if workflow.name in serving:
+                other = owners[workflow.name]
+                errors.append(
+                    WorkflowProblem(
+                        str(path),
+                        "",
+                        line_of(workflow.lines, "name"),
+                        f"name: workflow {workflow.name!r} is already defined by {other}; "
+                        "workflow names are unique — rename one",
+                    )
+                )
+                continue
+            serving[workflow.name], owners[workflow.name] = workflow, path
+        return serving, owners
+
+    @staticmethod
+    def _sub_workflows(
+        serving: dict[str, Workflow],
+        errors: list[WorkflowProblem],
+        unavailable: dict[str, str],
+    ) -> None:
+        """Withdraw workflows that run a workflow that is not serving, or run each other."""
+        while True:
+            dropped: dict[str, list[WorkflowProblem]] = {}
+            for name, workflow in serving.items():
+                found = check_installed(workflow.spec, workflows=serving.keys())
+                found += _nesting_loop(workflow, serving)
+                if found:
+                    dropped[name] = [workflow.problem(f) for f in found]
+            if not dropped:
+                return
+            for name, problems in dropped.items():
+                del serving[name]
+                unavailable[name] = problems[0].message
+                errors += problems
+
+    def _report(
+        self, serving: dict[str, Workflow], errors: list[WorkflowProblem]
+    ) -> WorkflowReport:
+        before = self._serving
+        known = set(self.errors)
+        return WorkflowReport(
+            added=sorted(n for n in serving if n not in before),
+            changed=sorted(
+                n
+                for n in serving
+                if n in before and serving[n].fingerprint != before[n].fingerprint
+            ),
+            removed=sorted(n for n in before if n not in serving),
+            errors=[p for p in _unique(errors) if p not in known],
+        )
+
+    def _log(self, report: WorkflowReport) -> None:
+        for problem in report.errors:
+            log.warning(
+                "workflow.invalid",
+                file=problem.file,
+                node=problem.node,
+                line=problem.line,
+                error=problem.message,
+            )
+        if report.changed_anything:
+            log.info(
+                "workflows.reloaded",
+                added=report.added,
+                changed=report.changed,
+                removed=report.removed,
+                total=len(self._serving),
+            )
+
+    def get(self, name: str) -> Workflow:
+        """The workflow by name; raises WorkflowNotFound naming close matches, or why a
+        workflow of that name is not serving."""
+        with self._lock:
+            try:
+                return self._serving[name]
+            except KeyError:
+                reason = self._unavailable.get(name, "")
+                raise WorkflowNotFound(name, list(self._serving), reason) from None
+
+    def names(self) -> list[str]:
+        """The serving workflows' names, sorted."""
+        with self._lock:
+            return sorted(self._serving)
+
+    def all(self) -> list[Workflow]:
+        """Every serving workflow, by name."""
+        with self._lock:
+            return [self._serving[k] for k in sorted(self._serving)]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._serving
+
+    def __len__(self) -> int:
+        return len(self._serving)
+
+
+def _nesting_loop(workflow: Workflow, serving: dict[str, Workflow]) -> list[Finding]:
+    """A finding when ``workflow`` runs itself again through its sub-workflows."""
+    start = workflow.name
+    todo: list[list[str]] = [[start]]
+    seen: set[str] = set()
+    while todo:
+        chain = todo.pop()
+        current = serving.get(chain[-1])
+        for node in current.spec.nodes if current is not None else ():
+            if not isinstance(node, WorkflowNode) or node.workflow == chain[-1]:
+                continue
+            if node.workflow == start:
+                first = chain[1] if len(chain) > 1 else start
+                index, via = next(
+                    (i, n.id)
+                    for i, n in enumerate(workflow.spec.nodes)
+                    if isinstance(n, WorkflowNode) and n.workflow == first
+                )
+                loop = " → ".join([*chain, start])
+                message = f"workflow: runs {first!r}, which runs this one again ({loop}); "
+                return [
+                    (via, f"nodes.{index}.workflow", message + "workflows cannot nest in a loop")
+                ]
+            if node.workflow not in seen:
+                seen.add(node.workflow)
+                todo.append([*chain, node.workflow])
+    return []
+
+
+def skills_world(skills: SkillRegistry) -> dict[str, Any]:
+    """``tools`` (name → parameters) and ``skills`` (names) of a SkillRegistry, as
+    ``WorkflowRegistry(..., **skills_world(registry))`` and ``recheck`` take them."""
+    live = skills.all()
+    return {
+        "tools": {tool.name: tool.parameters for skill in live for tool in skill.tools},
+        "skills": {skill.name for skill in live},
+    }
+
+
+def _unique(problems: list[WorkflowProblem]) -> list[WorkflowProblem]:
+    return list(dict.fromkeys(problems))

@@ -1,0 +1,174 @@
+"""`skilldesk workflows ...` through its entry point, in the shapes other tools script against."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import yaml
+
+from tests.skillkit import tool, write_skill
+
+SKILLDESK = str(Path(sys.executable).with_name("skilldesk"))
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str, tmp_path: Path, **env_extra: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
+    env.update(
+        SKILLDESK_DATA_DIR=str(tmp_path / "data"),
+        SKILLDESK_SKILLS_DIR=str(tmp_path / "skills"),
+        SKILLDESK_WORKFLOWS_DIR=str(tmp_path / "workflows"),
+        SKILLDESK_SKILLS_EMBEDDINGS="false",
+        **env_extra,
+    )
+    return subprocess.run(
+        [SKILLDESK, "workflows", *args], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def setup(tmp_path: Path) -> Path:
+    write_skill(
+        tmp_path / "skills",
+        "device-alarms",
+        config={"tools": [tool("list_alarms", "handler:list_alarms", {"device_id": {}})]},
+        handler="def list_alarms(device_id=None):\n    return []\n",
+    )
+    folder = tmp_path / "workflows"
+    folder.mkdir()
+    good = {
+        "name": "alarm-check",
+        "version": 3,
+        "description": "Check a device's alarms and say how many.",
+        "inputs": {"device_id": {"type": "string"}},
+        "nodes": [
+            {
+                "id": "alarms",
+                "kind": "tool",
+                "tool": "list_alarms",
+                "arguments": {"device_id": "{{ inputs.device_id }}"},
+            },
+            {"id": "tell", "kind": "notify", "message": "{{ nodes.alarms.output | length }}"},
+        ],
+    }
+    (folder / "alarm-check.yaml").write_text(yaml.safe_dump(good, sort_keys=False), "utf-8")
+    (folder / "broken.yaml").write_text(
+        textwrap.dedent(
+            """\
+            name: broken
+            description: Names a tool nobody offers.
+            nodes:
+              - {id: order, kind: tool, tool: get_order}
+            """
+        ),
+        encoding="utf-8",
+    )
+    return folder
+
+
+def test_validate_json_reports_loaded_and_errors_and_exits_1(tmp_path: Path) -> None:
+    folder = setup(tmp_path)
+    done = run("validate", "--json", tmp_path=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert json.loads(done.stdout) == {
+        "loaded": ["alarm-check"],
+        "errors": [
+            {
+                "file": str(folder / "broken.yaml"),
+                "node": "order",
+                "line": 4,
+                "message": "tool: 'get_order' is not installed: no skill offers it (the tools: "
+                "list_alarms)",
+            }
+        ],
+    }
+
+
+def test_validate_files_exits_0_when_they_are_good(tmp_path: Path) -> None:
+    folder = setup(tmp_path)
+    done = run("validate", str(folder / "alarm-check.yaml"), "--json", tmp_path=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout) == {"loaded": ["alarm-check"], "errors": []}
+    text = run("validate", str(folder / "alarm-check.yaml"), tmp_path=tmp_path)
+    assert text.stdout.splitlines() == ["ok      alarm-check", "1 loaded, 0 problem(s)"]
+
+
+def test_validate_a_file_outside_the_folder_with_a_model_profile_check(tmp_path: Path) -> None:
+    setup(tmp_path)
+    draft = tmp_path / "draft.yml"
+    draft.write_text(
+        textwrap.dedent(
+            """\
+            name: draft
+            description: Writes with a profile that is not configured.
+            nodes:
+              - {id: write, kind: llm, prompt: Hello, model: fast}
+              - {id: sub, kind: workflow, workflow: alarm-check}
+            """
+        ),
+        encoding="utf-8",
+    )
+    models = tmp_path / "models.yaml"
+    models.write_text("profiles:\n  default: {model: openai/gpt-4o-mini}\n", encoding="utf-8")
+    done = run(
+        "validate", str(draft), "--json", tmp_path=tmp_path, SKILLDESK_MODELS_FILE=str(models)
+    )
+    report = json.loads(done.stdout)
+    assert report["loaded"] == []
+    assert [(e["node"], e["line"]) for e in report["errors"]] == [("write", 4)]
+    assert "profile 'fast' is not configured" in report["errors"][0]["message"]
+    # Without any model configured, profiles are not checked.
+    assert run("validate", str(draft), tmp_path=tmp_path).returncode == 0
+
+
+def test_list_json(tmp_path: Path) -> None:
+    setup(tmp_path)
+    done = run("list", "--json", tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [
+        {
+            "name": "alarm-check",
+            "version": 3,
+            "description": "Check a device's alarms and say how many.",
+            "nodes": ["alarms", "tell"],
+        }
+    ]
+    assert "1 problem(s)" in run("list", tmp_path=tmp_path).stderr
+
+
+def test_graph_prints_mermaid_and_names_close_matches(tmp_path: Path) -> None:
+    setup(tmp_path)
+    done = run("graph", "alarm-check", tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "flowchart TD",
+        '    alarms["alarms<br/>tool"]',
+        '    tell["tell<br/>notify"]',
+        "    alarms --> tell",
+    ]
+    missing = run("graph", "alarm-chek", tmp_path=tmp_path)
+    assert missing.returncode == 1
+    assert "did you mean 'alarm-check'?" in missing.stderr
+
+
+def test_the_bundled_workflows_validate_against_the_bundled_skills(tmp_path: Path) -> None:
+    done = run(
+        "validate",
+        "--json",
+        "--workflows-dir",
+        str(ROOT / "workflows"),
+        "--skills-dir",
+        str(ROOT / "skills"),
+        tmp_path=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["loaded"] == [
+        "announcement",
+        "equipment-maintenance",
+        "order-overview",
+        "refund-request",
+    ]

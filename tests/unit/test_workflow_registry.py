@@ -1,0 +1,192 @@
+"""The workflow registry: one file per workflow, reload in place, the last good version keeps
+serving, the installed world re-checked, live reload within two seconds."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from agents.errors import WorkflowNotFound
+from agents.workflows.registry import WorkflowRegistry
+from agents.workflows.watcher import start_workflow_watcher, stop_workflow_watcher
+
+TOOLS = {"list_alarms", "create_work_order"}
+
+
+def flow(name: str, *, tool: str = "list_alarms", extra: str = "", description: str = "") -> str:
+    return (
+        f"name: {name}\n"
+        f"description: {description or 'Check ' + name}\n"
+        "nodes:\n"
+        f"  - {{id: first, kind: tool, tool: {tool}}}\n"
+        f"{extra}"
+    )
+
+
+def write(folder: Path, file: str, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / file
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_reload_reports_added_changed_removed(tmp_path: Path) -> None:
+    write(tmp_path, "alarms.yaml", flow("alarms"))
+    write(tmp_path, "orders.yml", flow("orders"))
+    write(tmp_path, "notes.txt", "not a workflow")
+    write(tmp_path, ".draft.yaml", "name: [broken")
+    registry = WorkflowRegistry(tmp_path, tools=TOOLS)
+    report = registry.reload()
+    assert (report.added, report.changed, report.removed) == (["alarms", "orders"], [], [])
+    assert registry.names() == ["alarms", "orders"]
+    assert "alarms" in registry
+    assert len(registry) == 2
+    assert registry.reload().changed_anything is False
+    version = registry.version
+    time.sleep(0.01)
+    write(tmp_path, "alarms.yaml", flow("alarms", description="Now different"))
+    (tmp_path / "orders.yml").unlink()
+    report = registry.reload()
+    assert (report.added, report.changed, report.removed) == ([], ["alarms"], ["orders"])
+    assert registry.get("alarms").spec.description == "Now different"
+    assert registry.version == version + 1
+    assert [w.name for w in registry.all()] == ["alarms"]
+
+
+def test_a_broken_edit_keeps_the_last_good_version_serving(tmp_path: Path) -> None:
+    path = write(tmp_path, "alarms.yaml", flow("alarms"))
+    registry = WorkflowRegistry(tmp_path)
+    registry.reload()
+    good = registry.get("alarms")
+    write(tmp_path, "alarms.yaml", flow("alarms", extra="  - {id: next, kind: nope}\n"))
+    report = registry.reload()
+    assert registry.get("alarms") is good
+    assert [(p.file, p.node, p.line) for p in report.errors] == [(str(path), "next", 5)]
+    assert registry.errors == report.errors
+    again = registry.reload()
+    assert again.errors == []  # reported once per change, kept in registry.errors
+    assert len(registry.errors) == 1
+    write(tmp_path, "alarms.yaml", flow("alarms", description="Fixed"))
+    report = registry.reload()
+    assert report.changed == ["alarms"]
+    assert registry.errors == []
+
+
+def test_a_broken_new_file_is_reported_and_the_rest_load(tmp_path: Path) -> None:
+    write(tmp_path, "alarms.yaml", flow("alarms"))
+    write(tmp_path, "broken.yaml", "name: broken\ndescription: [oops\n")
+    registry = WorkflowRegistry(tmp_path)
+    report = registry.reload()
+    assert report.added == ["alarms"]
+    assert [p.file for p in registry.errors] == [str(tmp_path / "broken.yaml")]
+    with pytest.raises(WorkflowNotFound, match="no workflow named 'broken'"):
+        registry.get("broken")
+
+
+def test_a_duplicate_name_names_both_files_and_the_first_keeps_it(tmp_path: Path) -> None:
+    write(tmp_path, "b.yaml", flow("alarms"))
+    registry = WorkflowRegistry(tmp_path)
+    registry.reload()
+    write(tmp_path, "a.yaml", flow("alarms", description="The newcomer"))
+    registry.reload()
+    assert registry.get("alarms").path == tmp_path / "b.yaml"  # it served first
+    [problem] = registry.errors
+    assert (problem.file, problem.line) == (str(tmp_path / "a.yaml"), 1)
+    assert problem.message == (
+        f"name: workflow 'alarms' is already defined by {tmp_path / 'b.yaml'}; "
+        "workflow names are unique — rename one"
+    )
+
+
+def test_get_suggests_close_names(tmp_path: Path) -> None:
+    write(tmp_path, "refund-request.yaml", flow("refund-request"))
+    registry = WorkflowRegistry(tmp_path)
+    registry.reload()
+    with pytest.raises(WorkflowNotFound, match="did you mean 'refund-request'") as caught:
+        registry.get("refund-requests")
+    assert caught.value.code == "workflow_not_found"
+
+
+def test_a_workflow_whose_tool_disappears_is_withdrawn_and_comes_back(tmp_path: Path) -> None:
+    path = write(tmp_path, "order.yaml", flow("order", tool="create_work_order"))
+    registry = WorkflowRegistry(tmp_path, tools=TOOLS, skills={"work-order"})
+    registry.reload()
+    report = registry.recheck(tools={"list_alarms"}, skills=set())
+    assert report.removed == ["order"]
+    assert [(p.file, p.node, p.line) for p in report.errors] == [(str(path), "first", 4)]
+    assert "'create_work_order' is not installed" in report.errors[0].message
+    with pytest.raises(WorkflowNotFound, match="'order' is not available: tool:"):
+        registry.get("order")
+    report = registry.recheck(tools=TOOLS)
+    assert report.added == ["order"]
+    assert registry.errors == []
+
+
+def test_an_edit_naming_a_missing_tool_keeps_the_last_good_version(tmp_path: Path) -> None:
+    write(tmp_path, "order.yaml", flow("order"))
+    registry = WorkflowRegistry(tmp_path, tools=TOOLS)
+    registry.reload()
+    write(tmp_path, "order.yaml", flow("order", tool="list_alarmz"))
+    report = registry.reload()
+    assert registry.get("order").spec.nodes[0].tool == "list_alarms"  # type: ignore[union-attr]
+    assert "did you mean 'list_alarms'" in report.errors[0].message
+    # Once the tool exists, the newer version serves.
+    report = registry.recheck(tools={*TOOLS, "list_alarmz"})
+    assert report.changed == ["order"]
+    assert registry.get("order").spec.nodes[0].tool == "list_alarmz"  # type: ignore[union-attr]
+
+
+def test_sub_workflows_must_be_serving_and_must_not_nest_in_a_loop(tmp_path: Path) -> None:
+    def calling(name: str, other: str) -> str:
+        return flow(name, extra=f"  - {{id: call, kind: workflow, workflow: {other}}}\n")
+
+    write(tmp_path, "outer.yaml", calling("outer", "inner"))
+    registry = WorkflowRegistry(tmp_path)
+    registry.reload()
+    assert registry.names() == []
+    [problem] = registry.errors
+    assert (problem.node, problem.line) == ("call", 5)
+    assert problem.message.startswith("workflow: 'inner' is not loaded")
+    write(tmp_path, "inner.yaml", flow("inner"))
+    report = registry.reload()
+    assert report.added == ["inner", "outer"]
+    write(tmp_path, "inner.yaml", calling("inner", "outer"))
+    registry.reload()
+    assert registry.names() == []
+    messages = sorted(p.message for p in registry.errors)
+    assert messages[0].startswith("workflow: runs 'inner', which runs this one again")
+    assert "(outer → inner → outer)" in messages[0]
+
+
+def test_the_folder_may_be_missing(tmp_path: Path) -> None:
+    registry = WorkflowRegistry(tmp_path / "nowhere")
+    assert registry.reload().changed_anything is False
+    assert registry.names() == []
+
+
+async def within(seconds: float, condition: Callable[[], bool]) -> bool:
+    """Whether ``condition`` holds within ``seconds``."""
+    for _ in range(int(seconds / 0.05)):
+        if condition():
+            return True
+        await asyncio.sleep(0.05)
+    return condition()
+
+
+async def test_a_saved_file_serves_within_two_seconds(tmp_path: Path) -> None:
+    folder = tmp_path / "workflows"
+    registry = WorkflowRegistry(folder)
+    registry.reload()
+    watcher = start_workflow_watcher(registry)
+    try:
+        await asyncio.sleep(0.3)  # let the watcher settle
+        write(folder, "alarms.yaml", flow("alarms"))
+        assert await within(2.0, lambda: "alarms" in registry)
+        (folder / "alarms.yaml").unlink()
+        assert await within(2.0, lambda: "alarms" not in registry)
+    finally:
+        await stop_workflow_watcher(*watcher)
