@@ -101,6 +101,12 @@ class Conversations:
         """Token usage of a thread so far."""
         return dict((await self.state(thread_id)).get("usage", {}))
 
+    async def post(self, thread_id: str, message: BaseMessage) -> None:
+        """Add a message the service writes outside a run (a workflow that ended after an
+        approval tells the thread), between runs of the thread."""
+        async with self._locks.hold(thread_id, self.graph.checkpointer):
+            await self.graph.aupdate_state(_config(thread_id), {"messages": [message]})
+
     async def run(
         self, thread_id: str, messages: Sequence[BaseMessage] | ClientTurn, **options: Any
     ) -> RunFinished | RunFailed:

@@ -206,6 +206,36 @@ class HandlerImportFailed(SkilldeskError):
     code = "handler_import_failed"
 
 
+class TemplateFailed(SkilldeskError):
+    """A workflow template could not be rendered with the run's values."""
+
+    code = "template_failed"
+
+
+class WorkflowFailed(SkilldeskError):
+    """A workflow node failed and its ``on_error`` is ``fail``: the run ends FAILED."""
+
+    code = "workflow_failed"
+
+
+class BadInputs(SkilldeskError):
+    """Inputs a workflow cannot start with (missing, wrong type, not allowed)."""
+
+    code = "invalid_inputs"
+
+
+class RunNotFound(SkilldeskError, LookupError):
+    """No workflow run (or pending approval) by that id."""
+
+    code = "run_not_found"
+
+
+class AlreadyDecided(SkilldeskError):
+    """The approval was decided already (or its run is no longer waiting)."""
+
+    code = "already_decided"
+
+
 class ModelError(SkilldeskError):
     """A model call failed after its retries and fallbacks.
 

@@ -30,10 +30,11 @@ class RouteDecided:
 
 @dataclass(frozen=True)
 class NodeStarted:
-    """A graph node (or a planned task) began."""
+    """A graph node (or a planned task, or a workflow's node) began."""
 
     node: str
     task_id: str | None = None
+    workflow: str | None = None
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,8 @@ class NodeFinished:
     task_id: str | None = None
     ok: bool = True
     ms: float = 0.0
+    workflow: str | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,17 @@ class ErrorRaised:
 
 
 @dataclass(frozen=True)
+class ApprovalRequired:
+    """A workflow run waits for a person's decision (``POST /v1/approvals/{approval_id}``)."""
+
+    approval_id: str
+    run_id: str
+    node: str
+    summary: str
+    data: Any = None
+
+
+@dataclass(frozen=True)
 class RunFinished:
     """The run ended; ``message`` is the answer given to the user."""
 
@@ -105,6 +119,7 @@ Event = (
     | ToolCalled
     | ToolReturned
     | ErrorRaised
+    | ApprovalRequired
     | RunFinished
     | RunFailed
 )
@@ -116,6 +131,7 @@ CUSTOM_EVENTS: dict[str, type[Any]] = {
     "tool_called": ToolCalled,
     "tool_returned": ToolReturned,
     "error": ErrorRaised,
+    "approval_required": ApprovalRequired,
 }
 
 

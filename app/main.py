@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestContextMiddleware
 from app.api.openapi import install_openapi, operation_id
-from app.api.routes import chat, health, skills, threads
+from app.api.routes import approvals, chat, health, skills, threads, workflows
 from app.services import freeze_startup_heap, open_services, warm_up
 from app.settings import Settings, load_settings
 
@@ -46,4 +46,6 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
     app.include_router(chat.router)
     app.include_router(skills.router)
     app.include_router(threads.router)
+    app.include_router(workflows.router)
+    app.include_router(approvals.router)
     return app

@@ -7,7 +7,7 @@ import gc
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -25,8 +25,13 @@ from agents.skills.service import SkillService
 from agents.skills.watcher import start_watcher, stop_watcher
 from agents.state.calls import call_journal
 from agents.state.checkpointers import open_checkpointer
+from agents.state.documents import documents_for
 from agents.tokens import count_tokens
-from agents.workflows.matcher import NoWorkflows, WorkflowMatcher
+from agents.workflows.conversation import WorkflowTurns
+from agents.workflows.engine import WorkflowEngine
+from agents.workflows.matcher import IntentMatcher, WorkflowMatcher
+from agents.workflows.registry import WorkflowRegistry, skills_world
+from agents.workflows.watcher import start_workflow_watcher, stop_workflow_watcher
 from app.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -41,7 +46,10 @@ class Services:
     checkpointer: BaseCheckpointSaver[Any]
     conversations: Conversations
     skills: SkillService
-    workflows: WorkflowMatcher = field(default_factory=NoWorkflows)
+    workflows: WorkflowMatcher
+    workflow_registry: WorkflowRegistry
+    engine: WorkflowEngine
+    workflow_turns: WorkflowTurns
 
 
 @asynccontextmanager
@@ -72,29 +80,70 @@ async def open_services(
         confident=settings.route_confident, ambiguous_floor=settings.route_ambiguous_floor
     )
     limits = RunLimits(settings.max_model_calls, settings.max_tool_calls)
-    workflows = NoWorkflows()  # the workflow engine's matcher plugs in here
-    watcher = start_watcher(skills) if (settings.skills_watch if watch is None else watch) else None
+    profiles = sorted(gateway.config.profiles) if gateway.config else None
+    registry = WorkflowRegistry(
+        settings.workflows_dir, profiles=profiles, **skills_world(skills.registry)
+    )
+    for failed in (await asyncio.to_thread(registry.reload)).errors:
+        log.warning("workflow.skipped", error=str(failed))
+    workflows = IntentMatcher(registry, getattr(skills.index, "cache", None))
+    watching = settings.skills_watch if watch is None else watch
+
+    def recheck(_: object) -> None:  # skills changed: workflows naming them are checked again
+        registry.recheck(profiles=profiles, **skills_world(skills.registry))
+
+    watcher = start_watcher(skills, recheck) if watching else None
+    workflow_watcher = start_workflow_watcher(registry) if watching else None
     try:
         async with open_checkpointer(settings.resolved_checkpoint_url) as checkpointer:
             skills.runner.journal = call_journal(checkpointer)
             prompts = Prompts(settings.prompts_dir)
+            engine = WorkflowEngine(
+                registry,
+                checkpointer,
+                skills=skills,
+                gateway=gateway,
+                prompts=prompts,
+                documents=documents_for(checkpointer),
+                max_rounds=settings.max_tool_rounds,
+            )
+            turns = WorkflowTurns(engine, gateway, prompts)
             router = Router(skills, gateway, prompts, workflows, router_options)
-            graph = build_graph(gateway, checkpointer, prompts, skills, options, router=router)
+            graph = build_graph(
+                gateway, checkpointer, prompts, skills, options, router=router, workflow_turns=turns
+            )
             log.info(
                 "service.ready",
                 checkpointer=type(checkpointer).__name__,
-                model_profiles=sorted(gateway.config.profiles) if gateway.config else [],
+                model_profiles=profiles or [],
                 skills=len(skills.registry),
                 skill_errors=len(skills.registry.errors),
+                workflows=len(registry),
+                workflow_errors=len(registry.errors),
             )
             conversations = Conversations(graph, limits, router)
+            resuming = asyncio.create_task(engine.resume_orphans())  # runs a stop cut off
             try:
-                yield Services(settings, gateway, checkpointer, conversations, skills, workflows)
+                yield Services(
+                    settings,
+                    gateway,
+                    checkpointer,
+                    conversations,
+                    skills,
+                    workflows,
+                    registry,
+                    engine,
+                    turns,
+                )
             finally:
+                resuming.cancel()
+                await asyncio.gather(resuming, return_exceptions=True)
                 await conversations.aclose()  # before the store closes under a run
     finally:
         if watcher is not None:
             await stop_watcher(*watcher)
+        if workflow_watcher is not None:
+            await stop_workflow_watcher(*workflow_watcher)
         await skills.aclose()
         await gateway.aclose()
 

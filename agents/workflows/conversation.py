@@ -6,8 +6,10 @@ and its end (done, waiting for an approval, failed) is the answer."""
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 
 from agents.errors import ModelError, SkilldeskError
@@ -75,6 +77,31 @@ class WorkflowTurns:
             else:
                 emit(str(event.pop("type")), **event)
         return self.reply(record), None
+
+    async def decide(
+        self,
+        approval_id: str,
+        *,
+        approved: bool,
+        by: str,
+        comment: str,
+        post: Callable[[str, BaseMessage], Awaitable[None]],
+    ) -> dict[str, Any]:
+        """Decide an approval; the run goes on, and when it ends (or waits again) the thread
+        it was started from is told, through ``post(thread_id, message)``.
+
+        Raises:
+            RunNotFound, AlreadyDecided: as ``WorkflowEngine.decide``.
+        """
+        record: dict[str, Any] = {}
+        async for event in self.engine.decide(
+            approval_id, approved=approved, by=by, comment=comment
+        ):
+            if event.get("type") == "workflow_ended":
+                record = event["record"]
+        if record.get("thread_id") and not record.get("parent"):
+            await post(record["thread_id"], AIMessage(content=self.reply(record)))
+        return record
 
     def reply(self, record: dict[str, Any]) -> str:
         """What the user is told of a run as it stands."""

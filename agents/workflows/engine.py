@@ -24,7 +24,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import get_runtime
 from langgraph.types import Command
 
-from agents.errors import SkilldeskError
+from agents.errors import AlreadyDecided, BadInputs, RunNotFound, SkilldeskError, WorkflowFailed
 from agents.models import ModelGateway
 from agents.prompts import Prompts
 from agents.run import emit
@@ -41,37 +41,20 @@ RUN = "workflow_run"  # the documents' kind
 FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 
 
-class WorkflowFailed(SkilldeskError):
-    """A node failed and its ``on_error`` is ``fail``: the run ends FAILED."""
-
-    code = "workflow_failed"
-
-
-class RunNotFound(SkilldeskError):
-    """No workflow run (or approval) by that id."""
-
-    code = "run_not_found"
-
-
-class AlreadyDecided(SkilldeskError):
-    """The approval was decided already (or its run is no longer waiting)."""
-
-    code = "already_decided"
-
-
-class BadInputs(SkilldeskError):
-    """Inputs a workflow cannot start with (missing, wrong type, not allowed)."""
-
-    code = "invalid_inputs"
-
-
 class LoadedWorkflow(Protocol):
     """A workflow as the registry holds it."""
 
-    name: str
-    spec: WorkflowSpec
-    flow: Flow
-    fingerprint: str
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def spec(self) -> WorkflowSpec: ...
+
+    @property
+    def flow(self) -> Flow: ...
+
+    @property
+    def fingerprint(self) -> str: ...
 
 
 class WorkflowSource(Protocol):
@@ -449,7 +432,7 @@ def _node_function(engine: WorkflowEngine, workflow: LoadedWorkflow, node: Any) 
             "run": {"id": info.run_id, "workflow": info.workflow, "thread_id": info.thread_id},
         }
         ctx = NodeContext(node, values, info, engine, visits)
-        emit("node_started", node=node.id, workflow=info.workflow, kind=node.kind)
+        emit("node_started", node=node.id, workflow=info.workflow)
         started = time.perf_counter()
         status, error = "done", None
         try:

@@ -2,6 +2,9 @@
 
 A string that is a single expression (``"{{ nodes.alarms.output }}"``) keeps its value's type
 (a list stays a list); any other string renders to text. Switch conditions are expressions.
+Which inputs and nodes a template names is checked when the file loads; a field inside a
+node's output is data (a tool may leave it out), so a missing one is empty (``None`` as a
+value), as ``x.get("field")`` would be.
 """
 
 from __future__ import annotations
@@ -9,19 +12,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateError
+from jinja2 import ChainableUndefined, TemplateError, Undefined
 from jinja2.sandbox import SandboxedEnvironment
 
-from agents.errors import SkilldeskError
+from agents.errors import TemplateFailed
 
-_ENV = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+_ENV = SandboxedEnvironment(undefined=ChainableUndefined, autoescape=False)
 _ONE_EXPRESSION = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\}\}).)*)\}\}\s*$", re.DOTALL)
-
-
-class TemplateFailed(SkilldeskError):
-    """A template could not be rendered with the run's values."""
-
-    code = "template_failed"
 
 
 def environment() -> SandboxedEnvironment:
@@ -47,7 +44,7 @@ def render(value: Any, values: dict[str, Any], where: str = "") -> Any:
 def condition(expression: str, values: dict[str, Any], where: str = "") -> bool:
     """Whether ``expression`` (a Jinja expression) holds for the run's values."""
     try:
-        return bool(_ENV.compile_expression(expression, undefined_to_none=False)(**values))
+        return bool(_ENV.compile_expression(expression)(**values))
     except TemplateError as exc:
         raise TemplateFailed(f"{where}: {exc}") from None
 
@@ -58,8 +55,8 @@ def _render_text(text: str, values: dict[str, Any], where: str) -> Any:
     try:
         single = _ONE_EXPRESSION.match(text)
         if single is not None:
-            compiled = _ENV.compile_expression(single["expr"], undefined_to_none=False)
-            return compiled(**values)
+            value = _ENV.compile_expression(single["expr"])(**values)
+            return None if isinstance(value, Undefined) else value
         return _ENV.from_string(text).render(**values)
     except TemplateError as exc:
         raise TemplateFailed(f"{where}: {exc}") from None

@@ -66,3 +66,15 @@ IdempotencyKey = Annotated[
         "again.",
     ),
 ]
+
+
+def approver(request: Request) -> str:
+    """Who decides an approval, checked here: the one place that says who may approve.
+
+    Until API keys arrive (their issue), anyone who can reach the service may approve; the
+    name comes from the decision's ``by``. This returns "" for "not known from the request".
+    """
+    return ""
+
+
+ApproverDep = Annotated[str, Depends(approver)]

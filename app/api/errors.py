@@ -15,10 +15,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from agents.errors import (
+    AlreadyDecided,
+    BadInputs,
     HandlersBusy,
     InvalidTurn,
     ModelError,
     NoModelConfigured,
+    RunNotFound,
     SkilldeskError,
     SkillNotFound,
     SkillReferenceError,
@@ -30,7 +33,10 @@ log = structlog.get_logger(__name__)
 # first, then (for a run that failed, which reports a code) by code.
 _BY_CLASS: tuple[tuple[type[SkilldeskError], int, str], ...] = (
     (InvalidTurn, 400, "invalid_request_error"),
+    (BadInputs, 400, "invalid_request_error"),
     (SkillNotFound, 404, "invalid_request_error"),
+    (RunNotFound, 404, "invalid_request_error"),
+    (AlreadyDecided, 409, "invalid_request_error"),
     (SkillReferenceError, 404, "invalid_request_error"),
     (HandlersBusy, 503, "server_error"),
     (NoModelConfigured, 503, "model_error"),
@@ -76,6 +82,7 @@ ERROR_STATUSES = {
     400: "The request is malformed: not JSON, a field against the schema (`invalid_request`, "
     "`param` names it), or a value the service refuses (its own `code`).",
     404: "The resource does not exist.",
+    409: "The request conflicts with the resource's state (an approval decided already).",
     413: "The request body is larger than `SKILLDESK_MAX_REQUEST_BYTES` (`request_too_large`).",
     500: "An internal error; the request was not completed and the error is logged "
     "(`internal_error`).",

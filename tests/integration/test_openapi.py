@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from langchain_core.messages import AIMessage
 
 from agents.events import (
+    ApprovalRequired,
     ErrorRaised,
     Event,
     NodeFinished,
@@ -47,6 +48,16 @@ CHAT, RUN = "/v1/chat/completions", "/v1/threads/{}/runs/stream"
 TOOL = "/v1/skills/order-lookup/tools/get_order"
 USER = {"role": "user", "content": "Where is my order?"}
 ERROR = {"$ref": "#/components/schemas/ErrorResponse"}
+LOOKUP = """
+name: lookup
+description: Looks an order up; a person approves.
+inputs: {order_id: {type: string}}
+nodes:
+  - {id: order, kind: tool, tool: get_order, arguments: {order_id: "{{ inputs.order_id }}"}}
+  - {id: ok, kind: approval, summary: "Order {{ nodes.order.output.order_id }}?"}
+outputs: {message: "{{ nodes.order.output.status }}"}
+"""
+START = ("/v1/workflows/lookup/runs", {"inputs": {"order_id": "ORD1001"}})
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +72,8 @@ def client(
     write_skill(
         skills, "weather-report", "Current weather for a city.", config={"triggers": ["weather"]}
     )
+    (root / "workflows").mkdir()
+    (root / "workflows" / "lookup.yaml").write_text(LOOKUP)
     (skills / "broken").mkdir()
     (skills / "broken" / "SKILL.md").write_text("---\nname: Broken Name\n---\nbody\n")
     models, base = root / "models.yaml", _fake_llm_server.base_url
@@ -77,6 +90,7 @@ def client(
             skills_dir=skills,
             skills_watch=False,
             skills_embeddings=False,
+            workflows_dir=root / "workflows",
             models_file=models,
             max_request_bytes=LIMIT,
         )
@@ -215,6 +229,37 @@ PROBES = [
     get("bad thread id", "/v1/threads/-p", 400),
     get("thread internal error", "/v1/threads/p-2", 500, patch=_raises("state")),
     get("skills", "/v1/skills", 200),
+    get("workflows", "/v1/workflows", 200),
+    get("workflow", "/v1/workflows/lookup", 200),
+    get("unknown workflow", "/v1/workflows/nope", 404),
+    Probe("start a workflow", "POST", START[0], 200, START[1]),
+    Probe("start without inputs", "POST", START[0], 400, {"inputs": {}}),
+    Probe("start an unknown workflow", "POST", "/v1/workflows/nope/runs", 404, {}),
+    get("workflow runs", "/v1/workflow-runs", 200, before=(START,)),
+    get("workflow run", "/v1/workflow-runs/{run}", 200, before=(START,)),
+    get("unknown workflow run", "/v1/workflow-runs/nope", 404),
+    get("workflow runs, too many", "/v1/workflow-runs", 400, params={"limit": 0}),
+    get("approvals", "/v1/approvals", 200, before=(START,)),
+    Probe(
+        "approve", "POST", "/v1/approvals/{approval}", 200, {"decision": "approve"}, before=(START,)
+    ),
+    Probe(
+        "approve twice",
+        "POST",
+        "/v1/approvals/{approval}",
+        409,
+        {"decision": "reject"},
+        before=(START, ("/v1/approvals/{approval}", {"decision": "approve"})),
+    ),
+    Probe("approve nothing", "POST", "/v1/approvals/nope-x-0", 404, {"decision": "approve"}),
+    Probe(
+        "approve how?",
+        "POST",
+        "/v1/approvals/{approval}",
+        400,
+        {"decision": "maybe"},
+        before=(START,),
+    ),
     get("search", "/v1/skills/search", 200, params={"q": "where is my order", "k": 3}),
     get("search without a query", "/v1/skills/search", 400, params={"q": ""}),
     get("skill", "/v1/skills/order-lookup", 200),
@@ -237,13 +282,20 @@ def test_every_answer_is_documented_and_matches_its_schema(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fake_llm.script(*probe.replies)
+    ids: dict[str, str] = {}  # what earlier requests made: {run} and {approval} in paths
     for path, body in probe.before:
-        assert client.post(path, json=body).status_code == 200
+        made = client.post(path.format(**ids), json=body)
+        assert made.status_code == 200, made.text
+        if made.headers["content-type"].startswith("application/json"):
+            record = made.json()
+            waiting = record.get("waiting") or {}
+            ids.setdefault("run", record.get("id", ""))
+            ids.setdefault("approval", waiting.get("approval_id", "none"))
     if probe.patch is not None:
         probe.patch(client.app.state.services, monkeypatch)  # type: ignore[attr-defined]
     response = client.request(
         probe.method,
-        probe.path,
+        probe.path.format(**ids) if ids else probe.path,
         json=probe.json,
         content=probe.content,
         headers=probe.headers,
@@ -301,6 +353,8 @@ def test_every_event_type_a_run_can_send_is_documented(document: Document) -> No
         ToolReturned("get_order", "call_1", False, "error (tool_failed): no order", "t1"),
         Token("Shipped", "expert"),
         ErrorRaised("budget_exhausted", "no model calls left", "t2"),
+        ApprovalRequired("r1-approve-0", "r1", "approve", "Refund 488?", {"amount": 488}),
+        NodeFinished("order", None, False, 3.5, "refund-request", "no order ORD9"),
         NodeFinished("expert", None, True, 12.5),
         RunFinished("t", "r", AIMessage("Shipped."), {"total_tokens": 9}),
         RunFailed("t", "r", "model_timeout", "the model did not answer in time", {"profile": "a"}),

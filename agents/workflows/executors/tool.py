@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from agents.errors import HandlerFailed
+from agents.run import emit
 from agents.skills.runner import idempotency_key_of
 from agents.workflows.executors import NodeContext, Outcome, executor
 from agents.workflows.templates import render
@@ -22,12 +23,21 @@ class ToolExecutor:
         key = idempotency_key_of(
             "workflow", ctx.node.tool, {}, ctx.run.run_id, f"{ctx.node.id}#{ctx.visit}"
         )
+        call_id = f"{ctx.node.id}#{ctx.visit}"
+        emit("tool_called", tool=ctx.node.tool, arguments=arguments, call_id=call_id)
         result = await skills.call(
             ctx.node.tool,
             arguments,
             thread_id=ctx.run.thread_id,
             run_id=ctx.run.run_id,
             idempotency_key=key,
+        )
+        emit(
+            "tool_returned",
+            tool=ctx.node.tool,
+            call_id=call_id,
+            ok=result.ok,
+            content=result.content[:2000],
         )
         if not result.ok:
             raise HandlerFailed(result.content)

@@ -17,9 +17,10 @@ class TaskScoped(BaseModel):
 
 
 class NodeStartedEvent(TaskScoped):
-    """A graph node (or a planned task) began."""
+    """A graph node (or a planned task, or a workflow's node) began."""
 
     node: str = Field(description="The node: `route`, `expert`, `assistant`, `task`...")
+    workflow: str | None = Field(description="The workflow whose node it is; null outside one.")
 
 
 class NodeFinishedEvent(TaskScoped):
@@ -28,6 +29,18 @@ class NodeFinishedEvent(TaskScoped):
     node: str = Field(description="The node.")
     ok: bool = Field(description="Whether it succeeded.")
     ms: float = Field(description="How long it ran, in milliseconds.")
+    workflow: str | None = Field(description="The workflow whose node it is; null outside one.")
+    error: str | None = Field(description="Why it failed (a workflow's node), else null.")
+
+
+class ApprovalRequiredEvent(BaseModel):
+    """A workflow run waits for a person: decide with `POST /v1/approvals/{approval_id}`."""
+
+    approval_id: str = Field(description="The approval's id.")
+    run_id: str = Field(description="The workflow run that waits.")
+    node: str = Field(description="The approval node.")
+    summary: str = Field(description="What is to be approved.")
+    data: Any = Field(description="The data behind it.")
 
 
 class RouteDecidedEvent(BaseModel):
@@ -104,6 +117,7 @@ RUN_EVENTS: dict[str, type[BaseModel]] = {
     "tool_returned": ToolReturnedEvent,
     "token": TokenEvent,
     "error_raised": ErrorRaisedEvent,
+    "approval_required": ApprovalRequiredEvent,
     "node_finished": NodeFinishedEvent,
     "run_finished": RunFinishedEvent,
     "run_failed": RunFailedEvent,

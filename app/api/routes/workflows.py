@@ -1,0 +1,125 @@
+"""Workflows over HTTP: list, definition and graph, start a run (streamed or not), records."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import StreamingResponse
+
+from agents.errors import WorkflowNotFound
+from agents.workflows.mermaid import mermaid
+from app.api.deps import ServicesDep
+from app.api.errors import ApiError, error_responses
+from app.api.schemas.workflows import (
+    RunPublic,
+    RunsPublic,
+    RunStart,
+    WorkflowDefinitionPublic,
+    WorkflowProblemPublic,
+    WorkflowPublic,
+    WorkflowsPublic,
+)
+
+router = APIRouter(tags=["workflows"])
+NO_WORKFLOW = "No such workflow (`workflow_not_found`)."
+
+
+@router.get("/v1/workflows", responses=error_responses(500))
+async def list_workflows(services: ServicesDep) -> WorkflowsPublic:
+    """Every loaded workflow, and the problems of the files that failed to load."""
+    registry = services.workflow_registry
+    return WorkflowsPublic(
+        workflows=[_public(w) for w in registry.all()],
+        errors=[WorkflowProblemPublic.model_validate(vars(p)) for p in registry.errors],
+    )
+
+
+@router.get("/v1/workflows/{name}", responses=error_responses(404, 500, notes={404: NO_WORKFLOW}))
+async def get_workflow(services: ServicesDep, name: str) -> WorkflowDefinitionPublic:
+    """One workflow's definition and its Mermaid graph."""
+    workflow = _workflow(services, name)
+    return WorkflowDefinitionPublic(
+        **_public(workflow).model_dump(),
+        definition=workflow.spec.model_dump(mode="json", by_alias=True, exclude_none=True),
+        mermaid=mermaid(workflow),
+    )
+
+
+@router.post(
+    "/v1/workflows/{name}/runs",
+    responses={
+        **error_responses(
+            400,
+            404,
+            500,
+            notes={400: "Inputs it cannot start with (`invalid_inputs`).", 404: NO_WORKFLOW},
+        ),
+        200: {
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "description": "The record, or with `stream: true` the run's events.",
+        },
+    },
+)
+async def start_run(services: ServicesDep, name: str, body: RunStart) -> Any:
+    """Run a workflow: to its end or its first approval (the record), or streamed."""
+    _workflow(services, name)
+    engine = services.engine
+    events = engine.stream(name, body.inputs, thread_id=body.thread_id)
+    first = await anext(events)  # bad inputs are a 400 before anything runs
+    if not body.stream:
+        last = first
+        async for event in events:
+            last = event
+        return RunPublic.model_validate(last["record"])
+    return StreamingResponse(
+        _sse(first, events), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+    )
+
+
+@router.get("/v1/workflow-runs", responses=error_responses(400, 500))
+async def list_runs(
+    services: ServicesDep,
+    workflow: str | None = None,
+    status: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> RunsPublic:
+    """Execution records, newest first."""
+    runs = await services.engine.list_runs(workflow=workflow, status=status, limit=limit)
+    return RunsPublic(runs=[RunPublic.model_validate(r) for r in runs])
+
+
+@router.get(
+    "/v1/workflow-runs/{run_id}",
+    responses=error_responses(404, 500, notes={404: "No such run (`run_not_found`)."}),
+)
+async def get_run(services: ServicesDep, run_id: str) -> RunPublic:
+    """One run's execution record: status, and per node status, time, output or error."""
+    return RunPublic.model_validate(await services.engine.get_run(run_id))
+
+
+def _workflow(services: Any, name: str) -> Any:
+    try:
+        return services.workflow_registry.get(name)
+    except WorkflowNotFound as exc:
+        raise ApiError(404, "workflow_not_found", str(exc), param="name") from None
+
+
+def _public(workflow: Any) -> WorkflowPublic:
+    spec = workflow.spec
+    return WorkflowPublic(
+        name=spec.name,
+        version=spec.version,
+        description=spec.description,
+        nodes=[n.id for n in spec.nodes],
+    )
+
+
+async def _sse(first: dict[str, Any], events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:
+    event: dict[str, Any] | None = first
+    while event is not None:
+        kind = str(event.get("type", "event"))
+        yield f"event: {kind}\ndata: {json.dumps(event, default=str)}\n\n"
+        event = await anext(events, None)

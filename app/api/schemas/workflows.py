@@ -1,0 +1,112 @@
+"""Workflows, their runs and approvals over HTTP."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class WorkflowProblemPublic(BaseModel):
+    """Why a workflow file failed to load (it is skipped; the others serve)."""
+
+    file: str = Field(description="The file at fault.")
+    node: str = Field(description="The node at fault, or empty.")
+    line: int | None = Field(description="The line of the file, where the parser gives one.")
+    message: str = Field(description="What is wrong and how to fix it.")
+
+
+class WorkflowPublic(BaseModel):
+    """One loaded workflow."""
+
+    name: str
+    version: int | str
+    description: str
+    nodes: list[str] = Field(description="The node ids, as listed.")
+
+
+class WorkflowsPublic(BaseModel):
+    """Every loaded workflow and the problems of the files that failed to load."""
+
+    workflows: list[WorkflowPublic]
+    errors: list[WorkflowProblemPublic]
+
+
+class WorkflowDefinitionPublic(WorkflowPublic):
+    """A workflow's definition and its graph."""
+
+    definition: dict[str, Any] = Field(description="The file's content, as validated.")
+    mermaid: str = Field(description="A Mermaid flowchart of the nodes and edges.")
+
+
+class RunStart(BaseModel):
+    """Start a run of a workflow."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    inputs: dict[str, Any] = Field(default_factory=dict, description="The workflow's inputs.")
+    thread_id: str | None = Field(
+        None, min_length=1, max_length=128, description="The conversation it belongs to."
+    )
+    stream: bool = Field(False, description="Stream the run's events (Server-Sent Events).")
+
+
+class NodeRecordPublic(BaseModel):
+    """How one node of a run went."""
+
+    status: str | None = Field(description="done or failed.")
+    ms: float | None = None
+    error: str | None = None
+    visits: int | None = None
+    output: Any = Field(None, description="Its output (long ones shortened).")
+
+
+class ApprovalPublic(BaseModel):
+    """A pending approval (the approvers' inbox)."""
+
+    approval_id: str
+    node: str
+    summary: str = Field(description="What is to be approved.")
+    data: Any = Field(None, description="The data behind it.")
+    run_id: str | None = None
+    workflow: str | None = None
+    thread_id: str | None = None
+
+
+class RunPublic(BaseModel):
+    """A workflow run's execution record."""
+
+    id: str
+    workflow: str
+    version: int | str
+    thread_id: str | None
+    status: Literal["RUNNING", "WAITING", "SUCCEEDED", "FAILED", "CANCELLED"]
+    started: float
+    ended: float | None
+    inputs: dict[str, Any]
+    outputs: dict[str, Any]
+    error: str | None
+    nodes: dict[str, NodeRecordPublic]
+    waiting: ApprovalPublic | None = Field(description="The approval it waits for, if any.")
+
+
+class RunsPublic(BaseModel):
+    """Execution records, newest first."""
+
+    runs: list[RunPublic]
+
+
+class ApprovalsPublic(BaseModel):
+    """Pending approvals."""
+
+    approvals: list[ApprovalPublic]
+
+
+class Decision(BaseModel):
+    """An approver's decision."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["approve", "reject"]
+    by: str = Field("", max_length=200, description="Who decides (until API keys: as given).")
+    comment: str = Field("", max_length=2000)

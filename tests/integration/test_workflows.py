@@ -1,0 +1,130 @@
+"""The bundled workflows run end to end on the bundled skills: over HTTP, from chat, with
+approvals decided through the inbox (approve, reject, twice), and execution records."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from tests.fakellm import FakeLLM
+
+ROOT = Path(__file__).parents[2]
+
+
+@pytest.fixture
+def client(model_settings: Any, tmp_path: Path) -> Iterator[TestClient]:
+    settings = model_settings.model_copy(
+        update={"skills_dir": ROOT / "skills", "workflows_dir": ROOT / "workflows"}
+    )
+    with TestClient(create_app(settings)) as test_client:
+        yield test_client
+
+
+def start(client: TestClient, name: str, **inputs: Any) -> dict[str, Any]:
+    response = client.post(f"/v1/workflows/{name}/runs", json={"inputs": inputs})
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def test_the_bundled_workflows_are_listed_with_their_graphs(client: TestClient) -> None:
+    listed = client.get("/v1/workflows").json()
+    names = {w["name"] for w in listed["workflows"]}
+    assert {"equipment-maintenance", "refund-request", "order-overview", "announcement"} <= names
+    assert listed["errors"] == []
+    one = client.get("/v1/workflows/refund-request").json()
+    assert one["mermaid"].startswith("flowchart")
+    assert one["definition"]["nodes"][0]["id"] == "order"
+    assert client.get("/v1/workflows/nope").status_code == 404
+
+
+def test_a_small_refund_is_approved_without_a_person(client: TestClient) -> None:
+    record = start(client, "refund-request", order_id="ORD1001")  # 159 CNY
+    assert record["status"] == "SUCCEEDED", record
+    assert "approved automatically" in record["outputs"]["message"]
+    assert list(record["nodes"]) == ["order", "amount", "auto_approve", "confirm"]
+    assert client.get("/v1/approvals").json()["approvals"] == []
+
+
+def test_a_large_refund_waits_for_the_inbox_and_resumes_when_approved(
+    client: TestClient,
+) -> None:
+    record = start(client, "refund-request", order_id="ORD1002")  # 488 CNY
+    assert record["status"] == "WAITING"
+    [pending] = client.get("/v1/approvals").json()["approvals"]
+    assert pending["run_id"] == record["id"]
+    assert "Refund 488" in pending["summary"]
+    assert pending["data"]["order_id"] == "ORD1002"
+    decided = client.post(
+        f"/v1/approvals/{pending['approval_id']}", json={"decision": "approve", "by": "ann"}
+    )
+    assert decided.status_code == 200, decided.text
+    assert decided.json()["status"] == "SUCCEEDED"
+    assert "is approved" in decided.json()["outputs"]["message"]
+    again = client.post(f"/v1/approvals/{pending['approval_id']}", json={"decision": "reject"})
+    assert again.status_code == 409
+    assert again.json()["error"]["code"] == "already_decided"
+    stored = client.get(f"/v1/workflow-runs/{record['id']}").json()
+    assert stored["status"] == "SUCCEEDED"
+    assert stored["nodes"]["approve"]["output"]["by"] == "ann"
+    assert client.get("/v1/approvals").json()["approvals"] == []
+
+
+def test_a_rejected_refund_tells_the_customer_why(client: TestClient) -> None:
+    record = start(client, "refund-request", order_id="ORD1003")
+    approval = record["waiting"]["approval_id"]
+    decided = client.post(
+        f"/v1/approvals/{approval}", json={"decision": "reject", "comment": "worn item"}
+    ).json()
+    assert decided["status"] == "SUCCEEDED"
+    assert "refused: worn item" in decided["outputs"]["message"]
+    assert "refused" in decided["nodes"]
+
+
+def test_bad_inputs_and_unknown_ids_are_clear_errors(client: TestClient) -> None:
+    missing = client.post("/v1/workflows/refund-request/runs", json={"inputs": {}})
+    assert missing.status_code == 400
+    assert missing.json()["error"]["code"] == "invalid_inputs"
+    assert "'order_id' is required" in missing.json()["error"]["message"]
+    assert client.get("/v1/workflow-runs/nope").status_code == 404
+    assert client.post("/v1/approvals/nope-x-0", json={"decision": "approve"}).status_code == 404
+
+
+def test_a_refund_from_chat_waits_and_the_thread_hears_the_decision(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    chat = {
+        "model": "skilldesk",
+        "messages": [{"role": "user", "content": "I want a refund for order ORD1017."}],
+    }
+    headers = {"X-Thread-Id": "refund-chat"}
+    answer = client.post("/v1/chat/completions", json=chat, headers=headers).json()
+    text = answer["choices"][0]["message"]["content"]
+    assert "waiting for approval" in text
+    [pending] = client.get("/v1/approvals").json()["approvals"]
+    assert pending["thread_id"] == "refund-chat"
+    client.post(f"/v1/approvals/{pending['approval_id']}", json={"decision": "approve"})
+    thread = client.get("/v1/threads/refund-chat").json()
+    assert thread["route"]["kind"] == "workflow"
+    assert "is approved" in thread["messages"][-1]["content"]
+    assert fake_llm.requests == []  # no model call: tools, a switch and an approval
+
+
+def test_a_missing_input_is_asked_for_in_chat_and_the_next_message_gives_it(
+    client: TestClient,
+) -> None:
+    headers = {"X-Thread-Id": "refund-ask"}
+
+    def say(text: str) -> str:
+        body = {"model": "skilldesk", "messages": [{"role": "user", "content": text}]}
+        reply = client.post("/v1/chat/completions", json=body, headers=headers).json()
+        return str(reply["choices"][0]["message"]["content"])
+
+    asked = say("I want a refund please")
+    assert "order_id" in asked
+    done = say("ORD1026")  # 129 CNY: approved at once
+    assert "approved automatically" in done
