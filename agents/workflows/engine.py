@@ -24,6 +24,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import get_runtime
 from langgraph.types import Command
 
+from agents import failpoints
 from agents.errors import AlreadyDecided, BadInputs, RunNotFound, SkilldeskError, WorkflowFailed
 from agents.models import ModelGateway
 from agents.prompts import Prompts
@@ -459,6 +460,7 @@ def _node_function(engine: WorkflowEngine, workflow: LoadedWorkflow, node: Any) 
             }
         if outcome.usage:
             update["usage"] = outcome.usage
+        failpoints.hit("workflow.node_done", node.id)  # its work done, its checkpoint not yet
         return update
 
     return run_node
