@@ -634,6 +634,20 @@ def test_the_bundled_workflows_take_their_inputs_from_their_examples() -> None:
                     assert re.search(given.pattern, example), f"{spec.name}: {name} in {example}"
 
 
+def test_the_readme_example_loads_against_the_bundled_skills(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Workflows") :]
+    example = section[section.index("```yaml\n") + 8 : section.index("```\n", 8)]
+    skills = SkillRegistry(ROOT / "skills")
+    skills.reload()
+    path = tmp_path / "example.yaml"
+    path.write_text(example, encoding="utf-8")
+    workflow = load_workflow(path, **skills_world(skills), workflows=set())
+    assert [n.kind for n in workflow.spec.nodes] == [
+        "tool", "switch", "set", "approval", "notify", "notify",
+    ]  # fmt: skip
+
+
 def test_published_workflow_schema_matches_the_model() -> None:
     published = ROOT / "agents" / "workflows" / "workflow.schema.json"
     assert json.loads(published.read_text(encoding="utf-8")) == workflow_schema(), (
