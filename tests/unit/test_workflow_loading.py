@@ -3,6 +3,7 @@ each one with a deliberately broken file."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import textwrap
 from pathlib import Path
@@ -660,3 +661,13 @@ def test_every_node_kind_has_its_model() -> None:
     assert tuple(NODE_TYPES) == NODE_KINDS
     for kind, model in NODE_TYPES.items():
         assert get_args(model.model_fields["kind"].annotation) == (kind,)
+
+
+def test_a_long_workflow_does_not_exhaust_the_stack() -> None:
+    from agents.workflows.flow import Flow
+
+    ids = [f"n{i}" for i in range(5000)]
+    chain = Flow(ids[0], {a: [b] for a, b in itertools.pairwise(ids)}, {}, {})
+    assert chain.cycles() == []
+    looped = Flow(ids[0], {**chain.successors, ids[-1]: [ids[0]]}, {}, {})
+    assert [len(c) for c in looped.cycles()] == [5000]
