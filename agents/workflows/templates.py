@@ -10,7 +10,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from agents.workflows.checks import Finding, suggest
 from agents.workflows.flow import Flow
-from agents.workflows.spec import TEMPLATE_GLOBALS, WorkflowSpec
+from agents.workflows.spec import TEMPLATE_GLOBALS, SwitchNode, WorkflowSpec
 
 
 def template_environment() -> SandboxedEnvironment:
@@ -31,6 +31,10 @@ def check_templates(spec: WorkflowSpec, flow: Flow) -> list[Finding]:
         before = flow.before(node.id) if unique else ids
         for field, text in node.templates():
             path = f"nodes.{i}.{field}"
+            if isinstance(node, SwitchNode) and text.count("{{") > 1:
+                message = "a condition is an expression: write it without {{ }}"
+                found.append((node.id, path, f"{field}: {message}"))
+                continue
             for message in _template_problems(text, spec, ids, before, own=node.id):
                 found.append((node.id, path, f"{field}: {message}"))
     reachable = flow.reachable()

@@ -469,6 +469,20 @@ nodes:
     assert problem.message.startswith("cases.0.when: template syntax error")
 
 
+def test_a_switch_condition_in_braces_says_to_drop_them(tmp_path: Path) -> None:
+    problem = one(
+        tmp_path,
+        HEAD
+        + """\
+nodes:
+  - {id: choose, kind: switch, cases: [{when: "{{ inputs.device_id }}", goto: done}]}
+  - {id: done, kind: notify, message: done}
+""",
+    )
+    assert (problem.node, problem.line) == ("choose", 6)
+    assert problem.message == "cases.0.when: a condition is an expression: write it without {{ }}"
+
+
 def test_templates_that_name_what_is_not_there(tmp_path: Path) -> None:
     found = problems(
         tmp_path,
