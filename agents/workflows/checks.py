@@ -1,5 +1,5 @@
-"""The checks of a workflow beyond its schema: the graph and the installed world (templates:
-templates.py).
+"""The checks of a workflow beyond its schema: the graph and the installed world (the
+templates' checks are in templates.py).
 
 Each check returns findings ``(node id, dotted field path, message)``; the loader turns them
 into problems naming the file and the line (``nodes.2.cases.0.goto`` → where the parser saw it).
@@ -34,6 +34,7 @@ _LISTED = 12  # names listed in a message at most
 
 
 def suggest(name: str, known: Collection[str], what: str) -> str:
+    """``; did you mean 'x'? (the nodes: a, b, ...)``: close names, then the names there are."""
     close = difflib.get_close_matches(name, list(known), n=2)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     names = sorted(known)
@@ -67,7 +68,7 @@ def check_graph(spec: WorkflowSpec, flow: Flow) -> list[Finding]:
                 (
                     node.id,
                     f"nodes.{i}.workflow",
-                    "runs its own workflow; a workflow cannot nest in itself",
+                    "workflow: runs its own workflow; a workflow cannot nest in itself",
                 )
             )
     found += _missing_targets(spec, set(first))
