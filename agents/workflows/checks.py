@@ -1,4 +1,5 @@
-"""The checks of a workflow beyond its schema: the graph, the templates, the installed world.
+"""The checks of a workflow beyond its schema: the graph and the installed world (the
+templates' checks are in templates.py).
 
 Each check returns findings ``(node id, dotted field path, message)``; the loader turns them
 into problems naming the file and the line (``nodes.2.cases.0.goto`` → where the parser saw it).
@@ -10,12 +11,8 @@ import difflib
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
-from jinja2 import TemplateSyntaxError, nodes
-from jinja2.sandbox import SandboxedEnvironment
-
 from agents.workflows.flow import Flow
 from agents.workflows.spec import (
-    TEMPLATE_GLOBALS,
     ApprovalNode,
     ExpertNode,
     GoTo,
@@ -28,20 +25,16 @@ from agents.workflows.spec import (
 )
 
 Finding = tuple[str, str, str]  # (node id or "", dotted path in the file, message)
-
-
-def template_environment() -> SandboxedEnvironment:
-    """The sandboxed Jinja2 environment templates are checked (and should be rendered) with."""
-    return SandboxedEnvironment(autoescape=False, keep_trailing_newline=True)
-
-
-_ENV = template_environment()
+# What a workflow may name in the installed world. ``tools`` maps each tool to the JSON
+# Schema of its parameters (arguments are checked against it) or is a plain set of names.
+Tools = Mapping[str, Mapping[str, Any]] | Collection[str]
 
 
 _LISTED = 12  # names listed in a message at most
 
 
-def _suggest(name: str, known: Collection[str], what: str) -> str:
+def suggest(name: str, known: Collection[str], what: str) -> str:
+    """``; did you mean 'x'? (the nodes: a, b, ...)``: close names, then the names there are."""
     close = difflib.get_close_matches(name, list(known), n=2)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     names = sorted(known)
@@ -75,7 +68,7 @@ def check_graph(spec: WorkflowSpec, flow: Flow) -> list[Finding]:
                 (
                     node.id,
                     f"nodes.{i}.workflow",
-                    "runs its own workflow; a workflow cannot nest in itself",
+                    "workflow: runs its own workflow; a workflow cannot nest in itself",
                 )
             )
     found += _missing_targets(spec, set(first))
@@ -131,7 +124,7 @@ def _missing_targets(spec: WorkflowSpec, ids: set[str]) -> list[Finding]:
             node,
             path,
             f"{_field(path)}: names node {target!r}, which does not exist"
-            + _suggest(target, ids, "the nodes"),
+            + suggest(target, ids, "the nodes"),
         )
         for node, path, target in _targets(spec)
         if target not in ids
@@ -293,107 +286,13 @@ def _conflict(
     return ""
 
 
-# Templates.
-
-
-def check_templates(spec: WorkflowSpec, flow: Flow) -> list[Finding]:
-    """Each template parses, and names only declared inputs and nodes that can have run
-    before it (for ``outputs``: any node a run can reach)."""
-    found: list[Finding] = []
-    ids = {n.id for n in spec.nodes}
-    unique = len(ids) == len(spec.nodes)  # else which node runs before which is unclear
-    for i, node in enumerate(spec.nodes):
-        before = flow.before(node.id) if unique else ids
-        for field, text in node.templates():
-            path = f"nodes.{i}.{field}"
-            for message in _template_problems(text, spec, ids, before, own=node.id):
-                found.append((node.id, path, f"{field}: {message}"))
-    reachable = flow.reachable()
-    for key, text in spec.outputs.items():
-        path = f"outputs.{key}"
-        for message in _template_problems(text, spec, ids, reachable, own=None):
-            found.append(("", path, f"{path}: {message}"))
-    return found
-
-
-def _template_problems(
-    text: str, spec: WorkflowSpec, ids: set[str], allowed: set[str], own: str | None
-) -> list[str]:
-    if "{" not in text:
-        return []
-    try:
-        tree = _ENV.parse(text)
-    except TemplateSyntaxError as exc:
-        where = f" (line {exc.lineno} of the template)" if "\n" in text.strip() else ""
-        return [f"template syntax error: {exc.message}{where}"]
-    problems: list[str] = []
-    local = {n.name for n in tree.find_all(nodes.Name) if n.ctx in ("store", "param")}
-    if any(True for _ in tree.find_all(nodes.For)):
-        local.add("loop")
-    if any(True for _ in tree.find_all((nodes.Macro, nodes.CallBlock))):
-        local |= {"caller", "varargs", "kwargs"}
-    for name in tree.find_all(nodes.Name):
-        if name.ctx != "load" or name.name in local or name.name in _ENV.globals:
-            continue
-        if name.name not in TEMPLATE_GLOBALS:
-            hint = ""
-            if name.name in spec.inputs:
-                hint = f" — did you mean inputs.{name.name}?"
-            elif name.name in ids:
-                hint = f" — did you mean nodes.{name.name}.output?"
-            problems.append(
-                f"refers to {name.name!r}, which templates do not have; they see "
-                f"{', '.join(TEMPLATE_GLOBALS)}{hint}"
-            )
-    for top, key in _references(tree):
-        if top == "inputs" and key not in spec.inputs:
-            problems.append(
-                f"refers to inputs.{key}, which is not declared"
-                + _suggest(key, spec.inputs, "the inputs")
-            )
-        elif top == "nodes" and key not in ids:
-            problems.append(
-                f"refers to nodes.{key}, which does not exist" + _suggest(key, ids, "the nodes")
-            )
-        elif top == "nodes" and key not in allowed:
-            why = (
-                "its own output"
-                if key == own
-                else "a node that cannot have run before it (no path leads from it here)"
-                if own is not None
-                else "a node no run can reach"
-            )
-            problems.append(f"refers to nodes.{key}, {why}")
-    for item in tree.find_all((nodes.Filter, nodes.Test)):
-        table = _ENV.filters if isinstance(item, nodes.Filter) else _ENV.tests
-        if item.name not in table:
-            kind = "filter" if isinstance(item, nodes.Filter) else "test"
-            problems.append(f"unknown {kind} {item.name!r}" + _suggest(item.name, table, "known"))
-    return list(dict.fromkeys(problems))
-
-
-def _references(tree: nodes.Template) -> Iterator[tuple[str, str]]:
-    """``inputs.x``, ``inputs['x']``, ``nodes.y``... as (top-level name, key)."""
-    for attr in tree.find_all(nodes.Getattr):
-        if isinstance(attr.node, nodes.Name) and attr.node.name in ("inputs", "nodes"):
-            yield attr.node.name, attr.attr
-    for item in tree.find_all(nodes.Getitem):
-        if (
-            isinstance(item.node, nodes.Name)
-            and item.node.name in ("inputs", "nodes")
-            and isinstance(item.arg, nodes.Const)
-            and isinstance(item.arg.value, str)
-        ):
-            yield item.node.name, item.arg.value
-
-
 # The installed world.
 
 
 def check_installed(
     spec: WorkflowSpec,
     *,
-    tools: Mapping[str, Mapping[str, Any]] | Collection[str] | None = None,
+    tools: Tools | None = None,
     skills: Collection[str] | None = None,
     profiles: Collection[str] | None = None,
     workflows: Collection[str] | None = None,
@@ -410,7 +309,7 @@ def check_installed(
                         node.id,
                         f"{at}.tool",
                         f"tool: {node.tool!r} is not installed: no skill offers it"
-                        + _suggest(node.tool, tools, "the tools"),
+                        + suggest(node.tool, tools, "the tools"),
                     )
                 )
             elif isinstance(tools, Mapping):
@@ -421,7 +320,7 @@ def check_installed(
                     node.id,
                     f"{at}.skill",
                     f"skill: {node.skill!r} is not installed"
-                    + _suggest(node.skill, skills, "the skills"),
+                    + suggest(node.skill, skills, "the skills"),
                 )
             )
         if (
@@ -435,7 +334,7 @@ def check_installed(
                     node.id,
                     f"{at}.model",
                     f"model: profile {node.model!r} is not configured"
-                    + _suggest(node.model, profiles, "the profiles"),
+                    + suggest(node.model, profiles, "the profiles"),
                 )
             )
         if (
@@ -449,7 +348,7 @@ def check_installed(
                     node.id,
                     f"{at}.workflow",
                     f"workflow: {node.workflow!r} is not loaded"
-                    + _suggest(node.workflow, workflows, "the workflows"),
+                    + suggest(node.workflow, workflows, "the workflows"),
                 )
             )
     return found
@@ -467,7 +366,7 @@ def _arguments(node: ToolNode, at: str, schema: Mapping[str, Any]) -> list[Findi
                         node.id,
                         f"{at}.arguments.{name}",
                         f"arguments: tool {node.tool!r} takes no argument {name!r}"
-                        + _suggest(name, properties, "its arguments"),
+                        + suggest(name, properties, "its arguments"),
                     )
                 )
     missing = [r for r in schema.get("required") or () if r not in node.arguments]

@@ -55,35 +55,48 @@ class Flow:
         return seen
 
     def cycles(self) -> list[list[str]]:
-        """Each cycle of the graph, as a list of nodes (one per strongly connected part)."""
+        """Each cycle of the graph, as a list of nodes (one per strongly connected part).
+
+        Tarjan's algorithm without recursion, so a long workflow cannot exhaust the stack.
+        """
         index: dict[str, int] = {}
         low: dict[str, int] = {}
         stack: list[str] = []
+        on_stack: set[str] = set()
         out: list[list[str]] = []
         nodes = sorted({self.entry, *self.successors, *self.branches, *self.incoming})
-
-        def visit(node: str) -> None:
-            index[node] = low[node] = len(index)
-            stack.append(node)
-            for target in self.targets(node):
-                if target not in index:
-                    visit(target)
-                    low[node] = min(low[node], low[target])
-                elif target in stack:
-                    low[node] = min(low[node], index[target])
-            if low[node] == index[node]:
-                part = []
-                while True:
-                    top = stack.pop()
-                    part.append(top)
-                    if top == node:
-                        break
-                if len(part) > 1 or node in self.targets(node):
-                    out.append(sorted(part))
-
-        for node in nodes:
-            if node not in index:
-                visit(node)
+        for root in nodes:
+            if root in index:
+                continue
+            work: list[tuple[str, int]] = [(root, 0)]
+            while work:
+                node, i = work.pop()
+                if i == 0:
+                    index[node] = low[node] = len(index)
+                    stack.append(node)
+                    on_stack.add(node)
+                targets = self.targets(node)
+                if i < len(targets):
+                    work.append((node, i + 1))
+                    target = targets[i]
+                    if target not in index:
+                        work.append((target, 0))
+                    elif target in on_stack:
+                        low[node] = min(low[node], index[target])
+                    continue
+                if low[node] == index[node]:
+                    part = []
+                    while True:
+                        top = stack.pop()
+                        on_stack.discard(top)
+                        part.append(top)
+                        if top == node:
+                            break
+                    if len(part) > 1 or node in targets:
+                        out.append(sorted(part))
+                if work:  # back in the parent: it reaches what this node reaches
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
         return out
 
 

@@ -17,17 +17,14 @@ import yaml
 from pydantic import ValidationError
 
 from agents.errors import WorkflowLoadError, WorkflowProblem
-from agents.workflows.checks import Finding, check_graph, check_installed, check_templates
+from agents.workflows.checks import Finding, Tools, check_graph, check_installed
 from agents.workflows.flow import Flow, flow_of
 from agents.workflows.spec import NODE_KINDS, NODE_TYPES, WorkflowSpec
+from agents.workflows.templates import check_templates
 
 SUFFIXES = (".yaml", ".yml")
 SCHEMA_HINT = "see agents/workflows/workflow.schema.json"
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when it is there
-
-# What a workflow may name in the installed world. ``tools`` maps each tool to the JSON
-# Schema of its parameters (arguments are checked against it) or is a plain set of names.
-Tools = Mapping[str, Mapping[str, Any]] | Collection[str]
 
 
 @dataclass(frozen=True)

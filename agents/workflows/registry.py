@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from agents.errors import WorkflowLoadError, WorkflowNotFound, WorkflowProblem
-from agents.workflows.checks import Finding, check_installed
-from agents.workflows.loader import SUFFIXES, Tools, Workflow, line_of, read_workflow
+from agents.workflows.checks import Finding, Tools, check_installed
+from agents.workflows.loader import SUFFIXES, Workflow, line_of, read_workflow
 from agents.workflows.spec import WorkflowNode
 
 if TYPE_CHECKING:
@@ -142,14 +142,21 @@ class WorkflowRegistry:
         chosen: dict[Path, Workflow] = {}
         for path, entry in self._files.items():
             errors += entry.problems
-            latest_problems = self._world_problems(entry.latest) if entry.latest else []
-            errors += latest_problems
-            if entry.latest is not None and not latest_problems:
+            latest = self._world_problems(entry.latest) if entry.latest else []
+            errors += latest
+            if entry.latest is not None and not latest:
                 chosen[path] = entry.latest
-            elif entry.good is not None and not self._world_problems(entry.good):
+                continue
+            good = self._world_problems(entry.good) if entry.good else []
+            if entry.good is not None and not good:
                 chosen[path] = entry.good  # the last good version keeps serving
-            elif entry.latest is not None:
-                unavailable[entry.latest.name] = latest_problems[0].message
+                continue
+            if entry.latest is None:
+                errors += good  # why the last good version does not serve either
+            withdrawn = entry.latest or entry.good
+            if withdrawn is not None:
+                reason = (latest or good or entry.problems)[0].message
+                unavailable[withdrawn.name] = reason
         serving, owners = self._unique_names(chosen, errors)
         self._sub_workflows(serving, errors, unavailable)
         for name, workflow in serving.items():

@@ -1,4 +1,6 @@
-"""Templates of workflow files, rendered in a Jinja2 sandbox over a run's values.
+"""Templates of workflow files: the sandboxed Jinja2 environment, the check that a template
+parses and names only what it can see (declared inputs, nodes that can have run before it,
+``run``), and rendering over a run's values.
 
 A string that is a single expression (``"{{ nodes.alarms.output }}"``) keeps its value's type
 (a list stays a list); any other string renders to text. Switch conditions are expressions.
@@ -10,20 +12,122 @@ value), as ``x.get("field")`` would be.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
-from jinja2 import ChainableUndefined, TemplateError, Undefined
+from jinja2 import ChainableUndefined, TemplateError, TemplateSyntaxError, Undefined, nodes
 from jinja2.sandbox import SandboxedEnvironment
 
 from agents.errors import TemplateFailed
+from agents.workflows.checks import Finding, suggest
+from agents.workflows.flow import Flow
+from agents.workflows.spec import TEMPLATE_GLOBALS, SwitchNode, WorkflowSpec
 
-_ENV = SandboxedEnvironment(undefined=ChainableUndefined, autoescape=False)
+
+def template_environment() -> SandboxedEnvironment:
+    """The sandboxed Jinja2 environment templates are checked and rendered with."""
+    return SandboxedEnvironment(
+        autoescape=False, keep_trailing_newline=True, undefined=ChainableUndefined
+    )
+
+
+_ENV = template_environment()
 _ONE_EXPRESSION = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\}\}).)*)\}\}\s*$", re.DOTALL)
 
 
-def environment() -> SandboxedEnvironment:
-    """The sandbox every workflow template renders in (the loader parses with it too)."""
-    return _ENV
+def check_templates(spec: WorkflowSpec, flow: Flow) -> list[Finding]:
+    """Each template parses, and names only declared inputs and nodes that can have run
+    before it (for ``outputs``: any node a run can reach)."""
+    found: list[Finding] = []
+    ids = {n.id for n in spec.nodes}
+    unique = len(ids) == len(spec.nodes)  # else which node runs before which is unclear
+    for i, node in enumerate(spec.nodes):
+        before = flow.before(node.id) if unique else ids
+        for field, text in node.templates():
+            path = f"nodes.{i}.{field}"
+            if isinstance(node, SwitchNode) and text.count("{{") > 1:
+                message = "a condition is an expression: write it without {{ }}"
+                found.append((node.id, path, f"{field}: {message}"))
+                continue
+            for message in _template_problems(text, spec, ids, before, own=node.id):
+                found.append((node.id, path, f"{field}: {message}"))
+    reachable = flow.reachable()
+    for key, text in spec.outputs.items():
+        path = f"outputs.{key}"
+        for message in _template_problems(text, spec, ids, reachable, own=None):
+            found.append(("", path, f"{path}: {message}"))
+    return found
+
+
+def _template_problems(
+    text: str, spec: WorkflowSpec, ids: set[str], allowed: set[str], own: str | None
+) -> list[str]:
+    if "{" not in text:
+        return []
+    try:
+        tree = _ENV.parse(text)
+    except TemplateSyntaxError as exc:
+        where = f" (line {exc.lineno} of the template)" if "\n" in text.strip() else ""
+        return [f"template syntax error: {exc.message}{where}"]
+    problems: list[str] = []
+    local = {n.name for n in tree.find_all(nodes.Name) if n.ctx in ("store", "param")}
+    if any(True for _ in tree.find_all(nodes.For)):
+        local.add("loop")
+    if any(True for _ in tree.find_all((nodes.Macro, nodes.CallBlock))):
+        local |= {"caller", "varargs", "kwargs"}
+    for name in tree.find_all(nodes.Name):
+        if name.ctx != "load" or name.name in local or name.name in _ENV.globals:
+            continue
+        if name.name not in TEMPLATE_GLOBALS:
+            hint = ""
+            if name.name in spec.inputs:
+                hint = f" — did you mean inputs.{name.name}?"
+            elif name.name in ids:
+                hint = f" — did you mean nodes.{name.name}.output?"
+            problems.append(
+                f"refers to {name.name!r}, which templates do not have; they see "
+                f"{', '.join(TEMPLATE_GLOBALS)}{hint}"
+            )
+    for top, key in _references(tree):
+        if top == "inputs" and key not in spec.inputs:
+            problems.append(
+                f"refers to inputs.{key}, which is not declared"
+                + suggest(key, spec.inputs, "the inputs")
+            )
+        elif top == "nodes" and key not in ids:
+            problems.append(
+                f"refers to nodes.{key}, which does not exist" + suggest(key, ids, "the nodes")
+            )
+        elif top == "nodes" and key not in allowed:
+            why = (
+                "its own output"
+                if key == own
+                else "a node that cannot have run before it (no path leads from it here)"
+                if own is not None
+                else "a node no run can reach"
+            )
+            problems.append(f"refers to nodes.{key}, {why}")
+    for item in tree.find_all((nodes.Filter, nodes.Test)):
+        table = _ENV.filters if isinstance(item, nodes.Filter) else _ENV.tests
+        if item.name not in table:
+            kind = "filter" if isinstance(item, nodes.Filter) else "test"
+            problems.append(f"unknown {kind} {item.name!r}" + suggest(item.name, table, "known"))
+    return list(dict.fromkeys(problems))
+
+
+def _references(tree: nodes.Template) -> Iterator[tuple[str, str]]:
+    """``inputs.x``, ``inputs['x']``, ``nodes.y``... as (top-level name, key)."""
+    for attr in tree.find_all(nodes.Getattr):
+        if isinstance(attr.node, nodes.Name) and attr.node.name in ("inputs", "nodes"):
+            yield attr.node.name, attr.attr
+    for item in tree.find_all(nodes.Getitem):
+        if (
+            isinstance(item.node, nodes.Name)
+            and item.node.name in ("inputs", "nodes")
+            and isinstance(item.arg, nodes.Const)
+            and isinstance(item.arg.value, str)
+        ):
+            yield item.node.name, item.arg.value
 
 
 def render(value: Any, values: dict[str, Any], where: str = "") -> Any:

@@ -25,6 +25,7 @@ from agents.errors import (
     SkilldeskError,
     SkillNotFound,
     SkillReferenceError,
+    WorkflowNotFound,
 )
 
 log = structlog.get_logger(__name__)
@@ -36,6 +37,7 @@ _BY_CLASS: tuple[tuple[type[SkilldeskError], int, str], ...] = (
     (BadInputs, 400, "invalid_request_error"),
     (SkillNotFound, 404, "invalid_request_error"),
     (RunNotFound, 404, "invalid_request_error"),
+    (WorkflowNotFound, 404, "invalid_request_error"),
     (AlreadyDecided, 409, "invalid_request_error"),
     (SkillReferenceError, 404, "invalid_request_error"),
     (HandlersBusy, 503, "server_error"),

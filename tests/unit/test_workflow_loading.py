@@ -3,6 +3,7 @@ each one with a deliberately broken file."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import textwrap
 from pathlib import Path
@@ -468,6 +469,20 @@ nodes:
     assert problem.message.startswith("cases.0.when: template syntax error")
 
 
+def test_a_switch_condition_in_braces_says_to_drop_them(tmp_path: Path) -> None:
+    problem = one(
+        tmp_path,
+        HEAD
+        + """\
+nodes:
+  - {id: choose, kind: switch, cases: [{when: "{{ inputs.device_id }}", goto: done}]}
+  - {id: done, kind: notify, message: done}
+""",
+    )
+    assert (problem.node, problem.line) == ("choose", 6)
+    assert problem.message == "cases.0.when: a condition is an expression: write it without {{ }}"
+
+
 def test_templates_that_name_what_is_not_there(tmp_path: Path) -> None:
     found = problems(
         tmp_path,
@@ -634,6 +649,20 @@ def test_the_bundled_workflows_take_their_inputs_from_their_examples() -> None:
                     assert re.search(given.pattern, example), f"{spec.name}: {name} in {example}"
 
 
+def test_the_readme_example_loads_against_the_bundled_skills(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Workflows") :]
+    example = section[section.index("```yaml\n") + 8 : section.index("```\n", 8)]
+    skills = SkillRegistry(ROOT / "skills")
+    skills.reload()
+    path = tmp_path / "example.yaml"
+    path.write_text(example, encoding="utf-8")
+    workflow = load_workflow(path, **skills_world(skills), workflows=set())
+    assert [n.kind for n in workflow.spec.nodes] == [
+        "tool", "switch", "set", "approval", "notify", "notify",
+    ]  # fmt: skip
+
+
 def test_published_workflow_schema_matches_the_model() -> None:
     published = ROOT / "agents" / "workflows" / "workflow.schema.json"
     assert json.loads(published.read_text(encoding="utf-8")) == workflow_schema(), (
@@ -646,3 +675,13 @@ def test_every_node_kind_has_its_model() -> None:
     assert tuple(NODE_TYPES) == NODE_KINDS
     for kind, model in NODE_TYPES.items():
         assert get_args(model.model_fields["kind"].annotation) == (kind,)
+
+
+def test_a_long_workflow_does_not_exhaust_the_stack() -> None:
+    from agents.workflows.flow import Flow
+
+    ids = [f"n{i}" for i in range(5000)]
+    chain = Flow(ids[0], {a: [b] for a, b in itertools.pairwise(ids)}, {}, {})
+    assert chain.cycles() == []
+    looped = Flow(ids[0], {**chain.successors, ids[-1]: [ids[0]]}, {}, {})
+    assert [len(c) for c in looped.cycles()] == [5000]

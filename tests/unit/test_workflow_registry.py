@@ -190,3 +190,19 @@ async def test_a_saved_file_serves_within_two_seconds(tmp_path: Path) -> None:
         assert await within(2.0, lambda: "alarms" not in registry)
     finally:
         await stop_workflow_watcher(*watcher)
+
+
+def test_a_broken_file_whose_last_good_version_lost_its_tool_says_both(tmp_path: Path) -> None:
+    write(tmp_path, "order.yaml", flow("order", tool="create_work_order"))
+    registry = WorkflowRegistry(tmp_path, tools=TOOLS)
+    registry.reload()
+    write(tmp_path, "order.yaml", "name: order\ndescription: [oops\n")
+    registry.reload()
+    assert "order" in registry  # the last good version
+    registry.recheck(tools={"list_alarms"})
+    assert "order" not in registry
+    messages = [p.message for p in registry.errors]
+    assert messages[0].startswith("is not valid YAML")
+    assert "'create_work_order' is not installed" in messages[1]
+    with pytest.raises(WorkflowNotFound, match="'create_work_order' is not installed"):
+        registry.get("order")
