@@ -6,11 +6,19 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from agents.errors import ConfigError
 
@@ -19,14 +27,49 @@ _PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+
+
+class Price(BaseModel):
+    """What a model's tokens cost, in US dollars per million tokens."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input: float = Field(ge=0, description="USD per million input (prompt) tokens.")
+    output: float = Field(ge=0, description="USD per million output tokens (reasoning included).")
+
+
 class ModelProfile(BaseModel):
     """One named model: where it lives, how to authenticate, how patient to be."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    provider: Literal["litellm", "langchain"] = Field(
+        "litellm",
+        description="'litellm': model strings as litellm writes them (OpenAI-compatible ones"
+        " are called directly). 'langchain': a LangChain chat model, as init_chat_model"
+        " writes it ('openai:gpt-5-mini', 'azure_openai:my-deployment').",
+    )
     model: str = Field(
         description="Model as litellm writes it, 'provider/model' (e.g. 'openai/gpt-4o-mini',"
         " 'deepseek/deepseek-chat'). With api_base and no provider, 'openai/' is assumed."
+        " For provider 'langchain', 'provider:model' as init_chat_model writes it."
+    )
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Keyword arguments of the LangChain chat model (provider 'langchain'"
+        " only): use_responses_api, organization, default_headers, azure_endpoint,"
+        " api_version, reasoning...",
+    )
+    reasoning_effort: ReasoningEffort | None = Field(
+        None,
+        description="How hard a reasoning model thinks (OpenAI's reasoning_effort; litellm"
+        " translates it for other providers).",
+    )
+    price: Price | None = Field(
+        None,
+        description="Prices per million tokens, for models litellm's price map does not know"
+        " (local and private ones); overrides the map.",
     )
     api_base: str | None = Field(None, description="Base URL of the provider's API.")
     api_key_env: str | None = Field(
@@ -76,6 +119,20 @@ class ModelProfile(BaseModel):
     @classmethod
     def _normalise_key(cls, value: SecretStr | None) -> SecretStr | None:
         return _clean_key(value.get_secret_value()) if value is not None else None
+
+    @model_validator(mode="after")
+    def _check_provider(self) -> ModelProfile:
+        if self.kwargs and self.provider != "langchain":
+            raise ValueError(
+                "kwargs are the keyword arguments of a LangChain chat model; "
+                "set provider: langchain, or remove kwargs"
+            )
+        if self.provider == "langchain" and "/" in self.model and ":" not in self.model:
+            raise ValueError(
+                f"model {self.model!r} is written as litellm writes it; a langchain profile"
+                " names its model as init_chat_model does, e.g. 'openai:gpt-5-mini'"
+            )
+        return self
 
     @property
     def litellm_model(self) -> str:
@@ -200,7 +257,8 @@ def _parse_profile(name: str, raw: Any, source: Path | None) -> ModelProfile:
         return ModelProfile.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{_setting_name(name, err['loc'])}: {err['msg']}" for err in exc.errors()
+            f"{_setting_name(name, err['loc'])}: {err['msg']}" if err["loc"] else err["msg"]
+            for err in exc.errors()
         )
         raise ConfigError(f"model profile {name!r}{where}: {problems}") from None
 

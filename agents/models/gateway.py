@@ -54,7 +54,8 @@ class ModelGateway:
         return GatewayChatModel(gateway=self, profile_name=name, call_kwargs=call_kwargs)
 
     def request_params(self, profile: str) -> dict[str, Any]:
-        """Per-call request fields a profile sets (temperature, max_tokens)."""
+        """Per-call request fields a profile sets (temperature, max_tokens, reasoning_effort;
+        a LangChain chat model gets its reasoning settings when it is built)."""
         if self.config is None:
             raise NoModelConfigured()
         spec = self.config.get(profile)
@@ -63,6 +64,8 @@ class ModelGateway:
             params["temperature"] = spec.temperature
         if spec.max_tokens is not None:
             params["max_tokens"] = spec.max_tokens
+        if spec.reasoning_effort is not None and spec.provider != "langchain":
+            params["reasoning_effort"] = spec.reasoning_effort
         return params
 
     def chain(self, profile: str) -> list[str]:
