@@ -17,6 +17,15 @@ class Token:
 
 
 @dataclass(frozen=True)
+class ReasoningSummary:
+    """A piece of a reasoning model's summary of its thinking: for the run's trace, never
+    part of the answer."""
+
+    text: str
+    node: str
+
+
+@dataclass(frozen=True)
 class RouteDecided:
     """What will answer this message, and why (candidates with their scores)."""
 
@@ -99,6 +108,7 @@ class RunFailed:
 
 Event = (
     Token
+    | ReasoningSummary
     | RouteDecided
     | NodeStarted
     | NodeFinished
@@ -116,6 +126,7 @@ CUSTOM_EVENTS: dict[str, type[Any]] = {
     "tool_called": ToolCalled,
     "tool_returned": ToolReturned,
     "error": ErrorRaised,
+    "reasoning_summary": ReasoningSummary,
 }
 
 

@@ -69,7 +69,7 @@ async def run_tool_loop(
             model = model.bind_tools(offered)
         reply = await complete(model, [SystemMessage(content=system), *history, *new], config)
         for key, value in call_usage(reply).items():
-            usage[key] += value
+            usage[key] = usage.get(key, 0) + value
         new.append(reply)
         if not (reply.tool_calls or reply.invalid_tool_calls):
             return LoopResult(new, reply, _newly(scope, before), usage)

@@ -9,7 +9,8 @@ from typing import Any
 
 from agents.errors import ModelError, NoModelConfigured, UnreadableReply
 from agents.models.chat_model import GatewayChatModel
-from agents.models.config import ModelsConfig
+from agents.models.config import ModelsConfig, Price
+from agents.models.cost import micro_usd, price_of
 from agents.models.errors import retry_delay, to_model_error
 from agents.models.transports import (
     Transport,
@@ -39,6 +40,7 @@ class ModelGateway:
         self.usage = UsageRecorder()
         self._environ = environ
         self._transports: dict[str, Transport] = {}
+        self._prices: dict[str, Price | None] = {}
 
     @property
     def configured(self) -> bool:
@@ -92,7 +94,7 @@ class ModelGateway:
         for transport, timeout in attempts:
             try:
                 async with asyncio.timeout(timeout):
-                    return await transport.acreate(request)
+                    return self.priced(attempts.current, await transport.acreate(request))
             except Exception as exc:  # _Attempts judges every failure
                 await asyncio.sleep(attempts.failed(exc))
         raise attempts.error()
@@ -120,9 +122,9 @@ class ModelGateway:
                 await asyncio.sleep(attempts.failed(exc))
                 continue
             try:
-                yield first
+                yield self.priced(attempts.current, first)
                 async for chunk in stream:
-                    yield chunk
+                    yield self.priced(attempts.current, chunk)
             except Exception as exc:
                 raise attempts.broken(exc) from exc
             finally:
@@ -135,7 +137,7 @@ class ModelGateway:
         attempts = _Attempts(self, profile)
         for transport, _ in attempts:
             try:
-                return transport.create(request)
+                return self.priced(attempts.current, transport.create(request))
             except Exception as exc:  # _Attempts judges every failure
                 time.sleep(attempts.failed(exc))
         raise attempts.error()
@@ -157,14 +159,32 @@ class ModelGateway:
                 time.sleep(attempts.failed(exc))
                 continue
             try:
-                yield first
-                yield from stream
+                yield self.priced(attempts.current, first)
+                for chunk in stream:
+                    yield self.priced(attempts.current, chunk)
             except Exception as exc:
                 raise attempts.broken(exc) from exc
             finally:
                 close_stream(stream)
             return
         raise attempts.error()
+
+    def priced(self, profile: str, reply: Any) -> Any:
+        """A reply (or chunk) whose ``usage`` carries its cost, ``cost_micro_usd``, at the
+        prices of the profile that answered (a fallback's, it may be), when they are known."""
+        usage = reply.get("usage") if isinstance(reply, dict) else None
+        if not isinstance(usage, dict):
+            return reply
+        if profile not in self._prices:
+            assert self.config is not None
+            self._prices[profile] = price_of(self.config.get(profile), reply.get("model"))
+        price = self._prices[profile]
+        if price is not None:
+            tokens_in = int(usage.get("prompt_tokens") or 0)
+            usage["cost_micro_usd"] = micro_usd(
+                price, tokens_in, int(usage.get("completion_tokens") or 0)
+            )
+        return reply
 
     def warm_up(self) -> None:
         """Build every profile's transport and import what its calls need (at start-up,
@@ -201,6 +221,7 @@ class _Attempts:
         self._gateway = gateway
         self.profile = profile
         self.chain = gateway.chain(profile)
+        self.current = profile  # the profile of the attempt under way
         self._last: Exception | None = None
         self._again = False
         self._retries_left = 0
@@ -210,6 +231,7 @@ class _Attempts:
         for name in self.chain:
             spec = self._gateway.config.get(name)
             transport = self._gateway._transport(name)
+            self.current = name
             for attempt in range(spec.retries + 1):
                 self._again = False
                 self._retries_left = spec.retries - attempt

@@ -121,13 +121,13 @@ def build_chat_model(profile: ModelProfile, key: str | None, **extra: Any) -> Ba
         options["api_key"] = key
     elif profile.api_base:
         options["api_key"] = "sk-no-key-needed"  # a local server; the client wants one
-    if profile.reasoning_effort:
+    options.update(profile.kwargs)
+    if profile.reasoning_effort:  # OpenAI's Responses API takes it inside ``reasoning``
         reasoning = profile.kwargs.get("reasoning")
         if isinstance(reasoning, dict):
             options["reasoning"] = {"effort": profile.reasoning_effort, **reasoning}
         else:
-            options["reasoning_effort"] = profile.reasoning_effort
-    options.update(profile.kwargs)
+            options.setdefault("reasoning_effort", profile.reasoning_effort)
     options.update(extra)
     model: BaseChatModel = init_chat_model(profile.model, **options)
     if "stream_usage" in type(model).model_fields and "stream_usage" not in profile.kwargs:

@@ -1,5 +1,6 @@
 """One conformance suite for the gateway's three paths to a model: direct (an OpenAI-compatible
-server over its own HTTP client), litellm, and a LangChain chat model (``ChatOpenAI``).
+server over its own HTTP client), litellm, and a LangChain chat model (``ChatOpenAI``, over
+chat completions and over the Responses API).
 
 Each test runs over each path against the scripted server: the answer, its stream, tool calls,
 usage, strict tool-call checking, retries, fallbacks, timeouts and the error codes are the
@@ -34,6 +35,9 @@ PATHS = {
     "direct": "model: openai/{name}",
     "litellm": "model: hosted_vllm/{name}",
     "langchain": "provider: langchain\n    model: 'openai:{name}'",
+    "langchain-responses": (
+        "provider: langchain\n    model: 'openai:{name}'\n    kwargs: {{use_responses_api: true}}"
+    ),
 }
 _OPENED: list[ModelGateway] = []
 
@@ -216,3 +220,18 @@ def test_blocking_calls_answer_and_fall_back(
     assert gateway.chat_model().invoke(HELLO).content == "blocking backup"
     text = "".join(str(c.content) for c in gateway.chat_model().stream(HELLO))
     assert text == "blocking stream"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_reasoning_is_counted_and_kept_out_of_the_answer(
+    tmp_path: Path, path: str, fake_llm: FakeLLM, stream: bool
+) -> None:
+    if path == "langchain":
+        pytest.skip("ChatOpenAI's chat-completions parser drops reasoning_content")
+    fake_llm.script(Reply(content="Forty-two.", reasoning="Six times seven is forty-two."))
+    model = gateway_for(tmp_path, path, fake_llm).chat_model()
+    reply = await (streamed(model) if stream else model.ainvoke(HELLO))
+    assert reply.content == "Forty-two."
+    assert "seven" not in str(reply)
+    assert reply.usage_metadata is not None
+    assert reply.usage_metadata.get("output_token_details", {}).get("reasoning", 0) > 0

@@ -65,6 +65,14 @@ class TokenEvent(BaseModel):
     node: str = Field(description="The node answering.")
 
 
+class ReasoningSummaryEvent(BaseModel):
+    """A piece of a reasoning model's summary of its thinking (where the provider sends
+    one): for the run's trace, never part of the answer."""
+
+    text: str = Field(description="The text to append to the summary.")
+    node: str = Field(description="The node whose model is thinking.")
+
+
 class ErrorRaisedEvent(TaskScoped):
     """Something failed inside the run without ending it (a task, a tie-break, a budget)."""
 
@@ -102,6 +110,7 @@ RUN_EVENTS: dict[str, type[BaseModel]] = {
     "route_decided": RouteDecidedEvent,
     "tool_called": ToolCalledEvent,
     "tool_returned": ToolReturnedEvent,
+    "reasoning_summary": ReasoningSummaryEvent,
     "token": TokenEvent,
     "error_raised": ErrorRaisedEvent,
     "node_finished": NodeFinishedEvent,
