@@ -67,3 +67,87 @@ def test_a_reasoning_summary_reaches_the_trace_and_not_the_answer(
     messages = responses_client.get("/v1/threads/r-1").json()["messages"]
     assert [m["content"] for m in messages] == ["hi", "Hello! How can I help?"]
     assert SUMMARY not in json.dumps(messages)
+
+
+def priced_profiles(tmp_path: Path, primary: FakeLLM, backup: FakeLLM | None = None) -> Path:
+    text = f"""
+profiles:
+  default:
+    model: openai/fake-model
+    api_base: {primary.base_url}
+    retries: 0
+    price: {{input: 2.0, output: 10.0}}
+    {"fallbacks: [backup]" if backup else ""}
+"""
+    if backup:
+        text += f"""
+  backup:
+    model: openai/gpt-4o-mini
+    api_base: {backup.base_url}
+"""
+    path = tmp_path / "models.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def usage(prompt: int, completion: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def test_costs_add_up_per_run_and_per_thread_to_the_sum_of_the_calls(
+    make_settings: Any, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    # $2 and $10 per million tokens: a call's cost in millionths of a dollar is
+    # 2 x input tokens + 10 x output tokens.
+    fake_llm.script(
+        Reply(content="First.", usage=usage(1000, 200)),  # 2,000 + 2,000
+        Reply(content="Second.", usage=usage(1500, 50)),  # 3,000 + 500
+    )
+    settings = make_settings(models_file=priced_profiles(tmp_path, fake_llm))
+    with TestClient(create_app(settings)) as client:
+        runs = [
+            events_of(client.post("/v1/threads/c-1/runs/stream", json={"message": text}).text)
+            for text in ("one", "two")
+        ]
+        thread = client.get("/v1/threads/c-1").json()
+    per_run = [run[-1][1]["usage"]["cost_micro_usd"] for run in runs]
+    assert per_run == [4000, 3500]
+    assert thread["usage"]["cost_micro_usd"] == 7500
+    assert thread["usage"]["model_calls"] == 2
+
+
+async def test_a_fallback_is_priced_at_its_own_prices_from_litellms_map(
+    tmp_path: Path, fake_llm: FakeLLM, backup_llm: FakeLLM
+) -> None:
+    from langchain_core.messages import HumanMessage
+
+    from agents.models import ModelGateway, load_models_config
+    from agents.models.cost import price_map
+
+    fake_llm.script(Reply(status=500))
+    backup_llm.script(Reply(content="From backup.", usage=usage(1000, 100)))
+    config = load_models_config(models_file=priced_profiles(tmp_path, fake_llm, backup_llm))
+    gateway = ModelGateway(config)
+    try:
+        reply = await gateway.chat_model().ainvoke([HumanMessage("hi")])
+    finally:
+        await gateway.aclose()
+    listed = price_map()["gpt-4o-mini"]  # the map litellm ships, read locally
+    expected = round(
+        1000 * listed["input_cost_per_token"] * 1e6 + 100 * listed["output_cost_per_token"] * 1e6
+    )
+    assert reply.response_metadata["cost_micro_usd"] == expected > 0
+    assert gateway.usage.totals()["default"]["cost_micro_usd"] == expected
+
+
+def test_a_model_with_no_known_prices_has_no_cost_rather_than_a_cost_of_nothing(
+    model_settings: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Hi."))
+    with TestClient(create_app(model_settings)) as client:
+        run = events_of(client.post("/v1/threads/c-2/runs/stream", json={"message": "hi"}).text)
+    assert "cost_micro_usd" not in run[-1][1]["usage"]

@@ -92,7 +92,8 @@ class RunFinishedEvent(RunEnd):
 
     answer: str = Field(description="The answer given to the user.")
     usage: dict[str, int] = Field(
-        description="This run's `input_tokens`, `output_tokens`, `total_tokens`, `model_calls`."
+        description="This run's `input_tokens`, `output_tokens`, `total_tokens`, `model_calls`;"
+        " `reasoning_tokens` and `cost_micro_usd` (millionths of a US dollar) when known."
     )
 
 
