@@ -12,7 +12,6 @@ import functools
 import importlib.util
 import json
 from pathlib import Path
-from typing import Any
 
 from agents.models.config import ModelProfile, Price
 
@@ -20,8 +19,10 @@ _MAP_FILE = "model_prices_and_context_window_backup.json"
 
 
 @functools.cache
-def price_map() -> dict[str, Any]:
-    """litellm's local price map (empty when litellm is not installed)."""
+def price_map() -> dict[str, tuple[float, float]]:
+    """litellm's local price map as USD per token, input and output, by model name (only
+    the prices are kept: the whole map is megabytes of objects). Empty when litellm is not
+    installed."""
     spec = importlib.util.find_spec("litellm")
     if spec is None or not spec.submodule_search_locations:
         return {}
@@ -30,7 +31,11 @@ def price_map() -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) else {}
+    return {
+        name: (float(entry["input_cost_per_token"]), float(entry.get("output_cost_per_token") or 0))
+        for name, entry in (data.items() if isinstance(data, dict) else ())
+        if isinstance(entry, dict) and isinstance(entry.get("input_cost_per_token"), int | float)
+    }
 
 
 def price_of(profile: ModelProfile, reported: str | None = None) -> Price | None:
@@ -39,10 +44,8 @@ def price_of(profile: ModelProfile, reported: str | None = None) -> Price | None
     if profile.price is not None:
         return profile.price
     for name in (*_names(profile), *([reported] if reported else [])):
-        entry = price_map().get(name)
-        if isinstance(entry, dict) and "input_cost_per_token" in entry:
-            per_token_in = float(entry.get("input_cost_per_token") or 0)
-            per_token_out = float(entry.get("output_cost_per_token") or 0)
+        if name in price_map():
+            per_token_in, per_token_out = price_map()[name]
             return Price(input=per_token_in * 1e6, output=per_token_out * 1e6)
     return None
 

@@ -10,7 +10,7 @@ from typing import Any
 from agents.errors import ModelError, NoModelConfigured, UnreadableReply
 from agents.models.chat_model import GatewayChatModel
 from agents.models.config import ModelsConfig, Price
-from agents.models.cost import micro_usd, price_of
+from agents.models.cost import micro_usd, price_map, price_of
 from agents.models.errors import retry_delay, to_model_error
 from agents.models.transports import (
     Transport,
@@ -188,8 +188,11 @@ class ModelGateway:
 
     def warm_up(self) -> None:
         """Build every profile's transport and import what its calls need (at start-up,
-        rather than in the first conversation)."""
-        for name in self.config.profiles if self.config is not None else ():
+        rather than in the first conversation); read the price map if a profile needs it."""
+        profiles = self.config.profiles if self.config is not None else {}
+        if any(profile.price is None for profile in profiles.values()):
+            price_map()
+        for name in profiles:
             self._transport(name).warm_up()
 
     async def aclose(self) -> None:

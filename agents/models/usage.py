@@ -55,15 +55,9 @@ class UsageRecorder:
             )
             for key, value in _counts(rec).items():
                 totals[key] = totals.get(key, 0) + value
-        log.info(
-            "model.usage",
-            profile=profile,
-            model=model,
-            input_tokens=rec.input_tokens,
-            output_tokens=rec.output_tokens,
-            reasoning_tokens=rec.reasoning_tokens,
-            cost_micro_usd=rec.cost_micro_usd,
-        )
+        counts = _counts(rec)
+        del counts["calls"]
+        log.info("model.usage", profile=profile, model=model, **counts)
         return rec
 
     @property

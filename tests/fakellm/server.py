@@ -407,7 +407,8 @@ class FakeLLM:
         with self._lock:
             calls = [(c.id or f"call_{next(self._call_ids)}", c) for c in reply.tool_calls]
         finish = reply.finish_reason or ("tool_calls" if calls else "stop")
-        usage = reply.usage or estimate_usage(body, reply)
+        read = responses.chat_body(body) if api == "responses" else body
+        usage = reply.usage or estimate_usage(read, reply)
         base = {
             "id": f"chatcmpl-fake{next(self._completion_ids)}",
             "created": int(time.time()),

@@ -136,10 +136,8 @@ async def test_a_fallback_is_priced_at_its_own_prices_from_litellms_map(
         reply = await gateway.chat_model().ainvoke([HumanMessage("hi")])
     finally:
         await gateway.aclose()
-    listed = price_map()["gpt-4o-mini"]  # the map litellm ships, read locally
-    expected = round(
-        1000 * listed["input_cost_per_token"] * 1e6 + 100 * listed["output_cost_per_token"] * 1e6
-    )
+    per_token_in, per_token_out = price_map()["gpt-4o-mini"]  # the map litellm ships
+    expected = round(1000 * per_token_in * 1e6 + 100 * per_token_out * 1e6)
     assert reply.response_metadata["cost_micro_usd"] == expected > 0
     assert gateway.usage.totals()["default"]["cost_micro_usd"] == expected
 
