@@ -27,6 +27,10 @@ _PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+NodeRole = Literal["router", "planner", "aggregator", "expert", "assistant"]
+"""The built-in nodes that call a model: the router's tie-break, the planner, the aggregator,
+the experts (one skill, joint or per task) and the general assistant."""
+
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 
 
@@ -149,6 +153,14 @@ class ModelsConfig(BaseModel):
 
     default: str = Field(DEFAULT_PROFILE, description="The profile used when none is named.")
     profiles: dict[str, ModelProfile] = Field(description="Profiles by name.")
+    nodes: dict[NodeRole, str] = Field(
+        default_factory=dict, description="The profile of each built-in node that names one."
+    )
+
+    def for_node(self, node: NodeRole, run_profile: str | None = None) -> str:
+        """The profile a node calls: the run's when it names one, else the node's own,
+        else the default."""
+        return run_profile or self.nodes.get(node) or self.default
 
     def get(self, name: str | None) -> ModelProfile:
         """Return a profile by name (the default when ``None``)."""
@@ -179,10 +191,12 @@ def load_models_config(
     api_key: str | None = None,
     models_file: Path | None = None,
     environ: Mapping[str, str] | None = None,
+    nodes: Mapping[NodeRole, str | None] | None = None,
 ) -> ModelsConfig | None:
     """Build the model profiles from the default-profile settings and an optional models file.
 
-    Returns ``None`` when no model is configured at all (no-model mode).
+    Returns ``None`` when no model is configured at all (no-model mode). ``nodes`` names
+    the profile of built-in nodes (``SKILLDESK_<NODE>_PROFILE``).
 
     Raises:
         ConfigError: naming the profile and the setting when anything is wrong.
@@ -205,7 +219,8 @@ def load_models_config(
         return None
 
     profiles = {name: _parse_profile(name, raw, models_file) for name, raw in raw_profiles.items()}
-    config = ModelsConfig(default=default, profiles=profiles)
+    chosen = {node: name.strip() for node, name in (nodes or {}).items() if name and name.strip()}
+    config = ModelsConfig(default=default, profiles=profiles, nodes=chosen)
     _check_references(config, models_file)
     for name, profile in profiles.items():
         if profile.api_key_env and not env.get(profile.api_key_env, "").strip():
@@ -277,6 +292,13 @@ def _check_references(config: ModelsConfig, source: Path | None) -> None:
             f"default model profile {config.default!r}{where} is not defined",
             fix=f"define it under 'profiles', or set default to one of {sorted(config.profiles)}",
         )
+    for node, name in config.nodes.items():
+        if name not in config.profiles:
+            raise ConfigError(
+                f"SKILLDESK_{node.upper()}_PROFILE names model profile {name!r}, which is not"
+                f" defined (known profiles: {', '.join(sorted(config.profiles))})",
+                fix="name one of the known profiles, or add it to the models file",
+            )
     for name, profile in config.profiles.items():
         for fallback in profile.fallbacks:
             if fallback == name:

@@ -9,7 +9,7 @@ from typing import Any
 
 from agents.errors import ModelError, NoModelConfigured, UnreadableReply
 from agents.models.chat_model import GatewayChatModel
-from agents.models.config import ModelsConfig, Price
+from agents.models.config import ModelsConfig, NodeRole, Price
 from agents.models.cost import micro_usd, price_map, price_of
 from agents.models.errors import retry_delay, to_model_error
 from agents.models.transports import (
@@ -54,6 +54,11 @@ class ModelGateway:
         name = profile or self.config.default
         self.config.get(name)  # unknown names fail here, naming the known ones
         return GatewayChatModel(gateway=self, profile_name=name, call_kwargs=call_kwargs)
+
+    def node_profile(self, node: NodeRole, run_profile: str | None = None) -> str | None:
+        """The profile ``node`` calls: the run's when it names one, else the node's setting,
+        else the default (``None`` in no-model mode)."""
+        return self.config.for_node(node, run_profile) if self.config is not None else None
 
     def request_params(self, profile: str) -> dict[str, Any]:
         """Per-call request fields a profile sets (temperature, max_tokens, reasoning_effort;

@@ -149,3 +149,24 @@ def test_a_model_with_no_known_prices_has_no_cost_rather_than_a_cost_of_nothing(
     with TestClient(create_app(model_settings)) as client:
         run = events_of(client.post("/v1/threads/c-2/runs/stream", json={"message": "hi"}).text)
     assert "cost_micro_usd" not in run[-1][1]["usage"]
+
+
+def test_the_assistant_calls_its_own_profile_unless_the_run_names_one(
+    make_settings: Any, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    models = tmp_path / "models.yaml"
+    models.write_text(
+        f"""
+default: strong
+profiles:
+  strong: {{model: openai/strong-model, api_base: {fake_llm.base_url}}}
+  cheap: {{model: openai/cheap-model, api_base: {fake_llm.base_url}}}
+""",
+        encoding="utf-8",
+    )
+    fake_llm.script(Reply(content="cheap answer"), Reply(content="strong answer"))
+    settings = make_settings(models_file=models, assistant_profile="cheap")
+    with TestClient(create_app(settings)) as client:
+        client.post("/v1/threads/n-1/runs/stream", json={"message": "hi"})
+        client.post("/v1/threads/n-1/runs/stream", json={"message": "hi", "model": "strong"})
+    assert [view.model for view in fake_llm.views] == ["cheap-model", "strong-model"]

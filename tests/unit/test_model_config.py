@@ -148,3 +148,22 @@ def test_prices_are_per_million_tokens_and_never_negative(tmp_path: Path) -> Non
     )
     with pytest.raises(ConfigError, match=r"price\.input"):
         load_models_config(models_file=path, environ={})
+
+
+def test_a_node_calls_the_runs_profile_else_its_own_else_the_default(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "default: strong\nprofiles:\n  strong: {model: openai/a}\n  cheap: {model: openai/b}\n",
+    )
+    config = load_models_config(models_file=path, environ={}, nodes={"router": "cheap"})
+    assert config is not None
+    assert config.for_node("router") == "cheap"
+    assert config.for_node("expert") == "strong"
+    assert config.for_node("router", "strong") == "strong"  # the run named one
+
+
+def test_a_node_setting_naming_no_profile_names_the_setting(tmp_path: Path) -> None:
+    path = write(tmp_path, "profiles:\n  default: {model: openai/a}\n")
+    with pytest.raises(ConfigError, match=r"SKILLDESK_PLANNER_PROFILE names .*'tiny'") as info:
+        load_models_config(models_file=path, environ={}, nodes={"planner": "tiny"})
+    assert "known profiles: default" in str(info.value)
