@@ -235,3 +235,28 @@ async def test_reasoning_is_counted_and_kept_out_of_the_answer(
     assert "seven" not in str(reply)
     assert reply.usage_metadata is not None
     assert reply.usage_metadata.get("output_token_details", {}).get("reasoning", 0) > 0
+
+
+async def test_a_stream_closed_half_read_leaves_the_model_usable(
+    tmp_path: Path, path: str, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="one two three four five", stream_chunk_delay=0.05))
+    fake_llm.script(Reply(content="next"))
+    model = gateway_for(tmp_path, path, fake_llm).chat_model()
+    stream = model.astream(HELLO)
+    await anext(stream)
+    await stream.aclose()
+    assert (await model.ainvoke(HELLO)).content == "next"
+
+
+async def test_a_stream_that_breaks_after_its_first_chunk_is_reported_not_retried(
+    tmp_path: Path, path: str, fake_llm: FakeLLM, backup_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="one two three", stream_chunk_delay=2))
+    gateway = gateway_for(tmp_path, path, fake_llm, backup_llm, timeout=0.3, retries=1)
+    with pytest.raises(ModelError) as info:
+        async for _chunk in gateway.chat_model().astream(HELLO):
+            pass
+    assert info.value.code == "model_timeout", info.value.message
+    assert len(fake_llm.requests) == 1
+    assert not backup_llm.requests
