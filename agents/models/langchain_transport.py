@@ -114,13 +114,15 @@ def build_chat_model(profile: ModelProfile, key: str | None, **extra: Any) -> Ba
     """
     from langchain.chat_models import init_chat_model
 
+    from agents.models.transports import PLACEHOLDER_KEY
+
     options: dict[str, Any] = {"timeout": profile.timeout_s, "max_retries": 0}
     if profile.api_base:
         options["base_url"] = profile.api_base
     if key:
         options["api_key"] = key
     elif profile.api_base:
-        options["api_key"] = "sk-no-key-needed"  # a local server; the client wants one
+        options["api_key"] = PLACEHOLDER_KEY  # a local server; the client wants one
     options.update(profile.kwargs)
     if profile.reasoning_effort:  # OpenAI's Responses API takes it inside ``reasoning``
         reasoning = profile.kwargs.get("reasoning")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from langchain_core.messages import HumanMessage
 
 from agents.models import ModelGateway, load_models_config
@@ -63,3 +64,12 @@ async def test_an_azure_deployment_is_called_by_its_name_and_api_version(
         "/openai/deployments/support-gpt/chat/completions?api-version=2024-10-21"
     )
     assert fake_llm.headers[0]["api-key"] == "azure-secret"
+
+
+async def test_openai_without_a_key_says_so_with_the_gateways_code(tmp_path: Path) -> None:
+    from agents.errors import ModelError
+
+    profile = '    provider: langchain\n    model: "openai:gpt-5-mini"\n'
+    with pytest.raises(ModelError) as info:
+        await answer(tmp_path, profile)  # no OPENAI_API_KEY, no api_base: nothing is sent
+    assert info.value.code == "model_auth_failed"
