@@ -17,6 +17,15 @@ class Token:
 
 
 @dataclass(frozen=True)
+class ReasoningSummary:
+    """A piece of a reasoning model's summary of its thinking: for the run's trace, never
+    part of the answer."""
+
+    text: str
+    node: str
+
+
+@dataclass(frozen=True)
 class RouteDecided:
     """What will answer this message, and why (candidates with their scores)."""
 
@@ -113,6 +122,7 @@ class RunFailed:
 
 Event = (
     Token
+    | ReasoningSummary
     | RouteDecided
     | NodeStarted
     | NodeFinished
@@ -132,11 +142,12 @@ CUSTOM_EVENTS: dict[str, type[Any]] = {
     "tool_returned": ToolReturned,
     "error": ErrorRaised,
     "approval_required": ApprovalRequired,
+    "reasoning_summary": ReasoningSummary,
 }
 
 
 def from_custom(payload: dict[str, Any]) -> Event | None:
-    """The typed event of a payload written with ``agents.graph.context.emit``."""
+    """The typed event of a payload written with ``agents.run.emit``."""
     kind = CUSTOM_EVENTS.get(str(payload.get("type")))
     if kind is None:
         return None

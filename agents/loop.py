@@ -51,8 +51,10 @@ async def run_tool_loop(
     config: RunnableConfig,
     max_rounds: int,
     task_id: str | None = None,
+    profile: str | None = None,
 ) -> LoopResult:
-    """Run the model with the scope's tools until it answers without tools (or a limit)."""
+    """Run the model with the scope's tools until it answers without tools (or a limit);
+    ``profile`` (else the run's) names the model."""
     new: list[BaseMessage] = []
     before = list(scope.loaded)
     usage = {"model_calls": 0, "input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
@@ -63,13 +65,13 @@ async def run_tool_loop(
         except BudgetExceeded as exc:
             text = prompts.reply("budget_exhausted", reason=str(exc))
             return _stopped(new, scope, before, usage, "budget", text)
-        model: Any = gateway.chat_model(ctx.profile)
+        model: Any = gateway.chat_model(profile or ctx.profile)
         offered = tools.definitions(scope) if tools is not None else []
         if offered:
             model = model.bind_tools(offered)
         reply = await complete(model, [SystemMessage(content=system), *history, *new], config)
         for key, value in call_usage(reply).items():
-            usage[key] += value
+            usage[key] = usage.get(key, 0) + value
         new.append(reply)
         if not (reply.tool_calls or reply.invalid_tool_calls):
             return LoopResult(new, reply, _newly(scope, before), usage)

@@ -95,6 +95,21 @@ class Settings(BaseSettings):
             "0 runs an expert per request and an aggregator."
         ),
     )
+    router_profile: str | None = Field(
+        None, description="Model profile of the router's tie-break (default: the default)."
+    )
+    planner_profile: str | None = Field(
+        None, description="Model profile of the planner of multi-request messages."
+    )
+    aggregator_profile: str | None = Field(
+        None, description="Model profile of the aggregator of parallel experts' results."
+    )
+    expert_profile: str | None = Field(
+        None, description="Model profile of the experts (one skill, joint, or per task)."
+    )
+    assistant_profile: str | None = Field(
+        None, description="Model profile of the general assistant (no skill matched)."
+    )
     max_model_calls: int = Field(12, ge=1, le=200, description="Model calls per run, in all.")
     max_tool_calls: int = Field(24, ge=1, le=500, description="Tool calls per run, in all.")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info")
@@ -161,6 +176,13 @@ class Settings(BaseSettings):
             api_base=self.model_api_base,
             api_key=key,
             models_file=self.models_file,
+            nodes={
+                "router": self.router_profile,
+                "planner": self.planner_profile,
+                "aggregator": self.aggregator_profile,
+                "expert": self.expert_profile,
+                "assistant": self.assistant_profile,
+            },
         )
 
 

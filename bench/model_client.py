@@ -3,9 +3,11 @@
 The same request (a ~1,000-token system prompt, three tools, a streamed reply of a dozen
 chunks) goes to the scripted server, which runs in a process of its own, through:
 Skilldesk's gateway (an OpenAI-compatible profile: aiohttp, events read as JSON), the same
-gateway with a litellm-only provider name (litellm's ``acompletion``), the litellm Router
-the gateway used before, and LangChain's ``ChatOpenAI`` (the OpenAI SDK). Each is called
-through LangChain's ``astream``, as the graph calls it. Median over 60 calls after 10.
+gateway with a litellm-only provider name (litellm's ``acompletion``), the same gateway with
+a LangChain profile (``provider: langchain``: ``ChatOpenAI`` inside the gateway, over chat
+completions and over the Responses API), the litellm Router the gateway used before, and
+LangChain's ``ChatOpenAI`` alone (the OpenAI SDK). Each is called through LangChain's
+``astream``, as the graph calls it. Median over 60 calls after 10.
 Run: .venv/bin/python -m bench.model_client
 """
 
@@ -64,8 +66,8 @@ async def per_call(fake: FakeLLMProcess, model: Any) -> tuple[float, float]:
     return statistics.median(cpu[WARM_UP:]), statistics.median(wall[WARM_UP:])
 
 
-def _gateway(model: str, base_url: str) -> ModelGateway:
-    profile = ModelProfile(model=model, api_base=base_url, retries=0)
+def _gateway(model: str, base_url: str, **settings: Any) -> ModelGateway:
+    profile = ModelProfile(model=model, api_base=base_url, retries=0, **settings)
     return ModelGateway(ModelsConfig(default="bench", profiles={"bench": profile}))
 
 
@@ -118,9 +120,18 @@ async def amain() -> dict[str, tuple[float, float]]:
     with FakeLLMProcess() as fake:
         gateway = _gateway("openai/fake", fake.base_url)
         via_litellm = _gateway("hosted_vllm/fake", fake.base_url)
+        via_langchain = _gateway("openai:fake", fake.base_url, provider="langchain")
+        via_responses = _gateway(
+            "openai:fake",
+            fake.base_url,
+            provider="langchain",
+            kwargs={"use_responses_api": True},
+        )
         clients: dict[str, Callable[[], Any]] = {
             "Skilldesk gateway (aiohttp)": gateway.chat_model,
             "gateway, litellm provider": via_litellm.chat_model,
+            "gateway, LangChain profile": via_langchain.chat_model,
+            "gateway, LangChain Responses": via_responses.chat_model,
             "litellm Router (before)": lambda: _litellm_router(fake.base_url),
             "ChatOpenAI (OpenAI SDK)": lambda: ChatOpenAI(
                 model="fake",
@@ -133,7 +144,9 @@ async def amain() -> dict[str, tuple[float, float]]:
         results: dict[str, tuple[float, float]] = {}
         for name, make in clients.items():
             results[name] = await per_call(fake, make())
-        closing: list[Awaitable[None]] = [gateway.aclose(), via_litellm.aclose()]
+        closing: list[Awaitable[None]] = [
+            g.aclose() for g in (gateway, via_litellm, via_langchain, via_responses)
+        ]
         await asyncio.gather(*closing)
     ours = results["Skilldesk gateway (aiohttp)"][0]
     print("model client per streamed call: calling-thread CPU ms / wall ms (server included)")

@@ -102,7 +102,7 @@ def make_aggregate(brain: Brain) -> Node:
         try:
             ctx.budget.spend_model_call()
             system = brain.prompts.render("aggregator", question=question, tasks=tasks)
-            model = brain.gateway.chat_model(ctx.profile)
+            model = brain.gateway.chat_model(brain.gateway.node_profile("aggregator", ctx.profile))
             messages = [SystemMessage(content=system), HumanMessage(question)]
             answer = await complete(model, messages, config)
             usage = call_usage(answer)

@@ -13,6 +13,7 @@ from langchain_core.runnables import RunnableConfig
 from agents.errors import NO_MODEL_HINT
 from agents.loop import LoopResult, run_tool_loop
 from agents.models import ModelGateway
+from agents.models.config import NodeRole
 from agents.prompts import Prompts
 from agents.router.router import Route, Router
 from agents.run import RunContext, current_context, emit
@@ -63,8 +64,10 @@ class Brain:
         *,
         ctx: RunContext | None = None,
         task_id: str | None = None,
+        node: NodeRole = "expert",
     ) -> LoopResult:
-        """Run the tool loop with this brain's model, prompts and skills."""
+        """Run the tool loop with this brain's model (``node``'s profile), prompts and skills."""
+        ctx = ctx or current_context()
         return await run_tool_loop(
             gateway=self.gateway,
             prompts=self.prompts,
@@ -72,10 +75,11 @@ class Brain:
             system=system,
             history=history,
             scope=scope,
-            ctx=ctx or current_context(),
+            ctx=ctx,
             config=config,
             max_rounds=self.options.max_rounds,
             task_id=task_id,
+            profile=self.gateway.node_profile(node, ctx.profile),
         )
 
 
@@ -178,7 +182,9 @@ def make_assistant(brain: Brain) -> Node:
         # skill name planted in a tool result cannot open the rest of the catalogue.
         scope = Scope(loaded=loaded, loadable={*listed, *loaded})
         system = brain.prompts.render("assistant", skill_index=index_text, summary=None)
-        result = await brain.answer(system, list(state.get("messages", [])), scope, config)
+        result = await brain.answer(
+            system, list(state.get("messages", [])), scope, config, node="assistant"
+        )
         return loop_update(result)
 
     return assistant

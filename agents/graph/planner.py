@@ -36,7 +36,9 @@ def make_plan(brain: Brain) -> Node:
             ctx = current_context()
             try:
                 ctx.budget.spend_model_call()
-                tasks, usage = await _plan_with_model(brain, text, allowed, ctx.profile, config)
+                tasks, usage = await _plan_with_model(
+                    brain, text, allowed, brain.gateway.node_profile("planner", ctx.profile), config
+                )
             except (ModelError, BudgetExceeded) as exc:
                 emit("error", code="planner_failed", message=str(exc))
         problem = check_plan(tasks, allowed) if tasks is not None else "no plan"

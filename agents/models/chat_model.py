@@ -22,8 +22,10 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.config import get_config
 from pydantic import ConfigDict, Field
 
+from agents.run import emit
 from agents.text import mend
 
 if TYPE_CHECKING:
@@ -160,7 +162,9 @@ class GatewayChatModel(BaseChatModel):
             "profile": self.profile_name,
             "model_name": response.get("model"),
             "finish_reason": choice.get("finish_reason"),
+            **_cost(response.get("usage")),
         }
+        _show_reasoning(_reasoning(message))
         ai = AIMessage(
             content=message.get("content") or "",
             tool_calls=tool_calls,
@@ -169,20 +173,23 @@ class GatewayChatModel(BaseChatModel):
             response_metadata=metadata,
             id=response.get("id"),
         )
-        self._record(usage, metadata["model_name"])
+        self._record(usage, metadata["model_name"], metadata.get("cost_micro_usd"))
         return ChatResult(generations=[ChatGeneration(message=ai)])
 
     def _to_chunk(self, raw: dict[str, Any]) -> ChatGenerationChunk | None:
         """One streamed piece (an OpenAI ``chat.completion.chunk`` as a dict)."""
         usage = _usage(raw.get("usage"))
         choices = raw.get("choices")
+        cost = _cost(raw.get("usage"))
         if not choices:
             if usage is None:
                 return None
-            self._record(usage, raw.get("model"))
-            return ChatGenerationChunk(message=AIMessageChunk(content="", usage_metadata=usage))
+            self._record(usage, raw.get("model"), cost.get("cost_micro_usd"))
+            message = AIMessageChunk(content="", usage_metadata=usage, response_metadata=cost)
+            return ChatGenerationChunk(message=message)
         choice = choices[0]
         delta = choice.get("delta") or {}
+        _show_reasoning(_reasoning(delta))
         chunks = [
             tool_call_chunk(
                 name=(call.get("function") or {}).get("name"),
@@ -196,7 +203,8 @@ class GatewayChatModel(BaseChatModel):
         if choice.get("finish_reason"):
             metadata = {"finish_reason": choice["finish_reason"], "profile": self.profile_name}
         if usage is not None:
-            self._record(usage, raw.get("model"))
+            self._record(usage, raw.get("model"), cost.get("cost_micro_usd"))
+            metadata.update(cost)
         message = AIMessageChunk(
             content=delta.get("content") or "",
             tool_call_chunks=chunks,
@@ -205,10 +213,12 @@ class GatewayChatModel(BaseChatModel):
         )
         return ChatGenerationChunk(message=message)
 
-    def _record(self, usage: UsageMetadata | None, model_name: str | None) -> None:
+    def _record(
+        self, usage: UsageMetadata | None, model_name: str | None, cost: int | None
+    ) -> None:
         if usage is not None:
             gateway: ModelGateway = self.gateway
-            gateway.usage.record(self.profile_name, model_name or "", usage)
+            gateway.usage.record(self.profile_name, model_name or "", usage, cost)
 
 
 def to_openai_messages(messages: list[BaseMessage]) -> list[dict[str, Any]]:
@@ -243,7 +253,38 @@ def _usage(raw: dict[str, Any] | None) -> UsageMetadata | None:
     prompt = int(raw.get("prompt_tokens") or 0)
     completion = int(raw.get("completion_tokens") or 0)
     total = int(raw.get("total_tokens") or prompt + completion)
-    return UsageMetadata(input_tokens=prompt, output_tokens=completion, total_tokens=total)
+    usage = UsageMetadata(input_tokens=prompt, output_tokens=completion, total_tokens=total)
+    details = raw.get("completion_tokens_details")
+    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    if reasoning:
+        usage["output_token_details"] = {"reasoning": int(reasoning)}
+    return usage
+
+
+def _cost(raw: dict[str, Any] | None) -> dict[str, int]:
+    """The call's cost as the gateway priced it (nothing when its prices are unknown)."""
+    cost = raw.get("cost_micro_usd") if raw else None
+    return {"cost_micro_usd": cost} if isinstance(cost, int) else {}
+
+
+def _reasoning(message: dict[str, Any]) -> str:
+    """A reasoning model's summary in a message or delta: ``reasoning_content`` as DeepSeek,
+    litellm and the LangChain transport write it, ``reasoning`` as newer vLLM does."""
+    value = message.get("reasoning_content") or message.get("reasoning")
+    return value if isinstance(value, str) else ""
+
+
+def _show_reasoning(text: str) -> None:
+    """Send a reasoning summary to the run's trace as its own event: never part of the
+    answer, never stored in the thread's messages."""
+    if not text:
+        return
+    try:
+        config = get_config()
+    except RuntimeError:  # not inside a graph run
+        return
+    node = str((config.get("metadata") or {}).get("langgraph_node", ""))
+    emit("reasoning_summary", text=text, node=node)
 
 
 def finish_stream(chunk: AIMessageChunk) -> AIMessage:

@@ -6,11 +6,19 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from agents.errors import ConfigError
 
@@ -19,14 +27,53 @@ _PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+NodeRole = Literal["router", "planner", "aggregator", "expert", "assistant"]
+"""The built-in nodes that call a model: the router's tie-break, the planner, the aggregator,
+the experts (one skill, joint or per task) and the general assistant."""
+
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+
+
+class Price(BaseModel):
+    """What a model's tokens cost, in US dollars per million tokens."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input: float = Field(ge=0, description="USD per million input (prompt) tokens.")
+    output: float = Field(ge=0, description="USD per million output tokens (reasoning included).")
+
+
 class ModelProfile(BaseModel):
     """One named model: where it lives, how to authenticate, how patient to be."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    provider: Literal["litellm", "langchain"] = Field(
+        "litellm",
+        description="'litellm': model strings as litellm writes them (OpenAI-compatible ones"
+        " are called directly). 'langchain': a LangChain chat model, as init_chat_model"
+        " writes it ('openai:gpt-5-mini', 'azure_openai:my-deployment').",
+    )
     model: str = Field(
         description="Model as litellm writes it, 'provider/model' (e.g. 'openai/gpt-4o-mini',"
         " 'deepseek/deepseek-chat'). With api_base and no provider, 'openai/' is assumed."
+        " For provider 'langchain', 'provider:model' as init_chat_model writes it."
+    )
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Keyword arguments of the LangChain chat model (provider 'langchain'"
+        " only): use_responses_api, organization, default_headers, azure_endpoint,"
+        " api_version, reasoning...",
+    )
+    reasoning_effort: ReasoningEffort | None = Field(
+        None,
+        description="How hard a reasoning model thinks (OpenAI's reasoning_effort; litellm"
+        " translates it for other providers).",
+    )
+    price: Price | None = Field(
+        None,
+        description="Prices per million tokens, for models litellm's price map does not know"
+        " (local and private ones); overrides the map.",
     )
     api_base: str | None = Field(None, description="Base URL of the provider's API.")
     api_key_env: str | None = Field(
@@ -77,6 +124,20 @@ class ModelProfile(BaseModel):
     def _normalise_key(cls, value: SecretStr | None) -> SecretStr | None:
         return _clean_key(value.get_secret_value()) if value is not None else None
 
+    @model_validator(mode="after")
+    def _check_provider(self) -> ModelProfile:
+        if self.kwargs and self.provider != "langchain":
+            raise ValueError(
+                "kwargs are the keyword arguments of a LangChain chat model; "
+                "set provider: langchain, or remove kwargs"
+            )
+        if self.provider == "langchain" and "/" in self.model and ":" not in self.model:
+            raise ValueError(
+                f"model {self.model!r} is written as litellm writes it; a langchain profile"
+                " names its model as init_chat_model does, e.g. 'openai:gpt-5-mini'"
+            )
+        return self
+
     @property
     def litellm_model(self) -> str:
         """The model string handed to litellm (OpenAI-compatible when only a base URL is set)."""
@@ -92,6 +153,14 @@ class ModelsConfig(BaseModel):
 
     default: str = Field(DEFAULT_PROFILE, description="The profile used when none is named.")
     profiles: dict[str, ModelProfile] = Field(description="Profiles by name.")
+    nodes: dict[NodeRole, str] = Field(
+        default_factory=dict, description="The profile of each built-in node that names one."
+    )
+
+    def for_node(self, node: NodeRole, run_profile: str | None = None) -> str:
+        """The profile a node calls: the run's when it names one, else the node's own,
+        else the default."""
+        return run_profile or self.nodes.get(node) or self.default
 
     def get(self, name: str | None) -> ModelProfile:
         """Return a profile by name (the default when ``None``)."""
@@ -122,10 +191,12 @@ def load_models_config(
     api_key: str | None = None,
     models_file: Path | None = None,
     environ: Mapping[str, str] | None = None,
+    nodes: Mapping[NodeRole, str | None] | None = None,
 ) -> ModelsConfig | None:
     """Build the model profiles from the default-profile settings and an optional models file.
 
-    Returns ``None`` when no model is configured at all (no-model mode).
+    Returns ``None`` when no model is configured at all (no-model mode). ``nodes`` names
+    the profile of built-in nodes (``SKILLDESK_<NODE>_PROFILE``).
 
     Raises:
         ConfigError: naming the profile and the setting when anything is wrong.
@@ -148,7 +219,8 @@ def load_models_config(
         return None
 
     profiles = {name: _parse_profile(name, raw, models_file) for name, raw in raw_profiles.items()}
-    config = ModelsConfig(default=default, profiles=profiles)
+    chosen = {node: name.strip() for node, name in (nodes or {}).items() if name and name.strip()}
+    config = ModelsConfig(default=default, profiles=profiles, nodes=chosen)
     _check_references(config, models_file)
     for name, profile in profiles.items():
         if profile.api_key_env and not env.get(profile.api_key_env, "").strip():
@@ -200,7 +272,8 @@ def _parse_profile(name: str, raw: Any, source: Path | None) -> ModelProfile:
         return ModelProfile.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{_setting_name(name, err['loc'])}: {err['msg']}" for err in exc.errors()
+            f"{_setting_name(name, err['loc'])}: {err['msg']}" if err["loc"] else err["msg"]
+            for err in exc.errors()
         )
         raise ConfigError(f"model profile {name!r}{where}: {problems}") from None
 
@@ -219,6 +292,13 @@ def _check_references(config: ModelsConfig, source: Path | None) -> None:
             f"default model profile {config.default!r}{where} is not defined",
             fix=f"define it under 'profiles', or set default to one of {sorted(config.profiles)}",
         )
+    for node, name in config.nodes.items():
+        if name not in config.profiles:
+            raise ConfigError(
+                f"SKILLDESK_{node.upper()}_PROFILE names model profile {name!r}, which is not"
+                f" defined (known profiles: {', '.join(sorted(config.profiles))})",
+                fix="name one of the known profiles, or add it to the models file",
+            )
     for name, profile in config.profiles.items():
         for fallback in profile.fallbacks:
             if fallback == name:

@@ -48,6 +48,7 @@ def retry_delay(exc: Exception) -> float | None:
     """Seconds to wait before trying the same profile again, or ``None`` when another
     attempt would fail the same way (a refused key, an unknown model, a bad request): the
     next profile is tried instead."""
+    exc = _unwrapped(exc)
     if isinstance(exc, _timeouts() + _unreachable()):
         return 0.0
     status = _status(exc)
@@ -62,6 +63,7 @@ def to_model_error(exc: Exception, profile: str, chain: Sequence[str]) -> ModelE
     """Describe a failed call: what happened, which profiles were tried, what to check."""
     if isinstance(exc, ModelError):
         return exc
+    exc = _unwrapped(exc)
     tried = " → ".join(f"'{name}'" for name in chain)
     detail = _first_line(getattr(exc, "message", None) or str(exc) or type(exc).__name__)
     status = _status(exc)
@@ -102,6 +104,17 @@ def to_model_error(exc: Exception, profile: str, chain: Sequence[str]) -> ModelE
         f"Provider said: {detail}"
     )
     return ModelError(message, profile=profile, code=code)
+
+
+def _unwrapped(exc: Exception) -> Exception:
+    """The failure inside litellm's wrapper of a stream that broke mid-way
+    (``MidStreamFallbackError``, always 503), so it is named as on the other paths."""
+    inner = getattr(exc, "original_exception", None)
+    if isinstance(exc, _loaded("litellm.exceptions", "MidStreamFallbackError")) and isinstance(
+        inner, Exception
+    ):
+        return inner
+    return exc
 
 
 def _status(exc: Exception) -> int | None:

@@ -9,7 +9,8 @@ from typing import Any
 
 from agents.errors import ModelError, NoModelConfigured, UnreadableReply
 from agents.models.chat_model import GatewayChatModel
-from agents.models.config import ModelsConfig
+from agents.models.config import ModelsConfig, NodeRole, Price
+from agents.models.cost import micro_usd, price_map, price_of
 from agents.models.errors import retry_delay, to_model_error
 from agents.models.transports import (
     Transport,
@@ -39,6 +40,7 @@ class ModelGateway:
         self.usage = UsageRecorder()
         self._environ = environ
         self._transports: dict[str, Transport] = {}
+        self._prices: dict[str, Price | None] = {}
 
     @property
     def configured(self) -> bool:
@@ -53,8 +55,14 @@ class ModelGateway:
         self.config.get(name)  # unknown names fail here, naming the known ones
         return GatewayChatModel(gateway=self, profile_name=name, call_kwargs=call_kwargs)
 
+    def node_profile(self, node: NodeRole, run_profile: str | None = None) -> str | None:
+        """The profile ``node`` calls: the run's when it names one, else the node's setting,
+        else the default (``None`` in no-model mode)."""
+        return self.config.for_node(node, run_profile) if self.config is not None else None
+
     def request_params(self, profile: str) -> dict[str, Any]:
-        """Per-call request fields a profile sets (temperature, max_tokens)."""
+        """Per-call request fields a profile sets (temperature, max_tokens, reasoning_effort;
+        a LangChain chat model gets its reasoning settings when it is built)."""
         if self.config is None:
             raise NoModelConfigured()
         spec = self.config.get(profile)
@@ -63,6 +71,8 @@ class ModelGateway:
             params["temperature"] = spec.temperature
         if spec.max_tokens is not None:
             params["max_tokens"] = spec.max_tokens
+        if spec.reasoning_effort is not None and spec.provider != "langchain":
+            params["reasoning_effort"] = spec.reasoning_effort
         return params
 
     def chain(self, profile: str) -> list[str]:
@@ -89,7 +99,7 @@ class ModelGateway:
         for transport, timeout in attempts:
             try:
                 async with asyncio.timeout(timeout):
-                    return await transport.acreate(request)
+                    return self.priced(attempts.current, await transport.acreate(request))
             except Exception as exc:  # _Attempts judges every failure
                 await asyncio.sleep(attempts.failed(exc))
         raise attempts.error()
@@ -117,9 +127,9 @@ class ModelGateway:
                 await asyncio.sleep(attempts.failed(exc))
                 continue
             try:
-                yield first
+                yield self.priced(attempts.current, first)
                 async for chunk in stream:
-                    yield chunk
+                    yield self.priced(attempts.current, chunk)
             except Exception as exc:
                 raise attempts.broken(exc) from exc
             finally:
@@ -132,7 +142,7 @@ class ModelGateway:
         attempts = _Attempts(self, profile)
         for transport, _ in attempts:
             try:
-                return transport.create(request)
+                return self.priced(attempts.current, transport.create(request))
             except Exception as exc:  # _Attempts judges every failure
                 time.sleep(attempts.failed(exc))
         raise attempts.error()
@@ -154,8 +164,9 @@ class ModelGateway:
                 time.sleep(attempts.failed(exc))
                 continue
             try:
-                yield first
-                yield from stream
+                yield self.priced(attempts.current, first)
+                for chunk in stream:
+                    yield self.priced(attempts.current, chunk)
             except Exception as exc:
                 raise attempts.broken(exc) from exc
             finally:
@@ -163,10 +174,30 @@ class ModelGateway:
             return
         raise attempts.error()
 
+    def priced(self, profile: str, reply: Any) -> Any:
+        """A reply (or chunk) whose ``usage`` carries its cost, ``cost_micro_usd``, at the
+        prices of the profile that answered (a fallback's, it may be), when they are known."""
+        usage = reply.get("usage") if isinstance(reply, dict) else None
+        if not isinstance(usage, dict):
+            return reply
+        if profile not in self._prices:
+            assert self.config is not None
+            self._prices[profile] = price_of(self.config.get(profile), reply.get("model"))
+        price = self._prices[profile]
+        if price is not None:
+            tokens_in = int(usage.get("prompt_tokens") or 0)
+            usage["cost_micro_usd"] = micro_usd(
+                price, tokens_in, int(usage.get("completion_tokens") or 0)
+            )
+        return reply
+
     def warm_up(self) -> None:
         """Build every profile's transport and import what its calls need (at start-up,
-        rather than in the first conversation)."""
-        for name in self.config.profiles if self.config is not None else ():
+        rather than in the first conversation); read the price map if a profile needs it."""
+        profiles = self.config.profiles if self.config is not None else {}
+        if any(profile.price is None for profile in profiles.values()):
+            price_map()
+        for name in profiles:
             self._transport(name).warm_up()
 
     async def aclose(self) -> None:
@@ -198,6 +229,7 @@ class _Attempts:
         self._gateway = gateway
         self.profile = profile
         self.chain = gateway.chain(profile)
+        self.current = profile  # the profile of the attempt under way
         self._last: Exception | None = None
         self._again = False
         self._retries_left = 0
@@ -207,6 +239,7 @@ class _Attempts:
         for name in self.chain:
             spec = self._gateway.config.get(name)
             transport = self._gateway._transport(name)
+            self.current = name
             for attempt in range(spec.retries + 1):
                 self._again = False
                 self._retries_left = spec.retries - attempt

@@ -52,8 +52,13 @@ class Transport(Protocol):
 
 
 def transport_for(profile: ModelProfile, environ: Mapping[str, str] | None = None) -> Transport:
-    """The transport of a profile: direct for ``openai/...`` models, else litellm."""
+    """The transport of a profile: a LangChain chat model for ``provider: langchain``,
+    direct for ``openai/...`` models, else litellm."""
     key = resolve_api_key(profile, environ)
+    if profile.provider == "langchain":
+        from agents.models.langchain_transport import LangChainTransport
+
+        return LangChainTransport(profile, key)
     if profile.litellm_model.startswith(_OPENAI_PREFIX):
         return OpenAITransport(profile, key, os.environ if environ is None else environ)
     return LiteLLMTransport(profile, key)

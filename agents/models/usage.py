@@ -1,4 +1,4 @@
-"""Token usage of every model call, totalled per profile."""
+"""Token usage and cost of every model call, totalled per profile."""
 
 from __future__ import annotations
 
@@ -15,13 +15,16 @@ log = structlog.get_logger(__name__)
 
 @dataclass(frozen=True)
 class UsageRecord:
-    """One model call's token counts."""
+    """One model call's token counts, and its cost in millionths of a US dollar (``None``
+    when the model's prices are unknown)."""
 
     profile: str
     model: str
     input_tokens: int
     output_tokens: int
     at: float = field(default_factory=time)
+    reasoning_tokens: int = 0
+    cost_micro_usd: int | None = None
 
 
 class UsageRecorder:
@@ -30,26 +33,31 @@ class UsageRecorder:
     def __init__(self, keep: int = 1000) -> None:
         self._lock = threading.Lock()
         self._recent: deque[UsageRecord] = deque(maxlen=keep)
-        self._totals: dict[str, tuple[int, int, int]] = {}
+        self._totals: dict[str, dict[str, int]] = {}
 
-    def record(self, profile: str, model: str, usage: UsageMetadata) -> UsageRecord:
-        """Record one call (input/output tokens as the provider reported them)."""
-        rec = UsageRecord(profile, model, usage["input_tokens"], usage["output_tokens"])
+    def record(
+        self, profile: str, model: str, usage: UsageMetadata, cost_micro_usd: int | None = None
+    ) -> UsageRecord:
+        """Record one call (tokens as the provider reported them, the cost as priced)."""
+        reasoning = (usage.get("output_token_details") or {}).get("reasoning", 0)
+        rec = UsageRecord(
+            profile,
+            model,
+            usage["input_tokens"],
+            usage["output_tokens"],
+            reasoning_tokens=reasoning,
+            cost_micro_usd=cost_micro_usd,
+        )
         with self._lock:
             self._recent.append(rec)
-            calls, tokens_in, tokens_out = self._totals.get(profile, (0, 0, 0))
-            self._totals[profile] = (
-                calls + 1,
-                tokens_in + rec.input_tokens,
-                tokens_out + rec.output_tokens,
+            totals = self._totals.setdefault(
+                profile, {"calls": 0, "input_tokens": 0, "output_tokens": 0}
             )
-        log.info(
-            "model.usage",
-            profile=profile,
-            model=model,
-            input_tokens=rec.input_tokens,
-            output_tokens=rec.output_tokens,
-        )
+            for key, value in _counts(rec).items():
+                totals[key] = totals.get(key, 0) + value
+        counts = _counts(rec)
+        del counts["calls"]
+        log.info("model.usage", profile=profile, model=model, **counts)
         return rec
 
     @property
@@ -59,19 +67,33 @@ class UsageRecorder:
             return list(self._recent)
 
     def totals(self) -> dict[str, dict[str, int]]:
-        """Calls and tokens per profile since start."""
+        """Calls and tokens per profile since start; reasoning tokens and the cost in
+        millionths of a dollar where there were any."""
         with self._lock:
-            return {
-                name: {"calls": c, "input_tokens": i, "output_tokens": o}
-                for name, (c, i, o) in self._totals.items()
-            }
+            return {name: dict(totals) for name, totals in self._totals.items()}
+
+
+def _counts(rec: UsageRecord) -> dict[str, int]:
+    counts = {"calls": 1, "input_tokens": rec.input_tokens, "output_tokens": rec.output_tokens}
+    if rec.reasoning_tokens:
+        counts["reasoning_tokens"] = rec.reasoning_tokens
+    if rec.cost_micro_usd is not None:
+        counts["cost_micro_usd"] = rec.cost_micro_usd
+    return counts
 
 
 def call_usage(message: object) -> dict[str, int]:
-    """One model call's contribution to a thread's ``usage``: the call and its tokens."""
+    """One model call's contribution to a thread's ``usage``: the call, its tokens, its
+    reasoning tokens and its cost in millionths of a dollar (when they are known)."""
     usage = {"model_calls": 1}
     metadata = getattr(message, "usage_metadata", None)
     if metadata:
         for key in ("input_tokens", "output_tokens", "total_tokens"):
             usage[key] = int(metadata.get(key, 0))
+        reasoning = (metadata.get("output_token_details") or {}).get("reasoning")
+        if reasoning:
+            usage["reasoning_tokens"] = int(reasoning)
+    cost = (getattr(message, "response_metadata", None) or {}).get("cost_micro_usd")
+    if isinstance(cost, int):
+        usage["cost_micro_usd"] = cost
     return usage

@@ -268,7 +268,14 @@ class Router:
             ctx.budget.spend_model_call()
             skills = [self.skills.registry.get(n) for n in names]
             system = self.prompts.render("router", candidates=skills)
-            args, usage = await forced_call(self.gateway, ctx.profile, tool, system, text, config)
+            args, usage = await forced_call(
+                self.gateway,
+                self.gateway.node_profile("router", ctx.profile),
+                tool,
+                system,
+                text,
+                config,
+            )
         except (ModelError, BudgetExceeded) as exc:
             log.warning("router.tie_break_failed", error=str(exc))
             reason = f"tie-break failed: {exc}"

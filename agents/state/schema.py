@@ -52,10 +52,13 @@ class Workspace(TypedDict, total=False):
     tasks: dict[str, Any]  # Task when written by the planner, TaskUpdate in node updates
 
 
+_PRICED = ("reasoning_tokens", "cost_micro_usd")  # cost in millionths of a US dollar
+
+
 def add_usage(left: dict[str, int] | None, right: dict[str, Any] | None) -> dict[str, int]:
     """Reducer: token counts add up over the thread's model calls."""
     total = dict(left or {})
-    for key in ("input_tokens", "output_tokens", "total_tokens", "model_calls"):
+    for key in ("input_tokens", "output_tokens", "total_tokens", "model_calls", *_PRICED):
         if right and key in right:
             total[key] = total.get(key, 0) + int(right[key])
     return total

@@ -4,8 +4,8 @@ and the record of each exchange that ``FakeLLM`` checks the script against."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from tests.fakellm.request import RequestView
@@ -50,6 +50,10 @@ class Reply:
             since this one arrived (this one included), or ``hold_timeout`` seconds have
             passed: a test sees calls overlap (or not) whatever the machine's speed.
         hold_timeout: The longest wait for ``together``.
+        reasoning: A reasoning model's summary of its thinking: ``reasoning_content`` in a
+            chat completion (as DeepSeek and vLLM send it), a reasoning item with its
+            summary in a response of the Responses API; its tokens count as reasoning
+            tokens in the estimated usage.
     """
 
     content: str | None = None
@@ -62,6 +66,7 @@ class Reply:
     error_message: str | None = None
     together: int = 0
     hold_timeout: float = 5.0
+    reasoning: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
@@ -69,13 +74,13 @@ class Reply:
     def __repr__(self) -> str:
         """Only the fields that differ from the defaults, tool calls as ``name(arguments)``."""
         parts = []
-        for field in fields(self):
-            value = getattr(self, field.name)
-            if value == field.default:
+        for spec in fields(self):
+            value = getattr(self, spec.name)
+            if value == spec.default:
                 continue
-            if field.name == "tool_calls":
+            if spec.name == "tool_calls":
                 value = [f"{c.name}({c.arguments_json})" for c in value]
-            parts.append(f"{field.name}={value!r}")
+            parts.append(f"{spec.name}={value!r}")
         return f"Reply({', '.join(parts)})"
 
 
@@ -98,7 +103,8 @@ class Exchange:
             or returned something other than a Reply).
         arrived: ``time.perf_counter()`` when the request arrived.
         answered: When its last byte was sent (None while it is being answered).
-        note: What went wrong, for "unscripted" and "error".
+            note: What went wrong, for "unscripted" and "error".
+        headers: The request's HTTP headers (lower-case names).
     """
 
     request: RequestView
@@ -106,6 +112,7 @@ class Exchange:
     arrived: float
     answered: float | None = None
     note: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
 
     def overlaps(self, other: Exchange) -> bool:
         """Whether each of the two arrived before the other was answered."""

@@ -13,7 +13,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from tests.fakellm import responses
 from tests.fakellm.request import RequestView
 from tests.fakellm.script import (
     Answer,
@@ -31,6 +32,7 @@ from tests.fakellm.script import (
     ScriptItem,
     ScriptMismatch,
     Source,
+    ToolCall,
     describe,
     script_problems,
 )
@@ -57,6 +59,7 @@ class FakeLLM:
         self._exchanges: list[Exchange] = []
         self._answering: list[tuple[float, float]] = []
         self._peers: list[str] = []
+        self._paths: list[str] = []
         # Chat requests being answered, by id: the most requests (arrived since the last
         # reset) open at once since each arrived, for answers held until "together".
         self._open: dict[int, int] = {}
@@ -74,6 +77,13 @@ class FakeLLM:
         self._app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._chat, methods=["POST"]),
+                Route("/v1/responses", self._chat, methods=["POST"]),
+                # Azure OpenAI: the deployment in the path, the API version in the query.
+                Route(
+                    "/openai/deployments/{deployment}/chat/completions",
+                    self._chat,
+                    methods=["POST"],
+                ),
                 Route("/v1/models", self._models, methods=["GET"]),
             ]
         )
@@ -107,6 +117,18 @@ class FakeLLM:
         request's arrival to its last byte: what a real model's time would be."""
         with self._lock:
             return list(self._answering)
+
+    @property
+    def headers(self) -> list[Mapping[str, str]]:
+        """The HTTP headers of every chat request (lower-case names), in order."""
+        return [e.headers for e in self.exchanges]
+
+    @property
+    def paths(self) -> list[str]:
+        """The URL path and query of every chat request, in order (which API, which
+        Azure deployment and API version)."""
+        with self._lock:
+            return list(self._paths)
 
     @property
     def peers(self) -> list[str]:
@@ -192,6 +214,7 @@ class FakeLLM:
             self._exchanges.clear()
             self._answering.clear()
             self._peers.clear()
+            self._paths.clear()
             self._allow_leftovers = self._allow_unscripted = False
             self._call_ids = itertools.count(1)
             self._fresh_from = next(self._request_ids)
@@ -247,15 +270,21 @@ class FakeLLM:
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
-    def _take(self, body: dict[str, Any], arrived: float) -> tuple[Reply, int]:
+    def _take(
+        self, body: dict[str, Any], arrived: float, headers: Mapping[str, str], api: str
+    ) -> tuple[Reply, int]:
         """Record the request and choose its reply: a forced-tool handler, else the next
         scripted item. Returns the reply and the exchange's index."""
-        view = RequestView.parse(body)
+        if api == "responses":  # read as chat, kept as sent
+            view = replace(RequestView.parse(responses.chat_body(body)), body=body)
+        else:
+            view = RequestView.parse(body)
         with self._lock:
             forced = self._forced.get(view.forced_tool or "")
             item = None if forced else self._script.popleft() if self._script else None
             index = len(self._exchanges)
-            self._exchanges.append(Exchange(view, "forced" if forced else "script", arrived))
+            source: Source = "forced" if forced else "script"
+            self._exchanges.append(Exchange(view, source, arrived, headers=headers))
         answer: ScriptItem | None = forced or item
         if answer is None:
             self._mark(index, "unscripted", NO_REPLY_MESSAGE)
@@ -326,6 +355,8 @@ class FakeLLM:
         with self._lock:
             client = request.client
             self._peers.append(f"{client.host}:{client.port}" if client else "?")
+            query = f"?{request.url.query}" if request.url.query else ""
+            self._paths.append(request.url.path + query)
             rid = self._arrive()
         try:
             response, index = await self._answer(request, rid, started)
@@ -365,7 +396,8 @@ class FakeLLM:
             body = None
         if not isinstance(body, dict):
             return error_response(400, "FakeLLM: request body is not a JSON object"), None
-        reply, index = self._take(body, arrived)
+        api = "responses" if request.url.path.endswith("/responses") else "chat"
+        reply, index = self._take(body, arrived, dict(request.headers), api)
         if reply.together:
             await self._hold(rid, reply.together, reply.hold_timeout)
         await self._sleep(reply.delay)
@@ -375,13 +407,16 @@ class FakeLLM:
         with self._lock:
             calls = [(c.id or f"call_{next(self._call_ids)}", c) for c in reply.tool_calls]
         finish = reply.finish_reason or ("tool_calls" if calls else "stop")
-        usage = reply.usage or estimate_usage(body, reply)
+        read = responses.chat_body(body) if api == "responses" else body
+        usage = reply.usage or estimate_usage(read, reply)
         base = {
             "id": f"chatcmpl-fake{next(self._completion_ids)}",
             "created": int(time.time()),
             "model": str(body.get("model") or MODEL_ID),
             "system_fingerprint": "fp_fakellm",
         }
+        if api == "responses":
+            return self._response(body, reply, calls, usage), index
         if body.get("stream"):
             options = body.get("stream_options") or {}
             include_usage = bool(options.get("include_usage"))
@@ -394,6 +429,30 @@ class FakeLLM:
             )
 
         return JSONResponse(completion(base, reply, calls, finish, usage)), index
+
+    def _response(
+        self,
+        body: dict[str, Any],
+        reply: Reply,
+        calls: list[tuple[str, ToolCall]],
+        usage: dict[str, Any],
+    ) -> Response:
+        """A reply as the Responses API sends it: whole, or as its typed events."""
+        rid = f"fake{next(self._completion_ids)}"
+        model = str(body.get("model") or MODEL_ID)
+        if not body.get("stream"):
+            return JSONResponse(responses.response(rid, model, reply, calls, usage))
+        events = responses.events(rid, model, reply, calls, usage)
+
+        async def sent() -> AsyncIterator[str]:
+            for number, event in enumerate(events):
+                if number and reply.stream_chunk_delay:
+                    await self._sleep(reply.stream_chunk_delay)
+                yield responses.sse(event)
+
+        return StreamingResponse(
+            sent(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        )
 
     async def _stream(self, reply: Reply, events: list[dict[str, Any]]) -> AsyncIterator[str]:
         """Yield the server-sent events of a streamed completion, paced by the reply."""

@@ -34,7 +34,7 @@ def _text_length(content: Any) -> int:
     return 0
 
 
-def _split_words(text: str) -> list[str]:
+def split_words(text: str) -> list[str]:
     """Split text into word pieces that keep their spaces, so they join exactly."""
     return re.findall(r"\S+\s*|\s+", text)
 
@@ -53,11 +53,15 @@ def estimate_usage(body: dict[str, Any], reply: Reply) -> dict[str, int]:
     chars = sum(_text_length(m.get("content")) for m in messages if isinstance(m, dict))
     out = len(reply.content or "") + sum(len(c.arguments_json) for c in reply.tool_calls)
     prompt, completion = max(1, chars // 4), max(1, out // 4)
-    return {
+    reasoning = max(1, len(reply.reasoning) // 4) if reply.reasoning else 0
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
+        "completion_tokens": completion + reasoning,
+        "total_tokens": prompt + completion + reasoning,
     }
+    if reasoning:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    return usage
 
 
 def completion(
@@ -69,6 +73,8 @@ def completion(
 ) -> dict[str, Any]:
     """The body of a whole (not streamed) completion."""
     message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None}
+    if reply.reasoning:  # as DeepSeek and vLLM send a reasoning model's thinking
+        message["reasoning_content"] = reply.reasoning
     if calls:
         message["tool_calls"] = [
             {
@@ -100,7 +106,8 @@ def stream_events(
 
     first = {"role": "assistant", "content": "" if reply.content else None, "refusal": None}
     events = [event(first)]
-    events += [event({"content": piece}) for piece in _split_words(reply.content or "")]
+    events += [event({"reasoning_content": p}) for p in split_words(reply.reasoning or "")]
+    events += [event({"content": piece}) for piece in split_words(reply.content or "")]
     for index, (call_id, call) in enumerate(calls):
         function = {"name": call.name, "arguments": ""}
         opening = {"index": index, "id": call_id, "type": "function", "function": function}

@@ -588,3 +588,26 @@ def test_the_fake_llm_fixture_fails_a_passing_test_that_left_replies_or_found_no
         ]
     )
     assert "ERROR at teardown of test_asks_for" not in result.stdout.str()  # ...only once
+
+
+def test_a_responses_api_request_reads_as_its_chat_completions_view() -> None:
+    from tests.fakellm.responses import chat_body
+
+    body = {
+        "model": "gpt-5-mini",
+        "instructions": "Be brief.",
+        "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "where is A1?"}]},
+            {"type": "function_call", "call_id": "c1", "name": "get_order", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "shipped"},
+        ],
+        "tools": [{"type": "function", "name": "get_order", "parameters": {}}],
+        "tool_choice": {"type": "function", "name": "get_order"},
+        "stream": True,
+    }
+    view = RequestView.parse(chat_body(body))
+    assert view.system == "Be brief."
+    assert view.last_user == "where is A1?"
+    assert [c.name for c in view.messages[2].tool_calls] == ["get_order"]
+    assert view.results_of("get_order")[0].text == "shipped"
+    assert (view.tool_names, view.forced_tool, view.stream) == ({"get_order"}, "get_order", True)

@@ -104,3 +104,66 @@ def test_models_file_that_is_not_yaml(tmp_path: Path) -> None:
     path = write(tmp_path, "profiles: [unclosed\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_models_config(models_file=path, environ={})
+
+
+def test_a_langchain_profile_keeps_its_model_string_and_keyword_arguments(
+    tmp_path: Path,
+) -> None:
+    path = write(
+        tmp_path,
+        """
+profiles:
+  default:
+    provider: langchain
+    model: "openai:gpt-5-mini"
+    reasoning_effort: low
+    kwargs: {use_responses_api: true, organization: org-1}
+""",
+    )
+    config = load_models_config(models_file=path, environ={})
+    assert config is not None
+    profile = config.get(None)
+    assert (profile.provider, profile.model) == ("langchain", "openai:gpt-5-mini")
+    assert profile.kwargs == {"use_responses_api": True, "organization": "org-1"}
+    assert profile.reasoning_effort == "low"
+
+
+def test_keyword_arguments_without_provider_langchain_are_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "profiles:\n  default: {model: openai/x, kwargs: {a: 1}}\n")
+    with pytest.raises(ConfigError, match=r"'default'.*set provider: langchain"):
+        load_models_config(models_file=path, environ={})
+
+
+def test_a_langchain_profile_with_a_litellm_model_string_says_how_to_write_it(
+    tmp_path: Path,
+) -> None:
+    path = write(tmp_path, "profiles:\n  default: {provider: langchain, model: openai/x}\n")
+    with pytest.raises(ConfigError, match=r"e\.g\. 'openai:gpt-5-mini'"):
+        load_models_config(models_file=path, environ={})
+
+
+def test_prices_are_per_million_tokens_and_never_negative(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, "profiles:\n  default: {model: openai/x, price: {input: -1, output: 2}}\n"
+    )
+    with pytest.raises(ConfigError, match=r"price\.input"):
+        load_models_config(models_file=path, environ={})
+
+
+def test_a_node_calls_the_runs_profile_else_its_own_else_the_default(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "default: strong\nprofiles:\n  strong: {model: openai/a}\n  cheap: {model: openai/b}\n",
+    )
+    config = load_models_config(models_file=path, environ={}, nodes={"router": "cheap"})
+    assert config is not None
+    assert config.for_node("router") == "cheap"
+    assert config.for_node("expert") == "strong"
+    assert config.for_node("router", "strong") == "strong"  # the run named one
+
+
+def test_a_node_setting_naming_no_profile_names_the_setting(tmp_path: Path) -> None:
+    path = write(tmp_path, "profiles:\n  default: {model: openai/a}\n")
+    with pytest.raises(ConfigError, match=r"SKILLDESK_PLANNER_PROFILE names .*'tiny'") as info:
+        load_models_config(models_file=path, environ={}, nodes={"planner": "tiny"})
+    assert "known profiles: default" in str(info.value)

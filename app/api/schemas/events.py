@@ -78,6 +78,14 @@ class TokenEvent(BaseModel):
     node: str = Field(description="The node answering.")
 
 
+class ReasoningSummaryEvent(BaseModel):
+    """A piece of a reasoning model's summary of its thinking (where the provider sends
+    one): for the run's trace, never part of the answer."""
+
+    text: str = Field(description="The text to append to the summary.")
+    node: str = Field(description="The node whose model is thinking.")
+
+
 class ErrorRaisedEvent(TaskScoped):
     """Something failed inside the run without ending it (a task, a tie-break, a budget)."""
 
@@ -97,7 +105,8 @@ class RunFinishedEvent(RunEnd):
 
     answer: str = Field(description="The answer given to the user.")
     usage: dict[str, int] = Field(
-        description="This run's `input_tokens`, `output_tokens`, `total_tokens`, `model_calls`."
+        description="This run's `input_tokens`, `output_tokens`, `total_tokens`, `model_calls`;"
+        " `reasoning_tokens` and `cost_micro_usd` (millionths of a US dollar) when known."
     )
 
 
@@ -115,6 +124,7 @@ RUN_EVENTS: dict[str, type[BaseModel]] = {
     "route_decided": RouteDecidedEvent,
     "tool_called": ToolCalledEvent,
     "tool_returned": ToolReturnedEvent,
+    "reasoning_summary": ReasoningSummaryEvent,
     "token": TokenEvent,
     "error_raised": ErrorRaisedEvent,
     "approval_required": ApprovalRequiredEvent,

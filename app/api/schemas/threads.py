@@ -148,6 +148,7 @@ class ThreadPublic(BaseModel):
     workspace: WorkspacePublic | None = Field(description="The supervisor's last plan.")
     usage: dict[str, int] = Field(
         description="Tokens and model calls so far: `input_tokens`, `output_tokens`, "
-        "`total_tokens`, `model_calls`.",
+        "`total_tokens`, `model_calls`; `reasoning_tokens` and `cost_micro_usd` (the cost in "
+        "millionths of a US dollar, of the calls whose prices are known) when there are any.",
         examples=[{"input_tokens": 30, "output_tokens": 4, "total_tokens": 34, "model_calls": 1}],
     )
