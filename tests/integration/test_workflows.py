@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from tests.fakellm import FakeLLM
+from tests.fakellm import FakeLLM, Reply
 
 ROOT = Path(__file__).parents[2]
 
@@ -128,3 +128,70 @@ def test_a_missing_input_is_asked_for_in_chat_and_the_next_message_gives_it(
     assert "order_id" in asked
     done = say("ORD1026")  # 129 CNY: approved at once
     assert "approved automatically" in done
+
+
+def test_the_maintenance_procedure_runs_from_chat_to_one_approved_work_order(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Likely spindle bearing wear: check vibration, then lube."))
+    body = {
+        "model": "skilldesk",
+        "messages": [
+            {"role": "user", "content": "CNC-001 is down, run the maintenance procedure."}
+        ],
+    }
+    headers = {"X-Thread-Id": "maintenance-1"}
+    answer = client.post("/v1/chat/completions", json=body, headers=headers).json()
+    assert "waiting for approval" in answer["choices"][0]["message"]["content"]
+    [pending] = client.get("/v1/approvals").json()["approvals"]
+    assert pending["workflow"] == "equipment-maintenance"
+    assert "spindle bearing wear" in pending["data"]["diagnosis"]
+    order_id = pending["data"]["work_order"]
+    assert order_id.startswith("WO-")
+    record = client.post(
+        f"/v1/approvals/{pending['approval_id']}", json={"decision": "approve", "by": "sam"}
+    ).json()
+    assert record["status"] == "SUCCEEDED", record
+    assert list(record["nodes"]) == [
+        "alarms",
+        "readings",
+        "knowledge",
+        "diagnosis",
+        "work_order",
+        "approve",
+        "dispatch",
+    ]
+    assert "A technician is on the way." in record["outputs"]["message"]
+    # The expert saw the tools' data in its task.
+    task = fake_llm.requests[0]["messages"][-1]["content"]
+    assert "CNC-001" in task
+    listed = client.post(
+        "/v1/skills/work-order/tools/list_work_orders", json={"arguments": {"device_id": "CNC-001"}}
+    ).json()
+    assert str(listed["result"]).count(order_id) == 1
+    thread = client.get("/v1/threads/maintenance-1").json()
+    assert order_id in thread["messages"][-1]["content"]
+
+
+def test_the_order_overview_looks_up_in_parallel_and_joins(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Delivered within 7 days: it can still be returned."))
+    record = start(client, "order-overview", order_id="ORD1017")
+    assert record["status"] == "SUCCEEDED", record
+    assert record["nodes"]["together"]["visits"] == 1
+    message = record["outputs"]["message"]
+    assert "Order ORD1017 is delivered" in message
+    assert "it can still be returned" in message
+
+
+def test_the_announcement_is_written_by_the_model_and_spoken(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Attention please. The canteen closes at two today."))
+    record = start(client, "announcement", text="the canteen closes at 2 pm today")
+    if record["status"] == "FAILED" and "espeak-ng" in (record["error"] or ""):
+        pytest.skip("espeak-ng is not installed")
+    assert record["status"] == "SUCCEEDED", record
+    assert "The canteen closes at two today." in record["outputs"]["message"]
+    assert ".wav" in record["outputs"]["message"]
