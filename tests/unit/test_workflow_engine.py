@@ -68,6 +68,15 @@ nodes:
     next: again
   - {id: again, kind: switch, cases: [{when: nodes.count.output.n < 5, goto: count}], max_visits: 3}
 """
+GATES = """
+name: gates
+description: Two approvals in a row.
+nodes:
+  - {id: first, kind: approval, summary: "First?"}
+  - {id: second, kind: approval, summary: "Second, after {{ nodes.first.output.by }}?"}
+  - {id: done, kind: set, values: {by: "{{ nodes.first.output.by }}+{{ nodes.second.output.by }}"}}
+outputs: {message: "{{ nodes.done.output.by }}"}
+"""
 PARENT = """
 name: parent
 description: Runs fan inside.
@@ -79,7 +88,7 @@ outputs: {message: "child said {{ nodes.child.output.message }}"}
 
 @pytest.fixture
 def engine() -> WorkflowEngine:
-    workflows = Workflows(REFUND, FAN, ERRORS, LOOP, PARENT)
+    workflows = Workflows(REFUND, FAN, ERRORS, LOOP, PARENT, GATES)
     return WorkflowEngine(
         workflows, InMemorySaver(), skills=None, gateway=ModelGateway(None), prompts=Prompts()
     )
@@ -162,3 +171,18 @@ async def test_inputs_are_checked_before_a_run_starts(engine: WorkflowEngine) ->
         await engine.run("errors", {"mode": "sideways"})
     with pytest.raises(RunNotFound):
         await engine.get_run("nope")
+
+
+async def test_two_gates_in_a_row_each_take_their_own_decision(engine: WorkflowEngine) -> None:
+    record = await engine.run("gates", {})
+    first = record["waiting"]["approval_id"]
+    events = [e async for e in engine.decide(first, approved=True, by="ann")]
+    waiting = events[-1]["record"]
+    assert waiting["status"] == "WAITING"
+    assert waiting["waiting"]["summary"] == "Second, after ann?"
+    second = waiting["waiting"]["approval_id"]
+    assert second != first
+    events = [e async for e in engine.decide(second, approved=True, by="bo")]
+    ended = events[-1]["record"]
+    assert (ended["status"], ended["outputs"]) == ("SUCCEEDED", {"message": "ann+bo"})
+    assert [ended["nodes"][n]["visits"] for n in ("first", "second", "done")] == [1, 1, 1]
