@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib.util
 import inspect
 import json
 import re
-import sys
 import threading
 import time
 import types
@@ -33,6 +31,7 @@ from agents.skills.registry import SkillRegistry
 from agents.skills.results import effective_limits, trim
 from agents.skills.spec import ToolSpec
 from agents.skills.threads import HandlerThreads
+from agents.skills.worker import import_handler
 from agents.skills.workers import WorkerCall, WorkerPool
 from agents.state.calls import CallJournal, MemoryCallJournal
 from agents.text import NOT_UNICODE, bad_text
@@ -258,24 +257,7 @@ def _run_coroutine(function: Any, args: dict[str, Any], timeout_s: float) -> Any
 
 
 def _import(skill: Skill, module_name: str) -> types.ModuleType:
-    package = _package(skill)
-    if package not in sys.modules:
-        parent = types.ModuleType(package)
-        parent.__path__ = [str(skill.path)]
-        sys.modules[package] = parent
-    path = skill.path.joinpath(*module_name.split(".")).with_suffix(".py")
-    full_name = f"{package}.{module_name}"
-    spec = importlib.util.spec_from_file_location(full_name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[full_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(full_name, None)
-        raise
-    return module
+    return import_handler(_package(skill), str(skill.path), module_name)
 
 
 def _parse_arguments(

@@ -75,10 +75,6 @@ class Worker:
     def bind(self, skill: str, package: str, path: str, memory_mb: int | None) -> None:
         """Serve ``skill`` (its folder is the package ``package``) within ``memory_mb``."""
         self.package, self.path = package, path
-        parent = types.ModuleType(package)
-        parent.__path__ = [path]
-        sys.modules[package] = parent
-        sys.path_importer_cache.clear()
         if memory_mb:
             limit = memory_mb * 1024 * 1024
             _, hard = resource.getrlimit(resource.RLIMIT_DATA)
@@ -124,7 +120,7 @@ class Worker:
         loaded = self.modules.get(module)
         if loaded is None:
             try:
-                loaded = _import(self.package, self.path, module)
+                loaded = import_handler(self.package, self.path, module)
             except BaseException as exc:
                 self.send(("imported", module, describe(exc)))
                 return None
@@ -140,7 +136,14 @@ def describe(exc: BaseException) -> str:
     return f"the handler raised {type(exc).__name__}({exc})"
 
 
-def _import(package: str, path: str, module: str) -> types.ModuleType:
+def import_handler(package: str, path: str, module: str) -> types.ModuleType:
+    """Import ``module`` of the skill folder ``path`` as ``package.module``: each skill folder
+    is a package of its own, so a handler may import its siblings relatively, and two skills'
+    ``handler`` modules never collide (the service's thread isolation imports this way too)."""
+    if package not in sys.modules:
+        parent = types.ModuleType(package)
+        parent.__path__ = [path]
+        sys.modules[package] = parent
     full_name = f"{package}.{module}"
     file = os.path.join(path, *module.split(".")) + ".py"
     spec = importlib.util.spec_from_file_location(full_name, file)
