@@ -226,8 +226,6 @@ def test_blocking_calls_answer_and_fall_back(
 async def test_reasoning_is_counted_and_kept_out_of_the_answer(
     tmp_path: Path, path: str, fake_llm: FakeLLM, stream: bool
 ) -> None:
-    if path == "langchain":
-        pytest.skip("ChatOpenAI's chat-completions parser drops reasoning_content")
     fake_llm.script(Reply(content="Forty-two.", reasoning="Six times seven is forty-two."))
     model = gateway_for(tmp_path, path, fake_llm).chat_model()
     reply = await (streamed(model) if stream else model.ainvoke(HELLO))
