@@ -17,7 +17,8 @@ from agents.models import ModelGateway
 from agents.models.structured import forced_call, function_tool
 from agents.prompts import Prompts
 from agents.run import RunContext, emit
-from agents.workflows.engine import WorkflowEngine, check_inputs
+from agents.workflows.engine import WorkflowEngine
+from agents.workflows.inputs import check_inputs
 from agents.workflows.spec import WorkflowSpec
 
 CANCEL = re.compile(r"^\s*(cancel|stop|never ?mind|abort|取消)\W*$", re.IGNORECASE)

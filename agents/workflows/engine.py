@@ -13,28 +13,23 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import Annotated, Any, Protocol, TypedDict
+from typing import Any, Protocol
 
 import structlog
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.errors import GraphBubbleUp
-from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.runtime import get_runtime
 from langgraph.types import Command
 
-from agents import failpoints
-from agents.errors import AlreadyDecided, BadInputs, RunNotFound, SkilldeskError, WorkflowFailed
+from agents.errors import AlreadyDecided, RunNotFound, WorkflowFailed
 from agents.models import ModelGateway
 from agents.prompts import Prompts
-from agents.run import emit
 from agents.skills.service import SkillService
 from agents.state.documents import Documents, MemoryDocuments
-from agents.state.schema import add_usage
-from agents.workflows.executors import Executor, NodeContext, Outcome, RunInfo, load_executors
+from agents.workflows.compile import WorkflowContext, compile_workflow
+from agents.workflows.executors import RunInfo, load_executors
 from agents.workflows.flow import Flow
-from agents.workflows.spec import InputSpec, WorkflowSpec
+from agents.workflows.inputs import check_inputs
+from agents.workflows.spec import WorkflowSpec
 from agents.workflows.templates import render
 
 log = structlog.get_logger(__name__)
@@ -62,27 +57,6 @@ class WorkflowSource(Protocol):
     """Where workflows come from (the registry)."""
 
     def get(self, name: str) -> LoadedWorkflow: ...
-
-
-def merge(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
-    """Reducer: keys of the right side replace those of the left."""
-    return {**(left or {}), **(right or {})}
-
-
-class WorkflowState(TypedDict, total=False):
-    """A run's state: its inputs, and each node's output under its id."""
-
-    inputs: dict[str, Any]
-    nodes: Annotated[dict[str, dict[str, Any]], merge]
-    goto: Annotated[dict[str, list[str]], merge]
-    usage: Annotated[dict[str, int], add_usage]
-
-
-@dataclass(frozen=True)
-class WorkflowContext:
-    """LangGraph runtime context of a workflow run."""
-
-    run: RunInfo
 
 
 class WorkflowEngine:
@@ -330,162 +304,6 @@ def _approval(record: dict[str, Any]) -> dict[str, Any]:
         "workflow": record["workflow"],
         "thread_id": record["thread_id"],
     }
-
-
-def check_inputs(spec: WorkflowSpec, given: dict[str, Any]) -> dict[str, Any]:
-    """The run's inputs: given values checked and converted, defaults filled in.
-
-    Raises:
-        BadInputs: naming each input that is missing, unknown or of the wrong type.
-    """
-    problems: list[str] = []
-    values: dict[str, Any] = {}
-    for name in given:
-        if name not in spec.inputs:
-            problems.append(f"{name!r} is not an input of {spec.name} ({sorted(spec.inputs)})")
-    for name, declared in spec.inputs.items():
-        if given.get(name) is None:
-            if declared.default is not None:
-                values[name] = declared.default
-            elif declared.required:
-                problems.append(f"{name!r} is required: {declared.description or declared.type}")
-            continue
-        try:
-            values[name] = convert(declared, given[name])
-        except (TypeError, ValueError) as exc:
-            problems.append(f"{name!r}: {exc}")
-    if problems:
-        raise BadInputs(f"workflow {spec.name!r} cannot start: " + "; ".join(problems))
-    return values
-
-
-def convert(declared: InputSpec, value: Any) -> Any:
-    """``value`` as the input's type (text from a message becomes a number...)."""
-    kind = declared.type
-    if kind == "string":
-        out: Any = str(value)
-    elif kind == "boolean":
-        out = (
-            value if isinstance(value, bool) else str(value).strip().lower() in ("true", "yes", "1")
-        )
-    elif kind == "integer":
-        out = int(str(value).strip())
-    else:
-        number = float(str(value).strip().replace(",", ""))
-        out = int(number) if number.is_integer() else number
-    if declared.enum is not None and out not in declared.enum:
-        raise ValueError(f"must be one of {list(declared.enum)}")
-    return out
-
-
-def compile_workflow(
-    engine: WorkflowEngine, workflow: LoadedWorkflow
-) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """The LangGraph graph of ``workflow``: a node per node, its edges, joins that wait."""
-    spec, flow = workflow.spec, workflow.flow
-    graph = StateGraph(WorkflowState, context_schema=WorkflowContext)
-    kinds = {n.id: n.kind for n in spec.nodes}
-    joins = {n for n, k in kinds.items() if k == "join"}
-    for node in spec.nodes:
-        graph.add_node(node.id, _node_function(engine, workflow, node))
-    graph.add_edge(START, flow.entry)
-    for node in spec.nodes:
-        after = flow.successors.get(node.id, [])
-        if node.kind in ("switch", "approval") or flow.branches.get(node.id):
-            targets = [t for t in [*after, *flow.branches.get(node.id, [])] if t not in joins]
-            graph.add_conditional_edges(
-                node.id, _chooser(node.id, after, joins), [*dict.fromkeys(targets), END]
-            )
-        else:
-            for target in after:
-                if target not in joins:
-                    graph.add_edge(node.id, target)
-            if not after:
-                graph.add_edge(node.id, END)
-    for join in joins:
-        graph.add_edge(flow.incoming.get(join, []), join)
-    return graph.compile(checkpointer=engine.checkpointer, name=f"workflow:{workflow.name}")
-
-
-def _chooser(node_id: str, after: list[str], joins: set[str]) -> Any:
-    def choose(state: WorkflowState) -> list[str] | str:
-        chosen = (state.get("goto") or {}).get(node_id)
-        targets = after if chosen is None else chosen
-        targets = [t for t in targets if t not in joins]  # a join's own edge waits for it
-        return targets or (END if not any(t in joins for t in after) else [])
-
-    return choose
-
-
-def _node_function(engine: WorkflowEngine, workflow: LoadedWorkflow, node: Any) -> Any:
-    executor = engine._executors[node.kind]
-    branching = node.kind in ("switch", "approval") or bool(workflow.flow.branches.get(node.id))
-
-    async def run_node(state: WorkflowState) -> dict[str, Any]:
-        info = get_runtime(WorkflowContext).context.run
-        nodes = dict(state.get("nodes") or {})
-        visits = int((nodes.get(node.id) or {}).get("visits", 0))
-        if visits >= node.max_visits:
-            raise WorkflowFailed(f"node {node.id!r} ran {visits} times, its max_visits")
-        values = {
-            "inputs": state.get("inputs", {}),
-            "nodes": nodes,
-            "run": {"id": info.run_id, "workflow": info.workflow, "thread_id": info.thread_id},
-        }
-        ctx = NodeContext(node, values, info, engine, visits)
-        emit("node_started", node=node.id, workflow=info.workflow)
-        started = time.perf_counter()
-        status, error = "done", None
-        try:
-            outcome = await _attempts(executor, ctx)
-        except GraphBubbleUp:
-            raise  # an approval's interrupt: the run waits
-        except Exception as exc:
-            error = str(exc) if isinstance(exc, SkilldeskError) else f"{type(exc).__name__}: {exc}"
-            status = "failed"
-            emit("node_finished", node=node.id, workflow=info.workflow, ok=False, error=error)
-            if node.on_error == "fail":
-                raise WorkflowFailed(f"node {node.id!r} failed: {error}") from None
-            goto = None if node.on_error == "continue" else [node.on_error.goto]
-            outcome = Outcome(node.default if goto is None else {"error": error}, goto=goto)
-        ms = round((time.perf_counter() - started) * 1000, 2)
-        if status == "done":
-            emit("node_finished", node=node.id, workflow=info.workflow, ok=True, ms=ms)
-        entry = {"output": outcome.output, "status": status, "error": error, "ms": ms}
-        update: dict[str, Any] = {"nodes": {node.id: {**entry, "visits": visits + 1}}}
-        if branching or outcome.goto is not None:
-            chosen = outcome.goto
-            update["goto"] = {
-                node.id: workflow.flow.successors.get(node.id, []) if chosen is None else chosen
-            }
-        if outcome.usage:
-            update["usage"] = outcome.usage
-        failpoints.hit("workflow.node_done", node.id)  # its work done, its checkpoint not yet
-        return update
-
-    return run_node
-
-
-async def _attempts(executor: Executor, ctx: NodeContext) -> Outcome:
-    """The node's outcome after its retries, each within its timeout."""
-    node = ctx.node
-    wait = node.retry.backoff_s
-    for attempt in range(node.retry.attempts):
-        try:
-            if node.timeout_s is None or node.kind == "approval":
-                return await executor.run(ctx)
-            return await asyncio.wait_for(executor.run(ctx), node.timeout_s)
-        except GraphBubbleUp:
-            raise
-        except TimeoutError:
-            if attempt + 1 == node.retry.attempts:
-                raise WorkflowFailed(f"did not finish within {node.timeout_s:g} s") from None
-        except Exception:
-            if attempt + 1 == node.retry.attempts:
-                raise
-        await asyncio.sleep(wait)
-        wait *= 2
-    raise AssertionError("unreachable")
 
 
 def _outputs(spec: WorkflowSpec, values: dict[str, Any], info: RunInfo) -> dict[str, Any]:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from agents.errors import AlreadyDecided, BadInputs, RunNotFound
 from agents.models import ModelGateway
 from agents.prompts import Prompts
-from agents.workflows.engine import AlreadyDecided, BadInputs, RunNotFound, WorkflowEngine
+from agents.workflows.engine import WorkflowEngine
 from tests.workflowkit import Workflows
 
 REFUND = """
