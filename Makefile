@@ -30,7 +30,7 @@ FIXTURE_HANDLERS := $(wildcard tests/fixtures/skills/*/*/handler.py)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
-	$(BIN)/mypy tests/fakellm tests/skillkit.py tests/rendezvous.py tests/workflowkit.py
+	$(BIN)/mypy tests/fakellm tests/skillkit.py tests/rendezvous.py tests/workflowkit.py tests/bundledkit.py
 	for handler in $(FIXTURE_HANDLERS); do $(BIN)/mypy "$$handler" || exit 1; done
 
 unit: $(STAMP)
