@@ -194,6 +194,52 @@ class WorkflowEngine:
             last = event
         return dict(last["record"])
 
+    async def fork(
+        self, run_id: str, node: str, inputs: dict[str, Any] | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Run a finished run again from ``node``, with ``inputs`` changed: the nodes before it
+        keep their outputs (they do not run again), ``node`` and what follows run anew, as a
+        run of its own. Yields its events, the last ``workflow_ended``.
+
+        Raises:
+            RunNotFound: no such run, or it never reached ``node``.
+            AlreadyDecided: the run has not ended (wait for it, or decide its approval).
+            BadInputs: the changed inputs are not ones it can take.
+        """
+        old = await self.get_run(run_id)
+        if old["status"] not in FINAL:
+            raise AlreadyDecided(f"run {run_id} is {old['status']}; fork it once it has ended")
+        workflow = self.workflows.get(old["workflow"])
+        graph = self._graph(workflow)
+        thread: Any = {"configurable": {"thread_id": _thread(old)}}
+        target = None
+        async for snapshot in graph.aget_state_history(thread):
+            if node in snapshot.next:
+                target = snapshot  # newest first: the last time the run was about to run it
+                break
+        if target is None:
+            raise RunNotFound(f"run {run_id} never reached node {node!r}")
+        values = check_inputs(workflow.spec, {**target.values.get("inputs", {}), **(inputs or {})})
+        config = await graph.aupdate_state(target.config, {"inputs": values})
+        kept = set(target.values.get("nodes", {}))
+        record = {
+            **old,
+            "id": uuid.uuid4().hex,
+            "parent": f"{run_id}@{node}",
+            "graph_thread": _thread(old),
+            "status": "RUNNING",
+            "started": time.time(),
+            "ended": None,
+            "inputs": values,
+            "outputs": {},
+            "error": None,
+            "nodes": {k: v for k, v in old["nodes"].items() if k in kept},
+            "waiting": None,
+        }
+        await self._save(record)
+        async for event in self._drive(record, None, config):
+            yield event
+
     async def resume_orphans(self) -> list[str]:
         """Resume every run left RUNNING by a process that stopped (at start-up)."""
         orphans = [r["id"] for r in await self.documents.find(RUN, status="RUNNING")]
@@ -247,11 +293,13 @@ class WorkflowEngine:
             self._graphs[key] = graph
         return graph
 
-    async def _drive(self, record: dict[str, Any], start: Any) -> AsyncIterator[dict[str, Any]]:
+    async def _drive(
+        self, record: dict[str, Any], start: Any, config: Any = None
+    ) -> AsyncIterator[dict[str, Any]]:
         run_id = record["id"]
         workflow = self.workflows.get(record["workflow"])
         graph = self._graph(workflow)
-        config: Any = {"configurable": {"thread_id": f"workflow:{run_id}"}}
+        config = config or {"configurable": {"thread_id": _thread(record)}}
         info = RunInfo(run_id, record["workflow"], record.get("thread_id"), record.get("profile"))
         self._records[run_id] = record
         try:
@@ -262,7 +310,9 @@ class WorkflowEngine:
                     yield payload
                 elif mode == "updates" and isinstance(payload, dict):
                     await self._note(record, payload)
-            snapshot = await graph.aget_state(config)
+            # The thread's newest state (a fork's config pins the checkpoint it started from).
+            latest: Any = {"configurable": {"thread_id": config["configurable"]["thread_id"]}}
+            snapshot = await graph.aget_state(latest)
             pending = [i.value for t in snapshot.tasks for i in t.interrupts]
             if pending:
                 record.update(status="WAITING", waiting=pending[0])
@@ -294,6 +344,11 @@ class WorkflowEngine:
         await self.documents.put(
             RUN, record["id"], record, owner=record.get("thread_id"), status=record["status"]
         )
+
+
+def _thread(record: dict[str, Any]) -> str:
+    """The LangGraph thread of a run (a fork shares the thread of the run it came from)."""
+    return str(record.get("graph_thread") or f"workflow:{record['id']}")
 
 
 def _approval(record: dict[str, Any]) -> dict[str, Any]:

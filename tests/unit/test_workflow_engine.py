@@ -187,3 +187,30 @@ async def test_two_gates_in_a_row_each_take_their_own_decision(engine: WorkflowE
     ended = events[-1]["record"]
     assert (ended["status"], ended["outputs"]) == ("SUCCEEDED", {"message": "ann+bo"})
     assert [ended["nodes"][n]["visits"] for n in ("first", "second", "done")] == [1, 1, 1]
+
+
+async def test_a_finished_run_forks_at_a_node_with_new_inputs(engine: WorkflowEngine) -> None:
+    first = await engine.run("refund", {"amount": 20})
+    assert first["outputs"] == {"message": "Refunded 20"}
+    events = [e async for e in engine.fork(first["id"], "check", {"amount": 300})]
+    forked = events[-1]["record"]
+    assert forked["id"] != first["id"]
+    assert forked["parent"] == f"{first['id']}@check"
+    assert forked["status"] == "WAITING"  # 300 needs an approval
+    assert forked["waiting"]["summary"] == "Refund 300?"
+    events = [e async for e in engine.decide(forked["waiting"]["approval_id"], approved=True)]
+    assert events[-1]["record"]["outputs"] == {"message": "Refunded 300"}
+    # The run it came from is unchanged.
+    assert (await engine.get_run(first["id"]))["outputs"] == {"message": "Refunded 20"}
+
+
+async def test_a_fork_keeps_the_nodes_before_it_and_runs_the_rest(engine: WorkflowEngine) -> None:
+    first = await engine.run("fan", {})
+    events = [e async for e in engine.fork(first["id"], "total")]
+    forked = events[-1]["record"]
+    assert forked["status"] == "SUCCEEDED"
+    assert forked["outputs"] == {"message": "L2R"}
+    ran = [e["node"] for e in events if e.get("type") == "node_started"]
+    assert ran == ["total"]
+    with pytest.raises(RunNotFound, match="never reached"):
+        [e async for e in engine.fork(first["id"], "nowhere")]

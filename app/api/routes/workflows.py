@@ -14,6 +14,7 @@ from agents.workflows.mermaid import mermaid
 from app.api.deps import ServicesDep
 from app.api.errors import ApiError, error_responses
 from app.api.schemas.workflows import (
+    ForkRequest,
     RunPublic,
     RunsPublic,
     RunStart,
@@ -98,6 +99,29 @@ async def list_runs(
 async def get_run(services: ServicesDep, run_id: str) -> RunPublic:
     """One run's execution record: status, and per node status, time, output or error."""
     return RunPublic.model_validate(await services.engine.get_run(run_id))
+
+
+@router.post(
+    "/v1/workflow-runs/{run_id}/fork",
+    responses=error_responses(
+        400,
+        404,
+        409,
+        500,
+        notes={
+            400: "Inputs it cannot take (`invalid_inputs`).",
+            404: "No such run, or it never reached the node (`run_not_found`).",
+            409: "The run has not ended yet (`already_decided`).",
+        },
+    ),
+)
+async def fork_run(services: ServicesDep, run_id: str, body: ForkRequest) -> RunPublic:
+    """Run a finished run again from ``node`` with some inputs changed, as a new run: the
+    nodes before it keep their outputs, the rest run anew (the original is untouched)."""
+    last: dict[str, Any] = {}
+    async for event in services.engine.fork(run_id, body.node, body.inputs):
+        last = event
+    return RunPublic.model_validate(last["record"])
 
 
 def _workflow(services: Any, name: str) -> Any:

@@ -51,6 +51,17 @@ class RunStart(BaseModel):
     stream: bool = Field(False, description="Stream the run's events (Server-Sent Events).")
 
 
+class ForkRequest(BaseModel):
+    """Run a finished run again from one of its nodes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    node: str = Field(min_length=1, description="The node to run again from.")
+    inputs: dict[str, Any] = Field(
+        default_factory=dict, description="Inputs to change; the others stay as they were."
+    )
+
+
 class NodeRecordPublic(BaseModel):
     """How one node of a run went."""
 
