@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from agents.errors import WorkflowLoadError, WorkflowNotFound, WorkflowProblem
+from agents.errors import BadInputs, WorkflowLoadError, WorkflowNotFound, WorkflowProblem
 from agents.skills.registry import SkillRegistry
 from agents.workflows.loader import SUFFIXES, Workflow, line_of, load_workflow, read_workflow
 from agents.workflows.mermaid import mermaid
@@ -165,3 +167,114 @@ def graph(name: str, workflows_dir: WorkflowsDir = None) -> None:
         typer.echo(f"skilldesk: {exc}", err=True)
         raise typer.Exit(1) from None
     typer.echo(mermaid(workflow), nl=False)
+
+
+DataDir = Annotated[
+    Path | None, typer.Option("--data-dir", help="SQLite file and records [SKILLDESK_DATA_DIR].")
+]
+
+
+@cli.command()
+def run(
+    name: str,
+    input_json: Annotated[
+        str,
+        typer.Option(
+            "--input", help='The inputs as a JSON object, e.g. \'{"order_id": "ORD1001"}\'.'
+        ),
+    ] = "{}",
+    thread: Annotated[str | None, typer.Option(help="The conversation it belongs to.")] = None,
+    workflows_dir: WorkflowsDir = None,
+    skills_dir: SkillsDir = None,
+    data_dir: DataDir = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Run a workflow in-process: each node as it finishes, then how it ended. Exit 0 when it
+    succeeded or waits for an approval, 1 when it failed, 2 for bad inputs or names."""
+    try:
+        inputs = json.loads(input_json)
+    except json.JSONDecodeError as exc:
+        typer.echo(f"skilldesk: --input is not JSON ({exc.msg} at position {exc.pos})", err=True)
+        raise typer.Exit(2) from None
+    if not isinstance(inputs, dict):
+        typer.echo("skilldesk: --input must be a JSON object of input names", err=True)
+        raise typer.Exit(2)
+    settings = load_cli_settings(
+        workflows_dir=workflows_dir, skills_dir=skills_dir, data_dir=data_dir
+    )
+    record = asyncio.run(_run(settings, name, inputs, thread, quiet=as_json))
+    if as_json:
+        typer.echo(json.dumps(record, ensure_ascii=False, default=str))
+    else:
+        typer.echo(_ending(record))
+    if record["status"] == "FAILED":
+        raise typer.Exit(1)
+
+
+@cli.command()
+def runs(
+    name: Annotated[str | None, typer.Argument(help="Only this workflow's runs.")] = None,
+    status: Annotated[str | None, typer.Option(help="RUNNING, WAITING, SUCCEEDED...")] = None,
+    data_dir: DataDir = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Execution records, newest first."""
+    settings = load_cli_settings(data_dir=data_dir)
+    records = asyncio.run(_runs(settings, name, status))
+    if as_json:
+        typer.echo(json.dumps(records, ensure_ascii=False, default=str))
+        return
+    for r in records:
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["started"]))
+        typer.echo(
+            f"{r['id']}  {r['workflow']:<24} {r['status']:<9} {started}  {r['thread_id'] or ''}"
+        )
+
+
+async def _run(
+    settings: Settings, name: str, inputs: dict[str, Any], thread: str | None, *, quiet: bool
+) -> dict[str, Any]:
+    async with _services(settings) as services:
+        record: dict[str, Any] = {}
+        try:
+            async for event in services.engine.stream(name, inputs, thread_id=thread):
+                kind = event.get("type")
+                if kind == "workflow_ended":
+                    record = event["record"]
+                elif kind == "node_finished" and not quiet:
+                    mark = "ok" if event.get("ok") else f"failed: {event.get('error')}"
+                    typer.echo(f"  {event['node']}: {mark}")
+        except (BadInputs, WorkflowNotFound) as exc:
+            typer.echo(f"skilldesk: {exc}", err=True)
+            raise typer.Exit(2) from None
+        return record
+
+
+async def _runs(settings: Settings, name: str | None, status: str | None) -> list[dict[str, Any]]:
+    async with _services(settings) as services:
+        records: list[dict[str, Any]] = await services.engine.list_runs(
+            workflow=name, status=status
+        )
+        return records
+
+
+def _services(settings: Settings) -> Any:
+    # Lazy: the whole service (skills, graph, checkpointer) loads only for these commands.
+    from app.services import open_services
+
+    return open_services(settings, watch=False)
+
+
+def _ending(record: dict[str, Any]) -> str:
+    status = record.get("status")
+    if status == "WAITING":
+        waiting = record.get("waiting") or {}
+        approval = waiting.get("approval_id")
+        return (
+            f"{record['id']} WAITING for approval {approval}: {waiting.get('summary')}\n"
+            f"(decide with POST /v1/approvals/{approval})"
+        )
+    if status == "SUCCEEDED":
+        message = (record.get("outputs") or {}).get("message") or ""
+        return f"{record['id']} SUCCEEDED\n{message}".rstrip()
+    return f"{record['id']} {status}: {record.get('error')}"

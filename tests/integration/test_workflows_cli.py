@@ -9,6 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.skillkit import tool, write_skill
@@ -20,11 +21,13 @@ ROOT = Path(__file__).resolve().parents[2]
 def run(*args: str, tmp_path: Path, **env_extra: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
     env.update(
-        SKILLDESK_DATA_DIR=str(tmp_path / "data"),
-        SKILLDESK_SKILLS_DIR=str(tmp_path / "skills"),
-        SKILLDESK_WORKFLOWS_DIR=str(tmp_path / "workflows"),
-        SKILLDESK_SKILLS_EMBEDDINGS="false",
-        **env_extra,
+        {
+            "SKILLDESK_DATA_DIR": str(tmp_path / "data"),
+            "SKILLDESK_SKILLS_DIR": str(tmp_path / "skills"),
+            "SKILLDESK_WORKFLOWS_DIR": str(tmp_path / "workflows"),
+            "SKILLDESK_SKILLS_EMBEDDINGS": "false",
+            **env_extra,
+        }
     )
     return subprocess.run(
         [SKILLDESK, "workflows", *args], env=env, capture_output=True, text=True, timeout=120
@@ -172,3 +175,56 @@ def test_the_bundled_workflows_validate_against_the_bundled_skills(tmp_path: Pat
         "order-overview",
         "refund-request",
     ]
+
+
+def test_workflows_run_and_runs_with_the_bundled_refund(tmp_path: Path) -> None:
+    bundled = {
+        "SKILLDESK_SKILLS_DIR": str(ROOT / "skills"),
+        "SKILLDESK_WORKFLOWS_DIR": str(ROOT / "workflows"),
+    }
+    small = run(
+        "run", "refund-request", "--input", '{"order_id": "ORD1001"}', tmp_path=tmp_path, **bundled
+    )
+    assert small.returncode == 0, small.stderr
+    assert "order: ok" in small.stdout
+    assert "SUCCEEDED" in small.stdout
+    assert "159" in small.stdout
+    large = run(
+        "run",
+        "refund-request",
+        "--input",
+        '{"order_id": "ORD1002"}',
+        "--json",
+        tmp_path=tmp_path,
+        **bundled,
+    )
+    assert large.returncode == 0, large.stderr
+    waiting = json.loads(large.stdout)
+    assert waiting["status"] == "WAITING"
+    assert waiting["waiting"]["approval_id"].startswith(waiting["id"])
+    listed = run("runs", "--json", tmp_path=tmp_path, **bundled)
+    records = json.loads(listed.stdout)
+    assert [r["status"] for r in records] == ["WAITING", "SUCCEEDED"]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("refund-request", "--input", "{nope"), "--input is not JSON"),
+        (("refund-request", "--input", "[1]"), "must be a JSON object"),
+        (("no-such-workflow",), "no-such-workflow"),
+        (("refund-request",), "'order_id' is required"),
+    ],
+)
+def test_workflows_run_refuses_what_it_cannot_run_with_status_2(
+    tmp_path: Path, args: tuple[str, ...], says: str
+) -> None:
+    done = run(
+        "run",
+        *args,
+        tmp_path=tmp_path,
+        SKILLDESK_SKILLS_DIR=str(ROOT / "skills"),
+        SKILLDESK_WORKFLOWS_DIR=str(ROOT / "workflows"),
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert says in done.stderr
