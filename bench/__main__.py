@@ -10,6 +10,7 @@ from bench import (
     retrieval_quality,
     skill_context,
     tool_isolation,
+    workflow_engine,
 )
 
 if __name__ == "__main__":
@@ -19,6 +20,7 @@ if __name__ == "__main__":
         retrieval_latency,
         cold_start,
         tool_isolation,
+        workflow_engine,
         model_client,
         conversation,
     )

@@ -309,7 +309,7 @@ class WorkflowEngine:
                 if mode == "custom" and isinstance(payload, dict):
                     yield payload
                 elif mode == "updates" and isinstance(payload, dict):
-                    await self._note(record, payload)
+                    self._note(record, payload)
             # The thread's newest state (a fork's config pins the checkpoint it started from).
             latest: Any = {"configurable": {"thread_id": config["configurable"]["thread_id"]}}
             snapshot = await graph.aget_state(latest)
@@ -332,13 +332,14 @@ class WorkflowEngine:
         log.info("workflow.ended", run_id=run_id, status=record["status"], error=record["error"])
         yield {"type": "workflow_ended", "record": dict(record)}
 
-    async def _note(self, record: dict[str, Any], update: dict[str, Any]) -> None:
-        """Copy what nodes reported into the record, and save it."""
+    def _note(self, record: dict[str, Any], update: dict[str, Any]) -> None:
+        """Copy what nodes reported into the record (kept in memory while the run goes on,
+        where ``get_run`` reads it; stored when the run ends or waits: the checkpoints hold
+        the outputs meanwhile, and a run cut off is found by its stored RUNNING record)."""
         for node_update in update.values():
             if isinstance(node_update, dict):
                 for node_id, state in (node_update.get("nodes") or {}).items():
                     record["nodes"][node_id] = _node_record(state)
-        await self._save(record)
 
     async def _save(self, record: dict[str, Any]) -> None:
         await self.documents.put(

@@ -11,6 +11,7 @@ value), as ``x.get("field")`` would be.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -148,7 +149,7 @@ def render(value: Any, values: dict[str, Any], where: str = "") -> Any:
 def condition(expression: str, values: dict[str, Any], where: str = "") -> bool:
     """Whether ``expression`` (a Jinja expression) holds for the run's values."""
     try:
-        return bool(_ENV.compile_expression(expression)(**values))
+        return bool(_expression(expression)(**values))
     except TemplateError as exc:
         raise TemplateFailed(f"{where}: {exc}") from None
 
@@ -159,8 +160,20 @@ def _render_text(text: str, values: dict[str, Any], where: str) -> Any:
     try:
         single = _ONE_EXPRESSION.match(text)
         if single is not None:
-            value = _ENV.compile_expression(single["expr"])(**values)
+            value = _expression(single["expr"])(**values)
             return None if isinstance(value, Undefined) else value
-        return _ENV.from_string(text).render(**values)
+        return _template(text).render(**values)
     except TemplateError as exc:
         raise TemplateFailed(f"{where}: {exc}") from None
+
+
+# Compiling a template costs about a millisecond; a workflow's templates are few and
+# rendered on every run, so each is compiled once.
+@functools.lru_cache(maxsize=4096)
+def _expression(source: str) -> Any:
+    return _ENV.compile_expression(source)
+
+
+@functools.lru_cache(maxsize=4096)
+def _template(source: str) -> Any:
+    return _ENV.from_string(source)
