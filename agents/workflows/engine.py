@@ -313,6 +313,11 @@ class WorkflowEngine:
             # The thread's newest state (a fork's config pins the checkpoint it started from).
             latest: Any = {"configurable": {"thread_id": config["configurable"]["thread_id"]}}
             snapshot = await graph.aget_state(latest)
+            # Every node the run has, those run before a crash included (the state holds them).
+            ran = dict((snapshot.values or {}).get("nodes") or {})
+            record["nodes"] = {k: _node_record(v) for k, v in ran.items()} | {
+                k: v for k, v in record["nodes"].items() if k not in ran
+            }
             pending = [i.value for t in snapshot.tasks for i in t.interrupts]
             if pending:
                 record.update(status="WAITING", waiting=pending[0])

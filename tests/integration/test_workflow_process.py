@@ -104,6 +104,10 @@ def test_killed_after_each_node_the_maintenance_run_finishes_with_one_work_order
         restarted.stop()
     ids = [o["work_order_id"] for o in _orders(orders["result"])]
     assert ids == [run["waiting"]["data"]["work_order"]]  # one work order, the run's own
+    # The record has every node, those before the kill too, each run once.
+    ran = run["nodes"]
+    assert [n for n in MAINTENANCE if n in ran] == MAINTENANCE
+    assert all(ran[n]["visits"] == 1 for n in MAINTENANCE if n != node)
 
 
 def _orders(result: Any) -> list[dict[str, Any]]:
