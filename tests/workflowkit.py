@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 
+from agents.errors import WorkflowLoadError, WorkflowProblem
 from agents.workflows.flow import Flow, flow_of
+from agents.workflows.loader import load_workflow
 from agents.workflows.spec import WorkflowSpec
 
 
@@ -30,3 +36,35 @@ class Workflows:
     def get(self, name: str) -> Loaded:
         """The workflow ``name``."""
         return self.loaded[name]
+
+
+# Writing a workflow file and reading what its loading reports.
+
+ROOT = Path(__file__).resolve().parents[1]
+
+HEAD = """\
+name: demo
+description: A demo workflow.
+inputs:
+  device_id: {type: string}
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "demo.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def problems(tmp_path: Path, text: str, **world: Any) -> list[WorkflowProblem]:
+    path = write(tmp_path, text)
+    with pytest.raises(WorkflowLoadError) as caught:
+        load_workflow(path, **world)
+    assert all(p.file == str(path) for p in caught.value.problems)
+    return caught.value.problems
+
+
+def one(tmp_path: Path, text: str, **world: Any) -> WorkflowProblem:
+    found = problems(tmp_path, text, **world)
+    assert len(found) == 1, "\n".join(map(str, found))
+    return found[0]
