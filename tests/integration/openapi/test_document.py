@@ -1,12 +1,11 @@
 """The OpenAPI document is the service's contract: every answer the service gives is
 documented for its route, status and content type, and validates against the documented
-schema; the request schemas refuse what the service refuses and take what it takes."""
+schema."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
@@ -29,9 +28,7 @@ from agents.events import (
     ToolReturned,
 )
 from app.api.routes import threads
-from app.main import create_app
 from app.services import Services
-from app.settings import Settings
 from tests.contract import (
     Document,
     check_documented,
@@ -42,69 +39,7 @@ from tests.contract import (
     sse_events,
 )
 from tests.fakellm import FakeLLM, Reply, ToolCall
-from tests.skillkit import copy_fixture_skill, write_skill
-
-LIMIT = 300_000  # request bytes: room for a message at the text limit
-CHAT, RUN = "/v1/chat/completions", "/v1/threads/{}/runs/stream"
-TOOL = "/v1/skills/order-lookup/tools/get_order"
-USER = {"role": "user", "content": "Where is my order?"}
-ERROR = {"$ref": "#/components/schemas/ErrorResponse"}
-LOOKUP = """
-name: lookup
-description: Looks an order up; a person approves.
-inputs: {order_id: {type: string}}
-nodes:
-  - {id: order, kind: tool, tool: get_order, arguments: {order_id: "{{ inputs.order_id }}"}}
-  - {id: ok, kind: approval, summary: "Order {{ nodes.order.output.order_id }}?"}
-outputs: {message: "{{ nodes.order.output.status }}"}
-"""
-START = ("/v1/workflows/lookup/runs", {"inputs": {"order_id": "ORD1001"}})
-
-
-@pytest.fixture(scope="module")
-def client(
-    _fake_llm_server: FakeLLM, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[TestClient]:
-    """One app for the module: two skills and a broken one, a default model profile and an
-    impatient one (for timeouts), a small body limit; server errors are answered, not raised."""
-    root = tmp_path_factory.mktemp("openapi")
-    skills = root / "skills"
-    copy_fixture_skill(skills, "storefront/order-lookup")
-    write_skill(
-        skills, "weather-report", "Current weather for a city.", config={"triggers": ["weather"]}
-    )
-    (root / "workflows").mkdir()
-    (root / "workflows" / "lookup.yaml").write_text(LOOKUP)
-    (skills / "broken").mkdir()
-    (skills / "broken" / "SKILL.md").write_text("---\nname: Broken Name\n---\nbody\n")
-    models, base = root / "models.yaml", _fake_llm_server.base_url
-    profile = f"{{model: openai/fake-model, api_base: '{base}'"
-    models.write_text(
-        f"default: main\nprofiles:\n  main: {profile}}}\n"
-        f"  impatient: {profile}, timeout_s: 0.3, retries: 0}}\n"
-    )
-    with pytest.MonkeyPatch.context() as env:  # the developer's settings stay out
-        for name in [n for n in os.environ if n.startswith("SKILLDESK_")]:
-            env.delenv(name)
-        settings = Settings(
-            data_dir=root / "data",
-            skills_dir=skills,
-            skills_watch=False,
-            skills_embeddings=False,
-            workflows_dir=root / "workflows",
-            models_file=models,
-            max_request_bytes=LIMIT,
-        )
-    with TestClient(create_app(settings), raise_server_exceptions=False) as test_client:
-        yield test_client
-
-
-@pytest.fixture(scope="module")
-def document(client: TestClient) -> Document:
-    response = client.get("/openapi.json")
-    assert response.status_code == 200
-    return dict(response.json())
-
+from tests.integration.openapi.kit import CHAT, ERROR, LIMIT, RUN, START, TOOL, USER
 
 # --- Probes: a request and the status it gets ------------------------------------------
 
@@ -411,125 +346,3 @@ def test_method_not_allowed_says_which_are(
     assert response.headers["Allow"] == allow
     assert response.json()["error"]["code"] == "method_not_allowed"
     assert errors_of(closed(ERROR), response.json(), closed(document)) == []
-
-
-# --- Request schemas: as strict as the service ----------------------------------------
-
-
-@dataclass(frozen=True)
-class Body:
-    """A request body and whether the service takes it."""
-
-    name: str
-    path: str
-    json: Any
-    taken: bool
-
-
-def chat_body(name: str, taken: bool, *messages: Any, **more: Any) -> Body:
-    return Body(name, CHAT, {"messages": list(messages or [USER]), **more}, taken)
-
-
-def parts(*content: Any) -> dict[str, Any]:
-    return {"role": "user", "content": list(content)}
-
-
-TEXT = {"type": "text", "text": "hi"}
-IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/a.png", "detail": "low"}}
-CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-SYSTEM = {"role": "system", "content": "Be terse."}
-TAKEN, REFUSED = True, False
-RUN_B = RUN.format("b-1")
-BODIES = [
-    chat_body("user text", TAKEN),
-    chat_body(
-        "system, model, OpenAI extras",
-        TAKEN,
-        SYSTEM,
-        USER,
-        model="gpt-4o",
-        temperature=0.2,
-        stream=None,
-        stream_options=None,
-    ),
-    chat_body(
-        "developer, text and image parts",
-        TAKEN,
-        {"role": "developer", "content": [TEXT]},
-        parts(TEXT, IMAGE),
-    ),
-    chat_body(
-        "audio",
-        TAKEN,
-        parts({"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}),
-    ),
-    chat_body("file", TAKEN, parts({"type": "file", "file": {"file_id": "file-1"}})),
-    chat_body(
-        "history, empty tool_calls",
-        TAKEN,
-        USER,
-        {"role": "assistant", "content": "Ok.", "tool_calls": []},
-        USER,
-    ),
-    chat_body("a skill", TAKEN, skill="order-lookup"),
-    Body("no messages", CHAT, {"messages": []}, REFUSED),
-    Body("messages not a list", CHAT, {"messages": "hi"}, REFUSED),
-    chat_body("tool role", REFUSED, {"role": "tool", "content": "42", "tool_call_id": "c1"}),
-    chat_body(
-        "client tool calls",
-        REFUSED,
-        USER,
-        {"role": "assistant", "content": None, "tool_calls": [CALL]},
-        USER,
-    ),
-    chat_body("tool calls on a user message", REFUSED, {**USER, "tool_calls": [CALL]}),
-    chat_body("unknown role", REFUSED, {"role": "robot", "content": "hi"}),
-    chat_body("user without content", REFUSED, {"role": "user"}),
-    chat_body("a string part", REFUSED, parts("hi")),
-    chat_body("text part without text", REFUSED, parts({"type": "text"})),
-    chat_body("refusal from the user", REFUSED, parts({"type": "refusal", "refusal": "no"})),
-    chat_body("image without url", REFUSED, parts({"type": "image_url", "image_url": {"url": ""}})),
-    chat_body(
-        "file without id or data", REFUSED, parts({"type": "file", "file": {"filename": "a.pdf"}})
-    ),
-    chat_body("image in a system message", REFUSED, {"role": "system", "content": [IMAGE]}, USER),
-    chat_body("text over the limit", REFUSED, {"role": "user", "content": "x" * 100_001}),
-    chat_body("text part over the limit", REFUSED, parts({"type": "text", "text": "x" * 100_001})),
-    chat_body("stream not a boolean", REFUSED, stream="yes"),
-    chat_body("include_usage not a boolean", REFUSED, stream_options={"include_usage": "1"}),
-    chat_body("a skill name no skill can have", REFUSED, skill="Order Lookup"),
-    chat_body("an empty workflow name", REFUSED, workflow=""),
-    Body("a message", RUN_B, {"message": "hello"}, TAKEN),
-    Body("nulls and extras", RUN_B, {"message": "hi", "skill": None, "model": None, "x": 1}, TAKEN),
-    Body("a message for a skill", RUN_B, {"message": "hello", "skill": "order-lookup"}, TAKEN),
-    Body("an empty message", RUN_B, {"message": ""}, REFUSED),
-    Body("a blank message", RUN_B, {"message": " \n\t"}, REFUSED),
-    Body("no message", RUN_B, {}, REFUSED),
-    Body("a null message", RUN_B, {"message": None}, REFUSED),
-    Body("a number", RUN_B, {"message": 5}, REFUSED),
-    Body("a message over the limit", RUN_B, {"message": "x" * 100_001}, REFUSED),
-    Body("a skill name no skill can have", RUN_B, {"message": "hi", "skill": "Bad Name"}, REFUSED),
-    Body("an empty workflow name", RUN_B, {"message": "hi", "workflow": ""}, REFUSED),
-    Body("arguments", TOOL, {"arguments": {"order_id": "ORD1001"}}, TAKEN),
-    Body("no arguments", TOOL, {}, TAKEN),
-    Body("arguments unwrapped", TOOL, {"order_id": "ORD1001"}, REFUSED),
-    Body("arguments not an object", TOOL, {"arguments": []}, REFUSED),
-    Body("arguments and more", TOOL, {"arguments": {}, "extra": 1}, REFUSED),
-]
-# Refusals no JSON Schema states, so the schema says them in words: the last message must be
-# the user's and say something; the text of all its parts together is limited; a skill or a
-# workflow must be installed; on a thread, which messages are new depends on its history.
-
-
-@pytest.mark.parametrize("body", BODIES, ids=[f"{b.path.split('/')[2]}: {b.name}" for b in BODIES])
-def test_request_schemas_refuse_what_the_service_refuses(
-    body: Body, client: TestClient, document: Document, fake_llm: FakeLLM
-) -> None:
-    _, documented = operation(document, "POST", body.path)
-    schema = documented["requestBody"]["content"]["application/json"]["schema"]
-    assert (errors_of(schema, body.json, document) == []) is body.taken
-    answered = body.taken and body.path != TOOL  # a direct tool call needs no model
-    fake_llm.script(*([Reply(content="ok")] if answered else []))
-    response = client.post(body.path, json=body.json)
-    assert response.status_code == (200 if body.taken else 400), response.text
-    assert len(fake_llm.requests) == answered
