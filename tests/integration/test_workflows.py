@@ -195,3 +195,16 @@ def test_the_announcement_is_written_by_the_model_and_spoken(
     assert record["status"] == "SUCCEEDED", record
     assert "The canteen closes at two today." in record["outputs"]["message"]
     assert ".wav" in record["outputs"]["message"]
+
+
+def test_a_workflow_without_model_nodes_runs_from_chat_in_no_model_mode(
+    make_settings: Any,
+) -> None:
+    settings = make_settings(skills_dir=ROOT / "skills", workflows_dir=ROOT / "workflows")
+    body = {
+        "model": "skilldesk",
+        "messages": [{"role": "user", "content": "I want a refund for order ORD1026."}],
+    }
+    with TestClient(create_app(settings)) as client:
+        answer = client.post("/v1/chat/completions", json=body).json()
+    assert "approved automatically" in answer["choices"][0]["message"]["content"]
