@@ -303,27 +303,30 @@ class WorkflowEngine:
         info = RunInfo(run_id, record["workflow"], record.get("thread_id"), record.get("profile"))
         self._records[run_id] = record
         try:
+            values: dict[str, Any] = {}
+            pending: list[Any] = []
             async for mode, payload in graph.astream(
-                start, config, context=WorkflowContext(info), stream_mode=["custom", "updates"]
+                start,
+                config,
+                context=WorkflowContext(info),
+                stream_mode=["custom", "updates", "values"],
             ):
                 if mode == "custom" and isinstance(payload, dict):
                     yield payload
+                elif mode == "values" and isinstance(payload, dict):
+                    values = payload  # the run's state after each step: the last one is final
                 elif mode == "updates" and isinstance(payload, dict):
+                    pending += [i.value for i in payload.get("__interrupt__", ())]
                     self._note(record, payload)
-            # The thread's newest state (a fork's config pins the checkpoint it started from).
-            latest: Any = {"configurable": {"thread_id": config["configurable"]["thread_id"]}}
-            snapshot = await graph.aget_state(latest)
             # Every node the run has, those run before a crash included (the state holds them).
-            ran = dict((snapshot.values or {}).get("nodes") or {})
+            ran = dict(values.get("nodes") or {})
             record["nodes"] = {k: _node_record(v) for k, v in ran.items()} | {
                 k: v for k, v in record["nodes"].items() if k not in ran
             }
-            pending = [i.value for t in snapshot.tasks for i in t.interrupts]
             if pending:
                 record.update(status="WAITING", waiting=pending[0])
                 yield {"type": "approval_required", "run_id": run_id, **pending[0]}
             else:
-                values = dict(snapshot.values or {})
                 record.update(status="SUCCEEDED", outputs=_outputs(workflow.spec, values, info))
         except WorkflowFailed as exc:
             record.update(status="FAILED", error=exc.message)
