@@ -56,6 +56,7 @@ class NodeFinished:
     ms: float = 0.0
     workflow: str | None = None
     error: str | None = None
+    output: str | None = None  # a workflow node's output, shortened
 
 
 @dataclass(frozen=True)

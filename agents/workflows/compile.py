@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict
@@ -116,7 +117,15 @@ def _node_function(engine: WorkflowEngine, workflow: LoadedWorkflow, node: Any) 
             outcome = Outcome(node.default if goto is None else {"error": error}, goto=goto)
         ms = round((time.perf_counter() - started) * 1000, 2)
         if status == "done":
-            emit("node_finished", node=node.id, workflow=info.workflow, ok=True, ms=ms)
+            summary = _summary(outcome.output)
+            emit(
+                "node_finished",
+                node=node.id,
+                workflow=info.workflow,
+                ok=True,
+                ms=ms,
+                output=summary,
+            )
         entry = {"output": outcome.output, "status": status, "error": error, "ms": ms}
         update: dict[str, Any] = {"nodes": {node.id: {**entry, "visits": visits + 1}}}
         if branching or outcome.goto is not None:
@@ -152,3 +161,10 @@ async def _attempts(executor: Executor, ctx: NodeContext) -> Outcome:
         await asyncio.sleep(wait)
         wait *= 2
     raise AssertionError("unreachable")
+
+
+def _summary(output: Any, limit: int = 200) -> str:
+    """A node's output as one short line for its ``node_finished`` event."""
+    text = output if isinstance(output, str) else json.dumps(output, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -3,6 +3,7 @@ approvals decided through the inbox (approve, reject, twice), and execution reco
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,12 @@ def test_a_large_refund_waits_for_the_inbox_and_resumes_when_approved(
     assert decided.status_code == 200, decided.text
     assert decided.json()["status"] == "SUCCEEDED"
     assert "is approved" in decided.json()["outputs"]["message"]
+    body = {"inputs": {"order_id": "ORD1001"}, "stream": True}
+    stream = client.post("/v1/workflows/refund-request/runs", json=body)
+    events = [json.loads(x[6:]) for x in stream.text.splitlines() if x.startswith("data: ")]
+    finished = [e for e in events if e["type"] == "node_finished"]
+    assert finished[0]["node"] == "order"
+    assert '"order_id": "ORD1001"' in finished[0]["output"]
     again = client.post(f"/v1/approvals/{pending['approval_id']}", json={"decision": "reject"})
     assert again.status_code == 409
     assert again.json()["error"]["code"] == "already_decided"
@@ -208,3 +215,29 @@ def test_a_workflow_without_model_nodes_runs_from_chat_in_no_model_mode(
     with TestClient(create_app(settings)) as client:
         answer = client.post("/v1/chat/completions", json=body).json()
     assert "approved automatically" in answer["choices"][0]["message"]["content"]
+
+
+@pytest.mark.parametrize(
+    ("message", "reply", "says"),
+    [
+        (
+            "Give me an overview of order ORD1017.",
+            "Delivered within 7 days: it can still be returned.",
+            "Order ORD1017 is delivered",
+        ),
+        (
+            "Announce to everyone: the canteen closes at 2 pm today.",
+            "Attention please. The canteen closes at two today.",
+            ".wav",
+        ),
+    ],
+)
+def test_the_model_using_workflows_run_from_chat(
+    client: TestClient, fake_llm: FakeLLM, message: str, reply: str, says: str
+) -> None:
+    fake_llm.script(Reply(content=reply))
+    body = {"model": "skilldesk", "messages": [{"role": "user", "content": message}]}
+    answer = client.post("/v1/chat/completions", json=body, headers={"X-Thread-Id": "wf-chat"})
+    text = answer.json()["choices"][0]["message"]["content"]
+    assert says in text
+    assert client.get("/v1/threads/wf-chat").json()["route"]["kind"] == "workflow"

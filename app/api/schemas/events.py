@@ -31,6 +31,7 @@ class NodeFinishedEvent(TaskScoped):
     ms: float = Field(description="How long it ran, in milliseconds.")
     workflow: str | None = Field(description="The workflow whose node it is; null outside one.")
     error: str | None = Field(description="Why it failed (a workflow's node), else null.")
+    output: str | None = Field(description="A workflow node's output, shortened; else null.")
 
 
 class ApprovalRequiredEvent(BaseModel):

@@ -310,6 +310,7 @@ def test_every_event_type_a_run_can_send_is_documented(document: Document) -> No
         ErrorRaised("budget_exhausted", "no model calls left", "t2"),
         ApprovalRequired("r1-approve-0", "r1", "approve", "Refund 488?", {"amount": 488}),
         NodeFinished("order", None, False, 3.5, "refund-request", "no order ORD9"),
+        NodeFinished("order", None, True, 2.5, "refund-request", None, '{"order_id": "ORD1"}'),
         NodeFinished("expert", None, True, 12.5),
         RunFinished("t", "r", AIMessage("Shipped."), {"total_tokens": 9}),
         RunFailed("t", "r", "model_timeout", "the model did not answer in time", {"profile": "a"}),
