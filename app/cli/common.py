@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Any
 
 import typer
@@ -19,3 +21,19 @@ def load_cli_settings(**overrides: Any) -> Settings:
         typer.echo(f"skilldesk: configuration error: {exc}", err=True)
         raise typer.Exit(2) from None
     return settings
+
+
+def report_validation(loaded: Sequence[str], errors: Sequence[Any], *, as_json: bool) -> None:
+    """Print what loaded and each problem (``--json``: ``{"loaded", "errors"}``); exit 1 when
+    there is any problem, so a CI step fails on it."""
+    if as_json:
+        body = {"loaded": list(loaded), "errors": [vars(p) for p in errors]}
+        typer.echo(json.dumps(body, ensure_ascii=False))
+    else:
+        for name in loaded:
+            typer.echo(f"ok      {name}")
+        for problem in errors:
+            typer.echo(f"error   {problem}")
+        typer.echo(f"{len(loaded)} loaded, {len(errors)} problem(s)")
+    if errors:
+        raise typer.Exit(1)

@@ -13,7 +13,7 @@ from agents.skills.loader import SKILL_FILE
 from agents.skills.registry import SkillRegistry
 from agents.skills.scaffold import scaffold
 from agents.skills.service import SkillService
-from app.cli.common import load_cli_settings
+from app.cli.common import load_cli_settings, report_validation
 from app.logging import configure_logging
 from app.settings import Settings
 
@@ -89,18 +89,7 @@ def validate(
         registry = _registry(target)
         loaded = [s.name for s in registry.all()]
         errors = list(registry.errors)
-    if as_json:
-        typer.echo(
-            json.dumps({"loaded": loaded, "errors": [vars(p) for p in errors]}, ensure_ascii=False)
-        )
-    else:
-        for name in loaded:
-            typer.echo(f"ok      {name}")
-        for problem in errors:
-            typer.echo(f"error   {problem}")
-        typer.echo(f"{len(loaded)} loaded, {len(errors)} problem(s)")
-    if errors:
-        raise typer.Exit(1)
+    report_validation(loaded, errors, as_json=as_json)
 
 
 @cli.command()

@@ -16,7 +16,7 @@ from agents.skills.registry import SkillRegistry
 from agents.workflows.loader import SUFFIXES, Workflow, line_of, load_workflow, read_workflow
 from agents.workflows.mermaid import mermaid
 from agents.workflows.registry import WorkflowRegistry, skills_world
-from app.cli.common import load_cli_settings
+from app.cli.common import load_cli_settings, report_validation
 from app.logging import configure_logging
 from app.settings import Settings
 
@@ -102,18 +102,7 @@ def validate(
         loaded, errors = registry.names(), list(registry.errors)
     else:
         loaded, errors = _validate_files(files, settings)
-    if as_json:
-        typer.echo(
-            json.dumps({"loaded": loaded, "errors": [vars(p) for p in errors]}, ensure_ascii=False)
-        )
-    else:
-        for name in loaded:
-            typer.echo(f"ok      {name}")
-        for problem in errors:
-            typer.echo(f"error   {problem}")
-        typer.echo(f"{len(loaded)} loaded, {len(errors)} problem(s)")
-    if errors:
-        raise typer.Exit(1)
+    report_validation(loaded, errors, as_json=as_json)
 
 
 def _validate_files(
