@@ -213,9 +213,19 @@ class TemplateFailed(SkilldeskError):
 
 
 class WorkflowFailed(SkilldeskError):
-    """A workflow node failed and its ``on_error`` is ``fail``: the run ends FAILED."""
+    """A workflow node failed and its ``on_error`` is ``fail``: the run ends FAILED.
+
+    Args:
+        message: What failed, naming the node.
+        node: The node's id, when one node failed (its record shows the error).
+        error: That node's own error.
+    """
 
     code = "workflow_failed"
+
+    def __init__(self, message: str, *, node: str | None = None, error: str = "") -> None:
+        super().__init__(message)
+        self.node, self.error = node, error
 
 
 class BadInputs(SkilldeskError):

@@ -122,7 +122,8 @@ async def open_services(
                 workflow_errors=len(registry.errors),
             )
             conversations = Conversations(graph, limits, router)
-            resuming = asyncio.create_task(engine.resume_orphans())  # runs a stop cut off
+            # Runs a stop cut off, found before any new run can start (a new one is RUNNING too).
+            resuming = asyncio.create_task(engine.resume_orphans(await engine.orphans()))
             try:
                 yield Services(
                     settings,

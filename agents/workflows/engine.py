@@ -240,13 +240,19 @@ class WorkflowEngine:
         async for event in self._drive(record, None, config):
             yield event
 
-    async def resume_orphans(self) -> list[str]:
-        """Resume every run left RUNNING by a process that stopped (at start-up)."""
-        orphans = [r["id"] for r in await self.documents.find(RUN, status="RUNNING")]
-        for run_id in orphans:
+    async def orphans(self) -> list[str]:
+        """Runs left RUNNING by a process that stopped: call at start-up, before any run
+        starts (a run under way is RUNNING too)."""
+        return [r["id"] for r in await self.documents.find(RUN, status="RUNNING")]
+
+    async def resume_orphans(self, run_ids: list[str] | None = None) -> list[str]:
+        """Resume the runs ``orphans`` found (by default, looks now); never one under way."""
+        found = await self.orphans() if run_ids is None else run_ids
+        resumed = [run_id for run_id in found if run_id not in self._records]
+        for run_id in resumed:
             log.info("workflow.resuming", run_id=run_id)
             await self.resume(run_id)
-        return orphans
+        return resumed
 
     # Records.
 
@@ -324,12 +330,16 @@ class WorkflowEngine:
                 k: v for k, v in record["nodes"].items() if k not in ran
             }
             if pending:
-                record.update(status="WAITING", waiting=pending[0])
+                where = {"run_id": run_id, "workflow": record["workflow"]}
+                waiting = {**pending[0], **where, "thread_id": record.get("thread_id")}
+                record.update(status="WAITING", waiting=waiting)
                 yield {"type": "approval_required", "run_id": run_id, **pending[0]}
             else:
                 record.update(status="SUCCEEDED", outputs=_outputs(workflow.spec, values, info))
         except WorkflowFailed as exc:
             record.update(status="FAILED", error=exc.message)
+            if exc.node is not None:  # the failed node has no state update: record it here
+                record["nodes"][exc.node] = {"status": "failed", "error": exc.error}
         except Exception as exc:  # a bug or a store failure fails the run, not the service
             log.exception("workflow.crashed", run_id=run_id)
             record.update(status="FAILED", error=f"{type(exc).__name__}: {exc}")

@@ -214,3 +214,25 @@ async def test_a_fork_keeps_the_nodes_before_it_and_runs_the_rest(engine: Workfl
     assert ran == ["total"]
     with pytest.raises(RunNotFound, match="never reached"):
         [e async for e in engine.fork(first["id"], "nowhere")]
+
+
+async def test_a_failed_node_is_in_the_record_with_its_error(engine: WorkflowEngine) -> None:
+    record = await engine.run("errors", {"mode": "fail"})
+    assert record["status"] == "FAILED"
+    assert record["nodes"]["hard"]["status"] == "failed"
+    assert "ZeroDivisionError" in record["nodes"]["hard"]["error"]
+
+
+async def test_orphans_found_at_start_up_are_resumed_and_a_new_run_is_not(
+    engine: WorkflowEngine,
+) -> None:
+    waiting = await engine.run("refund", {"amount": 500})
+    # A run left RUNNING by a stopped process (its checkpoint waits at the approval).
+    orphan = {**waiting, "status": "RUNNING", "waiting": None}
+    await engine.documents.put("workflow_run", orphan["id"], orphan, status="RUNNING")
+    found = await engine.orphans()
+    assert found == [orphan["id"]]
+    # A run that starts after start-up is RUNNING too, but under way: never resumed.
+    engine._records["new-run"] = {"id": "new-run"}
+    assert await engine.resume_orphans([*found, "new-run"]) == [orphan["id"]]
+    assert (await engine.get_run(orphan["id"]))["status"] == "WAITING"
