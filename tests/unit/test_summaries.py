@@ -102,3 +102,20 @@ def test_nothing_is_cut_when_the_history_is_no_longer_than_what_is_kept() -> Non
 
 def test_speakers_are_named_as_a_reader_would() -> None:
     assert [speaker(m) for m in turn(0, tools=1)] == ["user", "assistant", "tool", "assistant"]
+
+
+def test_an_unknown_summary_profile_is_refused_naming_its_setting() -> None:
+    from agents.errors import ConfigError
+    from app.settings import Settings
+
+    settings = Settings(model="openai/gpt-4o-mini", summary_model="cheap")
+    with pytest.raises(ConfigError, match="SKILLDESK_SUMMARY_MODEL names model profile 'cheap'"):
+        settings.models()
+
+
+def test_the_summary_profile_is_the_summarizer_node_s() -> None:
+    from app.settings import Settings
+
+    config = Settings(model="openai/gpt-4o-mini").models()
+    assert config is not None
+    assert config.for_node("summarizer") == config.default

@@ -177,6 +177,7 @@ async def test_the_token_threshold_summarises_a_thread_of_few_long_messages(
         fake_llm.script(Reply(content=SUMMARY), Reply(content="ORD1003 has shipped."))
         await turn(services, f"where is my order ORD1003? {notes}", thread)
         state = await services.conversations.state(thread)
+    assert fake_llm.scripted_views[-1].system_contains(SUMMARY)  # whichever node answered
     assert [(e["index"], e["speaker"]) for e in state["summary"]["entries"]] == [
         (0, "user"),
         (1, "assistant"),
@@ -225,3 +226,33 @@ def test_the_thread_says_how_many_earlier_messages_are_summarised(
     assert body["summarised_messages"] == 2
     assert [m["index"] for m in body["messages"]] == [2, 3, 4, 5]
     assert body["messages"][0]["content"] == "where is my order ORD1002?"
+
+
+async def test_a_cut_on_a_tool_result_moves_back_to_its_call(
+    model_settings: Any, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    settings = settings_for(
+        model_settings,
+        tmp_path,
+        summary_after_messages=6,
+        summary_after_tokens=0,
+        summary_keep=3,
+    )
+    thread = uuid.uuid4().hex
+    async with open_services(settings) as services:
+        fake_llm.script(
+            Reply(tool_calls=[ToolCall("get_order", {"order_id": "ORD1001"}, id="c1")]),
+            Reply(tool_calls=[ToolCall("get_order", {"order_id": "ORD1002"}, id="c2")]),
+            Reply(content="Both have shipped."),
+        )
+        await turn(services, "where are my orders ORD1001 and ORD1002?", thread)
+        # Six messages; the next one makes seven: keeping 3 would cut on c2's result.
+        fake_llm.script(Reply(content=SUMMARY), Reply(content="ORD1003 has shipped."))
+        await turn(services, "where is my order ORD1003?", thread)
+        state = await services.conversations.state(thread)
+    expert_call = fake_llm.scripted_views[-1]
+    said = [m for m in expert_call.messages if m.role != "system"]
+    assert [m.role for m in said] == ["assistant", "tool", "assistant", "user"]
+    assert said[0].tool_calls[0].id == said[1].tool_call_id == "c2"
+    indexed = [(e["index"], e["speaker"]) for e in state["summary"]["entries"]]
+    assert indexed == [(0, "user"), (1, "assistant"), (2, "tool")]
