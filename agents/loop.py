@@ -229,12 +229,14 @@ def expert_system(
     task: str | None = None,
     inputs: dict[str, Any] | None = None,
     requests: list[Any] | None = None,
+    summary: str | None = None,
 ) -> str:
     """An expert's system prompt, compiled at run time from the template and the skills.
 
     One skill for an expert, several for a joint expert (``requests`` then lists what the user
     asked of each). ``inputs`` (results of earlier tasks) are rendered as a delimited data
     block, apart from the instruction: text another expert produced must not read as an order.
+    ``summary`` is the thread's summary of its earlier messages.
     """
     return prompts.render(
         "expert",
@@ -254,5 +256,5 @@ def expert_system(
         requests=requests or [],
         task=task,
         inputs=inputs or {},
-        summary=None,
+        summary=summary,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 from functools import lru_cache
 from typing import Any
@@ -26,3 +27,15 @@ def _encoding() -> Any:
 def count_tokens(text: str) -> int:
     """Tokens of ``text`` as OpenAI's cl100k tokenizer counts them."""
     return len(_encoding().encode(text, disallowed_special=()))
+
+
+# Providers' tokenizers differ from cl100k (Qwen, Llama, Claude count some texts higher):
+# an estimate that must not fall short adds this share.
+MARGIN = 1.25
+
+
+def estimate_tokens(text: str) -> int:
+    """A conservative estimate of the tokens ``text`` costs any provider: cl100k's count
+    plus a margin. Byte-level BPE never makes more tokens than the text has UTF-8 bytes, so
+    callers can skip the count when the bytes alone stay under their limit."""
+    return math.ceil(count_tokens(text) * MARGIN)

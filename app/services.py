@@ -75,6 +75,7 @@ async def open_services(
         max_rounds=settings.max_tool_rounds,
         index_budget_tokens=settings.skills_prompt_budget,
         joint_budget_tokens=settings.joint_expert_tokens,
+        summary=settings.summary_options(),
     )
     router_options = RouterOptions(
         confident=settings.route_confident, ambiguous_floor=settings.route_ambiguous_floor

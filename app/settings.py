@@ -15,6 +15,7 @@ from pydantic_settings import (
 )
 
 from agents.errors import ConfigError
+from agents.memory.summaries import SummaryOptions
 from agents.models import ModelsConfig, load_models_config
 from agents.skills.embeddings import Precision
 from agents.skills.service import SkillsOptions
@@ -110,6 +111,26 @@ class Settings(BaseSettings):
     assistant_profile: str | None = Field(
         None, description="Model profile of the general assistant (no skill matched)."
     )
+    summary_after_messages: int = Field(
+        20,
+        ge=0,
+        le=10_000,
+        description="Summarise a thread's earlier messages when its active history has more "
+        "messages than this (0: no message threshold).",
+    )
+    summary_after_tokens: int = Field(
+        8000,
+        ge=0,
+        le=10_000_000,
+        description="... or when its estimated tokens (cl100k plus a margin) pass this "
+        "(0: no token threshold).",
+    )
+    summary_keep: int = Field(
+        6, ge=1, le=1000, description="Recent messages a summary always keeps verbatim."
+    )
+    summary_model: str | None = Field(
+        None, description="Model profile that writes summaries (default: the default)."
+    )
     max_model_calls: int = Field(12, ge=1, le=200, description="Model calls per run, in all.")
     max_tool_calls: int = Field(24, ge=1, le=500, description="Tool calls per run, in all.")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info")
@@ -168,6 +189,14 @@ class Settings(BaseSettings):
             embedding_precision=self.skills_embedding_precision,
         )
 
+    def summary_options(self) -> SummaryOptions:
+        """When a thread's earlier messages are summarised."""
+        return SummaryOptions(
+            after_messages=self.summary_after_messages,
+            after_tokens=self.summary_after_tokens,
+            keep=self.summary_keep,
+        )
+
     def models(self) -> ModelsConfig | None:
         """The validated model profiles (``None`` when no model is configured)."""
         key = self.model_api_key.get_secret_value() if self.model_api_key else None
@@ -182,6 +211,7 @@ class Settings(BaseSettings):
                 "aggregator": self.aggregator_profile,
                 "expert": self.expert_profile,
                 "assistant": self.assistant_profile,
+                "summarizer": self.summary_model,
             },
         )
 

@@ -14,6 +14,7 @@ from agents.errors import BudgetExceeded, ModelError
 from agents.graph.experts import expert_prompt
 from agents.graph.nodes import Brain, Node, last_user_text
 from agents.loop import complete
+from agents.memory.summaries import summary_text
 from agents.models.usage import call_usage
 from agents.run import current_context, emit
 from agents.skills.meta import Scope
@@ -39,7 +40,11 @@ def dispatch(state: ThreadState) -> list[Send] | str:
     if not ready:
         return "aggregate"  # unreachable for a checked plan; never loop
     plan_id = workspace.get("plan_id")
-    return [Send("task", {"task": t, "tasks": tasks, "plan_id": plan_id}) for t in ready]
+    summary = summary_text(state.get("summary"))
+    return [
+        Send("task", {"task": t, "tasks": tasks, "plan_id": plan_id, "summary": summary})
+        for t in ready
+    ]
 
 
 def make_task(brain: Brain) -> Any:
@@ -55,7 +60,7 @@ def make_task(brain: Brain) -> Any:
         if failed_deps:
             update = TaskUpdate(status="failed", error=f"skipped: task {failed_deps[0]} failed")
         else:
-            update, usage = await _run_task(brain, item, tasks, config)
+            update, usage = await _run_task(brain, item, tasks, config, payload.get("summary"))
         emit("node_finished", node="task", task_id=task_id, ok=update["status"] == "done")
         # Every task of a plan carries the plan's id so the reducer merges, not replaces.
         plan_id = payload.get("plan_id")
@@ -66,10 +71,16 @@ def make_task(brain: Brain) -> Any:
 
 
 async def _run_task(
-    brain: Brain, item: Task, tasks: dict[str, Task], config: RunnableConfig
+    brain: Brain,
+    item: Task,
+    tasks: dict[str, Task],
+    config: RunnableConfig,
+    summary: str | None = None,
 ) -> tuple[TaskUpdate, dict[str, int]]:
     inputs = {d: tasks[d]["result"] for d in item["depends_on"]}
-    system = expert_prompt(brain, item["skill"], task=item["instruction"], inputs=inputs)
+    system = expert_prompt(
+        brain, item["skill"], task=item["instruction"], inputs=inputs, summary=summary
+    )
     scope = Scope(loaded=[item["skill"]], loadable={item["skill"]})
     history = [HumanMessage(content=item["instruction"])]
     try:
@@ -101,7 +112,10 @@ def make_aggregate(brain: Brain) -> Node:
         question = last_user_text(state)
         try:
             ctx.budget.spend_model_call()
-            system = brain.prompts.render("aggregator", question=question, tasks=tasks)
+            summary = summary_text(state.get("summary"))
+            system = brain.prompts.render(
+                "aggregator", question=question, tasks=tasks, summary=summary
+            )
             model = brain.gateway.chat_model(brain.gateway.node_profile("aggregator", ctx.profile))
             messages = [SystemMessage(content=system), HumanMessage(question)]
             answer = await complete(model, messages, config)

@@ -1,11 +1,13 @@
 """Compile the conversation graph with the thread's checkpointer.
 
 ```
-START → route ─┬─ assistant (general: compact index + load_skill) ─────────────┐
-               ├─ expert (one skill, its tools only) ──────────────────────────┤
-               ├─ plan ─┬─ joint_expert (independent requests, small skills) ──┤
-               │        └─ dispatch ⇄ task ×N (parallel, Send) → aggregate ────┤→ END
-               └─ workflow (the engine's entry point) ─────────────────────────┘
+START ─┬─ summarize (the history passed a threshold) ─┐
+       └──────────────────────────────────────────────┴─► route
+route ─┬─ assistant (general: compact index + load_skill) ─────────────┐
+       ├─ expert (one skill, its tools only) ──────────────────────────┤
+       ├─ plan ─┬─ joint_expert (independent requests, small skills) ──┤
+       │        └─ dispatch ⇄ task ×N (parallel, Send) → aggregate ────┤→ END
+       └─ workflow (the engine's entry point) ─────────────────────────┘
 ```
 
 When the router's requests make the plan on their own (each names its own skill, none refers
@@ -27,7 +29,9 @@ from agents.graph.nodes import (
     Brain,
     make_assistant,
     make_route,
+    make_summarize,
     make_workflow,
+    needs_summary,
     tracked,
 )
 from agents.graph.planner import after_route, make_plan, with_quick_plan
@@ -65,6 +69,7 @@ def build_graph(
         workflow_turns,
     )
     graph = StateGraph(ThreadState, context_schema=RunContext)
+    graph.add_node("summarize", make_summarize(brain))
     graph.add_node("route", tracked("route", with_quick_plan(brain, make_route(brain))))
     graph.add_node("assistant", tracked("assistant", make_assistant(brain)))
     graph.add_node("expert", tracked("expert", make_expert(brain)))
@@ -74,7 +79,8 @@ def build_graph(
     graph.add_node("join", join)
     graph.add_node("aggregate", tracked("aggregate", make_aggregate(brain)))
     graph.add_node("joint_expert", tracked("joint_expert", make_joint(brain)))
-    graph.add_edge(START, "route")
+    graph.add_conditional_edges(START, needs_summary(brain), ["summarize", "route"])
+    graph.add_edge("summarize", "route")
     graph.add_conditional_edges(
         "route",
         after_route,

@@ -11,6 +11,7 @@ from langchain_core.runnables import RunnableConfig
 from agents.errors import ModelError, SkillNotFound
 from agents.graph.nodes import Brain, Node, loop_update, no_model_reply
 from agents.loop import LoopResult, expert_system
+from agents.memory.summaries import summary_text
 from agents.run import emit
 from agents.skills.loader import Skill
 from agents.skills.meta import META_TOOLS, Scope, openai_tool
@@ -24,13 +25,19 @@ def expert_prompt(
     task: str | None = None,
     inputs: dict[str, Any] | None = None,
     requests: list[Task] | None = None,
+    summary: str | None = None,
 ) -> str:
     """An expert's system prompt for the named skills (see ``expert_system``)."""
     assert brain.skills is not None
     names = [skill_names] if isinstance(skill_names, str) else skill_names
     skills = [brain.skills.registry.get(name) for name in names]
     return expert_system(
-        brain.prompts, skills, task=task, inputs=inputs, requests=list(requests or [])
+        brain.prompts,
+        skills,
+        task=task,
+        inputs=inputs,
+        requests=list(requests or []),
+        summary=summary,
     )
 
 
@@ -45,7 +52,7 @@ def make_expert(brain: Brain) -> Node:
         if not brain.gateway.configured:
             return no_model_reply()
         scope = Scope(loaded=[skill_name], loadable={skill_name})
-        system = expert_prompt(brain, skill_name)
+        system = expert_prompt(brain, skill_name, summary=summary_text(state.get("summary")))
         result = await brain.answer(system, list(state.get("messages", [])), scope, config)
         # The definition lived in this expert's system prompt, not in the history, so the skill
         # is not recorded as loaded for later turns of the general assistant.
@@ -75,7 +82,12 @@ def make_joint(brain: Brain) -> Node:
         scope = Scope(loaded=list(names), loadable=set(names))
         try:
             result = await brain.answer(
-                expert_prompt(brain, names, requests=tasks), history, scope, config
+                expert_prompt(
+                    brain, names, requests=tasks, summary=summary_text(state.get("summary"))
+                ),
+                history,
+                scope,
+                config,
             )
         except ModelError as exc:
             # As in the parallel plan: the turn ends with an answer that says what failed,

@@ -7,11 +7,20 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage
+import structlog
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
 
-from agents.errors import NO_MODEL_HINT
+from agents.errors import NO_MODEL_HINT, BudgetExceeded, ModelError
 from agents.loop import LoopResult, run_tool_loop
+from agents.memory.summaries import (
+    EmptySummary,
+    SummaryOptions,
+    cut_point,
+    over_threshold,
+    summary_text,
+    write_summary,
+)
 from agents.models import ModelGateway
 from agents.models.config import NodeRole
 from agents.prompts import Prompts
@@ -21,6 +30,8 @@ from agents.skills.meta import Scope, SkillTools
 from agents.skills.service import SkillService
 from agents.state.schema import ThreadState
 from agents.workflows.conversation import WorkflowTurns
+
+log = structlog.get_logger(__name__)
 
 # A node: async (state, config) -> update. Typed loosely: LangGraph's add_node overloads
 # do not accept a Callable alias.
@@ -36,6 +47,8 @@ class AnswerOptions:
     # Several independent requests whose skills' definitions fit in this many tokens are
     # answered by one expert holding them all; 0 always runs an expert per request.
     joint_budget_tokens: int = 4000
+    # When the thread's earlier messages are summarised (see agents/memory/summaries.py).
+    summary: SummaryOptions = field(default_factory=SummaryOptions)
 
 
 @dataclass(frozen=True)
@@ -126,6 +139,56 @@ def loop_update(result: LoopResult) -> dict[str, Any]:
     return update
 
 
+def needs_summary(brain: Brain) -> Any:
+    """The edge from the start: ``summarize`` when the active history passes a threshold (and
+    a model can write the summary), else straight to ``route``, with no step in between."""
+
+    def before_route(state: ThreadState) -> str:
+        messages = state.get("messages", [])
+        if brain.gateway.configured and over_threshold(messages, brain.options.summary):
+            return "summarize"
+        return "route"
+
+    return before_route
+
+
+def make_summarize(brain: Brain) -> Node:
+    """Replace the oldest messages of the active history by a summary (state ``summary``):
+    they leave ``messages`` through RemoveMessage (the checkpoints before keep them); no other
+    field is written. A failed summary call leaves the thread as it was, with an ``error``
+    event (``summary_failed``), and the turn goes on."""
+
+    async def summarize(state: ThreadState, config: RunnableConfig) -> dict[str, Any]:
+        messages = list(state.get("messages", []))
+        cut = cut_point(messages, brain.options.summary.keep)
+        compressed = messages[:cut]
+        if not compressed or any(not m.id for m in compressed):
+            return {}
+        emit("node_started", node="summarize")
+        started = time.perf_counter()
+        ctx = current_context()
+        profile = brain.gateway.node_profile("summarizer")
+        try:
+            ctx.budget.spend_model_call()
+            summary, usage = await write_summary(
+                brain.gateway, brain.prompts, profile, state.get("summary"), compressed, config
+            )
+        except (ModelError, BudgetExceeded, EmptySummary) as exc:
+            message = f"the earlier messages were not summarised: {exc}"
+            log.warning("summary.failed", error=str(exc), messages=len(compressed))
+            emit("error", code="summary_failed", message=message)
+            ok, update = False, {}
+        else:
+            log.info("summary.written", messages=len(compressed), kept=len(messages) - cut)
+            removed = [RemoveMessage(id=str(m.id)) for m in compressed]
+            ok, update = True, {"summary": summary, "messages": removed, "usage": usage}
+        ms = round((time.perf_counter() - started) * 1000, 2)
+        emit("node_finished", node="summarize", ok=ok, ms=ms)
+        return update
+
+    return summarize
+
+
 def make_route(brain: Brain) -> Node:
     """Decide the route and record it (state ``route``, event ``route``)."""
 
@@ -181,7 +244,9 @@ def make_assistant(brain: Brain) -> Node:
         # load_skill reaches what the prompt listed (and what the thread loaded before): a
         # skill name planted in a tool result cannot open the rest of the catalogue.
         scope = Scope(loaded=loaded, loadable={*listed, *loaded})
-        system = brain.prompts.render("assistant", skill_index=index_text, summary=None)
+        system = brain.prompts.render(
+            "assistant", skill_index=index_text, summary=summary_text(state.get("summary"))
+        )
         result = await brain.answer(
             system, list(state.get("messages", [])), scope, config, node="assistant"
         )

@@ -27,9 +27,12 @@ _PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-NodeRole = Literal["router", "planner", "aggregator", "expert", "assistant"]
+NodeRole = Literal["router", "planner", "aggregator", "expert", "assistant", "summarizer"]
 """The built-in nodes that call a model: the router's tie-break, the planner, the aggregator,
-the experts (one skill, joint or per task) and the general assistant."""
+the experts (one skill, joint or per task), the general assistant and the summarizer of long
+threads."""
+# The setting that names a node's profile, where it is not SKILLDESK_<NODE>_PROFILE.
+_NODE_SETTING = {"summarizer": "SKILLDESK_SUMMARY_MODEL"}
 
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 
@@ -294,8 +297,9 @@ def _check_references(config: ModelsConfig, source: Path | None) -> None:
         )
     for node, name in config.nodes.items():
         if name not in config.profiles:
+            setting = _NODE_SETTING.get(node, f"SKILLDESK_{node.upper()}_PROFILE")
             raise ConfigError(
-                f"SKILLDESK_{node.upper()}_PROFILE names model profile {name!r}, which is not"
+                f"{setting} names model profile {name!r}, which is not"
                 f" defined (known profiles: {', '.join(sorted(config.profiles))})",
                 fix="name one of the known profiles, or add it to the models file",
             )

@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal, TypedDict
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 
+from agents.memory.summaries import Summary
+
 # The shape of state a run writes. Set in one place: the input of every run
 # (``Conversations``), so each checkpoint written after it carries the version.
 SCHEMA_VERSION = 1
@@ -93,4 +95,6 @@ class ThreadState(TypedDict, total=False):
     workspace: Annotated[Workspace, merge_workspace]
     # A workflow the user asked for that waits for an input: {workflow, inputs, missing}.
     pending_workflow: dict[str, Any] | None
+    # The earlier messages removed from `messages`, summarised (agents/memory/summaries.py).
+    summary: Summary | None
     schema_version: int

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
 from agents.events import Event, RunFinished
+from agents.memory.summaries import summarised_count
 from app.api.deps import IdempotencyKey, ServicesDep, run_target
 from app.api.errors import ApiError, error_responses
 from app.api.openapi import named_events
@@ -34,14 +35,19 @@ BAD_ID = "The thread id does not match its pattern (`invalid_request`, `param` n
     ),
 )
 async def get_thread(services: ServicesDep, thread_id: ThreadId) -> ThreadPublic:
-    """The thread's messages (with speaker), last route, loaded skills, workspace and usage."""
+    """The thread's active messages (with index and speaker), how many earlier ones are
+    summarised, last route, loaded skills, workspace and usage."""
     state = await services.conversations.state(thread_id)
     if not state:
         raise ApiError(404, "thread_not_found", f"There is no thread {thread_id!r}.")
+    # Indices count the summarised messages too: they match the summary's entries.
+    summarised = summarised_count(state.get("summary"))
+    messages = state.get("messages", [])
     return ThreadPublic.model_validate(
         {
             "thread_id": thread_id,
-            "messages": [_message(i, m) for i, m in enumerate(state.get("messages", []))],
+            "messages": [_message(summarised + i, m) for i, m in enumerate(messages)],
+            "summarised_messages": summarised,
             "route": state.get("route"),
             "loaded_skills": state.get("loaded_skills", []),
             "workspace": state.get("workspace"),

@@ -64,7 +64,10 @@ class ToolCallRecordPublic(BaseModel):
 class ThreadMessagePublic(BaseModel):
     """One message of a thread, with its place and speaker."""
 
-    index: int = Field(description="Position in the thread, from 0.")
+    index: int = Field(
+        description="Position in the thread, from 0 (summarised messages count: the first "
+        "active message's index is `summarised_messages`)."
+    )
     role: Literal["human", "ai", "tool", "system"] = Field(
         description="Who said it: the user (`human`), the assistant (`ai`), a tool's result "
         "(`tool`) or instructions (`system`)."
@@ -142,7 +145,14 @@ class ThreadPublic(BaseModel):
     """
 
     thread_id: str = Field(description="The thread's id.")
-    messages: list[ThreadMessagePublic]
+    messages: list[ThreadMessagePublic] = Field(
+        description="The active messages: those the next answer reads verbatim."
+    )
+    summarised_messages: int = Field(
+        0,
+        description="Earlier messages replaced by the thread's summary (kept in its "
+        "checkpoint history); 0 when nothing is summarised.",
+    )
     route: RoutePublic | None = Field(description="The last route decision, if any.")
     loaded_skills: list[str] = Field(description="Skills whose definitions the thread loaded.")
     workspace: WorkspacePublic | None = Field(description="The supervisor's last plan.")

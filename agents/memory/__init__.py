@@ -1,0 +1,1 @@
+"""Memory of a long thread: summaries of its earlier messages."""

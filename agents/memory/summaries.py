@@ -1,0 +1,173 @@
+"""Summaries of a long thread: when to write one, where to cut, and the summary itself.
+
+The compressed messages leave the active history (the graph removes them with
+``RemoveMessage``; earlier checkpoints keep the originals). The summary is a value of its
+own, never a message: the model's prose over the previous summary and the compressed
+messages, plus one entry per compressed message with its index in the thread and its
+speaker, so who said what at which step survives any prose the model writes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypedDict
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.runnables import RunnableConfig
+
+from agents.models import ModelGateway
+from agents.models.usage import call_usage
+from agents.prompts import Prompts
+from agents.tokens import MARGIN, estimate_tokens
+
+# What each message costs beyond its text (role, separators), as providers count it.
+MESSAGE_OVERHEAD_TOKENS = 4
+# An entry keeps the start of its message: enough to recognise it, bounded in size.
+ENTRY_CHARS = 160
+
+
+@dataclass(frozen=True)
+class SummaryOptions:
+    """When a thread's active history is summarised (0 turns a threshold off).
+
+    Attributes:
+        after_messages: Summarise when the active history has more messages than this.
+        after_tokens: ... or when its estimated tokens pass this.
+        keep: The most recent messages always kept verbatim (the cut may keep more).
+    """
+
+    after_messages: int = 20
+    after_tokens: int = 8000
+    keep: int = 6
+
+
+class SummaryEntry(TypedDict):
+    """One compressed message: its index in the thread (from 0), who said it, its start."""
+
+    index: int
+    speaker: str
+    text: str
+
+
+class Summary(TypedDict):
+    """Thread state ``summary``: the prose and every compressed message's entry."""
+
+    text: str
+    entries: list[SummaryEntry]
+
+
+class EmptySummary(Exception):
+    """The model answered the summary request with no text."""
+
+
+def speaker(message: BaseMessage) -> str:
+    """Who said ``message``: ``user``, ``assistant``, ``tool`` or ``system``."""
+    return {"human": "user", "ai": "assistant"}.get(message.type, message.type)
+
+
+def message_text(message: BaseMessage) -> str:
+    """What ``message`` says, tool calls and the tool answered included."""
+    parts: list[str] = [str(message.text)]
+    if isinstance(message, AIMessage):
+        parts += [
+            f"{c['name']}({json.dumps(c['args'], ensure_ascii=False)})" for c in message.tool_calls
+        ]
+    if message.type == "tool" and message.name:
+        parts.insert(0, f"[{message.name}]")
+    return " ".join(p for p in parts if p)
+
+
+def summarised_count(summary: Summary | None) -> int:
+    """How many earlier messages of the thread ``summary`` stands for."""
+    return len(summary["entries"]) if summary else 0
+
+
+def summary_text(summary: Summary | None) -> str | None:
+    """The prose the answering prompts get (None without a summary)."""
+    return summary["text"] if summary else None
+
+
+def over_threshold(messages: Sequence[BaseMessage], options: SummaryOptions) -> bool:
+    """Whether the active history passes either threshold (tokens estimated high)."""
+    if options.after_messages and len(messages) > options.after_messages:
+        return True
+    if not options.after_tokens:
+        return False
+    texts = [message_text(m) for m in messages]
+    overhead = MESSAGE_OVERHEAD_TOKENS * len(texts)
+    # Tokens never outnumber UTF-8 bytes: short histories skip the tokenizer.
+    if sum(len(t.encode()) for t in texts) * MARGIN + overhead <= options.after_tokens:
+        return False
+    return sum(estimate_tokens(t) for t in texts) + overhead > options.after_tokens
+
+
+def cut_point(messages: Sequence[BaseMessage], keep: int) -> int:
+    """How many of the oldest messages to compress (0: none), keeping at least ``keep``.
+
+    The cut moves earlier, never later: never between an assistant message's tool calls
+    and their results, and to the start of a turn (a user message) when one lies between
+    the start and the cut, so the kept history opens with the user's words.
+    """
+    cut = len(messages) - max(keep, 1)
+    while cut > 0 and (earlier := _split(messages, cut)) is not None:
+        cut = earlier
+    for start in range(cut, 0, -1):
+        if isinstance(messages[start], HumanMessage):
+            return start if _split(messages, start) is None else cut
+    return cut
+
+
+def _split(messages: Sequence[BaseMessage], cut: int) -> int | None:
+    """An earlier cut when cutting before ``messages[cut]`` would part a tool call from its
+    result (the calling message's index, or one step back), else None."""
+    kept = {m.tool_call_id for m in messages[cut:] if isinstance(m, ToolMessage)}
+    for i, message in enumerate(messages[:cut]):
+        if isinstance(message, AIMessage) and any(c.get("id") in kept for c in message.tool_calls):
+            return i
+    return cut - 1 if isinstance(messages[cut], ToolMessage) else None
+
+
+async def write_summary(
+    gateway: ModelGateway,
+    prompts: Prompts,
+    profile: str | None,
+    previous: Summary | None,
+    compressed: Sequence[BaseMessage],
+    config: RunnableConfig,
+) -> tuple[Summary, dict[str, int]]:
+    """One model call over the previous summary and the ``compressed`` messages (each given
+    with its index in the thread and its speaker); returns the new summary and the call's
+    usage.
+
+    Raises:
+        ModelError: the call failed after the gateway's retries and fallbacks.
+        EmptySummary: the model wrote nothing.
+    """
+    offset = summarised_count(previous)
+    items = [
+        SummaryEntry(index=offset + i, speaker=speaker(m), text=message_text(m))
+        for i, m in enumerate(compressed)
+    ]
+    system = prompts.render("summarizer", previous=summary_text(previous))
+    transcript = prompts.render("summary_transcript", messages=items)
+    model: Any = gateway.chat_model(profile)
+    reply = await model.ainvoke([SystemMessage(content=system), HumanMessage(transcript)], config)
+    prose = str(reply.text).strip()
+    if not prose:
+        raise EmptySummary("the model wrote an empty summary")
+    entries = list(previous["entries"]) if previous else []
+    entries += [SummaryEntry(**{**i, "text": _clip(i["text"])}) for i in items]
+    return Summary(text=prose, entries=entries), call_usage(reply)
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= ENTRY_CHARS else text[: ENTRY_CHARS - 1] + "…"
