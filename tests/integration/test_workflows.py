@@ -98,6 +98,10 @@ def test_bad_inputs_and_unknown_ids_are_clear_errors(client: TestClient) -> None
     assert missing.json()["error"]["code"] == "invalid_inputs"
     assert "'order_id' is required" in missing.json()["error"]["message"]
     assert client.get("/v1/workflow-runs/nope").status_code == 404
+    bad_thread = {"inputs": {"order_id": "ORD1001"}, "thread_id": "../x"}
+    refused = client.post("/v1/workflows/refund-request/runs", json=bad_thread)
+    assert refused.status_code == 400
+    assert refused.json()["error"]["param"] == "thread_id"
     assert client.post("/v1/approvals/nope-x-0", json={"decision": "approve"}).status_code == 404
 
 

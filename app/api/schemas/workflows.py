@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.api.schemas.threads import THREAD_ID_PATTERN
+
 
 class WorkflowProblemPublic(BaseModel):
     """Why a workflow file failed to load (it is skipped; the others serve)."""
@@ -46,7 +48,7 @@ class RunStart(BaseModel):
 
     inputs: dict[str, Any] = Field(default_factory=dict, description="The workflow's inputs.")
     thread_id: str | None = Field(
-        None, min_length=1, max_length=128, description="The conversation it belongs to."
+        None, pattern=THREAD_ID_PATTERN, description="The conversation it belongs to."
     )
     stream: bool = Field(False, description="Stream the run's events (Server-Sent Events).")
 
