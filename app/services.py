@@ -23,9 +23,12 @@ from agents.router.router import Router, RouterOptions
 from agents.run import RunLimits
 from agents.skills.service import SkillService
 from agents.skills.watcher import start_watcher, stop_watcher
+from agents.state.attachments import AttachmentStore
 from agents.state.calls import call_journal
 from agents.state.checkpointers import open_checkpointer
 from agents.state.documents import documents_for
+from agents.state.records import ThreadRecords
+from agents.threads import Threads
 from agents.tokens import count_tokens
 from agents.workflows.conversation import WorkflowTurns
 from agents.workflows.engine import WorkflowEngine
@@ -50,6 +53,12 @@ class Services:
     workflow_registry: WorkflowRegistry
     engine: WorkflowEngine
     workflow_turns: WorkflowTurns
+    threads: Threads
+
+    @property
+    def attachments(self) -> AttachmentStore:
+        """The attachment store of every thread."""
+        return self.threads.attachments
 
 
 @asynccontextmanager
@@ -98,6 +107,10 @@ async def open_services(
     try:
         async with open_checkpointer(settings.resolved_checkpoint_url) as checkpointer:
             skills.runner.journal = call_journal(checkpointer)
+            documents = documents_for(checkpointer)
+            attachments = AttachmentStore(documents, settings.attachment_options())
+            skills.runner.attachments = attachments
+            records = ThreadRecords(documents)
             prompts = Prompts(settings.prompts_dir)
             engine = WorkflowEngine(
                 registry,
@@ -105,7 +118,7 @@ async def open_services(
                 skills=skills,
                 gateway=gateway,
                 prompts=prompts,
-                documents=documents_for(checkpointer),
+                documents=documents,
                 max_rounds=settings.max_tool_rounds,
             )
             turns = WorkflowTurns(engine, gateway, prompts)
@@ -122,9 +135,13 @@ async def open_services(
                 workflows=len(registry),
                 workflow_errors=len(registry.errors),
             )
-            conversations = Conversations(graph, limits, router)
+            conversations = Conversations(graph, limits, router, records, attachments)
+            threads = Threads(conversations, records, attachments, settings.retention())
             # Runs a stop cut off, found before any new run can start (a new one is RUNNING too).
             resuming = asyncio.create_task(engine.resume_orphans(await engine.orphans()))
+            background: list[asyncio.Task[Any]] = [resuming]
+            if settings.retention_interval_s > 0:
+                background.append(asyncio.create_task(threads.keep_bounded()))
             try:
                 yield Services(
                     settings,
@@ -136,10 +153,12 @@ async def open_services(
                     registry,
                     engine,
                     turns,
+                    threads,
                 )
             finally:
-                resuming.cancel()
-                await asyncio.gather(resuming, return_exceptions=True)
+                for task in background:
+                    task.cancel()
+                await asyncio.gather(*background, return_exceptions=True)
                 await conversations.aclose()  # before the store closes under a run
     finally:
         if watcher is not None:
