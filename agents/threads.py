@@ -315,17 +315,28 @@ def _entry(snap: StateSnapshot, parent: StateSnapshot | None) -> dict[str, Any]:
     parent_id = (snap.parent_config or {}).get("configurable", {}).get("checkpoint_id")
     wrote = list(parent.next) if parent is not None else []
     source = metadata.get("source")
+    node = wrote[0] if len(wrote) == 1 else None
+    if node == "__start__":
+        node = "input"  # the step that takes a run's input into the state
+    change = describe_change(earlier, values)
+    if source == "input":
+        change = "a run starts"
+    elif node == "route" and "route " not in change:
+        route = values.get("route") or {}
+        change = f"route {route.get('kind')}" + (
+            f" → {route['target']}" if route.get("target") else ""
+        )
     return {
         "checkpoint_id": snap.config["configurable"]["checkpoint_id"],
         "parent_id": parent_id,
         "step": metadata.get("step"),
         "source": source,
-        "node": "input" if source == "input" else (wrote[0] if len(wrote) == 1 else None),
+        "node": node,
         "nodes": wrote,
         "created": snap.created_at,
         "next": list(snap.next),
         "messages": len(values.get("messages", [])) + summarised_count(values.get("summary")),
-        "change": describe_change(earlier, values),
+        "change": change,
     }
 
 
