@@ -1,9 +1,10 @@
 """Keeping storage bounded: a thread's old checkpoints pruned (the newest N kept), a whole
 thread's rows deleted, and how much a thread takes, on the SQLite file and on PostgreSQL.
 
-Thread state uses no ``DeltaChannel``: each checkpoint holds (SQLite) or references
-(PostgreSQL blobs, by channel version) every value it needs, so dropping older checkpoints
-never breaks a newer one. The caller holds the thread (no run writes it meanwhile).
+Thread state uses no ``DeltaChannel``: each checkpoint references (by channel version, in
+the blobs tables of both stores) or holds inline every value it needs, so dropping older
+checkpoints never breaks a newer one, once the values no kept checkpoint refers to go too.
+The caller holds the thread (no run writes it meanwhile).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from agents.state.checkpointers import ThreadedSqliteSaver
+from agents.state.checkpointers import BLOBS, ThreadedSqliteSaver
 
 _CALLS = "skilldesk_calls"  # the call journal (agents/state/calls.py)
 
@@ -32,7 +33,7 @@ async def prune_thread(saver: BaseCheckpointSaver[Any], thread_id: str, keep: in
     if keep < 1:
         raise ValueError("keep at least one checkpoint (the thread's current state)")
     if isinstance(saver, ThreadedSqliteSaver):
-        return await saver.run(_prune_sqlite, saver.conn, thread_id, keep)
+        return await saver.run(_prune_sqlite, saver, thread_id, keep)
     pool = _pool(saver)
     if pool is None:
         return 0
@@ -78,9 +79,10 @@ async def _cutoff_pg(conn: Any, thread_id: str, ns: str, keep: int) -> str | Non
     return None if row is None else str(row["checkpoint_id"])
 
 
-def _prune_sqlite(conn: sqlite3.Connection, thread_id: str, keep: int) -> int:
+def _prune_sqlite(saver: ThreadedSqliteSaver, thread_id: str, keep: int) -> int:
+    conn = saver.conn
     deleted = 0
-    with conn:
+    with saver.lock, conn:
         spaces = conn.execute(
             "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE thread_id = ?", (thread_id,)
         ).fetchall()
@@ -98,12 +100,37 @@ def _prune_sqlite(conn: sqlite3.Connection, thread_id: str, keep: int) -> int:
                 "AND checkpoint_id < ?",
                 args,
             )
-            deleted += conn.execute(
+            gone = conn.execute(
                 "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
                 "AND checkpoint_id < ?",
                 args,
             ).rowcount
+            deleted += gone
+            if gone:
+                _drop_unreferenced_blobs(saver, thread_id, ns)
     return deleted
+
+
+def _drop_unreferenced_blobs(saver: ThreadedSqliteSaver, thread_id: str, ns: str) -> None:
+    """Delete the channel values no remaining checkpoint of the namespace refers to."""
+    conn = saver.conn
+    referenced: set[tuple[str, str]] = set()
+    for kind, blob in conn.execute(
+        "SELECT type, checkpoint FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?",
+        (thread_id, ns),
+    ):
+        versions = saver.serde.loads_typed((kind, blob)).get("channel_versions", {})
+        referenced.update((str(c), str(v)) for c, v in versions.items())
+    stored = conn.execute(
+        f"SELECT channel, version FROM {BLOBS} WHERE thread_id = ? AND checkpoint_ns = ?",
+        (thread_id, ns),
+    ).fetchall()
+    garbage = [(thread_id, ns, c, v) for c, v in stored if (c, v) not in referenced]
+    conn.executemany(
+        f"DELETE FROM {BLOBS} WHERE thread_id = ? AND checkpoint_ns = ? AND channel = ? "
+        "AND version = ?",
+        garbage,
+    )
 
 
 async def delete_thread(saver: BaseCheckpointSaver[Any], thread_id: str) -> None:
@@ -166,4 +193,7 @@ def _bytes_sqlite(conn: sqlite3.Connection, thread_id: str) -> dict[str, int]:
     (writes,) = conn.execute(
         "SELECT coalesce(sum(length(value)), 0) FROM writes WHERE thread_id = ?", (thread_id,)
     ).fetchone()
-    return {"checkpoints": int(n), "bytes": int(stored) + int(writes)}
+    (blobs,) = conn.execute(
+        f"SELECT coalesce(sum(length(blob)), 0) FROM {BLOBS} WHERE thread_id = ?", (thread_id,)
+    ).fetchone()
+    return {"checkpoints": int(n), "bytes": int(stored) + int(writes) + int(blobs)}

@@ -76,12 +76,14 @@ def test_retention_keeps_the_newest_checkpoints_and_the_thread_works_on(
         len(client.get("/v1/threads/long/history", params={"limit": 200}).json()["data"]) == before
     )
 
+    full = client.portal.call(thread_bytes, services.checkpointer, "long")  # type: ignore[union-attr]
     done = client.portal.call(_prune, services, 3, False)  # type: ignore[union-attr]
     assert done.checkpoints_deleted == dry.checkpoints_deleted
     history = client.get("/v1/threads/long/history", params={"limit": 200}).json()["data"]
     assert len(history) == 3
     stored = client.portal.call(thread_bytes, services.checkpointer, "long")  # type: ignore[union-attr]
     assert stored["checkpoints"] == 3
+    assert stored["bytes"] < full["bytes"] / 2  # the values only old checkpoints used went too
     # The current state is whole, and the next turn reads all of it.
     assert len(client.get("/v1/threads/long").json()["messages"]) == 8
     fake_llm.script(Reply(content="Answer 5."))
@@ -117,3 +119,25 @@ def test_data_files_cannot_be_committed() -> None:
 async def _prune(services: Any, keep: int, dry_run: bool) -> Any:
     services.threads.retention = type(services.threads.retention)(keep_checkpoints=keep)
     return await services.threads.prune(dry_run=dry_run)
+
+
+def test_an_sqlite_checkpoint_stores_each_value_once_not_the_whole_state_each_step(
+    model_settings: Any, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    store = tmp_path / "blobs.sqlite"
+    settings = model_settings.model_copy(update={"checkpoint_url": f"sqlite:///{store}"})
+    long = "a long message " * 200  # 3 KB a turn
+    fake_llm.script(*[Reply(content=f"Answer {i}.") for i in range(4)])
+    with TestClient(create_app(settings)) as client:
+        for i in range(4):
+            say(client, "big", f"{long} {i}")
+    import sqlite3
+
+    with sqlite3.connect(store) as conn:
+        rows = conn.execute("SELECT length(checkpoint) FROM checkpoints").fetchall()
+        messages = conn.execute(
+            "SELECT count(*), max(length(blob)) FROM skilldesk_blobs WHERE channel = 'messages'"
+        ).fetchone()
+    assert max(size for (size,) in rows) < 4096  # versions only, not the 12 KB history
+    assert messages[1] > 12_000  # the latest history, stored once under its version
+    assert messages[0] < len(rows)  # a step that left the messages alone wrote none
