@@ -27,6 +27,8 @@ from agents.state.calls import call_journal
 from agents.state.checkpointers import open_checkpointer
 from agents.state.documents import documents_for
 from agents.tokens import count_tokens
+from agents.toolserver.catalogue import ToolCatalogue
+from agents.toolserver.runs import WorkflowTools
 from agents.workflows.conversation import WorkflowTurns
 from agents.workflows.engine import WorkflowEngine
 from agents.workflows.matcher import IntentMatcher, WorkflowMatcher
@@ -50,6 +52,7 @@ class Services:
     workflow_registry: WorkflowRegistry
     engine: WorkflowEngine
     workflow_turns: WorkflowTurns
+    tools: ToolCatalogue
 
 
 @asynccontextmanager
@@ -109,6 +112,12 @@ async def open_services(
                 max_rounds=settings.max_tool_rounds,
             )
             turns = WorkflowTurns(engine, gateway, prompts)
+            tools = ToolCatalogue(
+                skills,
+                prompts,
+                WorkflowTools(registry, engine),
+                list_skill_tools=settings.mcp_skill_tools_listed(),
+            )
             router = Router(skills, gateway, prompts, workflows, router_options)
             graph = build_graph(
                 gateway, checkpointer, prompts, skills, options, router=router, workflow_turns=turns
@@ -136,6 +145,7 @@ async def open_services(
                     registry,
                     engine,
                     turns,
+                    tools,
                 )
             finally:
                 resuming.cancel()
