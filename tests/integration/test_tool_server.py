@@ -316,6 +316,32 @@ async def test_mcp_answers_at_exactly_mcp_without_a_session(service: Service) ->
         assert "DHL" in response.text
 
 
+async def test_an_mcp_call_with_an_idempotency_key_runs_once(service: Service) -> None:
+    headers = {"Accept": "application/json, text/event-stream", "Idempotency-Key": "mcp-1"}
+    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+    request["params"] = {"name": "bump", "arguments": {}}
+    async with httpx.AsyncClient(base_url=service.url) as http:
+        first = await http.post("/mcp", json=request, headers=headers)
+        again = await http.post("/mcp", json=request, headers=headers)
+    assert first.status_code == again.status_code == 200
+    assert '"count"' in first.text
+    count = first.text.split('"count":')[1].split("}")[0]
+    assert f'"count":{count}' in again.text
+
+
+async def test_a_client_of_the_next_protocol_version_is_served_too(service: Service) -> None:
+    async with Client(f"{service.url}/mcp") as client:  # mode "auto": discovers, no handshake
+        assert client.protocol_version == "2026-07-28"
+        names = [t.name for t in (await client.list_tools()).tools]
+        result = await client.call_tool("get_order", {"order_id": "ORD1001"})
+    assert "search_skills" in names
+    assert result.structured_content == {
+        "order_id": "ORD1001",
+        "status": "shipped",
+        "carrier": "DHL",
+    }
+
+
 async def test_skills_are_resources_read_on_demand(service: Service) -> None:
     async with Mcp(service.url).client() as client:
         listed = {str(r.uri) for r in (await client.list_resources()).resources}
