@@ -32,7 +32,7 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with open_services(settings) as services:
             app.state.services = services
-            async with mcp.serve(services.tools):
+            async with mcp.serve(services.tools, settings.host):
                 if freeze_heap:
                     await warm_up(services)
                     freeze_startup_heap()

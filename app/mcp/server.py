@@ -16,7 +16,9 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourcesListChanged, ToolsListChanged
 
 from agents.errors import SkillNotFound, SkillReferenceError
 from agents.skills.loader import SKILL_FILE, Skill
@@ -30,10 +32,13 @@ MANIFEST = "_manifest"
 
 
 class Sessions:
-    """The MCP sessions that keep a session id, to tell them when the lists change."""
+    """Who hears that the lists changed: the sessions that keep a session id (2025-11-25, on
+    their stream), and the clients listening through ``subscriptions/listen`` (2026-07-28)."""
 
     def __init__(self) -> None:
         self.open: dict[str, ServerSession] = {}
+        self.bus = InMemorySubscriptionBus()
+        self.listen = ListenHandler(self.bus)
 
     def remember(self, ctx: ServerRequestContext[Any, Any]) -> None:
         """Keep the session of a request that carries a session id."""
@@ -48,8 +53,10 @@ class Sessions:
         self.open = {k: v for k, v in self.open.items() if k in alive}
 
     async def lists_changed(self) -> int:
-        """Send ``tools/list_changed`` and ``resources/list_changed`` to every open session;
-        returns how many were told."""
+        """Send ``tools/list_changed`` and ``resources/list_changed`` to every open session
+        and listener; returns how many sessions were told."""
+        await self.bus.publish(ToolsListChanged())
+        await self.bus.publish(ResourcesListChanged())
         told = 0
         for session_id, session in list(self.open.items()):
             try:
@@ -143,6 +150,7 @@ def build_server(catalogue: ToolCatalogue, sessions: Sessions) -> Server[Any]:
         on_list_resources=list_resources,
         on_list_resource_templates=list_templates,
         on_read_resource=read_resource,
+        on_subscriptions_listen=sessions.listen,
     )
     server.middleware.append(_Remember(sessions))
     return server

@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import Message, Receive, Scope, Send
 
 from agents.toolserver.catalogue import ToolCatalogue
@@ -24,6 +25,7 @@ from app.mcp.server import Sessions, build_server
 log = structlog.get_logger(__name__)
 PATH = "/mcp"
 WATCH_EVERY_S = 0.5
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 class McpEndpoint:
@@ -46,12 +48,14 @@ class McpEndpoint:
         await manager.handle_request(scope, _replay(body, receive), send)
 
     @contextlib.asynccontextmanager
-    async def serve(self, catalogue: ToolCatalogue) -> AsyncIterator[Sessions]:
-        """Serve ``catalogue`` until the context ends; yields the sessions kept."""
+    async def serve(self, catalogue: ToolCatalogue, host: str) -> AsyncIterator[Sessions]:
+        """Serve ``catalogue`` until the context ends; yields the sessions kept. Bound to a
+        loopback ``host``, requests must name a loopback host and origin (DNS rebinding)."""
         sessions = Sessions()
         server = build_server(catalogue, sessions)
-        stateful = StreamableHTTPSessionManager(server)
-        stateless = StreamableHTTPSessionManager(server, stateless=True)
+        security = _loopback_only() if host in LOOPBACK else None
+        stateful = StreamableHTTPSessionManager(server, security_settings=security)
+        stateless = StreamableHTTPSessionManager(server, stateless=True, security_settings=security)
         async with stateful.run(), stateless.run():
             self._stateful, self._stateless = stateful, stateless
             watching = asyncio.create_task(_watch(catalogue, sessions, stateful))
@@ -59,6 +63,7 @@ class McpEndpoint:
                 yield sessions
             finally:
                 self._stateful = self._stateless = None
+                sessions.listen.close()
                 watching.cancel()
                 await asyncio.gather(watching, return_exceptions=True)
 
@@ -77,6 +82,15 @@ async def _watch(
             seen = version
             told = await sessions.lists_changed()
             log.info("mcp.lists_changed", sessions=told)
+
+
+def _loopback_only() -> TransportSecuritySettings:
+    """What the SDK itself sets for a server on a loopback address."""
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
 
 
 def _opens_session(body: bytes) -> bool:

@@ -314,6 +314,9 @@ async def test_mcp_answers_at_exactly_mcp_without_a_session(service: Service) ->
         assert "mcp-session-id" not in response.headers
         assert '"isError":false' in response.text
         assert "DHL" in response.text
+        # Bound to loopback, a request naming another host is refused (DNS rebinding).
+        rebound = await http.post("/mcp", json=request, headers={**headers, "Host": "evil.test"})
+        assert rebound.status_code == 421
 
 
 async def test_an_mcp_call_with_an_idempotency_key_runs_once(service: Service) -> None:
@@ -389,8 +392,13 @@ async def test_a_session_hears_the_lists_change_when_a_skill_folder_is_added(
         if heard[-1] == "notifications/resources/list_changed":
             resources_changed.set()
 
+    events: list[object] = []
     try:
-        async with Mcp(service.url).client(message_handler=on_message) as client:
+        async with (
+            Mcp(service.url).client(message_handler=on_message) as client,
+            Client(f"{service.url}/mcp") as modern,  # 2026-07-28: listens instead
+            modern.listen(tools_list_changed=True, resources_list_changed=True) as listening,
+        ):
             before = [t.name for t in (await client.list_tools()).tools]
             write_skill(
                 skills,
@@ -403,10 +411,14 @@ async def test_a_session_hears_the_lists_change_when_a_skill_folder_is_added(
             )
             with anyio.fail_after(15):
                 await resources_changed.wait()
+                async for event in listening:
+                    events.append(event)
+                    break
             after = [t.name for t in (await client.list_tools()).tools]
             called = await client.call_tool("check_stock", {"sku": "A1"})
     finally:
         service.stop()
+    assert type(events[0]).__name__ == "ToolsListChanged"
     assert "notifications/tools/list_changed" in heard
     assert "check_stock" not in before
     assert "check_stock" in after

@@ -120,5 +120,6 @@ async def call_tool(
             "tool_not_found",
             f"skill {name!r} has no tool {tool!r}; it has {[t.name for t in skill.tools]}",
         )
-    entry = next(e for e in services.tools.all().values() if (e.skill, e.tool) == (name, tool))
-    return await invoke(services, entry.name, body.arguments, idempotency_key)
+    entries = services.tools.all().values()
+    public = next((e.name for e in entries if (e.skill, e.tool) == (name, tool)), tool)
+    return await invoke(services, public, body.arguments, idempotency_key)
