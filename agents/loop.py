@@ -230,13 +230,15 @@ def expert_system(
     inputs: dict[str, Any] | None = None,
     requests: list[Any] | None = None,
     summary: str | None = None,
+    attachments: list[Any] | None = None,
 ) -> str:
     """An expert's system prompt, compiled at run time from the template and the skills.
 
     One skill for an expert, several for a joint expert (``requests`` then lists what the user
     asked of each). ``inputs`` (results of earlier tasks) are rendered as a delimited data
     block, apart from the instruction: text another expert produced must not read as an order.
-    ``summary`` is the thread's summary of its earlier messages.
+    ``summary`` is the thread's summary of its earlier messages; ``attachments`` its files,
+    by reference (name, type, size, caption).
     """
     return prompts.render(
         "expert",
@@ -257,4 +259,5 @@ def expert_system(
         task=task,
         inputs=inputs or {},
         summary=summary,
+        attachments=attachments or [],
     )

@@ -23,9 +23,12 @@ from agents.router.router import Router, RouterOptions
 from agents.run import RunLimits
 from agents.skills.service import SkillService
 from agents.skills.watcher import start_watcher, stop_watcher
+from agents.state.attachments import AttachmentStore
 from agents.state.calls import call_journal
 from agents.state.checkpointers import open_checkpointer
 from agents.state.documents import documents_for
+from agents.state.records import ThreadRecords
+from agents.threads import Threads
 from agents.tokens import count_tokens
 from agents.toolserver.catalogue import ToolCatalogue
 from agents.toolserver.runs import WorkflowTools
@@ -52,7 +55,13 @@ class Services:
     workflow_registry: WorkflowRegistry
     engine: WorkflowEngine
     workflow_turns: WorkflowTurns
+    threads: Threads
     tools: ToolCatalogue
+
+    @property
+    def attachments(self) -> AttachmentStore:
+        """The attachment store of every thread."""
+        return self.threads.attachments
 
 
 @asynccontextmanager
@@ -101,6 +110,10 @@ async def open_services(
     try:
         async with open_checkpointer(settings.resolved_checkpoint_url) as checkpointer:
             skills.runner.journal = call_journal(checkpointer)
+            documents = documents_for(checkpointer)
+            attachments = AttachmentStore(documents, settings.attachment_options())
+            skills.runner.attachments = attachments
+            records = ThreadRecords(documents)
             prompts = Prompts(settings.prompts_dir)
             engine = WorkflowEngine(
                 registry,
@@ -108,7 +121,7 @@ async def open_services(
                 skills=skills,
                 gateway=gateway,
                 prompts=prompts,
-                documents=documents_for(checkpointer),
+                documents=documents,
                 max_rounds=settings.max_tool_rounds,
             )
             turns = WorkflowTurns(engine, gateway, prompts)
@@ -131,9 +144,13 @@ async def open_services(
                 workflows=len(registry),
                 workflow_errors=len(registry.errors),
             )
-            conversations = Conversations(graph, limits, router)
+            conversations = Conversations(graph, limits, router, records, attachments)
+            threads = Threads(conversations, records, attachments, settings.retention())
             # Runs a stop cut off, found before any new run can start (a new one is RUNNING too).
             resuming = asyncio.create_task(engine.resume_orphans(await engine.orphans()))
+            background: list[asyncio.Task[Any]] = [resuming]
+            if settings.retention_interval_s > 0:
+                background.append(asyncio.create_task(threads.keep_bounded()))
             try:
                 yield Services(
                     settings,
@@ -145,11 +162,13 @@ async def open_services(
                     registry,
                     engine,
                     turns,
+                    threads,
                     tools,
                 )
             finally:
-                resuming.cancel()
-                await asyncio.gather(resuming, return_exceptions=True)
+                for task in background:
+                    task.cancel()
+                await asyncio.gather(*background, return_exceptions=True)
                 await conversations.aclose()  # before the store closes under a run
     finally:
         if watcher is not None:

@@ -19,7 +19,9 @@ from agents.memory.summaries import SummaryOptions
 from agents.models import ModelsConfig, load_models_config
 from agents.skills.embeddings import Precision
 from agents.skills.service import SkillsOptions
+from agents.state.attachments import DEFAULT_TYPES, AttachmentOptions
 from agents.state.checkpointers import sqlite_url
+from agents.threads import RetentionOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV_PREFIX = "SKILLDESK_"
@@ -132,6 +134,31 @@ class Settings(BaseSettings):
     summary_model: str | None = Field(
         None, description="Model profile that writes summaries (default: the default)."
     )
+    retention_keep_checkpoints: int = Field(
+        100,
+        ge=0,
+        le=1_000_000,
+        description="Newest checkpoints kept per thread; older ones are pruned (0: keep all). "
+        "A fork or the history reaches back this far.",
+    )
+    retention_idle_days: float = Field(
+        0,
+        ge=0,
+        description="Delete threads (checkpoints, record, attachments) not updated for this "
+        "many days (0: never).",
+    )
+    retention_interval_s: float = Field(
+        3600,
+        ge=0,
+        description="How often the service applies retention in the background (0: only "
+        "`skilldesk threads prune`).",
+    )
+    attachment_max_bytes: int = Field(
+        10 * 1024 * 1024, ge=1, description="Largest file accepted as an attachment."
+    )
+    attachment_types: list[str] = Field(
+        list(DEFAULT_TYPES), description="Media types accepted as attachments."
+    )
     mcp_list_skill_tools: Literal["auto", "on", "off"] = Field(
         "auto",
         description="Whether the tool server lists every skill tool beside the meta-tools "
@@ -216,6 +243,22 @@ class Settings(BaseSettings):
             after_messages=self.summary_after_messages,
             after_tokens=self.summary_after_tokens,
             keep=self.summary_keep,
+        )
+
+    def retention(self) -> RetentionOptions:
+        """How much of each thread is kept."""
+        return RetentionOptions(
+            keep_checkpoints=self.retention_keep_checkpoints,
+            idle_days=self.retention_idle_days,
+            interval_s=self.retention_interval_s,
+        )
+
+    def attachment_options(self) -> AttachmentOptions:
+        """Where attachments are kept (under the data folder) and what is accepted."""
+        return AttachmentOptions(
+            directory=self.data_dir / "attachments",
+            max_bytes=self.attachment_max_bytes,
+            media_types=tuple(self.attachment_types),
         )
 
     def models(self) -> ModelsConfig | None:

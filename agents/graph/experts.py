@@ -26,6 +26,7 @@ def expert_prompt(
     inputs: dict[str, Any] | None = None,
     requests: list[Task] | None = None,
     summary: str | None = None,
+    attachments: list[Any] | None = None,
 ) -> str:
     """An expert's system prompt for the named skills (see ``expert_system``)."""
     assert brain.skills is not None
@@ -38,6 +39,7 @@ def expert_prompt(
         inputs=inputs,
         requests=list(requests or []),
         summary=summary,
+        attachments=attachments,
     )
 
 
@@ -52,7 +54,12 @@ def make_expert(brain: Brain) -> Node:
         if not brain.gateway.configured:
             return no_model_reply()
         scope = Scope(loaded=[skill_name], loadable={skill_name})
-        system = expert_prompt(brain, skill_name, summary=summary_text(state.get("summary")))
+        system = expert_prompt(
+            brain,
+            skill_name,
+            summary=summary_text(state.get("summary")),
+            attachments=state.get("attachments"),
+        )
         result = await brain.answer(system, list(state.get("messages", [])), scope, config)
         # The definition lived in this expert's system prompt, not in the history, so the skill
         # is not recorded as loaded for later turns of the general assistant.
@@ -83,7 +90,11 @@ def make_joint(brain: Brain) -> Node:
         try:
             result = await brain.answer(
                 expert_prompt(
-                    brain, names, requests=tasks, summary=summary_text(state.get("summary"))
+                    brain,
+                    names,
+                    requests=tasks,
+                    summary=summary_text(state.get("summary")),
+                    attachments=state.get("attachments"),
                 ),
                 history,
                 scope,

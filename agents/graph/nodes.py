@@ -245,7 +245,10 @@ def make_assistant(brain: Brain) -> Node:
         # skill name planted in a tool result cannot open the rest of the catalogue.
         scope = Scope(loaded=loaded, loadable={*listed, *loaded})
         system = brain.prompts.render(
-            "assistant", skill_index=index_text, summary=summary_text(state.get("summary"))
+            "assistant",
+            skill_index=index_text,
+            summary=summary_text(state.get("summary")),
+            attachments=state.get("attachments", []),
         )
         result = await brain.answer(
             system, list(state.get("messages", [])), scope, config, node="assistant"
