@@ -18,6 +18,7 @@ from langchain_core.messages import (
 from langchain_core.messages.ai import add_ai_message_chunks
 from langchain_core.runnables import RunnableConfig
 
+from agents import failpoints
 from agents.errors import BudgetExceeded, SkillNotFound
 from agents.models import ModelGateway
 from agents.models.chat_model import finish_stream
@@ -141,6 +142,8 @@ async def execute_tools(
         out.extend([await run for run in runs])
     else:
         out.extend(await asyncio.gather(*runs))
+    for message in out:  # the tools ran; the node's checkpoint is not written yet
+        failpoints.hit("tool.done", str(message.name))
     return out
 
 

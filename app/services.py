@@ -66,9 +66,13 @@ class Services:
 
 @asynccontextmanager
 async def open_services(
-    settings: Settings, *, watch: bool | None = None
+    settings: Settings, *, watch: bool | None = None, background: bool = True
 ) -> AsyncIterator[Services]:
-    """Validate the model profiles, load the skills, open the checkpointer, compile the graph."""
+    """Validate the model profiles, load the skills, open the checkpointer, compile the graph.
+
+    ``background`` (the server's): resume workflow runs a stop cut off and apply retention
+    on its interval; a command-line tool opening the same store beside a server does not.
+    """
     gateway = ModelGateway(settings.models())
     if not gateway.configured:
         log.warning("model.not_configured", hint=NO_MODEL_HINT)
@@ -147,10 +151,12 @@ async def open_services(
             conversations = Conversations(graph, limits, router, records, attachments)
             threads = Threads(conversations, records, attachments, settings.retention())
             # Runs a stop cut off, found before any new run can start (a new one is RUNNING too).
-            resuming = asyncio.create_task(engine.resume_orphans(await engine.orphans()))
-            background: list[asyncio.Task[Any]] = [resuming]
-            if settings.retention_interval_s > 0:
-                background.append(asyncio.create_task(threads.keep_bounded()))
+            tasks: list[asyncio.Task[Any]] = []
+            if background:
+                orphans = await engine.orphans()
+                tasks.append(asyncio.create_task(engine.resume_orphans(orphans)))
+            if background and settings.retention_interval_s > 0:
+                tasks.append(asyncio.create_task(threads.keep_bounded()))
             try:
                 yield Services(
                     settings,
@@ -166,9 +172,9 @@ async def open_services(
                     tools,
                 )
             finally:
-                for task in background:
+                for task in tasks:
                     task.cancel()
-                await asyncio.gather(*background, return_exceptions=True)
+                await asyncio.gather(*tasks, return_exceptions=True)
                 await conversations.aclose()  # before the store closes under a run
     finally:
         if watcher is not None:
