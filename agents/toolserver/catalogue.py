@@ -1,10 +1,11 @@
 """Every tool the tool server offers, one catalogue behind MCP and the OpenAI-style tools.
 
 The meta-tools (``search_skills``, ``load_skill``, ``call_skill_tool``) walk the three tiers,
-so a caller holding three tools reaches every skill; each skill tool is offered under a safe
-name too; workflows are ``run_workflow`` and ``get_workflow_run``. A skill tool's call, direct
-or through ``call_skill_tool``, goes through the skills' ToolRunner: the same validation,
-timeouts, trimming and idempotency as inside the service.
+so a caller holding three tools reaches every skill (``read_skill_reference`` reads a skill's
+reference documents, for callers that cannot read MCP resources); each skill tool is offered
+under a safe name too; workflows are ``run_workflow`` and ``get_workflow_run``. A skill
+tool's call, direct or through ``call_skill_tool``, goes through the skills' ToolRunner: the
+same validation, timeouts, trimming and idempotency as inside the service.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agents.errors import SkillNotFound
+from agents.errors import SkillNotFound, SkillReferenceError
 from agents.prompts import Prompts
 from agents.skills.loader import Skill
+from agents.skills.meta import read_reference
 from agents.skills.runner import ToolResult, parse_arguments
 from agents.skills.service import SkillService
 from agents.skills.spec import ToolSpec
@@ -26,7 +28,8 @@ from agents.toolserver.runs import WorkflowTools
 from agents.toolserver.strict import loosen, strict_schema
 
 SEARCH_SKILLS, LOAD_SKILL, CALL_SKILL_TOOL = "search_skills", "load_skill", "call_skill_tool"
-META_TOOLS = (SEARCH_SKILLS, LOAD_SKILL, CALL_SKILL_TOOL)
+READ_REFERENCE = "read_skill_reference"
+META_TOOLS = (SEARCH_SKILLS, LOAD_SKILL, CALL_SKILL_TOOL, READ_REFERENCE)
 RESERVED = frozenset((*META_TOOLS, *WorkflowTools.NAMES))
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 SUMMARY_CHARS = 50
@@ -159,6 +162,7 @@ class ToolCatalogue:
             (self.prompts.tool(SEARCH_SKILLS), True),
             (self.prompts.tool(LOAD_SKILL, server=True), True),
             (self.prompts.tool(CALL_SKILL_TOOL), False),
+            (self.prompts.tool(READ_REFERENCE, server=True), True),
         ]
         entries = [
             ToolEntry(t["name"], t["description"], t["parameters"], "meta", read_only=ro)
@@ -211,6 +215,8 @@ class ToolCatalogue:
             return self._load(str(args["name"]), started)
         if name == CALL_SKILL_TOOL:
             return await self._call_skill_tool(args, idempotency_key, started)
+        if name == READ_REFERENCE:
+            return self._read(str(args["name"]), str(args["path"]), started)
         assert self.workflows is not None
         return await self.workflows.call(name, args, started)
 
@@ -242,7 +248,7 @@ class ToolCatalogue:
             }
             for t in skill.tools
         ]
-        references = [f"skill://{skill.name}/{path}" for path in skill.references]
+        resources = [f"skill://{skill.name}/{path}" for path in skill.references]
         text = self.prompts.render(
             "tool_server_definition",
             skill=skill,
@@ -255,9 +261,18 @@ class ToolCatalogue:
             "description": skill.description,
             "instructions": skill.body(),
             "tools": tools,
-            "references": references,
+            "references": list(skill.references),
+            "resources": resources,
         }
         return ok_result(LOAD_SKILL, text, data, started)
+
+    def _read(self, name: str, path: str, started: float) -> ToolResult:
+        try:
+            text = read_reference(self.skills.registry.get(name), path)
+        except (SkillNotFound, SkillReferenceError) as exc:
+            return error_result(READ_REFERENCE, exc.code, str(exc), started)
+        data = {"skill": name, "path": path, "text": text}
+        return ok_result(READ_REFERENCE, text, data, started)
 
     async def _call_skill_tool(
         self, args: dict[str, Any], idempotency_key: str | None, started: float

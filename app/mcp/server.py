@@ -8,10 +8,13 @@ import asyncio
 import hashlib
 import json
 import mimetypes
+import time
 from collections.abc import Awaitable
 from typing import Any
 
 import mcp_types as types
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
@@ -25,6 +28,7 @@ from agents.skills.loader import SKILL_FILE, Skill
 from agents.skills.meta import read_reference
 from agents.skills.runner import ToolResult
 from agents.toolserver.catalogue import ToolCatalogue, ToolEntry
+from agents.toolserver.results import error_result
 
 RESOURCE_NOT_FOUND = -32002  # the MCP specification's code for an unknown resource
 PROGRESS_EVERY_S = 1.0
@@ -80,13 +84,13 @@ def build_server(catalogue: ToolCatalogue, sessions: Sessions) -> Server[Any]:
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         try:
-            catalogue.entry(params.name)
+            entry = catalogue.entry(params.name)
         except SkillNotFound as exc:  # an unknown tool is the caller's protocol error
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         headers = getattr(ctx.request, "headers", None)
         key = headers.get("idempotency-key") if headers is not None else None
         call = catalogue.call(params.name, params.arguments or {}, idempotency_key=key)
-        return call_result(await with_progress(ctx, call))
+        return call_result(await with_progress(ctx, call), entry.output_schema)
 
     async def list_resources(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -200,15 +204,27 @@ def mcp_tool(entry: ToolEntry) -> types.Tool:
     )
 
 
-def call_result(result: ToolResult) -> types.CallToolResult:
+def call_result(
+    result: ToolResult, output_schema: dict[str, Any] | None = None
+) -> types.CallToolResult:
     """A call's result as MCP's: the text, the data as ``structuredContent`` (an object;
-    other values under ``result``), and ``isError`` for a failed call."""
+    other values under ``result``), and ``isError`` for a failed call, or for a result that
+    breaks the tool's declared ``output_schema`` (MCP clients would refuse it)."""
+    data = result.data
+    structured = data if isinstance(data, dict) else {"result": data}
+    if result.ok and output_schema is not None:
+        broken = best_match(Draft202012Validator(output_schema).iter_errors(structured))
+        if broken is not None:
+            where = ".".join(str(p) for p in broken.absolute_path) or "the result"
+            why = (
+                f"the result of {result.tool} does not match its output_schema ({where}: "
+                f"{broken.message}); fix the handler or the output_schema in skill.yaml"
+            )
+            result = error_result(result.tool, "invalid_output", why, time.perf_counter())
     text = [types.TextContent(type="text", text=result.content)]
     if not result.ok:
         error = {"error": {"code": result.error_code, "message": result.content}}
         return types.CallToolResult(content=text, structured_content=error, is_error=True)
-    data = result.data
-    structured = data if isinstance(data, dict) else {"result": data}
     return types.CallToolResult(content=text, structured_content=structured, is_error=False)
 
 

@@ -171,14 +171,15 @@ async def test_the_list_holds_the_meta_tools_the_workflow_tools_and_each_skill_t
     surface: Mcp | OpenAITools,
 ) -> None:
     names = await surface.names()
-    assert names[:5] == [
+    assert names[:6] == [
         "search_skills",
         "load_skill",
         "call_skill_tool",
+        "read_skill_reference",
         "run_workflow",
         "get_workflow_run",
     ]
-    assert set(names[5:]) == {"get_order", "wait", "bump"}
+    assert set(names[6:]) == {"get_order", "wait", "bump"}
 
 
 async def test_search_finds_the_skill_with_a_short_summary_and_its_tools(
@@ -202,8 +203,15 @@ async def test_load_skill_gives_the_instructions_the_tool_schemas_and_the_refere
     assert "Never reveal internal margins" in loaded.data["instructions"]
     assert loaded.data["tools"][0]["name"] == "get_order"
     assert loaded.data["tools"][0]["parameters"]["required"] == ["order_id"]
-    assert loaded.data["references"] == ["skill://order-lookup/references/shipping.md"]
+    assert loaded.data["references"] == ["references/shipping.md"]
+    assert loaded.data["resources"] == ["skill://order-lookup/references/shipping.md"]
     assert "call_skill_tool" in loaded.text
+
+    reference = await surface.call(
+        "read_skill_reference", {"name": "order-lookup", "path": "references/shipping.md"}
+    )
+    assert reference.ok, reference.text
+    assert "DHL delivers in 2 days" in reference.text
 
     missing = await surface.call("load_skill", {"name": "order-lokup"})
     assert not missing.ok
@@ -241,6 +249,12 @@ async def test_a_skill_tool_runs_through_the_runner_directly_or_through_call_ski
         ("call_skill_tool", {"skill": "order-lookup", "tool": "nope"}, "tool_not_found", ["nope"]),
         ("run_workflow", {"workflow": "lookup"}, "invalid_inputs", ["'order_id' is required"]),
         ("get_workflow_run", {"run_id": "missing"}, "run_not_found", ["missing"]),
+        (
+            "read_skill_reference",
+            {"name": "order-lookup", "path": "../slow-clock/handler.py"},
+            "bad_reference",
+            ["outside skill 'order-lookup'"],
+        ),
     ],
 )
 async def test_a_failed_call_is_a_result_with_a_readable_error_not_a_protocol_error(
@@ -437,7 +451,7 @@ def test_every_listed_function_is_valid_for_strict_mode_with_a_safe_name(service
         assert len(function["name"]) <= 64
         assert function["name"].replace("_", "").replace("-", "").isalnum()
     meta = httpx.get(f"{service.url}/v1/tools", params={"meta_only": "true"}).json()["tools"]
-    assert [t["function"]["name"] for t in meta] == [t["function"]["name"] for t in tools][:5]
+    assert [t["function"]["name"] for t in meta] == [t["function"]["name"] for t in tools][:6]
 
 
 def test_strict_mode_arguments_and_a_model_s_json_text_are_accepted(service: Service) -> None:
