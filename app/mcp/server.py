@@ -147,8 +147,7 @@ def build_server(catalogue: ToolCatalogue, sessions: Sessions) -> Server[Any]:
     server: Server[Any] = _Server(
         "skilldesk",
         version="0.1.0",
-        instructions="Skilldesk's skills: search_skills finds one, load_skill reads it, "
-        "call_skill_tool runs its tools; run_workflow starts a procedure.",
+        instructions=catalogue.prompts.render("tool_server_instructions"),
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         on_list_resources=list_resources,

@@ -304,6 +304,7 @@ async def test_a_workflow_waits_for_its_approval_and_is_read_back_by_its_run_id(
 async def test_mcp_speaks_2025_11_25_and_says_its_lists_change(service: Service) -> None:
     async with Mcp(service.url).client() as client:
         assert client.protocol_version == "2025-11-25"
+        assert "search_skills" in (client.instructions or "")
         capabilities = client.server_capabilities
         assert capabilities.tools is not None
         assert capabilities.tools.list_changed
