@@ -41,6 +41,16 @@ def bump() -> dict:
 """
 
 
+RESTOCK = """
+name: restock
+description: Checks a product's stock.
+inputs: {sku: {type: string}}
+nodes:
+  - {id: stock, kind: tool, tool: check_stock, arguments: {sku: "{{ inputs.sku }}"}}
+outputs: {message: "{{ nodes.stock.output.in_stock }} in stock"}
+"""
+
+
 def _env(skills: Path, workflows: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
     env.update(
@@ -394,18 +404,20 @@ async def test_a_call_longer_than_a_second_reports_progress(service: Service) ->
     assert seen[:2] == [1.0, 2.0]
 
 
-async def test_a_session_hears_the_lists_change_when_a_skill_folder_is_added(
+async def test_a_session_hears_the_lists_change_when_a_skill_or_a_workflow_is_added(
     tmp_path: Path,
 ) -> None:
     skills, workflows = _content(tmp_path)
     service = Service(_env(skills, workflows), tmp_path / "data")
     heard: list[str] = []
-    resources_changed = anyio.Event()
+    resources_changed, tools_changed = anyio.Event(), anyio.Event()
 
     async def on_message(message: Any) -> None:
         heard.append(str(getattr(message, "method", "")))
         if heard[-1] == "notifications/resources/list_changed":
             resources_changed.set()
+        if heard[-1] == "notifications/tools/list_changed":
+            tools_changed.set()
 
     events: list[object] = []
     try:
@@ -431,8 +443,24 @@ async def test_a_session_hears_the_lists_change_when_a_skill_folder_is_added(
                     break
             after = [t.name for t in (await client.list_tools()).tools]
             called = await client.call_tool("check_stock", {"sku": "A1"})
+
+            tools_changed = anyio.Event()
+            (workflows / "restock.yaml").write_text(RESTOCK)
+            with anyio.fail_after(15):
+                await tools_changed.wait()
+            listed = {t.name: t for t in (await client.list_tools()).tools}
+            started = await client.call_tool(
+                "run_workflow", {"workflow": "restock", "inputs": {"sku": "A1"}}
+            )
     finally:
         service.stop()
+    assert listed["run_workflow"].input_schema["properties"]["workflow"]["enum"] == [
+        "lookup",
+        "restock",
+    ]
+    assert started.structured_content is not None
+    assert started.structured_content["status"] == "SUCCEEDED"
+    assert started.structured_content["outputs"] == {"message": "3 in stock"}
     assert type(events[0]).__name__ == "ToolsListChanged"
     assert "notifications/tools/list_changed" in heard
     assert "check_stock" not in before
