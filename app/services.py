@@ -30,6 +30,8 @@ from agents.state.documents import documents_for
 from agents.state.records import ThreadRecords
 from agents.threads import Threads
 from agents.tokens import count_tokens
+from agents.toolserver.catalogue import ToolCatalogue
+from agents.toolserver.runs import WorkflowTools
 from agents.workflows.conversation import WorkflowTurns
 from agents.workflows.engine import WorkflowEngine
 from agents.workflows.matcher import IntentMatcher, WorkflowMatcher
@@ -54,6 +56,7 @@ class Services:
     engine: WorkflowEngine
     workflow_turns: WorkflowTurns
     threads: Threads
+    tools: ToolCatalogue
 
     @property
     def attachments(self) -> AttachmentStore:
@@ -126,6 +129,12 @@ async def open_services(
                 max_rounds=settings.max_tool_rounds,
             )
             turns = WorkflowTurns(engine, gateway, prompts)
+            tools = ToolCatalogue(
+                skills,
+                prompts,
+                WorkflowTools(registry, engine),
+                list_skill_tools=settings.mcp_skill_tools_listed(),
+            )
             router = Router(skills, gateway, prompts, workflows, router_options)
             graph = build_graph(
                 gateway, checkpointer, prompts, skills, options, router=router, workflow_turns=turns
@@ -160,6 +169,7 @@ async def open_services(
                     engine,
                     turns,
                     threads,
+                    tools,
                 )
             finally:
                 for task in tasks:

@@ -25,6 +25,7 @@ from agents.threads import RetentionOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV_PREFIX = "SKILLDESK_"
+_ON_OFF = {"true": "on", "yes": "on", "1": "on", "false": "off", "no": "off", "0": "off"}
 
 
 class Settings(BaseSettings):
@@ -158,6 +159,12 @@ class Settings(BaseSettings):
     attachment_types: list[str] = Field(
         list(DEFAULT_TYPES), description="Media types accepted as attachments."
     )
+    mcp_list_skill_tools: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Whether the tool server lists every skill tool beside the meta-tools "
+        "(MCP tools/list): auto lists them while there are fewer than 50, so that a large "
+        "catalogue is reached through search_skills.",
+    )
     max_model_calls: int = Field(12, ge=1, le=200, description="Model calls per run, in all.")
     max_tool_calls: int = Field(24, ge=1, le=500, description="Tool calls per run, in all.")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info")
@@ -169,6 +176,16 @@ class Settings(BaseSettings):
     @classmethod
     def _lower(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("mcp_list_skill_tools", mode="before")
+    @classmethod
+    def _on_off(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        if isinstance(value, str):
+            word = value.strip().lower()
+            return _ON_OFF.get(word, word)
+        return value
 
     @field_validator("checkpoint_url", mode="before")
     @classmethod
@@ -215,6 +232,10 @@ class Settings(BaseSettings):
             embeddings=self.skills_embeddings,
             embedding_precision=self.skills_embedding_precision,
         )
+
+    def mcp_skill_tools_listed(self) -> bool | None:
+        """Whether the tool server lists every skill tool; ``None``: decided by their number."""
+        return {"on": True, "off": False}.get(self.mcp_list_skill_tools)
 
     def summary_options(self) -> SummaryOptions:
         """When a thread's earlier messages are summarised."""

@@ -10,12 +10,14 @@ from bench import (
     retrieval_quality,
     skill_context,
     tool_isolation,
+    tool_server,
     workflow_engine,
 )
 
 if __name__ == "__main__":
     modules = (
         skill_context,
+        tool_server,
         retrieval_quality,
         retrieval_latency,
         cold_start,

@@ -105,7 +105,7 @@ class ToolRunner:
             skill, spec = self.registry.tool(tool_name)
         except SkillNotFound as exc:
             return _error(tool_name, "unknown_tool", str(exc), started)
-        args, problem = _parse_arguments(spec, arguments)
+        args, problem = parse_arguments(spec.name, spec.parameters, arguments)
         if problem is not None:
             return _error(tool_name, "invalid_arguments", problem, started)
         key = idempotency_key or idempotency_key_of(
@@ -307,9 +307,11 @@ def _import(skill: Skill, module_name: str) -> types.ModuleType:
     return import_handler(_package(skill), str(skill.path), module_name)
 
 
-def _parse_arguments(
-    spec: ToolSpec, arguments: dict[str, Any] | str | None
+def parse_arguments(
+    tool: str, schema: dict[str, Any], arguments: dict[str, Any] | str | None
 ) -> tuple[dict[str, Any], str | None]:
+    """The arguments of a call to ``tool`` as a dict, or the problem with them (naming each
+    offending field): not JSON, not an object, not text, or against ``schema``."""
     if arguments is None or arguments == "":
         arguments = {}
     if isinstance(arguments, str):
@@ -317,17 +319,15 @@ def _parse_arguments(
             arguments = json.loads(arguments)
         except json.JSONDecodeError as exc:
             return {}, (
-                f"the arguments of {spec.name} are not valid JSON ({exc.msg} at "
+                f"the arguments of {tool} are not valid JSON ({exc.msg} at "
                 f"position {exc.pos}); send a JSON object matching its parameters"
             )
     if not isinstance(arguments, dict):
-        return {}, f"the arguments of {spec.name} must be a JSON object"
+        return {}, f"the arguments of {tool} must be a JSON object"
     where = bad_text(arguments)
     if where is not None:
-        return {}, f"invalid arguments for {spec.name}: {where or 'the arguments'} {NOT_UNICODE}"
-    validator = Draft202012Validator(
-        spec.parameters, format_checker=Draft202012Validator.FORMAT_CHECKER
-    )
+        return {}, f"invalid arguments for {tool}: {where or 'the arguments'} {NOT_UNICODE}"
+    validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
     errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
     if errors:
         parts = []
@@ -338,7 +338,7 @@ def _parse_arguments(
                 options = sorted({e.message for e in err.context})[:4]
                 message = "expected one of: " + " | ".join(options)
             parts.append(f"{where}: {message}" if where else message)
-        return {}, f"invalid arguments for {spec.name}: " + "; ".join(parts)
+        return {}, f"invalid arguments for {tool}: " + "; ".join(parts)
     return dict(arguments), None
 
 

@@ -39,7 +39,7 @@ from tests.contract import (
     sse_events,
 )
 from tests.fakellm import FakeLLM, Reply, ToolCall
-from tests.integration.openapi.kit import CHAT, ERROR, LIMIT, RUN, START, TOOL, USER
+from tests.integration.openapi.kit import CHAT, ERROR, INVOKE, LIMIT, RUN, START, TOOL, USER
 
 # --- Probes: a request and the status it gets ------------------------------------------
 
@@ -357,6 +357,12 @@ PROBES = [
     Probe("tool the skill lacks", "POST", "/v1/skills/weather-report/tools/get_order", 404, {}),
     Probe("tool call unwrapped", "POST", TOOL, 400, {"order_id": "ORD1001"}),
     Probe("tool call too large", "POST", TOOL, 413, {"arguments": {"x": "x" * LIMIT}}),
+    get("tools", "/v1/tools", 200),
+    Probe("invoke", "POST", INVOKE, 200, {"arguments": {"order_id": "ORD1001"}}),
+    Probe("invoke with JSON text", "POST", INVOKE, 200, {"arguments": '{"order_id": "ORD1001"}'}),
+    Probe("invoke an unknown tool", "POST", "/v1/tools/get_ordr/invoke", 404, {}),
+    Probe("invoke unwrapped", "POST", INVOKE, 400, {"order_id": "ORD1001"}),
+    Probe("invoke too large", "POST", INVOKE, 413, {"arguments": {"x": "x" * LIMIT}}),
 ]
 
 
