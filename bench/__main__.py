@@ -9,6 +9,7 @@ from bench import (
     retrieval_latency,
     retrieval_quality,
     skill_context,
+    threads,
     tool_isolation,
     tool_server,
     workflow_engine,
@@ -25,6 +26,7 @@ if __name__ == "__main__":
         workflow_engine,
         model_client,
         conversation,
+        threads,
     )
     for module in modules:
         print(f"\n== {module.__name__} ==")
