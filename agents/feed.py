@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+from agents import metrics
 from agents.events import Event
 
 
@@ -32,6 +33,7 @@ class RunFeed:
         self.done = False
         self.ended_at = 0.0
         self._waiters: list[asyncio.Future[None]] = []
+        metrics.RUNS_ACTIVE.inc()
 
     def matches(self, fingerprint: str, key: str | None) -> bool:
         """Whether a request for ``fingerprint`` (with ``key``) asks for this same run."""
@@ -46,6 +48,8 @@ class RunFeed:
 
     def close(self, error: BaseException | None = None) -> None:
         """End the feed; ``error`` is raised to readers once they have read every event."""
+        if not self.done:
+            metrics.RUNS_ACTIVE.dec()
         self.error, self.done, self.ended_at = error, True, time.monotonic()
         self._wake()
 

@@ -297,6 +297,7 @@ PROBES = [
     get("attachment", THREAD + "/attachments/{attachment}", 200, setup=_attached),
     get("attachment bad id", THREAD + "/attachments/nope", 400, setup=_new_thread),
     get("attachment missing", THREAD + "/attachments/att_0", 404, setup=_new_thread),
+    get("metrics", "/metrics", 200, replies=TOOL_RUN, before=((RUN.format("p-m"), ORDER),)),
     get("skills", "/v1/skills", 200),
     get("workflows", "/v1/workflows", 200),
     get("workflow", "/v1/workflows/lookup", 200),
