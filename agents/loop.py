@@ -25,7 +25,7 @@ from agents.models.usage import call_usage
 from agents.prompts import Prompts
 from agents.run import RunContext, emit
 from agents.skills.loader import Skill
-from agents.skills.meta import Outcome, Scope, SkillTools
+from agents.skills.meta import Outcome, Scope, SkillTools, definition_view
 
 
 @dataclass
@@ -230,11 +230,13 @@ def expert_system(
     inputs: dict[str, Any] | None = None,
     requests: list[Any] | None = None,
     summary: str | None = None,
+    choose: bool = False,
 ) -> str:
     """An expert's system prompt, compiled at run time from the template and the skills.
 
     One skill for an expert, several for a joint expert (``requests`` then lists what the user
-    asked of each). ``inputs`` (results of earlier tasks) are rendered as a delimited data
+    asked of each) or, with ``choose``, close candidates of which the model uses the one that
+    fits, or none. ``inputs`` (results of earlier tasks) are rendered as a delimited data
     block, apart from the instruction: text another expert produced must not read as an order.
     ``summary`` is the thread's summary of its earlier messages.
     """
@@ -244,16 +246,9 @@ def expert_system(
         skill=skills[0],
         instructions=skills[0].body(),
         references=list(skills[0].references),
-        skills=[
-            {
-                "name": skill.name,
-                "description": skill.description,
-                "instructions": skill.body(),
-                "references": list(skill.references),
-            }
-            for skill in skills
-        ],
+        skills=[definition_view(skill) for skill in skills],
         requests=requests or [],
+        choose=choose,
         task=task,
         inputs=inputs or {},
         summary=summary,

@@ -85,6 +85,18 @@ class Settings(BaseSettings):
     route_ambiguous_floor: float = Field(
         0.25, ge=0, le=1, description="Below this score no skill is a candidate: general chat."
     )
+    route_offer_tokens: int = Field(
+        2000,
+        ge=0,
+        le=100_000,
+        description=(
+            "When retrieval is not confident, up to three close candidates whose definitions "
+            "fit in this many tokens go to one expert, which uses the one that fits (no "
+            "separate routing call); the general assistant gets its best hits' definitions "
+            "within the same budget. 0: a routing call picks among candidates, nothing is "
+            "pre-loaded."
+        ),
+    )
     max_tool_rounds: int = Field(5, ge=1, le=50, description="Tool-calling rounds per expert.")
     joint_expert_tokens: int = Field(
         4000,

@@ -262,13 +262,20 @@ class SkillIndex:
         """The entry of a skill by name."""
         return self._by_name.get(name)
 
-    def compact(self, query: str, budget_tokens: int = 300, k: int = 8) -> tuple[str, list[str]]:
+    def compact(
+        self,
+        query: str,
+        budget_tokens: int = 300,
+        k: int = 8,
+        exclude: set[str] | frozenset[str] = frozenset(),
+    ) -> tuple[str, list[str]]:
         """The prompt's skill index for ``query``: pinned skills then the best hits, within
-        ``budget_tokens``. Returns the text and the names it lists."""
-        chosen: list[SkillEntry] = list(self.pinned())
-        for hit in self.search(query, k=k):
+        ``budget_tokens``, leaving out ``exclude`` (skills the prompt holds in full). Returns
+        the text and the names it lists."""
+        chosen: list[SkillEntry] = [e for e in self.pinned() if e.name not in exclude]
+        for hit in self.search(query, k=k + len(exclude)):
             entry = self.entry(hit.name)
-            if entry is not None and entry not in chosen:
+            if entry is not None and entry not in chosen and entry.name not in exclude:
                 chosen.append(entry)
         lines: list[str] = []
         used = 0

@@ -34,3 +34,17 @@ async def fan_out(model_settings: Any, tmp_path: Path) -> AsyncIterator[Services
     )
     async with open_services(settings) as opened:
         yield opened
+
+
+@pytest.fixture
+async def no_offers(model_settings: Any, tmp_path: Path) -> AsyncIterator[Services]:
+    """Services whose router offers no candidates to experts (a tie-break call decides)."""
+    settings = model_settings.model_copy(
+        update={
+            "skills_dir": make_skills(tmp_path / "skills"),
+            "skills_embeddings": True,
+            "route_offer_tokens": 0,
+        }
+    )
+    async with open_services(settings) as opened:
+        yield opened
