@@ -46,7 +46,7 @@ class RouterOptions:
     """Thresholds on fused retrieval scores (0–1), calibrated on bench/data."""
 
     confident: float = 0.45
-    margin: float = 0.04
+    margin: float = 0.08
     ambiguous_floor: float = 0.25
     multi_clause: float = 0.35
     workflow: float = 0.6
