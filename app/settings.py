@@ -67,6 +67,11 @@ class Settings(BaseSettings):
         description="MiniLM's linear layers in int8 (a query in about a third of the time, "
         "the same recall on the labelled set) or fp32 (the model's exact vectors).",
     )
+    skills_embedding_model: Path | None = Field(
+        None,
+        description="A local sentence-transformers model folder for dense retrieval (a "
+        "multilingual one, say); unset: the packaged MiniLM. Nothing is downloaded.",
+    )
     max_request_bytes: int = Field(
         16 * 1024 * 1024,
         ge=1024,
@@ -199,6 +204,7 @@ class Settings(BaseSettings):
             data_dir=self.data_dir,
             embeddings=self.skills_embeddings,
             embedding_precision=self.skills_embedding_precision,
+            embedding_model=self.skills_embedding_model,
         )
 
     def summary_options(self) -> SummaryOptions:

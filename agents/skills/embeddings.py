@@ -25,8 +25,15 @@ MODEL_ID = "all-MiniLM-L6-v2"
 class Embedder(Protocol):
     """Turns texts into L2-normalised float32 vectors."""
 
-    model_id: str
-    dimension: int
+    @property
+    def model_id(self) -> str:
+        """Names the model (and precision) in the cache's keys."""
+        ...
+
+    @property
+    def dimension(self) -> int:
+        """The vectors' size."""
+        ...
 
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 
@@ -265,6 +272,75 @@ def _reset_after_fork() -> None:
 
 _start_worker()
 os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+class LocalModelEmbedder:
+    """Any sentence-transformers model in a local folder (a multilingual one, say), loaded
+    offline on first use and run on the embedding thread, batched; its vectors are cached
+    under the folder's name and the hash of its configuration, never mixed with MiniLM's.
+
+    The packaged MiniLM keeps its own, faster path (``MiniLMEmbedder``): int8 and a traced
+    forward pass, which hold for its architecture, not for every model.
+    """
+
+    def __init__(self, path: Path) -> None:
+        folder = Path(path).expanduser()
+        if not (folder / "config.json").is_file() and not (folder / "modules.json").is_file():
+            raise ConfigError(
+                f"{folder} is not a sentence-transformers model folder (no modules.json or "
+                "config.json)",
+                fix="set SKILLDESK_SKILLS_EMBEDDING_MODEL to a folder saved with "
+                "SentenceTransformer.save(), or unset it for the packaged MiniLM",
+            )
+        self.path = folder.resolve()
+        config = b"".join(
+            (self.path / name).read_bytes()
+            for name in ("modules.json", "config.json", "config_sentence_transformers.json")
+            if (self.path / name).is_file()
+        )
+        self.model_id = f"local:{self.path.name}:{hashlib.sha256(config).hexdigest()[:16]}"
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def dimension(self) -> int:
+        """The model's vector size (loads the model)."""
+        return int(self._load().get_sentence_embedding_dimension())
+
+    @property
+    def executor(self) -> Executor:
+        """The embedding thread (shared with MiniLM: one torch caller per process)."""
+        return MiniLMEmbedder._worker
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                from sentence_transformers import SentenceTransformer
+
+                self._model = SentenceTransformer(
+                    str(self.path), device="cpu", local_files_only=True
+                )
+                log.info("embeddings.model_loaded", model=self.model_id)
+            return self._model
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts``; rows are unit length. Safe to call from any thread."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        if threading.current_thread() is MiniLMEmbedder._worker_thread:
+            return self._encode(list(texts))
+        return MiniLMEmbedder._worker.submit(self._encode, list(texts)).result()
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        vectors = self._load().encode(
+            texts, batch_size=_BATCH, normalize_embeddings=True, show_progress_bar=False
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+def make_embedder(precision: Precision = "int8", model: Path | None = None) -> Embedder:
+    """The embedder the settings name: a local model folder, else the packaged MiniLM."""
+    return LocalModelEmbedder(model) if model is not None else MiniLMEmbedder(precision)
 
 
 class EmbeddingCache:
