@@ -231,12 +231,14 @@ def expert_system(
     requests: list[Any] | None = None,
     summary: str | None = None,
     choose: bool = False,
+    skill_index: str = "",
 ) -> str:
     """An expert's system prompt, compiled at run time from the template and the skills.
 
     One skill for an expert, several for a joint expert (``requests`` then lists what the user
     asked of each) or, with ``choose``, close candidates of which the model uses the one that
-    fits, or none. ``inputs`` (results of earlier tasks) are rendered as a delimited data
+    fits, or none (``skill_index`` lists the next best skills, to load should none fit).
+    ``inputs`` (results of earlier tasks) are rendered as a delimited data
     block, apart from the instruction: text another expert produced must not read as an order.
     ``summary`` is the thread's summary of its earlier messages.
     """
@@ -249,6 +251,7 @@ def expert_system(
         skills=[definition_view(skill) for skill in skills],
         requests=requests or [],
         choose=choose,
+        skill_index=skill_index,
         task=task,
         inputs=inputs or {},
         summary=summary,

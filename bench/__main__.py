@@ -8,6 +8,7 @@ from bench import (
     model_client,
     retrieval_latency,
     retrieval_quality,
+    routing_policy,
     skill_context,
     tool_isolation,
     workflow_engine,
@@ -17,6 +18,7 @@ if __name__ == "__main__":
     modules = (
         skill_context,
         retrieval_quality,
+        routing_policy,
         retrieval_latency,
         cold_start,
         tool_isolation,

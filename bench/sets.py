@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from bench.common import DATA, ROOT
+from bench.replies import policy_body
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class RetrievalSet:
             meta = yaml.safe_dump(
                 {"name": skill["name"], "description": skill["description"]}, allow_unicode=True
             )
-            body = f"Use the {skill['name']} service to answer the user's request."
+            body = policy_body(skill["name"])
             (folder / "SKILL.md").write_text(f"---\n{meta}---\n\n{body}\n", encoding="utf-8")
         return root
 

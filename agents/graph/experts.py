@@ -8,7 +8,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
 from agents.errors import ModelError, SkillNotFound
-from agents.graph.nodes import Brain, Node, loop_update, no_model_reply
+from agents.graph.nodes import Brain, Node, last_user_text, loop_update, no_model_reply
 from agents.loop import LoopResult, expert_system
 from agents.memory.summaries import summary_text
 from agents.run import emit
@@ -25,6 +25,7 @@ def expert_prompt(
     requests: list[Task] | None = None,
     summary: str | None = None,
     choose: bool = False,
+    skill_index: str = "",
 ) -> str:
     """An expert's system prompt for the named skills (see ``expert_system``)."""
     assert brain.skills is not None
@@ -38,6 +39,7 @@ def expert_prompt(
         requests=list(requests or []),
         summary=summary,
         choose=choose,
+        skill_index=skill_index,
     )
 
 
@@ -59,7 +61,18 @@ def make_expert(brain: Brain) -> Node:
             return no_model_reply()
         scope = Scope(loaded=list(names), loadable=set(names))
         summary = summary_text(state.get("summary"))
-        system = expert_prompt(brain, names, summary=summary, choose=choosing)
+        index_text = ""
+        if choosing and brain.skills is not None:  # the next best, should no candidate fit
+            index_text, listed = brain.skills.index.compact(
+                last_user_text(state),
+                budget_tokens=brain.options.index_budget_tokens,
+                k=_NEXT_BEST,
+                exclude=set(names),
+            )
+            scope.loadable = {*names, *listed}
+        system = expert_prompt(
+            brain, names, summary=summary, choose=choosing, skill_index=index_text
+        )
         result = await brain.answer(system, list(state.get("messages", [])), scope, config)
         # The definitions lived in this expert's system prompt, not in the history, so the
         # skills are not recorded as loaded for later turns of the general assistant.
@@ -72,6 +85,10 @@ def make_expert(brain: Brain) -> Node:
         return update
 
     return expert
+
+
+# Skills listed besides the candidates: with them the top five retrieved are all reachable.
+_NEXT_BEST = 2
 
 
 def _skills_used(brain: Brain, result: LoopResult) -> list[str]:

@@ -71,6 +71,30 @@ async def test_the_candidates_expert_calls_the_fitting_tool_and_a_follow_up_stay
     assert final(events).message.content == "ORD1002 too."
 
 
+async def test_when_no_candidate_fits_the_expert_can_load_one_of_the_next_best(
+    services: Services, fake_llm: FakeLLM
+) -> None:
+    def first(request: RequestView) -> Reply:
+        assert request.offers("get_order", "list_alarms", "load_skill"), request.describe()
+        return Reply(
+            tool_calls=[
+                ToolCall("load_skill", {"name": "leave-balance"}, id="c1"),  # not listed
+                ToolCall("load_skill", {"name": "holiday-calendar"}, id="c2"),  # listed next
+            ]
+        )
+
+    def answer(request: RequestView) -> Reply:
+        refused, loaded = request.results_of("load_skill")
+        assert "out_of_scope" in refused.text
+        assert HOLIDAYS.instructions in loaded.text
+        return Reply(content="Closed on 1 May.")
+
+    fake_llm.script(first, answer)
+    events = await turn(services, "status of the delivery for the broken pump")
+    assert route_of(events).kind == "candidates"
+    assert final(events).message.content == "Closed on 1 May."
+
+
 async def test_close_candidates_with_a_side_effecting_tool_are_settled_by_the_tie_break(
     services: Services, fake_llm: FakeLLM
 ) -> None:
