@@ -22,6 +22,7 @@ from agents.models import ModelGateway
 from agents.prompts import Prompts
 from agents.router.router import Route, Router, RouterOptions
 from agents.run import RunContext
+from agents.skills.embeddings import EmbeddingCache, MiniLMEmbedder
 from agents.skills.index import SkillEntry, SkillIndex
 from agents.skills.service import SkillService, SkillsOptions
 from bench.common import ROOT
@@ -120,6 +121,12 @@ async def measure(
                 index = SkillIndex(hybrid.cache, dense_weight=weight)
                 index.build(entries)
             results[label] = recall(index, data.queries)
+            print(f"  {label:<22}" + "".join(f"{results[label]['all'][k]:<11.3f}" for k in KS))
+        if data.name == "labelled":  # int8 against the model's exact vectors
+            exact = SkillIndex(EmbeddingCache(cache_dir / "exact.sqlite", MiniLMEmbedder("fp32")))
+            exact.build(entries)
+            label = "hybrid, fp32 vectors"
+            results[label] = recall(exact, data.queries)
             print(f"  {label:<22}" + "".join(f"{results[label]['all'][k]:<11.3f}" for k in KS))
         for label, weight in METHODS:
             if weight is not None:
