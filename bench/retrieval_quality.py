@@ -144,10 +144,15 @@ async def measure(
             print_split("hybrid, before (no candidates offered)", split, len(data.queries))
         kinds = sorted(k for k in results["hybrid (Skilldesk)"] if k != "all")
         if kinds:
-            print(
-                "  hybrid recall@5 by kind: "
-                + ", ".join(f"{k} {results['hybrid (Skilldesk)'][k][5]:.3f}" for k in kinds)
-            )
+            for k in (1, 5):
+                found = ", ".join(f"{c} {results['hybrid (Skilldesk)'][c][k]:.3f}" for c in kinds)
+                print(f"  hybrid recall@{k} by kind: {found}")
+        if data.folder is not None:  # the routing of each language apart
+            router = Router(service, gateway, prompts)
+            for kind in kinds:
+                subset = [q for q in data.queries if q.kind == kind]
+                split = await routing_split(router, subset)
+                print_split(f"hybrid, {kind}", split, len(subset))
         calibrate(hybrid, data.queries)
         if "--sweep" in sys.argv:
             for weight in (0.3, 0.4, 0.5, 0.6, 0.7):

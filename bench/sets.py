@@ -35,9 +35,13 @@ class RetrievalSet:
     name: str
     skills: list[dict[str, str]]
     queries: list[Query]
+    folder: Path | None = None  # skills installed already (the bundled ones)
 
     def install(self, root: Path) -> Path:
-        """Write every skill as a folder with a SKILL.md under ``root``; returns ``root``."""
+        """Write every skill as a folder with a SKILL.md under ``root``; returns ``root``
+        (or the set's own folder when it has one)."""
+        if self.folder is not None:
+            return self.folder
         for skill in self.skills:
             folder = root / skill["name"]
             folder.mkdir(parents=True, exist_ok=True)
@@ -63,6 +67,15 @@ def labelled() -> RetrievalSet:
     return RetrievalSet("labelled", _jsonl(DATA / "retrieval_skills.jsonl"), queries)
 
 
+def bundled() -> RetrievalSet:
+    """The bundled skills as they ship (triggers and examples included), with English
+    queries and their Chinese translations (bench/data/bundled_queries.jsonl)."""
+    queries = [
+        Query(q["query"], q["expected"], q["kind"]) for q in _jsonl(DATA / "bundled_queries.jsonl")
+    ]
+    return RetrievalSet("bundled (English / Chinese)", [], queries, ROOT / "skills")
+
+
 def toolalpaca_dir() -> Path:
     """Where the ToolAlpaca files are."""
     configured = os.environ.get("SKILLDESK_TOOLALPACA_DIR")
@@ -81,7 +94,7 @@ def toolalpaca() -> RetrievalSet | None:
 
 def both() -> list[RetrievalSet]:
     """The sets that are available, the labelled one first."""
-    sets = [labelled()]
+    sets = [labelled(), bundled()]
     public = toolalpaca()
     if public is not None:
         sets.append(public)
