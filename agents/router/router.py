@@ -46,7 +46,8 @@ class RouterOptions:
     """Thresholds on fused retrieval scores (0–1), calibrated on bench/data."""
 
     confident: float = 0.45
-    margin: float = 0.08
+    margin: float = 0.08  # over the next skill, to answer with no model call
+    clause_margin: float = 0.02  # the same for each request of a message with several
     ambiguous_floor: float = 0.25
     multi_clause: float = 0.35
     workflow: float = 0.6
@@ -312,7 +313,8 @@ class Router:
             if not hits or hits[0].score < self.options.multi_clause:
                 continue
             margin = hits[0].score - (hits[1].score if len(hits) > 1 else 0.0)
-            if margin >= self.options.margin and all(c["skill"] != hits[0].name for c in chosen):
+            clear = margin >= self.options.clause_margin
+            if clear and all(c["skill"] != hits[0].name for c in chosen):
                 chosen.append({"clause": clause, "skill": hits[0].name})
         return (chosen if len(chosen) >= 2 else []), seen
 
