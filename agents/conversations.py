@@ -15,12 +15,16 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, Huma
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
-from agents.errors import InvalidTurn, ModelError, SkilldeskError
+from agents.errors import InvalidTurn, ModelError, NothingToResume, SkilldeskError
 from agents.events import Event, RunFailed, RunFinished, Token, from_custom
 from agents.feed import RunFeed, fingerprint
+from agents.memory.summaries import summarised_count
 from agents.router.router import Router
 from agents.run import RunBudget, RunContext, RunLimits
+from agents.state.attachments import AttachmentStore
 from agents.state.checkpointers import thread_lock
+from agents.state.migrations import migrate
+from agents.state.records import ThreadRecords, title_from
 from agents.state.schema import SCHEMA_VERSION
 from agents.text import mend
 from agents.turns import (
@@ -39,6 +43,8 @@ log = structlog.get_logger(__name__)
 # experts, the router's tie-break) are not streamed as answer text.
 ANSWER_NODES = frozenset({"assistant", "expert", "aggregate", "joint_expert"})
 RETAIN_S = 600.0  # how long a run stays joinable by its idempotency key after it ends
+# A turn with no new input: go on from the thread's latest checkpoint (after a crash).
+RESUME: tuple[BaseMessage, ...] = ()
 
 
 class ThreadLocks:
@@ -72,6 +78,8 @@ class Conversations:
         graph: The compiled conversation graph (with its checkpointer).
         limits: Budget applied to every run (the service's settings; none: unlimited).
         router: The graph's router, to start a turn's retrieval early (optional).
+        records: Thread records to keep up to date (title, times, status, message count).
+        attachments: Where files the run's skills make are kept (they become the thread's).
     """
 
     def __init__(
@@ -79,19 +87,33 @@ class Conversations:
         graph: CompiledStateGraph[Any, Any, Any, Any],
         limits: RunLimits | None = None,
         router: Router | None = None,
+        records: ThreadRecords | None = None,
+        attachments: AttachmentStore | None = None,
     ) -> None:
         self.graph = graph
         self.limits = limits or RunLimits()
         self.router = router
+        self.records = records
+        self.attachments = attachments
         self._locks = ThreadLocks()
         self._feeds: dict[str, list[RunFeed]] = {}  # runs under way, per thread
         self._recent: dict[tuple[str, str], RunFeed] = {}  # ended runs, by idempotency key
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def state(self, thread_id: str) -> dict[str, Any]:
-        """The thread's state values (empty for a new thread)."""
+        """The thread's state values in the current schema (empty for a new thread)."""
         snapshot = await self.graph.aget_state(_config(thread_id))
-        return dict(snapshot.values or {})
+        return migrate(dict(snapshot.values))[0] if snapshot.values else {}
+
+    @asynccontextmanager
+    async def hold(self, thread_id: str) -> AsyncIterator[None]:
+        """Hold the thread between runs (a change outside a run: delete, prune, a post)."""
+        async with self._locks.hold(thread_id, self.graph.checkpointer):
+            yield
+
+    def busy(self, thread_id: str) -> bool:
+        """Whether a run of the thread is under way in this process."""
+        return bool(self._feeds.get(thread_id))
 
     async def history(self, thread_id: str) -> list[BaseMessage]:
         """Messages of a thread so far (empty for a new thread)."""
@@ -104,8 +126,13 @@ class Conversations:
     async def post(self, thread_id: str, message: BaseMessage) -> None:
         """Add a message the service writes outside a run (a workflow that ended after an
         approval tells the thread), between runs of the thread."""
-        async with self._locks.hold(thread_id, self.graph.checkpointer):
+        async with self.hold(thread_id):
             await self.graph.aupdate_state(_config(thread_id), {"messages": [message]})
+
+    async def update(self, thread_id: str, values: dict[str, Any]) -> None:
+        """Write ``values`` to the thread's state between runs (an attachment's reference)."""
+        async with self.hold(thread_id):
+            await self.graph.aupdate_state(_config(thread_id), values)
 
     async def run(
         self, thread_id: str, messages: Sequence[BaseMessage] | ClientTurn, **options: Any
@@ -128,6 +155,7 @@ class Conversations:
         workflow: str | None = None,
         callbacks: list[BaseCallbackHandler] | None = None,
         idempotency_key: str | None = None,
+        owner: str | None = None,
     ) -> AsyncIterator[Event]:
         """Run one turn, yielding its events; always ends with RunFinished or RunFailed.
 
@@ -139,15 +167,18 @@ class Conversations:
         Args:
             thread_id: The conversation.
             messages: The new messages of this turn, or what a client sent (a ClientTurn:
-                which messages are new is decided against the history read for the run).
+                which messages are new is decided against the history read for the run);
+                ``RESUME`` (none) goes on from the latest checkpoint, a run a crash cut off.
             profile: Model profile for this run (run config, not state).
             skill: Answer with this skill (explicit target).
             workflow: Run this workflow (explicit target).
             callbacks: LangChain callback handlers for this run (tracing, timing).
             idempotency_key: The client's key for this request (an ``Idempotency-Key``).
+            owner: Who the thread belongs to, recorded when the run creates it.
 
         Raises:
             InvalidTurn: before any event, when a ClientTurn has no usable new message.
+            NothingToResume: before any event, for ``RESUME`` on a thread with no step left.
         """
         wanted = _fingerprint(messages)
         joined = self._joinable(thread_id, wanted, idempotency_key)
@@ -168,7 +199,7 @@ class Conversations:
         )
         feed = RunFeed(wanted, idempotency_key)
         self._feeds.setdefault(thread_id, []).append(feed)
-        task = asyncio.create_task(self._drive(ctx, messages, callbacks, feed))
+        task = asyncio.create_task(self._drive(ctx, messages, callbacks, feed, owner))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         async for event in feed.read():
@@ -186,13 +217,14 @@ class Conversations:
         turn: Sequence[BaseMessage] | ClientTurn,
         callbacks: list[BaseCallbackHandler] | None,
         feed: RunFeed,
+        owner: str | None = None,
     ) -> None:
         """Run the turn into its feed, whoever reads it (the run goes on without readers)."""
         try:
-            async with self._locks.hold(ctx.thread_id, self.graph.checkpointer):
-                async for event in self._run(ctx, turn, callbacks):
+            async with self.hold(ctx.thread_id):
+                async for event in self._run(ctx, turn, callbacks, owner):
                     feed.put(event)
-        except InvalidTurn as exc:
+        except (InvalidTurn, NothingToResume) as exc:
             feed.close(exc)
         except asyncio.CancelledError:
             message = "The service stopped during the run; the conversation so far is kept."
@@ -228,30 +260,45 @@ class Conversations:
         ctx: RunContext,
         turn: Sequence[BaseMessage] | ClientTurn,
         callbacks: list[BaseCallbackHandler] | None,
+        owner: str | None = None,
     ) -> AsyncIterator[Event]:
         """The run's steps: read the thread, take the new messages, repair the history,
         stream the graph, then report how it ended; every failure ends as RunFailed."""
         structlog.contextvars.bind_contextvars(thread_id=ctx.thread_id, run_id=ctx.run_id)
+        resuming = not isinstance(turn, ClientTurn) and not turn
         try:
-            if self.router is not None:  # its query embedding overlaps the reads and writes
+            if self.router is not None and not resuming:  # overlaps the reads and writes
                 self.router.anticipate(last_user_text(turn), ctx)
             # One read of the thread before the run and none after: the run's last values are
             # the thread's state (each read deserialises the whole history).
-            values = await self.state(ctx.thread_id)
+            snapshot = await self.graph.aget_state(_config(ctx.thread_id))
+            values, upgrade = migrate(dict(snapshot.values)) if snapshot.values else ({}, {})
             history = list(values.get("messages", []))
-            messages = (
-                new_turn(turn.messages, has_history=bool(history))
-                if isinstance(turn, ClientTurn)
-                else list(turn)
-            )
-            log.info("run.started", new_messages=len(messages), profile=ctx.profile)
             before = dict(values.get("usage", {}))
-            fixes = repairs(history)
-            if fixes:
-                await self.graph.aupdate_state(_config(ctx.thread_id), {"messages": fixes})
-            new = unless_retried(history, with_ids(messages))
-            ctx.turn_id = turn_id(history, new)
-            run_input = {"messages": new, "schema_version": SCHEMA_VERSION}
+            run_input: dict[str, Any] | None
+            if resuming:
+                if not snapshot.next:
+                    raise NothingToResume(
+                        f"thread {ctx.thread_id!r} has no unfinished run to resume; "
+                        "send a message to go on"
+                    )
+                log.info("run.resumed", next=list(snapshot.next))
+                ctx.turn_id = turn_id(history, [])  # the same keys for its side effects
+                run_input = None
+            else:
+                messages = (
+                    new_turn(turn.messages, has_history=bool(history))
+                    if isinstance(turn, ClientTurn)
+                    else list(turn)
+                )
+                log.info("run.started", new_messages=len(messages), profile=ctx.profile)
+                fixes = repairs(history)
+                if fixes:
+                    await self.graph.aupdate_state(_config(ctx.thread_id), {"messages": fixes})
+                new = unless_retried(history, with_ids(messages))
+                ctx.turn_id = turn_id(history, new)
+                await self._opened(ctx.thread_id, history, new, owner)
+                run_input = {**upgrade, "messages": new, "schema_version": SCHEMA_VERSION}
             async for mode, payload in self.graph.astream(
                 run_input,
                 _config(ctx.thread_id, run_id=ctx.run_id, callbacks=callbacks),
@@ -262,12 +309,66 @@ class Conversations:
                     values = cast(dict[str, Any], payload)
                 elif (event := _event(mode, payload)) is not None:
                     yield event
-        except InvalidTurn:
+        except (InvalidTurn, NothingToResume):
             raise  # before any event: the caller answers it as a bad request
         except Exception as exc:
+            await self._closed(ctx, None, failed=True)
             yield _failed(ctx, exc)
             return
+        values = await self._closed(ctx, values, failed=False)
         yield _finished(ctx, values, before)
+
+    async def _opened(
+        self,
+        thread_id: str,
+        history: list[BaseMessage],
+        new: list[BaseMessage],
+        owner: str | None,
+    ) -> None:
+        """A thread's first message gives it its record and title (no model call)."""
+        if self.records is None or history:
+            return
+        title = title_from(last_user_text(new))
+        record = await self.records.get(thread_id)
+        if record is None:
+            await self.records.create(thread_id, owner=owner, title=title, status="running")
+        elif not record.get("messages"):  # created empty (POST /v1/threads): named now
+            fresh = record.get("title") in (None, "", "New conversation")
+            await self.records.update(
+                thread_id, status="running", **({"title": title} if fresh else {})
+            )
+
+    async def _closed(
+        self, ctx: RunContext, values: dict[str, Any] | None, *, failed: bool
+    ) -> dict[str, Any]:
+        """After the run: files its skills made become the thread's attachments (their
+        references in state), and the thread's record says how the run ended."""
+        values = dict(values or {})
+        try:
+            if self.attachments is not None and not failed:
+                # Files the run's skills made (or a run a crash cut off made) not yet in state.
+                known = {a.get("id") for a in values.get("attachments", [])}
+                made = [
+                    a
+                    for a in await self.attachments.of_thread(ctx.thread_id)
+                    if a.get("kind") == "generated" and a.get("id") not in known
+                ]
+                if made:
+                    await self.graph.aupdate_state(_config(ctx.thread_id), {"attachments": made})
+                    values["attachments"] = [*values.get("attachments", []), *made]
+            if self.records is not None:
+                count = len(values.get("messages", [])) + summarised_count(values.get("summary"))
+                status = "failed" if failed else "idle"
+                changes: dict[str, Any] = {"status": status}
+                if not failed:
+                    changes["messages"] = count
+                if await self.records.update(ctx.thread_id, **changes) is None and not failed:
+                    first = next((m for m in values.get("messages", []) if m.type == "human"), None)
+                    title = title_from(first.text if first is not None else "")
+                    await self.records.create(ctx.thread_id, title=title, messages=count)
+        except Exception:  # bookkeeping must not fail a run whose answer is written
+            log.exception("run.bookkeeping_failed")
+        return values
 
 
 def _fingerprint(turn: Sequence[BaseMessage] | ClientTurn) -> str:

@@ -315,3 +315,41 @@ class StreamError(ProviderFault):
     had started, or in a 200 body)."""
 
     code = "model_bad_reply"
+
+
+class AttachmentRejected(SkilldeskError):
+    """A file the attachment store does not take: too large (``attachment_too_large``), a
+    type not accepted (``unsupported_media_type``), or content that is not what its type
+    says (``media_type_mismatch``)."""
+
+    code = "unsupported_media_type"
+
+
+class ThreadNotFound(SkilldeskError, LookupError):
+    """No thread by that id (or none the caller may see)."""
+
+    code = "thread_not_found"
+
+
+class CheckpointNotFound(SkilldeskError, LookupError):
+    """The thread has no checkpoint by that id (never had, or retention pruned it)."""
+
+    code = "checkpoint_not_found"
+
+
+class AttachmentNotFound(SkilldeskError, LookupError):
+    """The thread has no attachment by that id."""
+
+    code = "attachment_not_found"
+
+
+class NothingToResume(SkilldeskError):
+    """The thread's last run finished: there is no step left to resume."""
+
+    code = "nothing_to_resume"
+
+
+class ThreadBusy(SkilldeskError):
+    """The thread is answering a message; the request needs it idle (delete, fork)."""
+
+    code = "thread_busy"

@@ -18,6 +18,7 @@ from langchain_core.messages import (
 from langchain_core.messages.ai import add_ai_message_chunks
 from langchain_core.runnables import RunnableConfig
 
+from agents import failpoints
 from agents.errors import BudgetExceeded, SkillNotFound
 from agents.models import ModelGateway
 from agents.models.chat_model import finish_stream
@@ -141,6 +142,8 @@ async def execute_tools(
         out.extend([await run for run in runs])
     else:
         out.extend(await asyncio.gather(*runs))
+    for message in out:  # the tools ran; the node's checkpoint is not written yet
+        failpoints.hit("tool.done", str(message.name))
     return out
 
 
@@ -232,6 +235,7 @@ def expert_system(
     summary: str | None = None,
     choose: bool = False,
     skill_index: str = "",
+    attachments: list[Any] | None = None,
 ) -> str:
     """An expert's system prompt, compiled at run time from the template and the skills.
 
@@ -240,7 +244,8 @@ def expert_system(
     fits, or none (``skill_index`` lists the next best skills, to load should none fit).
     ``inputs`` (results of earlier tasks) are rendered as a delimited data
     block, apart from the instruction: text another expert produced must not read as an order.
-    ``summary`` is the thread's summary of its earlier messages.
+    ``summary`` is the thread's summary of its earlier messages; ``attachments`` its files,
+    by reference (name, type, size, caption).
     """
     return prompts.render(
         "expert",
@@ -255,4 +260,5 @@ def expert_system(
         task=task,
         inputs=inputs or {},
         summary=summary,
+        attachments=attachments or [],
     )

@@ -6,11 +6,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.routing import Route
 
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestContextMiddleware
 from app.api.openapi import install_openapi, operation_id
-from app.api.routes import approvals, chat, health, skills, threads, workflows
+from app.api.routes import approvals, chat, health, skills, threads, tools, workflows
+from app.mcp.transport import PATH as MCP_PATH
+from app.mcp.transport import McpEndpoint
 from app.services import freeze_startup_heap, open_services, warm_up
 from app.settings import Settings, load_settings
 
@@ -23,15 +26,17 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
     elsewhere does neither.
     """
     settings = settings or load_settings()
+    mcp = McpEndpoint()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with open_services(settings) as services:
             app.state.services = services
-            if freeze_heap:
-                await warm_up(services)
-                freeze_startup_heap()
-            yield
+            async with mcp.serve(services.tools, settings.host):
+                if freeze_heap:
+                    await warm_up(services)
+                    freeze_startup_heap()
+                yield
 
     app = FastAPI(
         title="Skilldesk",
@@ -45,7 +50,10 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
     app.include_router(health.router)
     app.include_router(chat.router)
     app.include_router(skills.router)
+    app.include_router(tools.router)
     app.include_router(threads.router)
     app.include_router(workflows.router)
     app.include_router(approvals.router)
+    # The exact path, no redirect to /mcp/ (a mount would answer /mcp with one).
+    app.router.routes.append(Route(MCP_PATH, endpoint=mcp))
     return app

@@ -23,10 +23,15 @@ from agents.router.router import Router, RouterOptions
 from agents.run import RunLimits
 from agents.skills.service import SkillService
 from agents.skills.watcher import start_watcher, stop_watcher
+from agents.state.attachments import AttachmentStore
 from agents.state.calls import call_journal
 from agents.state.checkpointers import open_checkpointer
 from agents.state.documents import documents_for
+from agents.state.records import ThreadRecords
+from agents.threads import Threads
 from agents.tokens import count_tokens
+from agents.toolserver.catalogue import ToolCatalogue
+from agents.toolserver.runs import WorkflowTools
 from agents.workflows.conversation import WorkflowTurns
 from agents.workflows.engine import WorkflowEngine
 from agents.workflows.matcher import IntentMatcher, WorkflowMatcher
@@ -50,13 +55,24 @@ class Services:
     workflow_registry: WorkflowRegistry
     engine: WorkflowEngine
     workflow_turns: WorkflowTurns
+    threads: Threads
+    tools: ToolCatalogue
+
+    @property
+    def attachments(self) -> AttachmentStore:
+        """The attachment store of every thread."""
+        return self.threads.attachments
 
 
 @asynccontextmanager
 async def open_services(
-    settings: Settings, *, watch: bool | None = None
+    settings: Settings, *, watch: bool | None = None, background: bool = True
 ) -> AsyncIterator[Services]:
-    """Validate the model profiles, load the skills, open the checkpointer, compile the graph."""
+    """Validate the model profiles, load the skills, open the checkpointer, compile the graph.
+
+    ``background`` (the server's): resume workflow runs a stop cut off and apply retention
+    on its interval; a command-line tool opening the same store beside a server does not.
+    """
     gateway = ModelGateway(settings.models())
     if not gateway.configured:
         log.warning("model.not_configured", hint=NO_MODEL_HINT)
@@ -100,6 +116,10 @@ async def open_services(
     try:
         async with open_checkpointer(settings.resolved_checkpoint_url) as checkpointer:
             skills.runner.journal = call_journal(checkpointer)
+            documents = documents_for(checkpointer)
+            attachments = AttachmentStore(documents, settings.attachment_options())
+            skills.runner.attachments = attachments
+            records = ThreadRecords(documents)
             prompts = Prompts(settings.prompts_dir)
             engine = WorkflowEngine(
                 registry,
@@ -107,10 +127,16 @@ async def open_services(
                 skills=skills,
                 gateway=gateway,
                 prompts=prompts,
-                documents=documents_for(checkpointer),
+                documents=documents,
                 max_rounds=settings.max_tool_rounds,
             )
             turns = WorkflowTurns(engine, gateway, prompts)
+            tools = ToolCatalogue(
+                skills,
+                prompts,
+                WorkflowTools(registry, engine),
+                list_skill_tools=settings.mcp_skill_tools_listed(),
+            )
             router = Router(skills, gateway, prompts, workflows, router_options)
             graph = build_graph(
                 gateway, checkpointer, prompts, skills, options, router=router, workflow_turns=turns
@@ -124,9 +150,15 @@ async def open_services(
                 workflows=len(registry),
                 workflow_errors=len(registry.errors),
             )
-            conversations = Conversations(graph, limits, router)
+            conversations = Conversations(graph, limits, router, records, attachments)
+            threads = Threads(conversations, records, attachments, settings.retention())
             # Runs a stop cut off, found before any new run can start (a new one is RUNNING too).
-            resuming = asyncio.create_task(engine.resume_orphans(await engine.orphans()))
+            tasks: list[asyncio.Task[Any]] = []
+            if background:
+                orphans = await engine.orphans()
+                tasks.append(asyncio.create_task(engine.resume_orphans(orphans)))
+            if background and settings.retention_interval_s > 0:
+                tasks.append(asyncio.create_task(threads.keep_bounded()))
             try:
                 yield Services(
                     settings,
@@ -138,10 +170,13 @@ async def open_services(
                     registry,
                     engine,
                     turns,
+                    threads,
+                    tools,
                 )
             finally:
-                resuming.cancel()
-                await asyncio.gather(resuming, return_exceptions=True)
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
                 await conversations.aclose()  # before the store closes under a run
     finally:
         if watcher is not None:

@@ -19,10 +19,13 @@ from agents.memory.summaries import SummaryOptions
 from agents.models import ModelsConfig, load_models_config
 from agents.skills.embeddings import Precision
 from agents.skills.service import SkillsOptions
+from agents.state.attachments import DEFAULT_TYPES, AttachmentOptions
 from agents.state.checkpointers import sqlite_url
+from agents.threads import RetentionOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV_PREFIX = "SKILLDESK_"
+_ON_OFF = {"true": "on", "yes": "on", "1": "on", "false": "off", "no": "off", "0": "off"}
 
 
 class Settings(BaseSettings):
@@ -148,6 +151,37 @@ class Settings(BaseSettings):
     summary_model: str | None = Field(
         None, description="Model profile that writes summaries (default: the default)."
     )
+    retention_keep_checkpoints: int = Field(
+        100,
+        ge=0,
+        le=1_000_000,
+        description="Newest checkpoints kept per thread; older ones are pruned (0: keep all). "
+        "A fork or the history reaches back this far.",
+    )
+    retention_idle_days: float = Field(
+        0,
+        ge=0,
+        description="Delete threads (checkpoints, record, attachments) not updated for this "
+        "many days (0: never).",
+    )
+    retention_interval_s: float = Field(
+        3600,
+        ge=0,
+        description="How often the service applies retention in the background (0: only "
+        "`skilldesk threads prune`).",
+    )
+    attachment_max_bytes: int = Field(
+        10 * 1024 * 1024, ge=1, description="Largest file accepted as an attachment."
+    )
+    attachment_types: list[str] = Field(
+        list(DEFAULT_TYPES), description="Media types accepted as attachments."
+    )
+    mcp_list_skill_tools: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Whether the tool server lists every skill tool beside the meta-tools "
+        "(MCP tools/list): auto lists them while there are fewer than 50, so that a large "
+        "catalogue is reached through search_skills.",
+    )
     max_model_calls: int = Field(12, ge=1, le=200, description="Model calls per run, in all.")
     max_tool_calls: int = Field(24, ge=1, le=500, description="Tool calls per run, in all.")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info")
@@ -159,6 +193,16 @@ class Settings(BaseSettings):
     @classmethod
     def _lower(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("mcp_list_skill_tools", mode="before")
+    @classmethod
+    def _on_off(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        if isinstance(value, str):
+            word = value.strip().lower()
+            return _ON_OFF.get(word, word)
+        return value
 
     @field_validator("checkpoint_url", mode="before")
     @classmethod
@@ -207,12 +251,32 @@ class Settings(BaseSettings):
             embedding_model=self.skills_embedding_model,
         )
 
+    def mcp_skill_tools_listed(self) -> bool | None:
+        """Whether the tool server lists every skill tool; ``None``: decided by their number."""
+        return {"on": True, "off": False}.get(self.mcp_list_skill_tools)
+
     def summary_options(self) -> SummaryOptions:
         """When a thread's earlier messages are summarised."""
         return SummaryOptions(
             after_messages=self.summary_after_messages,
             after_tokens=self.summary_after_tokens,
             keep=self.summary_keep,
+        )
+
+    def retention(self) -> RetentionOptions:
+        """How much of each thread is kept."""
+        return RetentionOptions(
+            keep_checkpoints=self.retention_keep_checkpoints,
+            idle_days=self.retention_idle_days,
+            interval_s=self.retention_interval_s,
+        )
+
+    def attachment_options(self) -> AttachmentOptions:
+        """Where attachments are kept (under the data folder) and what is accepted."""
+        return AttachmentOptions(
+            directory=self.data_dir / "attachments",
+            max_bytes=self.attachment_max_bytes,
+            media_types=tuple(self.attachment_types),
         )
 
     def models(self) -> ModelsConfig | None:

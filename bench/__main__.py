@@ -10,13 +10,16 @@ from bench import (
     retrieval_quality,
     routing_policy,
     skill_context,
+    threads,
     tool_isolation,
+    tool_server,
     workflow_engine,
 )
 
 if __name__ == "__main__":
     modules = (
         skill_context,
+        tool_server,
         retrieval_quality,
         routing_policy,
         retrieval_latency,
@@ -25,6 +28,7 @@ if __name__ == "__main__":
         workflow_engine,
         model_client,
         conversation,
+        threads,
     )
     for module in modules:
         print(f"\n== {module.__name__} ==")

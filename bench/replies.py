@@ -46,3 +46,13 @@ def policy_reply(skill: str, request: RequestView) -> Reply:
     if request.offers("load_skill") and f"- {skill}:" in request.system:
         return Reply(tool_calls=[ToolCall("load_skill", {"name": skill})])
     return Reply(content="used none")
+
+
+def thread_turn_reply(turn: int, request: RequestView) -> Reply:
+    """One turn of the long-thread benchmark: a summary when asked for one; else the order
+    lookup, then an answer once its result is in."""
+    if request.system_contains("You keep the record of a long conversation"):
+        return Reply(content=f"The user looked up orders 1 to {turn} [#0 user]; all shipped.")
+    if any(m.is_tool_result for m in request.turn):
+        return Reply(content=f"Order ORD{1000 + turn} has shipped with DHL, as planned.")
+    return Reply(tool_calls=[ToolCall("get_order", {"order_id": f"ORD{1000 + turn}"})])

@@ -26,6 +26,7 @@ def expert_prompt(
     summary: str | None = None,
     choose: bool = False,
     skill_index: str = "",
+    attachments: list[Any] | None = None,
 ) -> str:
     """An expert's system prompt for the named skills (see ``expert_system``)."""
     assert brain.skills is not None
@@ -40,6 +41,7 @@ def expert_prompt(
         summary=summary,
         choose=choose,
         skill_index=skill_index,
+        attachments=attachments,
     )
 
 
@@ -71,7 +73,12 @@ def make_expert(brain: Brain) -> Node:
             )
             scope.loadable = {*names, *listed}
         system = expert_prompt(
-            brain, names, summary=summary, choose=choosing, skill_index=index_text
+            brain,
+            names,
+            summary=summary,
+            choose=choosing,
+            skill_index=index_text,
+            attachments=state.get("attachments"),
         )
         result = await brain.answer(system, list(state.get("messages", [])), scope, config)
         # The definitions lived in this expert's system prompt, not in the history, so the
@@ -127,7 +134,11 @@ def make_joint(brain: Brain) -> Node:
         try:
             result = await brain.answer(
                 expert_prompt(
-                    brain, names, requests=tasks, summary=summary_text(state.get("summary"))
+                    brain,
+                    names,
+                    requests=tasks,
+                    summary=summary_text(state.get("summary")),
+                    attachments=state.get("attachments"),
                 ),
                 history,
                 scope,

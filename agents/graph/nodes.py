@@ -263,6 +263,7 @@ def make_assistant(brain: Brain) -> Node:
             skill_index=index_text,
             preloaded=[definition_view(s) for s in offered if s.name in preloaded],
             summary=summary_text(state.get("summary")),
+            attachments=state.get("attachments", []),
         )
         result = await brain.answer(
             system, list(state.get("messages", [])), scope, config, node="assistant"

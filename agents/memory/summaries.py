@@ -127,12 +127,29 @@ def cut_point(messages: Sequence[BaseMessage], keep: int) -> int:
 
 def _split(messages: Sequence[BaseMessage], cut: int) -> int | None:
     """An earlier cut when cutting before ``messages[cut]`` would part a tool call from its
-    result (the calling message's index, or one step back), else None."""
-    kept = {m.tool_call_id for m in messages[cut:] if isinstance(m, ToolMessage)}
-    for i, message in enumerate(messages[:cut]):
-        if isinstance(message, AIMessage) and any(c.get("id") in kept for c in message.tool_calls):
-            return i
+    result (the calling message's index, or one step back), else None.
+
+    A result answers the nearest assistant message before it that made a call with its id:
+    some providers number their call ids per reply (``call_0`` in every turn), so an id
+    alone does not say which earlier call a result belongs to.
+    """
+    for j in range(cut, len(messages)):
+        result = messages[j]
+        if isinstance(result, ToolMessage):
+            caller = _caller(messages, j, result.tool_call_id)
+            if caller is not None and caller < cut:
+                return caller
     return cut - 1 if isinstance(messages[cut], ToolMessage) else None
+
+
+def _caller(messages: Sequence[BaseMessage], at: int, call_id: str) -> int | None:
+    for i in range(at - 1, -1, -1):
+        message = messages[i]
+        if isinstance(message, AIMessage) and any(
+            c.get("id") == call_id for c in message.tool_calls
+        ):
+            return i
+    return None
 
 
 async def write_summary(

@@ -33,6 +33,7 @@ from agents.skills.spec import ToolSpec
 from agents.skills.threads import HandlerThreads
 from agents.skills.worker import import_handler
 from agents.skills.workers import WorkerCall, WorkerPool
+from agents.state.attachments import AttachmentStore
 from agents.state.calls import CallJournal, MemoryCallJournal
 from agents.text import NOT_UNICODE, bad_text
 
@@ -70,6 +71,8 @@ class ToolRunner:
         self._workers = WorkerPool()
         # Where side-effecting calls are recorded; the service puts it beside its checkpoints.
         self.journal: CallJournal = MemoryCallJournal()
+        # Where files a handler makes become its thread's attachments (the service sets it).
+        self.attachments: AttachmentStore | None = None
         self.imported: list[str] = []  # "skill:module" in import order (for tests and bench)
 
     async def call(
@@ -102,7 +105,7 @@ class ToolRunner:
             skill, spec = self.registry.tool(tool_name)
         except SkillNotFound as exc:
             return _error(tool_name, "unknown_tool", str(exc), started)
-        args, problem = _parse_arguments(spec, arguments)
+        args, problem = parse_arguments(spec.name, spec.parameters, arguments)
         if problem is not None:
             return _error(tool_name, "invalid_arguments", problem, started)
         key = idempotency_key or idempotency_key_of(
@@ -154,7 +157,39 @@ class ToolRunner:
             log.info("tool.failed", skill=skill.name, tool=tool_name, error=str(exc))
             why = f"{tool_name} failed: {type(exc).__name__}: {exc}"
             return _error(tool_name, "tool_failed", why, started)
+        try:
+            value = await self._adopt_files(value, context)
+        except ValueError as exc:
+            return _error(tool_name, "tool_failed", f"{tool_name}: {exc}", started)
         return self._result(skill, spec, value, started)
+
+    async def _adopt_files(self, value: Any, context: ToolContext) -> Any:
+        """Files a handler made (a result's ``files``: paths in its ``data_dir``, or
+        ``{"path", "caption"}``) become attachments of the thread, and the result the model
+        reads names each by attachment id instead of a path on the server.
+
+        Raises:
+            ValueError: a file outside the skill's data folder, or missing.
+        """
+        files = value.get("files") if isinstance(value, dict) else None
+        if not files or self.attachments is None or not context.thread_id:
+            return value
+        adopted, paths = [], set()
+        for item in files if isinstance(files, list) else [files]:
+            spec = item if isinstance(item, dict) else {"path": item}
+            paths.add(str(spec.get("path")))
+            path = await asyncio.to_thread(_own_file, context.data_dir, spec.get("path"))
+            made = await self.attachments.adopt(
+                context.thread_id,
+                path,
+                key=context.idempotency_key,
+                caption=str(spec.get("caption", "")),
+                run_id=context.run_id or "",
+            )
+            adopted.append({k: made.get(k) for k in ("id", "name", "media_type", "size")})
+        # A server path means nothing to the model or the user: the attachment replaces it.
+        kept = {k: v for k, v in value.items() if not (isinstance(v, str) and v in paths)}
+        return {**kept, "files": adopted}
 
     async def aclose(self) -> None:
         """Stop the worker processes."""
@@ -244,6 +279,18 @@ class ToolRunner:
         return getattr(module, function_name)
 
 
+def _own_file(data_dir: Path, path: Any) -> Path:
+    """``path`` resolved, if it is a file in ``data_dir`` (a handler may not hand out others).
+
+    Raises:
+        ValueError: naming the path.
+    """
+    resolved = Path(str(path or "")).resolve()
+    if not resolved.is_relative_to(data_dir.resolve()) or not resolved.is_file():
+        raise ValueError(f"the file {path!r} is not a file in the skill's data folder")
+    return resolved
+
+
 def _package(skill: Skill) -> str:
     """The package a skill's folder becomes, so that a handler may import its siblings
     relatively and two skills' ``handler`` modules never collide."""
@@ -260,9 +307,11 @@ def _import(skill: Skill, module_name: str) -> types.ModuleType:
     return import_handler(_package(skill), str(skill.path), module_name)
 
 
-def _parse_arguments(
-    spec: ToolSpec, arguments: dict[str, Any] | str | None
+def parse_arguments(
+    tool: str, schema: dict[str, Any], arguments: dict[str, Any] | str | None
 ) -> tuple[dict[str, Any], str | None]:
+    """The arguments of a call to ``tool`` as a dict, or the problem with them (naming each
+    offending field): not JSON, not an object, not text, or against ``schema``."""
     if arguments is None or arguments == "":
         arguments = {}
     if isinstance(arguments, str):
@@ -270,17 +319,15 @@ def _parse_arguments(
             arguments = json.loads(arguments)
         except json.JSONDecodeError as exc:
             return {}, (
-                f"the arguments of {spec.name} are not valid JSON ({exc.msg} at "
+                f"the arguments of {tool} are not valid JSON ({exc.msg} at "
                 f"position {exc.pos}); send a JSON object matching its parameters"
             )
     if not isinstance(arguments, dict):
-        return {}, f"the arguments of {spec.name} must be a JSON object"
+        return {}, f"the arguments of {tool} must be a JSON object"
     where = bad_text(arguments)
     if where is not None:
-        return {}, f"invalid arguments for {spec.name}: {where or 'the arguments'} {NOT_UNICODE}"
-    validator = Draft202012Validator(
-        spec.parameters, format_checker=Draft202012Validator.FORMAT_CHECKER
-    )
+        return {}, f"invalid arguments for {tool}: {where or 'the arguments'} {NOT_UNICODE}"
+    validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
     errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
     if errors:
         parts = []
@@ -291,7 +338,7 @@ def _parse_arguments(
                 options = sorted({e.message for e in err.context})[:4]
                 message = "expected one of: " + " | ".join(options)
             parts.append(f"{where}: {message}" if where else message)
-        return {}, f"invalid arguments for {spec.name}: " + "; ".join(parts)
+        return {}, f"invalid arguments for {tool}: " + "; ".join(parts)
     return dict(arguments), None
 
 

@@ -81,16 +81,40 @@ class ToolSpec(BaseModel):
         False, description="Changes the world (gets an idempotency key; may need approval)."
     )
     limits: ResultLimits | None = Field(None, description="Overrides the skill's limits.")
+    destructive: bool | None = Field(
+        None,
+        description="For a tool with side effects: whether it may destroy or overwrite "
+        "something (told to tool-server callers as MCP's destructiveHint).",
+    )
+    idempotent: bool | None = Field(
+        None,
+        description="Whether calling it twice with the same arguments does no more than once "
+        "(MCP's idempotentHint).",
+    )
+    output_schema: dict[str, Any] | None = Field(
+        None,
+        description="JSON Schema (type: object) of the result, for tool-server callers "
+        "(MCP's outputSchema); describe the result as trimmed by the limits.",
+    )
 
     @field_validator("parameters")
     @classmethod
     def _valid_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
-        if value.get("type") != "object":
-            raise ValueError("must be a JSON Schema with type: object")
-        error = best_match(_META_VALIDATOR.iter_errors(value))
-        if error is not None:
-            raise ValueError(f"is not a valid JSON Schema: {error.message}")
-        return value
+        return _object_schema(value)
+
+    @field_validator("output_schema")
+    @classmethod
+    def _valid_output_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else _object_schema(value)
+
+
+def _object_schema(value: dict[str, Any]) -> dict[str, Any]:
+    if value.get("type") != "object":
+        raise ValueError("must be a JSON Schema with type: object")
+    error = best_match(_META_VALIDATOR.iter_errors(value))
+    if error is not None:
+        raise ValueError(f"is not a valid JSON Schema: {error.message}")
+    return value
 
 
 class SkillConfig(BaseModel):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from functools import partial
@@ -79,18 +79,123 @@ async def _sqlite(path: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
         saver.close()
 
 
+BLOBS = "skilldesk_blobs"  # channel values by version, each written once
+
+
 class ThreadedSqliteSaver(SqliteSaver):
-    """LangGraph's SQLite checkpointer whose async methods run on one thread of its own.
+    """LangGraph's SQLite checkpointer whose async methods run on one thread of its own, and
+    whose checkpoints store each channel's value once per version.
 
     The aiosqlite-based ``AsyncSqliteSaver`` crosses to its thread and back for every
     statement, commit and cursor close (seven round trips for one step's writes); here one
-    operation is one round trip, and the event loop never waits on the file. Same tables, so
-    a file written by either opens with the other.
+    operation is one round trip, and the event loop never waits on the file.
+
+    LangGraph's SQLite saver writes every channel's value into every checkpoint: a step that
+    changes only the route rewrites the whole history and summary, so a long thread wrote
+    over 100 KB per step. Here, as PostgreSQL's saver does, a checkpoint holds the channels'
+    versions and each value lives in ``skilldesk_blobs`` under its version, written when it
+    changes. Checkpoints written before (values inline) are read as they are.
     """
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         super().__init__(conn)
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="skilldesk-sqlite")
+        self._has_blobs: set[tuple[str, str]] = set()  # threads whose blobs hold every value
+
+    def setup(self) -> None:
+        # The base class calls this on every cursor, holding its lock: no lock taken here.
+        first = not self.is_setup
+        super().setup()
+        if first:
+            with self.conn:
+                self.conn.execute(
+                    f"CREATE TABLE IF NOT EXISTS {BLOBS} (thread_id TEXT NOT NULL, "
+                    "checkpoint_ns TEXT NOT NULL DEFAULT '', channel TEXT NOT NULL, "
+                    "version TEXT NOT NULL, type TEXT NOT NULL, blob BLOB, "
+                    "PRIMARY KEY (thread_id, checkpoint_ns, channel, version))"
+                )
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        thread_id = str(config["configurable"]["thread_id"])
+        ns = str(config["configurable"].get("checkpoint_ns", ""))
+        values = checkpoint["channel_values"]
+        versions = checkpoint["channel_versions"]
+        changed = dict(new_versions)
+        if (thread_id, ns) not in self._has_blobs:
+            if not self._blobbed(thread_id, ns):  # a new thread, or one written inline before
+                changed = {c: v for c, v in versions.items() if c in values or c in changed}
+            self._has_blobs.add((thread_id, ns))
+        rows = []
+        for channel, version in changed.items():
+            kind, blob = (
+                self.serde.dumps_typed(values[channel]) if channel in values else ("empty", None)
+            )
+            rows.append((thread_id, ns, channel, str(version), kind, blob))
+        with self.lock, self.conn:
+            self.conn.executemany(f"INSERT OR REPLACE INTO {BLOBS} VALUES (?, ?, ?, ?, ?, ?)", rows)
+        kept = {c: v for c, v in values.items() if c not in versions}  # unversioned: inline
+        return super().put(config, {**checkpoint, "channel_values": kept}, metadata, new_versions)
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        found = super().get_tuple(config)
+        return None if found is None else self._filled(found)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        # Read to the end first: the base class holds its lock while it yields.
+        rows = [*super().list(config, filter=filter, before=before, limit=limit)]
+        for found in rows:
+            yield self._filled(found)
+
+    def delete_thread(self, thread_id: str) -> None:
+        super().delete_thread(thread_id)
+        with self.lock, self.conn:
+            self.conn.execute(f"DELETE FROM {BLOBS} WHERE thread_id = ?", (str(thread_id),))
+        self._has_blobs = {k for k in self._has_blobs if k[0] != str(thread_id)}
+
+    def _blobbed(self, thread_id: str, ns: str) -> bool:
+        with self.lock:
+            row = self.conn.execute(
+                f"SELECT 1 FROM {BLOBS} WHERE thread_id = ? AND checkpoint_ns = ? LIMIT 1",
+                (thread_id, ns),
+            ).fetchone()
+        return row is not None
+
+    def _filled(self, found: CheckpointTuple) -> CheckpointTuple:
+        """The tuple with every versioned channel's value read from the blobs."""
+        checkpoint = found.checkpoint
+        values = dict(checkpoint["channel_values"])
+        wanted = [(c, str(v)) for c, v in checkpoint["channel_versions"].items() if c not in values]
+        if not wanted:
+            return found
+        configurable = found.config["configurable"]
+        pairs = ", ".join("(?, ?)" for _ in wanted)
+        with self.lock:
+            rows = self.conn.execute(
+                f"SELECT channel, type, blob FROM {BLOBS} WHERE thread_id = ? "
+                f"AND checkpoint_ns = ? AND (channel, version) IN (VALUES {pairs})",
+                (
+                    str(configurable["thread_id"]),
+                    str(configurable.get("checkpoint_ns", "")),
+                    *[x for pair in wanted for x in pair],
+                ),
+            ).fetchall()
+        for channel, kind, blob in rows:
+            if kind != "empty":
+                values[channel] = self.serde.loads_typed((kind, blob))
+        return found._replace(checkpoint={**checkpoint, "channel_values": values})
 
     async def run(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """Run ``function`` on the saver's thread."""

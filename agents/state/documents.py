@@ -22,13 +22,16 @@ _POSTGRES_TABLE = (
     "owner TEXT, status TEXT, updated DOUBLE PRECISION NOT NULL, body TEXT NOT NULL, "
     "PRIMARY KEY (kind, id))"
 )
+# A user's threads (a listing by kind and owner, newest first) without a scan.
+_INDEX = f"CREATE INDEX IF NOT EXISTS {_TABLE}_owner ON {_TABLE} (kind, owner, updated)"
 
 
 class Documents(Protocol):
     """Where documents are kept."""
 
     async def put(self, kind: str, doc_id: str, body: dict[str, Any], **index: Any) -> None:
-        """Write a document (``index``: its ``owner`` and ``status``, for listings)."""
+        """Write a document (``index``: its ``owner`` and ``status``, for listings, and its
+        ``updated`` time, now by default)."""
         ...
 
     async def get(self, kind: str, doc_id: str) -> dict[str, Any] | None:
@@ -36,9 +39,20 @@ class Documents(Protocol):
         ...
 
     async def find(
-        self, kind: str, *, owner: str | None = None, status: str | None = None, limit: int = 100
+        self,
+        kind: str,
+        *,
+        owner: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+        before: float | None = None,
     ) -> list[dict[str, Any]]:
-        """Documents of ``kind``, newest first, filtered by owner and status."""
+        """Documents of ``kind``, newest first, filtered by owner and status; ``before``: only
+        those updated before that time (the next page of a listing)."""
+        ...
+
+    async def delete(self, kind: str, doc_id: str) -> bool:
+        """Remove a document; whether there was one."""
         ...
 
 
@@ -50,7 +64,12 @@ class MemoryDocuments:
 
     async def put(self, kind: str, doc_id: str, body: dict[str, Any], **index: Any) -> None:
         """See ``Documents.put``."""
-        row = (index.get("owner"), index.get("status"), time.time(), json.dumps(body))
+        row = (
+            index.get("owner"),
+            index.get("status"),
+            index.get("updated") or time.time(),
+            json.dumps(body),
+        )
         self.rows[(kind, doc_id)] = row
 
     async def get(self, kind: str, doc_id: str) -> dict[str, Any] | None:
@@ -59,16 +78,29 @@ class MemoryDocuments:
         return None if row is None else dict(json.loads(row[3]))
 
     async def find(
-        self, kind: str, *, owner: str | None = None, status: str | None = None, limit: int = 100
+        self,
+        kind: str,
+        *,
+        owner: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+        before: float | None = None,
     ) -> list[dict[str, Any]]:
         """See ``Documents.find``."""
         rows = [
             row
             for (k, _), row in self.rows.items()
-            if k == kind and owner in (None, row[0]) and status in (None, row[1])
+            if k == kind
+            and owner in (None, row[0])
+            and status in (None, row[1])
+            and (before is None or row[2] < before)
         ]
         rows.sort(key=lambda row: -row[2])
         return [json.loads(row[3]) for row in rows[:limit]]
+
+    async def delete(self, kind: str, doc_id: str) -> bool:
+        """See ``Documents.delete``."""
+        return self.rows.pop((kind, doc_id), None) is not None
 
 
 class SqliteDocuments:
@@ -80,7 +112,14 @@ class SqliteDocuments:
 
     async def put(self, kind: str, doc_id: str, body: dict[str, Any], **index: Any) -> None:
         """See ``Documents.put``."""
-        row = (kind, doc_id, index.get("owner"), index.get("status"), time.time(), _dump(body))
+        row = (
+            kind,
+            doc_id,
+            index.get("owner"),
+            index.get("status"),
+            index.get("updated") or time.time(),
+            _dump(body),
+        )
         await self.saver.run(self._write, row)
 
     async def get(self, kind: str, doc_id: str) -> dict[str, Any] | None:
@@ -91,17 +130,34 @@ class SqliteDocuments:
         return json.loads(rows[0][0]) if rows else None
 
     async def find(
-        self, kind: str, *, owner: str | None = None, status: str | None = None, limit: int = 100
+        self,
+        kind: str,
+        *,
+        owner: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+        before: float | None = None,
     ) -> list[dict[str, Any]]:
         """See ``Documents.find``."""
-        where, args = _where(kind, owner, status, "?")
+        where, args = _where(kind, owner, status, before, "?")
         sql = f"SELECT body FROM {_TABLE} WHERE {where} ORDER BY updated DESC LIMIT ?"
         rows = await self.saver.run(self._read, sql, (*args, limit))
         return [json.loads(row[0]) for row in rows]
 
+    async def delete(self, kind: str, doc_id: str) -> bool:
+        """See ``Documents.delete``."""
+        return await self.saver.run(self._delete, kind, doc_id)
+
+    def _delete(self, kind: str, doc_id: str) -> bool:
+        self._setup()
+        with self.saver.conn as conn:
+            cursor = conn.execute(f"DELETE FROM {_TABLE} WHERE kind = ? AND id = ?", (kind, doc_id))
+            return cursor.rowcount > 0
+
     def _setup(self) -> None:
         if not self._ready:
             self.saver.conn.execute(_SQLITE_TABLE)
+            self.saver.conn.execute(_INDEX)
             self._ready = True
 
     def _write(self, row: tuple[Any, ...]) -> None:
@@ -129,7 +185,14 @@ class PostgresDocuments:
                 f"INSERT INTO {_TABLE} VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (kind, id) "
                 "DO UPDATE SET owner = EXCLUDED.owner, status = EXCLUDED.status, "
                 "updated = EXCLUDED.updated, body = EXCLUDED.body",
-                (kind, doc_id, index.get("owner"), index.get("status"), time.time(), _dump(body)),
+                (
+                    kind,
+                    doc_id,
+                    index.get("owner"),
+                    index.get("status"),
+                    index.get("updated") or time.time(),
+                    _dump(body),
+                ),
             )
 
     async def get(self, kind: str, doc_id: str) -> dict[str, Any] | None:
@@ -140,17 +203,33 @@ class PostgresDocuments:
         return json.loads(rows[0]["body"]) if rows else None
 
     async def find(
-        self, kind: str, *, owner: str | None = None, status: str | None = None, limit: int = 100
+        self,
+        kind: str,
+        *,
+        owner: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+        before: float | None = None,
     ) -> list[dict[str, Any]]:
         """See ``Documents.find``."""
-        where, args = _where(kind, owner, status, "%s")
+        where, args = _where(kind, owner, status, before, "%s")
         sql = f"SELECT body FROM {_TABLE} WHERE {where} ORDER BY updated DESC LIMIT %s"
         return [json.loads(row["body"]) for row in await self._read(sql, (*args, limit))]
+
+    async def delete(self, kind: str, doc_id: str) -> bool:
+        """See ``Documents.delete``."""
+        await self._setup()
+        async with self.pool.connection() as conn:
+            cursor = await conn.execute(
+                f"DELETE FROM {_TABLE} WHERE kind = %s AND id = %s", (kind, doc_id)
+            )
+            return bool(cursor.rowcount)
 
     async def _setup(self) -> None:
         if not self._ready:
             async with self.pool.connection() as conn:
                 await conn.execute(_POSTGRES_TABLE)
+                await conn.execute(_INDEX)
             self._ready = True
 
     async def _read(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
@@ -171,15 +250,18 @@ def documents_for(saver: BaseCheckpointSaver[Any] | None) -> Documents:
 
 
 def _where(
-    kind: str, owner: str | None, status: str | None, mark: str
+    kind: str, owner: str | None, status: str | None, before: float | None, mark: str
 ) -> tuple[str, tuple[Any, ...]]:
-    clauses, args = [f"kind = {mark}"], [kind]
+    clauses, args = [f"kind = {mark}"], [kind]  # type: list[str], list[Any]
     if owner is not None:
         clauses.append(f"owner = {mark}")
         args.append(owner)
     if status is not None:
         clauses.append(f"status = {mark}")
         args.append(status)
+    if before is not None:
+        clauses.append(f"updated < {mark}")
+        args.append(before)
     return " AND ".join(clauses), tuple(args)
 
 

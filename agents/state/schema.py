@@ -10,8 +10,11 @@ from langgraph.graph.message import add_messages
 from agents.memory.summaries import Summary
 
 # The shape of state a run writes. Set in one place: the input of every run
-# (``Conversations``), so each checkpoint written after it carries the version.
-SCHEMA_VERSION = 1
+# (``Conversations``), so each checkpoint written after it carries the version; an older
+# checkpoint is brought up to it on read (``agents/state/migrations.py``).
+# 1: messages, usage, loaded_skills, route, workspace, pending_workflow, summary.
+# 2: attachments.
+SCHEMA_VERSION = 2
 
 TaskStatus = Literal["pending", "done", "failed"]
 
@@ -85,6 +88,34 @@ def merge_workspace(left: Workspace | None, right: Workspace | None) -> Workspac
     return Workspace(**{**left, "tasks": tasks})
 
 
+class Attachment(TypedDict, total=False):
+    """A file of the thread, by reference: the bytes live in the attachment store, never in
+    state or in a prompt (the model reads the name and the caption)."""
+
+    id: str
+    kind: Literal["upload", "generated"]
+    ref: str  # where the store keeps it (a path under the data directory)
+    name: str
+    media_type: str
+    size: int
+    caption: str
+    created: float
+
+
+def add_attachments(
+    left: list[Attachment] | None, right: list[Attachment] | None
+) -> list[Attachment]:
+    """Reducer: attachments are added once each (by id), in order; an entry with
+    ``removed`` true takes its id out."""
+    out = {a["id"]: a for a in left or []}
+    for item in right or []:
+        if item.get("removed"):
+            out.pop(item["id"], None)
+        else:
+            out[item["id"]] = item
+    return list(out.values())
+
+
 class ThreadState(TypedDict, total=False):
     """State of one conversation thread."""
 
@@ -97,4 +128,6 @@ class ThreadState(TypedDict, total=False):
     pending_workflow: dict[str, Any] | None
     # The earlier messages removed from `messages`, summarised (agents/memory/summaries.py).
     summary: Summary | None
+    # Files uploaded to the thread or made by its skills (references only).
+    attachments: Annotated[list[Attachment], add_attachments]
     schema_version: int

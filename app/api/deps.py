@@ -78,3 +78,15 @@ def approver(request: Request) -> str:
 
 
 ApproverDep = Annotated[str, Depends(approver)]
+
+
+def owner(request: Request) -> str | None:
+    """Whose threads a request sees and creates: the one place that says so.
+
+    Until API keys arrive (their issue), every caller is the same local user: ``None``,
+    which lists every thread and records none as anyone's.
+    """
+    return None
+
+
+OwnerDep = Annotated[str | None, Depends(owner)]

@@ -16,15 +16,21 @@ from starlette.routing import Match
 
 from agents.errors import (
     AlreadyDecided,
+    AttachmentNotFound,
+    AttachmentRejected,
     BadInputs,
+    CheckpointNotFound,
     HandlersBusy,
     InvalidTurn,
     ModelError,
     NoModelConfigured,
+    NothingToResume,
     RunNotFound,
     SkilldeskError,
     SkillNotFound,
     SkillReferenceError,
+    ThreadBusy,
+    ThreadNotFound,
     WorkflowNotFound,
 )
 
@@ -39,6 +45,12 @@ _BY_CLASS: tuple[tuple[type[SkilldeskError], int, str], ...] = (
     (RunNotFound, 404, "invalid_request_error"),
     (WorkflowNotFound, 404, "invalid_request_error"),
     (AlreadyDecided, 409, "invalid_request_error"),
+    (ThreadNotFound, 404, "invalid_request_error"),
+    (CheckpointNotFound, 404, "invalid_request_error"),
+    (AttachmentNotFound, 404, "invalid_request_error"),
+    (NothingToResume, 409, "invalid_request_error"),
+    (ThreadBusy, 409, "invalid_request_error"),
+    (AttachmentRejected, 415, "invalid_request_error"),
     (SkillReferenceError, 404, "invalid_request_error"),
     (HandlersBusy, 503, "server_error"),
     (NoModelConfigured, 503, "model_error"),
@@ -46,6 +58,7 @@ _BY_CLASS: tuple[tuple[type[SkilldeskError], int, str], ...] = (
     (SkilldeskError, 500, "server_error"),
 )
 _BY_CODE = {
+    "attachment_too_large": 413,
     "model_timeout": 504,
     "no_model_configured": 503,
     "run_cancelled": 503,
@@ -86,6 +99,7 @@ ERROR_STATUSES = {
     404: "The resource does not exist.",
     409: "The request conflicts with the resource's state (an approval decided already).",
     413: "The request body is larger than `SKILLDESK_MAX_REQUEST_BYTES` (`request_too_large`).",
+    415: "The file's type is not accepted, or its content is not of its type.",
     500: "An internal error; the request was not completed and the error is logged "
     "(`internal_error`).",
     502: "The language model failed after its retries and fallbacks (`model_error`; the "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from app.cli import chat, serve, skills, workflows
+from app.cli import chat, serve, skills, threads, workflows
 
 cli = typer.Typer(
     help="Skilldesk: a multi-agent chatbot service with skill plugins.",
@@ -20,6 +20,7 @@ cli.command("serve")(serve.serve)
 cli.command("chat")(chat.chat)
 cli.add_typer(skills.cli, name="skills")
 cli.add_typer(workflows.cli, name="workflows")
+cli.add_typer(threads.cli, name="threads")
 
 
 def main() -> None:

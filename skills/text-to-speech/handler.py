@@ -232,6 +232,8 @@ def synthesize_speech(
         frames, rate = wav.getnframes(), wav.getframerate()
     return {
         "path": str(target),
+        # The service makes it an attachment of the conversation (GET .../attachments/ID).
+        "files": [{"path": str(target), "caption": f"Speech ({voice}): {_caption(text)}"}],
         "file": target.name,
         "bytes": target.stat().st_size,
         "duration_s": round(frames / rate, 2),
@@ -241,6 +243,12 @@ def synthesize_speech(
         "sample_rate": rate,
         "cached": cached,
     }
+
+
+def _caption(text: str, limit: int = 80) -> str:
+    """The start of the spoken text, on one line."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 _VOICE_LINE = re.compile(r"^\s*(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)")

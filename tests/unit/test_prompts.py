@@ -15,6 +15,7 @@ TOOL_VALUES = {
     "choose_route": {"skills": ["order-query", "inventory"]},
     "plan_tasks": {"skills": ["order-query", "inventory"], "max_tasks": 6},
     "workflow_inputs": {"properties": {"device_id": {"type": "string", "description": "Id."}}},
+    "run_workflow": {"workflows": [{"name": "triage", "summary": "Sorts a ticket", "inputs": ""}]},
 }
 
 

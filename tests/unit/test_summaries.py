@@ -96,6 +96,21 @@ def test_several_calls_in_one_reply_stay_with_all_their_results() -> None:
         assert pairs_intact(messages[:cut])
 
 
+def test_call_ids_a_provider_repeats_in_every_turn_do_not_stop_the_cut() -> None:
+    # Some providers number calls per reply: every turn's call is "call_0".
+    messages: list[BaseMessage] = []
+    for n in range(6):
+        call = {"id": "call_0", "name": "get_order", "args": {"order_id": f"ORD{n}"}}
+        messages += [
+            HumanMessage(f"question {n}"),
+            AIMessage(content="", tool_calls=[call]),
+            ToolMessage(content="shipped", tool_call_id="call_0", name="get_order"),
+            AIMessage(content=f"answer {n}"),
+        ]
+    assert cut_point(messages, keep=6) == 16  # the start of the turn the cut falls in
+    assert cut_point(messages, keep=3) == 20
+
+
 def test_nothing_is_cut_when_the_history_is_no_longer_than_what_is_kept() -> None:
     assert cut_point(turn(0) * 3, keep=6) == 0
 

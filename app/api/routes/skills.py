@@ -13,6 +13,7 @@ from agents.errors import SkillNotFound
 from agents.skills.meta import definition
 from app.api.deps import IdempotencyKey, ServicesDep
 from app.api.errors import ApiError, error_responses
+from app.api.routes.tools import invoke
 from app.api.schemas.skills import (
     SkillDefinitionPublic,
     SkillHitPublic,
@@ -21,7 +22,6 @@ from app.api.schemas.skills import (
     SkillSearchPublic,
     SkillsPublic,
     ToolCallRequest,
-    ToolErrorPublic,
     ToolResultPublic,
 )
 
@@ -102,7 +102,9 @@ async def call_tool(
     body: ToolCallRequest,
     idempotency_key: IdempotencyKey = None,
 ) -> ToolResultPublic:
-    """Call one tool directly (tier 3). Tool failures are ``ok: false`` with a readable error."""
+    """Call one tool directly (tier 3). Tool failures are ``ok: false`` with a readable error.
+
+    The same call as ``POST /v1/tools/{name}/invoke`` (one implementation)."""
     registry = services.skills.registry
     try:
         skill = registry.get(name)
@@ -118,15 +120,6 @@ async def call_tool(
             "tool_not_found",
             f"skill {name!r} has no tool {tool!r}; it has {[t.name for t in skill.tools]}",
         )
-    result = await services.skills.call(tool, body.arguments, idempotency_key=idempotency_key)
-    return ToolResultPublic(
-        tool=tool,
-        ok=result.ok,
-        result=result.data if result.ok else None,
-        content=result.content,
-        error=None
-        if result.ok
-        else ToolErrorPublic(code=str(result.error_code), message=result.content),
-        truncated=result.truncated,
-        ms=round(result.ms, 3),
-    )
+    entries = services.tools.all().values()
+    public = next((e.name for e in entries if (e.skill, e.tool) == (name, tool)), tool)
+    return await invoke(services, public, body.arguments, idempotency_key)

@@ -7,32 +7,147 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi import APIRouter, File, Form, Path, Query, Response, UploadFile
+from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
+from agents.conversations import RESUME
+from agents.errors import AttachmentNotFound
 from agents.events import Event, RunFinished
 from agents.memory.summaries import summarised_count
-from app.api.deps import IdempotencyKey, ServicesDep, run_target
+from agents.state.attachments import media_type_of
+from agents.state.schema import Attachment
+from app.api.deps import IdempotencyKey, OwnerDep, ServicesDep, run_target
 from app.api.errors import ApiError, error_responses
 from app.api.openapi import named_events
 from app.api.schemas.events import RUN_EVENTS
-from app.api.schemas.threads import THREAD_HEADER, THREAD_ID_PATTERN, RunRequest, ThreadPublic
+from app.api.schemas.threads import (
+    THREAD_HEADER,
+    THREAD_ID_PATTERN,
+    AttachmentPublic,
+    ForkRequest,
+    HistoryPublic,
+    NewThread,
+    RunRequest,
+    ThreadListPublic,
+    ThreadPatch,
+    ThreadPublic,
+    ThreadRecordPublic,
+)
 
 # JSONResponse renders with json.dumps, as before the response models: floats (scores, tool
 # arguments) keep Python's notation, where pydantic's own JSON would write 1e-05 as 0.00001.
 router = APIRouter(prefix="/v1/threads", tags=["threads"], default_response_class=JSONResponse)
 ThreadId = Annotated[str, Path(pattern=THREAD_ID_PATTERN, description="The thread's id.")]
 BAD_ID = "The thread id does not match its pattern (`invalid_request`, `param` names it)."
+NO_THREAD = "No such thread (`thread_not_found`)."
+UPLOAD_CHUNK = 64 * 1024
+
+
+@router.get("", responses=error_responses(400, 500))
+async def list_threads(
+    services: ServicesDep,
+    owner: OwnerDep,
+    limit: Annotated[int, Query(ge=1, le=100, description="Threads per page.")] = 20,
+    before: Annotated[
+        float | None, Query(description="`next_before` of the previous page.")
+    ] = None,
+) -> ThreadListPublic:
+    """The caller's threads, most recently updated first, a page at a time."""
+    found = await services.threads.find(owner=owner, limit=limit + 1, before=before)
+    page = found[:limit]
+    return ThreadListPublic.model_validate(
+        {
+            "data": page,
+            "has_more": len(found) > limit,
+            "next_before": page[-1]["updated"] if len(found) > limit else None,
+        }
+    )
+
+
+@router.post(
+    "",
+    status_code=201,
+    responses=error_responses(400, 409, 500, notes={409: "The id is taken (`thread_exists`)."}),
+)
+async def create_thread(
+    services: ServicesDep, owner: OwnerDep, body: NewThread | None = None
+) -> ThreadRecordPublic:
+    """A new, empty thread (a run creates one too: this is for a client that wants the id
+    first)."""
+    body = body or NewThread()
+    record = await services.threads.create(owner=owner, title=body.title, thread_id=body.thread_id)
+    return ThreadRecordPublic.model_validate(record)
+
+
+@router.patch("/{thread_id}", responses=error_responses(400, 404, 500, notes={404: NO_THREAD}))
+async def rename_thread(
+    services: ServicesDep, thread_id: ThreadId, body: ThreadPatch
+) -> ThreadRecordPublic:
+    """Rename a thread."""
+    return ThreadRecordPublic.model_validate(await services.threads.rename(thread_id, body.title))
+
+
+@router.delete(
+    "/{thread_id}",
+    status_code=204,
+    response_class=Response,
+    responses=error_responses(
+        400, 404, 409, 500, notes={404: NO_THREAD, 409: "A run is under way (`thread_busy`)."}
+    ),
+)
+async def delete_thread(services: ServicesDep, thread_id: ThreadId) -> Response:
+    """Delete a thread: every checkpoint, its record, its attachments."""
+    await services.threads.delete(thread_id)
+    return Response(status_code=204)
+
+
+@router.get(
+    "/{thread_id}/history", responses=error_responses(400, 404, 500, notes={404: NO_THREAD})
+)
+async def thread_history(
+    services: ServicesDep,
+    thread_id: ThreadId,
+    limit: Annotated[int, Query(ge=1, le=200, description="Checkpoints per page.")] = 50,
+    before: Annotated[
+        str | None, Query(max_length=200, description="A checkpoint id: the page before it.")
+    ] = None,
+) -> HistoryPublic:
+    """The thread's checkpoints, newest first: step, node, time, parent and what changed."""
+    entries = await services.threads.history(thread_id, limit=limit + 1, before=before)
+    return HistoryPublic.model_validate({"data": entries[:limit], "has_more": len(entries) > limit})
+
+
+@router.post(
+    "/{thread_id}/fork",
+    status_code=201,
+    responses=error_responses(
+        400,
+        404,
+        409,
+        500,
+        notes={
+            404: "No such thread or checkpoint (`thread_not_found`, `checkpoint_not_found`).",
+            409: "The new id is taken (`thread_exists`).",
+        },
+    ),
+)
+async def fork_thread(
+    services: ServicesDep, owner: OwnerDep, thread_id: ThreadId, body: ForkRequest
+) -> ThreadRecordPublic:
+    """A new thread from one checkpoint of this one (the original is untouched). To edit an
+    earlier message: fork at the checkpoint before it, then send the edited message."""
+    record = await services.threads.fork(
+        thread_id, body.checkpoint_id, new_thread_id=body.thread_id, owner=owner
+    )
+    return ThreadRecordPublic.model_validate(record)
 
 
 @router.get(
     "/{thread_id}",
     # Keys that do not apply to a message (name, tool calls) are left out, not null.
     response_model_exclude_unset=True,
-    responses=error_responses(
-        400, 404, 500, notes={400: BAD_ID, 404: "No such thread (`thread_not_found`)."}
-    ),
+    responses=error_responses(400, 404, 500, notes={400: BAD_ID, 404: NO_THREAD}),
 )
 async def get_thread(services: ServicesDep, thread_id: ThreadId) -> ThreadPublic:
     """The thread's active messages (with index and speaker), how many earlier ones are
@@ -51,6 +166,7 @@ async def get_thread(services: ServicesDep, thread_id: ThreadId) -> ThreadPublic
             "route": state.get("route"),
             "loaded_skills": state.get("loaded_skills", []),
             "workspace": state.get("workspace"),
+            "attachments": [_attachment(thread_id, a) for a in state.get("attachments", [])],
             "usage": state.get("usage", {}),
         }
     )
@@ -102,9 +218,128 @@ async def stream_run(
     )
 
 
-async def _sse(events: AsyncIterator[Event]) -> AsyncIterator[str]:
+@router.post(
+    "/{thread_id}/resume",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "description": "The resumed run's events, as `runs/stream` sends them.",
+            "headers": THREAD_HEADER,
+            "content": {"text/event-stream": named_events(RUN_EVENTS, "As `runs/stream`.")},
+        },
+        **error_responses(
+            400,
+            404,
+            409,
+            500,
+            notes={404: NO_THREAD, 409: "The last run ended: nothing to resume."},
+        ),
+    },
+)
+async def resume_thread(services: ServicesDep, thread_id: ThreadId) -> StreamingResponse:
+    """Go on from the thread's latest checkpoint with no new input: a run a crash or a stop
+    cut off completes, its finished steps not run again."""
+    await services.threads.get(thread_id)
+    events = services.conversations.stream(thread_id, RESUME)
+    first = await anext(events)  # NothingToResume comes before any event: a 409
+    return StreamingResponse(
+        _sse(events, first),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Thread-Id": thread_id},
+    )
+
+
+@router.post(
+    "/{thread_id}/attachments",
+    status_code=201,
+    responses=error_responses(
+        400,
+        404,
+        413,
+        415,
+        500,
+        notes={
+            404: NO_THREAD,
+            413: "Larger than the attachment limit (`attachment_too_large`).",
+            415: "A type not accepted, or content that is not of its type "
+            "(`unsupported_media_type`, `media_type_mismatch`).",
+        },
+    ),
+)
+async def upload_attachment(
+    services: ServicesDep,
+    thread_id: ThreadId,
+    file: Annotated[UploadFile, File(description="The file (multipart form field `file`).")],
+    caption: Annotated[str, Form(max_length=500, description="What it is.")] = "",
+) -> AttachmentPublic:
+    """Attach a file to the thread. The model sees its name and caption, never its bytes."""
+    media_type = (file.content_type or "").split(";")[0].strip().lower()
+    if not media_type or media_type == "application/octet-stream":
+        media_type = media_type_of(file.filename or "")
+
+    async def chunks() -> AsyncIterator[bytes]:
+        while chunk := await file.read(UPLOAD_CHUNK):
+            yield chunk
+
+    attachment = await services.threads.attach(
+        thread_id,
+        name=file.filename or "upload",
+        media_type=media_type,
+        chunks=chunks(),
+        caption=caption,
+    )
+    return _attachment(thread_id, attachment)
+
+
+@router.get(
+    "/{thread_id}/attachments", responses=error_responses(400, 404, 500, notes={404: NO_THREAD})
+)
+async def list_attachments(services: ServicesDep, thread_id: ThreadId) -> list[AttachmentPublic]:
+    """The thread's files, oldest first."""
+    await services.threads.get(thread_id)
+    return [_attachment(thread_id, a) for a in await services.attachments.of_thread(thread_id)]
+
+
+@router.get(
+    "/{thread_id}/attachments/{attachment_id}",
+    response_class=FileResponse,
+    responses={
+        200: {"description": "The file, with its media type.", "content": {"*/*": {}}},
+        **error_responses(400, 404, 500, notes={404: "No such attachment."}),
+    },
+)
+async def get_attachment(
+    services: ServicesDep,
+    thread_id: ThreadId,
+    attachment_id: Annotated[str, Path(pattern=r"^att_[0-9a-f]{1,64}$")],
+) -> FileResponse:
+    """One file of the thread."""
+    found = await services.attachments.get(thread_id, attachment_id)
+    if found is None:
+        raise AttachmentNotFound(f"thread {thread_id!r} has no attachment {attachment_id!r}")
+    attachment, path = found
+    return FileResponse(
+        path,
+        media_type=attachment.get("media_type"),
+        filename=attachment.get("name"),
+        content_disposition_type="inline",
+    )
+
+
+def _attachment(thread_id: str, attachment: Attachment) -> AttachmentPublic:
+    url = f"/v1/threads/{thread_id}/attachments/{attachment.get('id')}"
+    return AttachmentPublic.model_validate({**attachment, "url": url})
+
+
+async def _sse(events: AsyncIterator[Event], first: Event | None = None) -> AsyncIterator[str]:
+    if first is not None:
+        yield _frame(first)
     async for event in events:
-        yield f"event: {_name(event)}\ndata: {json.dumps(_payload(event), ensure_ascii=False)}\n\n"
+        yield _frame(event)
+
+
+def _frame(event: Event) -> str:
+    return f"event: {_name(event)}\ndata: {json.dumps(_payload(event), ensure_ascii=False)}\n\n"
 
 
 def _name(event: Event) -> str:

@@ -161,9 +161,117 @@ class ThreadPublic(BaseModel):
     route: RoutePublic | None = Field(description="The last route decision, if any.")
     loaded_skills: list[str] = Field(description="Skills whose definitions the thread loaded.")
     workspace: WorkspacePublic | None = Field(description="The supervisor's last plan.")
+    attachments: list[AttachmentPublic] = Field(
+        [], description="Files of the thread (uploaded, or made by its skills)."
+    )
     usage: dict[str, int] = Field(
         description="Tokens and model calls so far: `input_tokens`, `output_tokens`, "
         "`total_tokens`, `model_calls`; `reasoning_tokens` and `cost_micro_usd` (the cost in "
         "millionths of a US dollar, of the calls whose prices are known) when there are any.",
         examples=[{"input_tokens": 30, "output_tokens": 4, "total_tokens": 34, "model_calls": 1}],
     )
+
+
+class AttachmentPublic(BaseModel):
+    """A file of the thread, by reference (fetch it from its `url`)."""
+
+    id: str = Field(description="The attachment's id, e.g. `att_3f…`.")
+    kind: Literal["upload", "generated"] = Field(
+        description="`upload` (sent by a client) or `generated` (made by a skill)."
+    )
+    name: str = Field(description="The file's name.")
+    media_type: str = Field(description="Its media type, e.g. `audio/wav`.")
+    size: int = Field(description="Its size in bytes.")
+    caption: str = Field("", description="What it is, in a few words (the model reads this).")
+    created: float | None = Field(None, description="When it was stored (Unix time).")
+    url: str = Field(description="Where to fetch it: `GET /v1/threads/{id}/attachments/{aid}`.")
+
+
+class ThreadRecordPublic(BaseModel):
+    """A thread as a listing shows it."""
+
+    thread_id: str = Field(description="The thread's id.")
+    title: str = Field(description="From its first message, or as renamed.")
+    created: float = Field(description="When it was created (Unix time).")
+    updated: float = Field(description="When it last changed (Unix time).")
+    status: Literal["idle", "running", "failed"] = Field(
+        description="`running` while a message is answered, `failed` when the last run failed."
+    )
+    messages: int = Field(description="Messages in the thread, summarised ones included.")
+    forked_from: dict[str, str] | None = Field(
+        None, description="`thread_id` and `checkpoint_id` it was forked from, if it was."
+    )
+
+
+class ThreadListPublic(BaseModel):
+    """One page of threads, newest first."""
+
+    object: Literal["list"] = "list"
+    data: list[ThreadRecordPublic]
+    has_more: bool = Field(description="Whether an older page exists.")
+    next_before: float | None = Field(
+        description="Pass as `before` for the next page (null on the last)."
+    )
+
+
+class NewThread(BaseModel):
+    """A thread created before its first message."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="Its title (default: from the first message).",
+    )
+    thread_id: str | None = Field(
+        None, pattern=THREAD_ID_PATTERN, description="An id of the client's (default: made up)."
+    )
+
+
+class ThreadPatch(BaseModel):
+    """What may change of a thread."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: str = Field(min_length=1, max_length=200, pattern=r"\S", description="A new title.")
+
+
+class ForkRequest(BaseModel):
+    """Where to branch a thread."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    checkpoint_id: str = Field(
+        min_length=1,
+        max_length=200,
+        description="The checkpoint to start from (`GET .../history` lists them). Required: "
+        "forking is never a silent copy of the latest state.",
+    )
+    thread_id: str | None = Field(
+        None, pattern=THREAD_ID_PATTERN, description="The new thread's id (default: made up)."
+    )
+
+
+class CheckpointPublic(BaseModel):
+    """One checkpoint of a thread, as the history lists it."""
+
+    checkpoint_id: str
+    parent_id: str | None = Field(description="The checkpoint before it.")
+    step: int | None = Field(description="The graph step (-1: the input of a run).")
+    source: str | None = Field(description="`input`, `loop`, `update` or `fork`.")
+    node: str | None = Field(description="The node whose step wrote it, when one did.")
+    nodes: list[str] = Field(description="Every node of that step.")
+    created: str | None = Field(description="When it was written (ISO 8601).")
+    next: list[str] = Field(description="Nodes still to run from it (empty: the run ended).")
+    messages: int = Field(description="Messages in the thread at this point.")
+    change: str = Field(description="What it changed, in one line.")
+
+
+class HistoryPublic(BaseModel):
+    """A thread's checkpoints, newest first."""
+
+    object: Literal["list"] = "list"
+    data: list[CheckpointPublic]
+    has_more: bool = Field(description="Whether older checkpoints exist.")

@@ -256,3 +256,53 @@ async def test_a_cut_on_a_tool_result_moves_back_to_its_call(
     assert said[0].tool_calls[0].id == said[1].tool_call_id == "c2"
     indexed = [(e["index"], e["speaker"]) for e in state["summary"]["entries"]]
     assert indexed == [(0, "user"), (1, "assistant"), (2, "tool")]
+
+
+async def test_the_summary_profile_writes_the_summary_and_the_default_answers(
+    make_settings: Any,
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    backup_llm: FakeLLM,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FAKE_KEY", "sk-fake")
+    models = tmp_path / "models.yaml"
+    models.write_text(
+        f"""
+default: main
+profiles:
+  main:
+    model: openai/fake-model
+    api_base: {fake_llm.base_url}
+    api_key_env: FAKE_KEY
+  cheap:
+    model: openai/small-model
+    api_base: {backup_llm.base_url}
+    api_key_env: FAKE_KEY
+""",
+        encoding="utf-8",
+    )
+    settings = make_settings(
+        models_file=models,
+        skills_dir=make_skills(tmp_path / "skills"),
+        summary_after_messages=4,
+        summary_after_tokens=0,
+        summary_keep=2,
+        summary_model="cheap",
+    )
+    thread = uuid.uuid4().hex
+    async with open_services(settings) as services:
+        for n in (1, 2):
+            fake_llm.script(Reply(content=f"ORD100{n} has shipped."))
+            await turn(services, f"where is my order ORD100{n}?", thread)
+        backup_llm.script(Reply(content=SUMMARY))
+        fake_llm.script(Reply(content="ORD1003 has shipped."))
+        events = await turn(services, "where is my order ORD1003?", thread)
+        state = await services.conversations.state(thread)
+    assert final(events).message.content == "ORD1003 has shipped."
+    (summary_call,) = backup_llm.requests
+    assert summary_call["model"] == "small-model"
+    assert "where is my order ORD1001?" in str(summary_call["messages"])
+    assert state["summary"]["text"] == SUMMARY
+    assert fake_llm.requests[-1]["model"] == "fake-model"
+    assert SUMMARY in fake_llm.requests[-1]["messages"][0]["content"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 LIMIT = 300_000  # request bytes: room for a message at the text limit
 CHAT, RUN = "/v1/chat/completions", "/v1/threads/{}/runs/stream"
 TOOL = "/v1/skills/order-lookup/tools/get_order"
+INVOKE = "/v1/tools/get_order/invoke"
 USER = {"role": "user", "content": "Where is my order?"}
 ERROR = {"$ref": "#/components/schemas/ErrorResponse"}
 LOOKUP = """

@@ -39,7 +39,7 @@ from tests.contract import (
     sse_events,
 )
 from tests.fakellm import FakeLLM, Reply, ToolCall
-from tests.integration.openapi.kit import CHAT, ERROR, LIMIT, RUN, START, TOOL, USER
+from tests.integration.openapi.kit import CHAT, ERROR, INVOKE, LIMIT, RUN, START, TOOL, USER
 
 # --- Probes: a request and the status it gets ------------------------------------------
 
@@ -61,6 +61,8 @@ class Probe:
     params: dict[str, Any] | None = None
     before: tuple[tuple[str, dict[str, Any]], ...] = ()  # runs that set the scene
     patch: Patch | None = None  # breaks something, for a status no request reaches
+    setup: Callable[[TestClient], dict[str, str]] | None = None  # ids for the path
+    files: dict[str, Any] | None = None  # a multipart body
 
 
 def chat(name: str, status: int, body: dict[str, Any] | None = None, **more: Any) -> Probe:
@@ -73,6 +75,49 @@ def run(name: str, status: int, body: dict[str, Any], thread: str = "p-1", **mor
 
 def get(name: str, path: str, status: int, **more: Any) -> Probe:
     return Probe(name, "GET", path, status, **more)
+
+
+def _new_thread(client: TestClient) -> dict[str, str]:
+    """An empty thread: ``{thread}``."""
+    made = client.post("/v1/threads", json={})
+    assert made.status_code == 201, made.text
+    return {"thread": made.json()["thread_id"]}
+
+
+def _answered_thread(client: TestClient) -> dict[str, str]:
+    """A thread with one answered turn (one scripted reply): ``{thread}``, ``{checkpoint}``."""
+    ids = _new_thread(client)
+    ran = client.post(RUN.format(ids["thread"]), json={"message": "hello"})
+    assert ran.status_code == 200, ran.text
+    history = client.get(f"/v1/threads/{ids['thread']}/history").json()["data"]
+    return {**ids, "checkpoint": history[0]["checkpoint_id"]}
+
+
+def _attached(client: TestClient) -> dict[str, str]:
+    """A thread with a text file: ``{thread}``, ``{attachment}``."""
+    ids = _new_thread(client)
+    made = client.post(
+        f"/v1/threads/{ids['thread']}/attachments",
+        files={"file": ("note.txt", b"a note", "text/plain")},
+    )
+    assert made.status_code == 201, made.text
+    return {**ids, "attachment": made.json()["id"]}
+
+
+def _busy(services: Services, mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(services.conversations, "busy", lambda thread_id: True)
+
+
+def _resumable(services: Services, mp: pytest.MonkeyPatch) -> None:
+    async def stream(thread_id: str, *_: Any, **__: Any) -> AsyncIterator[Event]:
+        yield NodeStarted("expert")
+        yield RunFinished(thread_id, "r", AIMessage("Done."), {})
+
+    mp.setattr(services.conversations, "stream", stream)
+
+
+NOTE = {"file": ("note.txt", b"a note", "text/plain")}
+THREAD = "/v1/threads/{thread}"
 
 
 def _failed_run(code: str) -> Patch:
@@ -164,6 +209,94 @@ PROBES = [
     get("unknown thread", "/v1/threads/p-none", 404),
     get("bad thread id", "/v1/threads/-p", 400),
     get("thread internal error", "/v1/threads/p-2", 500, patch=_raises("state")),
+    get("threads", "/v1/threads", 200, setup=_new_thread),
+    get("threads, a bad page size", "/v1/threads", 400, params={"limit": 0}),
+    Probe("new thread", "POST", "/v1/threads", 201, {"title": "Plans"}),
+    Probe("new thread, unknown field", "POST", "/v1/threads", 400, {"colour": "red"}),
+    Probe(
+        "new thread, id taken",
+        "POST",
+        "/v1/threads",
+        409,
+        {"thread_id": "p-2"},
+        replies=TOOL_RUN,
+        before=((RUN.format("p-2"), ORDER),),
+    ),
+    Probe("rename", "PATCH", THREAD, 200, {"title": "Renamed"}, setup=_new_thread),
+    Probe("rename blank", "PATCH", THREAD, 400, {"title": " "}, setup=_new_thread),
+    Probe("rename nothing", "PATCH", "/v1/threads/p-none", 404, {"title": "x"}),
+    Probe("delete", "DELETE", THREAD, 204, setup=_new_thread),
+    Probe("delete bad id", "DELETE", "/v1/threads/-p", 400),
+    Probe("delete nothing", "DELETE", "/v1/threads/p-none", 404),
+    Probe("delete while busy", "DELETE", THREAD, 409, setup=_new_thread, patch=_busy),
+    get(
+        "history", THREAD + "/history", 200, setup=_answered_thread, replies=(Reply(content="Hi."),)
+    ),
+    get("history bad id", "/v1/threads/-p/history", 400),
+    get("history of nothing", "/v1/threads/p-none/history", 404),
+    Probe(
+        "fork",
+        "POST",
+        THREAD + "/fork",
+        201,
+        {"checkpoint_id": "{checkpoint}"},
+        setup=_answered_thread,
+        replies=(Reply(content="Hi."),),
+    ),
+    Probe("fork without a checkpoint", "POST", THREAD + "/fork", 400, {}, setup=_new_thread),
+    Probe(
+        "fork an unknown checkpoint",
+        "POST",
+        THREAD + "/fork",
+        404,
+        {"checkpoint_id": "nope"},
+        setup=_new_thread,
+    ),
+    Probe(
+        "fork onto a taken id",
+        "POST",
+        THREAD + "/fork",
+        409,
+        {"checkpoint_id": "{checkpoint}", "thread_id": "{thread}"},
+        setup=_answered_thread,
+        replies=(Reply(content="Hi."),),
+    ),
+    Probe("resume", "POST", THREAD + "/resume", 200, setup=_new_thread, patch=_resumable),
+    Probe("resume bad id", "POST", "/v1/threads/-p/resume", 400),
+    Probe("resume nothing", "POST", "/v1/threads/p-none/resume", 404),
+    Probe(
+        "resume a finished run",
+        "POST",
+        THREAD + "/resume",
+        409,
+        setup=_answered_thread,
+        replies=(Reply(content="Hi."),),
+    ),
+    Probe("upload", "POST", THREAD + "/attachments", 201, setup=_new_thread, files=NOTE),
+    Probe("upload no file", "POST", THREAD + "/attachments", 400, setup=_new_thread, files={}),
+    Probe("upload to nothing", "POST", "/v1/threads/p-none/attachments", 404, files=NOTE),
+    Probe(
+        "upload too large",
+        "POST",
+        THREAD + "/attachments",
+        413,
+        setup=_new_thread,
+        files={"file": ("big.txt", b"x" * LIMIT, "text/plain")},
+    ),
+    Probe(
+        "upload of a refused type",
+        "POST",
+        THREAD + "/attachments",
+        415,
+        setup=_new_thread,
+        files={"file": ("tool.exe", b"MZ", "application/x-msdownload")},
+    ),
+    get("attachments", THREAD + "/attachments", 200, setup=_attached),
+    get("attachments bad id", "/v1/threads/-p/attachments", 400),
+    get("attachments of nothing", "/v1/threads/p-none/attachments", 404),
+    get("attachment", THREAD + "/attachments/{attachment}", 200, setup=_attached),
+    get("attachment bad id", THREAD + "/attachments/nope", 400, setup=_new_thread),
+    get("attachment missing", THREAD + "/attachments/att_0", 404, setup=_new_thread),
     get("skills", "/v1/skills", 200),
     get("workflows", "/v1/workflows", 200),
     get("workflow", "/v1/workflows/lookup", 200),
@@ -224,6 +357,12 @@ PROBES = [
     Probe("tool the skill lacks", "POST", "/v1/skills/weather-report/tools/get_order", 404, {}),
     Probe("tool call unwrapped", "POST", TOOL, 400, {"order_id": "ORD1001"}),
     Probe("tool call too large", "POST", TOOL, 413, {"arguments": {"x": "x" * LIMIT}}),
+    get("tools", "/v1/tools", 200),
+    Probe("invoke", "POST", INVOKE, 200, {"arguments": {"order_id": "ORD1001"}}),
+    Probe("invoke with JSON text", "POST", INVOKE, 200, {"arguments": '{"order_id": "ORD1001"}'}),
+    Probe("invoke an unknown tool", "POST", "/v1/tools/get_ordr/invoke", 404, {}),
+    Probe("invoke unwrapped", "POST", INVOKE, 400, {"order_id": "ORD1001"}),
+    Probe("invoke too large", "POST", INVOKE, 413, {"arguments": {"x": "x" * LIMIT}}),
 ]
 
 
@@ -245,15 +384,21 @@ def test_every_answer_is_documented_and_matches_its_schema(
             waiting = record.get("waiting") or {}
             ids.setdefault("run", record.get("id", ""))
             ids.setdefault("approval", waiting.get("approval_id", "none"))
+    if probe.setup is not None:
+        ids.update(probe.setup(client))
     if probe.patch is not None:
         probe.patch(client.app.state.services, monkeypatch)  # type: ignore[attr-defined]
+    body = probe.json
+    if isinstance(body, dict) and ids:
+        body = {k: v.format(**ids) if isinstance(v, str) else v for k, v in body.items()}
     response = client.request(
         probe.method,
         probe.path.format(**ids) if ids else probe.path,
-        json=probe.json,
+        json=body if probe.files is None else None,
         content=probe.content,
         headers=probe.headers,
         params=probe.params,
+        files=probe.files,
     )
     assert response.status_code == probe.status, response.text
     check_documented(document, probe.method, probe.path, response)
@@ -335,7 +480,7 @@ def test_every_event_type_a_run_can_send_is_documented(document: Document) -> No
     [
         ("DELETE", "/v1/models", "GET"),
         ("GET", CHAT, "POST"),
-        ("PUT", "/v1/threads/t", "GET"),
+        ("PUT", "/v1/threads/t", "DELETE, GET, PATCH"),
         ("GET", TOOL, "POST"),
     ],
 )

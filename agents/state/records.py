@@ -1,0 +1,111 @@
+"""Thread records: one small row per conversation (owner, title, times, status, message
+count) in the documents table beside the checkpoints, so a user's threads are listed
+newest first without reading a single checkpoint."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any, Literal, TypedDict
+
+from agents.state.documents import Documents
+
+THREAD = "thread"
+TITLE_CHARS = 60
+
+ThreadStatus = Literal["idle", "running", "failed"]
+
+
+class ThreadRecord(TypedDict, total=False):
+    """What a listing shows of a thread."""
+
+    thread_id: str
+    owner: str | None
+    title: str
+    created: float
+    updated: float
+    status: ThreadStatus
+    messages: int
+    forked_from: dict[str, str] | None
+
+
+def title_from(text: str) -> str:
+    """A title from the first message (no model call): its first line, whitespace
+    collapsed, cut at a word boundary to about 60 characters."""
+    line = re.sub(r"\s+", " ", text.strip().splitlines()[0] if text.strip() else "").strip()
+    if len(line) <= TITLE_CHARS:
+        return line or "New conversation"
+    cut = line[:TITLE_CHARS].rsplit(" ", 1)[0]
+    return (cut if len(cut) >= TITLE_CHARS // 2 else line[:TITLE_CHARS]).rstrip(" ,.;:") + "…"
+
+
+class ThreadRecords:
+    """The thread records of one store."""
+
+    def __init__(self, documents: Documents) -> None:
+        self.documents = documents
+
+    async def get(self, thread_id: str) -> ThreadRecord | None:
+        """One thread's record, or None."""
+        found = await self.documents.get(THREAD, thread_id)
+        return ThreadRecord(**found) if found is not None else None  # type: ignore[typeddict-item]
+
+    async def create(
+        self,
+        thread_id: str,
+        *,
+        owner: str | None = None,
+        title: str | None = None,
+        messages: int = 0,
+        status: ThreadStatus = "idle",
+        forked_from: dict[str, str] | None = None,
+    ) -> ThreadRecord:
+        """Write a new thread's record."""
+        now = time.time()
+        record = ThreadRecord(
+            thread_id=thread_id,
+            owner=owner,
+            title=title or "New conversation",
+            created=now,
+            updated=now,
+            status=status,
+            messages=messages,
+            forked_from=forked_from,
+        )
+        await self._put(record)
+        return record
+
+    async def update(self, thread_id: str, **changes: Any) -> ThreadRecord | None:
+        """Change a record's fields (``updated`` set to now); None when there is none."""
+        record = await self.get(thread_id)
+        if record is None:
+            return None
+        record.update(changes)  # type: ignore[typeddict-item]
+        record["updated"] = time.time()
+        await self._put(record)
+        return record
+
+    async def find(
+        self, *, owner: str | None = None, limit: int = 20, before: float | None = None
+    ) -> list[ThreadRecord]:
+        """Records newest first (by last update), of one owner when given."""
+        found = await self.documents.find(THREAD, owner=owner, limit=limit, before=before)
+        return [ThreadRecord(**row) for row in found]  # type: ignore[typeddict-item]
+
+    async def idle_since(self, cutoff: float, limit: int = 500) -> list[ThreadRecord]:
+        """Records not updated since ``cutoff`` (oldest last), for retention."""
+        return await self.find(limit=limit, before=cutoff)
+
+    async def delete(self, thread_id: str) -> bool:
+        """Remove a thread's record; whether there was one."""
+        return await self.documents.delete(THREAD, thread_id)
+
+    async def _put(self, record: ThreadRecord) -> None:
+        await self.documents.put(
+            THREAD,
+            record["thread_id"],
+            dict(record),
+            owner=record.get("owner"),
+            status=record.get("status"),
+            updated=record["updated"],
+        )

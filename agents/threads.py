@@ -1,0 +1,371 @@
+"""Threads as users and operators see them: listed, created, renamed, deleted, branched,
+their checkpoints listed, their files attached, their storage kept bounded (retention).
+
+Runs (a message, a resume) go through ``Conversations``; this is what happens around them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from langchain_core.messages import AIMessage, BaseMessage
+from langgraph.types import StateSnapshot
+
+from agents.conversations import Conversations
+from agents.errors import CheckpointNotFound, ThreadBusy, ThreadNotFound
+from agents.memory.summaries import summarised_count
+from agents.state.attachments import AttachmentStore
+from agents.state.migrations import migrate
+from agents.state.records import ThreadRecord, ThreadRecords, title_from
+from agents.state.retention import delete_thread, prune_thread, thread_bytes
+from agents.state.schema import Attachment
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class RetentionOptions:
+    """How much of each thread is kept (0 turns a rule off).
+
+    Attributes:
+        keep_checkpoints: The newest checkpoints kept per thread (older ones are pruned;
+            a fork or the history reaches back this far).
+        idle_days: Threads not updated for this many days are deleted, files and all.
+        interval_s: How often the service applies the policy in the background.
+    """
+
+    keep_checkpoints: int = 100
+    idle_days: float = 0
+    interval_s: float = 3600
+
+
+@dataclass
+class PruneReport:
+    """What one pass of retention did (or, dry, would do)."""
+
+    dry_run: bool
+    threads_deleted: list[str] = field(default_factory=list)
+    checkpoints_deleted: int = 0
+    threads_pruned: int = 0
+    skipped_busy: list[str] = field(default_factory=list)
+
+
+class Threads:
+    """The threads of one service."""
+
+    def __init__(
+        self,
+        conversations: Conversations,
+        records: ThreadRecords,
+        attachments: AttachmentStore,
+        retention: RetentionOptions | None = None,
+    ) -> None:
+        self.conversations = conversations
+        self.records = records
+        self.attachments = attachments
+        self.retention = retention or RetentionOptions()
+        self.saver: Any = conversations.graph.checkpointer
+
+    # Records.
+
+    async def create(
+        self, *, owner: str | None = None, title: str | None = None, thread_id: str | None = None
+    ) -> ThreadRecord:
+        """A new empty thread (its title set now, or from its first message)."""
+        thread_id = thread_id or f"thr_{uuid.uuid4().hex}"
+        if await self.records.get(thread_id) is not None or await self._has_state(thread_id):
+            raise ThreadBusy(f"thread {thread_id!r} exists already", code="thread_exists")
+        return await self.records.create(thread_id, owner=owner, title=title)
+
+    async def get(self, thread_id: str) -> ThreadRecord:
+        """A thread's record (made up from its state for a thread from before records).
+
+        Raises:
+            ThreadNotFound: no record and no state.
+        """
+        record = await self.records.get(thread_id)
+        if record is not None:
+            return record
+        values = await self.conversations.state(thread_id)
+        if not values:
+            raise ThreadNotFound(f"There is no thread {thread_id!r}.")
+        messages = values.get("messages", [])
+        first = next((m for m in messages if m.type == "human"), None)
+        return await self.records.create(
+            thread_id,
+            title=title_from(first.text if first is not None else ""),
+            messages=len(messages) + summarised_count(values.get("summary")),
+        )
+
+    async def find(
+        self, *, owner: str | None = None, limit: int = 20, before: float | None = None
+    ) -> list[ThreadRecord]:
+        """Threads newest first (by last update), of one owner when given."""
+        return await self.records.find(owner=owner, limit=limit, before=before)
+
+    async def rename(self, thread_id: str, title: str) -> ThreadRecord:
+        """Give a thread a title of the user's."""
+        await self.get(thread_id)
+        updated = await self.records.update(thread_id, title=title.strip())
+        assert updated is not None
+        return updated
+
+    async def delete(self, thread_id: str) -> None:
+        """Delete the thread: checkpoints, writes, journalled calls, record, attachments.
+
+        Raises:
+            ThreadNotFound: no such thread.
+            ThreadBusy: a run of the thread is under way.
+        """
+        await self.get(thread_id)
+        if self.conversations.busy(thread_id):
+            raise ThreadBusy(f"thread {thread_id!r} is answering a message; delete it after")
+        async with self.conversations.hold(thread_id):
+            await self._delete(thread_id)
+
+    async def _delete(self, thread_id: str) -> None:
+        await delete_thread(self.saver, thread_id)
+        await self.attachments.delete_thread(thread_id)
+        await self.records.delete(thread_id)
+        log.info("thread.deleted", thread_id=thread_id)
+
+    # Checkpoints.
+
+    async def history(
+        self, thread_id: str, *, limit: int = 50, before: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The thread's checkpoints, newest first: id, parent, step, time, the node that
+        wrote it, what runs next, the message count and a one-line summary of the change.
+
+        Raises:
+            ThreadNotFound: the thread has no checkpoints.
+        """
+        config: Any = {"configurable": {"thread_id": thread_id}}
+        start = _at(thread_id, before) if before else None
+        snapshots = [
+            s
+            async for s in self.conversations.graph.aget_state_history(
+                config, before=start, limit=limit + 1
+            )
+        ]
+        if not snapshots and before is None:
+            raise ThreadNotFound(f"There is no thread {thread_id!r}.")
+        entries = []
+        for i, snap in enumerate(snapshots[:limit]):
+            parent = snapshots[i + 1] if i + 1 < len(snapshots) else None
+            entries.append(_entry(snap, parent))
+        return entries
+
+    async def fork(
+        self,
+        thread_id: str,
+        checkpoint_id: str,
+        *,
+        new_thread_id: str | None = None,
+        owner: str | None = None,
+    ) -> ThreadRecord:
+        """A new thread whose state is the thread's at ``checkpoint_id``; the original is
+        not touched. Forking where an earlier message was sent, then sending an edited
+        message to the fork, is how a message is edited.
+
+        Raises:
+            ThreadNotFound / CheckpointNotFound: nothing to fork from.
+            ThreadBusy: ``new_thread_id`` names a thread that exists.
+        """
+        source = await self.get(thread_id)
+        found = await self.saver.aget_tuple(_at(thread_id, checkpoint_id))
+        if found is None:
+            raise CheckpointNotFound(
+                f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}; "
+                f"GET /v1/threads/{thread_id}/history lists them"
+            )
+        target = new_thread_id or f"thr_{uuid.uuid4().hex}"
+        if await self.records.get(target) is not None or await self._has_state(target):
+            raise ThreadBusy(f"thread {target!r} exists already", code="thread_exists")
+        checkpoint = dict(found.checkpoint)
+        metadata = {
+            **found.metadata,
+            "source": "fork",
+            "forked_from": {"thread_id": thread_id, "checkpoint_id": checkpoint_id},
+        }
+        config: Any = {"configurable": {"thread_id": target, "checkpoint_ns": ""}}
+        saved = await self.saver.aput(
+            config, checkpoint, metadata, dict(checkpoint["channel_versions"])
+        )
+        by_task: dict[str, list[tuple[str, Any]]] = {}
+        for task_id, channel, value in found.pending_writes or []:
+            by_task.setdefault(task_id, []).append((channel, value))
+        for task_id, writes in by_task.items():
+            await self.saver.aput_writes(saved, writes, task_id)
+        values = await self.conversations.state(target)
+        count = len(values.get("messages", [])) + summarised_count(values.get("summary"))
+        log.info("thread.forked", thread_id=thread_id, checkpoint_id=checkpoint_id, fork=target)
+        return await self.records.create(
+            target,
+            owner=owner if owner is not None else source.get("owner"),
+            title=source.get("title"),
+            messages=count,
+            forked_from={"thread_id": thread_id, "checkpoint_id": checkpoint_id},
+        )
+
+    async def _has_state(self, thread_id: str) -> bool:
+        return await self.saver.aget_tuple(_at(thread_id)) is not None
+
+    # Attachments.
+
+    async def attach(
+        self,
+        thread_id: str,
+        *,
+        name: str,
+        media_type: str,
+        chunks: AsyncIterator[bytes],
+        caption: str = "",
+    ) -> Attachment:
+        """Store an uploaded file and put its reference in the thread's state.
+
+        Raises:
+            ThreadNotFound: no such thread.
+            AttachmentRejected: too large, a type not accepted, or not what it says.
+        """
+        await self.get(thread_id)
+        attachment = await self.attachments.save(
+            thread_id, name=name, media_type=media_type, chunks=chunks, caption=caption
+        )
+        await self.conversations.update(thread_id, {"attachments": [attachment]})
+        await self.records.update(thread_id)
+        return attachment
+
+    # Retention.
+
+    async def prune(self, *, dry_run: bool = False, now: float | None = None) -> PruneReport:
+        """Apply the retention policy once: delete idle threads, prune old checkpoints."""
+        report = PruneReport(dry_run=dry_run)
+        policy = self.retention
+        now = time.time() if now is None else now
+        if policy.idle_days > 0:
+            cutoff = now - policy.idle_days * 86400
+            for record in await self.records.idle_since(cutoff, limit=10_000):
+                thread_id = record["thread_id"]
+                if self.conversations.busy(thread_id):
+                    report.skipped_busy.append(thread_id)
+                    continue
+                report.threads_deleted.append(thread_id)
+                if not dry_run:
+                    async with self.conversations.hold(thread_id):
+                        await self._delete(thread_id)
+        if policy.keep_checkpoints > 0:
+            before: float | None = None
+            while page := await self.records.find(limit=200, before=before):
+                before = page[-1]["updated"]
+                for record in page:
+                    await self._prune_one(record["thread_id"], report)
+        log.info(
+            "retention.applied",
+            dry_run=dry_run,
+            threads_deleted=len(report.threads_deleted),
+            checkpoints_deleted=report.checkpoints_deleted,
+        )
+        return report
+
+    async def _prune_one(self, thread_id: str, report: PruneReport) -> None:
+        keep = self.retention.keep_checkpoints
+        if thread_id in report.threads_deleted:
+            return
+        if self.conversations.busy(thread_id):
+            report.skipped_busy.append(thread_id)
+            return
+        if report.dry_run:
+            extra = (await thread_bytes(self.saver, thread_id))["checkpoints"] - keep
+            report.checkpoints_deleted += max(extra, 0)
+            report.threads_pruned += extra > 0
+            return
+        async with self.conversations.hold(thread_id):
+            deleted = await prune_thread(self.saver, thread_id, keep)
+        report.checkpoints_deleted += deleted
+        report.threads_pruned += deleted > 0
+
+    async def keep_bounded(self) -> None:
+        """Apply the retention policy every ``interval_s`` (the service's background task)."""
+        while True:
+            await asyncio.sleep(self.retention.interval_s)
+            try:
+                await self.prune()
+            except Exception:  # the next pass tries again; the service goes on
+                log.exception("retention.failed")
+
+
+def _at(thread_id: str, checkpoint_id: str | None = None) -> Any:
+    configurable = {"thread_id": thread_id, "checkpoint_ns": ""}
+    if checkpoint_id:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+def _entry(snap: StateSnapshot, parent: StateSnapshot | None) -> dict[str, Any]:
+    values = migrate(dict(snap.values))[0] if snap.values else {}
+    earlier = migrate(dict(parent.values))[0] if parent is not None and parent.values else {}
+    metadata = dict(snap.metadata or {})
+    parent_id = (snap.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+    wrote = list(parent.next) if parent is not None else []
+    source = metadata.get("source")
+    node = wrote[0] if len(wrote) == 1 else None
+    if node == "__start__":
+        node = "input"  # the step that takes a run's input into the state
+    change = describe_change(earlier, values)
+    if source == "input":
+        change = "a run starts"
+    elif node == "route" and "route " not in change:
+        route = values.get("route") or {}
+        change = f"route {route.get('kind')}" + (
+            f" → {route['target']}" if route.get("target") else ""
+        )
+    return {
+        "checkpoint_id": snap.config["configurable"]["checkpoint_id"],
+        "parent_id": parent_id,
+        "step": metadata.get("step"),
+        "source": source,
+        "node": node,
+        "nodes": wrote,
+        "created": snap.created_at,
+        "next": list(snap.next),
+        "messages": len(values.get("messages", [])) + summarised_count(values.get("summary")),
+        "change": change,
+    }
+
+
+def describe_change(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """What a checkpoint changed, in one line (``"+1 user: where is my order…"``)."""
+    parts: list[str] = []
+    old_ids = {m.id for m in before.get("messages", [])}
+    added = [m for m in after.get("messages", []) if m.id not in old_ids]
+    if added:
+        parts.append(f"+{len(added)} " + ", ".join(_said(m) for m in added[:3]))
+        if len(added) > 3:
+            parts[-1] += ", …"
+    gone = summarised_count(after.get("summary")) - summarised_count(before.get("summary"))
+    if gone > 0:
+        parts.append(f"summarised {gone} earlier messages")
+    route = after.get("route") or {}
+    if route and route != (before.get("route") or {}):
+        parts.append(
+            f"route {route.get('kind')}" + (f" → {route['target']}" if route.get("target") else "")
+        )
+    files = len(after.get("attachments", [])) - len(before.get("attachments", []))
+    if files > 0:
+        parts.append(f"+{files} attachment{'s' if files > 1 else ''}")
+    return "; ".join(parts) or "no change to messages"
+
+
+def _said(message: BaseMessage) -> str:
+    who = {"human": "user", "ai": "assistant"}.get(message.type, message.type)
+    if isinstance(message, AIMessage) and message.tool_calls:
+        return f"{who} calls " + ", ".join(c["name"] for c in message.tool_calls)
+    text = " ".join(str(message.text).split())
+    return f"{who}: {text[:40]}{'…' if len(text) > 40 else ''}" if text else who

@@ -1,0 +1,81 @@
+"""Workflows as two tools: ``run_workflow`` starts one (to its end, or to an approval it
+waits for) and ``get_workflow_run`` reads a run later.
+
+One tool for every workflow rather than one per workflow: the list a caller receives stays
+the same size however many workflows are installed; the workflows' names and inputs are in
+``run_workflow``'s description and its ``workflow`` enum.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agents.errors import BadInputs, RunNotFound, WorkflowNotFound
+from agents.prompts import Prompts
+from agents.skills.runner import ToolResult
+from agents.toolserver.results import error_result, ok_result
+from agents.workflows.engine import WorkflowEngine
+from agents.workflows.registry import WorkflowRegistry
+
+RUN_WORKFLOW, GET_WORKFLOW_RUN = "run_workflow", "get_workflow_run"
+
+
+class WorkflowTools:
+    """The serving workflows of a registry as tools, run by the engine."""
+
+    NAMES = (RUN_WORKFLOW, GET_WORKFLOW_RUN)
+
+    def __init__(self, registry: WorkflowRegistry, engine: WorkflowEngine) -> None:
+        self.registry = registry
+        self.engine = engine
+
+    def version(self) -> int:
+        """Changes whenever the workflows are reloaded with changes."""
+        return self.registry.version
+
+    def definitions(self, prompts: Prompts) -> list[tuple[dict[str, Any], bool]]:
+        """The two tools' definitions, each with whether it is read-only."""
+        workflows = [
+            {
+                "name": w.name,
+                "summary": " ".join(w.spec.description.split()),
+                "inputs": ", ".join(
+                    f"{name}: {spec.type}{'' if spec.required else ' (optional)'}"
+                    for name, spec in w.spec.inputs.items()
+                ),
+            }
+            for w in self.registry.all()
+        ]
+        return [
+            (prompts.tool(RUN_WORKFLOW, workflows=workflows), False),
+            (prompts.tool(GET_WORKFLOW_RUN), True),
+        ]
+
+    async def call(self, name: str, args: dict[str, Any], started: float) -> ToolResult:
+        """Start a run or read one; a failure is a ToolResult naming what went wrong."""
+        try:
+            if name == RUN_WORKFLOW:
+                record = await self.engine.run(str(args["workflow"]), args.get("inputs") or {})
+            else:
+                record = await self.engine.get_run(str(args["run_id"]))
+        except (WorkflowNotFound, BadInputs, RunNotFound) as exc:
+            return error_result(name, exc.code, str(exc), started)
+        run = run_summary(record)
+        return ok_result(name, json.dumps(run, ensure_ascii=False, default=str), run, started)
+
+
+def run_summary(record: dict[str, Any]) -> dict[str, Any]:
+    """What a caller needs of an execution record: id, status, outputs, error, and the
+    approval it waits for (decided at ``/v1/approvals``)."""
+    waiting = record.get("waiting") or None
+    return {
+        "run_id": record["id"],
+        "workflow": record["workflow"],
+        "status": record["status"],
+        "outputs": record.get("outputs") or {},
+        "error": record.get("error"),
+        "approval": None
+        if waiting is None
+        else {k: v for k, v in waiting.items() if k not in ("run_id", "workflow", "thread_id")},
+    }

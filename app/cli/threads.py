@@ -1,0 +1,209 @@
+"""``skilldesk threads list|show|history|fork|delete|prune``: the conversations in the
+store the service uses (the same settings), from the command line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from agents.errors import SkilldeskError
+from agents.threads import RetentionOptions
+from app.cli.common import load_cli_settings
+from app.logging import configure_logging
+from app.settings import Settings
+
+cli = typer.Typer(help="List, inspect, branch, delete and prune threads.", no_args_is_help=True)
+T = TypeVar("T")
+
+StoreUrl = Annotated[
+    str | None,
+    typer.Option("--checkpoint-url", help="The store [SKILLDESK_CHECKPOINT_URL]."),
+]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+ThreadArg = Annotated[str, typer.Argument(help="The thread's id.")]
+
+
+@cli.callback()
+def _quiet_logs() -> None:
+    configure_logging("error", "console")
+
+
+@asynccontextmanager
+async def _services(settings: Settings) -> AsyncIterator[Any]:
+    from app.services import open_services
+
+    # Thread commands need no retrieval: keyword-only skills load at once.
+    light = settings.model_copy(update={"skills_embeddings": False})
+    async with open_services(light, watch=False, background=False) as services:
+        yield services
+
+
+def _run(url: str | None, job: Callable[[Any], Awaitable[T]]) -> T:
+    """Open the store, run ``job`` on the services; a Skilldesk error exits with status 1."""
+    settings = load_cli_settings(checkpoint_url=url)
+
+    async def go() -> T:
+        async with _services(settings) as services:
+            return await job(services)
+
+    try:
+        return asyncio.run(go())
+    except SkilldeskError as exc:
+        typer.echo(f"skilldesk: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+def _when(stamp: float | str | None) -> str:
+    if isinstance(stamp, str):
+        return stamp[:19].replace("T", " ")
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp)) if stamp else "-"
+
+
+def _echo_json(value: Any) -> None:
+    typer.echo(json.dumps(value, ensure_ascii=False, default=str))
+
+
+@cli.command("list")
+def list_threads(
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="How many.")] = 20,
+    checkpoint_url: StoreUrl = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """The threads, most recently updated first."""
+    records = _run(checkpoint_url, lambda s: s.threads.find(limit=limit))
+    if as_json:
+        _echo_json(records)
+        return
+    for r in records:
+        line = f"{r['thread_id']:<36} {_when(r['updated'])}  {r['status']:<7} {r['messages']:>4}"
+        typer.echo(f"{line}  {r['title']}")
+    if not records:
+        typer.echo("no threads")
+
+
+@cli.command()
+def show(thread_id: ThreadArg, checkpoint_url: StoreUrl = None, as_json: JsonFlag = False) -> None:
+    """A thread's record and its active messages (index, speaker, text)."""
+
+    async def job(services: Any) -> dict[str, Any]:
+        record = await services.threads.get(thread_id)
+        values = await services.conversations.state(thread_id)
+        summary = values.get("summary") or {}
+        first = len(summary.get("entries", []))
+        messages = [
+            {"index": first + i, "role": m.type, "content": m.text, "name": m.name}
+            for i, m in enumerate(values.get("messages", []))
+        ]
+        attachments = values.get("attachments", [])
+        return {**record, "summary": summary, "active": messages, "attachments": attachments}
+
+    found = _run(checkpoint_url, job)
+    if as_json:
+        _echo_json(found)
+        return
+    typer.echo(f"{found['title']}  ({found['thread_id']}, {found['messages']} messages)")
+    if found["summary"]:
+        typer.echo(f"  [summary of {len(found['summary']['entries'])} earlier messages]")
+    for m in found["active"]:
+        who = m["role"] + (f":{m['name']}" if m["name"] else "")
+        typer.echo(f"  {m['index']:>4} {who:<16} {' '.join(str(m['content']).split())[:100]}")
+    for a in found["attachments"]:
+        typer.echo(f"  file {a['id']} {a['name']} ({a['media_type']}, {a['size']} bytes)")
+
+
+@cli.command()
+def history(
+    thread_id: ThreadArg,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="How many checkpoints.")] = 50,
+    checkpoint_url: StoreUrl = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """A thread's checkpoints, newest first (fork from one with ``fork --checkpoint``)."""
+    entries = _run(checkpoint_url, lambda s: s.threads.history(thread_id, limit=limit))
+    if as_json:
+        _echo_json(entries)
+        return
+    for e in entries:
+        node = e["node"] or "-"
+        typer.echo(
+            f"{e['checkpoint_id']}  step {e['step']:>3}  {_when(e['created'])}  {node:<14} "
+            f"{e['change']}"
+        )
+
+
+@cli.command()
+def fork(
+    thread_id: ThreadArg,
+    checkpoint: Annotated[
+        str, typer.Option("--checkpoint", help="The checkpoint to start from (see history).")
+    ],
+    to: Annotated[str | None, typer.Option("--to", help="The new thread's id.")] = None,
+    checkpoint_url: StoreUrl = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """A new thread from one checkpoint of THREAD_ID (which stays as it is)."""
+    record = _run(checkpoint_url, lambda s: s.threads.fork(thread_id, checkpoint, new_thread_id=to))
+    if as_json:
+        _echo_json(record)
+        return
+    typer.echo(f"forked {thread_id}@{checkpoint} -> {record['thread_id']}")
+
+
+@cli.command()
+def delete(
+    thread_id: ThreadArg,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+    checkpoint_url: StoreUrl = None,
+) -> None:
+    """Delete a thread: checkpoints, record, attachments."""
+    if not yes:
+        typer.confirm(f"Delete thread {thread_id} and everything it holds?", abort=True)
+    _run(checkpoint_url, lambda s: s.threads.delete(thread_id))
+    typer.echo(f"deleted {thread_id}")
+
+
+@cli.command()
+def prune(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would go.")] = False,
+    keep: Annotated[
+        int | None,
+        typer.Option(
+            min=0, help="Checkpoints kept per thread [SKILLDESK_RETENTION_KEEP_CHECKPOINTS]."
+        ),
+    ] = None,
+    idle_days: Annotated[
+        float | None,
+        typer.Option(min=0, help="Delete threads idle this long [SKILLDESK_RETENTION_IDLE_DAYS]."),
+    ] = None,
+    checkpoint_url: StoreUrl = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Apply the retention policy now (the service also does, every interval)."""
+
+    async def job(services: Any) -> Any:
+        policy = services.threads.retention
+        services.threads.retention = RetentionOptions(
+            keep_checkpoints=policy.keep_checkpoints if keep is None else keep,
+            idle_days=policy.idle_days if idle_days is None else idle_days,
+        )
+        return await services.threads.prune(dry_run=dry_run)
+
+    report = _run(checkpoint_url, job)
+    if as_json:
+        _echo_json(vars(report))
+        return
+    verb = "would delete" if dry_run else "deleted"
+    typer.echo(
+        f"{verb} {len(report.threads_deleted)} idle thread(s) and "
+        f"{report.checkpoints_deleted} old checkpoint(s) of {report.threads_pruned} thread(s)"
+    )
+    for thread_id in report.threads_deleted:
+        typer.echo(f"  thread {thread_id}")
+    if report.skipped_busy:
+        typer.echo(f"  skipped (answering): {', '.join(report.skipped_busy)}")

@@ -1,0 +1,1 @@
+"""MCP: the tool server over streamable HTTP at /mcp."""

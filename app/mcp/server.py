@@ -1,0 +1,288 @@
+"""The MCP server: the catalogue's tools, and each skill's SKILL.md and references as
+resources (``skill://NAME/SKILL.md``, ``skill://NAME/references/...``), on the SDK's
+low-level server."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import mimetypes
+import time
+from collections.abc import Awaitable
+from typing import Any
+
+import mcp_types as types
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourcesListChanged, ToolsListChanged
+
+from agents.errors import SkillNotFound, SkillReferenceError
+from agents.skills.loader import SKILL_FILE, Skill
+from agents.skills.meta import read_reference
+from agents.skills.runner import ToolResult
+from agents.toolserver.catalogue import ToolCatalogue, ToolEntry
+from agents.toolserver.results import error_result
+
+RESOURCE_NOT_FOUND = -32002  # the MCP specification's code for an unknown resource
+PROGRESS_EVERY_S = 1.0
+MANIFEST = "_manifest"
+
+
+class Sessions:
+    """Who hears that the lists changed: the sessions that keep a session id (2025-11-25, on
+    their stream), and the clients listening through ``subscriptions/listen`` (2026-07-28)."""
+
+    def __init__(self) -> None:
+        self.open: dict[str, ServerSession] = {}
+        self.bus = InMemorySubscriptionBus()
+        self.listen = ListenHandler(self.bus)
+
+    def remember(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        """Keep the session of a request that carries a session id."""
+        request = ctx.request
+        headers = getattr(request, "headers", None)
+        session_id = headers.get("mcp-session-id") if headers is not None else None
+        if session_id:
+            self.open[session_id] = ctx.session
+
+    def keep(self, alive: set[str]) -> None:
+        """Forget sessions that have ended."""
+        self.open = {k: v for k, v in self.open.items() if k in alive}
+
+    async def lists_changed(self) -> int:
+        """Send ``tools/list_changed`` and ``resources/list_changed`` to every open session
+        and listener; returns how many sessions were told."""
+        await self.bus.publish(ToolsListChanged())
+        await self.bus.publish(ResourcesListChanged())
+        told = 0
+        for session_id, session in list(self.open.items()):
+            try:
+                await session.send_tool_list_changed()
+                await session.send_resource_list_changed()
+                told += 1
+            except Exception:  # a session whose stream is gone
+                self.open.pop(session_id, None)
+        return told
+
+
+def build_server(catalogue: ToolCatalogue, sessions: Sessions) -> Server[Any]:
+    """The low-level MCP server over ``catalogue``."""
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[mcp_tool(e) for e in catalogue.listed()])
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        try:
+            entry = catalogue.entry(params.name)
+        except SkillNotFound as exc:  # an unknown tool is the caller's protocol error
+            raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
+        headers = getattr(ctx.request, "headers", None)
+        key = headers.get("idempotency-key") if headers is not None else None
+        call = catalogue.call(params.name, params.arguments or {}, idempotency_key=key)
+        return call_result(await with_progress(ctx, call), entry.output_schema)
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        resources = []
+        for skill in catalogue.skills.registry.all():
+            resources.append(
+                types.Resource(
+                    uri=f"skill://{skill.name}/{SKILL_FILE}",
+                    name=f"{skill.name}/{SKILL_FILE}",
+                    description=skill.description,
+                    mime_type="text/markdown",
+                )
+            )
+            resources += [
+                types.Resource(
+                    uri=f"skill://{skill.name}/{path}",
+                    name=f"{skill.name}/{path}",
+                    mime_type=_mime(path),
+                )
+                for path in skill.references
+            ]
+        return types.ListResourcesResult(resources=resources)
+
+    async def list_templates(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(
+            resource_templates=[
+                types.ResourceTemplate(
+                    uri_template="skill://{name}/SKILL.md",
+                    name="skill",
+                    description="A skill's instructions (find names with search_skills).",
+                    mime_type="text/markdown",
+                ),
+                types.ResourceTemplate(
+                    uri_template="skill://{name}/{+path}",
+                    name="skill-file",
+                    description="A file of a skill: a reference, or _manifest (its files "
+                    "with their SHA-256).",
+                ),
+            ]
+        )
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        text, mime = read_skill_file(catalogue, uri)
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=uri, mime_type=mime, text=text)]
+        )
+
+    server: Server[Any] = _Server(
+        "skilldesk",
+        version="0.1.0",
+        instructions=catalogue.prompts.render("tool_server_instructions"),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+        on_subscriptions_listen=sessions.listen,
+    )
+    server.middleware.append(_Remember(sessions))
+    return server
+
+
+class _Server(Server[Any]):
+    """The low-level server, telling clients that its tool and resource lists change."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        changes = notification_options or NotificationOptions(
+            tools_changed=True, resources_changed=True
+        )
+        return super().create_initialization_options(changes, experimental_capabilities, extensions)
+
+
+class _Remember:
+    """Middleware: every request or notification of a session keeps that session known."""
+
+    def __init__(self, sessions: Sessions) -> None:
+        self.sessions = sessions
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
+        if ctx.method != "initialize":
+            self.sessions.remember(ctx)
+        result: HandlerResult = await call_next(ctx)
+        return result
+
+
+def mcp_tool(entry: ToolEntry) -> types.Tool:
+    """A catalogue entry as an MCP tool, with its annotations."""
+    annotations = types.ToolAnnotations(
+        read_only_hint=entry.read_only,
+        destructive_hint=entry.destructive,
+        idempotent_hint=entry.idempotent,
+    )
+    return types.Tool(
+        name=entry.name,
+        description=entry.description,
+        input_schema=entry.parameters,
+        output_schema=entry.output_schema,
+        annotations=annotations,
+    )
+
+
+def call_result(
+    result: ToolResult, output_schema: dict[str, Any] | None = None
+) -> types.CallToolResult:
+    """A call's result as MCP's: the text, the data as ``structuredContent`` (an object;
+    other values under ``result``), and ``isError`` for a failed call, or for a result that
+    breaks the tool's declared ``output_schema`` (MCP clients would refuse it)."""
+    data = result.data
+    structured = data if isinstance(data, dict) else {"result": data}
+    if result.ok and output_schema is not None:
+        broken = best_match(Draft202012Validator(output_schema).iter_errors(structured))
+        if broken is not None:
+            where = ".".join(str(p) for p in broken.absolute_path) or "the result"
+            why = (
+                f"the result of {result.tool} does not match its output_schema ({where}: "
+                f"{broken.message}); fix the handler or the output_schema in skill.yaml"
+            )
+            result = error_result(result.tool, "invalid_output", why, time.perf_counter())
+    text = [types.TextContent(type="text", text=result.content)]
+    if not result.ok:
+        error = {"error": {"code": result.error_code, "message": result.content}}
+        return types.CallToolResult(content=text, structured_content=error, is_error=True)
+    return types.CallToolResult(content=text, structured_content=structured, is_error=False)
+
+
+async def with_progress(
+    ctx: ServerRequestContext[Any, Any], call: Awaitable[ToolResult]
+) -> ToolResult:
+    """Await ``call``, sending a progress notification each second it runs (when the caller
+    asked for progress)."""
+    task = asyncio.ensure_future(call)
+    seconds = 0.0
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=PROGRESS_EVERY_S)
+            if done:
+                return task.result()
+            seconds += PROGRESS_EVERY_S
+            await ctx.session.report_progress(seconds, None, f"running for {seconds:g} s")
+    finally:
+        if not task.done():
+            task.cancel()
+
+
+def read_skill_file(catalogue: ToolCatalogue, uri: str) -> tuple[str, str]:
+    """The text and MIME type of ``skill://NAME/PATH``.
+
+    Raises:
+        MCPError: (-32002) no such skill or file.
+    """
+    if not uri.startswith("skill://") or "/" not in uri[len("skill://") :]:
+        raise MCPError(RESOURCE_NOT_FOUND, f"{uri!r} is not a skill:// resource", {"uri": uri})
+    name, path = uri[len("skill://") :].split("/", 1)
+    try:
+        skill = catalogue.skills.registry.get(name)
+        if path == SKILL_FILE:
+            return (skill.path / SKILL_FILE).read_text(encoding="utf-8"), "text/markdown"
+        if path == MANIFEST:
+            return json.dumps(manifest(skill), indent=2), "application/json"
+        return read_reference(skill, path), _mime(path)
+    except (SkillNotFound, SkillReferenceError) as exc:
+        raise MCPError(RESOURCE_NOT_FOUND, str(exc), {"uri": uri}) from None
+
+
+def manifest(skill: Skill) -> dict[str, Any]:
+    """The skill's files offered as resources, each with its SHA-256."""
+    files = []
+    for path in (SKILL_FILE, *skill.references):
+        data = (skill.path / path).read_bytes()
+        files.append(
+            {
+                "path": path,
+                "uri": f"skill://{skill.name}/{path}",
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "size": len(data),
+            }
+        )
+    return {"skill": skill.name, "files": files}
+
+
+def _mime(path: str) -> str:
+    if path.endswith(".md"):
+        return "text/markdown"
+    return mimetypes.guess_type(path)[0] or "text/plain"

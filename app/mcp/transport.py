@@ -1,0 +1,138 @@
+"""MCP over streamable HTTP at exactly ``/mcp``, in the service's own app and process.
+
+Two session managers of the SDK serve it: a client that opens a session (``initialize``
+without a session id, then requests with its ``Mcp-Session-Id``) gets one that lives, and
+hears ``notifications/tools/list_changed`` and ``resources/list_changed`` on its stream when
+skills or workflows reload; any other request is served statelessly, on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import structlog
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import Message, Receive, Scope, Send
+
+from agents.toolserver.catalogue import ToolCatalogue
+from app.mcp.server import Sessions, build_server
+
+log = structlog.get_logger(__name__)
+PATH = "/mcp"
+WATCH_EVERY_S = 0.5
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+class McpEndpoint:
+    """The ASGI app at ``/mcp``; it answers 503 until ``serve`` has started it."""
+
+    def __init__(self) -> None:
+        self._stateful: StreamableHTTPSessionManager | None = None
+        self._stateless: StreamableHTTPSessionManager | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._stateful is None or self._stateless is None:
+            await _unavailable(send)
+            return
+        headers = dict(scope.get("headers") or ())
+        if b"mcp-session-id" in headers or scope.get("method") != "POST":
+            await self._stateful.handle_request(scope, receive, send)
+            return
+        body = await _body(receive)
+        manager = self._stateful if _opens_session(body) else self._stateless
+        await manager.handle_request(scope, _replay(body, receive), send)
+
+    @contextlib.asynccontextmanager
+    async def serve(self, catalogue: ToolCatalogue, host: str) -> AsyncIterator[Sessions]:
+        """Serve ``catalogue`` until the context ends; yields the sessions kept. Bound to a
+        loopback ``host``, requests must name a loopback host and origin (DNS rebinding)."""
+        sessions = Sessions()
+        server = build_server(catalogue, sessions)
+        security = _loopback_only() if host in LOOPBACK else None
+        stateful = StreamableHTTPSessionManager(server, security_settings=security)
+        stateless = StreamableHTTPSessionManager(server, stateless=True, security_settings=security)
+        async with stateful.run(), stateless.run():
+            self._stateful, self._stateless = stateful, stateless
+            watching = asyncio.create_task(_watch(catalogue, sessions, stateful))
+            try:
+                yield sessions
+            finally:
+                self._stateful = self._stateless = None
+                sessions.listen.close()
+                watching.cancel()
+                await asyncio.gather(watching, return_exceptions=True)
+
+
+async def _watch(
+    catalogue: ToolCatalogue, sessions: Sessions, manager: StreamableHTTPSessionManager
+) -> None:
+    """Tell the open sessions when a reload changed the skills or the workflows."""
+    seen = catalogue.version()
+    while True:
+        await asyncio.sleep(WATCH_EVERY_S)
+        # The manager's table of live sessions: the SDK has no public view of it.
+        sessions.keep(set(getattr(manager, "_server_instances", {})))
+        version = catalogue.version()
+        if version != seen:
+            seen = version
+            told = await sessions.lists_changed()
+            log.info("mcp.lists_changed", sessions=told)
+
+
+def _loopback_only() -> TransportSecuritySettings:
+    """What the SDK itself sets for a server on a loopback address."""
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
+
+
+def _opens_session(body: bytes) -> bool:
+    """Whether a POST body is an ``initialize`` request (alone or in a batch)."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return False
+    messages = message if isinstance(message, list) else [message]
+    return any(isinstance(m, dict) and m.get("method") == "initialize" for m in messages)
+
+
+async def _body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the body read already, then what the client sends."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+async def _unavailable(send: Send) -> None:
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": "starting up"}}
+    ).encode()
+    headers: list[Any] = [(b"content-type", b"application/json")]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,202 @@
+"""Long threads: checkpoint size and write time per step, framework time per turn, and the
+storage a thread takes, at turns 10, 50 and 100 of one scripted conversation.
+
+Each turn looks an order up (a tool call, its result, an answer) through the service's own
+path; an attachment is uploaded at turn 1. Run on the SQLite file and on PostgreSQL (the
+machine's server, a schema of its own), with summaries (the defaults: past 20 messages,
+keeping 6) and without, and with retention (the newest 20 checkpoints kept, applied every
+ten turns) beside the thread without it. Framework time is wall time minus the scripted
+model server's answering time, the median of the five turns up to each mark.
+Goals (issue #14): framework time at turn 100 within 1.2x of turn 10; under 16 KB written
+per checkpoint at turn 100; storage per thread that stops growing once retention applies.
+Run: .venv/bin/python -m bench.threads
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import statistics
+import tempfile
+import time
+import uuid
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from langchain_core.messages import HumanMessage
+
+from agents.events import RunFinished
+from agents.state.retention import thread_bytes
+from app.services import open_services, warm_up
+from app.settings import Settings
+from bench.common import ROOT
+from bench.conversation import covered
+from bench.replies import thread_turn_reply
+from tests.fakellm.process import FakeLLMProcess
+
+TURNS = 100
+MARKS = (10, 50, 100)
+POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
+KEEP = 20
+
+
+class WriteTimer:
+    """Time spent in the checkpointer's writes (checkpoints and pending writes)."""
+
+    def __init__(self, saver: Any) -> None:
+        self.seconds = 0.0
+        self.puts = 0
+        for name in ("aput", "aput_writes"):
+            setattr(saver, name, self._timed(getattr(saver, name), name == "aput"))
+
+    def _timed(self, method: Any, counts: bool) -> Any:
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return await method(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - started
+                self.puts += counts
+
+        return timed
+
+
+async def one_thread(
+    fake: FakeLLMProcess, settings: Settings, *, retention: bool
+) -> dict[int, dict[str, float]]:
+    """Figures at each mark for one thread of TURNS turns."""
+    async with open_services(settings, watch=False, background=False) as services:
+        await warm_up(services)
+        saver = services.checkpointer
+        writes = WriteTimer(saver)
+        thread = f"bench-{uuid.uuid4().hex[:8]}"
+        rows: list[dict[str, float]] = []
+        for turn in range(1, TURNS + 1):
+            fake.reset()
+            fake.script(*[partial(thread_turn_reply, turn)] * 3)
+            before = await thread_bytes(saver, thread)
+            seconds, puts = writes.seconds, writes.puts
+            started = time.perf_counter()
+            events = [
+                e
+                async for e in services.conversations.stream(
+                    thread,
+                    [HumanMessage(f"Where is my order ORD{1000 + turn}?")],
+                    skill="order-lookup",
+                )
+            ]
+            last = events[-1]
+            wall = time.perf_counter() - started
+            assert isinstance(last, RunFinished), last
+            if turn == 1:
+                await services.threads.attach(
+                    thread,
+                    name="invoice.txt",
+                    media_type="text/plain",
+                    chunks=_chunks(b"Invoice ORD1001: 2 pumps, 1 bearing.\n" * 20),
+                    caption="invoice of the first order",
+                )
+            if retention and turn % 10 == 0:
+                await services.threads.prune()
+            after = await thread_bytes(saver, thread)
+            written = max(after["checkpoints"] - before["checkpoints"], 1)
+            rows.append(
+                {
+                    "framework_ms": (wall - covered(fake.answering)) * 1000,
+                    "kb_per_checkpoint": max(after["bytes"] - before["bytes"], 0) / written / 1024,
+                    "write_ms": (writes.seconds - seconds) * 1000 / max(writes.puts - puts, 1),
+                    "stored_kb": after["bytes"] / 1024,
+                    "checkpoints": after["checkpoints"],
+                }
+            )
+    return {
+        mark: {
+            "framework_ms": statistics.median(r["framework_ms"] for r in rows[mark - 5 : mark]),
+            "kb_per_checkpoint": statistics.median(
+                r["kb_per_checkpoint"] for r in rows[mark - 5 : mark]
+            ),
+            "write_ms": statistics.median(r["write_ms"] for r in rows[mark - 5 : mark]),
+            "stored_kb": rows[mark - 1]["stored_kb"],
+            "checkpoints": rows[mark - 1]["checkpoints"],
+        }
+        for mark in MARKS
+    }
+
+
+async def _chunks(data: bytes) -> Any:
+    yield data
+
+
+def _settings(root: Path, fake: FakeLLMProcess, url: str, *, summaries: bool) -> Settings:
+    skills = root / "skills"
+    if not skills.exists():
+        shutil.copytree(
+            ROOT / "tests" / "fixtures" / "skills" / "storefront" / "order-lookup",
+            skills / "order-lookup",
+        )
+    summary: dict[str, Any] = (
+        {} if summaries else {"summary_after_messages": 0, "summary_after_tokens": 0}
+    )
+    return Settings(
+        data_dir=root / "data",
+        skills_dir=skills,
+        workflows_dir=root / "no-workflows",
+        skills_watch=False,
+        skills_embeddings=False,
+        model="openai/fake",
+        model_api_base=fake.base_url,
+        checkpoint_url=url,
+        retention_keep_checkpoints=KEEP,
+        retention_interval_s=0,
+        **summary,
+    )
+
+
+async def amain() -> list[tuple[str, dict[int, dict[str, float]]]]:
+    results = []
+    with tempfile.TemporaryDirectory() as tmp, FakeLLMProcess() as fake:
+        root = Path(tmp)
+        schema = f"bench_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(POSTGRES, autocommit=True) as conn:
+            conn.execute(f"CREATE SCHEMA {schema}")
+        try:
+            stores = {
+                "sqlite": f"sqlite:///{root / 'threads.sqlite'}",
+                "postgres": f"{POSTGRES}?options=-csearch_path%3D{schema}",
+            }
+            for store, url in stores.items():
+                for summaries, retention in ((False, False), (True, False), (True, True)):
+                    settings = _settings(root, fake, url, summaries=summaries)
+                    figures = await one_thread(fake, settings, retention=retention)
+                    label = (
+                        f"{store}, {'summaries' if summaries else 'no summaries'}"
+                        f"{', retention' if retention else ''}"
+                    )
+                    results.append((label, figures))
+        finally:
+            with psycopg.connect(POSTGRES, autocommit=True) as conn:
+                conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    return results
+
+
+def main() -> None:
+    results = asyncio.run(amain())
+    print(f"one thread of {TURNS} turns (tool call, result, answer; an attachment at turn 1)")
+    print(
+        f"{'store':<36}{'turn':>5}{'framework ms':>14}{'x turn 10':>11}{'KB/checkpoint':>15}"
+        f"{'write ms':>10}{'stored KB':>11}{'checkpoints':>13}"
+    )
+    for label, figures in results:
+        base = figures[MARKS[0]]["framework_ms"]
+        for mark, row in figures.items():
+            print(
+                f"{label if mark == MARKS[0] else '':<36}{mark:>5}{row['framework_ms']:>14.1f}"
+                f"{row['framework_ms'] / base:>10.2f}x{row['kb_per_checkpoint']:>15.1f}"
+                f"{row['write_ms']:>10.2f}{row['stored_kb']:>11.0f}{row['checkpoints']:>13.0f}"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,528 @@
+"""The tool server for other agents, through its two surfaces against a real `skilldesk serve`
+process: MCP at /mcp with the official client, and the OpenAI-style tools over HTTP. One
+suite runs over both; what only MCP has (resources, sessions, notifications) follows."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from agents.toolserver.strict import strict_problems
+from tests.integration.openapi.kit import LOOKUP
+from tests.integration.test_server_process import Service
+from tests.skillkit import copy_fixture_skill, tool, write_skill
+
+pytestmark = pytest.mark.integration
+
+SLOW = """
+import time
+
+COUNT = [0]
+
+
+def wait(seconds: float) -> dict:
+    time.sleep(seconds)
+    return {"waited": seconds}
+
+
+def bump() -> dict:
+    COUNT[0] += 1
+    return {"count": COUNT[0]}
+"""
+
+
+RESTOCK = """
+name: restock
+description: Checks a product's stock.
+inputs: {sku: {type: string}}
+nodes:
+  - {id: stock, kind: tool, tool: check_stock, arguments: {sku: "{{ inputs.sku }}"}}
+outputs: {message: "{{ nodes.stock.output.in_stock }} in stock"}
+"""
+
+
+def _env(skills: Path, workflows: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
+    env.update(
+        SKILLDESK_SKILLS_DIR=str(skills),
+        SKILLDESK_WORKFLOWS_DIR=str(workflows),
+        SKILLDESK_SKILLS_EMBEDDINGS="false",
+        SKILLDESK_LOG_FORMAT="json",
+    )
+    return env
+
+
+def _content(root: Path) -> tuple[Path, Path]:
+    """Two skills with tools (order-lookup, with a reference; slow-clock), an
+    instruction-only one, and a workflow that looks an order up and waits for approval."""
+    skills, workflows = root / "skills", root / "workflows"
+    copy_fixture_skill(skills, "storefront/order-lookup")
+    copy_fixture_skill(skills, "storefront/weather-report")
+    write_skill(
+        skills,
+        "slow-clock",
+        "Waits a given time. Use it to test patience.",
+        config={
+            "isolation": "thread",
+            "tools": [
+                tool("wait", "handler:wait", {"seconds": {"type": "number"}}, ["seconds"]),
+                tool("bump", "handler:bump", side_effects=True, idempotent=False),
+            ],
+        },
+        handler=SLOW,
+    )
+    workflows.mkdir(parents=True)
+    (workflows / "lookup.yaml").write_text(LOOKUP)
+    return skills, workflows
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    root = tmp_path_factory.mktemp("tool-server")
+    skills, workflows = _content(root)
+    service = Service(_env(skills, workflows), root / "data")
+    yield service
+    service.stop()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A call's outcome as both surfaces give it: on failure ``data`` is
+    ``{"error": {"code", "message"}}``."""
+
+    ok: bool
+    text: str
+    data: dict[str, Any]
+
+
+class Mcp:
+    """The MCP surface, through the official client (a session per use)."""
+
+    name = "mcp"
+
+    def __init__(self, url: str) -> None:
+        self.url = f"{url}/mcp"
+
+    @asynccontextmanager
+    async def client(self, **options: Any) -> AsyncIterator[Client]:
+        async with Client(self.url, mode="legacy", **options) as client:
+            yield client
+
+    async def names(self) -> list[str]:
+        async with self.client() as client:
+            return [t.name for t in (await client.list_tools()).tools]
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> Outcome:
+        async with self.client() as client:
+            result = await client.call_tool(name, arguments)
+        assert result.content[0].type == "text"
+        return Outcome(not result.is_error, result.content[0].text, result.structured_content or {})
+
+    async def unknown(self, name: str) -> str:
+        async with self.client() as client:
+            with pytest.raises(MCPError) as raised:
+                await client.call_tool(name, {})
+        return str(raised.value)
+
+
+class OpenAITools:
+    """The OpenAI-style surface: GET /v1/tools, POST /v1/tools/{name}/invoke."""
+
+    name = "openai"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    async def names(self) -> list[str]:
+        async with httpx.AsyncClient(base_url=self.url) as http:
+            response = await http.get("/v1/tools")
+        assert response.status_code == 200
+        return [t["function"]["name"] for t in response.json()["tools"]]
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> Outcome:
+        async with httpx.AsyncClient(base_url=self.url, timeout=30) as http:
+            response = await http.post(f"/v1/tools/{name}/invoke", json={"arguments": arguments})
+        assert response.status_code == 200, response.text
+        body = response.json()
+        if not body["ok"]:
+            return Outcome(False, body["content"], {"error": body["error"]})
+        result = body["result"]
+        return Outcome(
+            True, body["content"], result if isinstance(result, dict) else {"result": result}
+        )
+
+    async def unknown(self, name: str) -> str:
+        async with httpx.AsyncClient(base_url=self.url) as http:
+            response = await http.post(f"/v1/tools/{name}/invoke", json={"arguments": {}})
+        assert response.status_code == 404
+        assert response.json()["error"]["code"] == "tool_not_found"
+        return str(response.json()["error"]["message"])
+
+
+@pytest.fixture(params=["mcp", "openai"])
+def surface(request: pytest.FixtureRequest, service: Service) -> Mcp | OpenAITools:
+    return Mcp(service.url) if request.param == "mcp" else OpenAITools(service.url)
+
+
+# One suite, both surfaces.
+
+
+async def test_the_list_holds_the_meta_tools_the_workflow_tools_and_each_skill_tool(
+    surface: Mcp | OpenAITools,
+) -> None:
+    names = await surface.names()
+    assert names[:6] == [
+        "search_skills",
+        "load_skill",
+        "call_skill_tool",
+        "read_skill_reference",
+        "run_workflow",
+        "get_workflow_run",
+    ]
+    assert set(names[6:]) == {"get_order", "wait", "bump"}
+
+
+async def test_search_finds_the_skill_with_a_short_summary_and_its_tools(
+    surface: Mcp | OpenAITools,
+) -> None:
+    found = await surface.call("search_skills", {"query": "where is my parcel", "k": 2})
+    assert found.ok, found.text
+    first = found.data["skills"][0]
+    assert first["name"] == "order-lookup"
+    assert first["tools"] == ["get_order"]
+    assert len(first["summary"]) <= 50
+    assert "order-lookup" in found.text
+    assert "get_order" in found.text
+
+
+async def test_load_skill_gives_the_instructions_the_tool_schemas_and_the_references(
+    surface: Mcp | OpenAITools,
+) -> None:
+    loaded = await surface.call("load_skill", {"name": "order-lookup"})
+    assert loaded.ok, loaded.text
+    assert "Never reveal internal margins" in loaded.data["instructions"]
+    assert loaded.data["tools"][0]["name"] == "get_order"
+    assert loaded.data["tools"][0]["parameters"]["required"] == ["order_id"]
+    assert loaded.data["references"] == ["references/shipping.md"]
+    assert loaded.data["resources"] == ["skill://order-lookup/references/shipping.md"]
+    assert "call_skill_tool" in loaded.text
+
+    reference = await surface.call(
+        "read_skill_reference", {"name": "order-lookup", "path": "references/shipping.md"}
+    )
+    assert reference.ok, reference.text
+    assert "DHL delivers in 2 days" in reference.text
+
+    missing = await surface.call("load_skill", {"name": "order-lokup"})
+    assert not missing.ok
+    assert missing.data["error"]["code"] == "skill_not_found"
+    assert "order-lookup" in missing.text  # the close name is suggested
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("get_order", {"order_id": "ORD1001"}),
+        (
+            "call_skill_tool",
+            {"skill": "order-lookup", "tool": "get_order", "arguments": {"order_id": "ORD1001"}},
+        ),
+    ],
+)
+async def test_a_skill_tool_runs_through_the_runner_directly_or_through_call_skill_tool(
+    surface: Mcp | OpenAITools, name: str, arguments: dict[str, Any]
+) -> None:
+    result = await surface.call(name, arguments)
+    assert result.ok, result.text
+    # The runner's trimming (keep_fields) applied: the internal margin never leaves.
+    assert result.data == {"order_id": "ORD1001", "status": "shipped", "carrier": "DHL"}
+    assert "internal_margin" not in result.text
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "code", "words"),
+    [
+        ("get_order", {"order_id": "nope"}, "invalid_arguments", ["order_id", "ORD[0-9]+"]),
+        ("get_order", {}, "invalid_arguments", ["'order_id' is a required property"]),
+        ("get_order", {"order_id": "ORD9"}, "tool_failed", ["no order ORD9"]),
+        ("search_skills", {"query": 3}, "invalid_arguments", ["query", "not of type 'string'"]),
+        ("call_skill_tool", {"skill": "order-lookup", "tool": "nope"}, "tool_not_found", ["nope"]),
+        ("run_workflow", {"workflow": "lookup"}, "invalid_inputs", ["'order_id' is required"]),
+        ("get_workflow_run", {"run_id": "missing"}, "run_not_found", ["missing"]),
+        (
+            "read_skill_reference",
+            {"name": "order-lookup", "path": "../slow-clock/handler.py"},
+            "bad_reference",
+            ["outside skill 'order-lookup'"],
+        ),
+    ],
+)
+async def test_a_failed_call_is_a_result_with_a_readable_error_not_a_protocol_error(
+    surface: Mcp | OpenAITools, name: str, arguments: dict[str, Any], code: str, words: list[str]
+) -> None:
+    result = await surface.call(name, arguments)
+    assert not result.ok
+    assert result.data["error"]["code"] == code
+    for word in words:
+        assert word in result.text
+
+
+async def test_an_unknown_tool_is_refused_naming_a_close_one(surface: Mcp | OpenAITools) -> None:
+    message = await surface.unknown("get_ordr")
+    assert "get_order" in message
+
+
+async def test_a_workflow_waits_for_its_approval_and_is_read_back_by_its_run_id(
+    surface: Mcp | OpenAITools, service: Service
+) -> None:
+    started = await surface.call(
+        "run_workflow", {"workflow": "lookup", "inputs": {"order_id": "ORD1001"}}
+    )
+    assert started.ok, started.text
+    assert started.data["status"] == "WAITING"
+    assert started.data["approval"]["summary"] == "Order ORD1001?"
+    run_id = started.data["run_id"]
+
+    again = await surface.call("get_workflow_run", {"run_id": run_id})
+    assert again.ok
+    assert again.data["status"] == "WAITING"
+    # The same run the service's own API and approvals inbox show; deciding it there ends it.
+    async with httpx.AsyncClient(base_url=service.url, timeout=30) as http:
+        record = (await http.get(f"/v1/workflow-runs/{run_id}")).json()
+        assert record["status"] == "WAITING"
+        approval = again.data["approval"]["approval_id"]
+        decided = await http.post(f"/v1/approvals/{approval}", json={"decision": "approve"})
+        assert decided.status_code == 200, decided.text
+    done = await surface.call("get_workflow_run", {"run_id": run_id})
+    assert done.data["status"] == "SUCCEEDED"
+    assert done.data["outputs"] == {"message": "shipped"}
+
+
+# MCP only: the protocol, resources, sessions and notifications.
+
+
+async def test_mcp_speaks_2025_11_25_and_says_its_lists_change(service: Service) -> None:
+    async with Mcp(service.url).client() as client:
+        assert client.protocol_version == "2025-11-25"
+        assert "search_skills" in (client.instructions or "")
+        capabilities = client.server_capabilities
+        assert capabilities.tools is not None
+        assert capabilities.tools.list_changed
+        assert capabilities.resources is not None
+        assert capabilities.resources.list_changed
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    order = tools["get_order"]
+    assert order.input_schema["required"] == ["order_id"]
+    assert order.annotations is not None
+    assert order.annotations.read_only_hint is True  # side_effects: false
+    assert tools["call_skill_tool"].annotations is not None
+    assert tools["call_skill_tool"].annotations.read_only_hint is False
+
+
+async def test_mcp_answers_at_exactly_mcp_without_a_session(service: Service) -> None:
+    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+    request["params"] = {"name": "get_order", "arguments": {"order_id": "ORD1001"}}
+    headers = {"Accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient(base_url=service.url) as http:
+        response = await http.post("/mcp", json=request, headers=headers)
+        assert response.status_code == 200, response.text  # no redirect to /mcp/
+        assert "mcp-session-id" not in response.headers
+        assert '"isError":false' in response.text
+        assert "DHL" in response.text
+        # Bound to loopback, a request naming another host is refused (DNS rebinding).
+        rebound = await http.post("/mcp", json=request, headers={**headers, "Host": "evil.test"})
+        assert rebound.status_code == 421
+
+
+async def test_an_mcp_call_with_an_idempotency_key_runs_once(service: Service) -> None:
+    headers = {"Accept": "application/json, text/event-stream", "Idempotency-Key": "mcp-1"}
+    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+    request["params"] = {"name": "bump", "arguments": {}}
+    async with httpx.AsyncClient(base_url=service.url) as http:
+        first = await http.post("/mcp", json=request, headers=headers)
+        again = await http.post("/mcp", json=request, headers=headers)
+    assert first.status_code == again.status_code == 200
+    assert '"count"' in first.text
+    count = first.text.split('"count":')[1].split("}")[0]
+    assert f'"count":{count}' in again.text
+
+
+async def test_a_client_of_the_next_protocol_version_is_served_too(service: Service) -> None:
+    async with Client(f"{service.url}/mcp") as client:  # mode "auto": discovers, no handshake
+        assert client.protocol_version == "2026-07-28"
+        names = [t.name for t in (await client.list_tools()).tools]
+        result = await client.call_tool("get_order", {"order_id": "ORD1001"})
+    assert "search_skills" in names
+    assert result.structured_content == {
+        "order_id": "ORD1001",
+        "status": "shipped",
+        "carrier": "DHL",
+    }
+
+
+async def test_skills_are_resources_read_on_demand(service: Service) -> None:
+    async with Mcp(service.url).client() as client:
+        listed = {str(r.uri) for r in (await client.list_resources()).resources}
+        assert {
+            "skill://order-lookup/SKILL.md",
+            "skill://order-lookup/references/shipping.md",
+            "skill://weather-report/SKILL.md",
+        } <= listed
+        skill_md = await client.read_resource("skill://order-lookup/SKILL.md")
+        reference = await client.read_resource("skill://order-lookup/references/shipping.md")
+        manifest = await client.read_resource("skill://order-lookup/_manifest")
+        with pytest.raises(MCPError) as outside:
+            await client.read_resource("skill://order-lookup/../slow-clock/handler.py")
+    text = skill_md.contents[0]
+    assert getattr(text, "text", "").startswith("---\nname: order-lookup")
+    assert "DHL delivers" in getattr(reference.contents[0], "text", "")
+    assert '"sha256"' in getattr(manifest.contents[0], "text", "")
+    assert outside.value.error.code == -32002
+    assert "outside skill 'order-lookup'" in str(outside.value)
+
+
+async def test_a_call_longer_than_a_second_reports_progress(service: Service) -> None:
+    seen: list[float] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        seen.append(value)
+
+    async with Mcp(service.url).client() as client:
+        result = await client.call_tool("wait", {"seconds": 2.5}, progress_callback=progress)
+    assert not result.is_error
+    assert result.structured_content == {"waited": 2.5}
+    assert seen[:2] == [1.0, 2.0]
+
+
+async def test_a_session_hears_the_lists_change_when_a_skill_or_a_workflow_is_added(
+    tmp_path: Path,
+) -> None:
+    skills, workflows = _content(tmp_path)
+    service = Service(_env(skills, workflows), tmp_path / "data")
+    heard: list[str] = []
+    resources_changed, tools_changed = anyio.Event(), anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        heard.append(str(getattr(message, "method", "")))
+        if heard[-1] == "notifications/resources/list_changed":
+            resources_changed.set()
+        if heard[-1] == "notifications/tools/list_changed":
+            tools_changed.set()
+
+    events: list[object] = []
+    try:
+        async with (
+            Mcp(service.url).client(message_handler=on_message) as client,
+            Client(f"{service.url}/mcp") as modern,  # 2026-07-28: listens instead
+            modern.listen(tools_list_changed=True, resources_list_changed=True) as listening,
+        ):
+            before = [t.name for t in (await client.list_tools()).tools]
+            write_skill(
+                skills,
+                "stock-check",
+                "Checks stock of a product. Use it for stock questions.",
+                config={
+                    "tools": [tool("check_stock", "handler:check", {"sku": {"type": "string"}})]
+                },
+                handler="def check(sku=''):\n    return {'sku': sku, 'in_stock': 3}\n",
+            )
+            with anyio.fail_after(15):
+                await resources_changed.wait()
+                async for event in listening:
+                    events.append(event)
+                    break
+            after = [t.name for t in (await client.list_tools()).tools]
+            called = await client.call_tool("check_stock", {"sku": "A1"})
+
+            tools_changed = anyio.Event()
+            (workflows / "restock.yaml").write_text(RESTOCK)
+            with anyio.fail_after(15):
+                await tools_changed.wait()
+            listed = {t.name: t for t in (await client.list_tools()).tools}
+            started = await client.call_tool(
+                "run_workflow", {"workflow": "restock", "inputs": {"sku": "A1"}}
+            )
+    finally:
+        service.stop()
+    assert listed["run_workflow"].input_schema["properties"]["workflow"]["enum"] == [
+        "lookup",
+        "restock",
+    ]
+    assert started.structured_content is not None
+    assert started.structured_content["status"] == "SUCCEEDED"
+    assert started.structured_content["outputs"] == {"message": "3 in stock"}
+    assert type(events[0]).__name__ == "ToolsListChanged"
+    assert "notifications/tools/list_changed" in heard
+    assert "check_stock" not in before
+    assert "check_stock" in after
+    assert called.structured_content == {"sku": "A1", "in_stock": 3}
+
+
+# OpenAI-style tools only.
+
+
+def test_every_listed_function_is_valid_for_strict_mode_with_a_safe_name(service: Service) -> None:
+    tools = httpx.get(f"{service.url}/v1/tools").json()["tools"]
+    for listed in tools:
+        function = listed["function"]
+        assert function["strict"] is True
+        assert strict_problems(function["parameters"]) == [], function["name"]
+        assert len(function["name"]) <= 64
+        assert function["name"].replace("_", "").replace("-", "").isalnum()
+    meta = httpx.get(f"{service.url}/v1/tools", params={"meta_only": "true"}).json()["tools"]
+    assert [t["function"]["name"] for t in meta] == [t["function"]["name"] for t in tools][:6]
+
+
+def test_strict_mode_arguments_and_a_model_s_json_text_are_accepted(service: Service) -> None:
+    invoke = f"{service.url}/v1/tools/call_skill_tool/invoke"
+    # As strict mode sends them: the free-form object as JSON text; a null for an optional.
+    arguments = {
+        "skill": "order-lookup",
+        "tool": "get_order",
+        "arguments": '{"order_id": "ORD1001"}',
+    }
+    body = httpx.post(invoke, json={"arguments": arguments}).json()
+    assert body["ok"], body
+    assert body["result"]["carrier"] == "DHL"
+    search = f"{service.url}/v1/tools/search_skills/invoke"
+    body = httpx.post(search, json={"arguments": '{"query": "parcel", "k": null}'}).json()
+    assert body["ok"], body
+    assert body["result"]["skills"][0]["name"] == "order-lookup"
+
+
+def test_the_direct_call_route_answers_as_invoke(service: Service) -> None:
+    direct = httpx.post(
+        f"{service.url}/v1/skills/order-lookup/tools/get_order",
+        json={"arguments": {"order_id": "ORD1001"}},
+    ).json()
+    invoked = httpx.post(
+        f"{service.url}/v1/tools/get_order/invoke", json={"arguments": {"order_id": "ORD1001"}}
+    ).json()
+    assert {k: v for k, v in direct.items() if k != "ms"} == {
+        k: v for k, v in invoked.items() if k != "ms"
+    }
+    wrong = httpx.post(
+        f"{service.url}/v1/skills/weather-report/tools/get_order", json={"arguments": {}}
+    )
+    assert wrong.status_code == 404
+    assert wrong.json()["error"]["code"] == "tool_not_found"
+
+
+def test_a_retried_invoke_with_its_idempotency_key_does_not_run_again(service: Service) -> None:
+    bump = f"{service.url}/v1/tools/bump/invoke"
+    first = httpx.post(bump, json={}, headers={"Idempotency-Key": "retry-1"}).json()
+    retried = httpx.post(bump, json={}, headers={"Idempotency-Key": "retry-1"}).json()
+    other = httpx.post(bump, json={}, headers={"Idempotency-Key": "retry-2"}).json()
+    assert first["ok"], first
+    assert retried["result"] == first["result"]
+    assert other["result"]["count"] == first["result"]["count"] + 1

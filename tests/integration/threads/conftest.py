@@ -1,0 +1,64 @@
+"""The threads suite runs on both stores: the SQLite file and PostgreSQL (the machine's
+server, each test in a schema of its own, dropped after)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from tests.skillkit import copy_fixture_skill
+
+POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A checkpoint URL of an empty store of each kind."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store' / 'threads.sqlite'}"
+        return
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(POSTGRES, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{POSTGRES}?options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(POSTGRES, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture
+def thread_settings(model_settings: Any, store_url: str, tmp_path: Path) -> Any:
+    """Settings on the store, with the storefront's order lookup installed."""
+    skills = tmp_path / "skills"
+    copy_fixture_skill(skills, "storefront/order-lookup")
+    return model_settings.model_copy(
+        update={"checkpoint_url": store_url, "skills_dir": skills, "retention_interval_s": 0}
+    )
+
+
+@pytest.fixture
+def client(thread_settings: Any) -> Iterator[TestClient]:
+    with TestClient(create_app(thread_settings)) as test_client:
+        yield test_client
+
+
+def say(client: TestClient, thread_id: str, message: str) -> list[tuple[str, dict[str, Any]]]:
+    """Run one turn over HTTP; its events."""
+    import json
+
+    response = client.post(f"/v1/threads/{thread_id}/runs/stream", json={"message": message})
+    assert response.status_code == 200, response.text
+    events = []
+    for block in response.text.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines())
+        events.append((lines["event"], json.loads(lines["data"])))
+    assert events[-1][0] == "run_finished", events[-1]
+    return events

@@ -1,0 +1,133 @@
+"""Attachments: an upload checked and stored, served back, referenced (never pasted) in the
+prompt; a WAV the text-to-speech skill makes becomes an attachment the client can fetch."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from tests.fakellm import FakeLLM, Reply, ToolCall
+from tests.integration.threads.conftest import say
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
+SKILLS = Path(__file__).resolve().parents[3] / "skills"
+
+
+def test_an_upload_is_stored_served_and_shown_to_the_model_by_reference(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Hi."))
+    say(client, "files", "Hello")
+    upload = client.post(
+        "/v1/threads/files/attachments",
+        files={"file": ("plan.png", PNG, "image/png")},
+        data={"caption": "floor plan of hall 3"},
+    )
+    assert upload.status_code == 201, upload.text
+    body = upload.json()
+    assert (body["kind"], body["name"], body["size"], body["media_type"]) == (
+        "upload",
+        "plan.png",
+        len(PNG),
+        "image/png",
+    )
+    fetched = client.get(body["url"])
+    assert fetched.status_code == 200
+    assert fetched.content == PNG
+    assert fetched.headers["content-type"] == "image/png"
+    thread = client.get("/v1/threads/files").json()
+    assert [a["id"] for a in thread["attachments"]] == [body["id"]]
+    assert [a["id"] for a in client.get("/v1/threads/files/attachments").json()] == [body["id"]]
+
+    fake_llm.script(Reply(content="I see the plan."))
+    say(client, "files", "What did I attach?")
+    system = fake_llm.requests[-1]["messages"][0]["content"]
+    assert "plan.png" in system
+    assert "floor plan of hall 3" in system
+    assert "PNG" not in json.dumps(fake_llm.requests[-1])  # the bytes never reach a prompt
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "media_type", "status", "code"),
+    [
+        ("fake.png", b"%PDF-1.7 not a png", "image/png", 415, "media_type_mismatch"),
+        ("tool.exe", b"MZ\x90\x00", "application/x-msdownload", 415, "unsupported_media_type"),
+        ("bin.txt", b"\x00\x01\x02 binary", "text/plain", 415, "media_type_mismatch"),
+        ("big.txt", b"x" * 2048, "text/plain", 413, "attachment_too_large"),
+    ],
+)
+def test_a_refused_upload_says_why_and_leaves_nothing(
+    model_settings: Any,
+    store_url: str,
+    fake_llm: FakeLLM,
+    name: str,
+    content: bytes,
+    media_type: str,
+    status: int,
+    code: str,
+) -> None:
+    settings = model_settings.model_copy(
+        update={"checkpoint_url": store_url, "attachment_max_bytes": 1024}
+    )
+    with TestClient(create_app(settings)) as client:
+        fake_llm.script(Reply(content="Hi."))
+        say(client, "refused", "Hello")
+        response = client.post(
+            "/v1/threads/refused/attachments", files={"file": (name, content, media_type)}
+        )
+        assert response.status_code == status
+        assert response.json()["error"]["code"] == code
+        assert client.get("/v1/threads/refused").json()["attachments"] == []
+        folder = settings.data_dir / "attachments" / "refused"
+        assert not folder.exists() or not any(folder.iterdir())
+    missing = "/v1/threads/nobody/attachments"
+    with TestClient(create_app(settings)) as client:
+        assert (
+            client.post(missing, files={"file": ("a.txt", b"a", "text/plain")}).status_code == 404
+        )
+        assert client.get("/v1/threads/refused/attachments/att_0000").status_code == 404
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="needs espeak-ng (CI installs it)")
+def test_the_speech_skill_s_wav_is_an_attachment_fetched_over_http(
+    model_settings: Any, store_url: str, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    skills = tmp_path / "skills"
+    shutil.copytree(SKILLS / "text-to-speech", skills / "text-to-speech")
+    settings = model_settings.model_copy(update={"checkpoint_url": store_url, "skills_dir": skills})
+    fake_llm.script(
+        Reply(tool_calls=[ToolCall("synthesize_speech", {"text": "The line restarts at noon."})]),
+        Reply(content="Here is the audio."),
+    )
+    with TestClient(create_app(settings)) as client:
+        response = client.post(
+            "/v1/threads/speech/runs/stream",
+            json={"message": "Read aloud: the line restarts at noon.", "skill": "text-to-speech"},
+        )
+        assert response.status_code == 200
+        returned = next(
+            json.loads(block.split("data: ", 1)[1])
+            for block in response.text.split("\n\n")
+            if block.startswith("event: tool_returned")
+        )
+        result = json.loads(returned["content"])
+        assert "path" not in result  # a server path means nothing to the model or user
+        (made,) = result["files"]
+        thread = client.get("/v1/threads/speech").json()
+        (attachment,) = thread["attachments"]
+        assert attachment["id"] == made["id"]
+        assert attachment["kind"] == "generated"
+        assert attachment["media_type"] == "audio/wav"
+        assert attachment["caption"].startswith("Speech (en)")
+        wav = client.get(attachment["url"])
+        assert wav.status_code == 200
+        assert wav.headers["content-type"] == "audio/wav"
+        assert wav.content[:4] == b"RIFF"
+        assert wav.content[8:12] == b"WAVE"
+        assert len(wav.content) == attachment["size"]

@@ -1,0 +1,90 @@
+"""`skilldesk threads ...` on the store the service wrote, through its entry point."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from tests.fakellm import FakeLLM, Reply
+from tests.integration.threads.conftest import say
+
+SKILLDESK = str(Path(sys.executable).with_name("skilldesk"))
+
+
+def cli(settings: Any, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
+    env.update(
+        {
+            "SKILLDESK_DATA_DIR": str(settings.data_dir),
+            "SKILLDESK_SKILLS_DIR": str(settings.skills_dir),
+            "SKILLDESK_CHECKPOINT_URL": settings.checkpoint_url,
+            "SKILLDESK_WORKFLOWS_DIR": str(settings.data_dir / "no-workflows"),
+        }
+    )
+    return subprocess.run(
+        [SKILLDESK, "threads", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        input=stdin,
+    )
+
+
+# The stores themselves are compared by the HTTP tests; the commands run on one.
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_list_show_history_fork_prune_and_delete(thread_settings: Any, fake_llm: FakeLLM) -> None:
+    fake_llm.script(Reply(content="Blue noted."), Reply(content="Blue."), Reply(content="Hi."))
+    with TestClient(create_app(thread_settings)) as client:
+        say(client, "colours", "My colour is blue.")
+        say(client, "colours", "What is my colour?")
+        say(client, "other", "Hello")
+
+    listed = cli(thread_settings, "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [t["thread_id"] for t in json.loads(listed.stdout)] == ["other", "colours"]
+    text = cli(thread_settings, "list").stdout
+    assert "colours" in text
+    assert "My colour is blue." in text
+
+    shown = json.loads(cli(thread_settings, "show", "colours", "--json").stdout)
+    assert [m["content"] for m in shown["active"]][-1] == "Blue."
+    assert "What is my colour?" in cli(thread_settings, "show", "colours").stdout
+
+    history = json.loads(cli(thread_settings, "history", "colours", "--json").stdout)
+    first_turn = next(h for h in history if h["messages"] == 2 and h["next"] == [])
+    forked = cli(
+        thread_settings, "fork", "colours", "--checkpoint", first_turn["checkpoint_id"], "--to", "b"
+    )
+    assert forked.returncode == 0, forked.stderr
+    assert "-> b" in forked.stdout
+    assert json.loads(cli(thread_settings, "show", "b", "--json").stdout)["messages"] == 2
+    bad = cli(thread_settings, "fork", "colours", "--checkpoint", "nope")
+    assert bad.returncode == 1
+    assert "no checkpoint 'nope'" in bad.stderr
+
+    dry = json.loads(cli(thread_settings, "prune", "--dry-run", "--keep", "2", "--json").stdout)
+    assert dry["dry_run"] is True
+    assert dry["checkpoints_deleted"] > 0
+    before = len(json.loads(cli(thread_settings, "history", "colours", "--json").stdout))
+    done = json.loads(cli(thread_settings, "prune", "--keep", "2", "--json").stdout)
+    assert done["checkpoints_deleted"] == dry["checkpoints_deleted"]
+    assert before > 2
+    assert len(json.loads(cli(thread_settings, "history", "colours", "--json").stdout)) == 2
+
+    refused = cli(thread_settings, "delete", "other", stdin="n\n")
+    assert refused.returncode != 0
+    assert cli(thread_settings, "delete", "other", "--yes").returncode == 0
+    remaining = [t["thread_id"] for t in json.loads(cli(thread_settings, "list", "--json").stdout)]
+    assert sorted(remaining) == ["b", "colours"]
+    missing = cli(thread_settings, "show", "other")
+    assert missing.returncode == 1
+    assert "There is no thread 'other'" in missing.stderr

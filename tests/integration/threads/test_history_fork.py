@@ -1,0 +1,100 @@
+"""History lists a thread's checkpoints; a fork starts a new thread from one of them and
+leaves the original as it was; an edited earlier message is a fork plus the new message."""
+
+from __future__ import annotations
+
+import itertools
+
+from fastapi.testclient import TestClient
+
+from tests.fakellm import FakeLLM, Reply
+from tests.integration.threads.conftest import say
+
+
+def test_history_lists_each_checkpoint_with_its_node_and_change(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Blue noted."), Reply(content="Blue."))
+    say(client, "h", "My colour is blue.")
+    say(client, "h", "What is my colour?")
+
+    history = client.get("/v1/threads/h/history").json()["data"]
+    newest = history[0]
+    assert newest["next"] == []  # the last run ended
+    assert newest["messages"] == 4
+    assert newest["node"] == "assistant"
+    assert newest["change"].startswith("+1 assistant: Blue.")
+    inputs = [h for h in history if h["node"] == "input"]
+    assert [h["change"] for h in inputs] == [
+        "+1 user: What is my colour?",
+        "+1 user: My colour is blue.",
+    ]
+    assert [h["change"] for h in history if h["node"] == "route"] == ["route general"] * 2
+    assert [h["change"] for h in history if h["source"] == "input"] == ["a run starts"] * 2
+    assert all(h["parent_id"] == older["checkpoint_id"] for h, older in itertools.pairwise(history))
+    assert [h["step"] for h in history] == sorted((h["step"] for h in history), reverse=True)
+
+    page = client.get("/v1/threads/h/history", params={"limit": 2}).json()
+    assert page["has_more"] is True
+    after = client.get(
+        "/v1/threads/h/history", params={"before": page["data"][-1]["checkpoint_id"]}
+    ).json()["data"]
+    assert after[0]["checkpoint_id"] == history[2]["checkpoint_id"]
+
+
+def test_a_fork_starts_from_the_checkpoint_and_leaves_the_original_untouched(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(
+        Reply(content="Blue noted."), Reply(content="Blue."), Reply(content="Green noted.")
+    )
+    say(client, "orig", "My colour is blue.")
+    say(client, "orig", "What is my colour?")
+    history = client.get("/v1/threads/orig/history").json()["data"]
+    # The end of the first turn: where the second message was sent.
+    first_turn = next(h for h in history if h["messages"] == 2 and h["next"] == [])
+
+    forked = client.post(
+        "/v1/threads/orig/fork",
+        json={"checkpoint_id": first_turn["checkpoint_id"], "thread_id": "edit"},
+    )
+    assert forked.status_code == 201
+    assert forked.json()["forked_from"] == {
+        "thread_id": "orig",
+        "checkpoint_id": first_turn["checkpoint_id"],
+    }
+    assert forked.json()["messages"] == 2
+    # The edited second message goes to the fork.
+    say(client, "edit", "Actually it is green.")
+    edit = [m["content"] for m in client.get("/v1/threads/edit").json()["messages"]]
+    assert edit == ["My colour is blue.", "Blue noted.", "Actually it is green.", "Green noted."]
+    orig = [m["content"] for m in client.get("/v1/threads/orig").json()["messages"]]
+    assert orig == ["My colour is blue.", "Blue noted.", "What is my colour?", "Blue."]
+    # The model saw the fork's history, not the original's second turn.
+    assert "What is my colour?" not in str(fake_llm.requests[-1]["messages"])
+
+
+def test_a_fork_needs_a_checkpoint_of_the_thread(client: TestClient, fake_llm: FakeLLM) -> None:
+    fake_llm.script(Reply(content="Hi."))
+    say(client, "src", "Hello")
+    missing = client.post("/v1/threads/src/fork", json={})
+    assert missing.status_code == 400
+    assert missing.json()["error"]["param"] == "checkpoint_id"
+    unknown = client.post("/v1/threads/src/fork", json={"checkpoint_id": "nope"})
+    assert unknown.status_code == 404
+    assert unknown.json()["error"]["code"] == "checkpoint_not_found"
+    assert client.post("/v1/threads/none/fork", json={"checkpoint_id": "x"}).status_code == 404
+    latest = client.get("/v1/threads/src/history").json()["data"][0]["checkpoint_id"]
+    taken = client.post("/v1/threads/src/fork", json={"checkpoint_id": latest, "thread_id": "src"})
+    assert taken.status_code == 409
+
+
+def test_resume_with_nothing_left_to_run_is_a_conflict(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Hi."))
+    say(client, "done", "Hello")
+    response = client.post("/v1/threads/done/resume")
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "nothing_to_resume"
+    assert client.post("/v1/threads/nobody/resume").status_code == 404

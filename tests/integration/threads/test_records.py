@@ -1,0 +1,85 @@
+"""Thread records: listed newest first without reading checkpoints, titled from the first
+message, renamed, created empty, paginated, deleted with everything they hold."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+from tests.fakellm import FakeLLM, Reply
+from tests.integration.threads.conftest import say
+
+
+def test_threads_are_listed_newest_first_with_titles_from_their_first_message(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Hi."), Reply(content="Hello."), Reply(content="Sure."))
+    say(client, "a", "Hello there, can you help me plan a long trip around the coast of Norway?")
+    say(client, "b", "Short one")
+    say(client, "a", "Second message")
+
+    listing = client.get("/v1/threads").json()
+    assert [t["thread_id"] for t in listing["data"]] == ["a", "b"]  # a was updated last
+    first = listing["data"][0]
+    assert first["title"] == "Hello there, can you help me plan a long trip around the…"
+    assert (first["messages"], first["status"]) == (4, "idle")
+    assert listing["data"][1]["title"] == "Short one"
+    assert listing["has_more"] is False
+
+    page = client.get("/v1/threads", params={"limit": 1}).json()
+    assert [t["thread_id"] for t in page["data"]] == ["a"]
+    assert page["has_more"] is True
+    rest = client.get("/v1/threads", params={"limit": 1, "before": page["next_before"]}).json()
+    assert [t["thread_id"] for t in rest["data"]] == ["b"]
+    assert rest["has_more"] is False
+
+
+def test_a_thread_is_created_empty_renamed_and_named_by_its_first_message(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    created = client.post("/v1/threads", json={})
+    assert created.status_code == 201
+    thread_id = created.json()["thread_id"]
+    assert created.json()["title"] == "New conversation"
+    assert client.post("/v1/threads", json={"thread_id": thread_id}).status_code == 409
+
+    fake_llm.script(Reply(content="Hi."))
+    say(client, thread_id, "Where is my parcel?")
+    assert client.get("/v1/threads").json()["data"][0]["title"] == "Where is my parcel?"
+
+    renamed = client.patch(f"/v1/threads/{thread_id}", json={"title": "Parcel"})
+    assert renamed.status_code == 200
+    assert renamed.json()["title"] == "Parcel"
+    assert client.get("/v1/threads").json()["data"][0]["title"] == "Parcel"
+    assert client.patch(f"/v1/threads/{thread_id}", json={"title": "  "}).status_code == 400
+    assert client.patch("/v1/threads/nope", json={"title": "x"}).status_code == 404
+
+
+def test_deleting_a_thread_removes_its_checkpoints_record_and_files(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Noted."), Reply(content="Other."))
+    say(client, "doomed", "Remember this.")
+    say(client, "kept", "Another thread.")
+    upload = client.post(
+        "/v1/threads/doomed/attachments",
+        files={"file": ("notes.txt", b"some notes", "text/plain")},
+    )
+    assert upload.status_code == 201
+    url = upload.json()["url"]
+    assert client.get(url).status_code == 200
+
+    assert client.delete("/v1/threads/doomed").status_code == 204
+
+    assert client.get("/v1/threads/doomed").status_code == 404
+    assert client.get("/v1/threads/doomed/history").status_code == 404
+    assert client.get(url).status_code == 404
+    assert [t["thread_id"] for t in client.get("/v1/threads").json()["data"]] == ["kept"]
+    services = client.app.state.services  # type: ignore[attr-defined]
+    folder = services.attachments.options.directory / "doomed"
+    assert not folder.exists()
+    assert client.delete("/v1/threads/doomed").status_code == 404
+    # The other thread is untouched.
+    assert [m["content"] for m in client.get("/v1/threads/kept").json()["messages"]] == [
+        "Another thread.",
+        "Other.",
+    ]

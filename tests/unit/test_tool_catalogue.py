@@ -1,0 +1,155 @@
+"""The tool server's catalogue: safe names, what is listed, annotations, strict-mode schemas."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from agents.errors import SkillNotFound
+from agents.prompts import Prompts
+from agents.skills.service import SkillService, SkillsOptions
+from agents.toolserver.catalogue import NAME_PATTERN, ToolCatalogue, public_name
+from agents.toolserver.strict import loosen, strict_problems, strict_schema
+from app.settings import Settings
+from tests.skillkit import tool, write_skill
+
+ECHO = "def echo(**values):\n    return values\n"
+
+
+def catalogue(root: Path, **options: Any) -> ToolCatalogue:
+    service = SkillService(SkillsOptions(root / "skills", root / "data", embeddings=False))
+    service.reload()
+    return ToolCatalogue(service, Prompts(), **options)
+
+
+def many_tools(root: Path, count: int) -> None:
+    for i in range(count):
+        config = {"tools": [tool(f"tool_{i}", "handler:echo")]}
+        write_skill(root / "skills", f"skill-{i}", handler=ECHO, config=config)
+
+
+def test_a_skill_tool_named_like_a_meta_tool_is_offered_under_its_skill_s_name(
+    tmp_path: Path,
+) -> None:
+    write_skill(
+        tmp_path / "skills",
+        "planner",
+        handler=ECHO,
+        config={"tools": [tool("load_skill", "handler:echo"), tool("plan", "handler:echo")]},
+    )
+    tools = catalogue(tmp_path).all()
+    assert tools["load_skill"].kind == "meta"
+    assert (tools["planner__load_skill"].skill, tools["planner__load_skill"].tool) == (
+        "planner",
+        "load_skill",
+    )
+    assert tools["plan"].kind == "skill"
+
+
+def test_a_long_clashing_name_is_cut_to_64_characters_the_same_way_every_time() -> None:
+    skill = "a-very-long-skill-name-that-goes-on-and-on-and-on-and-on"
+    first = public_name(skill, "search_skills", set())
+    assert first == public_name(skill, "search_skills", set())
+    assert len(first) <= 64
+    assert NAME_PATTERN.match(first)
+    assert first != public_name(skill + "-too", "search_skills", set())
+
+
+@pytest.mark.parametrize(("count", "listed"), [(3, True), (49, True), (50, False)])
+def test_skill_tools_are_listed_while_there_are_fewer_than_fifty(
+    tmp_path: Path, count: int, listed: bool
+) -> None:
+    many_tools(tmp_path, count)
+    tools = catalogue(tmp_path)
+    names = [e.name for e in tools.listed()]
+    assert names[:3] == ["search_skills", "load_skill", "call_skill_tool"]
+    assert ("tool_0" in names) is listed
+    assert tools.entry("tool_0").kind == "skill"  # callable by name either way
+
+
+def test_the_operator_setting_overrides_the_count(tmp_path: Path) -> None:
+    many_tools(tmp_path, 2)
+    assert "tool_0" not in [e.name for e in catalogue(tmp_path, list_skill_tools=False).listed()]
+    assert Settings(mcp_list_skill_tools="off").mcp_skill_tools_listed() is False
+    assert Settings(mcp_list_skill_tools="YES").mcp_skill_tools_listed() is True
+    assert Settings().mcp_skill_tools_listed() is None
+
+
+def test_annotations_come_from_skill_yaml(tmp_path: Path) -> None:
+    tools = [
+        tool("read", "handler:echo"),
+        tool("wipe", "handler:echo", side_effects=True, destructive=True, idempotent=True),
+        tool(
+            "count",
+            "handler:echo",
+            output_schema={"type": "object", "properties": {"n": {"type": "integer"}}},
+        ),
+    ]
+    write_skill(tmp_path / "skills", "store", handler=ECHO, config={"tools": tools})
+    entries = catalogue(tmp_path).all()
+    assert (entries["read"].read_only, entries["read"].destructive) == (True, None)
+    wipe = entries["wipe"]
+    assert (wipe.read_only, wipe.destructive, wipe.idempotent) == (False, True, True)
+    assert entries["count"].output_schema == {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}},
+    }
+
+
+def test_an_unknown_tool_names_a_close_one(tmp_path: Path) -> None:
+    with pytest.raises(SkillNotFound, match="search_skills") as raised:
+        catalogue(tmp_path).entry("search_skill")
+    assert raised.value.code == "tool_not_found"
+
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "minLength": 1, "description": "City."},
+        "days": {"type": "integer", "default": 3},
+        "units": {"enum": ["c", "f"]},
+        "filters": {"type": "object", "description": "Anything."},
+        "stops": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"at": {"type": "string"}, "note": {"type": "string"}},
+                "required": ["at"],
+            },
+        },
+        "either": {"oneOf": [{"type": "string"}, {"type": "integer"}]},
+    },
+    "required": ["city"],
+}
+
+
+def test_every_schema_gets_a_strict_variant_that_strict_mode_accepts() -> None:
+    strict = strict_schema(SCHEMA)
+    assert strict_problems(strict) == []
+    assert strict_problems(SCHEMA) != []  # the checker does catch a loose one
+    properties = strict["properties"]
+    assert strict["required"] == list(SCHEMA["properties"])
+    assert properties["city"] == {"type": "string", "description": "City."}
+    assert properties["days"]["type"] == ["integer", "null"]
+    assert properties["units"] == {"anyOf": [{"enum": ["c", "f"]}, {"type": "null"}]}
+    assert properties["filters"]["type"] == ["string", "null"]  # free-form: JSON text
+    assert properties["stops"]["items"]["required"] == ["at", "note"]
+    assert SCHEMA["properties"]["days"] == {"type": "integer", "default": 3}  # not changed
+
+
+def test_arguments_sent_in_strict_form_validate_against_the_declared_schema() -> None:
+    sent = {
+        "city": "Oslo",
+        "days": None,
+        "units": None,
+        "filters": '{"rain": true}',
+        "stops": [{"at": "9:00", "note": None}],
+        "either": None,
+    }
+    loosened = loosen(SCHEMA, sent)
+    assert loosened == {"city": "Oslo", "filters": {"rain": True}, "stops": [{"at": "9:00"}]}
+    assert list(Draft202012Validator(SCHEMA).iter_errors(loosened)) == []
+    assert loosen(SCHEMA, {"filters": "not json"}) == {"filters": "not json"}
