@@ -183,6 +183,28 @@ async def test_a_multi_intent_message_is_routed_by_its_clauses_alone(
     assert scores == sorted(scores, reverse=True)
 
 
+async def test_two_requests_among_near_duplicate_skills_still_go_to_one_joint_expert(
+    near_duplicates: Services, fake_llm: FakeLLM
+) -> None:
+    # Each request's best skill leads the next by less than the margin a skill needs to
+    # answer a whole message with no model call; a request of several keeps its own margin.
+    def joint(request: RequestView) -> Reply:
+        assert request.system_contains("Answer with repair-lookup.")
+        assert request.system_contains("Answer with benefits-lookup.")
+        return Reply(content="Both looked up.")
+
+    fake_llm.script(joint)
+    text = (
+        "Look up repair records and related lubrication details for the maintenance team and "
+        "also look up benefits records and related leave details for the hr team"
+    )
+    events = await turn(near_duplicates, text)
+    route = route_of(events)
+    assert route.kind == "multi"
+    assert route.skills == ["repair-lookup", "benefits-lookup"]
+    assert final(events).usage["model_calls"] == 1
+
+
 async def test_an_explicit_skill_skips_retrieval(services: Services, fake_llm: FakeLLM) -> None:
     fake_llm.script(Reply(content="Closed on 1 May."))
     events = await turn(services, "hello", skill="holiday-calendar")
