@@ -28,6 +28,7 @@ from agents.events import (
 )
 from agents.feed import RunFeed, fingerprint
 from agents.memory.summaries import summarised_count
+from agents.router.learned import LearnedExamples
 from agents.router.router import Router
 from agents.run import RunBudget, RunContext, RunLimits
 from agents.state.attachments import AttachmentStore
@@ -89,6 +90,7 @@ class Conversations:
         router: The graph's router, to start a turn's retrieval early (optional).
         records: Thread records to keep up to date (title, times, status, message count).
         attachments: Where files the run's skills make are kept (they become the thread's).
+        learner: Learns examples from turns whose skill the model chose (optional).
     """
 
     def __init__(
@@ -98,8 +100,10 @@ class Conversations:
         router: Router | None = None,
         records: ThreadRecords | None = None,
         attachments: AttachmentStore | None = None,
+        learner: LearnedExamples | None = None,
     ) -> None:
         self.graph = graph
+        self.learner = learner
         self.limits = limits or RunLimits()
         self.router = router
         self.records = records
@@ -351,7 +355,8 @@ class Conversations:
         self, ctx: RunContext, values: dict[str, Any] | None, *, failed: bool
     ) -> dict[str, Any]:
         """After the run: files its skills made become the thread's attachments (their
-        references in state), and the thread's record says how the run ended."""
+        references in state), the thread's record says how the run ended, and a turn whose
+        skill the model chose teaches the router an example."""
         values = dict(values or {})
         try:
             if self.attachments is not None and not failed:
@@ -375,6 +380,8 @@ class Conversations:
                     first = next((m for m in values.get("messages", []) if m.type == "human"), None)
                     title = title_from(first.text if first is not None else "")
                     await self.records.create(ctx.thread_id, title=title, messages=count)
+            if self.learner is not None and not failed:
+                await self.learner.after_turn(ctx.thread_id, ctx.run_id, values)
         except Exception:  # bookkeeping must not fail a run whose answer is written
             log.exception("run.bookkeeping_failed")
         return values

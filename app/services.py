@@ -19,6 +19,7 @@ from agents.graph.builder import build_graph
 from agents.graph.nodes import AnswerOptions
 from agents.models import ModelGateway
 from agents.prompts import Prompts
+from agents.router.learned import LearnedExamples
 from agents.router.router import Router, RouterOptions
 from agents.run import RunLimits
 from agents.skills.service import SkillService
@@ -57,6 +58,7 @@ class Services:
     workflow_turns: WorkflowTurns
     threads: Threads
     tools: ToolCatalogue
+    learned: LearnedExamples | None = None  # examples routing learned from use
 
     @property
     def attachments(self) -> AttachmentStore:
@@ -97,6 +99,7 @@ async def open_services(
         confident=settings.route_confident,
         ambiguous_floor=settings.route_ambiguous_floor,
         offer_tokens=settings.route_offer_tokens,
+        learned=settings.route_learned,
     )
     limits = RunLimits(settings.max_model_calls, settings.max_tool_calls)
     profiles = sorted(gateway.config.profiles) if gateway.config else None
@@ -150,7 +153,10 @@ async def open_services(
                 workflows=len(registry),
                 workflow_errors=len(registry.errors),
             )
-            conversations = Conversations(graph, limits, router, records, attachments)
+            # Examples learned before are searched whether or not learning goes on.
+            learned = LearnedExamples(documents, skills, settings.learn_options())
+            await learned.load()
+            conversations = Conversations(graph, limits, router, records, attachments, learned)
             threads = Threads(conversations, records, attachments, settings.retention())
             # Runs a stop cut off, found before any new run can start (a new one is RUNNING too).
             tasks: list[asyncio.Task[Any]] = []
@@ -172,6 +178,7 @@ async def open_services(
                     turns,
                     threads,
                     tools,
+                    learned,
                 )
             finally:
                 for task in tasks:

@@ -1,0 +1,130 @@
+"""Routing that learns from use: a message whose skill the model chose becomes an example of
+that skill, so the next such message routes with no model choosing; the cap holds, learning
+off stores nothing, the examples are in the checkpoint database and survive a restart."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.services import Services, open_services
+from tests.fakellm import FakeLLM, Reply, RequestView, ToolCall
+from tests.integration.conversation.kit import final, make_skills, route_of, turn
+
+PUMP = "status of the delivery for the broken pump"
+PUMP_AGAIN = "what is the status of the delivery for my broken pump"
+
+
+def order_lookup(request: RequestView) -> Reply:
+    """An expert holding the order tool: calls it, then answers from its result."""
+    if request.results_of("get_order"):
+        return Reply(content="ORD1001 has shipped.")
+    assert request.offers("get_order"), request.describe()
+    return Reply(tool_calls=[ToolCall("get_order", {"order_id": "ORD1001"})])
+
+
+@pytest.fixture
+def learn_settings(model_settings: Any, tmp_path: Path) -> Any:
+    return model_settings.model_copy(
+        update={"skills_dir": make_skills(tmp_path / "skills"), "skills_embeddings": True}
+    )
+
+
+@pytest.fixture
+async def learning(learn_settings: Any) -> AsyncIterator[Services]:
+    async with open_services(learn_settings) as opened:
+        yield opened
+
+
+async def test_a_message_the_model_routed_teaches_the_router_its_paraphrase(
+    learning: Services, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(order_lookup, order_lookup)
+    events = await turn(learning, PUMP)
+    assert route_of(events).kind == "candidates"
+    assert final(events).usage["model_calls"] == 2
+    assert learning.learned is not None
+    [example] = await learning.learned.examples("order-lookup")
+    assert (example.text, example.how, example.status) == (PUMP, "candidates", "learned")
+    assert example.run_id == final(events).run_id
+    assert example.thread_id == final(events).thread_id
+
+    def expert(request: RequestView) -> Reply:
+        # One skill's expert: the router decided alone, the other candidate is not offered.
+        assert request.offers("get_order") and "list_alarms" not in request.tool_names
+        return order_lookup(request)
+
+    fake_llm.script(expert, expert)
+    events = await turn(learning, PUMP_AGAIN)
+    route = route_of(events)
+    assert (route.kind, route.target, route.by) == ("skill", "order-lookup", "retrieval")
+    assert "like an example learned from use" in route.reason
+    assert fake_llm.forced_requests == []
+    # Routed by retrieval: nothing more is learned from it.
+    assert len(await learning.learned.examples("order-lookup")) == 1
+
+
+async def test_a_tie_break_teaches_and_a_turn_the_router_decided_does_not(
+    learning: Services, fake_llm: FakeLLM
+) -> None:
+    from tests.skillkit import router_picks
+
+    router_picks(fake_llm, "order-lookup")
+    fake_llm.script(Reply(content="Your order has shipped."))
+    events = await turn(learning, "my order is broken, I need a ticket")
+    assert (route_of(events).by, route_of(events).target) == ("model", "order-lookup")
+    assert learning.learned is not None
+    [example] = await learning.learned.examples("order-lookup")
+    assert example.how == "tie-break"
+
+    fake_llm.script(order_lookup, order_lookup)
+    events = await turn(learning, "where is my order ORD1001 right now")
+    assert route_of(events).by == "retrieval"
+    assert len(await learning.learned.examples("order-lookup")) == 1
+
+
+async def test_the_cap_keeps_the_newest_examples_of_a_skill(
+    learn_settings: Any, fake_llm: FakeLLM
+) -> None:
+    settings = learn_settings.model_copy(update={"learn_examples_per_skill": 2})
+    texts = [
+        "status of the delivery for the broken pump",
+        "delivery status of the pump that broke",
+        "has the replacement pump delivery left yet",
+    ]
+    async with open_services(settings) as services:
+        assert services.learned is not None
+        for text in texts:
+            await services.learned.learn(
+                "order-lookup", text, thread_id="t", run_id=uuid.uuid4().hex, how="candidates"
+            )
+        kept = await services.learned.examples("order-lookup")
+        assert [e.text for e in kept] == texts[:0:-1]  # newest first, the oldest gone
+        assert services.skills.index.learned("order-lookup") == tuple(texts[1:])
+
+
+async def test_with_learning_off_nothing_is_stored(learn_settings: Any, fake_llm: FakeLLM) -> None:
+    settings = learn_settings.model_copy(update={"learn_examples": False})
+    async with open_services(settings) as services:
+        fake_llm.script(order_lookup, order_lookup)
+        events = await turn(services, PUMP)
+        assert route_of(events).kind == "candidates"
+        assert services.learned is not None
+        assert await services.learned.examples("order-lookup") == []
+        fake_llm.script(order_lookup, order_lookup)
+        assert route_of(await turn(services, PUMP_AGAIN)).kind == "candidates"
+
+
+async def test_learned_examples_survive_a_restart(learn_settings: Any, fake_llm: FakeLLM) -> None:
+    async with open_services(learn_settings) as services:
+        fake_llm.script(order_lookup, order_lookup)
+        await turn(services, PUMP)
+    async with open_services(learn_settings) as services:
+        assert services.skills.index.learned("order-lookup") == (PUMP,)
+        fake_llm.script(order_lookup, order_lookup)
+        route = route_of(await turn(services, PUMP_AGAIN))
+        assert (route.kind, route.target) == ("skill", "order-lookup")
