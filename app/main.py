@@ -11,7 +11,7 @@ from starlette.routing import Route
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestContextMiddleware
 from app.api.openapi import install_openapi, operation_id
-from app.api.routes import approvals, chat, health, skills, threads, tools, workflows
+from app.api.routes import approvals, chat, feedback, health, skills, threads, tools, workflows
 from app.mcp.transport import PATH as MCP_PATH
 from app.mcp.transport import McpEndpoint
 from app.services import freeze_startup_heap, open_services, warm_up
@@ -52,6 +52,7 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
     app.include_router(skills.router)
     app.include_router(tools.router)
     app.include_router(threads.router)
+    app.include_router(feedback.router)
     app.include_router(workflows.router)
     app.include_router(approvals.router)
     # The exact path, no redirect to /mcp/ (a mount would answer /mcp with one).

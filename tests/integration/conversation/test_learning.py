@@ -55,7 +55,8 @@ async def test_a_message_the_model_routed_teaches_the_router_its_paraphrase(
 
     def expert(request: RequestView) -> Reply:
         # One skill's expert: the router decided alone, the other candidate is not offered.
-        assert request.offers("get_order") and "list_alarms" not in request.tool_names
+        assert request.offers("get_order")
+        assert "list_alarms" not in request.tool_names
         return order_lookup(request)
 
     fake_llm.script(expert, expert)
