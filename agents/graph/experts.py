@@ -13,7 +13,7 @@ from agents.loop import LoopResult, expert_system
 from agents.memory.summaries import summary_text
 from agents.run import emit
 from agents.skills.definitions import definition_tokens, side_effects
-from agents.skills.meta import META_TOOLS, Scope
+from agents.skills.meta import META_TOOLS, NOTE_SKILL, Scope
 from agents.state.schema import PlannedTask, Task, TaskUpdate, ThreadState
 
 
@@ -72,6 +72,7 @@ def make_expert(brain: Brain) -> Node:
                 exclude=set(names),
             )
             scope.loadable = {*names, *listed}
+            scope.notable = tuple(n for n in names if brain.skills.registry.get(n).instruction_only)
         system = expert_prompt(
             brain,
             names,
@@ -105,12 +106,15 @@ def _skills_used(brain: Brain, result: LoopResult) -> list[str]:
     for message in result.messages:
         if isinstance(message, AIMessage):
             for call in message.tool_calls:
-                try:
-                    owner, _ = brain.skills.registry.tool(call["name"])
-                except SkillNotFound:
-                    continue
-                if owner.name not in used:
-                    used.append(owner.name)
+                if call["name"] == NOTE_SKILL:  # the skill whose instructions it followed
+                    name = str(call["args"].get("name"))
+                else:
+                    try:
+                        name = brain.skills.registry.tool(call["name"])[0].name
+                    except SkillNotFound:
+                        continue
+                if name not in used:
+                    used.append(name)
     return used
 
 

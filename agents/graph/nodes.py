@@ -258,6 +258,7 @@ def make_assistant(brain: Brain) -> Node:
         # Pre-loaded definitions live in this prompt only: the loop does not record them as
         # loaded for the thread.
         scope = Scope(loaded=[*loaded, *preloaded], loadable={*listed, *loaded, *preloaded})
+        scope.notable = tuple(s.name for s in offered if s.instruction_only)
         system = brain.prompts.render(
             "assistant",
             skill_index=index_text,

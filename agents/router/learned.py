@@ -22,7 +22,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from agents.errors import SkillNotFound
 from agents.router.intents import small_talk
-from agents.skills.meta import LOAD_SKILL
+from agents.skills.meta import LOAD_SKILL, NOTE_SKILL
 from agents.skills.service import SkillService
 from agents.state.documents import Documents
 
@@ -31,7 +31,7 @@ log = structlog.get_logger(__name__)
 EXAMPLE = "learned_example"  # one example: owner = its skill, status = learned | confirmed
 RUN = "learned_run"  # a run's examples, for feedback on the run
 FEEDBACK = "run_feedback"  # what a user said of a run
-How = Literal["candidates", "tie-break", "load_skill", "tool"]
+How = Literal["candidates", "tie-break", "load_skill", "tool", "noted"]
 Rating = Literal["up", "down"]
 _MOST = 100_000  # a listing of every learned example (the cap keeps it far below)
 
@@ -218,7 +218,8 @@ def chosen_skill(values: dict[str, Any], skills: SkillService) -> tuple[str, How
     route = values.get("route") or {}
     turn = _this_turn(values.get("messages", []))
     answer = next((m for m in reversed(turn) if isinstance(m, AIMessage)), None)
-    if answer is None or answer.tool_calls or not answer.text.strip():
+    notes_only = all(c["name"] == NOTE_SKILL for c in answer.tool_calls) if answer else False
+    if answer is None or not notes_only or not answer.text.strip():
         return None
     if any(getattr(m, "status", None) == "error" for m in turn):
         return None
@@ -229,21 +230,23 @@ def chosen_skill(values: dict[str, Any], skills: SkillService) -> tuple[str, How
         return str(target), "tie-break"
     if kind != "general":
         return None
-    used, loaded = _used(turn, skills)
+    used, how = _used(turn, skills)
     if len(used) != 1:
         return None
-    return used[0], "load_skill" if loaded else "tool"
+    return used[0], how
 
 
-def _used(turn: list[BaseMessage], skills: SkillService) -> tuple[list[str], bool]:
-    """The skills the turn loaded or whose tools it called, and whether it loaded any."""
+def _used(turn: list[BaseMessage], skills: SkillService) -> tuple[list[str], How]:
+    """The skills the turn loaded, noted or whose tools it called, and how the first was
+    found (``load_skill``, ``noted``, or ``tool``: a pre-loaded skill's tool)."""
     used: list[str] = []
-    loaded = False
+    how: How | None = None
     for message in turn:
         for call in message.tool_calls if isinstance(message, AIMessage) else []:
             name: str | None = None
-            if call["name"] == LOAD_SKILL:
-                name, loaded = str(call["args"].get("name")), True
+            if call["name"] in (LOAD_SKILL, NOTE_SKILL):
+                name = str(call["args"].get("name"))
+                how = how or ("load_skill" if call["name"] == LOAD_SKILL else "noted")
             else:
                 try:
                     name = skills.registry.tool(call["name"])[0].name
@@ -251,7 +254,7 @@ def _used(turn: list[BaseMessage], skills: SkillService) -> tuple[list[str], boo
                     continue
             if name in skills.registry and name not in used:
                 used.append(name)
-    return used, loaded
+    return used, how or "tool"
 
 
 def _this_turn(messages: list[BaseMessage]) -> list[BaseMessage]:

@@ -129,3 +129,55 @@ async def test_learned_examples_survive_a_restart(learn_settings: Any, fake_llm:
         fake_llm.script(order_lookup, order_lookup)
         route = route_of(await turn(services, PUMP_AGAIN))
         assert (route.kind, route.target) == ("skill", "order-lookup")
+
+
+LEAVE_TEXT = "how many days can I still take off before the holidays"
+LEAVE_AGAIN = "how many days off can I still take before the holidays"
+
+
+async def test_an_instruction_only_skill_the_model_notes_beside_its_answer_is_learned(
+    learning: Services, fake_llm: FakeLLM
+) -> None:
+    def answer(request: RequestView) -> Reply:
+        # Close candidates with no tools: the model says which it followed, in its answer.
+        assert request.offers("note_skill"), request.describe()
+        enum = request.tool("note_skill").parameters["properties"]["name"]["enum"]
+        assert set(enum) == {"leave-balance", "holiday-calendar"}
+        return Reply(
+            content="You have 12 days left.",
+            tool_calls=[ToolCall("note_skill", {"name": "leave-balance"})],
+        )
+
+    fake_llm.script(answer)
+    events = await turn(learning, LEAVE_TEXT)
+    assert route_of(events).kind == "candidates"
+    assert final(events).usage["model_calls"] == 1  # noting costs no call
+    assert final(events).message.content == "You have 12 days left."
+    state = await learning.conversations.state(final(events).thread_id)
+    assert state["route"]["target"] == "leave-balance"
+    assert learning.learned is not None
+    [example] = await learning.learned.examples("leave-balance")
+    assert (example.text, example.how) == (LEAVE_TEXT, "candidates")
+
+    def expert(request: RequestView) -> Reply:
+        assert "note_skill" not in request.tool_names  # one skill: nothing to choose
+        return Reply(content="You have 12 days left.")
+
+    fake_llm.script(expert)
+    route = route_of(await turn(learning, LEAVE_AGAIN))
+    assert (route.kind, route.target, route.by) == ("skill", "leave-balance", "retrieval")
+
+
+async def test_a_note_sent_alone_gets_its_answer_in_the_next_call(
+    learning: Services, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(
+        Reply(tool_calls=[ToolCall("note_skill", {"name": "holiday-calendar"})]),
+        Reply(content="The office is closed on 1 May."),
+    )
+    events = await turn(learning, LEAVE_TEXT)
+    assert final(events).usage["model_calls"] == 2
+    assert final(events).message.content == "The office is closed on 1 May."
+    assert learning.learned is not None
+    [example] = await learning.learned.examples("holiday-calendar")
+    assert example.text == LEAVE_TEXT
