@@ -30,6 +30,7 @@ log = structlog.get_logger(__name__)
 
 EXAMPLE = "learned_example"  # one example: owner = its skill, status = learned | confirmed
 RUN = "learned_run"  # a run's examples, for feedback on the run
+THREAD = "learned_thread"  # a thread's examples, deleted with it
 FEEDBACK = "run_feedback"  # what a user said of a run
 How = Literal["candidates", "tie-break", "load_skill", "tool", "noted"]
 Rating = Literal["up", "down"]
@@ -118,9 +119,9 @@ class LearnedExamples:
                 created=time.time(),
             )
             await self._put(example)
-            run = await self.documents.get(RUN, run_id) or {"run_id": run_id, "examples": []}
-            run["examples"] = [*run["examples"], example.id]
-            await self.documents.put(RUN, run_id, run)
+            for kind, key in ((RUN, run_id), (THREAD, thread_id)):
+                made = await self.documents.get(kind, key) or {"examples": []}
+                await self.documents.put(kind, key, {"examples": [*made["examples"], example.id]})
             kept = [example, *kept]
             # Over the cap: the oldest unconfirmed examples go first, then the oldest.
             over = len(kept) - self.options.per_skill
@@ -148,6 +149,24 @@ class LearnedExamples:
             await self._reindex(skill, await self.examples(skill))
         log.info("skills.example_deleted", skill=skill, example=example_id)
         return True
+
+    async def forget_thread(self, thread_id: str) -> int:
+        """Delete every example learned from a thread (the thread is being deleted);
+        returns how many there were."""
+        made = await self.documents.get(THREAD, thread_id)
+        if made is None:
+            return 0
+        skills: set[str] = set()
+        async with self._lock:
+            for example_id in made["examples"]:
+                body = await self.documents.get(EXAMPLE, example_id)
+                if body is not None:
+                    skills.add(str(body["skill"]))
+                    await self.documents.delete(EXAMPLE, example_id)
+            await self.documents.delete(THREAD, thread_id)
+            for skill in skills:
+                await self._reindex(skill, await self.examples(skill))
+        return len(made["examples"])
 
     async def feedback(
         self, thread_id: str, run_id: str, rating: Rating, comment: str | None = None

@@ -100,6 +100,18 @@ def test_thumbs_up_confirms_and_an_operator_deletes(client: TestClient, fake_llm
     assert run(client, "t-2", PUMP_AGAIN)["route_decided"]["kind"] == "candidates"
 
 
+def test_deleting_a_thread_deletes_what_the_router_learned_from_it(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(order_lookup, order_lookup)
+    run(client, "t-1", PUMP)
+    assert len(client.get(EXAMPLES).json()["data"]) == 1
+    assert client.delete("/v1/threads/t-1").status_code == 204
+    assert client.get(EXAMPLES).json()["data"] == []
+    fake_llm.script(order_lookup, order_lookup)
+    assert run(client, "t-2", PUMP_AGAIN)["route_decided"]["kind"] == "candidates"
+
+
 def test_feedback_on_an_unknown_thread_or_skill_is_a_404(client: TestClient) -> None:
     answer = client.post("/v1/threads/nope/runs/r-1/feedback", json={"rating": "up"})
     assert answer.status_code == 404
