@@ -245,6 +245,7 @@ def expert_system(
     choose: bool = False,
     skill_index: str = "",
     attachments: list[Any] | None = None,
+    note: bool = False,
 ) -> str:
     """An expert's system prompt, compiled at run time from the template and the skills.
 
@@ -254,10 +255,11 @@ def expert_system(
     ``inputs`` (results of earlier tasks) are rendered as a delimited data
     block, apart from the instruction: text another expert produced must not read as an order.
     ``summary`` is the thread's summary of its earlier messages; ``attachments`` its files,
-    by reference (name, type, size, caption).
+    by reference (name, type, size, caption). ``note``: the model is offered ``note_skill``.
     """
     return prompts.render(
         "expert",
+        note=note,
         # The one-skill names of earlier versions, for a customised template that uses them.
         skill=skills[0],
         instructions=skills[0].body(),

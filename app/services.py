@@ -94,6 +94,7 @@ async def open_services(
         index_budget_tokens=settings.skills_prompt_budget,
         joint_budget_tokens=settings.joint_expert_tokens,
         summary=settings.summary_options(),
+        note_skills=settings.learn_examples,
     )
     router_options = RouterOptions(
         confident=settings.route_confident,

@@ -27,6 +27,7 @@ def expert_prompt(
     choose: bool = False,
     skill_index: str = "",
     attachments: list[Any] | None = None,
+    note: bool = False,
 ) -> str:
     """An expert's system prompt for the named skills (see ``expert_system``)."""
     assert brain.skills is not None
@@ -42,6 +43,7 @@ def expert_prompt(
         choose=choose,
         skill_index=skill_index,
         attachments=attachments,
+        note=note,
     )
 
 
@@ -72,7 +74,9 @@ def make_expert(brain: Brain) -> Node:
                 exclude=set(names),
             )
             scope.loadable = {*names, *listed}
-            scope.notable = tuple(n for n in names if brain.skills.registry.get(n).instruction_only)
+            if brain.options.note_skills:
+                registry = brain.skills.registry
+                scope.notable = tuple(n for n in names if registry.get(n).instruction_only)
         system = expert_prompt(
             brain,
             names,
@@ -80,6 +84,7 @@ def make_expert(brain: Brain) -> Node:
             choose=choosing,
             skill_index=index_text,
             attachments=state.get("attachments"),
+            note=bool(scope.notable),
         )
         result = await brain.answer(system, list(state.get("messages", [])), scope, config)
         # The definitions lived in this expert's system prompt, not in the history, so the

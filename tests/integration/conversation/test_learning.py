@@ -119,6 +119,13 @@ async def test_with_learning_off_nothing_is_stored(learn_settings: Any, fake_llm
         fake_llm.script(order_lookup, order_lookup)
         assert route_of(await turn(services, PUMP_AGAIN)).kind == "candidates"
 
+        def answer(request: RequestView) -> Reply:
+            assert "note_skill" not in request.tool_names  # nothing to learn it for
+            return Reply(content="You have 12 days left.")
+
+        fake_llm.script(answer)
+        assert route_of(await turn(services, LEAVE_TEXT)).kind == "candidates"
+
 
 async def test_learned_examples_survive_a_restart(learn_settings: Any, fake_llm: FakeLLM) -> None:
     async with open_services(learn_settings) as services:
