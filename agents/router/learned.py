@@ -84,8 +84,7 @@ class LearnedExamples:
         by_skill: dict[str, list[str]] = {}
         for example in reversed(found):  # oldest first
             by_skill.setdefault(example.skill, []).append(example.text)
-        for skill, texts in by_skill.items():
-            await self.skills.off_loop(self.skills.index.learn, skill, texts)
+        await self.skills.off_loop(self.skills.index.learn_all, by_skill)
         if found:
             log.info("skills.learned_loaded", examples=len(found), skills=len(by_skill))
         return len(found)

@@ -133,6 +133,7 @@ class SkillIndex:
         # Examples learned from use (agents/skills/learned.py), by skill, in an index of
         # their own: they change while the service runs, the skills' vectors do not.
         self._learned_texts: dict[str, tuple[str, ...]] = {}
+        self._learned_vectors: dict[str, np.ndarray] = {}
         self._learned: faiss.IndexFlatIP | None = None
         self._learned_owner: list[str] = []
 
@@ -212,26 +213,34 @@ class SkillIndex:
         ]
 
     def learn(self, name: str, texts: Sequence[str]) -> None:
-        """Set the examples learned from use of skill ``name`` (none: forget them) and
-        re-index the learned examples (their vectors come from the cache after the first
-        time). Learned examples outlive a rebuild; those of a skill not installed are kept
-        and ignored until it is."""
+        """Set the examples learned from use of skill ``name`` (none: forget them)."""
+        self.learn_all({name: texts})
+
+    def learn_all(self, examples: dict[str, Sequence[str]]) -> None:
+        """Set the learned examples of each skill named (an empty list forgets them) and
+        re-index them: only the named skills' texts are embedded (from the cache after the
+        first time). Learned examples outlive a rebuild; those of a skill not installed are
+        kept and ignored until it is."""
         if self.cache is None:
             return
         with self._lock:
             learned = dict(self._learned_texts)
-        if texts:
-            learned[name] = tuple(dict.fromkeys(texts))
-        else:
-            learned.pop(name, None)
+            vectors = dict(self._learned_vectors)
+        for name, texts in examples.items():
+            found = tuple(dict.fromkeys(texts))
+            if found:
+                learned[name], vectors[name] = found, self.cache.encode(list(found))
+            else:
+                learned.pop(name, None)
+                vectors.pop(name, None)
         owners = [n for n, found in learned.items() for _ in found]
         index = None
         if owners:
-            vectors = self.cache.encode([t for found in learned.values() for t in found])
-            index = faiss.IndexFlatIP(vectors.shape[1])
-            index.add(vectors)
+            index = faiss.IndexFlatIP(self.cache.embedder.dimension)
+            index.add(np.vstack([vectors[n] for n in learned]))
         with self._lock:
-            self._learned_texts, self._learned, self._learned_owner = learned, index, owners
+            self._learned_texts, self._learned_vectors = learned, vectors
+            self._learned, self._learned_owner = index, owners
 
     def learned(self, name: str) -> tuple[str, ...]:
         """The examples learned from use of skill ``name`` that the index holds."""
