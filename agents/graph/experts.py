@@ -13,7 +13,7 @@ from agents.loop import LoopResult, expert_system
 from agents.memory.summaries import summary_text
 from agents.run import emit
 from agents.skills.definitions import definition_tokens, side_effects
-from agents.skills.meta import META_TOOLS, NOTE_SKILL, Scope
+from agents.skills.meta import LOAD_SKILL, META_TOOLS, NOTE_SKILL, Scope
 from agents.state.schema import PlannedTask, Task, TaskUpdate, ThreadState
 
 
@@ -105,14 +105,23 @@ _NEXT_BEST = 2
 
 
 def _skills_used(brain: Brain, result: LoopResult) -> list[str]:
-    """The skills whose tools the loop called, in order."""
+    """The skills whose tools the loop called, that it loaded, or that it noted, in order
+    (a refused load or note counts for none)."""
     assert brain.skills is not None
     used: list[str] = []
+    refused = {
+        m.tool_call_id
+        for m in result.messages
+        if isinstance(m, ToolMessage) and m.status == "error"
+    }
     for message in result.messages:
         if isinstance(message, AIMessage):
             for call in message.tool_calls:
-                if call["name"] == NOTE_SKILL:  # the skill whose instructions it followed
+                # The skill whose instructions it followed, or one of the next best it loaded.
+                if call["name"] in (NOTE_SKILL, LOAD_SKILL):
                     name = str(call["args"].get("name"))
+                    if call["id"] in refused or name not in brain.skills.registry:
+                        continue
                 else:
                     try:
                         name = brain.skills.registry.tool(call["name"])[0].name

@@ -18,11 +18,11 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import structlog
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from agents.errors import SkillNotFound
 from agents.router.intents import small_talk
-from agents.skills.meta import LOAD_SKILL, NOTE_SKILL
+from agents.skills.meta import LOAD_SKILL, META_TOOLS, NOTE_SKILL
 from agents.skills.service import SkillService
 from agents.state.documents import Documents
 
@@ -239,7 +239,9 @@ def chosen_skill(values: dict[str, Any], skills: SkillService) -> tuple[str, How
     notes_only = all(c["name"] == NOTE_SKILL for c in answer.tool_calls) if answer else False
     if answer is None or not notes_only or not answer.text.strip():
         return None
-    if any(getattr(m, "status", None) == "error" for m in turn):
+    # A skill's tool that failed spoils the turn; a refused load_skill does not.
+    failed = [m for m in turn if isinstance(m, ToolMessage) and m.status == "error"]
+    if any(m.name not in META_TOOLS for m in failed):
         return None
     kind, by, target = route.get("kind"), route.get("by"), route.get("target")
     if kind == "candidates" and target:
@@ -259,9 +261,12 @@ def _used(turn: list[BaseMessage], skills: SkillService) -> tuple[list[str], How
     found (``load_skill``, ``noted``, or ``tool``: a pre-loaded skill's tool)."""
     used: list[str] = []
     how: How | None = None
+    refused = {m.tool_call_id for m in turn if isinstance(m, ToolMessage) and m.status == "error"}
     for message in turn:
         for call in message.tool_calls if isinstance(message, AIMessage) else []:
             name: str | None = None
+            if call["id"] in refused:
+                continue
             if call["name"] in (LOAD_SKILL, NOTE_SKILL):
                 name = str(call["args"].get("name"))
                 how = how or ("load_skill" if call["name"] == LOAD_SKILL else "noted")

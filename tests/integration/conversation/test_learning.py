@@ -188,3 +188,36 @@ async def test_a_note_sent_alone_gets_its_answer_in_the_next_call(
     assert learning.learned is not None
     [example] = await learning.learned.examples("holiday-calendar")
     assert example.text == LEAVE_TEXT
+
+
+async def test_a_skill_the_candidates_expert_loaded_instead_is_learned_and_a_refused_one_not(
+    learning: Services, fake_llm: FakeLLM
+) -> None:
+    def first(request: RequestView) -> Reply:
+        return Reply(
+            tool_calls=[
+                ToolCall("load_skill", {"name": "leave-balance"}, id="c1"),  # not listed
+                ToolCall("load_skill", {"name": "holiday-calendar"}, id="c2"),  # listed next
+            ]
+        )
+
+    fake_llm.script(first, Reply(content="Closed on 1 May."))
+    events = await turn(learning, PUMP)
+    assert route_of(events).kind == "candidates"
+    assert learning.learned is not None
+    [example] = await learning.learned.examples("holiday-calendar")
+    assert (example.text, example.how) == (PUMP, "candidates")
+    assert await learning.learned.examples("leave-balance") == []
+
+
+async def test_a_turn_whose_tool_failed_teaches_nothing(
+    learning: Services, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(
+        Reply(tool_calls=[ToolCall("get_order", {})]),  # no order id: refused
+        Reply(content="I could not look that order up."),
+    )
+    events = await turn(learning, PUMP)
+    assert route_of(events).kind == "candidates"
+    assert learning.learned is not None
+    assert await learning.learned.examples("order-lookup") == []
