@@ -5,15 +5,17 @@ off stores nothing, the examples are in the checkpoint database and survive a re
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from app.services import Services, open_services
 from tests.fakellm import FakeLLM, Reply, RequestView, ToolCall
 from tests.integration.conversation.kit import final, make_skills, route_of, turn
+from tests.integration.threads.conftest import POSTGRES
 
 PUMP = "status of the delivery for the broken pump"
 PUMP_AGAIN = "what is the status of the delivery for my broken pump"
@@ -127,7 +129,26 @@ async def test_with_learning_off_nothing_is_stored(learn_settings: Any, fake_llm
         assert route_of(await turn(services, LEAVE_TEXT)).kind == "candidates"
 
 
-async def test_learned_examples_survive_a_restart(learn_settings: Any, fake_llm: FakeLLM) -> None:
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty store of each kind (PostgreSQL: a schema of its own, dropped after)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store.sqlite'}"
+        return
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(POSTGRES, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{POSTGRES}?options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(POSTGRES, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+async def test_learned_examples_survive_a_restart(
+    learn_settings: Any, store_url: str, fake_llm: FakeLLM
+) -> None:
+    learn_settings = learn_settings.model_copy(update={"checkpoint_url": store_url})
     async with open_services(learn_settings) as services:
         fake_llm.script(order_lookup, order_lookup)
         await turn(services, PUMP)
