@@ -164,6 +164,8 @@ async def open_services(
             if background:
                 orphans = await engine.orphans()
                 tasks.append(asyncio.create_task(engine.resume_orphans(orphans)))
+            if background:  # what other processes learn or delete reaches this one
+                tasks.append(asyncio.create_task(learned.keep_fresh()))
             if background and settings.retention_interval_s > 0:
                 tasks.append(asyncio.create_task(threads.keep_bounded()))
             try:

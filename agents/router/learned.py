@@ -14,6 +14,7 @@ import asyncio
 import re
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -32,6 +33,8 @@ EXAMPLE = "learned_example"  # one example: owner = its skill, status = learned 
 RUN = "learned_run"  # a run's examples, for feedback on the run
 THREAD = "learned_thread"  # a thread's examples, deleted with it
 FEEDBACK = "run_feedback"  # what a user said of a run
+STATE = "learned_state"  # a stamp that moves with every change, for other processes
+_STAMP = "stamp"
 How = Literal["candidates", "tie-break", "load_skill", "tool", "noted"]
 Rating = Literal["up", "down"]
 _MOST = 100_000  # a listing of every learned example (the cap keeps it far below)
@@ -77,17 +80,41 @@ class LearnedExamples:
         self.skills = skills
         self.options = options or LearnOptions()
         self._lock = asyncio.Lock()
+        self._seen: str | None = None  # the stamp of the examples the index holds
 
     async def load(self) -> int:
-        """Put every stored example into the index (at start-up); returns how many."""
+        """Bring the index in step with the stored examples: at start-up, and when another
+        process (a service beside this one, the command line) changed them. Only the skills
+        whose examples changed are re-indexed. Returns how many examples there are."""
+        self._seen = await self._stamp()
         found = [Example.of(b) for b in await self.documents.find(EXAMPLE, limit=_MOST)]
-        by_skill: dict[str, list[str]] = {}
+        by_skill: dict[str, tuple[str, ...]] = {}
         for example in reversed(found):  # oldest first
-            by_skill.setdefault(example.skill, []).append(example.text)
-        await self.skills.off_loop(self.skills.index.learn_all, by_skill)
-        if found:
-            log.info("skills.learned_loaded", examples=len(found), skills=len(by_skill))
+            by_skill[example.skill] = (*by_skill.get(example.skill, ()), example.text)
+        indexed = self.skills.index.learned_all()
+        changed: dict[str, Sequence[str]] = {
+            name: texts
+            for name, texts in by_skill.items()
+            if tuple(dict.fromkeys(texts)) != indexed.get(name)
+        }
+        changed.update({name: () for name in indexed if name not in by_skill})
+        if changed:
+            await self.skills.off_loop(self.skills.index.learn_all, changed)
+            log.info("skills.learned_loaded", examples=len(found), skills_changed=len(changed))
         return len(found)
+
+    async def keep_fresh(self, interval_s: float = 5.0) -> None:
+        """Every ``interval_s``, pick up what other processes learned or deleted (one read
+        of a stamp each time; the examples are read only when it moved). Runs until
+        cancelled."""
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                if await self._stamp() != self._seen:
+                    async with self._lock:
+                        await self.load()
+            except Exception:  # the next round tries again
+                log.exception("skills.learned_refresh_failed")
 
     async def after_turn(self, thread_id: str, run_id: str, values: dict[str, Any]) -> None:
         """Learn from a turn that succeeded, when the model chose its skill."""
@@ -225,8 +252,15 @@ class LearnedExamples:
         )
 
     async def _reindex(self, skill: str, kept: list[Example]) -> None:
+        """Index ``skill``'s examples as they are now stored, and tell other processes."""
         texts = [e.text for e in sorted(kept, key=lambda e: e.created)]
         await self.skills.off_loop(self.skills.index.learn, skill, texts)
+        self._seen = uuid.uuid4().hex
+        await self.documents.put(STATE, _STAMP, {"stamp": self._seen})
+
+    async def _stamp(self) -> str | None:
+        body = await self.documents.get(STATE, _STAMP)
+        return None if body is None else str(body["stamp"])
 
 
 def chosen_skill(values: dict[str, Any], skills: SkillService) -> tuple[str, How] | None:

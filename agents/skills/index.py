@@ -242,6 +242,11 @@ class SkillIndex:
             self._learned_texts, self._learned_vectors = learned, vectors
             self._learned, self._learned_owner = index, owners
 
+    def learned_all(self) -> dict[str, tuple[str, ...]]:
+        """Every skill's learned examples that the index holds."""
+        with self._lock:
+            return dict(self._learned_texts)
+
     def learned(self, name: str) -> tuple[str, ...]:
         """The examples learned from use of skill ``name`` that the index holds."""
         return self._learned_texts.get(name, ())

@@ -175,9 +175,8 @@ def examples(
     as_json: JsonFlag = False,
 ) -> None:
     """List the examples routing learned for skill NAME from use (users' messages whose
-    skill the model chose), newest first, or delete one (--delete ID). A running service
-    stops routing by a deleted example at its next start; DELETE
-    /v1/skills/NAME/examples/ID removes it from a running service at once."""
+    skill the model chose), newest first, or delete one (--delete ID); a running service
+    on the same store stops routing by it within five seconds."""
     import asyncio
     from dataclasses import asdict
 

@@ -4,6 +4,7 @@ off stores nothing, the examples are in the checkpoint database and survive a re
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -242,3 +243,27 @@ async def test_a_turn_whose_tool_failed_teaches_nothing(
     assert route_of(events).kind == "candidates"
     assert learning.learned is not None
     assert await learning.learned.examples("order-lookup") == []
+
+
+async def test_what_one_process_learns_or_deletes_reaches_another_on_the_same_store(
+    learn_settings: Any, fake_llm: FakeLLM
+) -> None:
+    async with open_services(learn_settings) as one, open_services(learn_settings) as other:
+        assert one.learned is not None
+        fake_llm.script(order_lookup, order_lookup)
+        await turn(one, PUMP)
+        await until(lambda: other.skills.index.learned("order-lookup") == (PUMP,))
+        fake_llm.script(order_lookup, order_lookup)
+        route = route_of(await turn(other, PUMP_AGAIN))
+        assert (route.kind, route.target) == ("skill", "order-lookup")
+        [example] = await one.learned.examples("order-lookup")
+        assert await one.learned.delete("order-lookup", example.id)
+        await until(lambda: other.skills.index.learned("order-lookup") == ())
+
+
+async def until(condition: Any, timeout_s: float = 15.0) -> None:
+    """Wait for ``condition()`` (another process's refresh runs every five seconds)."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "not picked up in time"
+        await asyncio.sleep(0.1)
