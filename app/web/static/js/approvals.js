@@ -46,7 +46,12 @@ export function approvalCard(approval, onDecided = () => {}) {
   return card;
 }
 
-/** Fill the inbox; returns how many approvals wait. */
+/** How many approvals wait. */
+export async function waiting() {
+  return (await api.approvals.list()).approvals.length;
+}
+
+/** Fill the inbox (a decided card stays until the next refresh); returns how many wait. */
 export async function loadInbox(container, onDecided) {
   const { approvals } = await api.approvals.list();
   container.replaceChildren(

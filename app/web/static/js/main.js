@@ -1,6 +1,6 @@
 // Start-up: views, sign-in (an API key, or development mode without one), service errors.
 import * as api from "./api.js";
-import { loadInbox } from "./approvals.js";
+import { loadInbox, waiting } from "./approvals.js";
 import { loadBrowser, initBrowser } from "./browser.js";
 import { initChat, loadThreads, openThread } from "./chat.js";
 
@@ -35,11 +35,22 @@ function showMode() {
   $("sign-in-toggle").hidden = signedIn;
 }
 
+function showCount(count) {
+  $("approval-count").textContent = String(count);
+  $("approval-count").hidden = count === 0;
+}
+
+async function refreshCount() {
+  try {
+    showCount(await waiting());
+  } catch (error) {
+    showError(error);
+  }
+}
+
 async function refreshApprovals() {
   try {
-    const count = await loadInbox($("inbox"), refreshApprovals);
-    $("approval-count").textContent = String(count);
-    $("approval-count").hidden = count === 0;
+    showCount(await loadInbox($("inbox"), refreshCount));
   } catch (error) {
     showError(error);
   }
@@ -63,14 +74,14 @@ async function start() {
     await loadThreads();
     const last = sessionStorage.getItem("skilldesk.thread");
     if (last) await openThread(last);
-    await refreshApprovals();
+    await refreshCount();
   } catch (error) {
     showError(error);
   }
 }
 
 document.addEventListener("DOMContentLoaded", () => {
-  initChat({ onError: showError, onApprovals: refreshApprovals });
+  initChat({ onError: showError, onApprovals: refreshCount });
   initBrowser({ onError: showError });
   for (const tab of document.querySelectorAll(".tab")) tab.addEventListener("click", () => showView(tab.dataset.view));
   $("refresh-approvals").addEventListener("click", refreshApprovals);

@@ -32,6 +32,10 @@ export class Trace {
     } else if (type === "tool_called") this.tools.set(data.call_id, { ...data });
     else if (type === "tool_returned") Object.assign(this.tools.get(data.call_id) || {}, { result: data });
     else if (type === "error_raised") this.errors.push(data);
+    else if (type === "approval_required") {
+      const step = [...this.open.values()].find((s) => s.node === data.node);
+      if (step) step.waiting = true;
+    }
     else if (type === "run_finished") this.usage = data.usage;
     else return false;
     if (type === "run_finished") this.seconds = (performance.now() - this.started) / 1000;
@@ -93,7 +97,7 @@ function routeView(route) {
 
 function stepView(step) {
   const name = [step.workflow, step.task_id, step.node].filter(Boolean).join(" · ");
-  const state = step.running ? "running…" : step.ok === false ? `failed: ${step.error || ""}` : `${Math.round(step.ms)} ms`;
+  const state = step.waiting ? "waiting for approval" : step.running ? "running…" : step.ok === false ? `failed: ${step.error || ""}` : `${Math.round(step.ms)} ms`;
   return el(
     "li",
     { class: step.ok === false ? "failed" : "" },
