@@ -35,11 +35,17 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def service(fake_llm: FakeLLM, tmp_path: Path) -> Iterator[Service]:
+def content(tmp_path: Path) -> tuple[Path, Path]:
+    """The skills and workflows folders the service serves: the bundled ones."""
+    return ROOT / "skills", ROOT / "workflows"
+
+
+@pytest.fixture
+def service(fake_llm: FakeLLM, tmp_path: Path, content: tuple[Path, Path]) -> Iterator[Service]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
     env.update(
-        SKILLDESK_SKILLS_DIR=str(ROOT / "skills"),
-        SKILLDESK_WORKFLOWS_DIR=str(ROOT / "workflows"),
+        SKILLDESK_SKILLS_DIR=str(content[0]),
+        SKILLDESK_WORKFLOWS_DIR=str(content[1]),
         SKILLDESK_SKILLS_EMBEDDINGS="false",
         SKILLDESK_SKILLS_WATCH="false",
         SKILLDESK_MODEL="openai/fake-model",

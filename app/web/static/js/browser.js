@@ -37,7 +37,7 @@ export async function loadBrowser() {
   const [skills, workflows] = await Promise.all([api.skills.list(), api.workflows.list()]);
   $("skill-list").replaceChildren(
     ...skills.skills.map((s) =>
-      el("li", {}, el("button", { type: "button", class: "link", onclick: () => showSkill(s.name) }, s.name), el("span", { class: "hint" }, ` — ${s.description}`)),
+      el("li", {}, el("button", { type: "button", class: "link", onclick: () => showSkill(s.name) }, s.name), el("span", { class: "hint" }, ` — ${firstSentence(s.description)}`)),
     ),
   );
   $("skill-errors").replaceChildren(
@@ -45,7 +45,7 @@ export async function loadBrowser() {
   );
   $("workflow-list").replaceChildren(
     ...workflows.workflows.map((w) =>
-      el("li", {}, el("button", { type: "button", class: "link", onclick: () => showWorkflow(w.name) }, w.name), el("span", { class: "hint" }, ` — ${w.description}`)),
+      el("li", {}, el("button", { type: "button", class: "link", onclick: () => showWorkflow(w.name) }, w.name), el("span", { class: "hint" }, ` — ${firstSentence(w.description)}`)),
     ),
   );
   $("workflow-errors").replaceChildren(
@@ -125,4 +125,8 @@ async function drawGraph(container, source) {
   } catch (error) {
     container.replaceChildren(el("p", { class: "hint" }, `The graph could not be drawn: ${error.message}`));
   }
+}
+
+function firstSentence(text) {
+  return text.split(/(?<=[.!?。])\s/)[0];
 }

@@ -7,13 +7,12 @@ import { initChat, loadThreads, openThread } from "./chat.js";
 const $ = (id) => document.getElementById(id);
 
 function showError(error) {
-  const messages = {
-    unreachable: "Cannot reach the Skilldesk service. Check that it is running, then retry.",
-    unauthorized: "Your API key was refused. Sign in again with a valid key.",
-    key_expired: "Your API key has expired. Sign in with a new one.",
-  };
-  let text = messages[error.code] || `${error.message} (${error.code || "error"})`;
-  if (error.status === 403) text = `Not allowed: ${error.message}`;
+  let text = `${error.message} (${error.code || "error"})`;
+  if (error.code === "unreachable") text = "Cannot reach the Skilldesk service. Check that it is running, then retry.";
+  else if (error.status === 401 && /expired/.test(error.code)) text = "Your API key has expired. Sign in with a new one.";
+  else if (error.status === 401 && api.apiKey()) text = `Your API key was refused (${error.message}). Sign in with a valid key.`;
+  else if (error.status === 401) text = "This service needs an API key. Sign in with one.";
+  else if (error.status === 403) text = `Not allowed: ${error.message}`;
   $("banner-text").textContent = text;
   $("banner").hidden = false;
   if (error.status === 401) showSignIn(true);
