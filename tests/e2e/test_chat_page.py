@@ -9,9 +9,10 @@ from playwright.sync_api import expect
 from tests.e2e.conftest import screenshot
 from tests.fakellm import FakeLLM, Reply, ToolCall
 
+QUESTION = "Where is my order ORD1001, what is its tracking status?"
 ANSWER = (
     "Order **ORD1001** has shipped and should arrive soon. "
-    '<img src=x onerror="document.title=\'owned\'"> '
+    "<img src=x onerror=\"document.title='owned'\"> "
     "[details](javascript:alert(1))"
 )
 
@@ -25,7 +26,7 @@ def test_an_answer_streams_in_unfolds_its_trace_and_the_thread_is_there_after_a_
     )
     page.goto("/")
     expect(page.locator("#mode")).to_have_text("Development mode (no key)")
-    page.get_by_label("Message").fill("Where is my order ORD1001, what is its tracking status?")
+    page.get_by_label("Message").fill(QUESTION)
     page.keyboard.press("Enter")
 
     # Tokens arrive while the run is still going: part of the answer, the rest still to come.
@@ -53,9 +54,9 @@ def test_an_answer_streams_in_unfolds_its_trace_and_the_thread_is_there_after_a_
 
     # The thread is listed, survives a reload, can be renamed and deleted.
     thread = page.locator("#thread-list .thread").first
-    expect(thread).to_contain_text("Where is my order ORD1001, what is its tracking status?")
+    expect(thread).to_contain_text(QUESTION)
     page.reload()
-    expect(page.locator(".message.user")).to_have_text("You said:Where is my order ORD1001, what is its tracking status?")
+    expect(page.locator(".message.user")).to_have_text(f"You said:{QUESTION}")
     expect(page.locator(".message.assistant")).to_contain_text("should arrive soon")
     page.get_by_role("button", name="Rename").click()
     page.get_by_label("New title").fill("Order ORD1001")
@@ -63,6 +64,13 @@ def test_an_answer_streams_in_unfolds_its_trace_and_the_thread_is_there_after_a_
     expect(page.locator("#thread-list .thread").first).to_contain_text("Order ORD1001")
 
     page.set_viewport_size({"width": 390, "height": 844})
+    # At phone width nothing needs a sideways scroll and the composer is all there.
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    for name in ("Send", "New thread", "Threads"):
+        box = page.get_by_role("button", name=name, exact=True).bounding_box()
+        assert box is not None
+        assert box["x"] >= 0
+        assert box["x"] + box["width"] <= 390
     screenshot(page, "phone")
     page.set_viewport_size({"width": 1280, "height": 860})
 

@@ -46,8 +46,7 @@ def test_a_key_is_sent_as_a_bearer_token_and_a_refused_key_asks_for_another(page
         "**/v1/threads?limit=50",
         lambda route: route.fulfill(
             status=401,
-            content_type="application/json",
-            body='{"error": {"message": "Unknown key.", "type": "auth", "code": "invalid_api_key"}}',
+            json={"error": {"message": "Unknown key.", "type": "auth", "code": "invalid_api_key"}},
         ),
     )
     page.reload()
@@ -57,3 +56,26 @@ def test_a_key_is_sent_as_a_bearer_token_and_a_refused_key_asks_for_another(page
     page.get_by_role("button", name="Sign out").click()
     expect(page.locator("#mode")).to_have_text("Development mode (no key)")
     assert page.evaluate("sessionStorage.getItem('skilldesk.key')") is None
+
+
+def test_the_page_is_used_from_the_keyboard_alone_in_light_and_dark(page: Any) -> None:
+    page.goto("/")
+    order = []
+    for _ in range(5):
+        page.keyboard.press("Tab")
+        order.append(page.evaluate("document.activeElement.textContent.trim()"))
+    assert order == [
+        "Skip to content",
+        "Chat",
+        "Approvals",
+        "Skills & workflows",
+        "Sign in with a key",
+    ]
+    page.keyboard.press("Shift+Tab")
+    page.keyboard.press("Enter")  # opens the browser view
+    expect(page.locator("#view-browser")).to_be_visible()
+    expect(page.locator("#view-chat")).to_be_hidden()
+    background = "getComputedStyle(document.body).backgroundColor"
+    light = page.evaluate(background)
+    page.emulate_media(color_scheme="dark")
+    assert page.evaluate(background) != light
