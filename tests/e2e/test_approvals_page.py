@@ -3,6 +3,7 @@ reload, and the thread hears how the run ended."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from playwright.sync_api import expect
@@ -27,6 +28,11 @@ def test_a_refund_started_from_chat_is_approved_from_the_inbox_after_a_reload(
     expect(trace.locator(".route")).to_contain_text("refund-request")
     expect(trace.locator(".steps")).to_contain_text("refund-request · order")
     expect(trace.locator(".steps")).to_contain_text("approve — waiting for approval")
+    # The workflow's graph marks the nodes that ran and the one that waits.
+    graph = trace.locator(".graph svg")
+    expect(graph.locator("g.node.current")).to_contain_text("Agent approval")
+    expect(graph.locator("g.node.done")).to_have_count(2)  # the order looked up, the switch
+    expect(trace.locator(".graph")).to_have_attribute("aria-label", re.compile("approve current"))
     expect(page.locator("#approval-count")).to_have_text("1")
     trace.locator("summary").click()
     card.get_by_label("Comment").focus()

@@ -1,5 +1,6 @@
 // Skills and workflows: search with the router's scores, definitions, graphs, load errors.
 import * as api from "./api.js";
+import { drawGraph } from "./graph.js";
 import { el, pretty, renderMarkdown } from "./markdown.js";
 
 const $ = (id) => document.getElementById(id);
@@ -97,33 +98,6 @@ async function showWorkflow(name) {
     await drawGraph(graph, workflow.mermaid);
   } catch (error) {
     report(error);
-  }
-}
-
-let mermaidReady = null;
-let graphs = 0;
-
-function loadMermaid() {
-  mermaidReady ??= new Promise((resolve, reject) => {
-    const script = el("script", { src: "/static/vendor/mermaid.min.js" });
-    script.onload = () => {
-      const dark = matchMedia("(prefers-color-scheme: dark)").matches;
-      window.mermaid.initialize({ startOnLoad: false, securityLevel: "strict", theme: dark ? "dark" : "default" });
-      resolve(window.mermaid);
-    };
-    script.onerror = () => reject(new Error("Mermaid could not be loaded"));
-    document.head.append(script);
-  });
-  return mermaidReady;
-}
-
-async function drawGraph(container, source) {
-  try {
-    const mermaid = await loadMermaid();
-    const { svg } = await mermaid.render(`graph-${++graphs}`, source);
-    container.innerHTML = svg; // Mermaid's own output, rendered with securityLevel strict
-  } catch (error) {
-    container.replaceChildren(el("p", { class: "hint" }, `The graph could not be drawn: ${error.message}`));
   }
 }
 

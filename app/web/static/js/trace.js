@@ -1,5 +1,7 @@
 // How an answer was reached, from the run's events: the route decision with its candidates
 // and scores, the nodes that ran with their timings, tool calls, errors, usage and time.
+import * as api from "./api.js";
+import { drawGraph } from "./graph.js";
 import { el, pretty } from "./markdown.js";
 
 export class Trace {
@@ -13,13 +15,18 @@ export class Trace {
     this.started = performance.now();
     this.seconds = null;
     this.body = el("div", { class: "trace-body" });
+    this.workflow = null; // a workflow run's graph: { name, source, marks, box, drawing, dirty }
     this.summary = el("summary", {}, "How this answer was reached");
     this.element = el("details", { class: "trace" }, this.summary, this.body);
   }
 
   /** Take one event of the run; true when the trace changed. */
   add(type, data) {
-    if (type === "route_decided") this.route = data;
+    if (data.workflow && this.workflow?.name === data.workflow) this.mark(type, data);
+    if (type === "route_decided") {
+      this.route = data;
+      if (data.kind === "workflow" && data.target) this.showWorkflow(data.target);
+    }
     else if (type === "node_started") {
       const step = { ...data, running: true };
       this.nodes.push(step);
@@ -43,6 +50,43 @@ export class Trace {
     return true;
   }
 
+  showWorkflow(name) {
+    const box = el("div", { class: "graph", role: "img", "aria-label": `Graph of workflow ${name}` });
+    this.workflow = { name, source: null, marks: {}, box, drawing: false, dirty: false };
+    api.workflows
+      .get(name)
+      .then((workflow) => {
+        this.workflow.source = workflow.mermaid;
+        this.redraw();
+      })
+      .catch(() => box.replaceChildren(el("p", { class: "hint" }, "The workflow's graph is not available.")));
+  }
+
+  mark(type, data) {
+    const marks = this.workflow.marks;
+    if (type === "node_started") marks[data.node] = "current";
+    else if (type === "node_finished") marks[data.node] = data.ok === false ? "failed" : "done";
+    else return;
+    const states = Object.entries(marks).map(([node, mark]) => `${node} ${mark}`);
+    this.workflow.box.setAttribute("aria-label", `Graph of workflow ${this.workflow.name}: ${states.join(", ")}`);
+    this.redraw();
+  }
+
+  async redraw() {
+    const graph = this.workflow;
+    if (!graph.source) return;
+    if (graph.drawing) {
+      graph.dirty = true;
+      return;
+    }
+    graph.drawing = true;
+    do {
+      graph.dirty = false;
+      await drawGraph(graph.box, graph.source, { ...graph.marks });
+    } while (graph.dirty);
+    graph.drawing = false;
+  }
+
   finish() {
     this.seconds ??= (performance.now() - this.started) / 1000;
     this.render();
@@ -51,6 +95,7 @@ export class Trace {
   render() {
     const parts = [];
     if (this.route) parts.push(routeView(this.route));
+    if (this.workflow) parts.push(el("h4", {}, `Workflow ${this.workflow.name}`), this.workflow.box);
     if (this.nodes.length) {
       parts.push(el("h4", {}, "Steps"), el("ol", { class: "steps" }, this.nodes.map(stepView)));
     }
