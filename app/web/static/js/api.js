@@ -65,7 +65,7 @@ async function json(method, path, options) {
 const enc = encodeURIComponent;
 
 export const threads = {
-  list: () => json("GET", "/v1/threads?limit=50"),
+  list: (before) => json("GET", `/v1/threads?limit=50${before ? `&before=${before}` : ""}`),
   create: () => json("POST", "/v1/threads", { json: {} }),
   get: (id) => json("GET", `/v1/threads/${enc(id)}`),
   rename: (id, title) => json("PATCH", `/v1/threads/${enc(id)}`, { json: { title } }),

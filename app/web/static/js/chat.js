@@ -38,28 +38,55 @@ export function initChat({ onError, onApprovals }) {
 }
 
 export async function loadThreads() {
-  const { data } = await api.threads.list();
-  $("thread-list").replaceChildren(
-    ...data.map((t) =>
-      el(
-        "li",
-        {},
-        el(
-          "button",
-          {
-            type: "button",
-            class: "thread",
-            "data-thread": t.thread_id,
-            "aria-current": t.thread_id === current ? "true" : null,
-            onclick: () => openThread(t.thread_id),
-          },
-          el("span", { class: "thread-title" }, t.title || "Untitled"),
-          el("span", { class: "thread-time" }, new Date(t.updated * 1000).toLocaleString()),
-        ),
-      ),
+  const page = await api.threads.list();
+  $("thread-list").replaceChildren(...page.data.map(threadItem));
+  if (!page.data.length) $("thread-list").append(el("li", { class: "hint" }, "No threads yet."));
+  addOlder(page);
+}
+
+function threadItem(t) {
+  return el(
+    "li",
+    {},
+    el(
+      "button",
+      {
+        type: "button",
+        class: "thread",
+        "data-thread": t.thread_id,
+        "aria-current": t.thread_id === current ? "true" : null,
+        onclick: () => openThread(t.thread_id),
+      },
+      el("span", { class: "thread-title" }, t.title || "Untitled"),
+      el("span", { class: "thread-time" }, new Date(t.updated * 1000).toLocaleString()),
     ),
   );
-  if (!data.length) $("thread-list").append(el("li", { class: "hint" }, "No threads yet."));
+}
+
+function addOlder(page) {
+  if (!page.has_more) return;
+  const item = el(
+    "li",
+    {},
+    el(
+      "button",
+      {
+        type: "button",
+        class: "link",
+        onclick: async () => {
+          try {
+            const older = await api.threads.list(page.next_before);
+            item.replaceWith(...older.data.map(threadItem));
+            addOlder(older);
+          } catch (error) {
+            report(error);
+          }
+        },
+      },
+      "Older threads",
+    ),
+  );
+  $("thread-list").append(item);
 }
 
 export async function openThread(id) {
