@@ -36,6 +36,12 @@ MODEL_TOKENS = Counter(
     ["profile", "kind"],
     registry=REGISTRY,
 )
+MODEL_COST = Counter(
+    "skilldesk_model_cost_micro_usd",
+    "Cost of model calls in millionths of a US dollar, by profile (calls whose price is known).",
+    ["profile"],
+    registry=REGISTRY,
+)
 MODEL_SECONDS = Histogram(
     "skilldesk_model_call_seconds",
     "Model call time, retries and fallbacks included.",

@@ -62,6 +62,8 @@ class UsageRecorder:
         for kind in ("input", "output", "reasoning"):
             if counts.get(f"{kind}_tokens"):
                 metrics.MODEL_TOKENS.labels(profile, kind).inc(counts[f"{kind}_tokens"])
+        if cost_micro_usd:
+            metrics.MODEL_COST.labels(profile).inc(cost_micro_usd)
         log.info("model.usage", profile=profile, model=model, **counts)
         return rec
 
