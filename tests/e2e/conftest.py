@@ -61,12 +61,20 @@ def service(fake_llm: FakeLLM, tmp_path: Path, content: tuple[Path, Path]) -> It
 @pytest.fixture
 def page(browser: Any, service: Service) -> Iterator[Any]:
     """A fresh browser context (its own sessionStorage) on the service's page; any error the
-    page's scripts throw fails the test."""
+    page's scripts throw, and anything the Content-Security-Policy refuses, fails the test."""
     context = browser.new_context(base_url=service.url, viewport={"width": 1280, "height": 860})
     page = context.new_page()
     page.set_default_timeout(15_000)
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on(
+        "console",
+        lambda message: (
+            message.type == "error"
+            and "Content Security Policy" in message.text
+            and errors.append(message.text)
+        ),
+    )
     yield page
     context.close()
     assert errors == [], errors

@@ -63,7 +63,7 @@ def test_the_page_is_used_from_the_keyboard_alone_in_light_and_dark(page: Any) -
     order = []
     for _ in range(5):
         page.keyboard.press("Tab")
-        order.append(page.evaluate("document.activeElement.textContent.trim()"))
+        order.append(page.evaluate("document.activeElement.innerText.trim()"))
     assert order == [
         "Skip to content",
         "Chat",
