@@ -22,8 +22,10 @@ if not os.access(CHROMIUM, os.X_OK):  # .ci/run installs it
     pytest.skip(f"needs Debian's chromium at {CHROMIUM}", allow_module_level=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    # Per module, not per session: while Playwright's sync API is open the main thread has an
+    # event loop marked running, and the tests after these (asyncio.run, TestClient) would fail.
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=CHROMIUM,

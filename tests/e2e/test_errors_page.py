@@ -24,6 +24,9 @@ def test_a_failed_run_and_an_unreachable_service_are_said_plainly(
     service.stop()
     page.get_by_role("textbox", name="Message").fill("are you there?")
     page.keyboard.press("Enter")
+    expect(page.locator(".run-error").last).to_have_text(
+        "The message was not sent: the service cannot be reached."
+    )
     expect(page.locator("#banner")).to_contain_text("Cannot reach the Skilldesk service")
     expect(page.get_by_role("button", name="Retry")).to_be_visible()
 

@@ -167,17 +167,21 @@ async function send() {
 
 async function stream(id, text) {
   const trace = new Trace();
-  const answer = el("div", { class: "answer", "aria-live": "polite", "aria-busy": "true" });
+  const words = el("div");
+  const answer = el("div", { class: "answer", "aria-live": "polite", "aria-busy": "true" }, words);
   const item = el("li", { class: "message assistant streaming" }, el("span", { class: "visually-hidden" }, "Answer:"), answer, trace.element);
   $("messages").append(item);
+  const say = (message) => answer.append(el("p", { class: "run-error", role: "alert" }, message));
   let buffer = "";
   let frame = 0;
+  let received = 0;
   const paint = () => {
     frame = 0;
-    answer.replaceChildren(renderMarkdown(buffer));
+    words.replaceChildren(renderMarkdown(buffer));
     scrollDown();
   };
   const onEvent = (type, data) => {
+    received++;
     if (type === "token") {
       buffer += data.text;
       frame ||= requestAnimationFrame(paint);
@@ -186,24 +190,21 @@ async function stream(id, text) {
       approvalsChanged();
     } else if (type === "run_finished") {
       buffer = data.answer ?? buffer;
-      paint();
     } else if (type === "run_failed") {
-      answer.append(el("p", { class: "run-error", role: "alert" }, `The run failed: ${data.message} (${data.code})`));
+      say(`The run failed: ${data.message} (${data.code})`);
     }
     trace.add(type, data);
   };
   try {
     await api.runStream(id, { message: text }, onEvent);
   } catch (error) {
-    const message =
-      error.code === "unreachable"
-        ? "The connection to the service was lost; the answer will be in the thread once it is back."
-        : `The run could not start: ${error.message} (${error.code})`;
-    answer.append(el("p", { class: "run-error", role: "alert" }, message));
-    if (error.status === 401 || error.status === 403) report(error);
+    if (error.code !== "unreachable") say(`The message was refused: ${error.message} (${error.code})`);
+    else if (received) say("The connection to the service was lost; the answer will be in the thread once it is back.");
+    else say("The message was not sent: the service cannot be reached.");
+    if (error.status === 0 || error.status === 401 || error.status === 403) report(error);
   } finally {
     if (frame) cancelAnimationFrame(frame);
-    if (buffer) paint();
+    paint();
     trace.finish();
     answer.setAttribute("aria-busy", "false");
     item.classList.remove("streaming");
