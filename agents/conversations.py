@@ -292,6 +292,7 @@ class Conversations:
                         "send a message to go on"
                     )
                 log.info("run.resumed", next=list(snapshot.next))
+                ctx.resumed = True
                 ctx.turn_id = turn_id(history, [])  # the same keys for its side effects
                 run_input = None
             else:
@@ -354,8 +355,11 @@ class Conversations:
         references in state), and the thread's record says how the run ended."""
         values = dict(values or {})
         try:
-            if self.attachments is not None and not failed:
-                # Files the run's skills made (or a run a crash cut off made) not yet in state.
+            # Files the run's skills made (or a run a crash cut off made: a resumed run looks).
+            look = ctx.resumed or (
+                self.attachments is not None and self.attachments.fresh(ctx.thread_id)
+            )
+            if self.attachments is not None and not failed and look:
                 known = {a.get("id") for a in values.get("attachments", [])}
                 made = [
                     a
