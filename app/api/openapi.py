@@ -40,7 +40,11 @@ def named_events(events: Mapping[str, type[BaseModel]], description: str) -> dic
                 {
                     "type": "object",
                     "required": ["event", "data"],
-                    "properties": {"event": {"const": name}, "data": json_data(model)},
+                    "properties": {
+                        "id": {"type": "string", "description": "The sequence number."},
+                        "event": {"const": name},
+                        "data": json_data(model),
+                    },
                 }
                 for name, model in events.items()
             ]
@@ -88,6 +92,17 @@ def as_served(document: dict[str, Any]) -> dict[str, Any]:
         for operation in path_item.values():
             responses = operation.setdefault("responses", {})
             responses.pop("422", None)
+            if operation.get("security"):  # every door has the same lock
+                for status in ("401", "403", "429"):
+                    responses.setdefault(
+                        status,
+                        {
+                            "description": ERROR_STATUSES[int(status)],
+                            "content": {
+                                "application/json": {"schema": {"$ref": REF + "ErrorResponse"}}
+                            },
+                        },
+                    )
             if "requestBody" in operation and "400" not in responses:
                 responses["400"] = {
                     "description": ERROR_STATUSES[400],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from app.api.deps import ServicesDep
@@ -26,12 +26,14 @@ async def healthz() -> HealthPublic:
         **error_responses(500),
     },
 )
-async def readyz(services: ServicesDep) -> JSONResponse:
-    """Ready when the checkpoint store answers; says whether a model is configured."""
+async def readyz(services: ServicesDep, request: Request) -> JSONResponse:
+    """Ready when the checkpoint store answers; says whether a model is configured and how
+    callers are authenticated."""
     body = ReadinessPublic(
         status="ready",
         checkpointer=type(services.checkpointer).__name__,
         model="configured" if services.gateway.configured else "not configured",
+        auth=request.app.state.gate.mode,
     )
     status = 200
     try:
