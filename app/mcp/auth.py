@@ -7,9 +7,9 @@ import json
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from agents.toolserver.runs import CALLER
 from app.api.errors import ApiError
 from app.auth.guard import Gate, no_scope
+from app.mcp.server import CALLER_STATE
 
 METADATA = "/.well-known/oauth-protected-resource"
 
@@ -39,11 +39,8 @@ class McpGate:
                 )
             await _respond(send, error.status, error.body(), extra)
             return
-        token = CALLER.set(None if principal.sees_all else principal.user)
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            CALLER.reset(token)
+        scope.setdefault("state", {})[CALLER_STATE] = None if principal.sees_all else principal.user
+        await self.app(scope, receive, send)
 
 
 def _metadata_url(scope: Scope, headers: dict[str, str]) -> str:
