@@ -185,12 +185,16 @@ def test_over_mcp_user_b_cannot_read_user_as_workflow_run(
         ("resources/templates/list", {}),
     ]:
         answer = json.dumps(_mcp(client, "bob", method, params))
-        assert ids["workflow_run"] not in answer and SECRET_TEXT not in answer
+        assert ids["workflow_run"] not in answer
+        assert SECRET_TEXT not in answer
     started = _mcp(
         client,
         "bob",
         "tools/call",
-        {"name": "run_workflow", "arguments": {"workflow": "lookup", "inputs": {"order_id": "ORD1001"}}},
+        {
+            "name": "run_workflow",
+            "arguments": {"workflow": "lookup", "inputs": {"order_id": "ORD1001"}},
+        },
     )["result"]
     bob_run = started["structuredContent"]["run_id"]
     again = {"name": "get_workflow_run", "arguments": {"run_id": bob_run}}
@@ -206,7 +210,5 @@ def test_mcp_without_a_key_is_a_401_naming_the_resource_metadata(client: TestCli
     assert challenge.startswith("Bearer resource_metadata=")
     url = challenge.split('resource_metadata="')[1].split('"')[0]
     assert url.endswith("/.well-known/oauth-protected-resource")
-    no_tools = client.post(
-        "/mcp", json=request, headers={**MCP_HEADERS, **bearer("approver")}
-    )
+    no_tools = client.post("/mcp", json=request, headers={**MCP_HEADERS, **bearer("approver")})
     assert no_tools.status_code == 403

@@ -70,7 +70,9 @@ def test_a_key_without_the_scope_is_forbidden(
 def test_an_admin_lists_every_users_threads_a_user_only_theirs(keyed: TestClient) -> None:
     a = keyed.post("/v1/threads", json={}, headers=bearer("alice")).json()["thread_id"]
     b = keyed.post("/v1/threads", json={}, headers=bearer("bob")).json()["thread_id"]
-    mine = [t["thread_id"] for t in keyed.get("/v1/threads", headers=bearer("alice")).json()["data"]]
+    mine = [
+        t["thread_id"] for t in keyed.get("/v1/threads", headers=bearer("alice")).json()["data"]
+    ]
     assert mine == [a]
     every = keyed.get("/v1/threads?all=true", headers=bearer("admin")).json()["data"]
     assert {t["thread_id"] for t in every} == {a, b}
@@ -111,7 +113,9 @@ def test_development_mode_is_open_on_loopback_and_says_so(
     with TestClient(create_app(model_settings)) as client:
         assert "open" in client.get("/readyz").json()["auth"]
         assert client.get("/v1/me").json()["user"] is None
-        ran = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]})
+        ran = client.post(
+            "/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]}
+        )
         assert ran.status_code == 200
 
 
@@ -172,7 +176,8 @@ def _flush_redis() -> None:
 
 def test_a_bad_bootstrap_entry_stops_start_up_naming_it(model_settings: Any) -> None:
     bad = model_settings.model_copy(update={"api_keys": SecretStr("alice:chat")})
-    with pytest.raises(ConfigError, match="SKILLDESK_API_KEYS entry 1"), TestClient(create_app(bad)):
+    with (
+        pytest.raises(ConfigError, match="SKILLDESK_API_KEYS entry 1"),
+        TestClient(create_app(bad)),
+    ):
         pass
-
-
