@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.routing import Route
 
-from app.api.deps import needs
+from app.api.deps import needs, scopes_of
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestContextMiddleware
 from app.api.openapi import install_openapi, operation_id
@@ -68,7 +68,7 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
     )
     app.add_middleware(RequestContextMiddleware, max_body_bytes=settings.max_request_bytes)
     install_error_handlers(app)
-    install_openapi(app)
+    install_openapi(app, scopes_of)
     # One lock on every door: each router's scope (a tool call on /v1/skills needs `tools`).
     app.include_router(health.router)
     app.include_router(auth.router)

@@ -108,7 +108,18 @@ def needs(scope: str | None = None) -> Any:
             raise no_scope(principal, scope)
         return principal
 
+    check.scope = scope  # type: ignore[attr-defined]  # the OpenAPI document names it
     return Depends(check)
+
+
+def scopes_of(route: Any) -> set[str]:
+    """The scopes a route's ``needs`` dependencies ask for (router-level ones included)."""
+    found = set()
+    for dependency in getattr(route, "dependencies", []):
+        scope = getattr(dependency.dependency, "scope", None)
+        if scope is not None:
+            found.add(scope)
+    return found
 
 
 def approver(principal: PrincipalDep) -> str:

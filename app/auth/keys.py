@@ -93,7 +93,8 @@ def bootstrap_keys(entries: str | None, keys_file: Path | None) -> dict[str, Key
                 fix="write e.g. alice:chat,tools:<a token of 16+ characters>",
             )
         user, scopes, token = parts
-        specs.append((where, _spec(where, user=user, scopes=scopes.split(","), token=token)))
+        scope_list = [s for s in scopes.split(",") if s]
+        specs.append((where, _spec(where, user=user, scopes=scope_list, token=token)))
     if keys_file is not None:
         specs.extend(_file_specs(keys_file))
     keys: dict[str, KeyRecord] = {}
