@@ -402,8 +402,10 @@ async def _sse(events: AsyncIterator[Event], first: Event | None = None) -> Asyn
 def frame(event: Event, seq: int | None = None) -> str:
     """One event as Server-Sent Events text (``id:`` its sequence number in the run)."""
     data = json.dumps(_payload(event), ensure_ascii=False)
-    head = "" if seq is None else f"id: {seq}\n"
-    return f"{head}event: {_name(event)}\ndata: {data}\n\n"
+    # The id after the event's name: clients that look for a block starting `event:` and
+    # take what follows `data: ` as the JSON go on working.
+    seq_line = "" if seq is None else f"id: {seq}\n"
+    return f"event: {_name(event)}\n{seq_line}data: {data}\n\n"
 
 
 def _name(event: Event) -> str:
