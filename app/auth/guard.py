@@ -192,3 +192,26 @@ def no_scope(principal: Principal, scope: str) -> ApiError:
 def describe(principal: Principal) -> dict[str, Any]:
     """What logs may say of a principal (never a key or a token)."""
     return {"user": principal.user, "key_id": principal.key_id, "agent": principal.agent}
+
+
+async def refusal(settings: Any) -> str | None:
+    """Why ``skilldesk serve`` would refuse to start with ``settings`` (no keys on a
+    non-loopback address), read before the server starts; None when it may start.
+
+    Raises:
+        ConfigError: a bootstrap key entry is wrong.
+    """
+    from agents.state.checkpointers import open_checkpointer
+    from agents.state.documents import documents_for
+    from app.auth.keys import bootstrap_keys
+
+    if settings.auth_disabled or settings.host in LOOPBACK:
+        return None
+    secret = settings.api_keys.get_secret_value() if settings.api_keys else None
+    if bootstrap_keys(secret, settings.api_keys_file):
+        return None
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    async with open_checkpointer(settings.resolved_checkpoint_url) as saver:
+        if await ApiKeys(documents_for(saver)).any():
+            return None
+    return f"no API keys are configured and the service binds {settings.host}\n  fix: {FIX}"
