@@ -98,7 +98,7 @@ def install_openapi(app: FastAPI, scopes_of: Callable[[Any], set[str]]) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             scoped = {
-                (route.path_format, method.lower()): scopes_of(route)
+                (str(route.path_format), method.lower()): scopes_of(route)
                 for route in iter_route_contexts(app.routes)
                 for method in route.methods or ()
             }
