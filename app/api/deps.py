@@ -28,6 +28,7 @@ def get_conversations(request: Request) -> Conversations:
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
+TARGET = "skilldesk"  # the model name of the service itself (``skilldesk/workflow/NAME``...)
 ConversationsDep = Annotated[Conversations, Depends(get_conversations)]
 
 
@@ -37,15 +38,33 @@ def run_target(
     """What a request names to answer it, checked: the keyword arguments of a run.
 
     ``model`` selects a profile when it names one (otherwise the default answers, as OpenAI
-    clients send model names of their own); an unknown skill or workflow is a 400 naming
-    the field.
+    clients send model names of their own), or a target, for clients that speak only the
+    OpenAI protocol: ``skilldesk`` (the router decides), ``skilldesk/workflow/NAME``,
+    ``skilldesk/skill/NAME`` (``GET /v1/models`` lists them). An unknown skill or workflow is
+    a 400 naming the field.
     """
+    skill_param = workflow_param = None
+    if model is not None and (model == TARGET or model.startswith(TARGET + "/")):
+        kind, _, name = model.removeprefix(TARGET).lstrip("/").partition("/")
+        if kind == "workflow" and name and workflow is None:
+            workflow, workflow_param = name, "model"
+        elif kind == "skill" and name and skill is None:
+            skill, skill_param = name, "model"
+        elif kind:
+            raise ApiError(
+                400,
+                "unknown_model",
+                f"{model!r} names no target: use {TARGET}, {TARGET}/workflow/NAME or "
+                f"{TARGET}/skill/NAME (GET /v1/models lists them).",
+                param="model",
+            )
+        model = None
     if skill is not None and skill not in services.skills.registry:
         raise ApiError(
             400,
             "unknown_skill",
             f"There is no skill named {skill!r}; GET /v1/skills lists them.",
-            param="skill",
+            param=skill_param or "skill",
         )
     installed = services.workflows.names() if workflow is not None else []
     if workflow is not None and workflow not in installed:
@@ -54,7 +73,7 @@ def run_target(
             400,
             "unknown_workflow",
             f"There is no workflow named {workflow!r} ({listed}).",
-            param="workflow",
+            param=workflow_param or "workflow",
         )
     config = services.gateway.config
     profile = model if config is not None and model in config.profiles else None

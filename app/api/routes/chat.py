@@ -15,7 +15,14 @@ from pydantic import WithJsonSchema
 
 from agents.events import Event, RunFailed, RunFinished, Token
 from agents.turns import ClientTurn
-from app.api.deps import IdempotencyKey, PrincipalDep, ServicesDep, reach_thread, run_target
+from app.api.deps import (
+    TARGET,
+    IdempotencyKey,
+    PrincipalDep,
+    ServicesDep,
+    reach_thread,
+    run_target,
+)
 from app.api.errors import ApiError, ErrorResponse, error_body, error_responses, model_error
 from app.api.openapi import data_events
 from app.api.schemas.chat import (
@@ -44,8 +51,16 @@ ThreadHeader = Annotated[
 
 @router.get("/v1/models", responses=error_responses(500))
 async def list_models(services: ServicesDep) -> ModelsPublic:
-    """The model profiles, as OpenAI's model list."""
-    names = sorted(services.gateway.config.profiles) if services.gateway.config else []
+    """What a chat UI's model menu offers: ``skilldesk`` (the router decides), each workflow
+    (``skilldesk/workflow/NAME``) and skill (``skilldesk/skill/NAME``), then the model
+    profiles, as OpenAI's model list."""
+    profiles = sorted(services.gateway.config.profiles) if services.gateway.config else []
+    names = [
+        TARGET,
+        *(f"{TARGET}/workflow/{n}" for n in sorted(services.workflows.names())),
+        *(f"{TARGET}/skill/{s.name}" for s in services.skills.registry.all()),
+        *(p for p in profiles if p != TARGET),
+    ]
     return ModelsPublic(
         object="list",
         data=[ModelPublic(id=n, object="model", owned_by="skilldesk") for n in names],
@@ -87,7 +102,8 @@ async def list_models(services: ServicesDep) -> ModelsPublic:
                 "no new user message (`no_new_message`), client-side tools "
                 "(`client_tools_unsupported`), a content part the role may not send "
                 "(`invalid_content`), too much text (`message_too_long`), or an unknown "
-                "`skill` / `workflow` (`unknown_skill`, `unknown_workflow`). `param` names "
+                "`skill` / `workflow`, or a `model` naming a target not installed "
+                "(`unknown_skill`, `unknown_workflow`, `unknown_model`). `param` names "
                 "the field.",
             },
         ),
