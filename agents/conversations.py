@@ -15,8 +15,17 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, Huma
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
+from agents import metrics
 from agents.errors import InvalidTurn, ModelError, NothingToResume, SkilldeskError, ThreadBusy
-from agents.events import Event, RunFailed, RunFinished, Token, from_custom
+from agents.events import (
+    ErrorRaised,
+    Event,
+    RouteDecided,
+    RunFailed,
+    RunFinished,
+    Token,
+    from_custom,
+)
 from agents.feed import CANCELLED, RunFeed, fingerprint
 from agents.memory.summaries import summarised_count
 from agents.router.router import Router
@@ -477,6 +486,7 @@ def _finished(ctx: RunContext, values: dict[str, Any], before: dict[str, int]) -
     after = dict(values.get("usage", {}))
     used = {key: after.get(key, 0) - before.get(key, 0) for key in after}
     log.info("run.finished", route=(values.get("route") or {}).get("kind"), **used)
+    metrics.TURNS.labels("finished").inc()
     return RunFinished(ctx.thread_id, ctx.run_id, answer or AIMessage(content=""), used)
 
 
@@ -490,6 +500,13 @@ def _cancelled(ctx: RunContext) -> RunFailed:
 
 
 def _failed(ctx: RunContext, exc: Exception) -> RunFailed:
+    failed = _failure(ctx, exc)
+    metrics.TURNS.labels("failed").inc()
+    metrics.ERRORS.labels(failed.code).inc()
+    return failed
+
+
+def _failure(ctx: RunContext, exc: Exception) -> RunFailed:
     if isinstance(exc, ModelError):
         log.warning("run.failed", code=exc.code, error=exc.message)
         return RunFailed(ctx.thread_id, ctx.run_id, exc.code, exc.message, {"profile": exc.profile})
@@ -508,7 +525,12 @@ def _failed(ctx: RunContext, exc: Exception) -> RunFailed:
 
 def _event(mode: str, payload: Any) -> Event | None:
     if mode == "custom" and isinstance(payload, dict):
-        return from_custom(payload)
+        event = from_custom(payload)
+        if isinstance(event, RouteDecided):
+            metrics.ROUTES.labels(event.kind, event.by).inc()
+        elif isinstance(event, ErrorRaised):
+            metrics.ERRORS.labels(event.code).inc()
+        return event
     if mode == "messages":
         chunk, meta = cast(tuple[Any, dict[str, Any]], payload)
         node = str(meta.get("langgraph_node", ""))

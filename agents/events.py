@@ -35,6 +35,7 @@ class RouteDecided:
     candidates: list[dict[str, Any]] = field(default_factory=list)
     skills: list[str] = field(default_factory=list)
     reason: str = ""
+    offered: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
+from agents import metrics
 from agents.events import ApprovalRequired, Event, RunFailed, RunFinished
 
 RunStatus = Literal["queued", "running", "interrupted", "succeeded", "failed", "cancelled"]
@@ -44,6 +45,7 @@ class RunFeed:
         self.ended_at = 0.0
         self.cancel_requested = False
         self._waiters: list[asyncio.Future[None]] = []
+        metrics.RUNS_ACTIVE.inc()
 
     @property
     def status(self) -> RunStatus:
@@ -72,6 +74,8 @@ class RunFeed:
 
     def close(self, error: BaseException | None = None) -> None:
         """End the feed; ``error`` is raised to readers once they have read every event."""
+        if not self.done:
+            metrics.RUNS_ACTIVE.dec()
         self.error, self.done, self.ended_at = error, True, time.monotonic()
         self.ended = time.time()
         self._wake()

@@ -26,7 +26,7 @@ from agents.models.usage import call_usage
 from agents.prompts import Prompts
 from agents.run import RunContext, emit
 from agents.skills.loader import Skill
-from agents.skills.meta import Outcome, Scope, SkillTools
+from agents.skills.meta import Outcome, Scope, SkillTools, definition_view
 
 
 @dataclass
@@ -233,12 +233,16 @@ def expert_system(
     inputs: dict[str, Any] | None = None,
     requests: list[Any] | None = None,
     summary: str | None = None,
+    choose: bool = False,
+    skill_index: str = "",
     attachments: list[Any] | None = None,
 ) -> str:
     """An expert's system prompt, compiled at run time from the template and the skills.
 
     One skill for an expert, several for a joint expert (``requests`` then lists what the user
-    asked of each). ``inputs`` (results of earlier tasks) are rendered as a delimited data
+    asked of each) or, with ``choose``, close candidates of which the model uses the one that
+    fits, or none (``skill_index`` lists the next best skills, to load should none fit).
+    ``inputs`` (results of earlier tasks) are rendered as a delimited data
     block, apart from the instruction: text another expert produced must not read as an order.
     ``summary`` is the thread's summary of its earlier messages; ``attachments`` its files,
     by reference (name, type, size, caption).
@@ -249,16 +253,10 @@ def expert_system(
         skill=skills[0],
         instructions=skills[0].body(),
         references=list(skills[0].references),
-        skills=[
-            {
-                "name": skill.name,
-                "description": skill.description,
-                "instructions": skill.body(),
-                "references": list(skill.references),
-            }
-            for skill in skills
-        ],
+        skills=[definition_view(skill) for skill in skills],
         requests=requests or [],
+        choose=choose,
+        skill_index=skill_index,
         task=task,
         inputs=inputs or {},
         summary=summary,

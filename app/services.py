@@ -98,7 +98,9 @@ async def open_services(
         summary=settings.summary_options(),
     )
     router_options = RouterOptions(
-        confident=settings.route_confident, ambiguous_floor=settings.route_ambiguous_floor
+        confident=settings.route_confident,
+        ambiguous_floor=settings.route_ambiguous_floor,
+        offer_tokens=settings.route_offer_tokens,
     )
     limits = RunLimits(settings.max_model_calls, settings.max_tool_calls)
     profiles = sorted(gateway.config.profiles) if gateway.config else None

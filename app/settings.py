@@ -70,6 +70,11 @@ class Settings(BaseSettings):
         description="MiniLM's linear layers in int8 (a query in about a third of the time, "
         "the same recall on the labelled set) or fp32 (the model's exact vectors).",
     )
+    skills_embedding_model: Path | None = Field(
+        None,
+        description="A local sentence-transformers model folder for dense retrieval (a "
+        "multilingual one, say); unset: the packaged MiniLM. Nothing is downloaded.",
+    )
     max_request_bytes: int = Field(
         16 * 1024 * 1024,
         ge=1024,
@@ -87,6 +92,18 @@ class Settings(BaseSettings):
     )
     route_ambiguous_floor: float = Field(
         0.25, ge=0, le=1, description="Below this score no skill is a candidate: general chat."
+    )
+    route_offer_tokens: int = Field(
+        2000,
+        ge=0,
+        le=100_000,
+        description=(
+            "When retrieval is not confident, up to three close candidates whose definitions "
+            "fit in this many tokens go to one expert, which uses the one that fits (no "
+            "separate routing call); the general assistant gets its best hits' definitions "
+            "within the same budget. 0: a routing call picks among candidates, nothing is "
+            "pre-loaded."
+        ),
     )
     max_tool_rounds: int = Field(5, ge=1, le=50, description="Tool-calling rounds per expert.")
     joint_expert_tokens: int = Field(
@@ -287,6 +304,7 @@ class Settings(BaseSettings):
             data_dir=self.data_dir,
             embeddings=self.skills_embeddings,
             embedding_precision=self.skills_embedding_precision,
+            embedding_model=self.skills_embedding_model,
         )
 
     def mcp_skill_tools_listed(self) -> bool | None:

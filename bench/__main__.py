@@ -8,7 +8,9 @@ from bench import (
     model_client,
     retrieval_latency,
     retrieval_quality,
+    routing_policy,
     skill_context,
+    threads,
     tool_isolation,
     tool_server,
     workflow_engine,
@@ -19,12 +21,14 @@ if __name__ == "__main__":
         skill_context,
         tool_server,
         retrieval_quality,
+        routing_policy,
         retrieval_latency,
         cold_start,
         tool_isolation,
         workflow_engine,
         model_client,
         conversation,
+        threads,
     )
     for module in modules:
         print(f"\n== {module.__name__} ==")

@@ -25,6 +25,29 @@ def expert_reply(tools: list[str], request: RequestView) -> Reply:
     return Reply(tool_calls=[ToolCall(n, {"record_id": "7"}) for n in offered if n in tools])
 
 
+def policy_body(skill: str) -> str:
+    """The instructions of a skill installed by bench/sets.py (what the policy recognises)."""
+    return f"Use the {skill} service to answer the user's request."
+
+
+def policy_reply(skill: str, request: RequestView) -> Reply:
+    """A model that knows the query's skill: uses it when it is offered (its instructions in
+    the prompt or loaded), picks it in a tie-break, loads it when the index lists it, and
+    otherwise answers without a skill. The answer says which skill it used."""
+    body = policy_body(skill)
+    if request.forced_tool == "choose_route":
+        choices = request.tool("choose_route").parameters["properties"]["skill"]["enum"]
+        return Reply(
+            tool_calls=[ToolCall("choose_route", {"skill": skill if skill in choices else "none"})]
+        )
+    loaded = any(body in m.text for m in request.results_of("load_skill"))
+    if request.system_contains(body) or loaded:
+        return Reply(content=f"used {skill}")
+    if request.offers("load_skill") and f"- {skill}:" in request.system:
+        return Reply(tool_calls=[ToolCall("load_skill", {"name": skill})])
+    return Reply(content="used none")
+
+
 def thread_turn_reply(turn: int, request: RequestView) -> Reply:
     """One turn of the long-thread benchmark: a summary when asked for one; else the order
     lookup, then an answer once its result is in."""

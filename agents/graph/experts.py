@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
 from agents.errors import ModelError, SkillNotFound
-from agents.graph.nodes import Brain, Node, loop_update, no_model_reply
+from agents.graph.nodes import Brain, Node, last_user_text, loop_update, no_model_reply
 from agents.loop import LoopResult, expert_system
 from agents.memory.summaries import summary_text
 from agents.run import emit
-from agents.skills.loader import Skill
-from agents.skills.meta import META_TOOLS, Scope, openai_tool
+from agents.skills.definitions import definition_tokens, side_effects
+from agents.skills.meta import META_TOOLS, Scope
 from agents.state.schema import PlannedTask, Task, TaskUpdate, ThreadState
-from agents.tokens import count_tokens
 
 
 def expert_prompt(
@@ -26,6 +24,8 @@ def expert_prompt(
     inputs: dict[str, Any] | None = None,
     requests: list[Task] | None = None,
     summary: str | None = None,
+    choose: bool = False,
+    skill_index: str = "",
     attachments: list[Any] | None = None,
 ) -> str:
     """An expert's system prompt for the named skills (see ``expert_system``)."""
@@ -39,35 +39,79 @@ def expert_prompt(
         inputs=inputs,
         requests=list(requests or []),
         summary=summary,
+        choose=choose,
+        skill_index=skill_index,
         attachments=attachments,
     )
 
 
 def make_expert(brain: Brain) -> Node:
-    """One expert answers with one skill; its answer goes to the user as it wrote it."""
+    """One expert answers with one skill, or holds the route's close candidates and uses the
+    one that fits (or none); its answer goes to the user as it wrote it."""
 
     async def expert(state: ThreadState, config: RunnableConfig) -> dict[str, Any]:
-        skill_name = str((state.get("route") or {}).get("target"))
-        if brain.skills is None or skill_name not in brain.skills.registry:
-            answer = AIMessage(content=brain.prompts.reply("unknown_skill", name=skill_name))
+        route = state.get("route") or {}
+        choosing = route.get("kind") == "candidates"
+        names = list(route.get("skills") or []) if choosing else [str(route.get("target"))]
+        installed = brain.skills.registry if brain.skills is not None else None
+        names = [n for n in names if installed is not None and n in installed]
+        if not names:
+            name = ", ".join(route.get("skills") or []) or str(route.get("target"))
+            answer = AIMessage(content=brain.prompts.reply("unknown_skill", name=name))
             return {"messages": [answer]}
         if not brain.gateway.configured:
             return no_model_reply()
-        scope = Scope(loaded=[skill_name], loadable={skill_name})
+        scope = Scope(loaded=list(names), loadable=set(names))
+        summary = summary_text(state.get("summary"))
+        index_text = ""
+        if choosing and brain.skills is not None:  # the next best, should no candidate fit
+            index_text, listed = brain.skills.index.compact(
+                last_user_text(state),
+                budget_tokens=brain.options.index_budget_tokens,
+                k=_NEXT_BEST,
+                exclude=set(names),
+            )
+            scope.loadable = {*names, *listed}
         system = expert_prompt(
             brain,
-            skill_name,
-            summary=summary_text(state.get("summary")),
+            names,
+            summary=summary,
+            choose=choosing,
+            skill_index=index_text,
             attachments=state.get("attachments"),
         )
         result = await brain.answer(system, list(state.get("messages", [])), scope, config)
-        # The definition lived in this expert's system prompt, not in the history, so the skill
-        # is not recorded as loaded for later turns of the general assistant.
+        # The definitions lived in this expert's system prompt, not in the history, so the
+        # skills are not recorded as loaded for later turns of the general assistant.
         update = loop_update(result)
         update.pop("loaded_skills", None)
+        if choosing:
+            used = _skills_used(brain, result)
+            if len(used) == 1:  # a follow-up stays with the skill the model chose
+                update["route"] = {**route, "target": used[0]}
         return update
 
     return expert
+
+
+# Skills listed besides the candidates: with them the top five retrieved are all reachable.
+_NEXT_BEST = 2
+
+
+def _skills_used(brain: Brain, result: LoopResult) -> list[str]:
+    """The skills whose tools the loop called, in order."""
+    assert brain.skills is not None
+    used: list[str] = []
+    for message in result.messages:
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                try:
+                    owner, _ = brain.skills.registry.tool(call["name"])
+                except SkillNotFound:
+                    continue
+                if owner.name not in used:
+                    used.append(owner.name)
+    return used
 
 
 def make_joint(brain: Brain) -> Node:
@@ -161,32 +205,8 @@ def one_expert_fits(brain: Brain, tasks: list[PlannedTask]) -> bool:
         skills = [brain.skills.registry.get(n) for n in dict.fromkeys(t["skill"] for t in tasks)]
     except SkillNotFound:
         return False
-    if any(t.side_effects for s in skills for t in s.tools):
+    if any(side_effects(s) for s in skills):
         # Separate experts keep each request's tools apart: text returned by one request's
         # lookup must not be able to trigger another request's side-effecting tool.
         return False
-    return sum(_DEFINITION_TOKENS.of(s) for s in skills) <= budget
-
-
-class DefinitionTokens:
-    """Tokens of a skill's instructions and tool schemas, counted once per version of its
-    folder (the count reads SKILL.md and tokenises it)."""
-
-    def __init__(self, limit: int = 4096) -> None:
-        self.limit = limit
-        self._counts: dict[tuple[str, str], int] = {}
-
-    def of(self, skill: Skill) -> int:
-        """The count for ``skill`` as its folder is now."""
-        key = (skill.name, skill.fingerprint)
-        count = self._counts.get(key)
-        if count is None:
-            tools = json.dumps([openai_tool(t) for t in skill.tools])
-            count = count_tokens(skill.body()) + count_tokens(tools)
-            if len(self._counts) >= self.limit:  # versions of edited skills pile up otherwise
-                self._counts.clear()
-            self._counts[key] = count
-        return count
-
-
-_DEFINITION_TOKENS = DefinitionTokens()
+    return sum(definition_tokens(s) for s in skills) <= budget

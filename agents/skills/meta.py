@@ -65,6 +65,17 @@ def definition(skill: Skill) -> dict[str, Any]:
     }
 
 
+def definition_view(skill: Skill) -> dict[str, Any]:
+    """What a prompt template shows of a skill whose definition it holds."""
+    return {
+        "name": skill.name,
+        "description": skill.description,
+        "instructions": skill.body(),
+        "references": list(skill.references),
+        "tools": [t.name for t in skill.tools],
+    }
+
+
 def read_reference(skill: Skill, path: str, limit: int = MAX_REFERENCE_CHARS) -> str:
     """One reference document of a skill; the path is confined to the skill's folder.
 

@@ -100,12 +100,22 @@ class SkillRegistry:
                 error=problem.message,
             )
         if report.changed_anything:
+            # Counts and the first few names: a start-up with 1,000 skills is one short line.
             log.info(
                 "skills.reloaded",
-                added=report.added,
-                changed=report.changed,
-                removed=report.removed,
+                added=len(report.added),
+                changed=len(report.changed),
+                removed=len(report.removed),
                 total=len(self._skills),
+                **{
+                    f"{what}_names": _first(names)
+                    for what, names in (
+                        ("added", report.added),
+                        ("changed", report.changed),
+                        ("removed", report.removed),
+                    )
+                    if names
+                },
             )
         return report
 
@@ -184,3 +194,9 @@ def _unique(problems: list[SkillProblem]) -> list[SkillProblem]:
             seen.add(p)
             out.append(p)
     return out
+
+
+def _first(names: list[str], most: int = 5) -> str:
+    """The first ``most`` names, and how many more there are."""
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown} and {len(names) - most} more"

@@ -18,6 +18,7 @@ from typing import Any
 import structlog
 from jsonschema import Draft202012Validator
 
+from agents import metrics
 from agents.errors import (
     HandlerCrashed,
     HandlerFailed,
@@ -105,6 +106,38 @@ class ToolRunner:
             skill, spec = self.registry.tool(tool_name)
         except SkillNotFound as exc:
             return _error(tool_name, "unknown_tool", str(exc), started)
+        result = await self._call(
+            skill,
+            spec,
+            arguments,
+            started,
+            thread_id=thread_id,
+            run_id=run_id,
+            call_id=call_id,
+            turn_id=turn_id,
+            occurrence=occurrence,
+            idempotency_key=idempotency_key,
+        )
+        metrics.TOOL_CALLS.labels(skill.name, spec.name, result.error_code or "ok").inc()
+        metrics.TOOL_SECONDS.labels(skill.name).observe(result.ms / 1000)
+        return result
+
+    async def _call(
+        self,
+        skill: Skill,
+        spec: ToolSpec,
+        arguments: dict[str, Any] | str | None,
+        started: float,
+        *,
+        thread_id: str | None,
+        run_id: str | None,
+        call_id: str | None,
+        turn_id: str | None,
+        occurrence: int,
+        idempotency_key: str | None,
+    ) -> ToolResult:
+        """``call`` once the tool is found (the journal, then the handler)."""
+        tool_name = spec.name
         args, problem = parse_arguments(spec.name, spec.parameters, arguments)
         if problem is not None:
             return _error(tool_name, "invalid_arguments", problem, started)

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from agents.skills.embeddings import Embedder, EmbeddingCache, MiniLMEmbedder, Precision
+from agents.skills.embeddings import Embedder, EmbeddingCache, Precision, make_embedder
 from agents.skills.index import SearchHit, SkillEntry, SkillIndex
 from agents.skills.registry import ReloadReport, SkillRegistry
 from agents.skills.runner import ToolResult, ToolRunner
@@ -28,6 +28,7 @@ class SkillsOptions:
     data_dir: Path
     embeddings: bool = True
     embedding_precision: Precision = "int8"
+    embedding_model: Path | None = None  # a local sentence-transformers folder; None: MiniLM
     dense_weight: float = 0.5
 
 
@@ -41,7 +42,7 @@ class SkillService:
         if options.embeddings:
             cache = EmbeddingCache(
                 options.data_dir / "cache" / "embeddings.sqlite",
-                embedder or MiniLMEmbedder(options.embedding_precision),
+                embedder or make_embedder(options.embedding_precision, options.embedding_model),
             )
         self.index = SkillIndex(cache, dense_weight=options.dense_weight)
         self.runner = ToolRunner(self.registry, options.data_dir)

@@ -10,6 +10,8 @@ from jsonschema.exceptions import best_match
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 NAME_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
+DESCRIPTION_LIMIT = 1024  # characters, in the Agent Skills specification
+COMPATIBILITY_LIMIT = 500
 TOOL_NAME_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_-]{0,63}$"
 # The structural check of tool schemas uses the draft-7 meta-schema: it catches the same
 # authoring mistakes as 2020-12's and runs ~10x faster (no $dynamicRef resolution), which
@@ -29,13 +31,11 @@ class Frontmatter(BaseModel):
         pattern=NAME_PATTERN,
         description="Lowercase letters, digits and single hyphens; equal to the folder name.",
     )
-    description: str = Field(
-        min_length=1, max_length=1024, description="What the skill does and when to use it."
-    )
+    # The spec's length limits (DESCRIPTION_LIMIT, COMPATIBILITY_LIMIT) are checked by the
+    # loader: a skill over them loads with a warning, as other hosts load it.
+    description: str = Field(min_length=1, description="What the skill does and when to use it.")
     license: str | None = Field(None, description="License name or file.")
-    compatibility: str | None = Field(
-        None, max_length=500, description="Environment requirements, if any."
-    )
+    compatibility: str | None = Field(None, description="Environment requirements, if any.")
     metadata: dict[str, str] = Field(default_factory=dict, description="String to string.")
     allowed_tools: str | list[str] | None = Field(
         None, alias="allowed-tools", description="Tools the skill may use (experimental field)."

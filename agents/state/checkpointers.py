@@ -22,6 +22,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from agents import metrics
 from agents.errors import ConfigError
 
 T = TypeVar("T")
@@ -230,7 +231,8 @@ class ThreadedSqliteSaver(SqliteSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        return await self.run(self.put, config, checkpoint, metadata, new_versions)
+        with metrics.timed(metrics.CHECKPOINT_WRITE_SECONDS, "sqlite"):
+            return await self.run(self.put, config, checkpoint, metadata, new_versions)
 
     async def aput_writes(
         self,
@@ -275,8 +277,22 @@ async def _postgres(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
         kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
     )
     await pool.open(wait=True, timeout=10)
+
+    class AsyncPostgresTimedSaver(AsyncPostgresSaver):
+        """The PostgreSQL saver, its checkpoint writes timed for the metrics."""
+
+        async def aput(
+            self,
+            config: RunnableConfig,
+            checkpoint: Checkpoint,
+            metadata: CheckpointMetadata,
+            new_versions: ChannelVersions,
+        ) -> RunnableConfig:
+            with metrics.timed(metrics.CHECKPOINT_WRITE_SECONDS, "postgres"):
+                return await super().aput(config, checkpoint, metadata, new_versions)
+
     try:
-        saver = AsyncPostgresSaver(pool)
+        saver = AsyncPostgresTimedSaver(pool)
         await saver.setup()
         yield saver
     finally:

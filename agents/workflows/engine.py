@@ -20,6 +20,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
+from agents import metrics
 from agents.errors import AlreadyDecided, RunNotFound, WorkflowFailed
 from agents.models import ModelGateway
 from agents.prompts import Prompts
@@ -186,6 +187,7 @@ class WorkflowEngine:
             decision = {"approved": approved, "by": by, "comment": comment, "at": time.time()}
             record = {**record, "status": "RUNNING", "waiting": None}
             await self._save(record)
+            metrics.APPROVALS_WAITING.dec()
         async for event in self._drive(record, Command(resume=decision)):
             yield event
 
@@ -281,6 +283,7 @@ class WorkflowEngine:
     async def approvals(self) -> list[dict[str, Any]]:
         """Pending approvals, each with its run, workflow and thread (the inbox)."""
         runs = await self.documents.find(RUN, status="WAITING", limit=500)
+        metrics.APPROVALS_WAITING.set(len(runs))  # the store's count is the true one
         return [
             {
                 **r["waiting"],
@@ -351,6 +354,9 @@ class WorkflowEngine:
             record["ended"] = time.time()
         await self._save(record)
         self._records.pop(run_id, None)
+        metrics.WORKFLOW_RUNS.labels(record["workflow"], record["status"]).inc()
+        if record["status"] == "WAITING":
+            metrics.APPROVALS_WAITING.inc()
         log.info("workflow.ended", run_id=run_id, status=record["status"], error=record["error"])
         yield {"type": "workflow_ended", "record": dict(record)}
 

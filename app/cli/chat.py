@@ -35,9 +35,13 @@ def chat(
     else:
         settings = load_cli_settings(data_dir=data_dir)
         # The service's log lines would interleave with the conversation: warnings only,
-        # on stderr, unless SKILLDESK_LOG_LEVEL (or the config file) asks for more.
-        level = settings.log_level if "log_level" in settings.model_fields_set else "warning"
-        configure_logging(level, settings.log_format)
+        # readable, on stderr, unless SKILLDESK_LOG_LEVEL / _FORMAT (or the config file) ask
+        # otherwise. Without a model, every reply says which setting to give: the start-up
+        # warning saying the same is left out.
+        chosen = settings.model_fields_set
+        quiet = "warning" if settings.model or settings.models_file else "error"
+        level = settings.log_level if "log_level" in chosen else quiet
+        configure_logging(level, settings.log_format if "log_format" in chosen else "console")
         ok = asyncio.run(_chat_local(settings, thread_id))
     if not ok:
         raise typer.Exit(1)  # a turn failed (the error was shown): scripts can tell

@@ -23,17 +23,29 @@ def load_cli_settings(**overrides: Any) -> Settings:
     return settings
 
 
-def report_validation(loaded: Sequence[str], errors: Sequence[Any], *, as_json: bool) -> None:
-    """Print what loaded and each problem (``--json``: ``{"loaded", "errors"}``); exit 1 when
-    there is any problem, so a CI step fails on it."""
+def report_validation(
+    loaded: Sequence[str],
+    errors: Sequence[Any],
+    *,
+    as_json: bool,
+    warnings: Sequence[Any] | None = None,
+) -> None:
+    """Print what loaded, each problem and each warning (``--json``: ``{"loaded", "errors",
+    "warnings"}``, the last when ``warnings`` is given); exit 1 when there is any problem, so
+    a CI step fails on it."""
     if as_json:
-        body = {"loaded": list(loaded), "errors": [vars(p) for p in errors]}
+        body: dict[str, Any] = {"loaded": list(loaded), "errors": [vars(p) for p in errors]}
+        if warnings is not None:
+            body["warnings"] = [vars(w) for w in warnings]
         typer.echo(json.dumps(body, ensure_ascii=False))
     else:
         for name in loaded:
             typer.echo(f"ok      {name}")
+        for warning in warnings or ():
+            typer.echo(f"warning {warning}")
         for problem in errors:
             typer.echo(f"error   {problem}")
-        typer.echo(f"{len(loaded)} loaded, {len(errors)} problem(s)")
+        counted = f", {len(warnings)} warning(s)" if warnings else ""
+        typer.echo(f"{len(loaded)} loaded, {len(errors)} problem(s){counted}")
     if errors:
         raise typer.Exit(1)

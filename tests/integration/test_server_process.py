@@ -209,7 +209,7 @@ def test_terminal_chat_in_process_without_a_model_says_what_to_set(tmp_path: Pat
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
     done = subprocess.run(
         [SKILLDESK, "chat", "--data-dir", str(tmp_path)],
-        input="hello\n",
+        input="where is my order ORD1001?\n",  # routed: the embedding model loads
         env=env,
         capture_output=True,
         text=True,
@@ -218,6 +218,10 @@ def test_terminal_chat_in_process_without_a_model_says_what_to_set(tmp_path: Pat
     assert done.returncode == 0, done.stderr
     assert "SKILLDESK_MODEL" in done.stdout
     assert "service.ready" not in done.stdout + done.stderr  # no log lines in the chat
+    # Nothing but the conversation's header on stderr: no JSON log line repeating the
+    # reply's hint, no notice of the libraries the embedding model runs on.
+    [header] = done.stderr.strip().splitlines()
+    assert header.startswith("thread ")
 
 
 def test_terminal_chat_exits_1_when_the_service_is_unreachable() -> None:

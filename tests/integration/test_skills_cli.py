@@ -63,7 +63,25 @@ def test_validate_one_good_folder_exits_0(tmp_path: Path) -> None:
     skills = make_skills(tmp_path / "skills")
     done = run("validate", str(skills / "order-query"), "--json", data_dir=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"loaded": ["order-query"], "errors": []}
+    assert json.loads(done.stdout) == {"loaded": ["order-query"], "errors": [], "warnings": []}
+
+
+def test_a_skill_over_a_spec_limit_passes_validate_with_a_warning_and_fails_strict(
+    tmp_path: Path,
+) -> None:
+    skills = tmp_path / "skills"
+    write_skill(skills, "claude-api", "Build apps with the Claude API. " * 34)
+    done = run("validate", str(skills), "--json", data_dir=tmp_path)
+    assert done.returncode == 0, done.stdout
+    report = json.loads(done.stdout)
+    assert report["loaded"] == ["claude-api"]
+    [warning] = report["warnings"]
+    assert (warning["skill"], warning["field"]) == ("claude-api", "description")
+    strict = run("validate", str(skills), "--json", "--strict", data_dir=tmp_path)
+    assert strict.returncode == 1
+    [error] = json.loads(strict.stdout)["errors"]
+    assert error["field"] == "description"
+    assert "shorten it" in error["message"]
 
 
 def test_list_json(tmp_path: Path) -> None:

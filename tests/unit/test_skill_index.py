@@ -14,7 +14,7 @@ import numpy as np
 
 from agents.skills.bm25 import tokenize
 from agents.skills.embeddings import EmbeddingCache, MiniLMEmbedder
-from agents.skills.index import SkillEntry, SkillIndex
+from agents.skills.index import SkillEntry, SkillIndex, query_parts, sentences
 from agents.tokens import count_tokens
 from tests.skillkit import HashingEmbedder
 
@@ -97,11 +97,41 @@ def test_prompt_size_does_not_grow_with_installed_skills() -> None:
     assert sizes[2] <= sizes[1] + 20
 
 
+def test_one_sentence_of_a_long_description_matches_as_well_as_a_short_description() -> None:
+    long = SkillEntry(
+        "bible-digital",
+        "Do not worry about managing the versions. The API gives every version of the "
+        "Bible and searches verses by words. Read one chapter of a book.",
+        (),
+        (),
+    )
+    index = build([long, *ENTRIES])
+    [hit] = [h for h in index.search("read one chapter of a book", k=5) if h.name == long.name]
+    # The sentence's own vector answers (identical bag of words), not the blurred whole.
+    assert hit.dense > 0.99
+    assert index.search("read one chapter of a book", k=1)[0].name == long.name
+
+
+def test_descriptions_and_messages_are_split_into_sentences() -> None:
+    assert sentences("US addresses. The Lob.com API checks them: 1) verify 2) autocomplete") == [
+        "US addresses.",
+        "The Lob.com API checks them:",
+        "1) verify",
+        "2) autocomplete",
+    ]
+    assert query_parts("I am off to Paris next week. What is the weather there?") == [
+        "I am off to Paris next week.",
+        "What is the weather there?",
+    ]
+    assert query_parts("where is my order ORD1001?") == []
+
+
 def test_restart_reembeds_only_what_changed(tmp_path: Path) -> None:
     entries = synthetic(50)
     first = build(entries, tmp_path)
     assert first.cache is not None
-    assert first.cache.computed == 50
+    # Each skill's summary and, its description having two sentences, each sentence.
+    assert first.cache.computed == sum(len(e.dense_texts()) for e in entries) == 150
     changed = [*entries[:-1], SkillEntry("skill-new", "A brand new skill.", (), ())]
     second = build(changed, tmp_path)
     assert second.cache is not None

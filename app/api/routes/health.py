@@ -1,10 +1,12 @@
-"""Liveness and readiness."""
+"""Liveness, readiness and metrics."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse, PlainTextResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from agents import metrics
 from app.api.deps import ServicesDep
 from app.api.errors import error_responses
 from app.api.schemas.health import HealthPublic, ReadinessPublic
@@ -42,3 +44,21 @@ async def readyz(services: ServicesDep, request: Request) -> JSONResponse:
         body.status, body.error = "not ready", f"checkpoint store unreachable: {exc}"
         status = 503
     return JSONResponse(body.model_dump(exclude_none=True), status_code=status)
+
+
+@router.get(
+    "/metrics",
+    response_class=Response,  # no media type of its own: errors stay documented as JSON
+    responses={
+        200: {
+            "description": "Prometheus text format: turns, routes, model calls, tokens and "
+            "latency by profile, tool calls by skill, errors by code, workflow runs by status, "
+            "approvals waiting, runs under way, checkpoint write time (`skilldesk_*`).",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        },
+        **error_responses(500),
+    },
+)
+async def metrics_text() -> Response:
+    """What this process counted since it started, for a Prometheus scrape."""
+    return PlainTextResponse(generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)

@@ -47,12 +47,20 @@ class ApprovalRequiredEvent(BaseModel):
 class RouteDecidedEvent(BaseModel):
     """What will answer this message, and why."""
 
-    kind: str = Field(description="`skill`, `multi`, `workflow` or `general`.")
+    kind: str = Field(
+        description="`skill`, `candidates` (one expert holds close candidates; the model "
+        "picks), `multi`, `workflow` or `general`."
+    )
     target: str | None = Field(description="The skill or workflow chosen, if one was.")
     by: str = Field(description="How it was decided: `explicit`, `retrieval`, `model`...")
     candidates: list[RouteCandidatePublic] = Field(description="What retrieval found, best first.")
     skills: list[str] = Field(description="Skills the route uses.")
     reason: str = Field(description="Why, in a few words.")
+    offered: list[str] = Field(
+        default_factory=list,
+        description="Skills whose definitions the answering prompt holds from the start: the "
+        "candidates of `candidates`, the general assistant's best hits.",
+    )
 
 
 class ToolCalledEvent(TaskScoped):

@@ -98,7 +98,9 @@ class RoutePublic(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    kind: str = Field(description="`skill`, `multi`, `workflow` or `general`.", examples=["skill"])
+    kind: str = Field(
+        description="`skill`, `candidates`, `multi`, `workflow` or `general`.", examples=["skill"]
+    )
     by: str = Field(
         description="How it was decided: `explicit`, `retrieval`, `context`, `model`, "
         "`workflow`, `fallback`.",
@@ -112,6 +114,9 @@ class RoutePublic(BaseModel):
         None, description="For `multi`: each request of the message and its skill."
     )
     plan_id: str | None = Field(None, description="The plan in `workspace` it started.")
+    offered: list[str] | None = Field(
+        None, description="Skills whose definitions the answering prompt held from the start."
+    )
 
 
 class TaskPublic(BaseModel):

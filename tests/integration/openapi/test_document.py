@@ -371,6 +371,7 @@ PROBES = [
     get("join nothing", NO_SUCH_RUN + "/stream", 404, setup=_new_thread),
     get("who am I", "/v1/me", 200),
     get("resource metadata", "/.well-known/oauth-protected-resource", 200),
+    get("metrics", "/metrics", 200, replies=TOOL_RUN, before=((RUN.format("p-m"), ORDER),)),
     get("skills", "/v1/skills", 200),
     get("workflows", "/v1/workflows", 200),
     get("workflow", "/v1/workflows/lookup", 200),

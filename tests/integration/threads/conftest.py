@@ -13,6 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
+from tests.integration.test_server_process import service_env  # noqa: F401  (a fixture)
 from tests.skillkit import copy_fixture_skill
 
 POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"

@@ -5,7 +5,6 @@ not run again and the side effect not repeated."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -25,19 +24,15 @@ ORDER = {
 
 
 def test_a_run_killed_after_its_tool_resumes_to_the_end_with_one_side_effect(
-    fake_llm: FakeLLM, tmp_path: Path, store_url: str
+    fake_llm: FakeLLM, tmp_path: Path, store_url: str, service_env: dict[str, str]
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
-    env.update(
-        SKILLDESK_SKILLS_DIR=str(ROOT / "skills"),
-        SKILLDESK_WORKFLOWS_DIR=str(tmp_path / "no-workflows"),
-        SKILLDESK_SKILLS_EMBEDDINGS="false",
-        SKILLDESK_MODEL="openai/fake-model",
-        SKILLDESK_MODEL_API_BASE=fake_llm.base_url,
-        SKILLDESK_MODEL_API_KEY="sk-test",
-        SKILLDESK_CHECKPOINT_URL=store_url,
-        SKILLDESK_LOG_FORMAT="json",
-    )
+    env = {
+        **service_env,
+        "SKILLDESK_SKILLS_DIR": str(ROOT / "skills"),
+        "SKILLDESK_WORKFLOWS_DIR": str(tmp_path / "no-workflows"),
+        "SKILLDESK_SKILLS_EMBEDDINGS": "false",
+        "SKILLDESK_CHECKPOINT_URL": store_url,
+    }
     data = tmp_path / "data"
     call = Reply(tool_calls=[ToolCall("create_work_order", ORDER)])
     # The crashed run: the model asks for the work order; the order is made, then the kill.
