@@ -3,18 +3,35 @@ the scope a 403, a revoked key a 401; development mode is open on loopback only.
 
 from __future__ import annotations
 
+import os
+import subprocess
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
-from typer.testing import CliRunner
 
 from agents.errors import ConfigError
-from app.cli import cli
 from app.main import create_app
 from tests.fakellm import FakeLLM, Reply
 from tests.integration.auth.conftest import bearer
+from tests.integration.test_server_process import SKILLDESK
+
+
+@dataclass
+class Done:
+    exit_code: int
+    output: str
+
+
+def skilldesk(*args: str) -> Done:
+    """The command line, as a user runs it (its own process: its logging set-up stays there)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
+    done = subprocess.run(
+        [SKILLDESK, *args], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    return Done(done.returncode, done.stdout + done.stderr)
 
 
 def test_a_request_without_a_key_is_refused_with_a_bearer_challenge(keyed: TestClient) -> None:
@@ -80,26 +97,24 @@ def test_an_admin_lists_every_users_threads_a_user_only_theirs(keyed: TestClient
 
 
 def test_a_key_made_revoked_with_the_cli_stops_working(keyed_settings: Any) -> None:
-    runner = CliRunner()
     url = keyed_settings.resolved_checkpoint_url
-    made = runner.invoke(cli, ["keys", "create", "carol", "-s", "chat", "--checkpoint-url", url])
+    made = skilldesk(*["keys", "create", "carol", "-s", "chat", "--checkpoint-url", url])
     assert made.exit_code == 0, made.output
     key_id, token = made.output.split()[0], made.output.splitlines()[1]
-    listed = runner.invoke(cli, ["keys", "list", "--json", "--checkpoint-url", url])
+    listed = skilldesk(*["keys", "list", "--json", "--checkpoint-url", url])
     assert key_id in listed.output
     assert token not in listed.output
     with TestClient(create_app(keyed_settings)) as client:
         auth = {"Authorization": f"Bearer {token}"}
         assert client.get("/v1/me", headers=auth).json()["user"] == "carol"
-        gone = runner.invoke(cli, ["keys", "revoke", key_id, "--checkpoint-url", url])
+        gone = skilldesk(*["keys", "revoke", key_id, "--checkpoint-url", url])
         assert gone.exit_code == 0, gone.output
         assert client.get("/v1/me", headers=auth).status_code == 401
 
 
 def test_keys_are_stored_hashed(keyed_settings: Any) -> None:
-    runner = CliRunner()
     url = keyed_settings.resolved_checkpoint_url
-    made = runner.invoke(cli, ["keys", "create", "dave", "--checkpoint-url", url])
+    made = skilldesk(*["keys", "create", "dave", "--checkpoint-url", url])
     token = made.output.splitlines()[1]
     stored = keyed_settings.resolved_checkpoint_url.removeprefix("sqlite:///")
     with open(stored, "rb") as db:
