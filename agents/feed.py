@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextvars import ContextVar
 from typing import Any, Literal
 
 from agents import metrics
@@ -18,6 +19,11 @@ from agents.events import ApprovalRequired, Event, RunFailed, RunFinished
 
 RunStatus = Literal["queued", "running", "interrupted", "succeeded", "failed", "cancelled"]
 CANCELLED = "run_cancelled_by_request"
+# Where a run started in this context reports the tokens it used (the service's per-key
+# token rate); read once, when the run starts.
+USAGE_SINK: ContextVar[Callable[[dict[str, int]], None] | None] = ContextVar(
+    "skilldesk_usage_sink", default=None
+)
 
 
 class RunFeed:
@@ -44,6 +50,7 @@ class RunFeed:
         self.ended: float | None = None
         self.ended_at = 0.0
         self.cancel_requested = False
+        self.sink = USAGE_SINK.get()
         self._waiters: list[asyncio.Future[None]] = []
         metrics.RUNS_ACTIVE.inc()
 
@@ -70,6 +77,8 @@ class RunFeed:
     def put(self, event: Event) -> None:
         """Add an event; readers waiting for one wake up."""
         self.events.append(event)
+        if isinstance(event, RunFinished) and self.sink is not None:
+            self.sink(event.usage)
         self._wake()
 
     def close(self, error: BaseException | None = None) -> None:

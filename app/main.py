@@ -101,7 +101,12 @@ def _gate(settings: Settings, services: Services) -> Gate:
     return Gate(
         services.keys,
         verifier=verifier,
-        limiter=rate_limiter(settings.rate_limit_per_minute, settings.redis_url),
+        limiter=rate_limiter(
+            settings.rate_limit_per_minute,
+            settings.redis_url,
+            settings.rate_limit_tokens_per_minute,
+        ),
+        tokens_per_minute=settings.rate_limit_tokens_per_minute,
         disabled=settings.auth_disabled,
         resource_metadata=metadata,
     )

@@ -226,6 +226,12 @@ class Settings(BaseSettings):
     rate_limit_per_minute: int = Field(
         600, ge=0, description="Requests per minute per API key (0: no limit); 429 beyond."
     )
+    rate_limit_tokens_per_minute: int = Field(
+        0,
+        ge=0,
+        description="Model tokens per minute per API key, counted as runs end (0: no "
+        "limit); past it, requests are refused (429) until the next minute.",
+    )
     redis_url: str | None = Field(
         None, description="Redis (redis://host:6379/0): rate limits shared by every process."
     )

@@ -10,6 +10,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from agents.conversations import Conversations
 from agents.errors import ThreadNotFound
+from agents.feed import USAGE_SINK
 from app.api.errors import ApiError
 from app.auth.guard import Gate, no_scope
 from app.auth.principal import Principal
@@ -111,6 +112,7 @@ async def authenticate(
         request.headers.get("authorization"), request.headers.get("x-on-behalf-of")
     )
     request.state.principal = principal
+    USAGE_SINK.set(gate.usage_sink(principal))  # runs it starts count their tokens
     if principal.key_id is not None:
         structlog.contextvars.bind_contextvars(user=principal.user, key_id=principal.key_id)
     return principal

@@ -103,8 +103,8 @@ ERROR_STATUSES = {
     409: "The request conflicts with the resource's state (an approval decided already).",
     413: "The request body is larger than `SKILLDESK_MAX_REQUEST_BYTES` (`request_too_large`).",
     415: "The file's type is not accepted, or its content is not of its type.",
-    429: "Too many requests with this key this minute (`rate_limited`); `Retry-After` says "
-    "when to try again.",
+    429: "Too many requests with this key this minute (`rate_limited`), or its runs used their "
+    "tokens (`token_rate_limited`); `Retry-After` says when to try again.",
     500: "An internal error; the request was not completed and the error is logged "
     "(`internal_error`).",
     502: "The language model failed after its retries and fallbacks (`model_error`; the "

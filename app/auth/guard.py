@@ -3,7 +3,9 @@ or 429 saying what happened); development mode decided at start-up."""
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,8 +45,10 @@ class Gate:
     limiter: RateLimiter | None = None
     disabled: bool = False
     resource_metadata: str = "/.well-known/oauth-protected-resource"
+    tokens_per_minute: int = 0
     open: bool = False
     _checked: float = field(default=0.0, repr=False)
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set, repr=False)
 
     async def start(self, host: str) -> None:
         """Decide the mode: keys configured → every request needs one; none, bound to a
@@ -149,13 +153,31 @@ class Gate:
             return
         retry = await self.limiter.hit(principal.key_id)
         if retry is not None:
-            seconds = max(1, int(retry + 0.999))
-            raise ApiError(
-                429,
-                "rate_limited",
-                f"Too many requests with this key; try again in {seconds} s.",
-                headers={"Retry-After": str(seconds)},
+            raise _too_many("rate_limited", "Too many requests with this key", retry)
+        if self.tokens_per_minute > 0:
+            retry = await self.limiter.tokens_over(principal.key_id, self.tokens_per_minute)
+            if retry is not None:
+                raise _too_many(
+                    "token_rate_limited", "This key's runs used their tokens this minute", retry
+                )
+
+    def usage_sink(self, principal: Principal) -> Callable[[dict[str, int]], None] | None:
+        """Where the runs a request starts count their tokens against its key."""
+        limiter, key = self.limiter, principal.key_id
+        if limiter is None or key is None or self.tokens_per_minute <= 0:
+            return None
+        tasks = self._tasks
+
+        def count(usage: dict[str, int]) -> None:
+            used = usage.get("total_tokens") or (
+                usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
             )
+            if used > 0:
+                task = asyncio.get_running_loop().create_task(limiter.add_tokens(key, used))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+
+        return count
 
     async def _still_open(self) -> bool:
         """Whether the service is still open: a key made meanwhile (by `skilldesk keys
@@ -169,6 +191,13 @@ class Gate:
                 self.open = False
                 log.info("auth.api_keys", note="a key was created: requests need one now")
         return self.open
+
+
+def _too_many(code: str, what: str, retry: float) -> ApiError:
+    seconds = max(1, int(retry + 0.999))
+    return ApiError(
+        429, code, f"{what}; try again in {seconds} s.", headers={"Retry-After": str(seconds)}
+    )
 
 
 def _bearer(authorization: str | None) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -168,6 +169,7 @@ def test_over_the_rate_a_key_gets_429_with_retry_after(keyed_settings: Any, shar
     if shared == "redis":
         update["redis_url"] = "redis://127.0.0.1:6379/0"
         _flush_redis()
+    _not_at_a_minute_edge()
     settings = keyed_settings.model_copy(update=update)
     with TestClient(create_app(settings)) as one, TestClient(create_app(settings)) as two:
         first = [one.get("/v1/me", headers=bearer("alice")).status_code for _ in range(2)]
@@ -185,8 +187,46 @@ def _flush_redis() -> None:
     import redis
 
     client = redis.Redis.from_url("redis://127.0.0.1:6379/0")
-    for name in client.scan_iter("skilldesk:ratelimit:*"):
-        client.delete(name)
+    for pattern in ("skilldesk:ratelimit:*", "skilldesk:tokens:*"):
+        for name in client.scan_iter(pattern):
+            client.delete(name)
+
+
+def _not_at_a_minute_edge() -> None:
+    """Counts are per minute: start a test well inside one."""
+    if time.time() % 60 > 55:
+        time.sleep(61 - time.time() % 60)
+
+
+@pytest.mark.parametrize("shared", ["memory", "redis"])
+def test_a_key_whose_runs_used_their_tokens_this_minute_gets_429(
+    keyed_settings: Any, fake_llm: FakeLLM, shared: str
+) -> None:
+    update: dict[str, Any] = {"rate_limit_tokens_per_minute": 50}
+    if shared == "redis":
+        update["redis_url"] = "redis://127.0.0.1:6379/0"
+        _flush_redis()
+    _not_at_a_minute_edge()
+    fake_llm.script(
+        Reply(
+            content="A long enough answer.",
+            usage={"prompt_tokens": 60, "completion_tokens": 5, "total_tokens": 65},
+        )
+    )
+    with TestClient(create_app(keyed_settings.model_copy(update=update))) as client:
+        ran = client.post(
+            "/v1/threads/tok-1/runs/stream", json={"message": "hi"}, headers=bearer("alice")
+        )
+        assert ran.status_code == 200, ran.text
+        for _ in range(100):  # the count is written as the run ends
+            over = client.get("/v1/me", headers=bearer("alice"))
+            if over.status_code == 429:
+                break
+            time.sleep(0.02)
+        assert over.status_code == 429
+        assert over.json()["error"]["code"] == "token_rate_limited"
+        assert int(over.headers["Retry-After"]) >= 1
+        assert client.get("/v1/me", headers=bearer("bob")).status_code == 200
 
 
 def test_a_bad_bootstrap_entry_stops_start_up_naming_it(model_settings: Any) -> None:
