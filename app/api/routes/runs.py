@@ -3,7 +3,7 @@ and join its events from any point (``Last-Event-ID``), with keep-alives on idle
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path
@@ -16,7 +16,7 @@ from agents.feed import RunFeed
 from app.api.deps import PrincipalDep, ServicesDep, reach_thread, run_target
 from app.api.errors import error_responses
 from app.api.openapi import named_events
-from app.api.routes.threads import NO_THREAD, ThreadId, frame
+from app.api.routes.threads import NO_THREAD, ThreadId, follow
 from app.api.schemas.events import RUN_EVENTS
 from app.api.schemas.threads import THREAD_HEADER, ChatRunPublic, RunCreate, RunErrorPublic
 from app.services import Services
@@ -167,31 +167,6 @@ def _stream(
             "X-Run-Id": feed.run_id,
         },
     )
-
-
-async def follow(
-    feed: RunFeed,
-    after: int,
-    keepalive_s: float,
-    on_disconnect: Callable[[], object] | None = None,
-) -> AsyncIterator[str]:
-    """A run's events after the first ``after`` as SSE, each with its sequence id, and a
-    comment whenever ``keepalive_s`` pass without one; ``on_disconnect`` if the client goes
-    before the run ends."""
-    seen = after
-    try:
-        while True:
-            while seen < len(feed.events):
-                seen += 1
-                yield frame(feed.events[seen - 1], seen)
-            if feed.done:
-                return
-            await feed.wait(seen, keepalive_s)
-            if seen == len(feed.events) and not feed.done:
-                yield ": keep-alive\n\n"
-    finally:
-        if on_disconnect is not None and not feed.done:
-            on_disconnect()
 
 
 def _public(feed: RunFeed) -> ChatRunPublic:

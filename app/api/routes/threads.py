@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, Path, Query, Response, UploadFile
@@ -14,6 +14,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from agents.conversations import RESUME
 from agents.errors import AttachmentNotFound, ThreadNotFound
 from agents.events import Event, RunFinished
+from agents.feed import RunFeed
 from agents.memory.summaries import summarised_count
 from agents.state.attachments import media_type_of
 from agents.state.schema import Attachment
@@ -216,7 +217,9 @@ async def get_thread(
             "headers": THREAD_HEADER,
             "content": {
                 "text/event-stream": named_events(
-                    RUN_EVENTS, "`event: <type>` and `data: <JSON>` for each event."
+                    RUN_EVENTS,
+                    "`event: <type>`, `id: <sequence>` and `data: <JSON>` for each event; a "
+                    "`: keep-alive` comment while the run is idle.",
                 )
             },
         },
@@ -255,7 +258,7 @@ async def stream_run(
         agent=principal.agent,
     )
     return StreamingResponse(
-        _sse(feed.read()),
+        follow(feed, 0, services.settings.sse_keepalive_s),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Thread-Id": thread_id, "X-Run-Id": feed.run_id},
     )
@@ -397,6 +400,31 @@ async def _sse(events: AsyncIterator[Event], first: Event | None = None) -> Asyn
     async for event in events:
         seq += 1
         yield frame(event, seq)
+
+
+async def follow(
+    feed: RunFeed,
+    after: int,
+    keepalive_s: float,
+    on_disconnect: Callable[[], object] | None = None,
+) -> AsyncIterator[str]:
+    """A run's events after the first ``after`` as SSE, each with its sequence id, and a
+    comment whenever ``keepalive_s`` pass without one; ``on_disconnect`` if the client goes
+    before the run ends."""
+    seen = after
+    try:
+        while True:
+            while seen < len(feed.events):
+                seen += 1
+                yield frame(feed.events[seen - 1], seen)
+            if feed.done:
+                return
+            await feed.wait(seen, keepalive_s)
+            if seen == len(feed.events) and not feed.done:
+                yield ": keep-alive\n\n"
+    finally:
+        if on_disconnect is not None and not feed.done:
+            on_disconnect()
 
 
 def frame(event: Event, seq: int | None = None) -> str:
