@@ -94,7 +94,8 @@ def test_a_running_run_stops_at_its_next_step_and_the_thread_goes_on(
 ) -> None:
     fake_llm.script(Reply(content=WORDS, stream_chunk_delay=0.03), Reply(content="Next answer."))
     run = start(client, "r-4", "tell me a long story")
-    wait_for(client, "r-4", run["id"], "running")
+    with client.stream("GET", f"/v1/threads/r-4/runs/{run['id']}/stream") as events:
+        next(line for line in events.iter_lines() if line == "event: token")  # mid-answer
     assert client.post(f"/v1/threads/r-4/runs/{run['id']}/cancel").json()["cancel_requested"]
     ended = wait_for(client, "r-4", run["id"], "cancelled", "succeeded", "failed")
     assert ended["status"] == "cancelled"
