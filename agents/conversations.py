@@ -16,7 +16,14 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
 from agents import metrics
-from agents.errors import InvalidTurn, ModelError, NothingToResume, SkilldeskError, ThreadBusy
+from agents.errors import (
+    InvalidTurn,
+    ModelError,
+    NothingToResume,
+    SkilldeskError,
+    ThreadBusy,
+    ThreadNotFound,
+)
 from agents.events import (
     ErrorRaised,
     Event,
@@ -171,6 +178,7 @@ class Conversations:
         idempotency_key: str | None = None,
         owner: str | None = None,
         agent: str | None = None,
+        guard: str | None = None,
     ) -> AsyncIterator[Event]:
         """Run one turn, yielding its events; always ends with RunFinished or RunFailed.
 
@@ -191,6 +199,8 @@ class Conversations:
             idempotency_key: The client's key for this request (an ``Idempotency-Key``).
             owner: Who the thread belongs to, recorded when the run creates it.
             agent: The agent acting for the owner (on-behalf-of), recorded beside it.
+            guard: The user the thread must belong to, checked again once the run holds the
+                thread (a thread made meanwhile by another user fails the run, unread).
 
         Raises:
             InvalidTurn: before any event, when a ClientTurn has no usable new message.
@@ -206,6 +216,7 @@ class Conversations:
             idempotency_key=idempotency_key,
             owner=owner,
             agent=agent,
+            guard=guard,
         )
         async for event in feed.read():
             yield event
@@ -223,6 +234,7 @@ class Conversations:
         owner: str | None = None,
         agent: str | None = None,
         if_busy: str = "enqueue",
+        guard: str | None = None,
     ) -> RunFeed:
         """Start a run (or join the same one under way, as ``stream`` does) and return its
         feed at once: its id, status and events. ``if_busy="reject"``: a thread answering
@@ -248,6 +260,7 @@ class Conversations:
             budget=RunBudget(self.limits),
         )
         feed = RunFeed(wanted, idempotency_key, ctx.run_id, thread_id)
+        feed.guard = guard
         self._feeds.setdefault(thread_id, []).append(feed)
         self._keep(feed)
         task = asyncio.create_task(self._drive(ctx, messages, callbacks, feed, owner, agent))
@@ -305,7 +318,7 @@ class Conversations:
                 feed.started = time.time()
                 async for event in self._run(ctx, turn, callbacks, owner, agent, feed):
                     feed.put(event)
-        except (InvalidTurn, NothingToResume) as exc:
+        except (InvalidTurn, NothingToResume, ThreadNotFound) as exc:
             feed.close(exc)
         except asyncio.CancelledError:
             if feed.cancel_requested:  # cancelled while queued: it never ran
@@ -356,6 +369,10 @@ class Conversations:
         try:
             if self.router is not None and not resuming:  # overlaps the reads and writes
                 self.router.anticipate(last_user_text(turn), ctx)
+            if feed is not None and feed.guard is not None and self.records is not None:
+                record = await self.records.get(ctx.thread_id)
+                if record is not None and record.get("owner") != feed.guard:
+                    raise ThreadNotFound(f"There is no thread {ctx.thread_id!r}.")
             # One read of the thread before the run and none after: the run's last values are
             # the thread's state (each read deserialises the whole history).
             snapshot = await self.graph.aget_state(_config(ctx.thread_id))
@@ -402,7 +419,7 @@ class Conversations:
                         yield event
             finally:
                 await cast(Any, steps).aclose()
-        except (InvalidTurn, NothingToResume):
+        except (InvalidTurn, NothingToResume, ThreadNotFound):
             raise  # before any event: the caller answers it as a bad request
         except Exception as exc:
             await self._closed(ctx, None, failed=True)

@@ -50,6 +50,7 @@ class RunFeed:
         self.ended: float | None = None
         self.ended_at = 0.0
         self.cancel_requested = False
+        self.guard: str | None = None  # the user the thread must belong to
         self.sink = USAGE_SINK.get()
         self._waiters: list[asyncio.Future[None]] = []
         metrics.RUNS_ACTIVE.inc()

@@ -131,6 +131,7 @@ async def chat_completions(
     turn = ClientTurn([m.model_dump(exclude_none=True) for m in body.messages])
     target = run_target(services, model=body.model, skill=body.skill, workflow=body.workflow)
     target.update(idempotency_key=idempotency_key, owner=principal.user, agent=principal.agent)
+    target["guard"] = None if principal.sees_all else principal.user
     created = int(time.time())
     if not body.stream:
         result = await conversations.run(thread_id, turn, **target)  # InvalidTurn: a 400

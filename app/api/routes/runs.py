@@ -70,6 +70,7 @@ async def create_run(
         owner=principal.user,
         agent=principal.agent,
         if_busy=body.if_busy,
+        guard=None if principal.sees_all else principal.user,
     )
     if not body.stream:
         return JSONResponse(_public(feed).model_dump(), status_code=202)

@@ -256,6 +256,7 @@ async def stream_run(
         idempotency_key=idempotency_key,
         owner=principal.user,
         agent=principal.agent,
+        guard=None if principal.sees_all else principal.user,
     )
     return StreamingResponse(
         follow(feed, 0, services.settings.sse_keepalive_s),

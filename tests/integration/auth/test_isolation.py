@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from langchain_core.messages import HumanMessage
 
+from agents.errors import ThreadNotFound
 from app.main import create_app
 from tests.fakellm import FakeLLM, Reply
 from tests.integration.auth.conftest import bearer
@@ -212,3 +214,27 @@ def test_mcp_without_a_key_is_a_401_naming_the_resource_metadata(client: TestCli
     assert url.endswith("/.well-known/oauth-protected-resource")
     no_tools = client.post("/mcp", json=request, headers={**MCP_HEADERS, **bearer("approver")})
     assert no_tools.status_code == 403
+
+
+def test_a_run_racing_to_a_new_thread_id_does_not_write_into_the_winners_thread(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    """Both users asked for the same new id at once and passed the check; alice's run made
+    the thread first. Bob's run, checked again once it holds the thread, fails unread."""
+    fake_llm.script(Reply(content=SECRET_ANSWER))
+    made = client.post(
+        "/v1/threads/race-1/runs/stream", json={"message": SECRET_TEXT}, headers=bearer("alice")
+    )
+    assert made.status_code == 200
+    services = client.app.state.services  # type: ignore[attr-defined]
+
+    async def bobs_run() -> Any:
+        feed = services.conversations.start(
+            "race-1", [HumanMessage("bob's words")], owner="bob", guard="bob"
+        )
+        return [event async for event in feed.read()]
+
+    with pytest.raises(ThreadNotFound):
+        client.portal.call(bobs_run)  # type: ignore[union-attr]
+    thread = client.get("/v1/threads/race-1", headers=bearer("alice")).json()
+    assert [m["content"] for m in thread["messages"]] == [SECRET_TEXT, SECRET_ANSWER]
