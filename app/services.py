@@ -37,6 +37,7 @@ from agents.workflows.engine import WorkflowEngine
 from agents.workflows.matcher import IntentMatcher, WorkflowMatcher
 from agents.workflows.registry import WorkflowRegistry, skills_world
 from agents.workflows.watcher import start_workflow_watcher, stop_workflow_watcher
+from app.auth.keys import ApiKeys, bootstrap_keys
 from app.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -57,6 +58,7 @@ class Services:
     workflow_turns: WorkflowTurns
     threads: Threads
     tools: ToolCatalogue
+    keys: ApiKeys
 
     @property
     def attachments(self) -> AttachmentStore:
@@ -73,6 +75,8 @@ async def open_services(
     ``background`` (the server's): resume workflow runs a stop cut off and apply retention
     on its interval; a command-line tool opening the same store beside a server does not.
     """
+    secret = settings.api_keys.get_secret_value() if settings.api_keys else None
+    bootstrap = bootstrap_keys(secret, settings.api_keys_file)  # a bad entry stops start-up
     gateway = ModelGateway(settings.models())
     if not gateway.configured:
         log.warning("model.not_configured", hint=NO_MODEL_HINT)
@@ -150,7 +154,9 @@ async def open_services(
                 workflows=len(registry),
                 workflow_errors=len(registry.errors),
             )
-            conversations = Conversations(graph, limits, router, records, attachments)
+            conversations = Conversations(
+                graph, limits, router, records, attachments, retain_s=settings.run_events_retain_s
+            )
             threads = Threads(conversations, records, attachments, settings.retention())
             # Runs a stop cut off, found before any new run can start (a new one is RUNNING too).
             tasks: list[asyncio.Task[Any]] = []
@@ -172,6 +178,7 @@ async def open_services(
                     turns,
                     threads,
                     tools,
+                    ApiKeys(documents, bootstrap),
                 )
             finally:
                 for task in tasks:

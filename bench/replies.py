@@ -56,3 +56,16 @@ def thread_turn_reply(turn: int, request: RequestView) -> Reply:
     if any(m.is_tool_result for m in request.turn):
         return Reply(content=f"Order ORD{1000 + turn} has shipped with DHL, as planned.")
     return Reply(tool_calls=[ToolCall("get_order", {"order_id": f"ORD{1000 + turn}"})])
+
+
+def load_reply(latency: float, request: RequestView) -> Reply:
+    """The load benchmark's model: ``latency`` seconds a call; an order question calls the
+    order tool first, then answers; anything else is answered at once."""
+    if any(m.is_tool_result for m in request.turn):
+        return Reply(content="Your order has shipped with DHL and arrives tomorrow.", delay=latency)
+    if request.offers("get_order") and "order" in request.last_user:
+        order = next((w for w in request.last_user.split() if w.startswith("ORD")), "ORD1001")
+        return Reply(
+            tool_calls=[ToolCall("get_order", {"order_id": order.strip("?")})], delay=latency
+        )
+    return Reply(content="Glad to help. Anything else I can do for you today?", delay=latency)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import sqlite3
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -294,6 +297,11 @@ async def _postgres(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     try:
         saver = AsyncPostgresTimedSaver(pool)
         await saver.setup()
+        async with pool.connection() as conn:  # the leases that hold a thread for one run
+            await conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {LEASES} (thread_id TEXT PRIMARY KEY, "
+                "holder TEXT NOT NULL, expires DOUBLE PRECISION NOT NULL)"
+            )
         yield saver
     finally:
         await pool.close()
@@ -308,21 +316,64 @@ def _redact(url: str) -> str:
     return f"{scheme}://{user}@{host}"
 
 
+LEASES = "skilldesk_thread_leases"
+LEASE_S = 30.0  # a holder that stops renewing (its process died) loses the thread after this
+_RENEW_S = LEASE_S / 3
+_NOW = "extract(epoch from clock_timestamp())"  # the database's clock: one for every process
+
+
 @asynccontextmanager
 async def thread_lock(saver: BaseCheckpointSaver[Any], thread_id: str) -> AsyncIterator[None]:
-    """Hold the thread for one run across processes (PostgreSQL advisory lock).
+    """Hold the thread for one run across processes (a lease row in PostgreSQL).
 
     Several service processes behind one load balancer share a PostgreSQL checkpointer; two
     turns of one thread arriving at two processes would otherwise both start from the same
-    checkpoint. SQLite is one process's embedded store: its in-process lock is enough.
+    checkpoint. The holder renews its lease while the run goes on and deletes it at the end;
+    a process that dies leaves a lease that expires, so another can take the thread over. A
+    lease holds no connection: a session advisory lock did, one per run under way, and 50
+    concurrent runs emptied the pool that their own checkpoint writes needed. SQLite is one
+    process's embedded store: its in-process lock is enough.
     """
-    pool = getattr(saver, "conn", None)
+    pool: Any = getattr(saver, "conn", None)
     if not hasattr(pool, "connection") or not type(saver).__name__.startswith("AsyncPostgres"):
         yield
         return
-    async with pool.connection() as conn:  # type: ignore[union-attr]
-        await conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (thread_id,))
-        try:
-            yield
-        finally:
-            await conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (thread_id,))
+    holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    await _lease(pool, thread_id, holder)
+    renewing = asyncio.create_task(_renew(pool, thread_id, holder))
+    try:
+        yield
+    finally:
+        renewing.cancel()
+        await asyncio.gather(renewing, return_exceptions=True)
+        async with pool.connection() as conn:
+            await conn.execute(
+                f"DELETE FROM {LEASES} WHERE thread_id = %s AND holder = %s", (thread_id, holder)
+            )
+
+
+async def _lease(pool: Any, thread_id: str, holder: str) -> None:
+    """Wait until the thread's lease is free (or expired), then take it."""
+    wait = 0.02
+    while True:
+        async with pool.connection() as conn:
+            cursor = await conn.execute(
+                f"INSERT INTO {LEASES} VALUES (%s, %s, {_NOW} + %s) ON CONFLICT (thread_id) "
+                f"DO UPDATE SET holder = EXCLUDED.holder, expires = EXCLUDED.expires "
+                f"WHERE {LEASES}.expires < {_NOW} RETURNING holder",
+                (thread_id, holder, LEASE_S),
+            )
+            if await cursor.fetchone() is not None:
+                return
+        await asyncio.sleep(wait)
+        wait = min(wait * 2, 0.5)
+
+
+async def _renew(pool: Any, thread_id: str, holder: str) -> None:
+    while True:
+        await asyncio.sleep(_RENEW_S)
+        async with pool.connection() as conn:
+            await conn.execute(
+                f"UPDATE {LEASES} SET expires = {_NOW} + %s WHERE thread_id = %s AND holder = %s",
+                (LEASE_S, thread_id, holder),
+            )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 from typing import Any
@@ -130,3 +131,50 @@ async def test_a_file_written_by_langgraphs_async_sqlite_saver_opens_and_continu
         "My colour?",
         "You said green.",
     ]
+
+
+async def test_fifty_runs_hold_their_threads_at_once_without_emptying_the_pool() -> None:
+    # A lease holds no connection: with a pool of 10, 50 runs of 50 threads hold their
+    # threads together, and the store still answers while they do.
+    from agents.state.checkpointers import open_checkpointer, thread_lock
+
+    async with open_checkpointer(POSTGRES_URL) as saver:
+        held = 0
+        all_held = asyncio.Event()
+
+        async def run(n: int) -> None:
+            nonlocal held
+            async with thread_lock(saver, f"lease-{uuid.uuid4().hex}-{n}"):
+                held += 1
+                if held == 50:
+                    all_held.set()
+                await asyncio.wait_for(all_held.wait(), 20)
+                await saver.aget_tuple({"configurable": {"thread_id": f"probe-{n}"}})
+
+        await asyncio.wait_for(asyncio.gather(*[run(n) for n in range(50)]), 30)
+    assert held == 50
+
+
+async def test_a_lease_waits_for_its_holder_and_an_expired_one_is_taken_over() -> None:
+    from agents.state.checkpointers import LEASES, open_checkpointer, thread_lock
+
+    thread = f"lease-{uuid.uuid4().hex}"
+    async with open_checkpointer(POSTGRES_URL) as saver:
+        async with thread_lock(saver, thread):
+            with pytest.raises(TimeoutError):  # a live holder keeps the thread
+                await asyncio.wait_for(_enter(saver, thread), 0.5)
+        await asyncio.wait_for(_enter(saver, thread), 5)  # released: free at once
+        async with saver.conn.connection() as conn:  # type: ignore[attr-defined]
+            await conn.execute(  # a process that died mid-run: its lease expired
+                f"INSERT INTO {LEASES} VALUES (%s, 'dead:1:x', "
+                "extract(epoch from clock_timestamp()) - 1)",
+                (thread,),
+            )
+        await asyncio.wait_for(_enter(saver, thread), 5)
+
+
+async def _enter(saver: Any, thread: str) -> None:
+    from agents.state.checkpointers import thread_lock
+
+    async with thread_lock(saver, thread):
+        pass

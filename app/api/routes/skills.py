@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 
 from agents.errors import SkillNotFound
 from agents.skills.meta import definition
-from app.api.deps import IdempotencyKey, ServicesDep
+from app.api.deps import IdempotencyKey, PrincipalDep, ServicesDep, needs
 from app.api.errors import ApiError, error_responses
 from app.api.routes.tools import invoke
 from app.api.schemas.skills import (
@@ -82,6 +82,7 @@ async def get_skill(services: ServicesDep, name: str) -> SkillDefinitionPublic:
 
 @router.post(
     "/{name}/tools/{tool}",
+    dependencies=[needs("tools")],
     responses=error_responses(
         400,
         404,
@@ -100,6 +101,7 @@ async def call_tool(
     name: str,
     tool: str,
     body: ToolCallRequest,
+    principal: PrincipalDep,
     idempotency_key: IdempotencyKey = None,
 ) -> ToolResultPublic:
     """Call one tool directly (tier 3). Tool failures are ``ok: false`` with a readable error.
@@ -122,4 +124,4 @@ async def call_tool(
         )
     entries = services.tools.all().values()
     public = next((e.name for e in entries if (e.skill, e.tool) == (name, tool)), tool)
-    return await invoke(services, public, body.arguments, idempotency_key)
+    return await invoke(services, public, body.arguments, idempotency_key, principal)

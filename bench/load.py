@@ -1,0 +1,290 @@
+"""Load: N concurrent conversations against real `skilldesk serve` processes.
+
+The scripted model server runs in a process of its own, answering every call after a set
+latency; a third of the turns ask for an order (the model calls the order tool, then
+answers), the rest are answered directly. Conversations start spread over one cycle, wait a
+think time (0.5-1.5x the mean) between their turns and keep their threads. Reported per setup:
+completed turns per second, the service's CPU
+ms per turn (user + system time of its processes), p50/p99 latency added over the model's and
+added time to the first token, errors, lost or duplicated messages (every thread's history is
+checked afterwards) and the service's memory. One process on the SQLite file and, in the same
+run, one and two processes on PostgreSQL (two: the client alternates between them, as a load
+balancer would).
+Run: .venv/bin/python -m bench.load [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+import httpx
+import psycopg
+
+from bench.common import ROOT
+from bench.replies import load_reply
+from tests.fakellm.process import FakeLLMProcess
+
+POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
+SKILLDESK = str(Path(sys.executable).with_name("skilldesk"))
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Load:
+    """One load: how many conversations, turns each, the model's latency, the think time."""
+
+    name: str
+    conversations: int
+    turns: int
+    latency_s: float
+    think_s: float
+
+
+@dataclass
+class Outcome:
+    """What one load against one setup measured."""
+
+    turns: int = 0
+    errors: list[str] = field(default_factory=list)
+    added_ms: list[float] = field(default_factory=list)
+    first_token_ms: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    cpu_ms: float = 0.0
+    rss_mb: float = 0.0
+    lost: int = 0
+    duplicated: int = 0
+
+
+class Server:
+    """One `skilldesk serve` process."""
+
+    def __init__(self, env: dict[str, str], data: Path) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = (data.parent / f"serve-{self.port}.log").open("w")
+        self.proc = subprocess.Popen(
+            [SKILLDESK, "serve", "--port", str(self.port), "--data-dir", str(data)],
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        raise RuntimeError(f"the service did not start; see {self.log.name}")
+
+    def cpu_s(self) -> float:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
+
+    def rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        self.log.close()
+
+
+def message(conversation: int, turn: int) -> str:
+    if turn % 3 == 1:
+        return f"where is my order ORD1001? (chat {conversation}, turn {turn})"
+    return f"thanks, that helps (chat {conversation}, turn {turn})"
+
+
+async def conversation(
+    client: httpx.AsyncClient, urls: list[str], number: int, load: Load, out: Outcome
+) -> str:
+    """One user's turns; the latency each added over the model's."""
+    thread = f"load-{number}-{uuid.uuid4().hex[:6]}"
+    rng = random.Random(number)
+    # Users do not arrive at once nor think in step: a start spread over one cycle, and
+    # think times of half to one and a half times the mean.
+    await asyncio.sleep(rng.uniform(0, load.think_s + load.latency_s) if load.think_s else 0)
+    for turn in range(load.turns):
+        url = urls[(number + turn) % len(urls)]
+        started = time.perf_counter()
+        first_token = None
+        try:
+            async with client.stream(
+                "POST",
+                f"{url}/v1/threads/{thread}/runs/stream",
+                json={"message": message(number, turn)},
+            ) as response:
+                if response.status_code != 200:
+                    out.errors.append(f"HTTP {response.status_code}")
+                    continue
+                event = ""
+                async for line in response.aiter_lines():
+                    if line.startswith("event: "):
+                        event = line[7:]
+                        if event == "token" and first_token is None:
+                            first_token = time.perf_counter()
+                    elif line.startswith("data: ") and event in ("run_finished", "run_failed"):
+                        data = json.loads(line[6:])
+                        if event == "run_failed":
+                            out.errors.append(data.get("code", "run_failed"))
+                        else:
+                            calls = data["usage"].get("model_calls", 1)
+                            model_s = calls * load.latency_s
+                            ended = time.perf_counter()
+                            out.added_ms.append((ended - started - model_s) * 1000)
+                            if first_token is not None:
+                                out.first_token_ms.append((first_token - started - model_s) * 1000)
+                            out.turns += 1
+        except httpx.HTTPError as exc:
+            out.errors.append(type(exc).__name__)
+        await asyncio.sleep(load.think_s * rng.uniform(0.5, 1.5))
+    return thread
+
+
+async def check_histories(urls: list[str], threads: list[str], load: Load, out: Outcome) -> None:
+    """Every thread holds each message sent, once, in order."""
+    async with httpx.AsyncClient(timeout=60) as client:
+        for number, thread in enumerate(threads):
+            response = await client.get(f"{urls[0]}/v1/threads/{thread}")
+            said = [
+                m["content"] for m in response.json().get("messages", []) if m["role"] == "human"
+            ]
+            sent = [message(number, turn) for turn in range(load.turns)]
+            out.lost += len([m for m in sent if m not in said])
+            out.duplicated += len(said) - len(set(said))
+
+
+async def run_load(servers: list[Server], load: Load) -> Outcome:
+    out = Outcome()
+    urls = [s.url for s in servers]
+    cpu = [s.cpu_s() for s in servers]
+    limits = httpx.Limits(max_connections=load.conversations * 2)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+        started = time.perf_counter()
+        threads = await asyncio.gather(
+            *[conversation(client, urls, n, load, out) for n in range(load.conversations)]
+        )
+        out.seconds = time.perf_counter() - started
+    out.cpu_ms = sum(s.cpu_s() - c for s, c in zip(servers, cpu, strict=True)) * 1000
+    out.rss_mb = sum(s.rss_mb() for s in servers)
+    await check_histories(urls, list(threads), load, out)
+    return out
+
+
+def environment(fake: FakeLLMProcess, skills: Path, url: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
+    env.update(
+        SKILLDESK_SKILLS_DIR=str(skills),
+        SKILLDESK_WORKFLOWS_DIR=str(ROOT / "workflows"),
+        SKILLDESK_SKILLS_WATCH="false",
+        SKILLDESK_MODEL="openai/fake-model",
+        SKILLDESK_MODEL_API_BASE=fake.base_url,
+        SKILLDESK_MODEL_API_KEY="sk-bench",
+        SKILLDESK_LOG_LEVEL="warning",
+        SKILLDESK_LOG_FORMAT="json",
+    )
+    if url:
+        env["SKILLDESK_CHECKPOINT_URL"] = url
+    return env
+
+
+def measure(loads: list[Load]) -> list[tuple[str, Load, Outcome]]:
+    results = []
+    schema = f"load_{uuid.uuid4().hex[:8]}"
+    with tempfile.TemporaryDirectory() as tmp, FakeLLMProcess() as fake:
+        root = Path(tmp)
+        skills = root / "skills"
+        shutil.copytree(
+            ROOT / "tests" / "fixtures" / "skills" / "storefront" / "order-lookup",
+            skills / "order-lookup",
+        )
+        with psycopg.connect(POSTGRES, autocommit=True) as conn:
+            conn.execute(f"CREATE SCHEMA {schema}")
+        pg = f"{POSTGRES}?options=-csearch_path%3D{schema}"
+        setups = [
+            ("1 process, SQLite", None, 1),
+            ("1 process, PostgreSQL", pg, 1),
+            ("2 processes, PostgreSQL", pg, 2),
+        ]
+        try:
+            for label, url, count in setups:
+                data = root / f"data-{len(results)}"
+                env = environment(fake, skills, url)
+                servers = [Server(env, data) for _ in range(count)]
+                try:
+                    for load in loads:
+                        fake.reset()
+                        calls = load.conversations * load.turns * 2
+                        fake.script(*[partial(load_reply, load.latency_s)] * calls)
+                        outcome = asyncio.run(run_load(servers, load))
+                        results.append((label, load, outcome))
+                        report(label, load, outcome)
+                finally:
+                    for server in servers:
+                        server.stop()
+        finally:
+            with psycopg.connect(POSTGRES, autocommit=True) as conn:
+                conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    return results
+
+
+def report(label: str, load: Load, out: Outcome) -> None:
+    added = sorted(out.added_ms) or [0.0]
+    first = sorted(out.first_token_ms) or [0.0]
+    p99 = added[min(len(added) - 1, int(len(added) * 0.99))]
+    print(
+        f"{label:<24} {load.name:<12} {out.turns:>5} turns {out.turns / out.seconds:>7.1f}/s "
+        f"cpu {out.cpu_ms / max(out.turns, 1):>5.1f} ms/turn  added p50 "
+        f"{statistics.median(added):>6.1f} p99 {p99:>7.1f} ms  first token p50 "
+        f"{statistics.median(first):>6.1f} ms  errors {len(out.errors)}  lost {out.lost} "
+        f"dup {out.duplicated}  rss {out.rss_mb:.0f} MB",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a smaller load (for make bench)")
+    args, _ = parser.parse_known_args()
+    if args.quick:
+        loads = [
+            Load("realistic", 50, 3, 1.0, 2.0),
+            Load("saturation", 50, 6, 0.05, 0.0),
+        ]
+    else:
+        loads = [
+            Load("realistic", 200, 5, 1.0, 2.0),
+            Load("saturation", 200, 10, 0.05, 0.0),
+        ]
+    print("conversations against service processes (model latency per call, think time)")
+    for load in loads:
+        print(
+            f"  {load.name}: {load.conversations} conversations x {load.turns} turns, "
+            f"{load.latency_s:g} s a model call, {load.think_s:g} s think time"
+        )
+    measure(loads)
+
+
+if __name__ == "__main__":
+    main()
