@@ -43,7 +43,15 @@ def content(tmp_path: Path) -> tuple[Path, Path]:
 
 
 @pytest.fixture
-def service(fake_llm: FakeLLM, tmp_path: Path, content: tuple[Path, Path]) -> Iterator[Service]:
+def extra_env() -> dict[str, str]:
+    """More settings for the service (a test overrides it: API keys, say)."""
+    return {}
+
+
+@pytest.fixture
+def service(
+    fake_llm: FakeLLM, tmp_path: Path, content: tuple[Path, Path], extra_env: dict[str, str]
+) -> Iterator[Service]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
     env.update(
         SKILLDESK_SKILLS_DIR=str(content[0]),
@@ -55,6 +63,7 @@ def service(fake_llm: FakeLLM, tmp_path: Path, content: tuple[Path, Path]) -> It
         SKILLDESK_MODEL_API_KEY="sk-test",
         SKILLDESK_LOG_FORMAT="json",
     )
+    env.update(extra_env)
     running = Service(env, tmp_path / "data")
     yield running
     running.stop()

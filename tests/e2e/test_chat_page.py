@@ -25,7 +25,7 @@ def test_an_answer_streams_in_unfolds_its_trace_and_the_thread_is_there_after_a_
         Reply(content=ANSWER, stream_chunk_delay=0.15),
     )
     page.goto("/")
-    expect(page.locator("#mode")).to_have_text("Development mode (no key)")
+    expect(page.locator("#mode")).to_have_text("Development mode (no key needed)")
     page.get_by_label("Message").fill(QUESTION)
     page.keyboard.press("Enter")
 

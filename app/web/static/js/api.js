@@ -97,6 +97,9 @@ export const workflows = {
 
 export const health = () => json("GET", "/healthz");
 
+/** Who the key acts as: `{user, scopes, auth}` (`auth` is `api_keys`, or open in development). */
+export const me = () => json("GET", "/v1/me");
+
 /** A file the service serves, as an object URL (an <audio> or <img> cannot send the key). */
 export async function fileUrl(url) {
   const response = await send("GET", url);
@@ -107,15 +110,16 @@ export async function fileUrl(url) {
  * Run one turn and hand each typed event to `onEvent(type, data)`.
  *
  * Events are read from the response body as they arrive (Server-Sent Events over fetch, so the
- * key travels as a header). When the stream drops before the run ended and the service gave
- * event ids and the run's id, it is read again from where it stopped with `Last-Event-ID`
- * (`GET /v1/threads/{id}/runs/{run_id}/stream`); otherwise the drop is an `unreachable` error.
+ * key travels as a header). When the stream ends before the run did, it is read again from
+ * where it stopped: `GET /v1/threads/{id}/runs/{run_id}/stream` (the run's id from `X-Run-Id`)
+ * with `Last-Event-ID`, a few times; then the drop is an `unreachable` error.
  */
 export async function runStream(threadId, body, onEvent, { signal } = {}) {
   const state = { lastId: null, runId: null, ended: false };
   const path = `/v1/threads/${enc(threadId)}/runs/stream`;
   try {
     const response = await send("POST", path, { json: body, extraHeaders: { Accept: "text/event-stream" } });
+    state.runId = response.headers.get("X-Run-Id");
     await readEvents(response, state, onEvent, signal);
   } catch (error) {
     if (error instanceof ApiError && error.status !== 0) throw error;
@@ -166,8 +170,6 @@ function dispatch(block, state, onEvent) {
   }
   if (!data.length) return;
   const payload = JSON.parse(data.join("\n"));
-  // approval_required names the workflow run that waits, not this turn's run.
-  if (payload.run_id && type !== "approval_required") state.runId = payload.run_id;
   if (type === "run_finished" || type === "run_failed") state.ended = true;
   onEvent(type, payload);
 }

@@ -4,8 +4,11 @@ import { el, pretty } from "./markdown.js";
 
 let counter = 0;
 
-/** A card to approve or reject one waiting run; `onDecided(record)` after a decision. */
-export function approvalCard(approval, onDecided = () => {}) {
+/**
+ * A card to approve or reject one waiting run; `onDecided(record)` after a decision. Without
+ * the `approve` scope it only says that the run waits for an approver.
+ */
+export function approvalCard(approval, onDecided = () => {}, { canApprove = true } = {}) {
   const id = `approval-${++counter}`;
   const comment = el("textarea", { id: `${id}-comment`, rows: 2 });
   const status = el("p", { class: "status", role: "status" });
@@ -38,10 +41,9 @@ export function approvalCard(approval, onDecided = () => {}) {
     el("p", { class: "approval-summary" }, approval.summary),
     context ? el("p", { class: "hint" }, context) : null,
     approval.data !== null && approval.data !== undefined ? el("pre", {}, pretty(approval.data)) : null,
-    el("label", { for: `${id}-comment` }, "Comment"),
-    comment,
-    el("div", { class: "approval-actions" }, buttons),
-    status,
+    ...(canApprove
+      ? [el("label", { for: `${id}-comment` }, "Comment"), comment, el("div", { class: "approval-actions" }, buttons), status]
+      : [el("p", { class: "hint" }, "It waits for someone with the approve scope.")]),
   );
   return card;
 }

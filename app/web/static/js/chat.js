@@ -9,6 +9,12 @@ let current = null; // the open thread's id
 let busy = false;
 let report = () => {};
 let approvalsChanged = () => {};
+let canApprove = true;
+
+/** Whether the signed-in user may decide approvals (the `approve` scope). */
+export function setCanApprove(value) {
+  canApprove = value;
+}
 
 export function initChat({ onError, onApprovals }) {
   report = onError;
@@ -106,7 +112,7 @@ export async function openThread(id) {
     const [thread, { data }, { approvals }] = await Promise.all([
       api.threads.get(id),
       api.threads.list(),
-      api.approvals.list(),
+      canApprove ? api.approvals.list() : { approvals: [] },
     ]);
     const record = data.find((t) => t.thread_id === id);
     $("thread-title").textContent = record?.title || id;
@@ -115,13 +121,16 @@ export async function openThread(id) {
       else if (message.role === "ai" && message.content) addMessage("assistant", message.content);
     }
     for (const approval of approvals.filter((a) => a.thread_id === id)) {
-      $("messages").append(el("li", { class: "card" }, approvalCard(approval, decided)));
+      $("messages").append(el("li", { class: "card" }, approvalCard(approval, decided, { canApprove })));
     }
     showFiles(thread.attachments);
     scrollDown();
   } catch (error) {
-    if (error.status === 404) openThread(null); // deleted meanwhile
-    else report(error);
+    openThread(null);
+    if (error.status === 404) {
+      // Deleted, or someone else's: the service answers both alike.
+      report(new api.ApiError(404, "thread_not_found", "That thread does not exist, or it is not yours."));
+    } else report(error);
   }
 }
 
@@ -186,8 +195,8 @@ async function stream(id, text) {
       buffer += data.text;
       frame ||= requestAnimationFrame(paint);
     } else if (type === "approval_required") {
-      item.after(el("li", { class: "card" }, approvalCard({ ...data, thread_id: id }, decided)));
-      approvalsChanged();
+      item.after(el("li", { class: "card" }, approvalCard({ ...data, thread_id: id }, decided, { canApprove })));
+      if (canApprove) approvalsChanged();
     } else if (type === "run_finished") {
       buffer = data.answer ?? buffer;
     } else if (type === "run_failed") {

@@ -1,10 +1,13 @@
 // Start-up: views, sign-in (an API key, or development mode without one), service errors.
 import * as api from "./api.js";
 import { loadInbox, waiting } from "./approvals.js";
-import { loadBrowser, initBrowser } from "./browser.js";
-import { initChat, loadThreads, openThread } from "./chat.js";
+import { initBrowser, loadBrowser } from "./browser.js";
+import { initChat, loadThreads, openThread, setCanApprove } from "./chat.js";
 
 const $ = (id) => document.getElementById(id);
+let canApprove = false;
+// A link to a thread (#thread=ID), read before the views rewrite the address.
+let linked = location.hash.startsWith("#thread=") ? decodeURIComponent(location.hash.slice(8)) : null;
 
 function showError(error) {
   let text = `${error.message} (${error.code || "error"})`;
@@ -27,11 +30,16 @@ function showSignIn(open) {
   if (open) $("api-key").focus();
 }
 
-function showMode() {
+function showMode(me) {
   const signedIn = Boolean(api.apiKey());
-  $("mode").textContent = signedIn ? "Signed in with a key" : "Development mode (no key)";
+  if (!me) $("mode").textContent = signedIn ? "Key refused" : "Not signed in";
+  else if (me.auth !== "api_keys") $("mode").textContent = "Development mode (no key needed)";
+  else $("mode").textContent = `Signed in as ${me.user} (${me.scopes.join(", ")})`;
   $("sign-out").hidden = !signedIn;
   $("sign-in-toggle").hidden = signedIn;
+  canApprove = Boolean(me && (me.scopes.includes("approve") || me.scopes.includes("admin")));
+  setCanApprove(canApprove);
+  document.querySelector('.tab[data-view="approvals"]').hidden = !canApprove;
 }
 
 function showCount(count) {
@@ -40,6 +48,7 @@ function showCount(count) {
 }
 
 async function refreshCount() {
+  if (!canApprove) return;
   try {
     showCount(await waiting());
   } catch (error) {
@@ -57,26 +66,42 @@ async function refreshApprovals() {
 
 function showView(name) {
   for (const tab of document.querySelectorAll(".tab")) {
-    tab.toggleAttribute("aria-current", tab.dataset.view === name);
     if (tab.dataset.view === name) tab.setAttribute("aria-current", "page");
+    else tab.removeAttribute("aria-current");
   }
   for (const view of document.querySelectorAll(".view")) view.hidden = view.id !== `view-${name}`;
   if (name === "approvals") refreshApprovals();
   if (name === "browser") loadBrowser().catch(showError);
-  location.hash = name === "chat" ? "" : name;
+  history.replaceState(null, "", name === "chat" ? location.pathname : `#${name}`);
 }
 
 async function start() {
   clearError();
+  let me = null;
   try {
     await api.health();
+    me = await api.me();
+  } catch (error) {
+    showMode(null);
+    showError(error);
+    return;
+  }
+  showMode(me);
+  try {
     await loadThreads();
-    const last = sessionStorage.getItem("skilldesk.thread");
-    if (last) await openThread(last);
+    const last = linked || sessionStorage.getItem("skilldesk.thread");
+    linked = null;
+    await openThread(last || null);
     await refreshCount();
   } catch (error) {
     showError(error);
   }
+}
+
+function switchUser() {
+  sessionStorage.removeItem("skilldesk.thread");
+  openThread(null);
+  start();
 }
 
 document.addEventListener("DOMContentLoaded", () => {
@@ -88,18 +113,15 @@ document.addEventListener("DOMContentLoaded", () => {
   $("sign-in-toggle").addEventListener("click", () => showSignIn($("sign-in").hidden));
   $("sign-out").addEventListener("click", () => {
     api.signOut();
-    showMode();
-    start();
+    switchUser();
   });
   $("sign-in").addEventListener("submit", (event) => {
     event.preventDefault();
     api.signIn($("api-key").value);
     $("api-key").value = "";
     showSignIn(false);
-    showMode();
-    start();
+    switchUser();
   });
-  showMode();
   const view = location.hash.slice(1);
   showView(["approvals", "browser"].includes(view) ? view : "chat");
   start();
