@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from playwright.sync_api import expect
@@ -78,3 +79,33 @@ def test_an_answer_streams_in_unfolds_its_trace_and_the_thread_is_there_after_a_
     page.get_by_role("button", name="Delete").click()
     expect(page.locator("#thread-list")).to_contain_text("No threads yet.")
     expect(page.locator(".message")).to_have_count(0)
+
+
+def test_a_stream_cut_after_the_route_is_read_again_from_where_it_stopped(
+    page: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="All the words arrive in the end."))
+    cut = {}
+
+    def drop_after_the_route(route: Any) -> None:
+        # The service's own response, ended after its route decision, as a dropped connection
+        # would leave it: the page has to fetch the rest itself.
+        response = route.fetch()
+        blocks = response.text().split("\n\n")
+        kept = next(i for i, block in enumerate(blocks) if "event: route_decided" in block)
+        cut["last_id"] = next(
+            line[4:] for line in blocks[kept].splitlines() if line.startswith("id: ")
+        )
+        route.fulfill(response=response, body="\n\n".join(blocks[: kept + 1]) + "\n\n")
+
+    page.route("**/runs/stream", drop_after_the_route)
+    page.goto("/")
+    page.get_by_role("textbox", name="Message").fill("hello")
+    with page.expect_request(re.compile(r"/runs/[^/]+/stream$")) as again:
+        page.keyboard.press("Enter")
+    assert again.value.method == "GET"
+    assert again.value.headers["last-event-id"] == cut["last_id"]
+    expect(page.locator(".answer[aria-busy='false']")).to_have_text(
+        "All the words arrive in the end."
+    )
+    assert page.locator(".run-error").count() == 0
