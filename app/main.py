@@ -31,6 +31,7 @@ from app.mcp.transport import PATH as MCP_PATH
 from app.mcp.transport import McpEndpoint
 from app.services import Services, freeze_startup_heap, open_services, warm_up
 from app.settings import Settings, load_settings
+from app.web import mount as mount_web
 
 
 def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -> FastAPI:
@@ -81,6 +82,7 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
     app.include_router(approvals.router, dependencies=[needs("approve")])
     # The exact path, no redirect to /mcp/ (a mount would answer /mcp with one).
     app.router.routes.append(Route(MCP_PATH, endpoint=McpGate(mcp)))
+    mount_web(app)
     return app
 
 
