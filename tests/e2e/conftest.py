@@ -92,6 +92,10 @@ def page(browser: Any, service: Service) -> Iterator[Any]:
 
 
 def screenshot(page: Any, name: str) -> None:
-    """Save a screenshot for the README (docs/screenshots)."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+    """Take a screenshot (it must render); saved for the README (docs/screenshots) only when
+    UPDATE_SCREENSHOTS=1, so a test run leaves the committed pictures alone."""
+    image = page.screenshot()
+    assert image[:8] == b"\x89PNG\r\n\x1a\n"
+    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        (SCREENSHOTS / f"{name}.png").write_bytes(image)
