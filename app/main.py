@@ -109,6 +109,7 @@ def _gate(settings: Settings, services: Services) -> Gate:
             settings.rate_limit_tokens_per_minute,
         ),
         tokens_per_minute=settings.rate_limit_tokens_per_minute,
+        spend=services.spend,
         disabled=settings.auth_disabled,
         resource_metadata=metadata,
     )

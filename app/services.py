@@ -28,6 +28,7 @@ from agents.state.calls import call_journal
 from agents.state.checkpointers import open_checkpointer
 from agents.state.documents import documents_for
 from agents.state.records import ThreadRecords
+from agents.state.spend import SpendLedger
 from agents.threads import Threads
 from agents.tokens import count_tokens
 from agents.toolserver.catalogue import ToolCatalogue
@@ -59,6 +60,7 @@ class Services:
     threads: Threads
     tools: ToolCatalogue
     keys: ApiKeys
+    spend: SpendLedger
 
     @property
     def attachments(self) -> AttachmentStore:
@@ -179,6 +181,7 @@ async def open_services(
                     threads,
                     tools,
                     ApiKeys(documents, bootstrap),
+                    SpendLedger(documents),
                 )
             finally:
                 for task in tasks:

@@ -244,6 +244,13 @@ class Settings(BaseSettings):
     sse_keepalive_s: float = Field(
         15, gt=0, le=300, description="A comment on an idle event stream this often."
     )
+    daily_spend_limit_usd: float = Field(
+        0,
+        ge=0,
+        description="What one user may spend on model calls per UTC day, in US dollars; past "
+        "it new runs are refused (429 `spending_limit_reached`) until midnight UTC (0: none). "
+        "Counts calls whose price is known.",
+    )
     max_model_calls: int = Field(12, ge=1, le=200, description="Model calls per run, in all.")
     max_tool_calls: int = Field(24, ge=1, le=500, description="Tool calls per run, in all.")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info")

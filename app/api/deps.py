@@ -11,6 +11,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from agents.conversations import Conversations
 from agents.errors import ThreadNotFound
 from agents.feed import USAGE_SINK
+from agents.state.spend import seconds_to_midnight
 from app.api.errors import ApiError
 from app.auth.guard import Gate, no_scope
 from app.auth.principal import Principal
@@ -184,3 +185,26 @@ async def reach_thread(
         return
     if record is None or record.get("owner") != principal.user:
         raise ThreadNotFound(f"There is no thread {thread_id!r}.")
+
+
+async def within_budget(request: Request, principal: PrincipalDep) -> None:
+    """Refuse a new run once its user spent their daily limit (SKILLDESK_DAILY_SPEND_LIMIT_USD):
+    429 ``spending_limit_reached`` with ``Retry-After`` until midnight UTC."""
+    services = get_services(request)
+    limit = round(services.settings.daily_spend_limit_usd * 1_000_000)
+    if not limit or principal.user is None:
+        return
+    spent = await services.spend.spent(principal.user)
+    if spent >= limit:
+        wait = seconds_to_midnight()
+        raise ApiError(
+            429,
+            "spending_limit_reached",
+            f"You have used your daily model budget (${spent / 1e6:.4f} of "
+            f"${limit / 1e6:.4f}); it renews at midnight UTC, in {wait // 3600} h "
+            f"{wait % 3600 // 60} min.",
+            headers={"Retry-After": str(wait)},
+        )
+
+
+WithinBudget = Depends(within_budget)

@@ -12,6 +12,7 @@ from typing import Any
 import structlog
 
 from agents.errors import ConfigError
+from agents.state.spend import SpendLedger
 from app.api.errors import ApiError
 from app.auth.keys import ApiKeys
 from app.auth.obo import OboVerifier, TokenRefused
@@ -46,6 +47,7 @@ class Gate:
     disabled: bool = False
     resource_metadata: str = "/.well-known/oauth-protected-resource"
     tokens_per_minute: int = 0
+    spend: SpendLedger | None = None  # what each user's runs cost, per day
     open: bool = False
     _checked: float = field(default=0.0, repr=False)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set, repr=False)
@@ -162,20 +164,28 @@ class Gate:
                 )
 
     def usage_sink(self, principal: Principal) -> Callable[[dict[str, int]], None] | None:
-        """Where the runs a request starts count their tokens against its key."""
-        limiter, key = self.limiter, principal.key_id
-        if limiter is None or key is None or self.tokens_per_minute <= 0:
+        """Where the runs a request starts count what they used: their tokens against its
+        key (the token rate), their cost against its user's day (the spending limit)."""
+        limiter, key, spend, user = self.limiter, principal.key_id, self.spend, principal.user
+        tokens = limiter is not None and key is not None and self.tokens_per_minute > 0
+        costs = spend is not None and user is not None
+        if not tokens and not costs:
             return None
         tasks = self._tasks
+
+        def later(work: Any) -> None:
+            task = asyncio.get_running_loop().create_task(work)
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
 
         def count(usage: dict[str, int]) -> None:
             used = usage.get("total_tokens") or (
                 usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
             )
-            if used > 0:
-                task = asyncio.get_running_loop().create_task(limiter.add_tokens(key, used))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
+            if tokens and used > 0:
+                later(limiter.add_tokens(key, used))  # type: ignore[union-attr,arg-type]
+            if costs and usage.get("cost_micro_usd"):
+                later(spend.add(user, usage["cost_micro_usd"]))  # type: ignore[union-attr,arg-type]
 
         return count
 

@@ -16,13 +16,19 @@ METADATA = "/.well-known/oauth-protected-resource"
 
 @router.get("/v1/me", dependencies=[needs()], responses=error_responses(500))
 async def whoami(request: Request, principal: PrincipalDep) -> PrincipalPublic:
-    """The principal the credentials sent act as (never the key itself)."""
+    """The principal the credentials sent act as (never the key itself), and what its
+    user's runs cost today."""
+    services = request.app.state.services
+    limit = round(services.settings.daily_spend_limit_usd * 1_000_000)
+    spent = await services.spend.spent(principal.user) if principal.user else None
     return PrincipalPublic(
         user=principal.user,
         scopes=sorted(principal.scopes),
         key_id=principal.key_id,
         agent=principal.agent,
         auth=request.app.state.gate.mode,
+        spent_today_micro_usd=spent,
+        daily_limit_micro_usd=limit or None,
     )
 
 

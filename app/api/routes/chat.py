@@ -20,6 +20,7 @@ from app.api.deps import (
     IdempotencyKey,
     PrincipalDep,
     ServicesDep,
+    WithinBudget,
     reach_thread,
     run_target,
 )
@@ -69,6 +70,7 @@ async def list_models(services: ServicesDep) -> ModelsPublic:
 
 @router.post(
     "/v1/chat/completions",
+    dependencies=[WithinBudget],
     response_model=ChatCompletion,
     # Only OpenAI's optional fields that Skilldesk does not send are null: leave them out.
     response_model_exclude_none=True,

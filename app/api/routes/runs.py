@@ -13,7 +13,7 @@ from langchain_core.messages import HumanMessage
 from agents.errors import RunNotFound
 from agents.events import RunFailed, RunFinished
 from agents.feed import RunFeed
-from app.api.deps import PrincipalDep, ServicesDep, reach_thread, run_target
+from app.api.deps import PrincipalDep, ServicesDep, WithinBudget, reach_thread, run_target
 from app.api.errors import error_responses
 from app.api.openapi import named_events
 from app.api.routes.threads import NO_THREAD, ThreadId, follow
@@ -36,6 +36,7 @@ EVENTS = {
 @router.post(
     "/{thread_id}/runs",
     status_code=202,
+    dependencies=[WithinBudget],
     responses={
         200: {
             "description": "With `stream: true`: the run's events as they come.",

@@ -23,6 +23,7 @@ from app.api.deps import (
     OwnerDep,
     PrincipalDep,
     ServicesDep,
+    WithinBudget,
     reach_thread,
     run_target,
 )
@@ -208,6 +209,7 @@ async def get_thread(
 @router.post(
     "/{thread_id}/runs/stream",
     response_class=StreamingResponse,
+    dependencies=[WithinBudget],
     responses={
         200: {
             "description": "The run's events as Server-Sent Events, in order: "
@@ -268,6 +270,7 @@ async def stream_run(
 @router.post(
     "/{thread_id}/resume",
     response_class=StreamingResponse,
+    dependencies=[WithinBudget],
     responses={
         200: {
             "description": "The resumed run's events, as `runs/stream` sends them.",

@@ -13,6 +13,15 @@ class PrincipalPublic(BaseModel):
     key_id: str | None = Field(description="The public id of the API key used, if one.")
     agent: str | None = Field(description="On behalf of the user: the acting agent.")
     auth: str = Field(description="How the service authenticates: `api_keys`, or open.")
+    spent_today_micro_usd: int | None = Field(
+        None,
+        description="What the user's runs cost today (UTC), in millionths of a US dollar "
+        "(calls whose price is known); null for development mode's local user.",
+    )
+    daily_limit_micro_usd: int | None = Field(
+        None,
+        description="The daily spending limit, if one is set (SKILLDESK_DAILY_SPEND_LIMIT_USD).",
+    )
 
 
 class ResourceMetadataPublic(BaseModel):
