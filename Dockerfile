@@ -1,4 +1,11 @@
 # CPU-only image of the Skilldesk service, installed from the same pinned constraints.
+#
+# The image binds 0.0.0.0, so it refuses to start without API keys. Give it some:
+#   docker run -e SKILLDESK_API_KEYS="alice:chat,tools:$(openssl rand -hex 32)" ...
+#   (or -e SKILLDESK_API_KEYS_FILE=/run/secrets/keys.yaml, or `skilldesk keys create` in
+#   the container against the same data volume or PostgreSQL store)
+# or, on a trusted network only (every caller is then an admin):
+#   docker run -e SKILLDESK_AUTH_DISABLED=true ...
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

@@ -16,7 +16,14 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
 from agents import metrics
-from agents.errors import InvalidTurn, ModelError, NothingToResume, SkilldeskError
+from agents.errors import (
+    InvalidTurn,
+    ModelError,
+    NothingToResume,
+    SkilldeskError,
+    ThreadBusy,
+    ThreadNotFound,
+)
 from agents.events import (
     ErrorRaised,
     Event,
@@ -26,7 +33,7 @@ from agents.events import (
     Token,
     from_custom,
 )
-from agents.feed import RunFeed, fingerprint
+from agents.feed import CANCELLED, RunFeed, fingerprint
 from agents.memory.summaries import summarised_count
 from agents.router.learned import LearnedExamples
 from agents.router.router import Router
@@ -90,6 +97,7 @@ class Conversations:
         router: The graph's router, to start a turn's retrieval early (optional).
         records: Thread records to keep up to date (title, times, status, message count).
         attachments: Where files the run's skills make are kept (they become the thread's).
+        retain_s: How long an ended run stays readable by its id (its status and events).
         learner: Learns examples from turns whose skill the model chose (optional).
     """
 
@@ -100,10 +108,13 @@ class Conversations:
         router: Router | None = None,
         records: ThreadRecords | None = None,
         attachments: AttachmentStore | None = None,
+        retain_s: float = RETAIN_S,
         learner: LearnedExamples | None = None,
     ) -> None:
         self.graph = graph
+        self.retain_s = retain_s
         self.learner = learner
+        self._runs: dict[str, RunFeed] = {}  # every run by id, ended ones for retain_s
         self.limits = limits or RunLimits()
         self.router = router
         self.records = records
@@ -112,6 +123,7 @@ class Conversations:
         self._feeds: dict[str, list[RunFeed]] = {}  # runs under way, per thread
         self._recent: dict[tuple[str, str], RunFeed] = {}  # ended runs, by idempotency key
         self._tasks: set[asyncio.Task[None]] = set()
+        self._run_tasks: dict[str, asyncio.Task[None]] = {}
 
     async def state(self, thread_id: str) -> dict[str, Any]:
         """The thread's state values in the current schema (empty for a new thread)."""
@@ -169,6 +181,8 @@ class Conversations:
         callbacks: list[BaseCallbackHandler] | None = None,
         idempotency_key: str | None = None,
         owner: str | None = None,
+        agent: str | None = None,
+        guard: str | None = None,
     ) -> AsyncIterator[Event]:
         """Run one turn, yielding its events; always ends with RunFinished or RunFailed.
 
@@ -188,20 +202,59 @@ class Conversations:
             callbacks: LangChain callback handlers for this run (tracing, timing).
             idempotency_key: The client's key for this request (an ``Idempotency-Key``).
             owner: Who the thread belongs to, recorded when the run creates it.
+            agent: The agent acting for the owner (on-behalf-of), recorded beside it.
+            guard: The user the thread must belong to, checked again once the run holds the
+                thread (a thread made meanwhile by another user fails the run, unread).
 
         Raises:
             InvalidTurn: before any event, when a ClientTurn has no usable new message.
             NothingToResume: before any event, for ``RESUME`` on a thread with no step left.
         """
+        feed = self.start(
+            thread_id,
+            messages,
+            profile=profile,
+            skill=skill,
+            workflow=workflow,
+            callbacks=callbacks,
+            idempotency_key=idempotency_key,
+            owner=owner,
+            agent=agent,
+            guard=guard,
+        )
+        async for event in feed.read():
+            yield event
+
+    def start(
+        self,
+        thread_id: str,
+        messages: Sequence[BaseMessage] | ClientTurn,
+        *,
+        profile: str | None = None,
+        skill: str | None = None,
+        workflow: str | None = None,
+        callbacks: list[BaseCallbackHandler] | None = None,
+        idempotency_key: str | None = None,
+        owner: str | None = None,
+        agent: str | None = None,
+        if_busy: str = "enqueue",
+        guard: str | None = None,
+    ) -> RunFeed:
+        """Start a run (or join the same one under way, as ``stream`` does) and return its
+        feed at once: its id, status and events. ``if_busy="reject"``: a thread answering
+        another message raises ThreadBusy instead of queueing the run after it."""
         wanted = _fingerprint(messages)
         joined = self._joinable(thread_id, wanted, idempotency_key)
         if joined is not None:
             # The same message again while it is answered (a client that retried on a
             # timeout): one run, and this request gets its answer too.
             log.info("run.joined", thread_id=thread_id, by_key=idempotency_key is not None)
-            async for event in joined.read():
-                yield event
-            return
+            return joined
+        if if_busy == "reject" and self.busy(thread_id):
+            raise ThreadBusy(
+                f"thread {thread_id!r} is answering another message; send this one after it "
+                "ends, or with if_busy=enqueue to run it then"
+            )
         ctx = RunContext(
             thread_id=thread_id,
             run_id=str(uuid.uuid4()),
@@ -210,13 +263,43 @@ class Conversations:
             target_workflow=workflow,
             budget=RunBudget(self.limits),
         )
-        feed = RunFeed(wanted, idempotency_key)
+        feed = RunFeed(wanted, idempotency_key, ctx.run_id, thread_id)
+        feed.guard = guard
         self._feeds.setdefault(thread_id, []).append(feed)
-        task = asyncio.create_task(self._drive(ctx, messages, callbacks, feed, owner))
+        self._keep(feed)
+        task = asyncio.create_task(self._drive(ctx, messages, callbacks, feed, owner, agent))
         self._tasks.add(task)
+        self._run_tasks[ctx.run_id] = task
         task.add_done_callback(self._tasks.discard)
-        async for event in feed.read():
-            yield event
+        task.add_done_callback(lambda _: self._run_tasks.pop(ctx.run_id, None))
+        return feed
+
+    def get_run(self, run_id: str) -> RunFeed | None:
+        """A run under way, or one that ended less than ``retain_s`` ago, by its id."""
+        self._keep(None)
+        return self._runs.get(run_id)
+
+    def cancel(self, run_id: str) -> RunFeed | None:
+        """Ask a run to stop: a queued one stops at once, a running one at its next step
+        (the steps done are kept, so the history stays valid). None for an unknown id."""
+        feed = self.get_run(run_id)
+        if feed is None or feed.done:
+            return feed
+        feed.cancel_requested = True
+        task = self._run_tasks.get(run_id)
+        if feed.started is None and task is not None:
+            task.cancel()  # still waiting for the thread: nothing of it ran
+        log.info("run.cancel_requested", run_id=run_id, queued=feed.started is None)
+        return feed
+
+    def _keep(self, feed: RunFeed | None) -> None:
+        """Remember ``feed`` by its run id; forget runs that ended over ``retain_s`` ago."""
+        now = time.monotonic()
+        self._runs = {
+            k: f for k, f in self._runs.items() if not f.done or now - f.ended_at < self.retain_s
+        }
+        if feed is not None:
+            self._runs[feed.run_id] = feed
 
     async def aclose(self) -> None:
         """Stop the runs under way (the service is shutting down); each ends as failed."""
@@ -231,15 +314,21 @@ class Conversations:
         callbacks: list[BaseCallbackHandler] | None,
         feed: RunFeed,
         owner: str | None = None,
+        agent: str | None = None,
     ) -> None:
         """Run the turn into its feed, whoever reads it (the run goes on without readers)."""
         try:
             async with self.hold(ctx.thread_id):
-                async for event in self._run(ctx, turn, callbacks, owner):
+                feed.started = time.time()
+                async for event in self._run(ctx, turn, callbacks, owner, agent, feed):
                     feed.put(event)
-        except (InvalidTurn, NothingToResume) as exc:
+        except (InvalidTurn, NothingToResume, ThreadNotFound) as exc:
             feed.close(exc)
         except asyncio.CancelledError:
+            if feed.cancel_requested:  # cancelled while queued: it never ran
+                feed.put(_cancelled(ctx))
+                feed.close()
+                return
             message = "The service stopped during the run; the conversation so far is kept."
             feed.put(RunFailed(ctx.thread_id, ctx.run_id, "run_cancelled", message))
             feed.close()
@@ -274,6 +363,8 @@ class Conversations:
         turn: Sequence[BaseMessage] | ClientTurn,
         callbacks: list[BaseCallbackHandler] | None,
         owner: str | None = None,
+        agent: str | None = None,
+        feed: RunFeed | None = None,
     ) -> AsyncIterator[Event]:
         """The run's steps: read the thread, take the new messages, repair the history,
         stream the graph, then report how it ended; every failure ends as RunFailed."""
@@ -282,6 +373,10 @@ class Conversations:
         try:
             if self.router is not None and not resuming:  # overlaps the reads and writes
                 self.router.anticipate(last_user_text(turn), ctx)
+            if feed is not None and feed.guard is not None and self.records is not None:
+                record = await self.records.get(ctx.thread_id)
+                if record is not None and record.get("owner") != feed.guard:
+                    raise ThreadNotFound(f"There is no thread {ctx.thread_id!r}.")
             # One read of the thread before the run and none after: the run's last values are
             # the thread's state (each read deserialises the whole history).
             snapshot = await self.graph.aget_state(_config(ctx.thread_id))
@@ -296,6 +391,7 @@ class Conversations:
                         "send a message to go on"
                     )
                 log.info("run.resumed", next=list(snapshot.next))
+                ctx.resumed = True
                 ctx.turn_id = turn_id(history, [])  # the same keys for its side effects
                 run_input = None
             else:
@@ -310,25 +406,35 @@ class Conversations:
                     await self.graph.aupdate_state(_config(ctx.thread_id), {"messages": fixes})
                 new = unless_retried(history, with_ids(messages))
                 ctx.turn_id = turn_id(history, new)
-                await self._opened(ctx.thread_id, history, new, owner)
+                await self._opened(ctx.thread_id, history, new, owner, agent)
                 run_input = {**upgrade, "messages": new, "schema_version": SCHEMA_VERSION}
-            async for mode, payload in self.graph.astream(
+            steps = self.graph.astream(
                 run_input,
                 _config(ctx.thread_id, run_id=ctx.run_id, callbacks=callbacks),
                 context=ctx,
                 stream_mode=["messages", "custom", "values"],
-            ):
-                if mode == "values":
-                    values = cast(dict[str, Any], payload)
-                elif (event := _event(mode, payload)) is not None:
-                    yield event
-        except (InvalidTurn, NothingToResume):
+            )
+            try:
+                async for mode, payload in steps:
+                    if mode == "values":
+                        values = cast(dict[str, Any], payload)
+                        if feed is not None and feed.cancel_requested:
+                            break  # at a step's end: the steps so far are checkpointed
+                    elif (event := _event(mode, payload)) is not None:
+                        yield event
+            finally:
+                await cast(Any, steps).aclose()
+        except (InvalidTurn, NothingToResume, ThreadNotFound):
             raise  # before any event: the caller answers it as a bad request
         except Exception as exc:
             await self._closed(ctx, None, failed=True)
             yield _failed(ctx, exc)
             return
         values = await self._closed(ctx, values, failed=False)
+        if feed is not None and feed.cancel_requested:
+            log.info("run.cancelled")
+            yield _cancelled(ctx)
+            return
         yield _finished(ctx, values, before)
 
     async def _opened(
@@ -337,6 +443,7 @@ class Conversations:
         history: list[BaseMessage],
         new: list[BaseMessage],
         owner: str | None,
+        agent: str | None = None,
     ) -> None:
         """A thread's first message gives it its record and title (no model call)."""
         if self.records is None or history:
@@ -344,7 +451,9 @@ class Conversations:
         title = title_from(last_user_text(new))
         record = await self.records.get(thread_id)
         if record is None:
-            await self.records.create(thread_id, owner=owner, title=title, status="running")
+            await self.records.create(
+                thread_id, owner=owner, title=title, status="running", agent=agent
+            )
         elif not record.get("messages"):  # created empty (POST /v1/threads): named now
             fresh = record.get("title") in (None, "", "New conversation")
             await self.records.update(
@@ -359,8 +468,11 @@ class Conversations:
         skill the model chose teaches the router an example."""
         values = dict(values or {})
         try:
-            if self.attachments is not None and not failed:
-                # Files the run's skills made (or a run a crash cut off made) not yet in state.
+            # Files the run's skills made (or a run a crash cut off made: a resumed run looks).
+            look = ctx.resumed or (
+                self.attachments is not None and self.attachments.fresh(ctx.thread_id)
+            )
+            if self.attachments is not None and not failed and look:
                 known = {a.get("id") for a in values.get("attachments", [])}
                 made = [
                     a
@@ -404,6 +516,15 @@ def _finished(ctx: RunContext, values: dict[str, Any], before: dict[str, int]) -
     log.info("run.finished", route=(values.get("route") or {}).get("kind"), **used)
     metrics.TURNS.labels("finished").inc()
     return RunFinished(ctx.thread_id, ctx.run_id, answer or AIMessage(content=""), used)
+
+
+def _cancelled(ctx: RunContext) -> RunFailed:
+    return RunFailed(
+        ctx.thread_id,
+        ctx.run_id,
+        CANCELLED,
+        "The run was cancelled as asked; the steps it finished are kept in the thread.",
+    )
 
 
 def _failed(ctx: RunContext, exc: Exception) -> RunFailed:

@@ -10,11 +10,20 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from contextvars import ContextVar
+from typing import Any, Literal
 
 from agents import metrics
-from agents.events import Event
+from agents.events import ApprovalRequired, Event, RunFailed, RunFinished
+
+RunStatus = Literal["queued", "running", "interrupted", "succeeded", "failed", "cancelled"]
+CANCELLED = "run_cancelled_by_request"
+# Where a run started in this context reports the tokens it used (the service's per-key
+# token rate); read once, when the run starts.
+USAGE_SINK: ContextVar[Callable[[dict[str, int]], None] | None] = ContextVar(
+    "skilldesk_usage_sink", default=None
+)
 
 
 class RunFeed:
@@ -23,17 +32,42 @@ class RunFeed:
     Args:
         fingerprint: What the run answers (the new user message), to match a duplicate.
         key: The client's idempotency key for the request, if it sent one.
+        run_id: The run's id.
+        thread_id: The run's thread.
     """
 
-    def __init__(self, fingerprint: str, key: str | None = None) -> None:
+    def __init__(
+        self, fingerprint: str, key: str | None = None, run_id: str = "", thread_id: str = ""
+    ) -> None:
         self.fingerprint = fingerprint
         self.key = key
+        self.run_id, self.thread_id = run_id, thread_id
         self.events: list[Event] = []
         self.error: BaseException | None = None
         self.done = False
+        self.created = time.time()
+        self.started: float | None = None
+        self.ended: float | None = None
         self.ended_at = 0.0
+        self.cancel_requested = False
+        self.guard: str | None = None  # the user the thread must belong to
+        self.sink = USAGE_SINK.get()
         self._waiters: list[asyncio.Future[None]] = []
         metrics.RUNS_ACTIVE.inc()
+
+    @property
+    def status(self) -> RunStatus:
+        """Where the run is: queued (waiting for the thread), running, or how it ended
+        (interrupted: it waits for an approval)."""
+        if not self.done:
+            return "running" if self.started is not None else "queued"
+        last = self.events[-1] if self.events else None
+        if isinstance(last, RunFailed):
+            return "cancelled" if last.code == CANCELLED else "failed"
+        if isinstance(last, RunFinished):
+            waiting = any(isinstance(e, ApprovalRequired) for e in self.events)
+            return "interrupted" if waiting else "succeeded"
+        return "cancelled" if self.cancel_requested else "failed"
 
     def matches(self, fingerprint: str, key: str | None) -> bool:
         """Whether a request for ``fingerprint`` (with ``key``) asks for this same run."""
@@ -44,6 +78,8 @@ class RunFeed:
     def put(self, event: Event) -> None:
         """Add an event; readers waiting for one wake up."""
         self.events.append(event)
+        if isinstance(event, RunFinished) and self.sink is not None:
+            self.sink(event.usage)
         self._wake()
 
     def close(self, error: BaseException | None = None) -> None:
@@ -51,11 +87,22 @@ class RunFeed:
         if not self.done:
             metrics.RUNS_ACTIVE.dec()
         self.error, self.done, self.ended_at = error, True, time.monotonic()
+        self.ended = time.time()
         self._wake()
 
-    async def read(self) -> AsyncIterator[Event]:
-        """Every event from the first, then each as it comes, to the end."""
-        seen = 0
+    async def wait(self, seen: int, patience_s: float) -> None:
+        """Return when there are more than ``seen`` events, the run ended, or ``patience_s``
+        seconds passed (a reader that sends keep-alives meanwhile)."""
+        if seen < len(self.events) or self.done:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        await asyncio.wait([waiter], timeout=patience_s)
+
+    async def read(self, after: int = 0) -> AsyncIterator[Event]:
+        """Every event from the first (or after the first ``after``), then each as it comes,
+        to the end."""
+        seen = after
         while True:
             while seen < len(self.events):
                 seen += 1

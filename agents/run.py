@@ -67,6 +67,7 @@ class RunContext:
         budget: What the run may still spend.
         turn_id: The id of the user message this run answers: a run that answers it again
             (the message resent after a crash) gives its side effects the same keys.
+        resumed: The run goes on from a checkpoint a crash left (no new input).
     """
 
     thread_id: str = ""
@@ -76,6 +77,7 @@ class RunContext:
     target_workflow: str | None = None
     budget: RunBudget = field(default_factory=RunBudget)
     turn_id: str = ""
+    resumed: bool = False
     _calls: Counter[str] = field(default_factory=Counter, repr=False)
     _calls_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

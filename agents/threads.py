@@ -75,13 +75,19 @@ class Threads:
     # Records.
 
     async def create(
-        self, *, owner: str | None = None, title: str | None = None, thread_id: str | None = None
+        self,
+        *,
+        owner: str | None = None,
+        title: str | None = None,
+        thread_id: str | None = None,
+        agent: str | None = None,
     ) -> ThreadRecord:
-        """A new empty thread (its title set now, or from its first message)."""
+        """A new empty thread (its title set now, or from its first message); ``agent``: the
+        agent that made it on the owner's behalf."""
         thread_id = thread_id or f"thr_{uuid.uuid4().hex}"
-        if await self.records.get(thread_id) is not None or await self._has_state(thread_id):
+        if await self.exists(thread_id):
             raise ThreadBusy(f"thread {thread_id!r} exists already", code="thread_exists")
-        return await self.records.create(thread_id, owner=owner, title=title)
+        return await self.records.create(thread_id, owner=owner, title=title, agent=agent)
 
     async def get(self, thread_id: str) -> ThreadRecord:
         """A thread's record (made up from its state for a thread from before records).
@@ -216,6 +222,10 @@ class Threads:
             messages=count,
             forked_from={"thread_id": thread_id, "checkpoint_id": checkpoint_id},
         )
+
+    async def exists(self, thread_id: str) -> bool:
+        """Whether the thread has a record or any checkpoint."""
+        return await self.records.get(thread_id) is not None or await self._has_state(thread_id)
 
     async def _has_state(self, thread_id: str) -> bool:
         return await self.saver.aget_tuple(_at(thread_id)) is not None

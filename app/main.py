@@ -8,14 +8,31 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.routing import Route
 
+from app.api.deps import needs, scopes_of
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestContextMiddleware
 from app.api.openapi import install_openapi, operation_id
-from app.api.routes import approvals, chat, feedback, health, skills, threads, tools, workflows
+from app.api.routes import (
+    approvals,
+    auth,
+    chat,
+    feedback,
+    health,
+    runs,
+    skills,
+    threads,
+    tools,
+    workflows,
+)
+from app.auth.guard import Gate
+from app.auth.obo import load_verifier
+from app.auth.ratelimit import rate_limiter
+from app.mcp.auth import McpGate
 from app.mcp.transport import PATH as MCP_PATH
 from app.mcp.transport import McpEndpoint
-from app.services import freeze_startup_heap, open_services, warm_up
+from app.services import Services, freeze_startup_heap, open_services, warm_up
 from app.settings import Settings, load_settings
+from app.web import mount as mount_web
 
 
 def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -> FastAPI:
@@ -32,11 +49,18 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with open_services(settings) as services:
             app.state.services = services
-            async with mcp.serve(services.tools, settings.host):
-                if freeze_heap:
-                    await warm_up(services)
-                    freeze_startup_heap()
-                yield
+            gate = _gate(settings, services)
+            await gate.start(settings.host)  # no keys on a public address: refuses to start
+            app.state.gate = gate
+            try:
+                async with mcp.serve(services.tools, settings.host):
+                    if freeze_heap:
+                        await warm_up(services)
+                        freeze_startup_heap()
+                    yield
+            finally:
+                if gate.limiter is not None:
+                    await gate.limiter.aclose()
 
     app = FastAPI(
         title="Skilldesk",
@@ -46,15 +70,48 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
     )
     app.add_middleware(RequestContextMiddleware, max_body_bytes=settings.max_request_bytes)
     install_error_handlers(app)
-    install_openapi(app)
+    install_openapi(app, scopes_of)
+    # One lock on every door: each router's scope (a tool call on /v1/skills needs `tools`).
     app.include_router(health.router)
-    app.include_router(chat.router)
-    app.include_router(skills.router)
-    app.include_router(tools.router)
-    app.include_router(threads.router)
-    app.include_router(feedback.router)
-    app.include_router(workflows.router)
-    app.include_router(approvals.router)
+    app.include_router(auth.router)
+    app.include_router(chat.router, dependencies=[needs("chat")])
+    app.include_router(skills.router, dependencies=[needs()])
+    app.include_router(tools.router, dependencies=[needs("tools")])
+    app.include_router(threads.router, dependencies=[needs("chat")])
+    app.include_router(feedback.router, dependencies=[needs("chat")])
+    app.include_router(runs.router, dependencies=[needs("chat")])
+    app.include_router(workflows.router, dependencies=[needs("chat")])
+    app.include_router(approvals.router, dependencies=[needs("approve")])
     # The exact path, no redirect to /mcp/ (a mount would answer /mcp with one).
-    app.router.routes.append(Route(MCP_PATH, endpoint=mcp))
+    app.router.routes.append(Route(MCP_PATH, endpoint=McpGate(mcp)))
+    mount_web(app)
     return app
+
+
+def _gate(settings: Settings, services: Services) -> Gate:
+    """The authentication gate the settings describe."""
+    secret = settings.obo_secret.get_secret_value() if settings.obo_secret else None
+    verifier = load_verifier(
+        issuer=settings.obo_issuer,
+        audience=settings.obo_audience,
+        secret=secret,
+        public_key_file=settings.obo_public_key_file,
+        jwks_file=settings.obo_jwks_file,
+        leeway_s=settings.obo_leeway_s,
+    )
+    metadata = "/.well-known/oauth-protected-resource"
+    if settings.public_url:
+        metadata = settings.public_url.rstrip("/") + metadata
+    return Gate(
+        services.keys,
+        verifier=verifier,
+        limiter=rate_limiter(
+            settings.rate_limit_per_minute,
+            settings.redis_url,
+            settings.rate_limit_tokens_per_minute,
+        ),
+        tokens_per_minute=settings.rate_limit_tokens_per_minute,
+        spend=services.spend,
+        disabled=settings.auth_disabled,
+        resource_metadata=metadata,
+    )

@@ -29,6 +29,7 @@ from agents.state.calls import call_journal
 from agents.state.checkpointers import open_checkpointer
 from agents.state.documents import documents_for
 from agents.state.records import ThreadRecords
+from agents.state.spend import SpendLedger
 from agents.threads import Threads
 from agents.tokens import count_tokens
 from agents.toolserver.catalogue import ToolCatalogue
@@ -38,6 +39,7 @@ from agents.workflows.engine import WorkflowEngine
 from agents.workflows.matcher import IntentMatcher, WorkflowMatcher
 from agents.workflows.registry import WorkflowRegistry, skills_world
 from agents.workflows.watcher import start_workflow_watcher, stop_workflow_watcher
+from app.auth.keys import ApiKeys, bootstrap_keys
 from app.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -58,6 +60,8 @@ class Services:
     workflow_turns: WorkflowTurns
     threads: Threads
     tools: ToolCatalogue
+    keys: ApiKeys
+    spend: SpendLedger
     learned: LearnedExamples | None = None  # examples routing learned from use
 
     @property
@@ -75,6 +79,8 @@ async def open_services(
     ``background`` (the server's): resume workflow runs a stop cut off and apply retention
     on its interval; a command-line tool opening the same store beside a server does not.
     """
+    secret = settings.api_keys.get_secret_value() if settings.api_keys else None
+    bootstrap = bootstrap_keys(secret, settings.api_keys_file)  # a bad entry stops start-up
     gateway = ModelGateway(settings.models())
     if not gateway.configured:
         log.warning("model.not_configured", hint=NO_MODEL_HINT)
@@ -157,7 +163,15 @@ async def open_services(
             # Examples learned before are searched whether or not learning goes on.
             learned = LearnedExamples(documents, skills, settings.learn_options())
             await learned.load()
-            conversations = Conversations(graph, limits, router, records, attachments, learned)
+            conversations = Conversations(
+                graph,
+                limits,
+                router,
+                records,
+                attachments,
+                retain_s=settings.run_events_retain_s,
+                learner=learned,
+            )
             threads = Threads(conversations, records, attachments, settings.retention())
             # Runs a stop cut off, found before any new run can start (a new one is RUNNING too).
             tasks: list[asyncio.Task[Any]] = []
@@ -181,6 +195,8 @@ async def open_services(
                     turns,
                     threads,
                     tools,
+                    ApiKeys(documents, bootstrap),
+                    SpendLedger(documents),
                     learned,
                 )
             finally:

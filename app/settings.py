@@ -202,6 +202,75 @@ class Settings(BaseSettings):
         "(MCP tools/list): auto lists them while there are fewer than 50, so that a large "
         "catalogue is reached through search_skills.",
     )
+    api_keys: SecretStr | None = Field(
+        None,
+        description="Bootstrap API keys: `user:scope,scope:token` entries separated by spaces "
+        "or `;` (scopes: chat, tools, approve, admin). More with `skilldesk keys create`.",
+    )
+    api_keys_file: Path | None = Field(
+        None,
+        description="A YAML file of bootstrap keys: a list of {user, scopes, name, token or "
+        "sha256}.",
+    )
+    auth_disabled: bool = Field(
+        False,
+        description="Serve without authentication on any address: every caller is an admin. "
+        "Only on a trusted network; without keys a non-loopback bind refuses to start.",
+    )
+    obo_issuer: str | None = Field(None, description="On-behalf-of tokens: the `iss` trusted.")
+    obo_audience: str | None = Field(
+        None, description="On-behalf-of tokens: the `aud` they must name (this service)."
+    )
+    obo_secret: SecretStr | None = Field(
+        None, description="On-behalf-of tokens: an HS256 shared secret (or a key file below)."
+    )
+    obo_public_key_file: Path | None = Field(
+        None, description="On-behalf-of tokens: a PEM public key (RS256 or ES256)."
+    )
+    obo_jwks_file: Path | None = Field(
+        None, description="On-behalf-of tokens: a JWKS file (RS256 or ES256 keys by `kid`)."
+    )
+    obo_leeway_s: float = Field(
+        30, ge=0, le=600, description="Clock skew allowed on a token's exp, nbf and iat."
+    )
+    oauth_authorization_servers: list[str] = Field(
+        [],
+        description="Authorization servers named in /.well-known/oauth-protected-resource "
+        "(RFC 9728), for MCP clients.",
+    )
+    public_url: str | None = Field(
+        None,
+        description="The service's public base URL (https://host), for the resource metadata; "
+        "default: the URL a request came to.",
+    )
+    rate_limit_per_minute: int = Field(
+        600, ge=0, description="Requests per minute per API key (0: no limit); 429 beyond."
+    )
+    rate_limit_tokens_per_minute: int = Field(
+        0,
+        ge=0,
+        description="Model tokens per minute per API key, counted as runs end (0: no "
+        "limit); past it, requests are refused (429) until the next minute.",
+    )
+    redis_url: str | None = Field(
+        None, description="Redis (redis://host:6379/0): rate limits shared by every process."
+    )
+    run_events_retain_s: float = Field(
+        600,
+        ge=0,
+        description="How long a run's events stay joinable (GET .../runs/{id}/stream) after "
+        "it ends.",
+    )
+    sse_keepalive_s: float = Field(
+        15, gt=0, le=300, description="A comment on an idle event stream this often."
+    )
+    daily_spend_limit_usd: float = Field(
+        0,
+        ge=0,
+        description="What one user may spend on model calls per UTC day, in US dollars; past "
+        "it new runs are refused (429 `spending_limit_reached`) until midnight UTC (0: none). "
+        "Counts calls whose price is known.",
+    )
     max_model_calls: int = Field(12, ge=1, le=200, description="Model calls per run, in all.")
     max_tool_calls: int = Field(24, ge=1, le=500, description="Tool calls per run, in all.")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info")

@@ -2,8 +2,9 @@
 
 The scripted model server runs in a process of its own, answering every call after a set
 latency; a third of the turns ask for an order (the model calls the order tool, then
-answers), the rest are answered directly. Each conversation waits a think time between its
-turns and keeps its thread. Reported per setup: completed turns per second, the service's CPU
+answers), the rest are answered directly. Conversations start spread over one cycle, wait a
+think time (0.5-1.5x the mean) between their turns and keep their threads. Reported per setup:
+completed turns per second, the service's CPU
 ms per turn (user + system time of its processes), p50/p99 latency added over the model's and
 added time to the first token, errors, lost or duplicated messages (every thread's history is
 checked afterwards) and the service's memory. One process on the SQLite file and, in the same
@@ -18,6 +19,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import shutil
 import socket
 import statistics
@@ -119,6 +121,10 @@ async def conversation(
 ) -> str:
     """One user's turns; the latency each added over the model's."""
     thread = f"load-{number}-{uuid.uuid4().hex[:6]}"
+    rng = random.Random(number)
+    # Users do not arrive at once nor think in step: a start spread over one cycle, and
+    # think times of half to one and a half times the mean.
+    await asyncio.sleep(rng.uniform(0, load.think_s + load.latency_s) if load.think_s else 0)
     for turn in range(load.turns):
         url = urls[(number + turn) % len(urls)]
         started = time.perf_counter()
@@ -152,7 +158,7 @@ async def conversation(
                             out.turns += 1
         except httpx.HTTPError as exc:
             out.errors.append(type(exc).__name__)
-        await asyncio.sleep(load.think_s)
+        await asyncio.sleep(load.think_s * rng.uniform(0.5, 1.5))
     return thread
 
 

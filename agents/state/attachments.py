@@ -117,6 +117,16 @@ class AttachmentStore:
     def __init__(self, documents: Documents, options: AttachmentOptions) -> None:
         self.documents = documents
         self.options = options
+        # Threads a skill made files for since their state last took them in (``fresh``).
+        self._fresh: set[str] = set()
+
+    def fresh(self, thread_id: str) -> bool:
+        """Whether a skill made files for the thread in this process since the last call
+        (a run asks once at its end, instead of reading the thread's attachments)."""
+        if thread_id in self._fresh:
+            self._fresh.discard(thread_id)
+            return True
+        return False
 
     async def save(
         self,
@@ -171,6 +181,7 @@ class AttachmentStore:
         the filesystem allows). The same ``key`` (the call's idempotency key) gives the
         same attachment, so a replayed call does not add another."""
         aid = "att_" + hashlib.sha256(f"{key}|{source.name}".encode()).hexdigest()[:20]
+        self._fresh.add(thread_id)
         existing = await self.documents.get(ATTACHMENT, aid)
         if existing is not None:
             return _public(existing)

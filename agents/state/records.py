@@ -27,6 +27,7 @@ class ThreadRecord(TypedDict, total=False):
     status: ThreadStatus
     messages: int
     forked_from: dict[str, str] | None
+    agent: str | None  # the agent that acts for the owner (on-behalf-of), if one made it
 
 
 def title_from(text: str) -> str:
@@ -59,6 +60,7 @@ class ThreadRecords:
         messages: int = 0,
         status: ThreadStatus = "idle",
         forked_from: dict[str, str] | None = None,
+        agent: str | None = None,
     ) -> ThreadRecord:
         """Write a new thread's record."""
         now = time.time()
@@ -72,6 +74,8 @@ class ThreadRecords:
             messages=messages,
             forked_from=forked_from,
         )
+        if agent is not None:
+            record["agent"] = agent
         await self._put(record)
         return record
 

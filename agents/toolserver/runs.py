@@ -9,6 +9,7 @@ the same size however many workflows are installed; the workflows' names and inp
 from __future__ import annotations
 
 import json
+from contextvars import ContextVar
 from typing import Any
 
 from agents.errors import BadInputs, RunNotFound, WorkflowNotFound
@@ -19,6 +20,9 @@ from agents.workflows.engine import WorkflowEngine
 from agents.workflows.registry import WorkflowRegistry
 
 RUN_WORKFLOW, GET_WORKFLOW_RUN = "run_workflow", "get_workflow_run"
+# The user a tool call is made for, set by the service's gate: runs started are recorded as
+# theirs and only theirs are read. None: every run (development mode, an admin).
+CALLER: ContextVar[str | None] = ContextVar("skilldesk_tool_caller", default=None)
 
 
 class WorkflowTools:
@@ -55,10 +59,14 @@ class WorkflowTools:
     async def call(self, name: str, args: dict[str, Any], started: float) -> ToolResult:
         """Start a run or read one; a failure is a ToolResult naming what went wrong."""
         try:
+            caller = CALLER.get()
             if name == RUN_WORKFLOW:
-                record = await self.engine.run(str(args["workflow"]), args.get("inputs") or {})
+                workflow, inputs = str(args["workflow"]), args.get("inputs") or {}
+                record = await self.engine.run(workflow, inputs, user=caller)
             else:
                 record = await self.engine.get_run(str(args["run_id"]))
+                if caller is not None and record.get("user") != caller:
+                    raise RunNotFound(f"there is no workflow run {args['run_id']!r}")
         except (WorkflowNotFound, BadInputs, RunNotFound) as exc:
             return error_result(name, exc.code, str(exc), started)
         run = run_summary(record)

@@ -108,6 +108,7 @@ class WorkflowEngine:
         thread_id: str | None = None,
         profile: str | None = None,
         parent: str | None = None,
+        user: str | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """Start a run and yield its events; the last one is ``workflow_ended`` with the
         record (status SUCCEEDED, FAILED or WAITING for an approval).
@@ -124,6 +125,7 @@ class WorkflowEngine:
             "version": workflow.spec.version,
             "fingerprint": workflow.fingerprint,
             "thread_id": thread_id,
+            "user": user,
             "parent": parent,
             "profile": profile,
             "status": "RUNNING",
@@ -147,11 +149,13 @@ class WorkflowEngine:
         thread_id: str | None = None,
         profile: str | None = None,
         parent: str | None = None,
+        user: str | None = None,
     ) -> dict[str, Any]:
-        """Run to its end (or to an approval) and return the record."""
+        """Run to its end (or to an approval) and return the record (``user``: who started
+        it, recorded for isolation)."""
         last: dict[str, Any] = {}
         async for event in self.stream(
-            name, inputs, thread_id=thread_id, profile=profile, parent=parent
+            name, inputs, thread_id=thread_id, profile=profile, parent=parent, user=user
         ):
             last = event
         return dict(last["record"])

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import structlog
 from fastapi import Depends, Header, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from agents.conversations import Conversations
+from agents.errors import ThreadNotFound
+from agents.feed import USAGE_SINK
+from agents.state.spend import seconds_to_midnight
 from app.api.errors import ApiError
+from app.auth.guard import Gate, no_scope
+from app.auth.principal import Principal
 from app.services import Services
 
 
@@ -23,6 +30,7 @@ def get_conversations(request: Request) -> Conversations:
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
+TARGET = "skilldesk"  # the model name of the service itself (``skilldesk/workflow/NAME``...)
 ConversationsDep = Annotated[Conversations, Depends(get_conversations)]
 
 
@@ -32,15 +40,33 @@ def run_target(
     """What a request names to answer it, checked: the keyword arguments of a run.
 
     ``model`` selects a profile when it names one (otherwise the default answers, as OpenAI
-    clients send model names of their own); an unknown skill or workflow is a 400 naming
-    the field.
+    clients send model names of their own), or a target, for clients that speak only the
+    OpenAI protocol: ``skilldesk`` (the router decides), ``skilldesk/workflow/NAME``,
+    ``skilldesk/skill/NAME`` (``GET /v1/models`` lists them). An unknown skill or workflow is
+    a 400 naming the field.
     """
+    skill_param = workflow_param = None
+    if model is not None and (model == TARGET or model.startswith(TARGET + "/")):
+        kind, _, name = model.removeprefix(TARGET).lstrip("/").partition("/")
+        if kind == "workflow" and name and workflow is None:
+            workflow, workflow_param = name, "model"
+        elif kind == "skill" and name and skill is None:
+            skill, skill_param = name, "model"
+        elif kind:
+            raise ApiError(
+                400,
+                "unknown_model",
+                f"{model!r} names no target: use {TARGET}, {TARGET}/workflow/NAME or "
+                f"{TARGET}/skill/NAME (GET /v1/models lists them).",
+                param="model",
+            )
+        model = None
     if skill is not None and skill not in services.skills.registry:
         raise ApiError(
             400,
             "unknown_skill",
             f"There is no skill named {skill!r}; GET /v1/skills lists them.",
-            param="skill",
+            param=skill_param or "skill",
         )
     installed = services.workflows.names() if workflow is not None else []
     if workflow is not None and workflow not in installed:
@@ -49,7 +75,7 @@ def run_target(
             400,
             "unknown_workflow",
             f"There is no workflow named {workflow!r} ({listed}).",
-            param="workflow",
+            param=workflow_param or "workflow",
         )
     config = services.gateway.config
     profile = model if config is not None and model in config.profiles else None
@@ -68,25 +94,117 @@ IdempotencyKey = Annotated[
 ]
 
 
-def approver(request: Request) -> str:
-    """Who decides an approval, checked here: the one place that says who may approve.
+bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="ApiKey",
+    description="An API key (`skilldesk keys create`), or an on-behalf-of JWT. An agent "
+    "acting for a user sends its own key here and the user's token in `X-On-Behalf-Of`.",
+)
 
-    Until API keys arrive (their issue), anyone who can reach the service may approve; the
-    name comes from the decision's ``by``. This returns "" for "not known from the request".
-    """
-    return ""
+
+async def authenticate(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Principal:
+    """The one dependency every route uses: the request's principal (401 or 429 if none)."""
+    gate: Gate = request.app.state.gate
+    del credentials  # read below from the header itself, malformed ones included
+    principal = await gate.authenticate(
+        request.headers.get("authorization"), request.headers.get("x-on-behalf-of")
+    )
+    request.state.principal = principal
+    USAGE_SINK.set(gate.usage_sink(principal))  # runs it starts count their tokens
+    if principal.key_id is not None:
+        structlog.contextvars.bind_contextvars(user=principal.user, key_id=principal.key_id)
+    return principal
+
+
+PrincipalDep = Annotated[Principal, Depends(authenticate)]
+
+
+def needs(scope: str | None = None) -> Any:
+    """A router's dependency: an authenticated principal holding ``scope`` (403 otherwise)."""
+
+    async def check(principal: PrincipalDep) -> Principal:
+        if scope is not None and not principal.can(scope):
+            raise no_scope(principal, scope)
+        return principal
+
+    check.scope = scope  # type: ignore[attr-defined]  # the OpenAPI document names it
+    return Depends(check)
+
+
+def scopes_of(route: Any) -> set[str]:
+    """The scopes a route's ``needs`` dependencies ask for (router-level ones included)."""
+    found = set()
+    for dependency in getattr(route, "dependencies", []):
+        scope = getattr(dependency.dependency, "scope", None)
+        if scope is not None:
+            found.add(scope)
+    return found
+
+
+def approver(principal: PrincipalDep) -> str:
+    """Who decides an approval: the one place that says who may approve (the ``approve``
+    scope). Returns the user id, or "" for development mode's local user (the decision's
+    ``by`` names them)."""
+    if not principal.can("approve"):
+        raise no_scope(principal, "approve")
+    return principal.user or ""
 
 
 ApproverDep = Annotated[str, Depends(approver)]
 
 
-def owner(request: Request) -> str | None:
-    """Whose threads a request sees and creates: the one place that says so.
-
-    Until API keys arrive (their issue), every caller is the same local user: ``None``,
-    which lists every thread and records none as anyone's.
-    """
-    return None
+def owner(principal: PrincipalDep) -> str | None:
+    """Whose threads a request sees and creates: the principal's user (``None`` in
+    development mode: every thread)."""
+    return principal.user
 
 
 OwnerDep = Annotated[str | None, Depends(owner)]
+
+
+async def reach_thread(
+    services: Services, principal: Principal, thread_id: str, *, may_be_new: bool = False
+) -> None:
+    """Check that the principal may reach the thread: its own, or any for an admin or the
+    local user. Another user's thread is a 404, as one that does not exist, so that ids
+    cannot be probed.
+
+    Args:
+        may_be_new: a thread that does not exist yet is fine (a run creates it).
+
+    Raises:
+        ThreadNotFound: not the principal's, or (unless ``may_be_new``) no such thread.
+    """
+    if principal.sees_all:
+        return
+    record = await services.threads.records.get(thread_id)
+    if record is None and may_be_new and not await services.threads.exists(thread_id):
+        return
+    if record is None or record.get("owner") != principal.user:
+        raise ThreadNotFound(f"There is no thread {thread_id!r}.")
+
+
+async def within_budget(request: Request, principal: PrincipalDep) -> None:
+    """Refuse a new run once its user spent their daily limit (SKILLDESK_DAILY_SPEND_LIMIT_USD):
+    429 ``spending_limit_reached`` with ``Retry-After`` until midnight UTC."""
+    services = get_services(request)
+    limit = round(services.settings.daily_spend_limit_usd * 1_000_000)
+    if not limit or principal.user is None:
+        return
+    spent = await services.spend.spent(principal.user)
+    if spent >= limit:
+        wait = seconds_to_midnight()
+        raise ApiError(
+            429,
+            "spending_limit_reached",
+            f"You have used your daily model budget (${spent / 1e6:.4f} of "
+            f"${limit / 1e6:.4f}); it renews at midnight UTC, in {wait // 3600} h "
+            f"{wait % 3600 // 60} min.",
+            headers={"Retry-After": str(wait)},
+        )
+
+
+WithinBudget = Depends(within_budget)

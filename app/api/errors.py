@@ -96,10 +96,15 @@ class ErrorResponse(BaseModel):
 ERROR_STATUSES = {
     400: "The request is malformed: not JSON, a field against the schema (`invalid_request`, "
     "`param` names it), or a value the service refuses (its own `code`).",
+    401: "No API key, or one that is not valid (`missing_credentials`, `invalid_api_key`, "
+    "`invalid_token`); `WWW-Authenticate` carries the Bearer challenge.",
+    403: "The key lacks the scope this needs (`insufficient_scope`).",
     404: "The resource does not exist.",
     409: "The request conflicts with the resource's state (an approval decided already).",
     413: "The request body is larger than `SKILLDESK_MAX_REQUEST_BYTES` (`request_too_large`).",
     415: "The file's type is not accepted, or its content is not of its type.",
+    429: "Too many requests with this key this minute (`rate_limited`), or its runs used their "
+    "tokens (`token_rate_limited`); `Retry-After` says when to try again.",
     500: "An internal error; the request was not completed and the error is logged "
     "(`internal_error`).",
     502: "The language model failed after its retries and fallbacks (`model_error`; the "
@@ -134,6 +139,7 @@ class ApiError(Exception):
         *,
         type_: str = "invalid_request_error",
         param: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.type, self.param = (
@@ -143,6 +149,7 @@ class ApiError(Exception):
             type_,
             param,
         )
+        self.headers = headers
 
     def body(self) -> dict[str, Any]:
         """The OpenAI-style error body."""
@@ -172,7 +179,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.status)
+        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
 
     @app.exception_handler(SkilldeskError)
     async def _agents_error(_: Request, exc: SkilldeskError) -> JSONResponse:

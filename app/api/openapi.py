@@ -5,17 +5,34 @@ schema of each event's data."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.routing import APIRoute
+from fastapi.routing import APIRoute, iter_route_contexts
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from app.api.errors import ERROR_STATUSES, ErrorResponse
 
 REF = "#/components/schemas/"
+_CHALLENGE = {
+    "WWW-Authenticate": {
+        "description": "The Bearer challenge (RFC 6750), naming the resource metadata "
+        "(RFC 9728) on a 401 and the scope needed on a 403.",
+        "schema": {"type": "string"},
+    }
+}
+_GATE_HEADERS: dict[str, dict[str, Any]] = {
+    "401": _CHALLENGE,
+    "403": _CHALLENGE,
+    "429": {
+        "Retry-After": {
+            "description": "Seconds until the key may call again.",
+            "schema": {"type": "integer"},
+        }
+    },
+}
 # Models that only streamed events reference: the document's components get their schemas.
 _STREAMED: dict[str, type[BaseModel]] = {}
 
@@ -40,7 +57,11 @@ def named_events(events: Mapping[str, type[BaseModel]], description: str) -> dic
                 {
                     "type": "object",
                     "required": ["event", "data"],
-                    "properties": {"event": {"const": name}, "data": json_data(model)},
+                    "properties": {
+                        "id": {"type": "string", "description": "The sequence number."},
+                        "event": {"const": name},
+                        "data": json_data(model),
+                    },
                 }
                 for name, model in events.items()
             ]
@@ -69,25 +90,54 @@ def operation_id(route: APIRoute) -> str:
     return f"{route.tags[0]}-{route.name}" if route.tags else route.name
 
 
-def install_openapi(app: FastAPI) -> None:
-    """Serve ``as_served`` of FastAPI's document (built once, on first request)."""
+def install_openapi(app: FastAPI, scopes_of: Callable[[Any], set[str]]) -> None:
+    """Serve ``as_served`` of FastAPI's document (built once, on first request);
+    ``scopes_of``: the scopes a route needs (a 403 is documented where there are some)."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = as_served(generate())
+            scoped = {
+                (str(route.path_format), method.lower()): scopes_of(route)
+                for route in iter_route_contexts(app.routes)
+                for method in route.methods or ()
+            }
+            app.openapi_schema = as_served(generate(), scoped)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def as_served(document: dict[str, Any]) -> dict[str, Any]:
+def as_served(
+    document: dict[str, Any], scoped: Mapping[tuple[str, str], set[str]] | None = None
+) -> dict[str, Any]:
     """FastAPI's document, corrected: no 422 (the error handlers answer 400), a 400 on every
-    operation with a body (it may be malformed JSON), and the streamed models' schemas."""
-    for path_item in document.get("paths", {}).values():
-        for operation in path_item.values():
+    operation with a body (it may be malformed JSON), 401 and 429 on every operation behind
+    the gate and 403 on those that need a scope (``scoped``), and the streamed models'
+    schemas."""
+    scoped = scoped or {}
+    for path, path_item in document.get("paths", {}).items():
+        for method, operation in path_item.items():
             responses = operation.setdefault("responses", {})
             responses.pop("422", None)
+            if operation.get("security"):  # every door has the same lock
+                needed = sorted(scoped.get((path, method), set()))
+                statuses = {"401": ERROR_STATUSES[401], "429": ERROR_STATUSES[429]}
+                if needed:
+                    statuses["403"] = (
+                        f"The key lacks the `{'`, `'.join(needed)}` scope (`insufficient_scope`)."
+                    )
+                for status, description in statuses.items():
+                    responses.setdefault(
+                        status,
+                        {
+                            "description": description,
+                            "headers": _GATE_HEADERS[status],
+                            "content": {
+                                "application/json": {"schema": {"$ref": REF + "ErrorResponse"}}
+                            },
+                        },
+                    )
             if "requestBody" in operation and "400" not in responses:
                 responses["400"] = {
                     "description": ERROR_STATUSES[400],

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from app.cli import chat, serve, skills, threads, workflows
+from app.cli import chat, keys, serve, skills, threads, workflows
 
 cli = typer.Typer(
     help="Skilldesk: a multi-agent chatbot service with skill plugins.",
@@ -21,6 +21,7 @@ cli.command("chat")(chat.chat)
 cli.add_typer(skills.cli, name="skills")
 cli.add_typer(workflows.cli, name="workflows")
 cli.add_typer(threads.cli, name="threads")
+cli.add_typer(keys.cli, name="keys")
 
 
 def main() -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from agents.errors import ConfigError
 from app.cli.common import load_cli_settings
 from app.logging import configure_logging
 
@@ -28,6 +30,7 @@ def serve(
     # Lazy: the web stack and the app load only to serve, so other commands start faster.
     import uvicorn
 
+    from app.auth.guard import refusal
     from app.main import create_app
 
     settings = load_cli_settings(
@@ -38,6 +41,13 @@ def serve(
         workflows_dir=workflows_dir,
     )
     configure_logging(settings.log_level, settings.log_format)
+    try:
+        problem = asyncio.run(refusal(settings))
+    except ConfigError as exc:
+        problem = str(exc)
+    if problem is not None:  # said plainly, before the server starts
+        typer.echo(f"skilldesk: configuration error: {problem}", err=True)
+        raise typer.Exit(2)
     uvicorn.run(
         create_app(settings, freeze_heap=True),
         host=settings.host,

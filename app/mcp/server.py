@@ -29,10 +29,13 @@ from agents.skills.meta import read_reference
 from agents.skills.runner import ToolResult
 from agents.toolserver.catalogue import ToolCatalogue, ToolEntry
 from agents.toolserver.results import error_result
+from agents.toolserver.runs import CALLER
 
 RESOURCE_NOT_FOUND = -32002  # the MCP specification's code for an unknown resource
 PROGRESS_EVERY_S = 1.0
 MANIFEST = "_manifest"
+
+CALLER_STATE = "skilldesk_caller"  # where the MCP gate leaves the user it authenticated
 
 
 class Sessions:
@@ -89,8 +92,19 @@ def build_server(catalogue: ToolCatalogue, sessions: Sessions) -> Server[Any]:
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         headers = getattr(ctx.request, "headers", None)
         key = headers.get("idempotency-key") if headers is not None else None
-        call = catalogue.call(params.name, params.arguments or {}, idempotency_key=key)
-        return call_result(await with_progress(ctx, call), entry.output_schema)
+        # The user this request was authenticated as (the gate put it in the request's scope;
+        # a session's task does not carry the request's context).
+        scope = getattr(ctx.request, "scope", None) or {}
+        caller = (scope.get("state") or {}).get(CALLER_STATE)
+        if key is not None and caller is not None:
+            key = f"{caller}\x1f{key}"  # one user's keys only
+        token = CALLER.set(caller)
+        try:
+            call = catalogue.call(params.name, params.arguments or {}, idempotency_key=key)
+            result = await with_progress(ctx, call)
+        finally:
+            CALLER.reset(token)
+        return call_result(result, entry.output_schema)
 
     async def list_resources(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

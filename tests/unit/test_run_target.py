@@ -49,3 +49,36 @@ def test_an_unknown_workflow_names_the_installed_ones() -> None:
         "workflow",
     )
     assert "installed: refund, onboarding" in info.value.message
+
+
+def test_the_model_field_names_a_workflow_or_a_skill_for_openai_only_clients() -> None:
+    found = services(TwoWorkflows())
+    assert run_target(found, model="skilldesk", skill=None, workflow=None) == {
+        "profile": None,
+        "skill": None,
+        "workflow": None,
+    }
+    assert run_target(found, model="skilldesk/workflow/refund", skill=None, workflow=None) == {
+        "profile": None,
+        "skill": None,
+        "workflow": "refund",
+    }
+    assert run_target(found, model="skilldesk/skill/order-query", skill=None, workflow=None)[
+        "skill"
+    ] == ("order-query")
+
+
+@pytest.mark.parametrize(
+    ("model", "code"),
+    [
+        ("skilldesk/workflow/nope", "unknown_workflow"),
+        ("skilldesk/skill/nope", "unknown_skill"),
+        ("skilldesk/robot/x", "unknown_model"),
+    ],
+)
+def test_a_target_in_the_model_field_that_is_not_installed_is_a_400_naming_model(
+    model: str, code: str
+) -> None:
+    with pytest.raises(ApiError) as info:
+        run_target(services(TwoWorkflows()), model=model, skill=None, workflow=None)
+    assert (info.value.status, info.value.code, info.value.param) == (400, code, "model")

@@ -15,7 +15,15 @@ from pydantic import WithJsonSchema
 
 from agents.events import Event, RunFailed, RunFinished, Token
 from agents.turns import ClientTurn
-from app.api.deps import IdempotencyKey, ServicesDep, run_target
+from app.api.deps import (
+    TARGET,
+    IdempotencyKey,
+    PrincipalDep,
+    ServicesDep,
+    WithinBudget,
+    reach_thread,
+    run_target,
+)
 from app.api.errors import ApiError, ErrorResponse, error_body, error_responses, model_error
 from app.api.openapi import data_events
 from app.api.schemas.chat import (
@@ -44,8 +52,16 @@ ThreadHeader = Annotated[
 
 @router.get("/v1/models", responses=error_responses(500))
 async def list_models(services: ServicesDep) -> ModelsPublic:
-    """The model profiles, as OpenAI's model list."""
-    names = sorted(services.gateway.config.profiles) if services.gateway.config else []
+    """What a chat UI's model menu offers: ``skilldesk`` (the router decides), each workflow
+    (``skilldesk/workflow/NAME``) and skill (``skilldesk/skill/NAME``), then the model
+    profiles, as OpenAI's model list."""
+    profiles = sorted(services.gateway.config.profiles) if services.gateway.config else []
+    names = [
+        TARGET,
+        *(f"{TARGET}/workflow/{n}" for n in sorted(services.workflows.names())),
+        *(f"{TARGET}/skill/{s.name}" for s in services.skills.registry.all()),
+        *(p for p in profiles if p != TARGET),
+    ]
     return ModelsPublic(
         object="list",
         data=[ModelPublic(id=n, object="model", owned_by="skilldesk") for n in names],
@@ -54,6 +70,7 @@ async def list_models(services: ServicesDep) -> ModelsPublic:
 
 @router.post(
     "/v1/chat/completions",
+    dependencies=[WithinBudget],
     response_model=ChatCompletion,
     # Only OpenAI's optional fields that Skilldesk does not send are null: leave them out.
     response_model_exclude_none=True,
@@ -74,18 +91,21 @@ async def list_models(services: ServicesDep) -> ModelsPublic:
         },
         **error_responses(
             400,
+            404,
             413,
             500,
             502,
             503,
             504,
             notes={
+                404: "`X-Thread-Id` names another user's thread (`thread_not_found`).",
                 400: "The request is malformed: not JSON (`invalid_json`), against the "
                 "schema (`invalid_request`), a bad `X-Thread-Id` (`invalid_thread_id`), "
                 "no new user message (`no_new_message`), client-side tools "
                 "(`client_tools_unsupported`), a content part the role may not send "
                 "(`invalid_content`), too much text (`message_too_long`), or an unknown "
-                "`skill` / `workflow` (`unknown_skill`, `unknown_workflow`). `param` names "
+                "`skill` / `workflow`, or a `model` naming a target not installed "
+                "(`unknown_skill`, `unknown_workflow`, `unknown_model`). `param` names "
                 "the field.",
             },
         ),
@@ -94,6 +114,7 @@ async def list_models(services: ServicesDep) -> ModelsPublic:
 async def chat_completions(
     body: ChatCompletionRequest,
     services: ServicesDep,
+    principal: PrincipalDep,
     response: Response,
     x_thread_id: ThreadHeader = None,
     idempotency_key: IdempotencyKey = None,
@@ -105,11 +126,14 @@ async def chat_completions(
     either the full history or just the new message.
     """
     thread_id = _thread_id(x_thread_id)
+    if x_thread_id is not None and x_thread_id.strip():  # another user's thread: a 404
+        await reach_thread(services, principal, thread_id, may_be_new=True)
     conversations = services.conversations
     # Which messages are new is decided against the history the run reads (one read).
     turn = ClientTurn([m.model_dump(exclude_none=True) for m in body.messages])
     target = run_target(services, model=body.model, skill=body.skill, workflow=body.workflow)
-    target["idempotency_key"] = idempotency_key
+    target.update(idempotency_key=idempotency_key, owner=principal.user, agent=principal.agent)
+    target["guard"] = None if principal.sees_all else principal.user
     created = int(time.time())
     if not body.stream:
         result = await conversations.run(thread_id, turn, **target)  # InvalidTurn: a 400

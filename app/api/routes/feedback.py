@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 
-from app.api.deps import ServicesDep
+from app.api.deps import PrincipalDep, ServicesDep, reach_thread
 from app.api.errors import error_responses
 from app.api.schemas.learning import FeedbackPublic, FeedbackRequest, LearnedExamplePublic
 from app.api.schemas.threads import THREAD_ID_PATTERN
@@ -35,12 +35,17 @@ RunId = Annotated[
     ),
 )
 async def run_feedback(
-    services: ServicesDep, thread_id: ThreadId, run_id: RunId, body: FeedbackRequest
+    services: ServicesDep,
+    principal: PrincipalDep,
+    thread_id: ThreadId,
+    run_id: RunId,
+    body: FeedbackRequest,
 ) -> FeedbackPublic:
     """Up or down on a run's answer, with a comment. Up confirms the examples the run taught
     the router (the per-skill cap keeps confirmed ones longest); down removes them. The
     feedback itself is kept either way."""
-    await services.threads.get(thread_id)  # 404 for a thread that does not exist
+    await reach_thread(services, principal, thread_id)  # 404 for another user's thread
+    await services.threads.get(thread_id)  # and for one that does not exist
     touched = []
     if services.learned is not None:
         touched = await services.learned.feedback(thread_id, run_id, body.rating, body.comment)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -28,12 +28,14 @@ async def healthz() -> HealthPublic:
         **error_responses(500),
     },
 )
-async def readyz(services: ServicesDep) -> JSONResponse:
-    """Ready when the checkpoint store answers; says whether a model is configured."""
+async def readyz(services: ServicesDep, request: Request) -> JSONResponse:
+    """Ready when the checkpoint store answers; says whether a model is configured and how
+    callers are authenticated."""
     body = ReadinessPublic(
         status="ready",
         checkpointer=type(services.checkpointer).__name__,
         model="configured" if services.gateway.configured else "not configured",
+        auth=request.app.state.gate.mode,
     )
     status = 200
     try:

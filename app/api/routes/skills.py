@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 
 from agents.errors import SkillNotFound
 from agents.skills.meta import definition
-from app.api.deps import IdempotencyKey, ServicesDep
+from app.api.deps import IdempotencyKey, PrincipalDep, ServicesDep, needs
 from app.api.errors import ApiError, error_responses
 from app.api.routes.tools import invoke
 from app.api.schemas.learning import LearnedExamplePublic, LearnedExamplesPublic
@@ -84,6 +84,7 @@ async def get_skill(services: ServicesDep, name: str) -> SkillDefinitionPublic:
 
 @router.post(
     "/{name}/tools/{tool}",
+    dependencies=[needs("tools")],
     responses=error_responses(
         400,
         404,
@@ -102,6 +103,7 @@ async def call_tool(
     name: str,
     tool: str,
     body: ToolCallRequest,
+    principal: PrincipalDep,
     idempotency_key: IdempotencyKey = None,
 ) -> ToolResultPublic:
     """Call one tool directly (tier 3). Tool failures are ``ok: false`` with a readable error.
@@ -124,10 +126,15 @@ async def call_tool(
         )
     entries = services.tools.all().values()
     public = next((e.name for e in entries if (e.skill, e.tool) == (name, tool)), tool)
-    return await invoke(services, public, body.arguments, idempotency_key)
+    return await invoke(services, public, body.arguments, idempotency_key, principal)
 
 
-@router.get("/{name}/examples", responses=error_responses(404, 500, notes={404: NO_SKILL}))
+# Learned examples are users' words from every thread: for operators (admin) only.
+@router.get(
+    "/{name}/examples",
+    dependencies=[needs("admin")],
+    responses=error_responses(404, 500, notes={404: NO_SKILL}),
+)
 async def list_examples(services: ServicesDep, name: str) -> LearnedExamplesPublic:
     """The examples routing learned for a skill from use (users' messages whose skill the
     model chose), newest first, with where each came from: for operators to review."""
@@ -146,6 +153,7 @@ async def list_examples(services: ServicesDep, name: str) -> LearnedExamplesPubl
 
 @router.delete(
     "/{name}/examples/{example_id}",
+    dependencies=[needs("admin")],
     status_code=204,
     response_class=Response,
     responses=error_responses(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, Path, Query, Response, UploadFile
@@ -12,12 +12,21 @@ from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
 from agents.conversations import RESUME
-from agents.errors import AttachmentNotFound
+from agents.errors import AttachmentNotFound, ThreadNotFound
 from agents.events import Event, RunFinished
+from agents.feed import RunFeed
 from agents.memory.summaries import summarised_count
 from agents.state.attachments import media_type_of
 from agents.state.schema import Attachment
-from app.api.deps import IdempotencyKey, OwnerDep, ServicesDep, run_target
+from app.api.deps import (
+    IdempotencyKey,
+    OwnerDep,
+    PrincipalDep,
+    ServicesDep,
+    WithinBudget,
+    reach_thread,
+    run_target,
+)
 from app.api.errors import ApiError, error_responses
 from app.api.openapi import named_events
 from app.api.schemas.events import RUN_EVENTS
@@ -34,6 +43,7 @@ from app.api.schemas.threads import (
     ThreadPublic,
     ThreadRecordPublic,
 )
+from app.auth.guard import no_scope
 
 # JSONResponse renders with json.dumps, as before the response models: floats (scores, tool
 # arguments) keep Python's notation, where pydantic's own JSON would write 1e-05 as 0.00001.
@@ -47,13 +57,21 @@ UPLOAD_CHUNK = 64 * 1024
 @router.get("", responses=error_responses(400, 500))
 async def list_threads(
     services: ServicesDep,
+    principal: PrincipalDep,
     owner: OwnerDep,
     limit: Annotated[int, Query(ge=1, le=100, description="Threads per page.")] = 20,
     before: Annotated[
         float | None, Query(description="`next_before` of the previous page.")
     ] = None,
+    all_users: Annotated[
+        bool, Query(alias="all", description="Every user's threads (needs `admin`).")
+    ] = False,
 ) -> ThreadListPublic:
     """The caller's threads, most recently updated first, a page at a time."""
+    if all_users:
+        if not principal.can("admin"):
+            raise no_scope(principal, "admin")
+        owner = None
     found = await services.threads.find(owner=owner, limit=limit + 1, before=before)
     page = found[:limit]
     return ThreadListPublic.model_validate(
@@ -71,20 +89,23 @@ async def list_threads(
     responses=error_responses(400, 409, 500, notes={409: "The id is taken (`thread_exists`)."}),
 )
 async def create_thread(
-    services: ServicesDep, owner: OwnerDep, body: NewThread | None = None
+    services: ServicesDep, principal: PrincipalDep, body: NewThread | None = None
 ) -> ThreadRecordPublic:
     """A new, empty thread (a run creates one too: this is for a client that wants the id
     first)."""
     body = body or NewThread()
-    record = await services.threads.create(owner=owner, title=body.title, thread_id=body.thread_id)
+    record = await services.threads.create(
+        owner=principal.user, title=body.title, thread_id=body.thread_id, agent=principal.agent
+    )
     return ThreadRecordPublic.model_validate(record)
 
 
 @router.patch("/{thread_id}", responses=error_responses(400, 404, 500, notes={404: NO_THREAD}))
 async def rename_thread(
-    services: ServicesDep, thread_id: ThreadId, body: ThreadPatch
+    services: ServicesDep, principal: PrincipalDep, thread_id: ThreadId, body: ThreadPatch
 ) -> ThreadRecordPublic:
     """Rename a thread."""
+    await reach_thread(services, principal, thread_id)
     return ThreadRecordPublic.model_validate(await services.threads.rename(thread_id, body.title))
 
 
@@ -96,8 +117,11 @@ async def rename_thread(
         400, 404, 409, 500, notes={404: NO_THREAD, 409: "A run is under way (`thread_busy`)."}
     ),
 )
-async def delete_thread(services: ServicesDep, thread_id: ThreadId) -> Response:
+async def delete_thread(
+    services: ServicesDep, principal: PrincipalDep, thread_id: ThreadId
+) -> Response:
     """Delete a thread: every checkpoint, its record, its attachments."""
+    await reach_thread(services, principal, thread_id)
     await services.threads.delete(thread_id)
     return Response(status_code=204)
 
@@ -107,6 +131,7 @@ async def delete_thread(services: ServicesDep, thread_id: ThreadId) -> Response:
 )
 async def thread_history(
     services: ServicesDep,
+    principal: PrincipalDep,
     thread_id: ThreadId,
     limit: Annotated[int, Query(ge=1, le=200, description="Checkpoints per page.")] = 50,
     before: Annotated[
@@ -114,6 +139,7 @@ async def thread_history(
     ] = None,
 ) -> HistoryPublic:
     """The thread's checkpoints, newest first: step, node, time, parent and what changed."""
+    await reach_thread(services, principal, thread_id)
     entries = await services.threads.history(thread_id, limit=limit + 1, before=before)
     return HistoryPublic.model_validate({"data": entries[:limit], "has_more": len(entries) > limit})
 
@@ -133,10 +159,15 @@ async def thread_history(
     ),
 )
 async def fork_thread(
-    services: ServicesDep, owner: OwnerDep, thread_id: ThreadId, body: ForkRequest
+    services: ServicesDep,
+    principal: PrincipalDep,
+    owner: OwnerDep,
+    thread_id: ThreadId,
+    body: ForkRequest,
 ) -> ThreadRecordPublic:
     """A new thread from one checkpoint of this one (the original is untouched). To edit an
     earlier message: fork at the checkpoint before it, then send the edited message."""
+    await reach_thread(services, principal, thread_id)
     record = await services.threads.fork(
         thread_id, body.checkpoint_id, new_thread_id=body.thread_id, owner=owner
     )
@@ -149,9 +180,12 @@ async def fork_thread(
     response_model_exclude_unset=True,
     responses=error_responses(400, 404, 500, notes={400: BAD_ID, 404: NO_THREAD}),
 )
-async def get_thread(services: ServicesDep, thread_id: ThreadId) -> ThreadPublic:
+async def get_thread(
+    services: ServicesDep, principal: PrincipalDep, thread_id: ThreadId
+) -> ThreadPublic:
     """The thread's active messages (with index and speaker), how many earlier ones are
     summarised, last route, loaded skills, workspace and usage."""
+    await reach_thread(services, principal, thread_id)
     state = await services.conversations.state(thread_id)
     if not state:
         raise ApiError(404, "thread_not_found", f"There is no thread {thread_id!r}.")
@@ -175,6 +209,7 @@ async def get_thread(services: ServicesDep, thread_id: ThreadId) -> ThreadPublic
 @router.post(
     "/{thread_id}/runs/stream",
     response_class=StreamingResponse,
+    dependencies=[WithinBudget],
     responses={
         200: {
             "description": "The run's events as Server-Sent Events, in order: "
@@ -184,43 +219,58 @@ async def get_thread(services: ServicesDep, thread_id: ThreadId) -> ThreadPublic
             "headers": THREAD_HEADER,
             "content": {
                 "text/event-stream": named_events(
-                    RUN_EVENTS, "`event: <type>` and `data: <JSON>` for each event."
+                    RUN_EVENTS,
+                    "`event: <type>`, `id: <sequence>` and `data: <JSON>` for each event; a "
+                    "`: keep-alive` comment while the run is idle.",
                 )
             },
         },
         **error_responses(
             400,
+            404,
             413,
             500,
             notes={
                 400: "The request is malformed: not JSON (`invalid_json`), against the "
                 "schema (`invalid_request`: a blank `message`, a bad thread id...), or an "
                 "unknown `skill` / `workflow` (`unknown_skill`, `unknown_workflow`).",
+                404: "Another user's thread (`thread_not_found`).",
             },
         ),
     },
 )
 async def stream_run(
     services: ServicesDep,
+    principal: PrincipalDep,
     thread_id: ThreadId,
     body: RunRequest,
     idempotency_key: IdempotencyKey = None,
 ) -> StreamingResponse:
-    """Run one turn; every decision arrives as an SSE event (``event:`` names its type).
+    """Run one turn; every decision arrives as an SSE event (``event:`` names its type,
+    ``id:`` its sequence number, for `GET .../runs/{run_id}/stream` with `Last-Event-ID`).
     The same message sent again while it is answered joins the run under way."""
+    await reach_thread(services, principal, thread_id, may_be_new=True)
     target = run_target(services, model=body.model, skill=body.skill, workflow=body.workflow)
-    target["idempotency_key"] = idempotency_key
-    events = services.conversations.stream(thread_id, [HumanMessage(body.message)], **target)
+    feed = services.conversations.start(
+        thread_id,
+        [HumanMessage(body.message)],
+        **target,
+        idempotency_key=idempotency_key,
+        owner=principal.user,
+        agent=principal.agent,
+        guard=None if principal.sees_all else principal.user,
+    )
     return StreamingResponse(
-        _sse(events),
+        follow(feed, 0, services.settings.sse_keepalive_s),
         media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Thread-Id": thread_id},
+        headers={"Cache-Control": "no-cache", "X-Thread-Id": thread_id, "X-Run-Id": feed.run_id},
     )
 
 
 @router.post(
     "/{thread_id}/resume",
     response_class=StreamingResponse,
+    dependencies=[WithinBudget],
     responses={
         200: {
             "description": "The resumed run's events, as `runs/stream` sends them.",
@@ -236,9 +286,12 @@ async def stream_run(
         ),
     },
 )
-async def resume_thread(services: ServicesDep, thread_id: ThreadId) -> StreamingResponse:
+async def resume_thread(
+    services: ServicesDep, principal: PrincipalDep, thread_id: ThreadId
+) -> StreamingResponse:
     """Go on from the thread's latest checkpoint with no new input: a run a crash or a stop
     cut off completes, its finished steps not run again."""
+    await reach_thread(services, principal, thread_id)
     await services.threads.get(thread_id)
     events = services.conversations.stream(thread_id, RESUME)
     first = await anext(events)  # NothingToResume comes before any event: a 409
@@ -268,11 +321,13 @@ async def resume_thread(services: ServicesDep, thread_id: ThreadId) -> Streaming
 )
 async def upload_attachment(
     services: ServicesDep,
+    principal: PrincipalDep,
     thread_id: ThreadId,
     file: Annotated[UploadFile, File(description="The file (multipart form field `file`).")],
     caption: Annotated[str, Form(max_length=500, description="What it is.")] = "",
 ) -> AttachmentPublic:
     """Attach a file to the thread. The model sees its name and caption, never its bytes."""
+    await reach_thread(services, principal, thread_id)
     media_type = (file.content_type or "").split(";")[0].strip().lower()
     if not media_type or media_type == "application/octet-stream":
         media_type = media_type_of(file.filename or "")
@@ -294,8 +349,11 @@ async def upload_attachment(
 @router.get(
     "/{thread_id}/attachments", responses=error_responses(400, 404, 500, notes={404: NO_THREAD})
 )
-async def list_attachments(services: ServicesDep, thread_id: ThreadId) -> list[AttachmentPublic]:
+async def list_attachments(
+    services: ServicesDep, principal: PrincipalDep, thread_id: ThreadId
+) -> list[AttachmentPublic]:
     """The thread's files, oldest first."""
+    await reach_thread(services, principal, thread_id)
     await services.threads.get(thread_id)
     return [_attachment(thread_id, a) for a in await services.attachments.of_thread(thread_id)]
 
@@ -310,10 +368,17 @@ async def list_attachments(services: ServicesDep, thread_id: ThreadId) -> list[A
 )
 async def get_attachment(
     services: ServicesDep,
+    principal: PrincipalDep,
     thread_id: ThreadId,
     attachment_id: Annotated[str, Path(pattern=r"^att_[0-9a-f]{1,64}$")],
 ) -> FileResponse:
     """One file of the thread."""
+    try:
+        await reach_thread(services, principal, thread_id)
+    except ThreadNotFound:  # as for any attachment not there
+        raise AttachmentNotFound(
+            f"thread {thread_id!r} has no attachment {attachment_id!r}"
+        ) from None
     found = await services.attachments.get(thread_id, attachment_id)
     if found is None:
         raise AttachmentNotFound(f"thread {thread_id!r} has no attachment {attachment_id!r}")
@@ -332,14 +397,47 @@ def _attachment(thread_id: str, attachment: Attachment) -> AttachmentPublic:
 
 
 async def _sse(events: AsyncIterator[Event], first: Event | None = None) -> AsyncIterator[str]:
+    seq = 0
     if first is not None:
-        yield _frame(first)
+        seq += 1
+        yield frame(first, seq)
     async for event in events:
-        yield _frame(event)
+        seq += 1
+        yield frame(event, seq)
 
 
-def _frame(event: Event) -> str:
-    return f"event: {_name(event)}\ndata: {json.dumps(_payload(event), ensure_ascii=False)}\n\n"
+async def follow(
+    feed: RunFeed,
+    after: int,
+    keepalive_s: float,
+    on_disconnect: Callable[[], object] | None = None,
+) -> AsyncIterator[str]:
+    """A run's events after the first ``after`` as SSE, each with its sequence id, and a
+    comment whenever ``keepalive_s`` pass without one; ``on_disconnect`` if the client goes
+    before the run ends."""
+    seen = after
+    try:
+        while True:
+            while seen < len(feed.events):
+                seen += 1
+                yield frame(feed.events[seen - 1], seen)
+            if feed.done:
+                return
+            await feed.wait(seen, keepalive_s)
+            if seen == len(feed.events) and not feed.done:
+                yield ": keep-alive\n\n"
+    finally:
+        if on_disconnect is not None and not feed.done:
+            on_disconnect()
+
+
+def frame(event: Event, seq: int | None = None) -> str:
+    """One event as Server-Sent Events text (``id:`` its sequence number in the run)."""
+    data = json.dumps(_payload(event), ensure_ascii=False)
+    # The id after the event's name: clients that look for a block starting `event:` and
+    # take what follows `data: ` as the JSON go on working.
+    seq_line = "" if seq is None else f"id: {seq}\n"
+    return f"event: {_name(event)}\n{seq_line}data: {data}\n\n"
 
 
 def _name(event: Event) -> str:

@@ -13,10 +13,12 @@ from fastapi.responses import JSONResponse
 
 from agents.errors import SkillNotFound
 from agents.skills.runner import ToolResult
-from app.api.deps import IdempotencyKey, ServicesDep
+from agents.toolserver.runs import CALLER
+from app.api.deps import IdempotencyKey, PrincipalDep, ServicesDep
 from app.api.errors import ApiError, error_responses
 from app.api.schemas.skills import ToolErrorPublic, ToolResultPublic
 from app.api.schemas.tools import ToolInvokeRequest, ToolPublic, ToolsPublic
+from app.auth.principal import Principal
 from app.services import Services
 
 router = APIRouter(prefix="/v1/tools", tags=["tools"], default_response_class=JSONResponse)
@@ -63,21 +65,32 @@ async def invoke_tool(
     services: ServicesDep,
     name: str,
     body: ToolInvokeRequest,
+    principal: PrincipalDep,
     idempotency_key: IdempotencyKey = None,
 ) -> ToolResultPublic:
     """Call one tool by its name in `GET /v1/tools`. A failed call (bad arguments, an
     error in the tool, a timeout) is ``ok: false`` with a readable error."""
-    return await invoke(services, name, body.arguments, idempotency_key)
+    return await invoke(services, name, body.arguments, idempotency_key, principal)
 
 
 async def invoke(
-    services: Services, name: str, arguments: dict[str, Any] | str, idempotency_key: str | None
+    services: Services,
+    name: str,
+    arguments: dict[str, Any] | str,
+    idempotency_key: str | None,
+    principal: Principal,
 ) -> ToolResultPublic:
-    """Call tool ``name`` of the catalogue; an unknown name is a 404 naming close ones."""
+    """Call tool ``name`` of the catalogue for ``principal`` (a workflow run it starts is
+    theirs); an unknown name is a 404 naming close ones."""
+    caller = CALLER.set(None if principal.sees_all else principal.user)
+    if idempotency_key is not None and principal.user is not None:
+        idempotency_key = f"{principal.user}\x1f{idempotency_key}"  # one user's keys only
     try:
         result = await services.tools.call(name, arguments, idempotency_key=idempotency_key)
     except SkillNotFound as exc:
         raise ApiError(404, exc.code, str(exc), param="name") from None
+    finally:
+        CALLER.reset(caller)
     return public_result(result)
 
 

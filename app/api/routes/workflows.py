@@ -9,9 +9,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
-from agents.errors import WorkflowNotFound
+from agents.errors import RunNotFound, ThreadNotFound, WorkflowNotFound
 from agents.workflows.mermaid import mermaid
-from app.api.deps import ServicesDep
+from app.api.deps import PrincipalDep, ServicesDep, reach_thread
 from app.api.errors import ApiError, error_responses
 from app.api.schemas.workflows import (
     ForkRequest,
@@ -23,6 +23,7 @@ from app.api.schemas.workflows import (
     WorkflowPublic,
     WorkflowsPublic,
 )
+from app.auth.principal import Principal
 
 router = APIRouter(tags=["workflows"])
 NO_WORKFLOW = "No such workflow (`workflow_not_found`)."
@@ -64,11 +65,18 @@ async def get_workflow(services: ServicesDep, name: str) -> WorkflowDefinitionPu
         },
     },
 )
-async def start_run(services: ServicesDep, name: str, body: RunStart) -> Any:
+async def start_run(
+    services: ServicesDep, principal: PrincipalDep, name: str, body: RunStart
+) -> Any:
     """Run a workflow: to its end or its first approval (the record), or streamed."""
     _workflow(services, name)
+    if body.thread_id is not None:
+        try:
+            await reach_thread(services, principal, body.thread_id, may_be_new=True)
+        except ThreadNotFound as exc:
+            raise ApiError(400, "invalid_request", str(exc), param="thread_id") from None
     engine = services.engine
-    events = engine.stream(name, body.inputs, thread_id=body.thread_id)
+    events = engine.stream(name, body.inputs, thread_id=body.thread_id, user=principal.user)
     first = await anext(events)  # bad inputs are a 400 before anything runs
     if not body.stream:
         last = first
@@ -83,22 +91,24 @@ async def start_run(services: ServicesDep, name: str, body: RunStart) -> Any:
 @router.get("/v1/workflow-runs", responses=error_responses(400, 500))
 async def list_runs(
     services: ServicesDep,
+    principal: PrincipalDep,
     workflow: str | None = None,
     status: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> RunsPublic:
     """Execution records, newest first."""
     runs = await services.engine.list_runs(workflow=workflow, status=status, limit=limit)
-    return RunsPublic(runs=[RunPublic.model_validate(r) for r in runs])
+    mine = [r for r in runs if await _mine(services, principal, r)]
+    return RunsPublic(runs=[RunPublic.model_validate(r) for r in mine])
 
 
 @router.get(
     "/v1/workflow-runs/{run_id}",
     responses=error_responses(404, 500, notes={404: "No such run (`run_not_found`)."}),
 )
-async def get_run(services: ServicesDep, run_id: str) -> RunPublic:
+async def get_run(services: ServicesDep, principal: PrincipalDep, run_id: str) -> RunPublic:
     """One run's execution record: status, and per node status, time, output or error."""
-    return RunPublic.model_validate(await services.engine.get_run(run_id))
+    return RunPublic.model_validate(await _run_of(services, principal, run_id))
 
 
 @router.post(
@@ -115,13 +125,35 @@ async def get_run(services: ServicesDep, run_id: str) -> RunPublic:
         },
     ),
 )
-async def fork_run(services: ServicesDep, run_id: str, body: ForkRequest) -> RunPublic:
+async def fork_run(
+    services: ServicesDep, principal: PrincipalDep, run_id: str, body: ForkRequest
+) -> RunPublic:
     """Run a finished run again from ``node`` with some inputs changed, as a new run: the
     nodes before it keep their outputs, the rest run anew (the original is untouched)."""
+    await _run_of(services, principal, run_id)
     last: dict[str, Any] = {}
     async for event in services.engine.fork(run_id, body.node, body.inputs):
         last = event
     return RunPublic.model_validate(last["record"])
+
+
+async def _mine(services: Any, principal: Principal, record: dict[str, Any]) -> bool:
+    """Whether a run is the principal's: started by them, or on a thread of theirs."""
+    if principal.sees_all or record.get("user") == principal.user:
+        return True
+    thread_id = record.get("thread_id")
+    if record.get("user") is None and thread_id:
+        thread = await services.threads.records.get(thread_id)
+        return thread is not None and thread.get("owner") == principal.user
+    return False
+
+
+async def _run_of(services: Any, principal: Principal, run_id: str) -> dict[str, Any]:
+    """A run's record if it is the principal's; another user's is not found, as none."""
+    record = await services.engine.get_run(run_id)
+    if not await _mine(services, principal, record):
+        raise RunNotFound(f"there is no workflow run {run_id!r}")
+    return dict(record)
 
 
 def _workflow(services: Any, name: str) -> Any:

@@ -24,6 +24,11 @@ class ReadinessPublic(BaseModel):
         description="Whether a language model is set; without one every reply says which "
         "setting to give."
     )
+    auth: str = Field(
+        "api_keys",
+        description="How callers are authenticated: `api_keys`, `disabled` (the operator's "
+        "choice), or open in development mode (no keys, loopback only).",
+    )
     error: str | None = Field(
         None, description="Why the service is not ready (only when it is not)."
     )

@@ -201,6 +201,12 @@ class ThreadRecordPublic(BaseModel):
     forked_from: dict[str, str] | None = Field(
         None, description="`thread_id` and `checkpoint_id` it was forked from, if it was."
     )
+    owner: str | None = Field(
+        None, description="The user the thread belongs to (null: made in development mode)."
+    )
+    agent: str | None = Field(
+        None, description="The agent that made it on the owner's behalf (on-behalf-of), if one."
+    )
 
 
 class ThreadListPublic(BaseModel):
@@ -275,3 +281,49 @@ class HistoryPublic(BaseModel):
     object: Literal["list"] = "list"
     data: list[CheckpointPublic]
     has_more: bool = Field(description="Whether older checkpoints exist.")
+
+
+class RunCreate(RunRequest):
+    """A run of one message on the thread, followed or not."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    stream: bool = Field(
+        False,
+        description="Answer with the run's events (SSE) instead of the run (202) at once.",
+    )
+    if_busy: Literal["reject", "enqueue"] = Field(
+        "enqueue",
+        description="When the thread is answering another message: `reject` (409 "
+        "`thread_busy`) or `enqueue` (the run waits, status `queued`, and runs after it).",
+    )
+    cancel_on_disconnect: bool = Field(
+        False,
+        description="With `stream`: cancel the run when the client disconnects (by default "
+        "it goes on, and its answer is in the thread afterwards).",
+    )
+
+
+class RunErrorPublic(BaseModel):
+    """How a run failed."""
+
+    code: str = Field(description="A stable code (`model_error`, `run_cancelled_by_request`...).")
+    message: str = Field(description="What happened.")
+
+
+class ChatRunPublic(BaseModel):
+    """One run of a thread: its status and how far its events go."""
+
+    id: str = Field(description="The run's id.")
+    thread_id: str = Field(description="Its thread.")
+    status: Literal["queued", "running", "interrupted", "succeeded", "failed", "cancelled"] = Field(
+        description="`queued` (waiting for the thread), `running`, `interrupted` (waiting "
+        "for an approval), `succeeded`, `failed` or `cancelled`."
+    )
+    created: float = Field(description="When it was asked for (Unix time).")
+    started: float | None = Field(description="When it started running.")
+    ended: float | None = Field(description="When it ended.")
+    events: int = Field(description="Events so far: the last sequence id sent.")
+    answer: str | None = Field(description="The answer, once it succeeded.")
+    error: RunErrorPublic | None = Field(description="How it failed or was cancelled.")
+    cancel_requested: bool = Field(description="A cancel was asked for.")

@@ -1,0 +1,192 @@
+"""Runs of a thread as resources: start one (followed or not), read its status, cancel it,
+and join its events from any point (``Last-Event-ID``), with keep-alives on idle streams."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Path
+from fastapi.responses import JSONResponse, StreamingResponse
+from langchain_core.messages import HumanMessage
+
+from agents.errors import RunNotFound
+from agents.events import RunFailed, RunFinished
+from agents.feed import RunFeed
+from app.api.deps import PrincipalDep, ServicesDep, WithinBudget, reach_thread, run_target
+from app.api.errors import error_responses
+from app.api.openapi import named_events
+from app.api.routes.threads import NO_THREAD, ThreadId, follow
+from app.api.schemas.events import RUN_EVENTS
+from app.api.schemas.threads import THREAD_HEADER, ChatRunPublic, RunCreate, RunErrorPublic
+from app.services import Services
+
+router = APIRouter(prefix="/v1/threads", tags=["runs"], default_response_class=JSONResponse)
+RunId = Annotated[str, Path(pattern=r"^[0-9a-f-]{36}$", description="The run's id.")]
+NO_RUN = "No such run of the thread, or it ended too long ago (`run_not_found`)."
+EVENTS = {
+    "text/event-stream": named_events(
+        RUN_EVENTS,
+        "As `runs/stream`: `id: <sequence>`, `event: <type>`, `data: <JSON>`; a comment "
+        "(`: keep-alive`) while the run is idle.",
+    )
+}
+
+
+@router.post(
+    "/{thread_id}/runs",
+    status_code=202,
+    dependencies=[WithinBudget],
+    responses={
+        200: {
+            "description": "With `stream: true`: the run's events as they come.",
+            "headers": THREAD_HEADER,
+            "content": EVENTS,
+        },
+        **error_responses(
+            400,
+            404,
+            409,
+            413,
+            500,
+            notes={
+                404: "Another user's thread (`thread_not_found`).",
+                409: "With `if_busy: reject`: the thread is answering another message "
+                "(`thread_busy`).",
+            },
+        ),
+    },
+)
+async def create_run(
+    services: ServicesDep, principal: PrincipalDep, thread_id: ThreadId, body: RunCreate
+) -> Any:
+    """Start a run of one message: the run at once (202; follow it at `.../stream`), or with
+    `stream: true` its events. It goes on if the client disconnects, unless asked not to."""
+    await reach_thread(services, principal, thread_id, may_be_new=True)
+    target = run_target(services, model=body.model, skill=body.skill, workflow=body.workflow)
+    feed = services.conversations.start(
+        thread_id,
+        [HumanMessage(body.message)],
+        **target,
+        owner=principal.user,
+        agent=principal.agent,
+        if_busy=body.if_busy,
+        guard=None if principal.sees_all else principal.user,
+    )
+    if not body.stream:
+        return JSONResponse(_public(feed).model_dump(), status_code=202)
+    cancel = (
+        (lambda: services.conversations.cancel(feed.run_id)) if body.cancel_on_disconnect else None
+    )
+    return _stream(services, feed, 0, on_disconnect=cancel, status=200)
+
+
+@router.get(
+    "/{thread_id}/runs/{run_id}",
+    responses=error_responses(400, 404, 500, notes={404: NO_RUN}),
+)
+async def get_run(
+    services: ServicesDep, principal: PrincipalDep, thread_id: ThreadId, run_id: RunId
+) -> ChatRunPublic:
+    """A run's status (queued, running, interrupted, succeeded, failed, cancelled)."""
+    return _public(await _feed(services, principal, thread_id, run_id))
+
+
+@router.post(
+    "/{thread_id}/runs/{run_id}/cancel",
+    responses=error_responses(400, 404, 500, notes={404: NO_RUN}),
+)
+async def cancel_run(
+    services: ServicesDep, principal: PrincipalDep, thread_id: ThreadId, run_id: RunId
+) -> ChatRunPublic:
+    """Cancel a run: a queued one at once, a running one at its next step (the steps it
+    finished stay in the thread, every tool call with its result). An ended run is as it
+    was."""
+    await _feed(services, principal, thread_id, run_id)
+    feed = services.conversations.cancel(run_id)
+    assert feed is not None
+    return _public(feed)
+
+
+@router.get(
+    "/{thread_id}/runs/{run_id}/stream",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "description": "The run's events after `Last-Event-ID` (all without it), then "
+            "each as it comes, to the run's end.",
+            "headers": THREAD_HEADER,
+            "content": EVENTS,
+        },
+        **error_responses(400, 404, 500, notes={404: NO_RUN}),
+    },
+)
+async def join_run(
+    services: ServicesDep,
+    principal: PrincipalDep,
+    thread_id: ThreadId,
+    run_id: RunId,
+    last_event_id: Annotated[
+        str | None,
+        Header(
+            alias="Last-Event-ID",
+            max_length=20,
+            description="The last sequence id received: what follows it is sent.",
+        ),
+    ] = None,
+) -> StreamingResponse:
+    """Join a run's events (a reconnect: what was missed, then the live events)."""
+    feed = await _feed(services, principal, thread_id, run_id)
+    after = int(last_event_id) if last_event_id and last_event_id.strip().isdigit() else 0
+    return _stream(services, feed, min(after, len(feed.events)))
+
+
+async def _feed(services: Services, principal: Any, thread_id: str, run_id: str) -> RunFeed:
+    await reach_thread(services, principal, thread_id)
+    feed = services.conversations.get_run(run_id)
+    if feed is None or feed.thread_id != thread_id:
+        raise RunNotFound(f"thread {thread_id!r} has no run {run_id!r} (or it ended long ago)")
+    return feed
+
+
+def _stream(
+    services: Services,
+    feed: RunFeed,
+    after: int,
+    *,
+    on_disconnect: Callable[[], object] | None = None,
+    status: int = 200,
+) -> StreamingResponse:
+    keepalive = services.settings.sse_keepalive_s
+    return StreamingResponse(
+        follow(feed, after, keepalive, on_disconnect),
+        status_code=status,
+        media_type="text/event-stream",
+        headers={
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",
+            "X-Thread-Id": feed.thread_id,
+            "X-Run-Id": feed.run_id,
+        },
+    )
+
+
+def _public(feed: RunFeed) -> ChatRunPublic:
+    last = feed.events[-1] if feed.done and feed.events else None
+    return ChatRunPublic(
+        id=feed.run_id,
+        thread_id=feed.thread_id,
+        status=feed.status,
+        created=feed.created,
+        started=feed.started,
+        ended=feed.ended,
+        events=len(feed.events),
+        answer=last.message.text if isinstance(last, RunFinished) else None,
+        error=RunErrorPublic(code=last.code, message=last.message)
+        if isinstance(last, RunFailed)
+        else None,
+        cancel_requested=feed.cancel_requested,
+    )
+
+
+__all__ = ["NO_THREAD", "router"]

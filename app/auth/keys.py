@@ -1,0 +1,195 @@
+"""API keys: stored hashed in the documents table beside the checkpoints (SHA-256 of a
+high-entropy token, which is shown once, when it is made), or given for bootstrap in a keys
+file or ``SKILLDESK_API_KEYS`` (kept in memory, hashed too)."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from agents.errors import ConfigError
+from agents.state.documents import Documents
+from app.auth.principal import SCOPES, Principal
+
+KIND = "api_key"
+PREFIX = "sdk_"
+
+
+def digest(token: str) -> str:
+    """The stored form of a token: its SHA-256, hex (a token has 256 bits of entropy, so a
+    plain hash is enough; no salt or slow hash is needed)."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def public_id(hashed: str) -> str:
+    """A key's public id, shown in listings and logs, from its hash."""
+    return f"key_{hashed[:12]}"
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    """What is kept of a key (never the token)."""
+
+    id: str
+    user: str
+    scopes: tuple[str, ...]
+    name: str
+    created: float
+    source: str = "store"  # or "bootstrap"
+
+    def principal(self) -> Principal:
+        """The principal a request with this key acts as."""
+        return Principal(user=self.user, scopes=frozenset(self.scopes), key_id=self.id)
+
+
+class KeySpec(BaseModel):
+    """One key of a keys file (YAML: a list of these, or ``{keys: [...]}``)."""
+
+    model_config = {"extra": "forbid"}
+
+    user: str = Field(min_length=1, max_length=200, description="The user the key acts as.")
+    scopes: list[str] = Field(["chat"], description=f"Of {', '.join(SCOPES)}.")
+    name: str = Field("", max_length=200, description="What the key is for.")
+    token: str | None = Field(None, min_length=16, description="The key itself.")
+    sha256: str | None = Field(
+        None, pattern=r"^[0-9a-f]{64}$", description="Or its SHA-256 (hex), to keep no secret."
+    )
+
+    @field_validator("scopes")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        return check_scopes(value)
+
+
+def check_scopes(scopes: list[str] | tuple[str, ...]) -> list[str]:
+    """The scopes, each known; a ValueError names the unknown ones."""
+    unknown = [s for s in scopes if s not in SCOPES]
+    if unknown:
+        raise ValueError(f"unknown scope(s) {', '.join(unknown)}; use {', '.join(SCOPES)}")
+    return list(dict.fromkeys(scopes))
+
+
+def bootstrap_keys(entries: str | None, keys_file: Path | None) -> dict[str, KeyRecord]:
+    """Keys from ``SKILLDESK_API_KEYS`` (``user:scope,scope:token`` entries separated by
+    spaces or ``;``) and from the keys file, by hash.
+
+    Raises:
+        ConfigError: naming the setting and the entry that is wrong.
+    """
+    specs: list[tuple[str, KeySpec]] = []
+    for n, entry in enumerate((entries or "").replace(";", " ").split()):
+        parts = entry.split(":", 2)
+        where = f"SKILLDESK_API_KEYS entry {n + 1}"
+        if len(parts) != 3:
+            raise ConfigError(
+                f"{where} is not user:scopes:token",
+                fix="write e.g. alice:chat,tools:<a token of 16+ characters>",
+            )
+        user, scopes, token = parts
+        scope_list = [s for s in scopes.split(",") if s]
+        specs.append((where, _spec(where, user=user, scopes=scope_list, token=token)))
+    if keys_file is not None:
+        specs.extend(_file_specs(keys_file))
+    keys: dict[str, KeyRecord] = {}
+    for where, spec in specs:
+        if (spec.token is None) == (spec.sha256 is None):
+            raise ConfigError(f"{where}: give exactly one of token and sha256")
+        hashed = spec.sha256 or digest(str(spec.token))
+        keys[hashed] = KeyRecord(
+            public_id(hashed), spec.user, tuple(spec.scopes), spec.name, 0.0, "bootstrap"
+        )
+    return keys
+
+
+def _spec(where: str, **values: Any) -> KeySpec:
+    try:
+        return KeySpec(**values)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'entry'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ConfigError(f"{where}: {problems}") from None
+
+
+def _file_specs(path: Path) -> list[tuple[str, KeySpec]]:
+    if not path.is_file():
+        raise ConfigError(
+            f"SKILLDESK_API_KEYS_FILE: {path} does not exist", fix="create it or unset it"
+        )
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"SKILLDESK_API_KEYS_FILE: {path} is not YAML: {exc}") from None
+    if isinstance(loaded, dict):
+        loaded = loaded.get("keys")
+    if not isinstance(loaded, list):
+        raise ConfigError(
+            f"SKILLDESK_API_KEYS_FILE: {path} must hold a list of keys",
+            fix="write `keys:` then entries of user, scopes and token or sha256",
+        )
+    return [
+        (f"{path} key {n + 1}", _spec(f"{path} key {n + 1}", **(item or {})))
+        for n, item in enumerate(loaded)
+    ]
+
+
+class ApiKeys:
+    """The keys of a service: made and revoked in the store, plus the bootstrap ones."""
+
+    def __init__(self, documents: Documents, bootstrap: dict[str, KeyRecord] | None = None):
+        self.documents = documents
+        self.bootstrap = dict(bootstrap or {})
+
+    async def create(
+        self, user: str, scopes: list[str] | tuple[str, ...], name: str = ""
+    ) -> tuple[str, KeyRecord]:
+        """A new key for ``user``: the token (to show once) and its record."""
+        scopes = check_scopes(scopes)
+        token = PREFIX + secrets.token_urlsafe(32)
+        hashed = digest(token)
+        record = KeyRecord(public_id(hashed), user, tuple(scopes), name, time.time())
+        body = {**record.__dict__, "scopes": list(scopes), "sha256": hashed}
+        await self.documents.put(KIND, hashed, body, owner=user, updated=record.created)
+        return token, record
+
+    async def find(self, token: str) -> KeyRecord | None:
+        """The key a token is, or None (unknown or revoked)."""
+        hashed = digest(token)
+        if hashed in self.bootstrap:
+            return self.bootstrap[hashed]
+        body = await self.documents.get(KIND, hashed)
+        return None if body is None else _record(body)
+
+    async def all(self, user: str | None = None) -> list[KeyRecord]:
+        """The stored keys (newest first) and the bootstrap ones, of one user when given."""
+        stored = [_record(b) for b in await self.documents.find(KIND, owner=user, limit=10_000)]
+        boot = [k for k in self.bootstrap.values() if user in (None, k.user)]
+        return stored + boot
+
+    async def any(self) -> bool:
+        """Whether any key is configured."""
+        return bool(self.bootstrap) or bool(await self.documents.find(KIND, limit=1))
+
+    async def revoke(self, key_id: str) -> bool:
+        """Delete a stored key by its public id; whether there was one."""
+        for body in await self.documents.find(KIND, limit=10_000):
+            if body.get("id") == key_id:
+                return await self.documents.delete(KIND, str(body["sha256"]))
+        return False
+
+
+def _record(body: dict[str, Any]) -> KeyRecord:
+    return KeyRecord(
+        str(body["id"]),
+        str(body["user"]),
+        tuple(body.get("scopes") or ()),
+        str(body.get("name") or ""),
+        float(body.get("created") or 0),
+    )

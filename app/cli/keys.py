@@ -1,0 +1,130 @@
+"""``skilldesk keys create|list|revoke``: the API keys of the store the service uses (the
+same settings). A key is shown once, when it is made; the store keeps only its hash."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from agents.errors import ConfigError
+from agents.state.checkpointers import open_checkpointer
+from agents.state.documents import documents_for
+from app.auth.keys import ApiKeys, KeyRecord, bootstrap_keys
+from app.auth.principal import SCOPES
+from app.cli.common import load_cli_settings
+from app.logging import configure_logging
+
+cli = typer.Typer(help="Create, list and revoke API keys.", no_args_is_help=True)
+T = TypeVar("T")
+
+StoreUrl = Annotated[
+    str | None,
+    typer.Option("--checkpoint-url", help="The store [SKILLDESK_CHECKPOINT_URL]."),
+]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+@cli.callback()
+def _quiet_logs() -> None:
+    configure_logging("error", "console")
+
+
+def _run(url: str | None, job: Callable[[ApiKeys], Awaitable[T]]) -> T:
+    """Open the store's keys (and the bootstrap ones of the settings), run ``job``."""
+    settings = load_cli_settings(checkpoint_url=url)
+
+    async def go() -> T:
+        secret = settings.api_keys.get_secret_value() if settings.api_keys else None
+        bootstrap = bootstrap_keys(secret, settings.api_keys_file)
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        async with open_checkpointer(settings.resolved_checkpoint_url) as saver:
+            return await job(ApiKeys(documents_for(saver), bootstrap))
+
+    try:
+        return asyncio.run(go())
+    except ConfigError as exc:
+        typer.echo(f"skilldesk: configuration error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _public(key: KeyRecord) -> dict[str, Any]:
+    return {
+        "id": key.id,
+        "user": key.user,
+        "scopes": list(key.scopes),
+        "name": key.name,
+        "created": key.created or None,
+        "source": key.source,
+    }
+
+
+@cli.command()
+def create(
+    user: Annotated[str, typer.Argument(help="The user id the key acts as.")],
+    scope: Annotated[
+        list[str] | None,
+        typer.Option("--scope", "-s", help=f"Repeat for each: {', '.join(SCOPES)} [chat]."),
+    ] = None,
+    name: Annotated[str, typer.Option(help="What the key is for.")] = "",
+    checkpoint_url: StoreUrl = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Make a key for USER and print it: it is shown this once (the store keeps its hash)."""
+    scopes = scope or ["chat"]
+    unknown = [s for s in scopes if s not in SCOPES]
+    if unknown:
+        typer.echo(f"skilldesk: unknown scope(s) {', '.join(unknown)}; use {SCOPES}", err=True)
+        raise typer.Exit(2)
+    token, key = _run(checkpoint_url, lambda keys: keys.create(user, scopes, name))
+    if as_json:
+        typer.echo(json.dumps({**_public(key), "key": token}))
+        return
+    typer.echo(f"{key.id} for {user} ({', '.join(key.scopes)})")
+    typer.echo(token)
+    typer.echo("Keep it now: it is not shown again. Send it as `Authorization: Bearer <key>`.")
+
+
+@cli.command("list")
+def list_keys(
+    user: Annotated[str | None, typer.Option(help="Only this user's keys.")] = None,
+    checkpoint_url: StoreUrl = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """The keys (never the keys themselves: their ids, users and scopes)."""
+    keys = _run(checkpoint_url, lambda k: k.all(user))
+    if as_json:
+        typer.echo(json.dumps([_public(k) for k in keys]))
+        return
+    for k in keys:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(k.created)) if k.created else "-"
+        typer.echo(f"{k.id}  {k.user:<20} {','.join(k.scopes):<24} {when}  {k.source}  {k.name}")
+    if not keys:
+        typer.echo("no keys: the service is open on loopback only (development mode)")
+
+
+@cli.command()
+def revoke(
+    key_id: Annotated[str, typer.Argument(help="The key's id (key_...), from `keys list`.")],
+    checkpoint_url: StoreUrl = None,
+) -> None:
+    """Revoke a key: requests with it are refused from now on."""
+
+    async def job(keys: ApiKeys) -> bool:
+        if any(k.id == key_id for k in keys.bootstrap.values()):
+            typer.echo(
+                f"skilldesk: {key_id} comes from SKILLDESK_API_KEYS or the keys file; "
+                "remove it there and restart",
+                err=True,
+            )
+            raise typer.Exit(1)
+        return await keys.revoke(key_id)
+
+    if not _run(checkpoint_url, job):
+        typer.echo(f"skilldesk: no key {key_id}; `skilldesk keys list` shows them", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"revoked {key_id}")

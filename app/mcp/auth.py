@@ -1,0 +1,61 @@
+"""The gate in front of ``/mcp``: a Bearer key with the ``tools`` scope, or a 401 whose
+``WWW-Authenticate`` challenge names the resource metadata (the MCP authorization spec)."""
+
+from __future__ import annotations
+
+import json
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.api.errors import ApiError
+from app.auth.guard import Gate, no_scope
+from app.mcp.server import CALLER_STATE
+
+METADATA = "/.well-known/oauth-protected-resource"
+
+
+class McpGate:
+    """Authenticates every MCP request before the endpoint sees it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        gate: Gate = scope["app"].state.gate
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        gate_metadata = _metadata_url(scope, headers)
+        try:
+            principal = await gate.authenticate(
+                headers.get("authorization"), headers.get("x-on-behalf-of")
+            )
+            if not principal.can("tools"):
+                raise no_scope(principal, "tools")
+        except ApiError as error:
+            extra = dict(error.headers or {})
+            if error.status == 401:  # the challenge names this resource's metadata
+                extra["WWW-Authenticate"] = extra["WWW-Authenticate"].replace(
+                    f'resource_metadata="{gate.resource_metadata}"',
+                    f'resource_metadata="{gate_metadata}"',
+                )
+            await _respond(send, error.status, error.body(), extra)
+            return
+        scope.setdefault("state", {})[CALLER_STATE] = None if principal.sees_all else principal.user
+        await self.app(scope, receive, send)
+
+
+def _metadata_url(scope: Scope, headers: dict[str, str]) -> str:
+    settings = scope["app"].state.services.settings
+    if settings.public_url:
+        return str(settings.public_url).rstrip("/") + METADATA
+    host = headers.get("host") or "localhost"
+    return f"{scope.get('scheme', 'http')}://{host}{METADATA}"
+
+
+async def _respond(
+    send: Send, status: int, body: dict[str, object], headers: dict[str, str]
+) -> None:
+    data = json.dumps(body).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    raw += [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": data})

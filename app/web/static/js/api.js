@@ -1,0 +1,175 @@
+// The one place the page talks to the service: endpoints, the API key and its header, errors.
+
+const KEY = "skilldesk.key";
+
+/** An error from the service (or from reaching it), with a stable code. */
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+export function apiKey() {
+  return sessionStorage.getItem(KEY);
+}
+
+export function signIn(key) {
+  sessionStorage.setItem(KEY, key.trim());
+}
+
+export function signOut() {
+  sessionStorage.removeItem(KEY);
+}
+
+function headers(extra = {}) {
+  const key = apiKey();
+  return key ? { ...extra, Authorization: `Bearer ${key}` } : extra;
+}
+
+async function send(method, path, { json, form, extraHeaders } = {}) {
+  const init = { method, headers: headers(extraHeaders) };
+  if (json !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(json);
+  } else if (form) {
+    init.body = form;
+  }
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch {
+    throw new ApiError(0, "unreachable", "The Skilldesk service cannot be reached.");
+  }
+  if (!response.ok) throw await errorOf(response);
+  return response;
+}
+
+async function errorOf(response) {
+  let error = {};
+  try {
+    error = (await response.json()).error || {};
+  } catch {
+    // not JSON: a proxy's page, say
+  }
+  const code = error.code || (response.status === 401 ? "unauthorized" : `http_${response.status}`);
+  return new ApiError(response.status, code, error.message || response.statusText);
+}
+
+async function json(method, path, options) {
+  const response = await send(method, path, options);
+  return response.status === 204 ? null : response.json();
+}
+
+const enc = encodeURIComponent;
+
+export const threads = {
+  list: (before) => json("GET", `/v1/threads?limit=50${before ? `&before=${before}` : ""}`),
+  create: () => json("POST", "/v1/threads", { json: {} }),
+  get: (id) => json("GET", `/v1/threads/${enc(id)}`),
+  rename: (id, title) => json("PATCH", `/v1/threads/${enc(id)}`, { json: { title } }),
+  remove: (id) => json("DELETE", `/v1/threads/${enc(id)}`),
+  attachments: (id) => json("GET", `/v1/threads/${enc(id)}/attachments`),
+  upload(id, file) {
+    const form = new FormData();
+    form.append("file", file);
+    return json("POST", `/v1/threads/${enc(id)}/attachments`, { form });
+  },
+};
+
+export const approvals = {
+  list: () => json("GET", "/v1/approvals"),
+  decide: (id, decision, comment) =>
+    json("POST", `/v1/approvals/${enc(id)}`, { json: { decision, comment } }),
+};
+
+export const skills = {
+  list: () => json("GET", "/v1/skills"),
+  get: (name) => json("GET", `/v1/skills/${enc(name)}`),
+  search: (q) => json("GET", `/v1/skills/search?k=5&q=${enc(q)}`),
+};
+
+export const workflows = {
+  list: () => json("GET", "/v1/workflows"),
+  get: (name) => json("GET", `/v1/workflows/${enc(name)}`),
+};
+
+export const health = () => json("GET", "/healthz");
+
+/** Who the key acts as: `{user, scopes, auth}` (`auth` is `api_keys`, or open in development). */
+export const me = () => json("GET", "/v1/me");
+
+/** A file the service serves, as an object URL (an <audio> or <img> cannot send the key). */
+export async function fileUrl(url) {
+  const response = await send("GET", url);
+  return URL.createObjectURL(await response.blob());
+}
+
+/**
+ * Run one turn and hand each typed event to `onEvent(type, data)`.
+ *
+ * Events are read from the response body as they arrive (Server-Sent Events over fetch, so the
+ * key travels as a header). When the stream ends before the run did, it is read again from
+ * where it stopped: `GET /v1/threads/{id}/runs/{run_id}/stream` (the run's id from `X-Run-Id`)
+ * with `Last-Event-ID`, a few times; then the drop is an `unreachable` error.
+ */
+export async function runStream(threadId, body, onEvent, { signal } = {}) {
+  const state = { lastId: null, runId: null, ended: false };
+  const path = `/v1/threads/${enc(threadId)}/runs/stream`;
+  try {
+    const response = await send("POST", path, { json: body, extraHeaders: { Accept: "text/event-stream" } });
+    state.runId = response.headers.get("X-Run-Id");
+    await readEvents(response, state, onEvent, signal);
+  } catch (error) {
+    if (error instanceof ApiError && error.status !== 0) throw error;
+  }
+  for (let attempt = 0; !state.ended && attempt < 3; attempt++) {
+    if (!state.lastId || !state.runId) break;
+    const again = `/v1/threads/${enc(threadId)}/runs/${enc(state.runId)}/stream`;
+    try {
+      const response = await send("GET", again, { extraHeaders: { "Last-Event-ID": state.lastId } });
+      await readEvents(response, state, onEvent, signal);
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, 500 * (attempt + 1)));
+    }
+  }
+  if (!state.ended) {
+    throw new ApiError(0, "unreachable", "The connection to the service dropped before the answer ended.");
+  }
+}
+
+async function readEvents(response, state, onEvent, signal) {
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    if (signal?.aborted) return;
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value.replace(/\r\n?/g, "\n");
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      dispatch(block, state, onEvent);
+    }
+  }
+}
+
+function dispatch(block, state, onEvent) {
+  let type = "message";
+  const data = [];
+  for (const line of block.split("\n")) {
+    if (line.startsWith(":")) continue;
+    const colon = line.indexOf(":");
+    const field = colon < 0 ? line : line.slice(0, colon);
+    const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+    if (field === "event") type = value;
+    else if (field === "data") data.push(value);
+    else if (field === "id") state.lastId = value;
+  }
+  if (!data.length) return;
+  const payload = JSON.parse(data.join("\n"));
+  if (type === "run_finished" || type === "run_failed") state.ended = true;
+  onEvent(type, payload);
+}

@@ -1,0 +1,65 @@
+// Approval cards (in the chat where a run waits, and in the inbox) and the inbox itself.
+import * as api from "./api.js";
+import { el, pretty } from "./markdown.js";
+
+let counter = 0;
+
+/**
+ * A card to approve or reject one waiting run; `onDecided(record)` after a decision. Without
+ * the `approve` scope it only says that the run waits for an approver.
+ */
+export function approvalCard(approval, onDecided = () => {}, { canApprove = true } = {}) {
+  const id = `approval-${++counter}`;
+  const comment = el("textarea", { id: `${id}-comment`, rows: 2 });
+  const status = el("p", { class: "status", role: "status" });
+  const buttons = [];
+  const decide = async (decision) => {
+    buttons.forEach((b) => (b.disabled = true));
+    status.textContent = decision === "approve" ? "Approving…" : "Rejecting…";
+    try {
+      const record = await api.approvals.decide(approval.approval_id, decision, comment.value);
+      const message = record.outputs?.message;
+      status.textContent = `${decision === "approve" ? "Approved" : "Rejected"}. Run ${record.status.toLowerCase()}${message ? `: ${message}` : "."}`;
+      card.classList.add("decided");
+      onDecided(record);
+    } catch (error) {
+      status.textContent = error.code === "already_decided" ? "Someone decided this already." : `Could not decide: ${error.message}`;
+      buttons.forEach((b) => (b.disabled = error.code === "already_decided"));
+    }
+  };
+  buttons.push(
+    el("button", { type: "button", class: "approve", onclick: () => decide("approve") }, "Approve"),
+    el("button", { type: "button", class: "reject", onclick: () => decide("reject") }, "Reject"),
+  );
+  const context = [approval.workflow && `workflow ${approval.workflow}`, approval.node && `step ${approval.node}`]
+    .filter(Boolean)
+    .join(", ");
+  const card = el(
+    "section",
+    { class: "approval", "aria-labelledby": `${id}-title` },
+    el("h3", { id: `${id}-title` }, "Approval needed"),
+    el("p", { class: "approval-summary" }, approval.summary),
+    context ? el("p", { class: "hint" }, context) : null,
+    approval.data !== null && approval.data !== undefined ? el("pre", {}, pretty(approval.data)) : null,
+    ...(canApprove
+      ? [el("label", { for: `${id}-comment` }, "Comment"), comment, el("div", { class: "approval-actions" }, buttons), status]
+      : [el("p", { class: "hint" }, "It waits for someone with the approve scope.")]),
+  );
+  return card;
+}
+
+/** How many approvals wait. */
+export async function waiting() {
+  return (await api.approvals.list()).approvals.length;
+}
+
+/** Fill the inbox (a decided card stays until the next refresh); returns how many wait. */
+export async function loadInbox(container, onDecided) {
+  const { approvals } = await api.approvals.list();
+  container.replaceChildren(
+    ...(approvals.length
+      ? approvals.map((a) => approvalCard(a, onDecided))
+      : [el("p", {}, "Nothing waits for a decision.")]),
+  );
+  return approvals.length;
+}

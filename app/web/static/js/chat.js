@@ -1,0 +1,322 @@
+// The chat: thread list, messages, the streamed answer with its trace, files.
+import * as api from "./api.js";
+import { approvalCard } from "./approvals.js";
+import { el, renderMarkdown } from "./markdown.js";
+import { Trace } from "./trace.js";
+
+const $ = (id) => document.getElementById(id);
+let current = null; // the open thread's id
+let busy = false;
+let report = () => {};
+let approvalsChanged = () => {};
+let canApprove = true;
+
+/** Whether the signed-in user may decide approvals (the `approve` scope). */
+export function setCanApprove(value) {
+  canApprove = value;
+}
+
+export function initChat({ onError, onApprovals }) {
+  report = onError;
+  approvalsChanged = onApprovals;
+  $("composer").addEventListener("submit", (event) => {
+    event.preventDefault();
+    send();
+  });
+  $("message").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      send();
+    }
+  });
+  $("new-thread").addEventListener("click", () => {
+    openThread(null);
+    $("message").focus();
+  });
+  $("rename-thread").addEventListener("click", startRename);
+  $("delete-thread").addEventListener("click", deleteThread);
+  $("upload").addEventListener("change", upload);
+  $("threads-toggle").addEventListener("click", () => {
+    const open = $("threads-toggle").getAttribute("aria-expanded") !== "true";
+    $("threads-toggle").setAttribute("aria-expanded", String(open));
+    $("thread-list").classList.toggle("open", open);
+  });
+}
+
+export async function loadThreads() {
+  const page = await api.threads.list();
+  $("thread-list").replaceChildren(...page.data.map(threadItem));
+  if (!page.data.length) $("thread-list").append(el("li", { class: "hint" }, "No threads yet."));
+  addOlder(page);
+}
+
+function threadItem(t) {
+  return el(
+    "li",
+    {},
+    el(
+      "button",
+      {
+        type: "button",
+        class: "thread",
+        "data-thread": t.thread_id,
+        "aria-current": t.thread_id === current ? "true" : null,
+        onclick: () => openThread(t.thread_id),
+      },
+      el("span", { class: "thread-title" }, t.title || "Untitled"),
+      el("span", { class: "thread-time" }, new Date(t.updated * 1000).toLocaleString()),
+    ),
+  );
+}
+
+function addOlder(page) {
+  if (!page.has_more) return;
+  const item = el(
+    "li",
+    {},
+    el(
+      "button",
+      {
+        type: "button",
+        class: "link",
+        onclick: async () => {
+          try {
+            const older = await api.threads.list(page.next_before);
+            item.replaceWith(...older.data.map(threadItem));
+            addOlder(older);
+          } catch (error) {
+            report(error);
+          }
+        },
+      },
+      "Older threads",
+    ),
+  );
+  $("thread-list").append(item);
+}
+
+export async function openThread(id) {
+  current = id;
+  sessionStorage.setItem("skilldesk.thread", id || "");
+  $("messages").replaceChildren();
+  $("files").hidden = true;
+  $("thread-actions").hidden = !id;
+  $("thread-title").textContent = "New conversation";
+  $("thread-list").classList.remove("open");
+  $("threads-toggle").setAttribute("aria-expanded", "false");
+  for (const button of document.querySelectorAll(".thread")) {
+    button.toggleAttribute("aria-current", button.dataset.thread === id);
+  }
+  if (!id) return;
+  try {
+    const [thread, { data }, { approvals }] = await Promise.all([
+      api.threads.get(id),
+      api.threads.list(),
+      canApprove ? api.approvals.list() : { approvals: [] },
+    ]);
+    const record = data.find((t) => t.thread_id === id);
+    $("thread-title").textContent = record?.title || id;
+    for (const message of thread.messages) {
+      if (message.role === "human") addMessage("user", message.content);
+      else if (message.role === "ai" && message.content) addMessage("assistant", message.content);
+    }
+    for (const approval of approvals.filter((a) => a.thread_id === id)) {
+      $("messages").append(el("li", { class: "card" }, approvalCard(approval, decided, { canApprove })));
+    }
+    showFiles(thread.attachments);
+    scrollDown();
+  } catch (error) {
+    openThread(null);
+    if (error.status === 404) {
+      // Deleted, or someone else's: the service answers both alike.
+      report(new api.ApiError(404, "thread_not_found", "That thread does not exist, or it is not yours."));
+    } else report(error);
+  }
+}
+
+function addMessage(who, text) {
+  const body = who === "user" ? el("p", { class: "text" }, text) : renderMarkdown(text);
+  const item = el("li", { class: `message ${who}` }, el("span", { class: "visually-hidden" }, who === "user" ? "You said:" : "Answer:"), body);
+  $("messages").append(item);
+  return item;
+}
+
+async function ensureThread() {
+  if (current) return current;
+  const record = await api.threads.create();
+  current = record.thread_id;
+  sessionStorage.setItem("skilldesk.thread", current);
+  $("thread-actions").hidden = false;
+  return current;
+}
+
+async function send() {
+  const text = $("message").value.trim();
+  if (!text || busy) return;
+  busy = true;
+  $("send").disabled = true;
+  $("composer-status").textContent = "Answering…";
+  try {
+    const id = await ensureThread();
+    $("message").value = "";
+    addMessage("user", text);
+    if ($("thread-title").textContent === "New conversation") $("thread-title").textContent = text.split("\n")[0].slice(0, 60);
+    await stream(id, text);
+    await loadThreads();
+    showFiles((await api.threads.attachments(id)) || []);
+  } catch (error) {
+    report(error);
+  } finally {
+    busy = false;
+    $("send").disabled = false;
+    $("composer-status").textContent = "";
+    $("message").focus();
+  }
+}
+
+async function stream(id, text) {
+  const trace = new Trace();
+  const words = el("div");
+  const answer = el("div", { class: "answer", "aria-live": "polite", "aria-busy": "true" }, words);
+  const item = el("li", { class: "message assistant streaming" }, el("span", { class: "visually-hidden" }, "Answer:"), answer, trace.element);
+  $("messages").append(item);
+  const say = (message) => answer.append(el("p", { class: "run-error", role: "alert" }, message));
+  let buffer = "";
+  let frame = 0;
+  let received = 0;
+  const paint = () => {
+    frame = 0;
+    words.replaceChildren(renderMarkdown(buffer));
+    scrollDown();
+  };
+  const onEvent = (type, data) => {
+    received++;
+    if (type === "token") {
+      buffer += data.text;
+      frame ||= requestAnimationFrame(paint);
+    } else if (type === "approval_required") {
+      item.after(el("li", { class: "card" }, approvalCard({ ...data, thread_id: id }, decided, { canApprove })));
+      if (canApprove) approvalsChanged();
+    } else if (type === "run_finished") {
+      buffer = data.answer ?? buffer;
+    } else if (type === "run_failed") {
+      say(`The run failed: ${data.message} (${data.code})`);
+    }
+    trace.add(type, data);
+  };
+  try {
+    await api.runStream(id, { message: text }, onEvent);
+  } catch (error) {
+    if (error.code !== "unreachable") say(`The message was refused: ${error.message} (${error.code})`);
+    else if (received) say("The connection to the service was lost; the answer will be in the thread once it is back.");
+    else say("The message was not sent: the service cannot be reached.");
+    if (error.status === 0 || error.status === 401 || error.status === 403) report(error);
+  } finally {
+    if (frame) cancelAnimationFrame(frame);
+    paint();
+    trace.finish();
+    answer.setAttribute("aria-busy", "false");
+    item.classList.remove("streaming");
+  }
+}
+
+function decided() {
+  approvalsChanged();
+}
+
+function startRename() {
+  const title = $("thread-title");
+  const input = el("input", { id: "rename-input", value: title.textContent, "aria-label": "New title", required: true });
+  const form = el(
+    "form",
+    { class: "rename" },
+    input,
+    el("button", { type: "submit" }, "Save"),
+    el("button", { type: "button", onclick: () => finish() }, "Cancel"),
+  );
+  const finish = () => {
+    form.replaceWith(title);
+    $("rename-thread").focus();
+  };
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    try {
+      const record = await api.threads.rename(current, input.value.trim());
+      title.textContent = record.title;
+      await loadThreads();
+    } catch (error) {
+      report(error);
+    }
+    finish();
+  });
+  form.addEventListener("keydown", (event) => event.key === "Escape" && finish());
+  title.replaceWith(form);
+  input.select();
+}
+
+async function deleteThread() {
+  if (!current || !confirm(`Delete “${$("thread-title").textContent}” and its files?`)) return;
+  try {
+    await api.threads.remove(current);
+    await openThread(null);
+    await loadThreads();
+    $("new-thread").focus();
+  } catch (error) {
+    report(error);
+  }
+}
+
+async function upload() {
+  const input = $("upload");
+  const file = input.files[0];
+  if (!file) return;
+  $("composer-status").textContent = `Uploading ${file.name}…`;
+  try {
+    const id = await ensureThread();
+    await api.threads.upload(id, file);
+    showFiles((await api.threads.attachments(id)) || []);
+    await loadThreads();
+    $("composer-status").textContent = `${file.name} attached.`;
+  } catch (error) {
+    $("composer-status").textContent = `Could not attach ${file.name}: ${error.message}`;
+  } finally {
+    input.value = "";
+  }
+}
+
+function showFiles(files) {
+  $("files").hidden = !files.length;
+  $("file-list").replaceChildren(...files.map(fileView));
+}
+
+function fileView(file) {
+  const size = file.size > 1024 ? `${Math.round(file.size / 1024)} KB` : `${file.size} B`;
+  const item = el(
+    "li",
+    { class: "file", "data-file": file.id },
+    el("span", { class: "file-name" }, file.name),
+    ` (${file.media_type}, ${size})`,
+    file.caption ? el("span", { class: "hint" }, ` — ${file.caption}`) : null,
+  );
+  api
+    .fileUrl(file.url)
+    .then((url) => {
+      if (file.media_type.startsWith("audio/")) {
+        item.append(el("audio", { controls: true, preload: "metadata", src: url, "aria-label": `Play ${file.name}` }));
+      } else if (file.media_type.startsWith("image/")) {
+        item.append(el("img", { src: url, alt: file.caption || file.name }));
+      }
+      item.append(el("a", { href: url, download: file.name }, `Download ${file.name}`));
+    })
+    .catch(() => item.append(el("span", { class: "hint" }, " (could not be fetched)")));
+  return item;
+}
+
+function scrollDown() {
+  const list = $("messages");
+  list.scrollTop = list.scrollHeight;
+}
+
+export function currentThread() {
+  return current;
+}

@@ -1,0 +1,128 @@
+// Start-up: views, sign-in (an API key, or development mode without one), service errors.
+import * as api from "./api.js";
+import { loadInbox, waiting } from "./approvals.js";
+import { initBrowser, loadBrowser } from "./browser.js";
+import { initChat, loadThreads, openThread, setCanApprove } from "./chat.js";
+
+const $ = (id) => document.getElementById(id);
+let canApprove = false;
+// A link to a thread (#thread=ID), read before the views rewrite the address.
+let linked = location.hash.startsWith("#thread=") ? decodeURIComponent(location.hash.slice(8)) : null;
+
+function showError(error) {
+  let text = `${error.message} (${error.code || "error"})`;
+  if (error.code === "unreachable") text = "Cannot reach the Skilldesk service. Check that it is running, then retry.";
+  else if (error.status === 401 && /expired/.test(error.code)) text = "Your API key has expired. Sign in with a new one.";
+  else if (error.status === 401 && api.apiKey()) text = `Your API key was refused (${error.message}). Sign in with a valid key.`;
+  else if (error.status === 401) text = "This service needs an API key. Sign in with one.";
+  else if (error.status === 403) text = `Not allowed: ${error.message}`;
+  $("banner-text").textContent = text;
+  $("banner").hidden = false;
+  if (error.status === 401) showSignIn(true);
+}
+
+function clearError() {
+  $("banner").hidden = true;
+}
+
+function showSignIn(open) {
+  $("sign-in").hidden = !open;
+  if (open) $("api-key").focus();
+}
+
+function showMode(me) {
+  const signedIn = Boolean(api.apiKey());
+  if (!me) $("mode").textContent = signedIn ? "Key refused" : "Not signed in";
+  else if (me.auth !== "api_keys") $("mode").textContent = "Development mode (no key needed)";
+  else $("mode").textContent = `Signed in as ${me.user} (${me.scopes.join(", ")})`;
+  $("sign-out").hidden = !signedIn;
+  $("sign-in-toggle").hidden = signedIn;
+  canApprove = Boolean(me && (me.scopes.includes("approve") || me.scopes.includes("admin")));
+  setCanApprove(canApprove);
+  document.querySelector('.tab[data-view="approvals"]').hidden = !canApprove;
+}
+
+function showCount(count) {
+  $("approval-count").textContent = String(count);
+  $("approval-count").hidden = count === 0;
+}
+
+async function refreshCount() {
+  if (!canApprove) return;
+  try {
+    showCount(await waiting());
+  } catch (error) {
+    showError(error);
+  }
+}
+
+async function refreshApprovals() {
+  try {
+    showCount(await loadInbox($("inbox"), refreshCount));
+  } catch (error) {
+    showError(error);
+  }
+}
+
+function showView(name) {
+  for (const tab of document.querySelectorAll(".tab")) {
+    if (tab.dataset.view === name) tab.setAttribute("aria-current", "page");
+    else tab.removeAttribute("aria-current");
+  }
+  for (const view of document.querySelectorAll(".view")) view.hidden = view.id !== `view-${name}`;
+  if (name === "approvals") refreshApprovals();
+  if (name === "browser") loadBrowser().catch(showError);
+  history.replaceState(null, "", name === "chat" ? location.pathname : `#${name}`);
+}
+
+async function start() {
+  clearError();
+  let me = null;
+  try {
+    await api.health();
+    me = await api.me();
+  } catch (error) {
+    showMode(null);
+    showError(error);
+    return;
+  }
+  showMode(me);
+  try {
+    await loadThreads();
+    const last = linked || sessionStorage.getItem("skilldesk.thread");
+    linked = null;
+    await openThread(last || null);
+    await refreshCount();
+  } catch (error) {
+    showError(error);
+  }
+}
+
+function switchUser() {
+  sessionStorage.removeItem("skilldesk.thread");
+  openThread(null);
+  start();
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  initChat({ onError: showError, onApprovals: refreshCount });
+  initBrowser({ onError: showError });
+  for (const tab of document.querySelectorAll(".tab")) tab.addEventListener("click", () => showView(tab.dataset.view));
+  $("refresh-approvals").addEventListener("click", refreshApprovals);
+  $("banner-retry").addEventListener("click", start);
+  $("sign-in-toggle").addEventListener("click", () => showSignIn($("sign-in").hidden));
+  $("sign-out").addEventListener("click", () => {
+    api.signOut();
+    switchUser();
+  });
+  $("sign-in").addEventListener("submit", (event) => {
+    event.preventDefault();
+    api.signIn($("api-key").value);
+    $("api-key").value = "";
+    showSignIn(false);
+    switchUser();
+  });
+  const view = location.hash.slice(1);
+  showView(["approvals", "browser"].includes(view) ? view : "chat");
+  start();
+});

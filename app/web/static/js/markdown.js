@@ -1,0 +1,44 @@
+// Markdown to safe HTML: markdown-it with raw HTML off (it is escaped, and links with
+// javascript: and the like are refused), then DOMPurify over the result as a second guard.
+
+let md = null;
+
+export function renderMarkdown(text) {
+  md ??= window.markdownit({ html: false, linkify: true, breaks: true });
+  const html = window.DOMPurify.sanitize(md.render(text || ""), { USE_PROFILES: { html: true } });
+  const box = document.createElement("div");
+  box.className = "markdown";
+  box.innerHTML = html;
+  for (const link of box.querySelectorAll("a[href]")) {
+    link.target = "_blank";
+    link.rel = "noopener noreferrer";
+  }
+  return box;
+}
+
+/** An element with text (never parsed as HTML). */
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name === "class") node.className = value;
+    else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : String(child));
+  }
+  return node;
+}
+
+export function pretty(value) {
+  if (typeof value === "string") {
+    try {
+      return JSON.stringify(JSON.parse(value), null, 2);
+    } catch {
+      return value;
+    }
+  }
+  return JSON.stringify(value, null, 2);
+}

@@ -1,0 +1,183 @@
+// How an answer was reached, from the run's events: the route decision with its candidates
+// and scores, the nodes that ran with their timings, tool calls, errors, usage and time.
+import * as api from "./api.js";
+import { drawGraph } from "./graph.js";
+import { el, pretty } from "./markdown.js";
+
+export class Trace {
+  constructor() {
+    this.route = null;
+    this.nodes = [];
+    this.open = new Map();
+    this.tools = new Map();
+    this.errors = [];
+    this.usage = null;
+    this.started = performance.now();
+    this.seconds = null;
+    this.body = el("div", { class: "trace-body" });
+    this.workflow = null; // a workflow run's graph: { name, source, marks, box, drawing, dirty }
+    this.summary = el("summary", {}, "How this answer was reached");
+    this.element = el("details", { class: "trace" }, this.summary, this.body);
+  }
+
+  /** Take one event of the run; true when the trace changed. */
+  add(type, data) {
+    if (data.workflow && this.workflow?.name === data.workflow) this.mark(type, data);
+    if (type === "route_decided") {
+      this.route = data;
+      if (data.kind === "workflow" && data.target) this.showWorkflow(data.target);
+    }
+    else if (type === "node_started") {
+      const step = { ...data, running: true };
+      this.nodes.push(step);
+      this.open.set(stepKey(data), step);
+    } else if (type === "node_finished") {
+      const step = this.open.get(stepKey(data));
+      this.open.delete(stepKey(data));
+      if (step) Object.assign(step, data, { running: false });
+      else this.nodes.push({ ...data, running: false });
+    } else if (type === "tool_called") this.tools.set(data.call_id, { ...data });
+    else if (type === "tool_returned") Object.assign(this.tools.get(data.call_id) || {}, { result: data });
+    else if (type === "error_raised") this.errors.push(data);
+    else if (type === "approval_required") {
+      const step = [...this.open.values()].find((s) => s.node === data.node);
+      if (step) step.waiting = true;
+    }
+    else if (type === "run_finished") this.usage = data.usage;
+    else return false;
+    if (type === "run_finished") this.seconds = (performance.now() - this.started) / 1000;
+    this.render();
+    return true;
+  }
+
+  showWorkflow(name) {
+    const box = el("div", { class: "graph", role: "img", "aria-label": `Graph of workflow ${name}` });
+    this.workflow = { name, source: null, marks: {}, box, drawing: false, dirty: false };
+    api.workflows
+      .get(name)
+      .then((workflow) => {
+        this.workflow.source = workflow.mermaid;
+        this.redraw();
+      })
+      .catch(() => box.replaceChildren(el("p", { class: "hint" }, "The workflow's graph is not available.")));
+  }
+
+  mark(type, data) {
+    const marks = this.workflow.marks;
+    if (type === "node_started") marks[data.node] = "current";
+    else if (type === "node_finished") marks[data.node] = data.ok === false ? "failed" : "done";
+    else return;
+    const states = Object.entries(marks).map(([node, mark]) => `${node} ${mark}`);
+    this.workflow.box.setAttribute("aria-label", `Graph of workflow ${this.workflow.name}: ${states.join(", ")}`);
+    this.redraw();
+  }
+
+  async redraw() {
+    const graph = this.workflow;
+    if (!graph.source) return;
+    if (graph.drawing) {
+      graph.dirty = true;
+      return;
+    }
+    graph.drawing = true;
+    do {
+      graph.dirty = false;
+      await drawGraph(graph.box, graph.source, { ...graph.marks });
+    } while (graph.dirty);
+    graph.drawing = false;
+  }
+
+  finish() {
+    this.seconds ??= (performance.now() - this.started) / 1000;
+    this.render();
+  }
+
+  render() {
+    const parts = [];
+    if (this.route) parts.push(routeView(this.route));
+    if (this.workflow) parts.push(el("h4", {}, `Workflow ${this.workflow.name}`), this.workflow.box);
+    if (this.nodes.length) {
+      parts.push(el("h4", {}, "Steps"), el("ol", { class: "steps" }, this.nodes.map(stepView)));
+    }
+    if (this.tools.size) {
+      parts.push(el("h4", {}, "Tool calls"), el("ol", { class: "tools" }, [...this.tools.values()].map(toolView)));
+    }
+    if (this.errors.length) {
+      parts.push(el("h4", {}, "Errors"), el("ul", {}, this.errors.map((e) => el("li", {}, `${e.code}: ${e.message}`))));
+    }
+    parts.push(el("p", { class: "usage" }, usageLine(this.usage, this.seconds)));
+    this.body.replaceChildren(...parts);
+    const bits = [];
+    if (this.route) bits.push(`${this.route.kind}${this.route.target ? ` → ${this.route.target}` : ""}`);
+    if (this.tools.size) bits.push(`${this.tools.size} tool call${this.tools.size > 1 ? "s" : ""}`);
+    if (this.seconds !== null) bits.push(`${this.seconds.toFixed(1)} s`);
+    this.summary.textContent = `How this answer was reached${bits.length ? ` (${bits.join(" · ")})` : ""}`;
+  }
+}
+
+function stepKey(data) {
+  return `${data.workflow || ""}/${data.task_id || ""}/${data.node}`;
+}
+
+function routeView(route) {
+  const rows = (route.candidates || []).map((c) =>
+    el("tr", {}, el("th", { scope: "row" }, c.name), el("td", {}, fmt(c.score)), el("td", {}, fmt(c.dense)), el("td", {}, fmt(c.keyword))),
+  );
+  return el(
+    "section",
+    { class: "route" },
+    el("h4", {}, "Route"),
+    el("p", {}, el("strong", {}, route.kind), route.target ? ` → ${route.target}` : "", ` (by ${route.by})`, route.reason ? `: ${route.reason}` : ""),
+    rows.length
+      ? el(
+          "table",
+          { class: "scores" },
+          el("caption", {}, "Candidates"),
+          el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Candidate"), el("th", { scope: "col" }, "Score"), el("th", { scope: "col" }, "Embedding"), el("th", { scope: "col" }, "Keywords"))),
+          el("tbody", {}, rows),
+        )
+      : null,
+  );
+}
+
+function stepView(step) {
+  const name = [step.workflow, step.task_id, step.node].filter(Boolean).join(" · ");
+  const state = step.waiting ? "waiting for approval" : step.running ? "running…" : step.ok === false ? `failed: ${step.error || ""}` : `${Math.round(step.ms)} ms`;
+  return el(
+    "li",
+    { class: step.ok === false ? "failed" : "" },
+    el("span", { class: "step-name" }, name),
+    " — ",
+    el("span", { class: "step-time" }, state),
+    step.output ? el("pre", {}, step.output) : null,
+  );
+}
+
+function toolView(call) {
+  const result = call.result;
+  return el(
+    "li",
+    {},
+    el("strong", {}, call.tool),
+    result ? (result.ok ? " — ok" : " — error") : " — running…",
+    el("div", { class: "label" }, "Arguments"),
+    el("pre", { class: "tool-args" }, pretty(call.arguments)),
+    result ? el("div", { class: "label" }, "Result") : null,
+    result ? el("pre", { class: "tool-result" }, pretty(result.content)) : null,
+  );
+}
+
+function usageLine(usage, seconds) {
+  const bits = [];
+  if (usage) {
+    bits.push(`Tokens: ${usage.input_tokens ?? 0} in, ${usage.output_tokens ?? 0} out, ${usage.total_tokens ?? 0} total`);
+    if (usage.model_calls !== undefined) bits.push(`${usage.model_calls} model call${usage.model_calls === 1 ? "" : "s"}`);
+    if (usage.cost_micro_usd !== undefined) bits.push(`$${(usage.cost_micro_usd / 1e6).toFixed(6)}`);
+  }
+  if (seconds !== null) bits.push(`${seconds.toFixed(2)} s`);
+  return bits.join(" · ") || "Running…";
+}
+
+function fmt(value) {
+  return typeof value === "number" ? value.toFixed(2) : "–";
+}

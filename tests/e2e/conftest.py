@@ -1,0 +1,101 @@
+"""The web page in headless Chromium (Debian's `chromium`, driven by Playwright) against a
+real `skilldesk serve` process with the bundled skills and workflows and the scripted model."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakellm import FakeLLM
+from tests.integration.test_server_process import Service
+
+ROOT = Path(__file__).parents[2]
+CHROMIUM = "/usr/bin/chromium"
+SCREENSHOTS = ROOT / "docs" / "screenshots"
+
+sync_api = pytest.importorskip("playwright.sync_api")
+if not os.access(CHROMIUM, os.X_OK):  # .ci/run installs it
+    pytest.skip(f"needs Debian's chromium at {CHROMIUM}", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    # Per module, not per session: while Playwright's sync API is open the main thread has an
+    # event loop marked running, and the tests after these (asyncio.run, TestClient) would fail.
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            # The audio test presses play itself; no sound device on a CI machine.
+            args=["--autoplay-policy=no-user-gesture-required", "--mute-audio"],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def content(tmp_path: Path) -> tuple[Path, Path]:
+    """The skills and workflows folders the service serves: the bundled ones."""
+    return ROOT / "skills", ROOT / "workflows"
+
+
+@pytest.fixture
+def extra_env() -> dict[str, str]:
+    """More settings for the service (a test overrides it: API keys, say)."""
+    return {}
+
+
+@pytest.fixture
+def service(
+    fake_llm: FakeLLM, tmp_path: Path, content: tuple[Path, Path], extra_env: dict[str, str]
+) -> Iterator[Service]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
+    env.update(
+        SKILLDESK_SKILLS_DIR=str(content[0]),
+        SKILLDESK_WORKFLOWS_DIR=str(content[1]),
+        SKILLDESK_SKILLS_EMBEDDINGS="false",
+        SKILLDESK_SKILLS_WATCH="false",
+        SKILLDESK_MODEL="openai/fake-model",
+        SKILLDESK_MODEL_API_BASE=fake_llm.base_url,
+        SKILLDESK_MODEL_API_KEY="sk-test",
+        SKILLDESK_LOG_FORMAT="json",
+    )
+    env.update(extra_env)
+    running = Service(env, tmp_path / "data")
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def page(browser: Any, service: Service) -> Iterator[Any]:
+    """A fresh browser context (its own sessionStorage) on the service's page; any error the
+    page's scripts throw, and anything the Content-Security-Policy refuses, fails the test."""
+    context = browser.new_context(base_url=service.url, viewport={"width": 1280, "height": 860})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on(
+        "console",
+        lambda message: (
+            message.type == "error"
+            and "Content Security Policy" in message.text
+            and errors.append(message.text)
+        ),
+    )
+    yield page
+    context.close()
+    assert errors == [], errors
+
+
+def screenshot(page: Any, name: str) -> None:
+    """Take a screenshot (it must render); saved for the README (docs/screenshots) only when
+    UPDATE_SCREENSHOTS=1, so a test run leaves the committed pictures alone."""
+    image = page.screenshot()
+    assert image[:8] == b"\x89PNG\r\n\x1a\n"
+    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        (SCREENSHOTS / f"{name}.png").write_bytes(image)

@@ -1,0 +1,56 @@
+"""A workflow started from chat waits for an approval; it is approved from the inbox, after a
+reload, and the thread hears how the run ended."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from playwright.sync_api import expect
+
+from tests.e2e.conftest import screenshot
+from tests.fakellm import FakeLLM
+
+
+def test_a_refund_started_from_chat_is_approved_from_the_inbox_after_a_reload(
+    page: Any, fake_llm: FakeLLM
+) -> None:
+    page.goto("/")
+    page.get_by_role("textbox", name="Message").fill("I want a refund for order ORD1002.")
+    page.get_by_role("button", name="Send").click()
+
+    # The workflow's nodes arrive in the trace; its approval gate shows a card in the chat.
+    card = page.locator(".messages .approval")
+    expect(card).to_contain_text("Approval needed")
+    expect(card.locator(".approval-summary")).to_contain_text("ORD1002")
+    trace = page.locator(".message.assistant .trace")
+    trace.locator("summary").click()
+    expect(trace.locator(".route")).to_contain_text("refund-request")
+    expect(trace.locator(".steps")).to_contain_text("refund-request · order")
+    expect(trace.locator(".steps")).to_contain_text("approve — waiting for approval")
+    # The workflow's graph marks the nodes that ran and the one that waits.
+    graph = trace.locator(".graph svg")
+    expect(graph.locator("g.node.current")).to_contain_text("Agent approval")
+    expect(graph.locator("g.node.done")).to_have_count(2)  # the order looked up, the switch
+    expect(trace.locator(".graph")).to_have_attribute("aria-label", re.compile("approve current"))
+    expect(page.locator("#approval-count")).to_have_text("1")
+    trace.locator("summary").click()
+    card.get_by_label("Comment").focus()
+    screenshot(page, "approval-card")
+
+    # After a reload the card is still in the thread, and the inbox has it.
+    page.reload()
+    expect(page.locator(".messages .approval .approval-summary")).to_contain_text("ORD1002")
+    page.get_by_role("button", name="Approvals").click()
+    inbox = page.locator("#inbox .approval")
+    expect(inbox).to_have_count(1)
+    inbox.get_by_label("Comment").fill("Checked the receipt.")
+    inbox.get_by_role("button", name="Approve").click()
+    expect(inbox.locator(".status")).to_contain_text("Approved. Run succeeded")
+    expect(page.locator("#approval-count")).to_be_hidden()
+
+    # Back in the chat, the thread was told how the run ended.
+    page.get_by_role("button", name="Chat").click()
+    page.locator("#thread-list .thread").first.click()
+    expect(page.locator(".message.assistant").last).to_contain_text("approved")
+    expect(page.locator(".messages .approval")).to_have_count(0)

@@ -1,0 +1,111 @@
+"""Chat in the page: a streamed answer, its trace, Markdown kept safe, threads after a reload."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from playwright.sync_api import expect
+
+from tests.e2e.conftest import screenshot
+from tests.fakellm import FakeLLM, Reply, ToolCall
+
+QUESTION = "Where is my order ORD1001, what is its tracking status?"
+ANSWER = (
+    "Order **ORD1001** has shipped and should arrive soon. "
+    "<img src=x onerror=\"document.title='owned'\"> "
+    "[details](javascript:alert(1))"
+)
+
+
+def test_an_answer_streams_in_unfolds_its_trace_and_the_thread_is_there_after_a_reload(
+    page: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(
+        Reply(tool_calls=[ToolCall("get_order", {"order_id": "ORD1001"})]),
+        Reply(content=ANSWER, stream_chunk_delay=0.15),
+    )
+    page.goto("/")
+    expect(page.locator("#mode")).to_have_text("Development mode (no key needed)")
+    page.get_by_label("Message").fill(QUESTION)
+    page.keyboard.press("Enter")
+
+    # Tokens arrive while the run is still going: part of the answer, the rest still to come.
+    streaming = page.locator(".message.assistant .answer[aria-busy='true']")
+    expect(streaming).to_contain_text("Order ORD1001")
+    assert "arrive soon" not in streaming.inner_text()
+    answer = page.locator(".message.assistant .answer[aria-busy='false']")
+    expect(answer).to_contain_text("should arrive soon")
+    expect(answer.locator("strong")).to_have_text("ORD1001")  # Markdown rendered
+    # The model's HTML is text, its javascript: link not a link; nothing ran.
+    assert answer.locator("img").count() == 0
+    assert answer.locator("a[href^='javascript']").count() == 0
+    assert page.title() == "Skilldesk"
+
+    trace = page.locator(".message.assistant .trace")
+    trace.locator("summary").click()
+    route = trace.locator(".route")
+    expect(route).to_contain_text("order-query")
+    expect(route.locator("table.scores tbody tr").first).to_contain_text("order-query")
+    expect(trace.locator(".steps li").first).to_contain_text(" ms")
+    expect(trace.locator(".tool-args")).to_contain_text('"order_id": "ORD1001"')
+    expect(trace.locator(".tool-result")).to_contain_text("ORD1001")
+    expect(trace.locator(".usage")).to_contain_text("2 model calls")
+    screenshot(page, "chat-trace")
+
+    # The thread is listed, survives a reload, can be renamed and deleted.
+    thread = page.locator("#thread-list .thread").first
+    expect(thread).to_contain_text(QUESTION)
+    page.reload()
+    expect(page.locator(".message.user")).to_have_text(f"You said:{QUESTION}")
+    expect(page.locator(".message.assistant")).to_contain_text("should arrive soon")
+    page.get_by_role("button", name="Rename").click()
+    page.get_by_label("New title").fill("Order ORD1001")
+    page.keyboard.press("Enter")
+    expect(page.locator("#thread-list .thread").first).to_contain_text("Order ORD1001")
+
+    page.set_viewport_size({"width": 390, "height": 844})
+    # At phone width nothing needs a sideways scroll and the composer is all there.
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    for name in ("Send", "New thread", "Threads"):
+        box = page.get_by_role("button", name=name, exact=True).bounding_box()
+        assert box is not None
+        assert box["x"] >= 0
+        assert box["x"] + box["width"] <= 390
+    screenshot(page, "phone")
+    page.set_viewport_size({"width": 1280, "height": 860})
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Delete").click()
+    expect(page.locator("#thread-list")).to_contain_text("No threads yet.")
+    expect(page.locator(".message")).to_have_count(0)
+
+
+def test_a_stream_cut_after_the_route_is_read_again_from_where_it_stopped(
+    page: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="All the words arrive in the end."))
+    cut = {}
+
+    def drop_after_the_route(route: Any) -> None:
+        # The service's own response, ended after its route decision, as a dropped connection
+        # would leave it: the page has to fetch the rest itself.
+        response = route.fetch()
+        blocks = response.text().split("\n\n")
+        kept = next(i for i, block in enumerate(blocks) if "event: route_decided" in block)
+        cut["last_id"] = next(
+            line[4:] for line in blocks[kept].splitlines() if line.startswith("id: ")
+        )
+        route.fulfill(response=response, body="\n\n".join(blocks[: kept + 1]) + "\n\n")
+
+    page.route("**/runs/stream", drop_after_the_route)
+    page.goto("/")
+    page.get_by_role("textbox", name="Message").fill("hello")
+    with page.expect_request(re.compile(r"/runs/[^/]+/stream$")) as again:
+        page.keyboard.press("Enter")
+    assert again.value.method == "GET"
+    assert again.value.headers["last-event-id"] == cut["last_id"]
+    expect(page.locator(".answer[aria-busy='false']")).to_have_text(
+        "All the words arrive in the end."
+    )
+    assert page.locator(".run-error").count() == 0

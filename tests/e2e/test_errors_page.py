@@ -1,0 +1,54 @@
+"""What the page says when a run fails and when the service is gone; the keyboard alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from playwright.sync_api import expect
+
+from tests.fakellm import FakeLLM, Reply
+from tests.integration.test_server_process import Service
+
+
+def test_a_failed_run_and_an_unreachable_service_are_said_plainly(
+    page: Any, fake_llm: FakeLLM, service: Service
+) -> None:
+    fake_llm.script(Reply(status=401, error_message="Incorrect API key provided"))
+    page.goto("/")
+    page.get_by_role("textbox", name="Message").fill("hello there")
+    page.keyboard.press("Enter")
+    failed = page.locator(".message.assistant .run-error")
+    expect(failed).to_contain_text("The run failed:")
+    expect(failed).to_have_attribute("role", "alert")
+
+    service.stop()
+    page.get_by_role("textbox", name="Message").fill("are you there?")
+    page.keyboard.press("Enter")
+    expect(page.locator(".run-error").last).to_have_text(
+        "The message was not sent: the service cannot be reached."
+    )
+    expect(page.locator("#banner")).to_contain_text("Cannot reach the Skilldesk service")
+    expect(page.get_by_role("button", name="Retry")).to_be_visible()
+
+
+def test_the_page_is_used_from_the_keyboard_alone_in_light_and_dark(page: Any) -> None:
+    page.goto("/")
+    order = []
+    for _ in range(5):
+        page.keyboard.press("Tab")
+        order.append(page.evaluate("document.activeElement.innerText.trim()"))
+    assert order == [
+        "Skip to content",
+        "Chat",
+        "Approvals",
+        "Skills & workflows",
+        "Sign in with a key",
+    ]
+    page.keyboard.press("Shift+Tab")
+    page.keyboard.press("Enter")  # opens the browser view
+    expect(page.locator("#view-browser")).to_be_visible()
+    expect(page.locator("#view-chat")).to_be_hidden()
+    background = "getComputedStyle(document.body).backgroundColor"
+    light = page.evaluate(background)
+    page.emulate_media(color_scheme="dark")
+    assert page.evaluate(background) != light

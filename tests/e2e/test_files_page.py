@@ -1,0 +1,42 @@
+"""Files in the page: an upload is listed, and the speech skill's WAV plays in an <audio>."""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.fakellm import FakeLLM, Reply, ToolCall
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="needs espeak-ng (CI installs it)")
+def test_an_uploaded_file_is_listed_and_the_spoken_answer_plays(
+    page: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(
+        Reply(tool_calls=[ToolCall("synthesize_speech", {"text": "The line restarts at noon."})]),
+        Reply(content="Here is the announcement as audio."),
+    )
+    page.goto("/")
+    page.get_by_label("Attach a file").set_input_files(
+        files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"Line 3 restarts."}]
+    )
+    expect(page.locator("#composer-status")).to_have_text("notes.txt attached.")
+    expect(page.locator("#file-list .file")).to_contain_text("notes.txt (text/plain, 16 B)")
+
+    page.get_by_role("textbox", name="Message").fill(
+        "Read this announcement aloud: the line restarts at noon."
+    )
+    page.keyboard.press("Enter")
+    expect(page.locator(".answer[aria-busy='false']")).to_contain_text("announcement as audio")
+    audio = page.locator("#file-list audio")
+    expect(audio).to_have_count(1)
+    expect(page.locator("#file-list .file").last).to_contain_text("audio/wav")
+    # The WAV decodes and plays: the browser knows its length and its clock moves.
+    audio.evaluate("a => a.play()")
+    page.wait_for_function(
+        "() => { const a = document.querySelector('#file-list audio');"
+        " return a.duration > 0.5 && a.currentTime > 0.1 && !a.error; }"
+    )

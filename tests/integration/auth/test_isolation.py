@@ -1,0 +1,240 @@
+"""Per-user isolation: user B walks every operation of the OpenAPI document, and every MCP
+method, against user A's thread, attachment, runs and approval; none returns A's data or
+changes it (another user's resource is a 404, like one that does not exist). On SQLite and
+PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from langchain_core.messages import HumanMessage
+
+from agents.errors import ThreadNotFound
+from app.main import create_app
+from tests.fakellm import FakeLLM, Reply
+from tests.integration.auth.conftest import bearer
+from tests.integration.threads.conftest import store_url  # noqa: F401  (a fixture)
+
+SECRET_TEXT = "alice's secret: the vault code is 4711"
+SECRET_ANSWER = "Noted, the code is safe with me"
+SECRET_FILE = b"alice's private notes"
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Host": "127.0.0.1:8000"}
+
+
+@pytest.fixture
+def client(keyed_settings: Any, store_url: str) -> Any:  # noqa: F811
+    settings = keyed_settings.model_copy(update={"checkpoint_url": store_url})
+    with TestClient(create_app(settings)) as test_client:
+        yield test_client
+
+
+def alices_world(client: TestClient, fake_llm: FakeLLM) -> dict[str, str]:
+    """What alice owns: a thread with a turn and a file, a chat run, a waiting workflow run."""
+    alice = bearer("alice")
+    fake_llm.script(Reply(content=SECRET_ANSWER))
+    made = client.post("/v1/threads", json={"title": "Alice's plans"}, headers=alice).json()
+    thread = made["thread_id"]
+    run = client.post(f"/v1/threads/{thread}/runs", json={"message": SECRET_TEXT}, headers=alice)
+    assert run.status_code == 202, run.text
+    run_id = run.json()["id"]
+    for _ in range(200):
+        status = client.get(f"/v1/threads/{thread}/runs/{run_id}", headers=alice).json()
+        if status["status"] == "succeeded":
+            break
+        time.sleep(0.05)
+    assert status["answer"] == SECRET_ANSWER
+    upload = client.post(
+        f"/v1/threads/{thread}/attachments",
+        files={"file": ("notes.txt", SECRET_FILE, "text/plain")},
+        headers=alice,
+    )
+    assert upload.status_code == 201, upload.text
+    history = client.get(f"/v1/threads/{thread}/history", headers=alice).json()["data"]
+    workflow = client.post(
+        "/v1/workflows/lookup/runs", json={"inputs": {"order_id": "ORD1001"}}, headers=alice
+    ).json()
+    assert workflow["status"] == "WAITING"
+    return {
+        "thread": thread,
+        "run": run_id,
+        "attachment": upload.json()["id"],
+        "checkpoint": history[0]["checkpoint_id"],
+        "workflow_run": workflow["id"],
+        "approval": workflow["waiting"]["approval_id"],
+    }
+
+
+def snapshot(client: TestClient, ids: dict[str, str]) -> dict[str, Any]:
+    """Everything of alice's, as alice reads it."""
+    alice, thread = bearer("alice"), ids["thread"]
+    return {
+        "thread": client.get(f"/v1/threads/{thread}", headers=alice).json(),
+        "history": client.get(f"/v1/threads/{thread}/history", headers=alice).json(),
+        "files": client.get(f"/v1/threads/{thread}/attachments", headers=alice).json(),
+        "file": client.get(
+            f"/v1/threads/{thread}/attachments/{ids['attachment']}", headers=alice
+        ).content,
+        "listed": client.get("/v1/threads", headers=alice).json()["data"],
+        "run": client.get(f"/v1/threads/{thread}/runs/{ids['run']}", headers=alice).json(),
+        "workflow_run": client.get(
+            f"/v1/workflow-runs/{ids['workflow_run']}", headers=alice
+        ).json(),
+    }
+
+
+def request_of(method: str, template: str, ids: dict[str, str]) -> dict[str, Any]:
+    """A valid request of the operation aimed at alice's resources."""
+    run = ids["workflow_run"] if template.startswith("/v1/workflow-runs") else ids["run"]
+    path = (
+        template.replace("{thread_id}", ids["thread"])
+        .replace("{attachment_id}", ids["attachment"])
+        .replace("{run_id}", run)
+        .replace("{approval_id}", ids["approval"])
+        .replace("{name}", "lookup" if "workflows" in template else "order-lookup")
+        .replace("{tool}", "get_order")
+    )
+    if template == "/v1/tools/{name}/invoke":
+        path = "/v1/tools/get_workflow_run/invoke"
+    bodies: dict[tuple[str, str], Any] = {
+        ("POST", "/v1/chat/completions"): {"messages": [{"role": "user", "content": "hi"}]},
+        ("POST", "/v1/threads"): {"thread_id": ids["thread"]},
+        ("PATCH", "/v1/threads/{thread_id}"): {"title": "bob was here"},
+        ("POST", "/v1/threads/{thread_id}/fork"): {"checkpoint_id": ids["checkpoint"]},
+        ("POST", "/v1/threads/{thread_id}/runs/stream"): {"message": "bob"},
+        ("POST", "/v1/threads/{thread_id}/runs"): {"message": "bob"},
+        ("POST", "/v1/workflows/{name}/runs"): {
+            "inputs": {"order_id": "ORD1001"},
+            "thread_id": ids["thread"],
+        },
+        ("POST", "/v1/workflow-runs/{run_id}/fork"): {"node": "ok"},
+        ("POST", "/v1/approvals/{approval_id}"): {"decision": "reject"},
+        ("POST", "/v1/tools/{name}/invoke"): {"arguments": {"run_id": ids["workflow_run"]}},
+        ("POST", "/v1/skills/{name}/tools/{tool}"): {"arguments": {"order_id": "ORD1001"}},
+    }
+    request: dict[str, Any] = {"method": method, "url": path, "headers": bearer("bob")}
+    if template == "/v1/threads/{thread_id}/attachments" and method == "POST":
+        request["files"] = {"file": ("x.txt", b"bob's", "text/plain")}
+    elif (method, template) in bodies:
+        request["json"] = bodies[(method, template)]
+    if template == "/v1/chat/completions":
+        request["headers"] = {**request["headers"], "X-Thread-Id": ids["thread"]}
+    return request
+
+
+def test_user_b_can_neither_read_nor_change_user_as_resources_on_any_route(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    ids = alices_world(client, fake_llm)
+    before = snapshot(client, ids)
+    document = client.get("/openapi.json").json()
+    secrets = [SECRET_TEXT, SECRET_ANSWER, SECRET_FILE.decode(), "Alice's plans"]
+    walked = []
+    for template, item in document["paths"].items():
+        for method in item:
+            request = request_of(method.upper(), template, ids)
+            response = client.request(**request)
+            walked.append((method.upper(), template, response.status_code))
+            body = response.text
+            for secret in secrets:
+                assert secret not in body, f"{method} {template} shows alice's data"
+            aimed = any(f"{{{p}}}" in template for p in ("thread_id", "attachment_id", "run_id"))
+            aimed |= template in ("/v1/chat/completions", "/v1/workflows/{name}/runs")
+            aimed |= template.startswith("/v1/approvals")
+            if aimed:  # the request named something of alice's: refused, as not found
+                assert response.status_code in (400, 403, 404, 409), (method, template, body)
+                if "{thread_id}" in template or template == "/v1/chat/completions":
+                    assert response.status_code in (404, 409), (method, template, body)
+            if template == "/v1/tools/{name}/invoke":
+                assert response.json()["ok"] is False  # get_workflow_run: not found
+            for listing in ("/v1/threads", "/v1/workflow-runs"):
+                if template == listing and method == "get":
+                    assert ids["thread"] not in body
+                    assert ids["workflow_run"] not in body
+    assert {(m, t) for m, t, _ in walked} == {
+        (m.upper(), t) for t, item in document["paths"].items() for m in item
+    }
+    assert snapshot(client, ids) == before  # nothing of alice's changed
+
+
+def _mcp(client: TestClient, who: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    request = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    response = client.post("/mcp", json=request, headers={**MCP_HEADERS, **bearer(who)})
+    assert response.status_code == 200, response.text
+    text = response.text
+    if text.startswith("event:") or "data:" in text.split("\n", 1)[0]:
+        text = next(line[5:] for line in text.splitlines() if line.startswith("data:"))
+    return dict(json.loads(text))
+
+
+def test_over_mcp_user_b_cannot_read_user_as_workflow_run(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    ids = alices_world(client, fake_llm)
+    read = {"name": "get_workflow_run", "arguments": {"run_id": ids["workflow_run"]}}
+    bobs = _mcp(client, "bob", "tools/call", read)["result"]
+    assert bobs["isError"] is True
+    assert "ORD1001" not in json.dumps(bobs)
+    alices = _mcp(client, "alice", "tools/call", read)["result"]
+    assert alices["isError"] is False
+    for method, params in [
+        ("tools/list", {}),
+        ("resources/list", {}),
+        ("prompts/list", {}),
+        ("resources/templates/list", {}),
+    ]:
+        answer = json.dumps(_mcp(client, "bob", method, params))
+        assert ids["workflow_run"] not in answer
+        assert SECRET_TEXT not in answer
+    started = _mcp(
+        client,
+        "bob",
+        "tools/call",
+        {
+            "name": "run_workflow",
+            "arguments": {"workflow": "lookup", "inputs": {"order_id": "ORD1001"}},
+        },
+    )["result"]
+    bob_run = started["structuredContent"]["run_id"]
+    again = {"name": "get_workflow_run", "arguments": {"run_id": bob_run}}
+    assert _mcp(client, "alice", "tools/call", again)["result"]["isError"] is True
+    assert _mcp(client, "bob", "tools/call", again)["result"]["isError"] is False
+
+
+def test_mcp_without_a_key_is_a_401_naming_the_resource_metadata(client: TestClient) -> None:
+    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    response = client.post("/mcp", json=request, headers=MCP_HEADERS)
+    assert response.status_code == 401
+    challenge = response.headers["WWW-Authenticate"]
+    assert challenge.startswith("Bearer resource_metadata=")
+    url = challenge.split('resource_metadata="')[1].split('"')[0]
+    assert url.endswith("/.well-known/oauth-protected-resource")
+    no_tools = client.post("/mcp", json=request, headers={**MCP_HEADERS, **bearer("approver")})
+    assert no_tools.status_code == 403
+
+
+def test_a_run_racing_to_a_new_thread_id_does_not_write_into_the_winners_thread(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    """Both users asked for the same new id at once and passed the check; alice's run made
+    the thread first. Bob's run, checked again once it holds the thread, fails unread."""
+    fake_llm.script(Reply(content=SECRET_ANSWER))
+    made = client.post(
+        "/v1/threads/race-1/runs/stream", json={"message": SECRET_TEXT}, headers=bearer("alice")
+    )
+    assert made.status_code == 200
+    services = client.app.state.services  # type: ignore[attr-defined]
+
+    async def bobs_run() -> Any:
+        feed = services.conversations.start(
+            "race-1", [HumanMessage("bob's words")], owner="bob", guard="bob"
+        )
+        return [event async for event in feed.read()]
+
+    with pytest.raises(ThreadNotFound):
+        client.portal.call(bobs_run)  # type: ignore[union-attr]
+    thread = client.get("/v1/threads/race-1", headers=bearer("alice")).json()
+    assert [m["content"] for m in thread["messages"]] == [SECRET_TEXT, SECRET_ANSWER]

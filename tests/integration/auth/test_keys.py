@@ -1,0 +1,238 @@
+"""API keys on every door: none or a bad one is a 401 with a Bearer challenge, a key without
+the scope a 403, a revoked key a 401; development mode is open on loopback only."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+
+from agents.errors import ConfigError
+from app.main import create_app
+from tests.fakellm import FakeLLM, Reply
+from tests.integration.auth.conftest import bearer
+from tests.integration.test_server_process import SKILLDESK
+
+
+@dataclass
+class Done:
+    exit_code: int
+    output: str
+
+
+def skilldesk(*args: str) -> Done:
+    """The command line, as a user runs it (its own process: its logging set-up stays there)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
+    done = subprocess.run(
+        [SKILLDESK, *args], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    return Done(done.returncode, done.stdout + done.stderr)
+
+
+def test_a_request_without_a_key_is_refused_with_a_bearer_challenge(keyed: TestClient) -> None:
+    response = keyed.get("/v1/threads")
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "missing_credentials"
+    assert response.headers["WWW-Authenticate"].startswith("Bearer resource_metadata=")
+
+
+def test_a_wrong_key_is_refused(keyed: TestClient) -> None:
+    response = keyed.get("/v1/threads", headers={"Authorization": "Bearer sdk_not-a-key-at-all"})
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "invalid_api_key"
+    assert 'error="invalid_token"' in response.headers["WWW-Authenticate"]
+
+
+def test_health_and_metadata_are_open_and_readyz_says_how_callers_are_checked(
+    keyed: TestClient,
+) -> None:
+    assert keyed.get("/healthz").status_code == 200
+    assert keyed.get("/readyz").json()["auth"] == "api_keys"
+    metadata = keyed.get("/.well-known/oauth-protected-resource").json()
+    assert metadata["resource"].endswith("/mcp")
+    assert metadata["bearer_methods_supported"] == ["header"]
+
+
+def test_whoami_names_the_user_and_scopes_never_the_key(keyed: TestClient) -> None:
+    me = keyed.get("/v1/me", headers=bearer("alice")).json()
+    assert me["user"] == "alice"
+    assert me["scopes"] == ["chat", "tools"]
+    assert me["key_id"].startswith("key_")
+    assert "sdk_" not in str(me)
+
+
+@pytest.mark.parametrize(
+    ("who", "method", "path", "json"),
+    [
+        ("approver", "GET", "/v1/threads", None),
+        ("approver", "POST", "/v1/tools/get_order/invoke", {"arguments": {}}),
+        ("alice", "GET", "/v1/approvals", None),
+        ("alice", "POST", "/v1/approvals/x-approve-0", {"decision": "approve"}),
+        ("alice", "GET", "/v1/threads?all=true", None),
+    ],
+)
+def test_a_key_without_the_scope_is_forbidden(
+    keyed: TestClient, who: str, method: str, path: str, json: Any
+) -> None:
+    response = keyed.request(method, path, json=json, headers=bearer(who))
+    assert response.status_code == 403, response.text
+    assert response.json()["error"]["code"] == "insufficient_scope"
+
+
+def test_an_admin_lists_every_users_threads_a_user_only_theirs(keyed: TestClient) -> None:
+    a = keyed.post("/v1/threads", json={}, headers=bearer("alice")).json()["thread_id"]
+    b = keyed.post("/v1/threads", json={}, headers=bearer("bob")).json()["thread_id"]
+    mine = [
+        t["thread_id"] for t in keyed.get("/v1/threads", headers=bearer("alice")).json()["data"]
+    ]
+    assert mine == [a]
+    every = keyed.get("/v1/threads?all=true", headers=bearer("admin")).json()["data"]
+    assert {t["thread_id"] for t in every} == {a, b}
+    assert keyed.get(f"/v1/threads/{a}/attachments", headers=bearer("admin")).status_code == 200
+
+
+def test_a_key_made_revoked_with_the_cli_stops_working(keyed_settings: Any) -> None:
+    url = keyed_settings.resolved_checkpoint_url
+    made = skilldesk(*["keys", "create", "carol", "-s", "chat", "--checkpoint-url", url])
+    assert made.exit_code == 0, made.output
+    key_id, token = made.output.split()[0], made.output.splitlines()[1]
+    listed = skilldesk(*["keys", "list", "--json", "--checkpoint-url", url])
+    assert key_id in listed.output
+    assert token not in listed.output
+    with TestClient(create_app(keyed_settings)) as client:
+        auth = {"Authorization": f"Bearer {token}"}
+        assert client.get("/v1/me", headers=auth).json()["user"] == "carol"
+        gone = skilldesk(*["keys", "revoke", key_id, "--checkpoint-url", url])
+        assert gone.exit_code == 0, gone.output
+        assert client.get("/v1/me", headers=auth).status_code == 401
+
+
+def test_keys_are_stored_hashed(keyed_settings: Any) -> None:
+    url = keyed_settings.resolved_checkpoint_url
+    made = skilldesk(*["keys", "create", "dave", "--checkpoint-url", url])
+    token = made.output.splitlines()[1]
+    stored = keyed_settings.resolved_checkpoint_url.removeprefix("sqlite:///")
+    with open(stored, "rb") as db:
+        assert token.encode() not in db.read()
+
+
+def test_development_mode_is_open_on_loopback_and_says_so(
+    model_settings: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Hi."))
+    with TestClient(create_app(model_settings)) as client:
+        assert "open" in client.get("/readyz").json()["auth"]
+        assert client.get("/v1/me").json()["user"] is None
+        ran = client.post(
+            "/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]}
+        )
+        assert ran.status_code == 200
+
+
+def test_without_keys_a_public_address_refuses_to_start_naming_the_fix(
+    model_settings: Any,
+) -> None:
+    public = model_settings.model_copy(update={"host": "0.0.0.0"})
+    with pytest.raises(ConfigError) as refused, TestClient(create_app(public)):
+        pass
+    assert "SKILLDESK_API_KEYS" in str(refused.value)
+    assert "SKILLDESK_AUTH_DISABLED" in str(refused.value)
+
+
+def test_authentication_disabled_on_a_trusted_network_starts(model_settings: Any) -> None:
+    trusted = model_settings.model_copy(update={"host": "0.0.0.0", "auth_disabled": True})
+    with TestClient(create_app(trusted)) as client:
+        assert client.get("/readyz").json()["auth"] == "disabled"
+
+
+def test_a_key_made_while_open_closes_the_service(
+    model_settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("app.auth.guard.RECHECK_S", 0.0)
+    with TestClient(create_app(model_settings)) as client:
+        assert client.get("/v1/threads").status_code == 200
+        services = client.app.state.services  # type: ignore[attr-defined]
+        token, _ = client.portal.call(services.keys.create, "erin", ["chat"])  # type: ignore[union-attr]
+        assert client.get("/v1/threads").status_code == 401
+        assert client.get("/v1/me", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+
+
+@pytest.mark.parametrize("shared", ["memory", "redis"])
+def test_over_the_rate_a_key_gets_429_with_retry_after(keyed_settings: Any, shared: str) -> None:
+    update: dict[str, Any] = {"rate_limit_per_minute": 3}
+    if shared == "redis":
+        update["redis_url"] = "redis://127.0.0.1:6379/0"
+        _flush_redis()
+    _not_at_a_minute_edge()
+    settings = keyed_settings.model_copy(update=update)
+    with TestClient(create_app(settings)) as one, TestClient(create_app(settings)) as two:
+        first = [one.get("/v1/me", headers=bearer("alice")).status_code for _ in range(2)]
+        other = two if shared == "redis" else one  # Redis: the processes share the count
+        third = other.get("/v1/me", headers=bearer("alice"))
+        over = other.get("/v1/me", headers=bearer("alice"))
+        assert [*first, third.status_code] == [200, 200, 200]
+        assert over.status_code == 429
+        assert over.json()["error"]["code"] == "rate_limited"
+        assert 1 <= int(over.headers["Retry-After"]) <= 60
+        assert other.get("/v1/me", headers=bearer("bob")).status_code == 200  # per key
+
+
+def _flush_redis() -> None:
+    import redis
+
+    client = redis.Redis.from_url("redis://127.0.0.1:6379/0")
+    for pattern in ("skilldesk:ratelimit:*", "skilldesk:tokens:*"):
+        for name in client.scan_iter(pattern):
+            client.delete(name)
+
+
+def _not_at_a_minute_edge() -> None:
+    """Counts are per minute: start a test well inside one."""
+    if time.time() % 60 > 55:
+        time.sleep(61 - time.time() % 60)
+
+
+@pytest.mark.parametrize("shared", ["memory", "redis"])
+def test_a_key_whose_runs_used_their_tokens_this_minute_gets_429(
+    keyed_settings: Any, fake_llm: FakeLLM, shared: str
+) -> None:
+    update: dict[str, Any] = {"rate_limit_tokens_per_minute": 50}
+    if shared == "redis":
+        update["redis_url"] = "redis://127.0.0.1:6379/0"
+        _flush_redis()
+    _not_at_a_minute_edge()
+    fake_llm.script(
+        Reply(
+            content="A long enough answer.",
+            usage={"prompt_tokens": 60, "completion_tokens": 5, "total_tokens": 65},
+        )
+    )
+    with TestClient(create_app(keyed_settings.model_copy(update=update))) as client:
+        ran = client.post(
+            "/v1/threads/tok-1/runs/stream", json={"message": "hi"}, headers=bearer("alice")
+        )
+        assert ran.status_code == 200, ran.text
+        for _ in range(100):  # the count is written as the run ends
+            over = client.get("/v1/me", headers=bearer("alice"))
+            if over.status_code == 429:
+                break
+            time.sleep(0.02)
+        assert over.status_code == 429
+        assert over.json()["error"]["code"] == "token_rate_limited"
+        assert int(over.headers["Retry-After"]) >= 1
+        assert client.get("/v1/me", headers=bearer("bob")).status_code == 200
+
+
+def test_a_bad_bootstrap_entry_stops_start_up_naming_it(model_settings: Any) -> None:
+    bad = model_settings.model_copy(update={"api_keys": SecretStr("alice:chat")})
+    with (
+        pytest.raises(ConfigError, match="SKILLDESK_API_KEYS entry 1"),
+        TestClient(create_app(bad)),
+    ):
+        pass

@@ -1,0 +1,54 @@
+"""A chat UI that speaks only the OpenAI protocol picks a skill or a workflow from its model
+menu: `GET /v1/models` lists them, and `model` selects one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from tests.fakellm import FakeLLM, Reply, ToolCall
+from tests.integration.openapi.kit import LOOKUP
+from tests.skillkit import copy_fixture_skill
+
+
+def test_the_model_menu_lists_the_targets_and_a_skill_chosen_there_answers(
+    model_settings: Any, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    copy_fixture_skill(tmp_path / "skills", "storefront/order-lookup")
+    (tmp_path / "workflows").mkdir()
+    (tmp_path / "workflows" / "lookup.yaml").write_text(LOOKUP)
+    settings = model_settings.model_copy(
+        update={"skills_dir": tmp_path / "skills", "workflows_dir": tmp_path / "workflows"}
+    )
+    fake_llm.script(
+        Reply(tool_calls=[ToolCall("get_order", {"order_id": "ORD1001"})]),
+        Reply(content="It shipped with DHL."),
+    )
+    with TestClient(create_app(settings)) as client:
+        menu = [m["id"] for m in client.get("/v1/models").json()["data"]]
+        assert menu[:3] == [
+            "skilldesk",
+            "skilldesk/workflow/lookup",
+            "skilldesk/skill/order-lookup",
+        ]
+        answer = client.post(
+            "/v1/chat/completions",
+            json={
+                "model": "skilldesk/skill/order-lookup",
+                "messages": [{"role": "user", "content": "hello there"}],
+            },
+            headers={"X-Thread-Id": "menu-1"},
+        )
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["choices"][0]["message"]["content"] == "It shipped with DHL."
+        route = client.get("/v1/threads/menu-1").json()["route"]
+        assert (route["kind"], route["target"]) == ("skill", "order-lookup")
+        unknown = client.post(
+            "/v1/chat/completions",
+            json={"model": "skilldesk/skill/nope", "messages": [{"role": "user", "content": "x"}]},
+        )
+        assert unknown.status_code == 400
+        assert unknown.json()["error"]["param"] == "model"

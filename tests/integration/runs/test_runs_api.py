@@ -1,0 +1,218 @@
+"""Runs as resources: start one and read its status, one run per thread (409 or queued),
+cancel one (queued: at once; running: at its next step, the thread still valid), join its
+events, and a plain httpx SSE consumer that disconnects and reconnects with Last-Event-ID
+gets every event exactly once, in order, from a real server."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from tests.contract import sse_events
+from tests.fakellm import FakeLLM, Reply
+
+WORDS = " ".join(f"word{i}" for i in range(30))
+
+
+@pytest.fixture
+def client(model_settings: Any) -> Iterator[TestClient]:
+    with TestClient(create_app(model_settings)) as test_client:
+        yield test_client
+
+
+def wait_for(client: Any, thread: str, run_id: str, *statuses: str) -> dict[str, Any]:
+    """The run once its status is one of ``statuses``."""
+    for _ in range(400):
+        run = client.get(f"/v1/threads/{thread}/runs/{run_id}").json()
+        if run["status"] in statuses:
+            return dict(run)
+        time.sleep(0.025)
+    raise AssertionError(f"run {run_id} is still {run['status']}")
+
+
+def start(client: Any, thread: str, message: str, **more: Any) -> dict[str, Any]:
+    made = client.post(f"/v1/threads/{thread}/runs", json={"message": message, **more})
+    assert made.status_code == 202, made.text
+    return dict(made.json())
+
+
+def test_a_run_is_started_at_once_and_read_until_it_succeeds(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="It ships today.", delay=0.3))
+    run = start(client, "r-1", "where is my order?")
+    assert run["status"] in ("queued", "running")
+    done = wait_for(client, "r-1", run["id"], "succeeded")
+    assert done["answer"] == "It ships today."
+    assert done["events"] >= 2
+    messages = client.get("/v1/threads/r-1").json()["messages"]
+    assert [m["content"] for m in messages] == ["where is my order?", "It ships today."]
+
+
+def test_a_second_run_is_rejected_or_queued_as_asked_never_interleaved(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="First answer.", delay=0.6), Reply(content="Second answer."))
+    first = start(client, "r-2", "first")
+    wait_for(client, "r-2", first["id"], "running")
+    refused = client.post("/v1/threads/r-2/runs", json={"message": "second", "if_busy": "reject"})
+    assert refused.status_code == 409
+    assert refused.json()["error"]["code"] == "thread_busy"
+    queued = start(client, "r-2", "second", if_busy="enqueue")
+    assert queued["status"] == "queued"
+    wait_for(client, "r-2", queued["id"], "succeeded")
+    messages = [m["content"] for m in client.get("/v1/threads/r-2").json()["messages"]]
+    assert messages == ["first", "First answer.", "second", "Second answer."]
+
+
+def test_a_queued_run_cancelled_never_runs(client: TestClient, fake_llm: FakeLLM) -> None:
+    fake_llm.script(Reply(content="Only answer.", delay=0.5))
+    first = start(client, "r-3", "first")
+    queued = start(client, "r-3", "second")
+    cancelled = client.post(f"/v1/threads/r-3/runs/{queued['id']}/cancel")
+    assert cancelled.status_code == 200
+    assert wait_for(client, "r-3", queued["id"], "cancelled")["error"]["code"] == (
+        "run_cancelled_by_request"
+    )
+    wait_for(client, "r-3", first["id"], "succeeded")
+    messages = [m["content"] for m in client.get("/v1/threads/r-3").json()["messages"]]
+    assert messages == ["first", "Only answer."]
+
+
+def test_a_running_run_stops_at_its_next_step_and_the_thread_goes_on(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content=WORDS, stream_chunk_delay=0.03), Reply(content="Next answer."))
+    run = start(client, "r-4", "tell me a long story")
+    with client.stream("GET", f"/v1/threads/r-4/runs/{run['id']}/stream") as events:
+        next(line for line in events.iter_lines() if line == "event: token")  # mid-answer
+    assert client.post(f"/v1/threads/r-4/runs/{run['id']}/cancel").json()["cancel_requested"]
+    ended = wait_for(client, "r-4", run["id"], "cancelled", "succeeded", "failed")
+    assert ended["status"] == "cancelled"
+    # The thread is valid: the next message runs on it.
+    after = start(client, "r-4", "and then?")
+    assert wait_for(client, "r-4", after["id"], "succeeded")["answer"] == "Next answer."
+    history = client.get("/v1/threads/r-4/history")
+    assert history.status_code == 200
+
+
+def test_an_unknown_run_or_one_of_another_thread_is_not_found(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Hi."))
+    run = start(client, "r-5", "hi")
+    wait_for(client, "r-5", run["id"], "succeeded")
+    client.post("/v1/threads", json={"thread_id": "r-6"})
+    assert client.get(f"/v1/threads/r-6/runs/{run['id']}").status_code == 404
+    missing = "00000000-0000-0000-0000-000000000000"
+    assert client.get(f"/v1/threads/r-5/runs/{missing}").status_code == 404
+    assert client.post(f"/v1/threads/r-5/runs/{missing}/cancel").status_code == 404
+
+
+# --- A real server, a plain httpx consumer ---------------------------------------------
+
+
+@pytest.fixture
+def server(model_settings: Any) -> Iterator[str]:
+    """The app served by uvicorn on a free port (keep-alives every 0.2 s)."""
+    settings = model_settings.model_copy(update={"sse_keepalive_s": 0.2})
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_config=None)
+    uv = uvicorn.Server(config)
+    thread = threading.Thread(target=uv.run, daemon=True)
+    thread.start()
+    for _ in range(400):
+        if uv.started:
+            break
+        time.sleep(0.025)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        uv.should_exit = True
+        thread.join(timeout=20)
+
+
+def read_events(lines: Iterator[str], stop_after: int | None = None) -> list[dict[str, str]]:
+    """Server-Sent Events from a line stream (comments skipped), up to ``stop_after``."""
+    events: list[dict[str, str]] = []
+    fields: dict[str, str] = {}
+    for line in lines:
+        if line.startswith(":"):
+            continue
+        if not line:
+            if fields:
+                events.append(fields)
+                fields = {}
+                if stop_after is not None and len(events) == stop_after:
+                    break
+            continue
+        name, _, value = line.partition(": ")
+        fields[name] = value
+    return events
+
+
+def test_a_consumer_that_reconnects_with_last_event_id_gets_every_event_once_in_order(
+    server: str, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content=WORDS, stream_chunk_delay=0.04))
+    body = {"message": "tell me a story", "stream": True}
+    with httpx.Client(base_url=server, timeout=30) as http:
+        with http.stream("POST", "/v1/threads/sse-1/runs", json=body) as first:
+            assert first.status_code == 200
+            run_id = first.headers["X-Run-Id"]
+            before = read_events(first.iter_lines(), stop_after=5)  # then the client goes away
+        last = before[-1]["id"]
+        headers = {"Last-Event-ID": last}
+        with http.stream(
+            "GET", f"/v1/threads/sse-1/runs/{run_id}/stream", headers=headers
+        ) as again:
+            assert again.status_code == 200
+            after = read_events(again.iter_lines())
+        whole = http.get(f"/v1/threads/sse-1/runs/{run_id}/stream").text
+    got = before + after
+    assert [int(e["id"]) for e in got] == list(range(1, len(got) + 1))  # once each, in order
+    assert got[-1]["event"] == "run_finished"
+    assert [e["id"] for e in sse_events(whole)] == [e["id"] for e in got]  # nothing else
+    tokens = "".join(json.loads(e["data"])["text"] for e in got if e["event"] == "token")
+    assert tokens.split() == WORDS.split()
+
+
+def test_an_idle_stream_gets_keep_alive_comments(server: str, fake_llm: FakeLLM) -> None:
+    fake_llm.script(Reply(content="Late.", delay=1.0))
+    with httpx.Client(base_url=server, timeout=30) as http:
+        body = {"message": "slow", "stream": True}
+        text = http.post("/v1/threads/sse-2/runs", json=body).text
+    assert ": keep-alive" in text
+    assert sse_events(text.replace(": keep-alive\n\n", ""))[-1]["event"] == "run_finished"
+
+
+def test_a_run_goes_on_when_its_client_leaves_unless_asked_to_cancel(
+    server: str, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(
+        Reply(content=WORDS, stream_chunk_delay=0.03), Reply(content=WORDS, stream_chunk_delay=0.03)
+    )
+    fake_llm.allow_leftovers()  # the cancelled run may stop before its model call
+    with httpx.Client(base_url=server, timeout=30) as http:
+        ids = {}
+        for thread, cancel in (("sse-3", False), ("sse-4", True)):
+            body = {"message": "story", "stream": True, "cancel_on_disconnect": cancel}
+            with http.stream("POST", f"/v1/threads/{thread}/runs", json=body) as response:
+                ids[thread] = response.headers["X-Run-Id"]
+                read_events(response.iter_lines(), stop_after=3)
+        kept = wait_for(http, "sse-3", ids["sse-3"], "succeeded", "cancelled", "failed")
+        dropped = wait_for(http, "sse-4", ids["sse-4"], "succeeded", "cancelled", "failed")
+    assert kept["status"] == "succeeded"
+    assert dropped["status"] == "cancelled"
