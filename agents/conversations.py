@@ -445,20 +445,22 @@ class Conversations:
         owner: str | None,
         agent: str | None = None,
     ) -> None:
-        """A thread's first message gives it its record and title (no model call)."""
-        if self.records is None or history:
+        """The thread's record says a run is under way (a process that dies leaves it so,
+        and the next one resumes it: ``Threads.resume_orphans``); a thread's first message
+        gives it its record and title (no model call)."""
+        if self.records is None:
             return
-        title = title_from(last_user_text(new))
         record = await self.records.get(thread_id)
-        if record is None:
-            await self.records.create(
-                thread_id, owner=owner, title=title, status="running", agent=agent
-            )
-        elif not record.get("messages"):  # created empty (POST /v1/threads): named now
-            fresh = record.get("title") in (None, "", "New conversation")
-            await self.records.update(
-                thread_id, status="running", **({"title": title} if fresh else {})
-            )
+        if record is not None:  # created empty (POST /v1/threads): named by its first message
+            named = history or record.get("title") not in (None, "", "New conversation")
+            naming = {} if named else {"title": title_from(last_user_text(new))}
+            await self.records.update(thread_id, status="running", **naming)
+            return
+        first = next((m for m in history if m.type == "human"), None)  # a thread from before
+        title = title_from(first.text if first is not None else last_user_text(new))
+        await self.records.create(
+            thread_id, owner=owner, title=title, status="running", agent=agent
+        )
 
     async def _closed(
         self, ctx: RunContext, values: dict[str, Any] | None, *, failed: bool

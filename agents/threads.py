@@ -17,12 +17,13 @@ import structlog
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.types import StateSnapshot
 
-from agents.conversations import Conversations
-from agents.errors import CheckpointNotFound, ThreadBusy, ThreadNotFound
+from agents.conversations import RESUME, Conversations
+from agents.errors import CheckpointNotFound, NothingToResume, ThreadBusy, ThreadNotFound
 from agents.memory.summaries import summarised_count
 from agents.state.attachments import AttachmentStore
+from agents.state.checkpointers import lease_alive
 from agents.state.migrations import migrate
-from agents.state.records import ThreadRecord, ThreadRecords, title_from
+from agents.state.records import THREAD, ThreadRecord, ThreadRecords, title_from
 from agents.state.retention import delete_thread, prune_thread, thread_bytes
 from agents.state.schema import Attachment
 
@@ -254,6 +255,45 @@ class Threads:
         await self.conversations.update(thread_id, {"attachments": [attachment]})
         await self.records.update(thread_id)
         return attachment
+
+    # Runs a dead process left.
+
+    async def orphans(self) -> list[str]:
+        """Threads whose record says a run is under way that no process is running: not in
+        this process, and (on PostgreSQL) no live lease in another."""
+        found = await self.records.documents.find(THREAD, status="running", limit=1000)
+        return [
+            r["thread_id"]
+            for r in found
+            if not self.conversations.busy(r["thread_id"])
+            and not await lease_alive(self.saver, r["thread_id"])
+        ]
+
+    async def resume_orphans(self) -> list[str]:
+        """Resume each run a process that died left (from its last checkpoint: steps that
+        finished do not run again, side effects are not repeated); returns the threads."""
+        resumed = []
+        for thread_id in await self.orphans():
+            log.info("thread.resuming_orphan", thread_id=thread_id)
+            try:
+                async for _ in self.conversations.stream(thread_id, RESUME):
+                    pass
+                resumed.append(thread_id)
+            except NothingToResume:  # it had ended; only its record had not been told
+                await self.records.update(thread_id, status="idle")
+            except Exception:  # one thread's trouble must not stop the others'
+                log.exception("thread.resume_failed", thread_id=thread_id)
+        return resumed
+
+    async def keep_resuming(self, interval_s: float) -> None:
+        """Look for runs a dead process left every ``interval_s`` (several processes on
+        PostgreSQL: a lease that expired means its process died)."""
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await self.resume_orphans()
+            except Exception:
+                log.exception("thread.orphans_failed")
 
     # Retention.
 

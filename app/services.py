@@ -26,7 +26,7 @@ from agents.skills.service import SkillService
 from agents.skills.watcher import start_watcher, stop_watcher
 from agents.state.attachments import AttachmentStore
 from agents.state.calls import call_journal
-from agents.state.checkpointers import open_checkpointer
+from agents.state.checkpointers import LEASE_S, open_checkpointer
 from agents.state.documents import documents_for
 from agents.state.records import ThreadRecords
 from agents.state.spend import SpendLedger
@@ -178,7 +178,12 @@ async def open_services(
             if background:
                 orphans = await engine.orphans()
                 tasks.append(asyncio.create_task(engine.resume_orphans(orphans)))
-            if background:  # what other processes learn or delete reaches this one
+                # Conversation runs a stopped or killed process left: resumed here; on
+                # PostgreSQL also those of another process whose lease expired.
+                tasks.append(asyncio.create_task(threads.resume_orphans()))
+                if settings.resolved_checkpoint_url.startswith(("postgresql:", "postgres:")):
+                    tasks.append(asyncio.create_task(threads.keep_resuming(LEASE_S)))
+                # What other processes learn or delete reaches this one.
                 tasks.append(asyncio.create_task(learned.keep_fresh()))
             if background and settings.retention_interval_s > 0:
                 tasks.append(asyncio.create_task(threads.keep_bounded()))

@@ -340,16 +340,54 @@ async def thread_lock(saver: BaseCheckpointSaver[Any], thread_id: str) -> AsyncI
         return
     holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     await _lease(pool, thread_id, holder)
+    _HELD.add(holder)
     renewing = asyncio.create_task(_renew(pool, thread_id, holder))
     try:
         yield
     finally:
+        _HELD.discard(holder)
         renewing.cancel()
         await asyncio.gather(renewing, return_exceptions=True)
         async with pool.connection() as conn:
             await conn.execute(
                 f"DELETE FROM {LEASES} WHERE thread_id = %s AND holder = %s", (thread_id, holder)
             )
+
+
+_HELD: set[str] = set()  # the leases this process holds
+
+
+def _dead(holder: str) -> bool:
+    """Whether a lease's holder is a process of this machine that is gone (it need not wait
+    for the lease to expire: a restarted service takes its predecessor's runs at once)."""
+    host, pid, _ = [*holder.rsplit(":", 2), "", ""][:3]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    if int(pid) == os.getpid():
+        return holder not in _HELD  # an earlier process that had this pid
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+async def lease_alive(saver: BaseCheckpointSaver[Any], thread_id: str) -> bool:
+    """Whether a process holds the thread now (its lease unexpired and, on this machine, its
+    process running); always False for a store of one process (SQLite, memory): a run it
+    left marked running has no process."""
+    pool: Any = getattr(saver, "conn", None)
+    if not hasattr(pool, "connection") or not type(saver).__name__.startswith("AsyncPostgres"):
+        return False
+    async with pool.connection() as conn:
+        cursor = await conn.execute(
+            f"SELECT holder FROM {LEASES} WHERE thread_id = %s AND expires >= {_NOW}",
+            (thread_id,),
+        )
+        row = await cursor.fetchone()
+    return row is not None and not _dead(str(row["holder"]))
 
 
 async def _lease(pool: Any, thread_id: str, holder: str) -> None:
@@ -365,6 +403,16 @@ async def _lease(pool: Any, thread_id: str, holder: str) -> None:
             )
             if await cursor.fetchone() is not None:
                 return
+            cursor = await conn.execute(
+                f"SELECT holder FROM {LEASES} WHERE thread_id = %s", (thread_id,)
+            )
+            row = await cursor.fetchone()
+            if row is not None and _dead(str(row["holder"])):  # its process is gone: free it
+                await conn.execute(
+                    f"DELETE FROM {LEASES} WHERE thread_id = %s AND holder = %s",
+                    (thread_id, row["holder"]),
+                )
+                continue
         await asyncio.sleep(wait)
         wait = min(wait * 2, 0.5)
 

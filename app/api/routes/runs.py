@@ -186,6 +186,7 @@ def _public(feed: RunFeed) -> ChatRunPublic:
         if isinstance(last, RunFailed)
         else None,
         cancel_requested=feed.cancel_requested,
+        usage=dict(last.usage) if isinstance(last, RunFinished) else None,
     )
 
 

@@ -327,3 +327,8 @@ class ChatRunPublic(BaseModel):
     answer: str | None = Field(description="The answer, once it succeeded.")
     error: RunErrorPublic | None = Field(description="How it failed or was cancelled.")
     cancel_requested: bool = Field(description="A cancel was asked for.")
+    usage: dict[str, int] | None = Field(
+        None,
+        description="What the run used, once it succeeded: tokens, model calls and, for calls "
+        "whose price is known, `cost_micro_usd` (millionths of a US dollar).",
+    )

@@ -55,6 +55,8 @@ def test_a_run_is_started_at_once_and_read_until_it_succeeds(
     done = wait_for(client, "r-1", run["id"], "succeeded")
     assert done["answer"] == "It ships today."
     assert done["events"] >= 2
+    assert done["usage"]["model_calls"] == 1
+    assert done["usage"]["total_tokens"] > 0
     messages = client.get("/v1/threads/r-1").json()["messages"]
     assert [m["content"] for m in messages] == ["where is my order?", "It ships today."]
 

@@ -5,6 +5,7 @@ not run again and the side effect not repeated."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -47,17 +48,21 @@ def test_a_run_killed_after_its_tool_resumes_to_the_end_with_one_side_effect(
     crashing.proc.wait(timeout=20)
     assert crashing.proc.returncode == -9
 
-    # The resumed expert step: the model asks again (same call), then answers.
-    fake_llm.script(call, Reply(content="Work order opened for PUMP-07."))
+    # Restarted, the service resumes the run itself; the model is down at first (the first
+    # try and two retries fail), so that run fails and the thread says so; resumed by hand
+    # once the model answers, the expert step runs again (same call), then answers.
+    fake_llm.script(*[Reply(status=500)] * 3, call, Reply(content="Work order opened for PUMP-07."))
     restarted = Service(env, data)
     try:
-        before = httpx.get(f"{restarted.url}/v1/threads/pump").json()
-        assert [m["role"] for m in before["messages"]] == ["human"]
+        _wait_for_status(restarted.url, "pump", "failed")
+        kept = httpx.get(f"{restarted.url}/v1/threads/pump").json()["messages"]
+        assert [m["role"] for m in kept] == ["human"]  # the user's message, kept
         resumed = httpx.post(f"{restarted.url}/v1/threads/pump/resume", timeout=60)
         assert resumed.status_code == 200, resumed.text
         events = [block.split("\n", 1)[0][7:] for block in resumed.text.strip().split("\n\n")]
         again = httpx.post(f"{restarted.url}/v1/threads/pump/resume", timeout=60)
         after = httpx.get(f"{restarted.url}/v1/threads/pump").json()
+        history = httpx.get(f"{restarted.url}/v1/threads/pump/history").json()["data"]
         orders = httpx.post(
             f"{restarted.url}/v1/skills/work-order/tools/list_work_orders",
             json={"arguments": {"device_id": "PUMP-07"}},
@@ -66,11 +71,62 @@ def test_a_run_killed_after_its_tool_resumes_to_the_end_with_one_side_effect(
     finally:
         restarted.stop()
     assert "route_decided" not in events  # routing finished before the kill: not run again
+    assert [h["node"] for h in history].count("route") == 1
     assert events[-1] == "run_finished"
     assert again.status_code == 409
     assert [m["role"] for m in after["messages"]] == ["human", "ai", "tool", "ai"]
     assert after["messages"][-1]["content"] == "Work order opened for PUMP-07."
     assert len(_orders(orders["result"])) == 1  # made once, crash or not
+
+
+def test_a_restarted_service_finishes_the_run_a_killed_one_left_by_itself(
+    fake_llm: FakeLLM, tmp_path: Path, store_url: str, service_env: dict[str, str]
+) -> None:
+    env = {
+        **service_env,
+        "SKILLDESK_SKILLS_DIR": str(ROOT / "skills"),
+        "SKILLDESK_WORKFLOWS_DIR": str(tmp_path / "no-workflows"),
+        "SKILLDESK_SKILLS_EMBEDDINGS": "false",
+        "SKILLDESK_CHECKPOINT_URL": store_url,
+    }
+    data = tmp_path / "data"
+    call = Reply(tool_calls=[ToolCall("create_work_order", ORDER)])
+    fake_llm.script(call)
+    crashing = Service({**env, "SKILLDESK_FAILPOINTS": "tool.done=create_work_order"}, data)
+    with pytest.raises(httpx.HTTPError):
+        httpx.post(
+            f"{crashing.url}/v1/threads/auto/runs/stream",
+            json={"message": "Open a work order for pump 7's bearing.", "skill": "work-order"},
+            timeout=60,
+        )
+    crashing.proc.wait(timeout=20)
+    fake_llm.script(call, Reply(content="Work order opened for PUMP-07."))
+    restarted = Service(env, data)
+    try:
+        record = _wait_for_status(restarted.url, "auto", "idle")
+        after = httpx.get(f"{restarted.url}/v1/threads/auto").json()
+        orders = httpx.post(
+            f"{restarted.url}/v1/skills/work-order/tools/list_work_orders",
+            json={"arguments": {"device_id": "PUMP-07"}},
+            timeout=30,
+        ).json()
+    finally:
+        restarted.stop()
+    assert record["messages"] == 4
+    assert after["messages"][-1]["content"] == "Work order opened for PUMP-07."
+    assert len(_orders(orders["result"])) == 1
+    assert any(line.get("event") == "thread.resuming_orphan" for line in restarted.logs())
+
+
+def _wait_for_status(url: str, thread: str, status: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 30
+    while True:
+        listed = httpx.get(f"{url}/v1/threads", timeout=10).json()["data"]
+        record = next((t for t in listed if t["thread_id"] == thread), {})
+        if record.get("status") == status or time.monotonic() > deadline:
+            assert record.get("status") == status, record
+            return record
+        time.sleep(0.2)
 
 
 def _orders(result: Any) -> list[Any]:
