@@ -25,7 +25,7 @@ from agents.skills.service import SkillService
 from agents.skills.watcher import start_watcher, stop_watcher
 from agents.state.attachments import AttachmentStore
 from agents.state.calls import call_journal
-from agents.state.checkpointers import LEASE_S, open_checkpointer
+from agents.state.checkpointers import open_checkpointer
 from agents.state.documents import documents_for
 from agents.state.records import ThreadRecords
 from agents.state.spend import SpendLedger
@@ -157,7 +157,13 @@ async def open_services(
                 workflow_errors=len(registry.errors),
             )
             conversations = Conversations(
-                graph, limits, router, records, attachments, retain_s=settings.run_events_retain_s
+                graph,
+                limits,
+                router,
+                records,
+                attachments,
+                retain_s=settings.run_events_retain_s,
+                lease_s=settings.run_lease_s,
             )
             threads = Threads(conversations, records, attachments, settings.retention())
             # Runs a stop cut off, found before any new run can start (a new one is RUNNING too).
@@ -169,7 +175,8 @@ async def open_services(
                 # PostgreSQL also those of another process whose lease expired.
                 tasks.append(asyncio.create_task(threads.resume_orphans()))
                 if settings.resolved_checkpoint_url.startswith(("postgresql:", "postgres:")):
-                    tasks.append(asyncio.create_task(threads.keep_resuming(LEASE_S)))
+                    every = settings.run_lease_s
+                    tasks.append(asyncio.create_task(threads.keep_resuming(every)))
             if background and settings.retention_interval_s > 0:
                 tasks.append(asyncio.create_task(threads.keep_bounded()))
             try:
