@@ -39,7 +39,7 @@ from agents.router.learned import LearnedExamples
 from agents.router.router import Router
 from agents.run import RunBudget, RunContext, RunLimits
 from agents.state.attachments import AttachmentStore
-from agents.state.checkpointers import thread_lock
+from agents.state.checkpointers import LEASE_S, thread_lock
 from agents.state.migrations import migrate
 from agents.state.records import ThreadRecords, title_from
 from agents.state.schema import SCHEMA_VERSION
@@ -67,9 +67,10 @@ RESUME: tuple[BaseMessage, ...] = ()
 class ThreadLocks:
     """One run at a time per thread: two concurrent turns would both start from the same
     checkpoint and the later write would drop the other's messages. The asyncio lock covers
-    one process; on PostgreSQL an advisory lock covers several."""
+    one process; on PostgreSQL a renewed lease (``lease_s``) covers several."""
 
-    def __init__(self) -> None:
+    def __init__(self, lease_s: float = LEASE_S) -> None:
+        self.lease_s = lease_s
         self._locks: dict[str, asyncio.Lock] = {}
         self._waiting: dict[str, int] = {}
 
@@ -79,7 +80,7 @@ class ThreadLocks:
         lock = self._locks.setdefault(thread_id, asyncio.Lock())
         self._waiting[thread_id] = self._waiting.get(thread_id, 0) + 1
         try:
-            async with lock, thread_lock(checkpointer, thread_id):
+            async with lock, thread_lock(checkpointer, thread_id, self.lease_s):
                 yield
         finally:
             self._waiting[thread_id] -= 1
@@ -109,6 +110,7 @@ class Conversations:
         records: ThreadRecords | None = None,
         attachments: AttachmentStore | None = None,
         retain_s: float = RETAIN_S,
+        lease_s: float = LEASE_S,
         learner: LearnedExamples | None = None,
     ) -> None:
         self.graph = graph
@@ -119,7 +121,7 @@ class Conversations:
         self.router = router
         self.records = records
         self.attachments = attachments
-        self._locks = ThreadLocks()
+        self._locks = ThreadLocks(lease_s)
         self._feeds: dict[str, list[RunFeed]] = {}  # runs under way, per thread
         self._recent: dict[tuple[str, str], RunFeed] = {}  # ended runs, by idempotency key
         self._tasks: set[asyncio.Task[None]] = set()

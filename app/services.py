@@ -26,7 +26,7 @@ from agents.skills.service import SkillService
 from agents.skills.watcher import start_watcher, stop_watcher
 from agents.state.attachments import AttachmentStore
 from agents.state.calls import call_journal
-from agents.state.checkpointers import LEASE_S, open_checkpointer
+from agents.state.checkpointers import open_checkpointer
 from agents.state.documents import documents_for
 from agents.state.records import ThreadRecords
 from agents.state.spend import SpendLedger
@@ -170,6 +170,7 @@ async def open_services(
                 records,
                 attachments,
                 retain_s=settings.run_events_retain_s,
+                lease_s=settings.run_lease_s,
                 learner=learned,
             )
             threads = Threads(conversations, records, attachments, settings.retention())
@@ -182,7 +183,8 @@ async def open_services(
                 # PostgreSQL also those of another process whose lease expired.
                 tasks.append(asyncio.create_task(threads.resume_orphans()))
                 if settings.resolved_checkpoint_url.startswith(("postgresql:", "postgres:")):
-                    tasks.append(asyncio.create_task(threads.keep_resuming(LEASE_S)))
+                    every = settings.run_lease_s
+                    tasks.append(asyncio.create_task(threads.keep_resuming(every)))
                 # What other processes learn or delete reaches this one.
                 tasks.append(asyncio.create_task(learned.keep_fresh()))
             if background and settings.retention_interval_s > 0:

@@ -264,6 +264,14 @@ class Settings(BaseSettings):
     sse_keepalive_s: float = Field(
         15, gt=0, le=300, description="A comment on an idle event stream this often."
     )
+    run_lease_s: float = Field(
+        30,
+        ge=1,
+        le=3600,
+        description="Several processes on PostgreSQL: a run holds its thread with a lease it "
+        "renews; a process that dies loses its runs after this many seconds, and every process "
+        "looks this often for such runs to resume.",
+    )
     daily_spend_limit_usd: float = Field(
         0,
         ge=0,

@@ -318,12 +318,13 @@ def _redact(url: str) -> str:
 
 LEASES = "skilldesk_thread_leases"
 LEASE_S = 30.0  # a holder that stops renewing (its process died) loses the thread after this
-_RENEW_S = LEASE_S / 3
 _NOW = "extract(epoch from clock_timestamp())"  # the database's clock: one for every process
 
 
 @asynccontextmanager
-async def thread_lock(saver: BaseCheckpointSaver[Any], thread_id: str) -> AsyncIterator[None]:
+async def thread_lock(
+    saver: BaseCheckpointSaver[Any], thread_id: str, lease_s: float = LEASE_S
+) -> AsyncIterator[None]:
     """Hold the thread for one run across processes (a lease row in PostgreSQL).
 
     Several service processes behind one load balancer share a PostgreSQL checkpointer; two
@@ -339,9 +340,9 @@ async def thread_lock(saver: BaseCheckpointSaver[Any], thread_id: str) -> AsyncI
         yield
         return
     holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    await _lease(pool, thread_id, holder)
+    await _lease(pool, thread_id, holder, lease_s)
     _HELD.add(holder)
-    renewing = asyncio.create_task(_renew(pool, thread_id, holder))
+    renewing = asyncio.create_task(_renew(pool, thread_id, holder, lease_s))
     try:
         yield
     finally:
@@ -390,7 +391,7 @@ async def lease_alive(saver: BaseCheckpointSaver[Any], thread_id: str) -> bool:
     return row is not None and not _dead(str(row["holder"]))
 
 
-async def _lease(pool: Any, thread_id: str, holder: str) -> None:
+async def _lease(pool: Any, thread_id: str, holder: str, lease_s: float) -> None:
     """Wait until the thread's lease is free (or expired), then take it."""
     wait = 0.02
     while True:
@@ -399,7 +400,7 @@ async def _lease(pool: Any, thread_id: str, holder: str) -> None:
                 f"INSERT INTO {LEASES} VALUES (%s, %s, {_NOW} + %s) ON CONFLICT (thread_id) "
                 f"DO UPDATE SET holder = EXCLUDED.holder, expires = EXCLUDED.expires "
                 f"WHERE {LEASES}.expires < {_NOW} RETURNING holder",
-                (thread_id, holder, LEASE_S),
+                (thread_id, holder, lease_s),
             )
             if await cursor.fetchone() is not None:
                 return
@@ -417,11 +418,11 @@ async def _lease(pool: Any, thread_id: str, holder: str) -> None:
         wait = min(wait * 2, 0.5)
 
 
-async def _renew(pool: Any, thread_id: str, holder: str) -> None:
+async def _renew(pool: Any, thread_id: str, holder: str, lease_s: float) -> None:
     while True:
-        await asyncio.sleep(_RENEW_S)
+        await asyncio.sleep(lease_s / 3)
         async with pool.connection() as conn:
             await conn.execute(
                 f"UPDATE {LEASES} SET expires = {_NOW} + %s WHERE thread_id = %s AND holder = %s",
-                (LEASE_S, thread_id, holder),
+                (lease_s, thread_id, holder),
             )

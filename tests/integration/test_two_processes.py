@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ import httpx
 import psycopg
 import pytest
 
-from tests.fakellm import FakeLLM, Reply
+from tests.fakellm import FakeLLM, Reply, ToolCall
 from tests.integration.test_server_process import Service
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,3 +123,68 @@ def test_a_workflow_started_on_one_process_is_approved_through_the_other(
         f"{a.url}/v1/approvals/{inbox[0]['approval_id']}", json={"decision": "reject"}, timeout=60
     )
     assert again.status_code == 409  # decided once, whichever process is asked
+
+
+def test_a_run_of_a_killed_process_is_finished_by_the_other(
+    fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(POSTGRES, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
+    env.update(
+        SKILLDESK_CHECKPOINT_URL=f"{POSTGRES}?options=-csearch_path%3D{schema}",
+        SKILLDESK_SKILLS_DIR=str(ROOT / "skills"),
+        SKILLDESK_WORKFLOWS_DIR=str(tmp_path / "no-workflows"),
+        SKILLDESK_SKILLS_EMBEDDINGS="false",
+        SKILLDESK_MODEL="openai/fake-model",
+        SKILLDESK_MODEL_API_BASE=fake_llm.base_url,
+        SKILLDESK_MODEL_API_KEY="sk-test",
+        SKILLDESK_LOG_FORMAT="json",
+        SKILLDESK_RUN_LEASE_S="2",  # the survivor looks for orphaned runs every 2 s
+    )
+    data = tmp_path / "data"
+    order = {
+        "device_id": "PUMP-07",
+        "title": "Replace bearing",
+        "description": "Bearing wear on pump 7, vibration high.",
+        "priority": "high",
+    }
+    call = Reply(tool_calls=[ToolCall("create_work_order", order)])
+    survivor = Service(env, data)
+    try:
+        fake_llm.script(call)
+        doomed = Service({**env, "SKILLDESK_FAILPOINTS": "tool.done=create_work_order"}, data)
+        with pytest.raises(httpx.HTTPError):
+            httpx.post(
+                f"{doomed.url}/v1/threads/pump/runs/stream",
+                json={"message": "Open a work order for pump 7's bearing.", "skill": "work-order"},
+                timeout=60,
+            )
+        doomed.proc.wait(timeout=20)
+        assert doomed.proc.returncode == -9
+        fake_llm.script(call, Reply(content="Work order opened for PUMP-07."))
+        deadline = time.monotonic() + 30
+        while True:  # nobody asks: the survivor finds the run and finishes it
+            thread = httpx.get(f"{survivor.url}/v1/threads/pump").json()
+            if len(thread.get("messages", [])) == 4 or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        orders = httpx.post(
+            f"{survivor.url}/v1/skills/work-order/tools/list_work_orders",
+            json={"arguments": {"device_id": "PUMP-07"}},
+            timeout=30,
+        ).json()
+    finally:
+        survivor.stop()
+        with psycopg.connect(POSTGRES, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    assert [m["role"] for m in thread["messages"]] == ["human", "ai", "tool", "ai"]
+    assert thread["messages"][-1]["content"] == "Work order opened for PUMP-07."
+    result = orders["result"]
+    found = (
+        next(v for v in result.values() if isinstance(v, list))
+        if isinstance(result, dict)
+        else result
+    )
+    assert len(found) == 1  # made once: the survivor's step replayed the journal
