@@ -35,6 +35,7 @@ from agents.events import (
 )
 from agents.feed import CANCELLED, RunFeed, fingerprint
 from agents.memory.summaries import summarised_count
+from agents.router.learned import LearnedExamples
 from agents.router.router import Router
 from agents.run import RunBudget, RunContext, RunLimits
 from agents.state.attachments import AttachmentStore
@@ -98,6 +99,7 @@ class Conversations:
         records: Thread records to keep up to date (title, times, status, message count).
         attachments: Where files the run's skills make are kept (they become the thread's).
         retain_s: How long an ended run stays readable by its id (its status and events).
+        learner: Learns examples from turns whose skill the model chose (optional).
     """
 
     def __init__(
@@ -109,9 +111,11 @@ class Conversations:
         attachments: AttachmentStore | None = None,
         retain_s: float = RETAIN_S,
         lease_s: float = LEASE_S,
+        learner: LearnedExamples | None = None,
     ) -> None:
         self.graph = graph
         self.retain_s = retain_s
+        self.learner = learner
         self._runs: dict[str, RunFeed] = {}  # every run by id, ended ones for retain_s
         self.limits = limits or RunLimits()
         self.router = router
@@ -464,7 +468,8 @@ class Conversations:
         self, ctx: RunContext, values: dict[str, Any] | None, *, failed: bool
     ) -> dict[str, Any]:
         """After the run: files its skills made become the thread's attachments (their
-        references in state), and the thread's record says how the run ended."""
+        references in state), the thread's record says how the run ended, and a turn whose
+        skill the model chose teaches the router an example."""
         values = dict(values or {})
         try:
             # Files the run's skills made (or a run a crash cut off made: a resumed run looks).
@@ -491,6 +496,8 @@ class Conversations:
                     first = next((m for m in values.get("messages", []) if m.type == "human"), None)
                     title = title_from(first.text if first is not None else "")
                     await self.records.create(ctx.thread_id, title=title, messages=count)
+            if self.learner is not None and not failed:
+                await self.learner.after_turn(ctx.thread_id, ctx.run_id, values)
         except Exception:  # bookkeeping must not fail a run whose answer is written
             log.exception("run.bookkeeping_failed")
         return values

@@ -26,7 +26,7 @@ from agents.models.usage import call_usage
 from agents.prompts import Prompts
 from agents.run import RunContext, emit
 from agents.skills.loader import Skill
-from agents.skills.meta import Outcome, Scope, SkillTools, definition_view
+from agents.skills.meta import NOTE_SKILL, Outcome, Scope, SkillTools, definition_view
 
 
 @dataclass
@@ -78,9 +78,18 @@ async def run_tool_loop(
             return LoopResult(new, reply, _newly(scope, before), usage)
         rounds += 1
         new.extend(await execute_tools(reply, tools, scope, ctx, task_id))
+        if _noted_answer(reply):  # an answer that only notes the skill it followed: done
+            return LoopResult(new, reply, _newly(scope, before), usage)
         if rounds >= max_rounds:
             text = prompts.reply("max_rounds", rounds=rounds)
             return _stopped(new, scope, before, usage, "max_rounds", text)
+
+
+def _noted_answer(reply: AIMessage) -> bool:
+    """Whether ``reply`` is an answer whose only tool calls note the skill it followed."""
+    calls = reply.tool_calls
+    only_notes = bool(calls) and all(c["name"] == NOTE_SKILL for c in calls)
+    return only_notes and not reply.invalid_tool_calls and bool(reply.text.strip())
 
 
 async def complete(model: Any, messages: list[BaseMessage], config: RunnableConfig) -> AIMessage:
@@ -236,6 +245,7 @@ def expert_system(
     choose: bool = False,
     skill_index: str = "",
     attachments: list[Any] | None = None,
+    note: bool = False,
 ) -> str:
     """An expert's system prompt, compiled at run time from the template and the skills.
 
@@ -245,10 +255,11 @@ def expert_system(
     ``inputs`` (results of earlier tasks) are rendered as a delimited data
     block, apart from the instruction: text another expert produced must not read as an order.
     ``summary`` is the thread's summary of its earlier messages; ``attachments`` its files,
-    by reference (name, type, size, caption).
+    by reference (name, type, size, caption). ``note``: the model is offered ``note_skill``.
     """
     return prompts.render(
         "expert",
+        note=note,
         # The one-skill names of earlier versions, for a customised template that uses them.
         skill=skills[0],
         instructions=skills[0].body(),

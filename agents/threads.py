@@ -124,7 +124,8 @@ class Threads:
         return updated
 
     async def delete(self, thread_id: str) -> None:
-        """Delete the thread: checkpoints, writes, journalled calls, record, attachments.
+        """Delete the thread: checkpoints, writes, journalled calls, record, attachments,
+        and the examples routing learned from it.
 
         Raises:
             ThreadNotFound: no such thread.
@@ -140,6 +141,8 @@ class Threads:
         await delete_thread(self.saver, thread_id)
         await self.attachments.delete_thread(thread_id)
         await self.records.delete(thread_id)
+        if self.conversations.learner is not None:  # users' words go with their thread
+            await self.conversations.learner.forget_thread(thread_id)
         log.info("thread.deleted", thread_id=thread_id)
 
     # Checkpoints.

@@ -16,6 +16,7 @@ from app.api.routes import (
     approvals,
     auth,
     chat,
+    feedback,
     health,
     runs,
     skills,
@@ -77,6 +78,7 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
     app.include_router(skills.router, dependencies=[needs()])
     app.include_router(tools.router, dependencies=[needs("tools")])
     app.include_router(threads.router, dependencies=[needs("chat")])
+    app.include_router(feedback.router, dependencies=[needs("chat")])
     app.include_router(runs.router, dependencies=[needs("chat")])
     app.include_router(workflows.router, dependencies=[needs("chat")])
     app.include_router(approvals.router, dependencies=[needs("approve")])

@@ -19,6 +19,7 @@ from agents.graph.builder import build_graph
 from agents.graph.nodes import AnswerOptions
 from agents.models import ModelGateway
 from agents.prompts import Prompts
+from agents.router.learned import LearnedExamples
 from agents.router.router import Router, RouterOptions
 from agents.run import RunLimits
 from agents.skills.service import SkillService
@@ -61,6 +62,7 @@ class Services:
     tools: ToolCatalogue
     keys: ApiKeys
     spend: SpendLedger
+    learned: LearnedExamples | None = None  # examples routing learned from use
 
     @property
     def attachments(self) -> AttachmentStore:
@@ -98,11 +100,13 @@ async def open_services(
         index_budget_tokens=settings.skills_prompt_budget,
         joint_budget_tokens=settings.joint_expert_tokens,
         summary=settings.summary_options(),
+        note_skills=settings.learn_examples,
     )
     router_options = RouterOptions(
         confident=settings.route_confident,
         ambiguous_floor=settings.route_ambiguous_floor,
         offer_tokens=settings.route_offer_tokens,
+        learned=settings.route_learned,
     )
     limits = RunLimits(settings.max_model_calls, settings.max_tool_calls)
     profiles = sorted(gateway.config.profiles) if gateway.config else None
@@ -156,6 +160,9 @@ async def open_services(
                 workflows=len(registry),
                 workflow_errors=len(registry.errors),
             )
+            # Examples learned before are searched whether or not learning goes on.
+            learned = LearnedExamples(documents, skills, settings.learn_options())
+            await learned.load()
             conversations = Conversations(
                 graph,
                 limits,
@@ -164,6 +171,7 @@ async def open_services(
                 attachments,
                 retain_s=settings.run_events_retain_s,
                 lease_s=settings.run_lease_s,
+                learner=learned,
             )
             threads = Threads(conversations, records, attachments, settings.retention())
             # Runs a stop cut off, found before any new run can start (a new one is RUNNING too).
@@ -177,6 +185,8 @@ async def open_services(
                 if settings.resolved_checkpoint_url.startswith(("postgresql:", "postgres:")):
                     every = settings.run_lease_s
                     tasks.append(asyncio.create_task(threads.keep_resuming(every)))
+                # What other processes learn or delete reaches this one.
+                tasks.append(asyncio.create_task(learned.keep_fresh()))
             if background and settings.retention_interval_s > 0:
                 tasks.append(asyncio.create_task(threads.keep_bounded()))
             try:
@@ -194,6 +204,7 @@ async def open_services(
                     tools,
                     ApiKeys(documents, bootstrap),
                     SpendLedger(documents),
+                    learned,
                 )
             finally:
                 for task in tasks:

@@ -17,6 +17,7 @@ from pydantic_settings import (
 from agents.errors import ConfigError
 from agents.memory.summaries import SummaryOptions
 from agents.models import ModelsConfig, load_models_config
+from agents.router.learned import LearnOptions
 from agents.skills.embeddings import Precision
 from agents.skills.service import SkillsOptions
 from agents.state.attachments import DEFAULT_TYPES, AttachmentOptions
@@ -104,6 +105,25 @@ class Settings(BaseSettings):
             "within the same budget. 0: a routing call picks among candidates, nothing is "
             "pre-loaded."
         ),
+    )
+    learn_examples: bool = Field(
+        True,
+        description=(
+            "Routing learns from use: a user's message whose skill the model chose (among "
+            "candidates, in a tie-break, or with load_skill) in a turn that succeeded is stored "
+            "as an example of that skill (users' words, kept in the checkpoint database) and "
+            "routes the next such message with no model choosing. false: nothing is stored."
+        ),
+    )
+    learn_examples_per_skill: int = Field(
+        50, ge=1, le=10_000, description="Learned examples kept per skill (oldest unconfirmed go)."
+    )
+    route_learned: float = Field(
+        0.8,
+        ge=0,
+        le=1,
+        description="Cosine to an example learned from use at which a message routes to its "
+        "skill with no model call.",
     )
     max_tool_rounds: int = Field(5, ge=1, le=50, description="Tool-calling rounds per expert.")
     joint_expert_tokens: int = Field(
@@ -327,6 +347,10 @@ class Settings(BaseSettings):
             embedding_precision=self.skills_embedding_precision,
             embedding_model=self.skills_embedding_model,
         )
+
+    def learn_options(self) -> LearnOptions:
+        """Whether and how much routing learns from use."""
+        return LearnOptions(enabled=self.learn_examples, per_skill=self.learn_examples_per_skill)
 
     def mcp_skill_tools_listed(self) -> bool | None:
         """Whether the tool server lists every skill tool; ``None``: decided by their number."""

@@ -42,6 +42,12 @@ def policy_reply(skill: str, request: RequestView) -> Reply:
         )
     loaded = any(body in m.text for m in request.results_of("load_skill"))
     if request.system_contains(body) or loaded:
+        # Among several skills it says which one it followed, beside its answer.
+        notable = request.tool("note_skill") if request.offers("note_skill") else None
+        if notable is not None and skill in notable.parameters["properties"]["name"]["enum"]:
+            return Reply(
+                content=f"used {skill}", tool_calls=[ToolCall("note_skill", {"name": skill})]
+            )
         return Reply(content=f"used {skill}")
     if request.offers("load_skill") and f"- {skill}:" in request.system:
         return Reply(tool_calls=[ToolCall("load_skill", {"name": skill})])

@@ -85,6 +85,9 @@ async def measure(data: RetrievalSet, root: Path, fake: FakeLLMProcess) -> dict[
                 model_api_base=fake.base_url,
                 route_offer_tokens=offer,
                 max_model_calls=12,
+                # The router as it is, not learning from the set as it goes: that is
+                # measured apart (bench/routing_learning.py).
+                learn_examples=False,
             )
             services = await stack.enter_async_context(open_services(settings))
             turns = [await run_turn(services, fake, q) for q in data.queries]

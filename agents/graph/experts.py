@@ -13,7 +13,7 @@ from agents.loop import LoopResult, expert_system
 from agents.memory.summaries import summary_text
 from agents.run import emit
 from agents.skills.definitions import definition_tokens, side_effects
-from agents.skills.meta import META_TOOLS, Scope
+from agents.skills.meta import LOAD_SKILL, META_TOOLS, NOTE_SKILL, Scope
 from agents.state.schema import PlannedTask, Task, TaskUpdate, ThreadState
 
 
@@ -27,6 +27,7 @@ def expert_prompt(
     choose: bool = False,
     skill_index: str = "",
     attachments: list[Any] | None = None,
+    note: bool = False,
 ) -> str:
     """An expert's system prompt for the named skills (see ``expert_system``)."""
     assert brain.skills is not None
@@ -42,6 +43,7 @@ def expert_prompt(
         choose=choose,
         skill_index=skill_index,
         attachments=attachments,
+        note=note,
     )
 
 
@@ -72,6 +74,9 @@ def make_expert(brain: Brain) -> Node:
                 exclude=set(names),
             )
             scope.loadable = {*names, *listed}
+            if brain.options.note_skills:
+                registry = brain.skills.registry
+                scope.notable = tuple(n for n in names if registry.get(n).instruction_only)
         system = expert_prompt(
             brain,
             names,
@@ -79,6 +84,7 @@ def make_expert(brain: Brain) -> Node:
             choose=choosing,
             skill_index=index_text,
             attachments=state.get("attachments"),
+            note=bool(scope.notable),
         )
         result = await brain.answer(system, list(state.get("messages", [])), scope, config)
         # The definitions lived in this expert's system prompt, not in the history, so the
@@ -99,18 +105,30 @@ _NEXT_BEST = 2
 
 
 def _skills_used(brain: Brain, result: LoopResult) -> list[str]:
-    """The skills whose tools the loop called, in order."""
+    """The skills whose tools the loop called, that it loaded, or that it noted, in order
+    (a refused load or note counts for none)."""
     assert brain.skills is not None
     used: list[str] = []
+    refused = {
+        m.tool_call_id
+        for m in result.messages
+        if isinstance(m, ToolMessage) and m.status == "error"
+    }
     for message in result.messages:
         if isinstance(message, AIMessage):
             for call in message.tool_calls:
-                try:
-                    owner, _ = brain.skills.registry.tool(call["name"])
-                except SkillNotFound:
-                    continue
-                if owner.name not in used:
-                    used.append(owner.name)
+                # The skill whose instructions it followed, or one of the next best it loaded.
+                if call["name"] in (NOTE_SKILL, LOAD_SKILL):
+                    name = str(call["args"].get("name"))
+                    if call["id"] in refused or name not in brain.skills.registry:
+                        continue
+                else:
+                    try:
+                        name = brain.skills.registry.tool(call["name"])[0].name
+                    except SkillNotFound:
+                        continue
+                if name not in used:
+                    used.append(name)
     return used
 
 

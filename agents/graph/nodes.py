@@ -49,6 +49,9 @@ class AnswerOptions:
     joint_budget_tokens: int = 4000
     # When the thread's earlier messages are summarised (see agents/memory/summaries.py).
     summary: SummaryOptions = field(default_factory=SummaryOptions)
+    # Offer note_skill beside skills with no tools that the model chooses among, so that
+    # routing learns from those turns too (off when learning is: it costs prompt tokens).
+    note_skills: bool = True
 
 
 @dataclass(frozen=True)
@@ -258,10 +261,13 @@ def make_assistant(brain: Brain) -> Node:
         # Pre-loaded definitions live in this prompt only: the loop does not record them as
         # loaded for the thread.
         scope = Scope(loaded=[*loaded, *preloaded], loadable={*listed, *loaded, *preloaded})
+        if brain.options.note_skills:
+            scope.notable = tuple(s.name for s in offered if s.instruction_only)
         system = brain.prompts.render(
             "assistant",
             skill_index=index_text,
             preloaded=[definition_view(s) for s in offered if s.name in preloaded],
+            note=bool(scope.notable),
             summary=summary_text(state.get("summary")),
             attachments=state.get("attachments", []),
         )

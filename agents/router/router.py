@@ -58,6 +58,9 @@ class RouterOptions:
     offer_tokens: int = 2000
     offer_most: int = 3
     preload_floor: float = 0.1  # the general assistant's hits below this are only listed
+    # A message this close (cosine) to an example learned from use routes to its skill with
+    # no model call, when no other skill has a learned example nearly as close (``margin``).
+    learned: float = 0.8
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -196,13 +199,27 @@ class Router:
         )
 
     def _confident(self, hits: list[SearchHit], candidates: Candidates) -> Route | None:
-        """The best skill when its score and its lead over the next one are high enough."""
+        """The best skill when its score and its lead over the next one are high enough, or
+        the skill of an example learned from use that the message is close to."""
         top = hits[0]
         margin = top.score - (hits[1].score if len(hits) > 1 else 0.0)
-        if top.score < self.options.confident or margin < self.options.margin:
+        if top.score >= self.options.confident and margin >= self.options.margin:
+            reason = f"score {top.score:.2f}, margin {margin:.2f}"
+            if top.learned and top.learned >= top.dense:  # its best vector was a learned one
+                reason += f", like an example learned from use (cosine {top.learned:.2f})"
+            return Route.to_skill(top.name, "retrieval", reason, candidates=candidates)
+        return self._learned(hits, candidates)
+
+    def _learned(self, hits: list[SearchHit], candidates: Candidates) -> Route | None:
+        """The skill whose learned example is closest to the message, when it is close enough
+        and no other skill's learned example comes near it."""
+        ranked = sorted(hits, key=lambda h: -h.learned)
+        best = ranked[0]
+        rival = ranked[1].learned if len(ranked) > 1 else 0.0
+        if best.learned < self.options.learned or best.learned - rival < self.options.margin:
             return None
-        reason = f"score {top.score:.2f}, margin {margin:.2f}"
-        return Route.to_skill(top.name, "retrieval", reason, candidates=candidates)
+        reason = f"like an example learned from use (cosine {best.learned:.2f})"
+        return Route.to_skill(best.name, "retrieval", reason, candidates=candidates)
 
     def _follow_up(
         self,

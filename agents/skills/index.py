@@ -96,12 +96,14 @@ def query_parts(query: str, most: int = 4) -> list[str]:
 
 @dataclass(frozen=True)
 class SearchHit:
-    """One retrieved skill with its scores (fused, dense cosine, BM25 normalised)."""
+    """One retrieved skill with its scores (fused, dense cosine, BM25 normalised), and the
+    cosine of its closest example learned from use (0 when it has none)."""
 
     name: str
     score: float
     dense: float
     keyword: float
+    learned: float = 0.0
 
 
 class SkillIndex:
@@ -125,8 +127,15 @@ class SkillIndex:
         # Query embeddings started ahead of their search (see anticipate), by query.
         self._pending: dict[str, Future[dict[str, np.ndarray]]] = {}
         self._bm25 = BM25([])
+        self._position: dict[str, int] = {}
         self._faiss: faiss.IndexFlatIP | None = None
         self._owner: np.ndarray = np.zeros(0, dtype=np.int64)
+        # Examples learned from use (agents/skills/learned.py), by skill, in an index of
+        # their own: they change while the service runs, the skills' vectors do not.
+        self._learned_texts: dict[str, tuple[str, ...]] = {}
+        self._learned_vectors: dict[str, np.ndarray] = {}
+        self._learned: faiss.IndexFlatIP | None = None
+        self._learned_owner: list[str] = []
 
     def build(self, entries: Sequence[SkillEntry]) -> None:
         """Replace the index with ``entries``."""
@@ -149,6 +158,7 @@ class SkillIndex:
         with self._lock:
             self._entries, self._bm25, self._faiss, self._owner = entries, bm25, index, owner
             self._by_name = {e.name: e for e in entries}
+            self._position = {e.name: i for i, e in enumerate(entries)}
         log.info(
             "skills.index_built",
             skills=len(entries),
@@ -162,13 +172,17 @@ class SkillIndex:
         """The ``k`` best skills for ``query``, best first."""
         with self._lock:
             entries, bm25, index, owner = self._entries, self._bm25, self._faiss, self._owner
+            learned_index, learned_owner = self._learned, self._learned_owner
         if not entries or not query.strip():
             return []
         keyword = bm25.normalized_scores(query)
         dense = np.zeros(len(entries), dtype=np.float32)
+        learned = np.zeros(len(entries), dtype=np.float32)
         if index is not None and self.cache is not None:
             parts = query_parts(query)
             vectors = np.vstack([self._query_vector(q) for q in (query, *parts)])
+            if learned_index is not None:
+                learned = self._learned_scores(vectors[:1], learned_index, learned_owner)
             depth = min(index.ntotal, max(64, k * 8))
             sims, ids = index.search(vectors, depth)
             per_query = [
@@ -178,6 +192,8 @@ class SkillIndex:
             dense = per_query[0]
             if parts:  # the whole message and its sentences weigh alike
                 dense = 0.5 * dense + 0.5 * np.mean(per_query[1:], axis=0)
+            # A message the model routed before is as good a description of its skill as any.
+            dense = np.maximum(dense, learned)
         fused = self.dense_weight * dense + (1 - self.dense_weight) * keyword
         if len(fused) > k:
             top_k = np.argpartition(-fused, k)[:k]
@@ -190,10 +206,64 @@ class SkillIndex:
                 round(float(fused[i]), 4),
                 round(float(dense[i]), 4),
                 round(float(keyword[i]), 4),
+                round(float(learned[i]), 4),
             )
             for i in order
             if fused[i] > 0
         ]
+
+    def learn(self, name: str, texts: Sequence[str]) -> None:
+        """Set the examples learned from use of skill ``name`` (none: forget them)."""
+        self.learn_all({name: texts})
+
+    def learn_all(self, examples: dict[str, Sequence[str]]) -> None:
+        """Set the learned examples of each skill named (an empty list forgets them) and
+        re-index them: only the named skills' texts are embedded (from the cache after the
+        first time). Learned examples outlive a rebuild; those of a skill not installed are
+        kept and ignored until it is."""
+        if self.cache is None:
+            return
+        with self._lock:
+            learned = dict(self._learned_texts)
+            vectors = dict(self._learned_vectors)
+        for name, texts in examples.items():
+            found = tuple(dict.fromkeys(texts))
+            if found:
+                learned[name], vectors[name] = found, self.cache.encode(list(found))
+            else:
+                learned.pop(name, None)
+                vectors.pop(name, None)
+        owners = [n for n, found in learned.items() for _ in found]
+        index = None
+        if owners:
+            index = faiss.IndexFlatIP(self.cache.embedder.dimension)
+            index.add(np.vstack([vectors[n] for n in learned]))
+        with self._lock:
+            self._learned_texts, self._learned_vectors = learned, vectors
+            self._learned, self._learned_owner = index, owners
+
+    def learned_all(self) -> dict[str, tuple[str, ...]]:
+        """Every skill's learned examples that the index holds."""
+        with self._lock:
+            return dict(self._learned_texts)
+
+    def learned(self, name: str) -> tuple[str, ...]:
+        """The examples learned from use of skill ``name`` that the index holds."""
+        return self._learned_texts.get(name, ())
+
+    def _learned_scores(
+        self, vectors: np.ndarray, index: faiss.IndexFlatIP, owners: list[str]
+    ) -> np.ndarray:
+        """Each installed skill's best cosine to its learned examples (0 without any)."""
+        with self._lock:
+            position = self._position
+        scores = np.zeros(len(position), dtype=np.float32)
+        sims, ids = index.search(vectors, min(index.ntotal, 32))
+        for sim, vid in zip(sims[0], ids[0], strict=True):
+            j = position.get(owners[vid]) if vid >= 0 else None
+            if j is not None:
+                scores[j] = max(scores[j], float(sim))
+        return scores
 
     async def off_loop(self, function: Callable[..., T], /, *args: object) -> T:
         """Run retrieval work off the event loop: on the query encoder's own thread when it

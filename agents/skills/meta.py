@@ -25,7 +25,8 @@ MAX_REFERENCE_CHARS = 20_000
 LOAD_SKILL = "load_skill"
 READ_REFERENCE = "read_skill_reference"
 SEARCH_SKILLS = "search_skills"
-META_TOOLS = (LOAD_SKILL, READ_REFERENCE, SEARCH_SKILLS)
+NOTE_SKILL = "note_skill"
+META_TOOLS = (LOAD_SKILL, READ_REFERENCE, SEARCH_SKILLS, NOTE_SKILL)
 
 # What a call comes to when it is decided without running a handler: (text, ok).
 Outcome = tuple[str, bool]
@@ -38,10 +39,13 @@ class Scope:
     Attributes:
         loaded: Skills whose tools are bound (grows when ``load_skill`` succeeds).
         loadable: Skills ``load_skill`` may add; ``None`` means any installed skill.
+        notable: Skills the model may name with ``note_skill`` beside its answer (the ones
+            it chooses among); empty: the tool is not offered.
     """
 
     loaded: list[str] = field(default_factory=list)
     loadable: set[str] | None = None
+    notable: tuple[str, ...] = ()
 
     def may_load(self, name: str) -> bool:
         """Whether ``load_skill(name)`` is within this scope."""
@@ -132,6 +136,8 @@ class SkillTools:
         if not len(registry):
             return []
         tools = meta_tools(self.prompts)
+        if scope.notable:
+            tools.append(_as_function(self.prompts.tool(NOTE_SKILL, skills=list(scope.notable))))
         for name in scope.loaded:
             if name in registry:
                 tools.extend(openai_tool(t) for t in registry.get(name).tools)
@@ -154,6 +160,11 @@ class SkillTools:
             return self._load(scope, str(args.get("name", "")).strip())
         if name == READ_REFERENCE:
             return self._read(scope, str(args.get("name", "")), str(args.get("path", "")))
+        if name == NOTE_SKILL and scope.notable:
+            noted = str(args.get("name", ""))
+            if noted in scope.notable:
+                return "noted", True
+            return f"error (unknown_skill): note one of {list(scope.notable)}", False
         try:
             owner, _ = self.skills.registry.tool(name)
         except SkillNotFound as exc:

@@ -1,4 +1,4 @@
-"""``skilldesk skills list|validate|search|new`` (shapes that other tools script against)."""
+"""``skilldesk skills list|validate|search|new|examples`` (shapes other tools script against)."""
 
 from __future__ import annotations
 
@@ -160,3 +160,56 @@ def new(name: str, skills_dir: SkillsDir = None) -> None:
     typer.echo(
         f"created {folder}; edit SKILL.md and skill.yaml, then `skilldesk skills validate {folder}`"
     )
+
+
+@cli.command()
+def examples(
+    name: Annotated[str, typer.Argument(help="The skill.")],
+    delete: Annotated[
+        str | None, typer.Option("--delete", help="Delete the learned example with this id.")
+    ] = None,
+    checkpoint_url: Annotated[
+        str | None,
+        typer.Option("--checkpoint-url", help="The store [SKILLDESK_CHECKPOINT_URL]."),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """List the examples routing learned for skill NAME from use (users' messages whose
+    skill the model chose), newest first, or delete one (--delete ID); a running service
+    on the same store stops routing by it within five seconds."""
+    import asyncio
+    from dataclasses import asdict
+
+    from app.services import open_services
+
+    settings = load_cli_settings(checkpoint_url=checkpoint_url)
+    light = settings.model_copy(update={"skills_embeddings": False})
+
+    async def job() -> tuple[bool, list[dict[str, Any]]]:
+        async with open_services(light, watch=False, background=False) as services:
+            assert services.learned is not None
+            deleted = delete is not None and await services.learned.delete(name, delete)
+            found = [asdict(e) for e in await services.learned.examples(name)]
+            return deleted, found
+
+    deleted, found = asyncio.run(job())
+    if delete is not None and not deleted:
+        typer.echo(
+            f"skilldesk: skill {name!r} has no learned example {delete!r}; "
+            f"`skilldesk skills examples {name}` lists them",
+            err=True,
+        )
+        raise typer.Exit(1)
+    if as_json:
+        typer.echo(json.dumps({"skill": name, "examples": found}, ensure_ascii=False))
+        return
+    if delete is not None:
+        typer.echo(f"deleted {delete}")
+    if not found:
+        typer.echo(f"no learned examples for {name}")
+    for e in found:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(e["created"]))
+        typer.echo(
+            f"{e['id']}  {when}  {e['status']:<9}  {e['how']:<10}  thread {e['thread_id']}  "
+            f"{e['text']}"
+        )

@@ -24,8 +24,15 @@ def skills_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def client(model_settings: Any, skills_dir: Path) -> Iterator[TestClient]:
+    # Learning from use off: a skill the model loads would be learned and then pre-loaded
+    # for the next message, and these tests watch the loading itself.
     settings = model_settings.model_copy(
-        update={"skills_dir": skills_dir, "skills_watch": True, "skills_embeddings": True}
+        update={
+            "skills_dir": skills_dir,
+            "skills_watch": True,
+            "skills_embeddings": True,
+            "learn_examples": False,
+        }
     )
     with TestClient(create_app(settings)) as test_client:
         yield test_client

@@ -13,6 +13,7 @@ from agents.prompts import DEFAULT_PROMPTS_DIR, Prompts
 # The values each tool template is rendered with in the service.
 TOOL_VALUES = {
     "choose_route": {"skills": ["order-query", "inventory"]},
+    "note_skill": {"skills": ["leave-balance", "holiday-calendar"]},
     "plan_tasks": {"skills": ["order-query", "inventory"], "max_tasks": 6},
     "workflow_inputs": {"properties": {"device_id": {"type": "string", "description": "Id."}}},
     "run_workflow": {"workflows": [{"name": "triage", "summary": "Sorts a ticket", "inputs": ""}]},

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import asdict
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 from fastapi.responses import JSONResponse
 
 from agents.errors import SkillNotFound
@@ -14,6 +15,7 @@ from agents.skills.meta import definition
 from app.api.deps import IdempotencyKey, PrincipalDep, ServicesDep, needs
 from app.api.errors import ApiError, error_responses
 from app.api.routes.tools import invoke
+from app.api.schemas.learning import LearnedExamplePublic, LearnedExamplesPublic
 from app.api.schemas.skills import (
     SkillDefinitionPublic,
     SkillHitPublic,
@@ -125,3 +127,47 @@ async def call_tool(
     entries = services.tools.all().values()
     public = next((e.name for e in entries if (e.skill, e.tool) == (name, tool)), tool)
     return await invoke(services, public, body.arguments, idempotency_key, principal)
+
+
+# Learned examples are users' words from every thread: for operators (admin) only.
+@router.get(
+    "/{name}/examples",
+    dependencies=[needs("admin")],
+    responses=error_responses(404, 500, notes={404: NO_SKILL}),
+)
+async def list_examples(services: ServicesDep, name: str) -> LearnedExamplesPublic:
+    """The examples routing learned for a skill from use (users' messages whose skill the
+    model chose), newest first, with where each came from: for operators to review."""
+    found = await services.learned.examples(name) if services.learned is not None else []
+    if not found and name not in services.skills.registry:
+        try:
+            services.skills.registry.get(name)  # the error suggests a close name
+        except SkillNotFound as exc:
+            raise ApiError(404, "skill_not_found", str(exc), param="name") from None
+    return LearnedExamplesPublic(
+        skill=name,
+        learning=services.settings.learn_examples,
+        data=[LearnedExamplePublic.model_validate(asdict(e)) for e in found],
+    )
+
+
+@router.delete(
+    "/{name}/examples/{example_id}",
+    dependencies=[needs("admin")],
+    status_code=204,
+    response_class=Response,
+    responses=error_responses(
+        404, 500, notes={404: "The skill has no such example (`example_not_found`)."}
+    ),
+)
+async def delete_example(services: ServicesDep, name: str, example_id: str) -> Response:
+    """Delete one learned example: it no longer routes (at once, in this process)."""
+    if services.learned is None or not await services.learned.delete(name, example_id):
+        raise ApiError(
+            404,
+            "example_not_found",
+            f"skill {name!r} has no learned example {example_id!r}; "
+            f"GET /v1/skills/{name}/examples lists them",
+            param="example_id",
+        )
+    return Response(status_code=204)

@@ -83,6 +83,9 @@ class SkillHitPublic(BaseModel):
     score: float = Field(description="Fused score, 0-1: what routing compares.")
     dense: float = Field(description="Embedding (cosine) similarity.")
     keyword: float = Field(description="BM25 score, normalised.")
+    learned: float = Field(
+        0.0, description="Cosine to the skill's closest example learned from use (0: none)."
+    )
 
 
 class SkillSearchPublic(BaseModel):

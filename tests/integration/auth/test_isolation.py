@@ -106,6 +106,7 @@ def request_of(method: str, template: str, ids: dict[str, str]) -> dict[str, Any
         ("POST", "/v1/threads/{thread_id}/fork"): {"checkpoint_id": ids["checkpoint"]},
         ("POST", "/v1/threads/{thread_id}/runs/stream"): {"message": "bob"},
         ("POST", "/v1/threads/{thread_id}/runs"): {"message": "bob"},
+        ("POST", "/v1/threads/{thread_id}/runs/{run_id}/feedback"): {"rating": "down"},
         ("POST", "/v1/workflows/{name}/runs"): {
             "inputs": {"order_id": "ORD1001"},
             "thread_id": ids["thread"],

@@ -8,6 +8,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, get_args
 
 import pytest
@@ -161,6 +162,22 @@ def _fails_after_a_token(services: Services, mp: pytest.MonkeyPatch) -> None:
     mp.setattr(services.conversations, "stream", stream)
 
 
+def _learned_example(client: TestClient) -> dict[str, str]:
+    """A thread and an example learned for order-lookup: ``{thread}``, ``{example}``."""
+    ids = _new_thread(client)
+    services = client.app.state.services  # type: ignore[attr-defined]
+    learn = partial(
+        services.learned.learn,
+        "order-lookup",
+        f"the delivery status for the broken pump of {ids['thread']}",
+        thread_id=ids["thread"],
+        run_id="r-1",
+        how="candidates",
+    )
+    example = client.portal.call(learn)  # type: ignore[union-attr]
+    return {**ids, "example": example.id}
+
+
 def _raises(name: str) -> Patch:
     async def broken(*_: Any, **__: Any) -> Any:
         raise RuntimeError("a bug")
@@ -236,6 +253,23 @@ PROBES = [
     get("bad thread id", "/v1/threads/-p", 400),
     get("thread internal error", "/v1/threads/p-2", 500, patch=_raises("state")),
     get("threads", "/v1/threads", 200, setup=_new_thread),
+    Probe(
+        "feedback", "POST", THREAD + "/runs/r-1/feedback", 200, {"rating": "up"}, setup=_new_thread
+    ),
+    Probe("feedback, bad rating", "POST", THREAD + "/runs/r-1/feedback", 400, {"rating": "meh"}),
+    Probe(
+        "feedback, no thread", "POST", "/v1/threads/p-none/runs/r-1/feedback", 404, {"rating": "up"}
+    ),
+    get("learned examples", "/v1/skills/order-lookup/examples", 200, setup=_learned_example),
+    get("learned examples, no skill", "/v1/skills/order-lokup/examples", 404),
+    Probe(
+        "delete an example",
+        "DELETE",
+        "/v1/skills/order-lookup/examples/{example}",
+        204,
+        setup=_learned_example,
+    ),
+    Probe("delete no example", "DELETE", "/v1/skills/order-lookup/examples/nope", 404),
     get("threads, a bad page size", "/v1/threads", 400, params={"limit": 0}),
     Probe("new thread", "POST", "/v1/threads", 201, {"title": "Plans"}),
     Probe("new thread, unknown field", "POST", "/v1/threads", 400, {"colour": "red"}),

@@ -1,0 +1,148 @@
+"""Learned examples over HTTP and the command line: a run the model routed teaches the
+router; feedback on the run confirms or removes what it taught; operators list and delete."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from tests.fakellm import FakeLLM, Reply, RequestView, ToolCall
+from tests.integration.conversation.kit import make_skills
+from tests.integration.test_skills_cli import SKILLDESK
+
+PUMP = "status of the delivery for the broken pump"
+PUMP_AGAIN = "what is the status of the delivery for my broken pump"
+EXAMPLES = "/v1/skills/order-lookup/examples"
+
+
+def order_lookup(request: RequestView) -> Reply:
+    """An expert holding the order tool: calls it, then answers from its result."""
+    if request.results_of("get_order"):
+        return Reply(content="ORD1001 has shipped.")
+    assert request.offers("get_order"), request.describe()
+    return Reply(tool_calls=[ToolCall("get_order", {"order_id": "ORD1001"})])
+
+
+@pytest.fixture
+def settings(model_settings: Any, tmp_path: Path) -> Any:
+    return model_settings.model_copy(
+        update={"skills_dir": make_skills(tmp_path / "skills"), "skills_embeddings": True}
+    )
+
+
+@pytest.fixture
+def client(settings: Any) -> Iterator[TestClient]:
+    with TestClient(create_app(settings)) as test_client:
+        yield test_client
+
+
+def run(client: TestClient, thread: str, text: str) -> dict[str, dict[str, Any]]:
+    """One run over HTTP; its events by name (the last of each)."""
+    response = client.post(f"/v1/threads/{thread}/runs/stream", json={"message": text})
+    assert response.status_code == 200, response.text
+    events = {}
+    for block in response.text.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines())
+        events[lines["event"]] = json.loads(lines["data"])
+    return events
+
+
+def test_thumbs_down_removes_what_the_run_taught(client: TestClient, fake_llm: FakeLLM) -> None:
+    fake_llm.script(order_lookup, order_lookup)
+    events = run(client, "t-1", PUMP)
+    assert events["route_decided"]["kind"] == "candidates"
+    run_id = events["run_finished"]["run_id"]
+    [example] = client.get(EXAMPLES).json()["data"]
+    assert (example["text"], example["run_id"], example["thread_id"]) == (PUMP, run_id, "t-1")
+    assert example["how"] == "candidates"
+
+    answer = client.post(
+        f"/v1/threads/t-1/runs/{run_id}/feedback",
+        json={"rating": "down", "comment": "that was not about an order"},
+    )
+    assert answer.status_code == 200, answer.text
+    assert [e["id"] for e in answer.json()["examples"]] == [example["id"]]
+    assert client.get(EXAMPLES).json()["data"] == []
+    # The router forgot it at once: the paraphrase is a close call again.
+    fake_llm.script(order_lookup, order_lookup)
+    assert run(client, "t-2", PUMP_AGAIN)["route_decided"]["kind"] == "candidates"
+
+
+def test_thumbs_up_confirms_and_an_operator_deletes(client: TestClient, fake_llm: FakeLLM) -> None:
+    fake_llm.script(order_lookup, order_lookup)
+    run_id = run(client, "t-1", PUMP)["run_finished"]["run_id"]
+    answer = client.post(f"/v1/threads/t-1/runs/{run_id}/feedback", json={"rating": "up"})
+    [confirmed] = answer.json()["examples"]
+    assert confirmed["status"] == "confirmed"
+    assert client.get(EXAMPLES).json()["data"] == [confirmed]
+    search = client.get("/v1/skills/search", params={"q": PUMP_AGAIN}).json()
+    assert search["results"][0]["name"] == "order-lookup"
+    assert search["results"][0]["learned"] > 0.8
+
+    # Feedback on another thread's run touches nothing of this one.
+    client.post("/v1/threads", json={"thread_id": "t-9"})
+    other = client.post(f"/v1/threads/t-9/runs/{run_id}/feedback", json={"rating": "down"})
+    assert other.json()["examples"] == []
+
+    assert client.delete(f"{EXAMPLES}/{confirmed['id']}").status_code == 204
+    assert client.get(EXAMPLES).json()["data"] == []
+    missing = client.delete(f"{EXAMPLES}/{confirmed['id']}")
+    assert (missing.status_code, missing.json()["error"]["code"]) == (404, "example_not_found")
+    fake_llm.script(order_lookup, order_lookup)
+    assert run(client, "t-2", PUMP_AGAIN)["route_decided"]["kind"] == "candidates"
+
+
+def test_deleting_a_thread_deletes_what_the_router_learned_from_it(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(order_lookup, order_lookup)
+    run(client, "t-1", PUMP)
+    assert len(client.get(EXAMPLES).json()["data"]) == 1
+    assert client.delete("/v1/threads/t-1").status_code == 204
+    assert client.get(EXAMPLES).json()["data"] == []
+    fake_llm.script(order_lookup, order_lookup)
+    assert run(client, "t-2", PUMP_AGAIN)["route_decided"]["kind"] == "candidates"
+
+
+def test_feedback_on_an_unknown_thread_or_skill_is_a_404(client: TestClient) -> None:
+    answer = client.post("/v1/threads/nope/runs/r-1/feedback", json={"rating": "up"})
+    assert answer.status_code == 404
+    assert client.get("/v1/skills/order-lokup/examples").status_code == 404
+    bad = client.post("/v1/threads/nope/runs/r-1/feedback", json={"rating": "meh"})
+    assert bad.status_code == 400
+
+
+def test_the_command_line_lists_and_deletes_learned_examples(
+    settings: Any, fake_llm: FakeLLM
+) -> None:
+    with TestClient(create_app(settings)) as client:
+        fake_llm.script(order_lookup, order_lookup)
+        run(client, "t-1", PUMP)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
+    env.update(
+        SKILLDESK_DATA_DIR=str(settings.data_dir), SKILLDESK_SKILLS_DIR=str(settings.skills_dir)
+    )
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [SKILLDESK, "skills", "examples", "order-lookup", *args]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+
+    listed = cli("--json")
+    assert listed.returncode == 0, listed.stderr
+    [example] = json.loads(listed.stdout)["examples"]
+    assert (example["text"], example["thread_id"]) == (PUMP, "t-1")
+    assert PUMP in cli().stdout
+    deleted = cli("--delete", example["id"], "--json")
+    assert deleted.returncode == 0, deleted.stderr
+    assert json.loads(deleted.stdout)["examples"] == []
+    again = cli("--delete", example["id"])
+    assert again.returncode == 1
+    assert "has no learned example" in again.stderr
