@@ -62,6 +62,7 @@ ANSWER_NODES = frozenset({"assistant", "expert", "aggregate", "joint_expert"})
 RETAIN_S = 600.0  # how long a run stays joinable by its idempotency key after it ends
 # A turn with no new input: go on from the thread's latest checkpoint (after a crash).
 RESUME: tuple[BaseMessage, ...] = ()
+RESUMED = "resumed:"  # ended resumed runs, by the fingerprint of the message they answered
 
 
 class ThreadLocks:
@@ -348,7 +349,11 @@ class Conversations:
         for feed in self._feeds.get(thread_id, []):
             if feed.matches(wanted, key):
                 return feed
-        return self._recent.get((thread_id, key)) if key is not None else None
+        if key is not None:
+            return self._recent.get((thread_id, key))
+        # A run resumed after a crash answered a message its client never got the answer of:
+        # the client resending it gets that answer, not a second turn.
+        return self._recent.get((thread_id, RESUMED + wanted)) if wanted else None
 
     def _forget(self, thread_id: str, feed: RunFeed) -> None:
         feeds = self._feeds.get(thread_id, [])
@@ -358,6 +363,8 @@ class Conversations:
             self._feeds.pop(thread_id, None)
         if feed.key is not None:  # a retry with the key gets this run's events for a while
             self._recent[(thread_id, feed.key)] = feed
+        if feed.resumed and feed.fingerprint:  # a client resending the message it lost
+            self._recent[(thread_id, RESUMED + feed.fingerprint)] = feed
 
     async def _run(
         self,
@@ -394,6 +401,12 @@ class Conversations:
                     )
                 log.info("run.resumed", next=list(snapshot.next))
                 ctx.resumed = True
+                if feed is not None:  # the client resending its message joins this run
+                    asked = next(
+                        (m for m in reversed(history) if isinstance(m, HumanMessage)), None
+                    )
+                    feed.fingerprint = fingerprint(asked.content) if asked is not None else ""
+                    feed.resumed = True
                 ctx.turn_id = turn_id(history, [])  # the same keys for its side effects
                 run_input = None
             else:

@@ -40,6 +40,7 @@ class RunFeed:
         self, fingerprint: str, key: str | None = None, run_id: str = "", thread_id: str = ""
     ) -> None:
         self.fingerprint = fingerprint
+        self.resumed = False  # a run that went on from a crash (no new input)
         self.key = key
         self.run_id, self.thread_id = run_id, thread_id
         self.events: list[Event] = []
