@@ -118,7 +118,10 @@ export async function openThread(id) {
     $("thread-title").textContent = record?.title || id;
     for (const message of thread.messages) {
       if (message.role === "human") addMessage("user", message.content);
-      else if (message.role === "ai" && message.content) addMessage("assistant", message.content);
+      else if (message.role === "ai" && message.content) {
+        const item = addMessage("assistant", message.content);
+        if (message.run_id) item.append(Trace.stored(id, message.run_id).element);
+      }
     }
     for (const approval of approvals.filter((a) => a.thread_id === id)) {
       $("messages").append(el("li", { class: "card" }, approvalCard(approval, decided, { canApprove })));

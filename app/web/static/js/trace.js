@@ -14,10 +14,36 @@ export class Trace {
     this.usage = null;
     this.started = performance.now();
     this.seconds = null;
+    this.loading = null; // an earlier answer's trace, being fetched
     this.body = el("div", { class: "trace-body" });
     this.workflow = null; // a workflow run's graph: { name, source, marks, box, drawing, dirty }
     this.summary = el("summary", {}, "How this answer was reached");
     this.element = el("details", { class: "trace" }, this.summary, this.body);
+  }
+
+  /** The trace of an earlier answer, fetched from the service when first unfolded. */
+  static stored(threadId, runId) {
+    const trace = new Trace();
+    trace.body.replaceChildren(el("p", { class: "hint" }, "Loading…"));
+    trace.element.dataset.run = runId;
+    trace.element.addEventListener("toggle", () => {
+      if (!trace.element.open || trace.loading) return;
+      trace.loading = api.threads
+        .trace(threadId, runId)
+        .then((record) => trace.replay(record))
+        .catch((error) => {
+          trace.loading = null;
+          trace.body.replaceChildren(el("p", { class: "run-error", role: "alert" }, `The trace could not be loaded: ${error.message}`));
+        });
+    });
+    return trace;
+  }
+
+  /** Show a run's kept events, with the run's own times. */
+  replay(record) {
+    for (const { type, data } of record.events) this.add(type, data);
+    if (record.started && record.ended) this.seconds = record.ended - record.started;
+    this.render();
   }
 
   /** Take one event of the run; true when the trace changed. */
