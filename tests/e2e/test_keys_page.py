@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from tests.e2e.accessibility import check_in_light_and_dark
 from tests.fakellm import FakeLLM, Reply
 from tests.integration.test_server_process import SKILLDESK, Service
 
@@ -38,6 +39,7 @@ def test_a_user_signs_in_with_a_key_and_is_refused_another_users_thread(
     page.goto("/")
     expect(page.locator("#banner")).to_contain_text("This service needs an API key")
     expect(page.get_by_label("API key")).to_be_focused()
+    check_in_light_and_dark(page, "sign-in")
 
     sign_in(page, ALICE)
     expect(page.locator("#mode")).to_have_text("Signed in as alice (chat)")

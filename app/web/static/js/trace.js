@@ -121,15 +121,15 @@ export class Trace {
   render() {
     const parts = [];
     if (this.route) parts.push(routeView(this.route));
-    if (this.workflow) parts.push(el("h4", {}, `Workflow ${this.workflow.name}`), this.workflow.box);
+    if (this.workflow) parts.push(el("h3", {}, `Workflow ${this.workflow.name}`), this.workflow.box);
     if (this.nodes.length) {
-      parts.push(el("h4", {}, "Steps"), el("ol", { class: "steps" }, this.nodes.map(stepView)));
+      parts.push(el("h3", {}, "Steps"), el("ol", { class: "steps" }, this.nodes.map(stepView)));
     }
     if (this.tools.size) {
-      parts.push(el("h4", {}, "Tool calls"), el("ol", { class: "tools" }, [...this.tools.values()].map(toolView)));
+      parts.push(el("h3", {}, "Tool calls"), el("ol", { class: "tools" }, [...this.tools.values()].map(toolView)));
     }
     if (this.errors.length) {
-      parts.push(el("h4", {}, "Errors"), el("ul", {}, this.errors.map((e) => el("li", {}, `${e.code}: ${e.message}`))));
+      parts.push(el("h3", {}, "Errors"), el("ul", {}, this.errors.map((e) => el("li", {}, `${e.code}: ${e.message}`))));
     }
     parts.push(el("p", { class: "usage" }, usageLine(this.usage, this.seconds)));
     this.body.replaceChildren(...parts);
@@ -152,7 +152,7 @@ function routeView(route) {
   return el(
     "section",
     { class: "route" },
-    el("h4", {}, "Route"),
+    el("h3", {}, "Route"),
     el("p", {}, el("strong", {}, route.kind), route.target ? ` → ${route.target}` : "", ` (by ${route.by})`, route.reason ? `: ${route.reason}` : ""),
     rows.length
       ? el(
