@@ -118,3 +118,26 @@ def test_a_stream_cut_after_the_route_is_read_again_from_where_it_stopped(
         "All the words arrive in the end."
     )
     assert page.locator(".run-error").count() == 0
+
+
+# Drawn in the page's own font: a character the fonts lack comes out as the same empty box
+# as a private-use one.
+DRAWN = """(text) => {
+  const canvas = document.createElement("canvas");
+  canvas.width = 200;
+  canvas.height = 40;
+  const g = canvas.getContext("2d");
+  g.font = getComputedStyle(document.body).font;
+  const pixels = (s) => {
+    g.clearRect(0, 0, 200, 40);
+    g.fillText(s, 0, 30);
+    return Array.from(g.getImageData(0, 0, 200, 40).data).join(",");
+  };
+  return pixels(text) !== pixels("\\uE000".repeat([...text].length));
+}"""
+
+
+def test_chinese_japanese_and_korean_text_is_drawn_not_boxes(page: Any) -> None:
+    page.goto("/")
+    for text in ("订单", "注文", "주문"):
+        assert page.evaluate(DRAWN, text), f"{text} is drawn as boxes: no CJK font"
