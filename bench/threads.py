@@ -29,7 +29,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import psycopg
 from langchain_core.messages import HumanMessage
 
 from agents.events import RunFinished
@@ -40,10 +39,10 @@ from bench.common import ROOT
 from bench.conversation import covered
 from bench.replies import thread_turn_reply
 from tests.fakellm.process import FakeLLMProcess
+from tests.pgkit import schema_url
 
 TURNS = 100
 MARKS = (10, 50, 100)
-POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 KEEP = 20
 WINDOW = 9  # turns up to each mark whose median is reported
 
@@ -185,30 +184,24 @@ def _settings(root: Path, fake: FakeLLMProcess, url: str, *, summaries: bool) ->
 
 async def amain(only: str | None = None) -> list[tuple[str, dict[int, dict[str, float]]]]:
     results = []
-    with tempfile.TemporaryDirectory() as tmp, FakeLLMProcess() as fake:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        FakeLLMProcess() as fake,
+        schema_url("bench") as postgres,
+    ):
         root = Path(tmp)
-        schema = f"bench_{uuid.uuid4().hex[:8]}"
-        with psycopg.connect(POSTGRES, autocommit=True) as conn:
-            conn.execute(f"CREATE SCHEMA {schema}")
-        try:
-            stores = {
-                "sqlite": f"sqlite:///{root / 'threads.sqlite'}",
-                "postgres": f"{POSTGRES}?options=-csearch_path%3D{schema}",
-            }
-            for store, url in stores.items():
-                if only and store != only:
-                    continue
-                for summaries, retention in ((False, False), (True, False), (True, True)):
-                    settings = _settings(root, fake, url, summaries=summaries)
-                    figures = await one_thread(fake, settings, retention=retention)
-                    label = (
-                        f"{store}, {'summaries' if summaries else 'no summaries'}"
-                        f"{', retention' if retention else ''}"
-                    )
-                    results.append((label, figures))
-        finally:
-            with psycopg.connect(POSTGRES, autocommit=True) as conn:
-                conn.execute(f"DROP SCHEMA {schema} CASCADE")
+        stores = {"sqlite": f"sqlite:///{root / 'threads.sqlite'}", "postgres": postgres}
+        for store, url in stores.items():
+            if only and store != only:
+                continue
+            for summaries, retention in ((False, False), (True, False), (True, True)):
+                settings = _settings(root, fake, url, summaries=summaries)
+                figures = await one_thread(fake, settings, retention=retention)
+                label = (
+                    f"{store}, {'summaries' if summaries else 'no summaries'}"
+                    f"{', retention' if retention else ''}"
+                )
+                results.append((label, figures))
     return results
 
 
