@@ -87,6 +87,11 @@ class ThreadMessagePublic(BaseModel):
     tool_call_id: str | None = Field(
         None, description="The call a tool message answers (tool messages only)."
     )
+    summarised: bool | None = Field(
+        None,
+        description="True for a message a summary took out of the active history (the "
+        "model reads the summary instead); absent for active ones.",
+    )
 
 
 class RouteCandidatePublic(BaseModel):
