@@ -7,11 +7,11 @@ machine's server, a schema of its own), with summaries (the defaults: past 20 me
 keeping 6) and without, and with retention (the newest 20 checkpoints kept, applied every
 ten turns, the originals of the newest 100 summarised messages kept) beside the thread
 without it; "transcript" is what the originals of summarised messages take. Framework
-time is wall time minus the scripted model server's answering time, and CPU time is this process's (the service's code, SQLite
-included; the model server is a process of its own), each the median of the nine turns up
-to each mark: CPU time is the figure that holds on a busy machine. The marks come from
-three threads of the same conversation run in lockstep, so that all three are measured in
-the same last ten rounds (``one_thread``).
+time is wall time minus the scripted model server's answering time, and CPU time is this
+process's (the service's code, SQLite included; the model server is a process of its own),
+each the median of the nine turns up to each mark: CPU time is the figure that holds on a
+busy machine. The marks come from three threads of the same conversation run in lockstep,
+so that all three are measured in the same last ten rounds (``one_thread``).
 Goals (issue #14): framework time at turn 100 within 1.2x of turn 10; under 16 KB written
 per checkpoint at turn 100; storage per thread that stops growing once retention applies.
 Run: .venv/bin/python -m bench.threads [--store sqlite|postgres]
