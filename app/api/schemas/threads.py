@@ -262,27 +262,19 @@ class ThreadPatch(BaseModel):
 
 
 class ForkRequest(BaseModel):
-    """Where to branch a thread."""
+    """Where to branch a thread: a checkpoint, or where a message was sent."""
 
-    # The document says "exactly one of the two" as the validator below does, so a client (or
-    # a generated request) that follows the schema is never refused.
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
             "oneOf": [
                 {
                     "required": ["checkpoint_id"],
-                    "properties": {
-                        "checkpoint_id": {"type": "string"},
-                        "before_message": {"type": "null"},
-                    },
+                    "properties": {"checkpoint_id": {"type": "string"}},
                 },
                 {
                     "required": ["before_message"],
-                    "properties": {
-                        "before_message": {"type": "integer"},
-                        "checkpoint_id": {"type": "null"},
-                    },
+                    "properties": {"before_message": {"type": "integer"}},
                 },
             ]
         },
