@@ -30,6 +30,7 @@ from agents.state.checkpointers import open_checkpointer
 from agents.state.documents import documents_for
 from agents.state.records import ThreadRecords
 from agents.state.spend import SpendLedger
+from agents.state.traces import RunTraces
 from agents.state.transcript import Transcript
 from agents.threads import Threads
 from agents.tokens import count_tokens
@@ -181,6 +182,7 @@ async def open_services(
                 retain_s=settings.run_events_retain_s,
                 lease_s=settings.run_lease_s,
                 learner=learned,
+                traces=RunTraces(documents),
             )
             threads = Threads(
                 conversations, records, attachments, settings.retention(), transcript=transcript
