@@ -42,13 +42,14 @@ class SkillEntry:
     pinned: bool = False
 
     @classmethod
-    def of(cls, skill: Skill) -> SkillEntry:
-        """The entry for a loaded skill."""
+    def of(cls, skill: Skill, written: tuple[str, ...] = ()) -> SkillEntry:
+        """The entry for a loaded skill; ``written``: examples the model wrote for a skill
+        that has none of its own (agents/skills/written.py)."""
         return cls(
             skill.name,
             skill.description,
             skill.config.triggers,
-            skill.config.examples,
+            skill.config.examples or written,
             skill.config.pinned,
         )
 
