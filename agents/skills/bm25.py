@@ -39,9 +39,16 @@ def tokenize(text: str) -> list[str]:
 
 
 class BM25:
-    """Okapi BM25 (k1=1.2, b=0.75) over a fixed list of documents."""
+    """Okapi BM25 over a fixed list of documents.
 
-    def __init__(self, documents: Sequence[str], k1: float = 1.2, b: float = 0.75) -> None:
+    Tuned for skill summaries (bench/retrieval_quality.py, both sets): little length
+    normalisation (``b=0.3``: a description that says more about its subject is no weaker a
+    match for it) and a slower tf saturation (``k1=2.0``: a term a description repeats is
+    its subject). Against the textbook 1.2 / 0.75: ToolAlpaca recall@1 0.46 -> 0.52 and @5
+    0.76 -> 0.78 (each half of its queries too), the labelled set unchanged.
+    """
+
+    def __init__(self, documents: Sequence[str], k1: float = 2.0, b: float = 0.3) -> None:
         self.size = len(documents)
         tokenized = [tokenize(doc) for doc in documents]
         lengths = np.array([len(t) for t in tokenized], dtype=np.float32)
