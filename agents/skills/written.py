@@ -23,6 +23,7 @@ from agents.errors import ModelError
 from agents.models import ModelGateway
 from agents.models.structured import forced_call, function_tool
 from agents.prompts import Prompts
+from agents.skills.embeddings import rows_by_key
 from agents.skills.loader import Skill
 from agents.skills.service import SkillService
 
@@ -77,16 +78,9 @@ class WrittenExamples:
         """The examples on disk for each of ``keys`` that has some."""
         if self._db is None or not keys:
             return {}
-        found: dict[str, tuple[str, ...]] = {}
         with self._lock:
-            for start in range(0, len(keys), 500):
-                batch = keys[start : start + 500]
-                marks = ",".join("?" * len(batch))
-                rows = self._db.execute(
-                    f"SELECT key, body FROM written WHERE key IN ({marks})", batch
-                ).fetchall()
-                found.update((key, tuple(json.loads(body))) for key, body in rows)
-        return found
+            rows = rows_by_key(self._db, "written", "body", keys)
+        return {key: tuple(json.loads(body)) for key, body in rows}
 
     def _store(self, key: str, examples: tuple[str, ...]) -> None:
         if self._db is None:
