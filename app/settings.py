@@ -177,6 +177,13 @@ class Settings(BaseSettings):
     summary_keep: int = Field(
         6, ge=1, le=1000, description="Recent messages a summary always keeps verbatim."
     )
+    summary_entries: int = Field(
+        60,
+        ge=0,
+        le=100_000,
+        description="Summarised messages whose entry (index, speaker, start) the summary "
+        "keeps; older ones are counted by speaker, so a long thread's summary stays bounded.",
+    )
     summary_model: str | None = Field(
         None, description="Model profile that writes summaries (default: the default)."
     )
@@ -186,6 +193,13 @@ class Settings(BaseSettings):
         le=1_000_000,
         description="Newest checkpoints kept per thread; older ones are pruned (0: keep all). "
         "A fork or the history reaches back this far.",
+    )
+    retention_keep_summarised: int = Field(
+        0,
+        ge=0,
+        le=100_000_000,
+        description="Newest summarised messages whose originals are kept per thread, shown "
+        "by GET /v1/threads/{id} (0: all; the summary stands for the rest).",
     )
     retention_idle_days: float = Field(
         0,
@@ -371,12 +385,14 @@ class Settings(BaseSettings):
             after_messages=self.summary_after_messages,
             after_tokens=self.summary_after_tokens,
             keep=self.summary_keep,
+            entries=self.summary_entries,
         )
 
     def retention(self) -> RetentionOptions:
         """How much of each thread is kept."""
         return RetentionOptions(
             keep_checkpoints=self.retention_keep_checkpoints,
+            keep_summarised=self.retention_keep_summarised,
             idle_days=self.retention_idle_days,
             interval_s=self.retention_interval_s,
         )
