@@ -58,7 +58,7 @@ class WrittenExamples:
             self._db = sqlite3.connect(str(path), check_same_thread=False)
             self._db.execute("CREATE TABLE IF NOT EXISTS written (key TEXT PRIMARY KEY, body TEXT)")
             self._db.commit()
-        self._tried: set[str] = set()  # keys asked for since start (a failure is not retried)
+        self._tried: set[str] = set()  # keys the model failed on since start (not asked again)
         self._task: asyncio.Task[None] | None = None
         self.written = 0  # skills the model wrote examples for since start
 
@@ -95,7 +95,6 @@ class WrittenExamples:
         """Ask the model for ``skill``'s examples and cache them (empty when it fails)."""
         if key in self._tried:
             return ()
-        self._tried.add(key)
         spec = self.prompts.tool(TOOL, most=MOST)
         tool = function_tool(spec["name"], spec["description"], spec["parameters"])
         instructions = await asyncio.to_thread(skill.body)
@@ -110,14 +109,17 @@ class WrittenExamples:
                 self.gateway, self.gateway.node_profile("router"), tool, system, skill.name, {}
             )
         except ModelError as exc:
+            self._tried.add(key)  # not asked again before a restart
             log.warning("skills.examples_not_written", skill=skill.name, error=str(exc))
             return ()
         raw = args.get("examples")
         texts = [str(t).strip() for t in raw] if isinstance(raw, list) else []
         examples = tuple(dict.fromkeys(t[:300] for t in texts if t))[:MOST]
-        if examples:
-            await asyncio.to_thread(self._store, key, examples)
-            self.written += 1
+        if not examples:
+            self._tried.add(key)
+            return ()
+        await asyncio.to_thread(self._store, key, examples)
+        self.written += 1
         return examples
 
     async def fill(
