@@ -257,9 +257,23 @@ class ThreadPatch(BaseModel):
 
 
 class ForkRequest(BaseModel):
-    """Where to branch a thread."""
+    """Where to branch a thread: a checkpoint, or where a message was sent."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "required": ["checkpoint_id"],
+                    "properties": {"checkpoint_id": {"type": "string"}},
+                },
+                {
+                    "required": ["before_message"],
+                    "properties": {"before_message": {"type": "integer"}},
+                },
+            ]
+        },
+    )
 
     checkpoint_id: str | None = Field(
         None,
