@@ -469,7 +469,7 @@ class Conversations:
         if record is not None:  # created empty (POST /v1/threads): named by its first message
             named = history or record.get("title") not in (None, "", "New conversation")
             naming = {} if named else {"title": title_from(last_user_text(new))}
-            await self.records.update(thread_id, status="running", **naming)
+            await self.records.save(record, status="running", **naming)
             return
         first = next((m for m in history if m.type == "human"), None)  # a thread from before
         title = title_from(first.text if first is not None else last_user_text(new))
