@@ -172,6 +172,32 @@ class Threads:
             entries.append(_entry(snap, parent))
         return entries
 
+    async def checkpoint_before(self, thread_id: str, index: int) -> str:
+        """The checkpoint from which the thread's message ``index`` (from 0, summarised
+        messages counted) was sent: the end of the turn before it. Forking there and sending
+        another message edits that one.
+
+        Raises:
+            ThreadNotFound: no such thread.
+            CheckpointNotFound: no turn ended with ``index`` messages (the message is not a
+                user's that opened a turn, or retention removed that checkpoint).
+        """
+        await self.get(thread_id)
+        config: Any = {"configurable": {"thread_id": thread_id}}
+        async for snap in self.conversations.graph.aget_state_history(config):
+            values = migrate(dict(snap.values))[0] if snap.values else {}
+            count = len(values.get("messages", [])) + summarised_count(values.get("summary"))
+            if count == index and not snap.next:
+                return str(snap.config["configurable"]["checkpoint_id"])
+            if count < index:
+                break  # newest first: the count only falls from here
+        first = " (to change the first message, start a new thread)" if index == 0 else ""
+        raise CheckpointNotFound(
+            f"no turn of thread {thread_id!r} ended with {index} messages: message {index} "
+            f"is not a user's message that opened a turn, or retention removed the "
+            f"checkpoint before it{first}; GET /v1/threads/{thread_id}/history lists those kept"
+        )
+
     async def fork(
         self,
         thread_id: str,

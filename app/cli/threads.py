@@ -141,18 +141,39 @@ def history(
 def fork(
     thread_id: ThreadArg,
     checkpoint: Annotated[
-        str, typer.Option("--checkpoint", help="The checkpoint to start from (see history).")
-    ],
+        str | None,
+        typer.Option("--checkpoint", help="The checkpoint to start from (see history)."),
+    ] = None,
+    before_message: Annotated[
+        int | None,
+        typer.Option(
+            "--before-message",
+            min=0,
+            help="Start from where message N was sent (to send an edited one instead).",
+        ),
+    ] = None,
     to: Annotated[str | None, typer.Option("--to", help="The new thread's id.")] = None,
     checkpoint_url: StoreUrl = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """A new thread from one checkpoint of THREAD_ID (which stays as it is)."""
-    record = _run(checkpoint_url, lambda s: s.threads.fork(thread_id, checkpoint, new_thread_id=to))
+    """A new thread from one checkpoint of THREAD_ID (which stays as it is): give
+    --checkpoint or --before-message."""
+    if (checkpoint is None) == (before_message is None):
+        raise typer.BadParameter("give exactly one of --checkpoint and --before-message")
+
+    async def forked(services: Any) -> Any:
+        at = checkpoint
+        if at is None:
+            assert before_message is not None
+            at = await services.threads.checkpoint_before(thread_id, before_message)
+        return await services.threads.fork(thread_id, at, new_thread_id=to)
+
+    record = _run(checkpoint_url, forked)
     if as_json:
         _echo_json(record)
         return
-    typer.echo(f"forked {thread_id}@{checkpoint} -> {record['thread_id']}")
+    source = record.get("forked_from") or {}
+    typer.echo(f"forked {thread_id}@{source.get('checkpoint_id')} -> {record['thread_id']}")
 
 
 @cli.command()

@@ -153,7 +153,9 @@ async def thread_history(
         409,
         500,
         notes={
-            404: "No such thread or checkpoint (`thread_not_found`, `checkpoint_not_found`).",
+            400: "Neither or both of `checkpoint_id` and `before_message` (`invalid_request`).",
+            404: "No such thread or checkpoint (`thread_not_found`, `checkpoint_not_found`: "
+            "for `before_message`, no turn ended just before that message).",
             409: "The new id is taken (`thread_exists`).",
         },
     ),
@@ -166,10 +168,14 @@ async def fork_thread(
     body: ForkRequest,
 ) -> ThreadRecordPublic:
     """A new thread from one checkpoint of this one (the original is untouched). To edit an
-    earlier message: fork at the checkpoint before it, then send the edited message."""
+    earlier message: fork with ``before_message`` (its index), then send the edited one."""
     await reach_thread(services, principal, thread_id)
+    checkpoint = body.checkpoint_id
+    if checkpoint is None:
+        assert body.before_message is not None  # the schema asks for one of the two
+        checkpoint = await services.threads.checkpoint_before(thread_id, body.before_message)
     record = await services.threads.fork(
-        thread_id, body.checkpoint_id, new_thread_id=body.thread_id, owner=owner
+        thread_id, checkpoint, new_thread_id=body.thread_id, owner=owner
     )
     return ThreadRecordPublic.model_validate(record)
 

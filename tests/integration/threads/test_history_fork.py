@@ -77,9 +77,10 @@ def test_a_fork_starts_from_the_checkpoint_and_leaves_the_original_untouched(
 def test_a_fork_needs_a_checkpoint_of_the_thread(client: TestClient, fake_llm: FakeLLM) -> None:
     fake_llm.script(Reply(content="Hi."))
     say(client, "src", "Hello")
-    missing = client.post("/v1/threads/src/fork", json={})
-    assert missing.status_code == 400
-    assert missing.json()["error"]["param"] == "checkpoint_id"
+    for where in ({}, {"checkpoint_id": "x", "before_message": 0}):
+        refused = client.post("/v1/threads/src/fork", json=where)
+        assert refused.status_code == 400
+        assert "exactly one of checkpoint_id" in refused.json()["error"]["message"]
     unknown = client.post("/v1/threads/src/fork", json={"checkpoint_id": "nope"})
     assert unknown.status_code == 404
     assert unknown.json()["error"]["code"] == "checkpoint_not_found"
@@ -87,6 +88,39 @@ def test_a_fork_needs_a_checkpoint_of_the_thread(client: TestClient, fake_llm: F
     latest = client.get("/v1/threads/src/history").json()["data"][0]["checkpoint_id"]
     taken = client.post("/v1/threads/src/fork", json={"checkpoint_id": latest, "thread_id": "src"})
     assert taken.status_code == 409
+
+
+def test_an_earlier_message_is_edited_by_its_index(client: TestClient, fake_llm: FakeLLM) -> None:
+    fake_llm.script(
+        Reply(content="Blue noted."),
+        Reply(content="Blue."),
+        Reply(content="Noted."),
+        Reply(content="Green noted."),
+    )
+    for message in ("My colour is blue.", "What is my colour?", "Thanks."):
+        say(client, "long", message)
+    # Message 2 ("What is my colour?") is replaced: the fork ends before it.
+    forked = client.post("/v1/threads/long/fork", json={"before_message": 2})
+    assert forked.status_code == 201, forked.text
+    fork = forked.json()["thread_id"]
+    assert forked.json()["messages"] == 2
+    say(client, fork, "My colour is green now.")
+    shown = client.get(f"/v1/threads/{fork}").json()["messages"]
+    assert [(m["index"], m["content"]) for m in shown] == [
+        (0, "My colour is blue."),
+        (1, "Blue noted."),
+        (2, "My colour is green now."),
+        (3, "Green noted."),
+    ]
+    assert len(client.get("/v1/threads/long").json()["messages"]) == 6  # untouched
+    # Only a user's message that opened a turn can be edited this way.
+    for index in (1, 9):
+        refused = client.post("/v1/threads/long/fork", json={"before_message": index})
+        assert refused.status_code == 404
+        assert refused.json()["error"]["code"] == "checkpoint_not_found"
+        assert f"message {index} is not a user's message" in refused.json()["error"]["message"]
+    first = client.post("/v1/threads/long/fork", json={"before_message": 0}).json()
+    assert "start a new thread" in first["error"]["message"]
 
 
 def test_resume_with_nothing_left_to_run_is_a_conflict(
