@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -265,6 +266,8 @@ def report(label: str, load: Load, out: Outcome) -> None:
         f"dup {out.duplicated}  rss {out.rss_mb:.0f} MB",
         flush=True,
     )
+    if out.errors:
+        print(f"  errors: {dict(Counter(out.errors))}", flush=True)
 
 
 def main() -> None:
