@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import re
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -129,7 +129,7 @@ class IntentMatcher:
         self._texts: list[str] = []
         # Query vectors by masked text: messages that differ only by their ids (every
         # "where is my order ORD...?") mask alike, and a vector depends on its text alone.
-        self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._query_vector = lru_cache(maxsize=_RECENT)(self._embed)
 
     def names(self) -> list[str]:
         """The workflows that can be matched."""
@@ -173,18 +173,9 @@ class IntentMatcher:
             return None
         return WorkflowMatch(intents[i].name, round(score, 4), reason)
 
-    def _query_vector(self, masked: str) -> np.ndarray:
-        with self._lock:
-            known = self._recent.get(masked)
-            if known is not None:
-                self._recent.move_to_end(masked)
-                return known
+    def _embed(self, masked: str) -> np.ndarray:
         assert self.cache is not None
         vector: np.ndarray = self.cache.embedder.encode([masked])[0]
-        with self._lock:
-            self._recent[masked] = vector
-            while len(self._recent) > _RECENT:
-                self._recent.popitem(last=False)
         return vector
 
     def _tables(self) -> tuple[list[_Intent], np.ndarray, np.ndarray, list[str]]:
