@@ -8,12 +8,12 @@ import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Annotated, Any, TypeVar
 
 import typer
 
 from agents.errors import SkilldeskError
-from agents.threads import RetentionOptions
 from app.cli.common import load_cli_settings
 from app.logging import configure_logging
 from app.settings import Settings
@@ -202,6 +202,14 @@ def prune(
         float | None,
         typer.Option(min=0, help="Delete threads idle this long [SKILLDESK_RETENTION_IDLE_DAYS]."),
     ] = None,
+    keep_summarised: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Summarised messages whose originals are kept per thread "
+            "[SKILLDESK_RETENTION_KEEP_SUMMARISED].",
+        ),
+    ] = None,
     checkpoint_url: StoreUrl = None,
     as_json: JsonFlag = False,
 ) -> None:
@@ -209,9 +217,11 @@ def prune(
 
     async def job(services: Any) -> Any:
         policy = services.threads.retention
-        services.threads.retention = RetentionOptions(
+        services.threads.retention = replace(
+            policy,
             keep_checkpoints=policy.keep_checkpoints if keep is None else keep,
             idle_days=policy.idle_days if idle_days is None else idle_days,
+            keep_summarised=policy.keep_summarised if keep_summarised is None else keep_summarised,
         )
         return await services.threads.prune(dry_run=dry_run)
 
@@ -220,9 +230,11 @@ def prune(
         _echo_json(vars(report))
         return
     verb = "would delete" if dry_run else "deleted"
+    gone = report.summarised_deleted
     typer.echo(
         f"{verb} {len(report.threads_deleted)} idle thread(s) and "
         f"{report.checkpoints_deleted} old checkpoint(s) of {report.threads_pruned} thread(s)"
+        + (f", {gone} summarised message(s) kept no more" if gone else "")
     )
     for thread_id in report.threads_deleted:
         typer.echo(f"  thread {thread_id}")

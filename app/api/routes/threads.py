@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
@@ -13,7 +12,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
 from agents.conversations import RESUME
 from agents.errors import AttachmentNotFound, ThreadNotFound
-from agents.events import Event, RunFinished
+from agents.events import Event, event_data, event_name
 from agents.feed import RunFeed
 from agents.memory.summaries import summarised_count
 from agents.state.attachments import media_type_of
@@ -187,22 +186,35 @@ async def fork_thread(
     responses=error_responses(400, 404, 500, notes={400: BAD_ID, 404: NO_THREAD}),
 )
 async def get_thread(
-    services: ServicesDep, principal: PrincipalDep, thread_id: ThreadId
+    services: ServicesDep,
+    principal: PrincipalDep,
+    thread_id: ThreadId,
+    summarised: Annotated[
+        bool,
+        Query(
+            description="Include the messages a summary took out of the active history "
+            "(marked `summarised`); false: the active messages only."
+        ),
+    ] = True,
 ) -> ThreadPublic:
-    """The thread's active messages (with index and speaker), how many earlier ones are
-    summarised, last route, loaded skills, workspace and usage."""
+    """The thread's messages (with index and speaker; those a summary compressed marked),
+    how many earlier ones are summarised, last route, loaded skills, workspace and usage."""
     await reach_thread(services, principal, thread_id)
     state = await services.conversations.state(thread_id)
     if not state:
         raise ApiError(404, "thread_not_found", f"There is no thread {thread_id!r}.")
     # Indices count the summarised messages too: they match the summary's entries.
-    summarised = summarised_count(state.get("summary"))
+    count = summarised_count(state.get("summary"))
+    traces = services.conversations.traces
+    runs = await traces.answers(thread_id) if traces is not None else {}
+    earlier = await services.threads.summarised(thread_id, count) if summarised else []
+    shown = [{**_message(i, m, runs), "summarised": True} for i, m in earlier]
     messages = state.get("messages", [])
     return ThreadPublic.model_validate(
         {
             "thread_id": thread_id,
-            "messages": [_message(summarised + i, m) for i, m in enumerate(messages)],
-            "summarised_messages": summarised,
+            "messages": shown + [_message(count + i, m, runs) for i, m in enumerate(messages)],
+            "summarised_messages": count,
             "route": state.get("route"),
             "loaded_skills": state.get("loaded_skills", []),
             "workspace": state.get("workspace"),
@@ -443,30 +455,19 @@ async def follow(
 
 def frame(event: Event, seq: int | None = None) -> str:
     """One event as Server-Sent Events text (``id:`` its sequence number in the run)."""
-    data = json.dumps(_payload(event), ensure_ascii=False)
+    data = json.dumps(event_data(event), ensure_ascii=False)
     # The id after the event's name: clients that look for a block starting `event:` and
     # take what follows `data: ` as the JSON go on working.
     seq_line = "" if seq is None else f"id: {seq}\n"
-    return f"event: {_name(event)}\n{seq_line}data: {data}\n\n"
+    return f"event: {event_name(event)}\n{seq_line}data: {data}\n\n"
 
 
-def _name(event: Event) -> str:
-    return "".join(f"_{c.lower()}" if c.isupper() else c for c in type(event).__name__)[1:]
-
-
-def _payload(event: Event) -> dict[str, Any]:
-    if isinstance(event, RunFinished):
-        return {
-            "thread_id": event.thread_id,
-            "run_id": event.run_id,
-            "answer": event.message.text,
-            "usage": event.usage,
-        }
-    return dataclasses.asdict(event)
-
-
-def _message(index: int, message: BaseMessage) -> dict[str, Any]:
+def _message(
+    index: int, message: BaseMessage, runs: dict[str, str] | None = None
+) -> dict[str, Any]:
     out: dict[str, Any] = {"index": index, "role": message.type, "content": message.text}
+    if runs and message.id in runs:  # the answer of a run whose trace is kept
+        out["run_id"] = runs[message.id]
     if message.name:
         out["name"] = message.name
     tool_calls = getattr(message, "tool_calls", None)

@@ -4,9 +4,11 @@ leaves the original as it was; an edited earlier message is a fork plus the new 
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 from fastapi.testclient import TestClient
 
+from app.main import create_app
 from tests.fakellm import FakeLLM, Reply
 from tests.integration.threads.conftest import say
 
@@ -132,3 +134,42 @@ def test_resume_with_nothing_left_to_run_is_a_conflict(
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "nothing_to_resume"
     assert client.post("/v1/threads/nobody/resume").status_code == 404
+
+
+def test_summarised_originals_go_with_a_fork_and_leave_with_the_thread(
+    thread_settings: Any, fake_llm: FakeLLM
+) -> None:
+    summarising = thread_settings.model_copy(
+        update={"summary_after_messages": 4, "summary_after_tokens": 0, "summary_keep": 2}
+    )
+    with TestClient(create_app(summarising)) as client:
+        for n in (1, 2, 3):
+            if n == 3:
+                fake_llm.script(Reply(content="The user asked about orders 1 and 2 [#0 user]."))
+            fake_llm.script(Reply(content=f"Order {n} shipped."))
+            say(client, "long", f"Where is order {n}?")
+        original = client.get("/v1/threads/long").json()
+        assert original["summarised_messages"] == 2
+        summarised = [m["content"] for m in original["messages"] if m.get("summarised")]
+        assert summarised == ["Where is order 1?", "Order 1 shipped."]
+
+        # Before the summary the fork has nothing summarised; after it, the originals too.
+        early = client.post("/v1/threads/long/fork", json={"before_message": 4}).json()
+        assert client.get(f"/v1/threads/{early['thread_id']}").json()["summarised_messages"] == 0
+        forked = client.post("/v1/threads/long/fork", json={"before_message": 6}).json()
+        fork = client.get(f"/v1/threads/{forked['thread_id']}").json()
+        assert [(m["index"], m["content"], m.get("summarised")) for m in fork["messages"]] == [
+            (0, "Where is order 1?", True),
+            (1, "Order 1 shipped.", True),
+            (2, "Where is order 2?", None),
+            (3, "Order 2 shipped.", None),
+            (4, "Where is order 3?", None),
+            (5, "Order 3 shipped.", None),
+        ]
+        services = client.app.state.services  # type: ignore[attr-defined]
+        assert client.delete("/v1/threads/long").status_code == 204
+        assert client.portal is not None
+        # The original's kept messages are gone with it; the fork keeps its own copy.
+        assert client.portal.call(services.threads.summarised, "long", 2) == []
+        kept = client.portal.call(services.threads.summarised, forked["thread_id"], 2)
+        assert [i for i, _ in kept] == [0, 1]
