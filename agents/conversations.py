@@ -64,6 +64,7 @@ RETAIN_S = 600.0  # how long a run stays joinable by its idempotency key after i
 # A turn with no new input: go on from the thread's latest checkpoint (after a crash).
 RESUME: tuple[BaseMessage, ...] = ()
 RESUMED = "resumed:"  # ended resumed runs, by the fingerprint of the message they answered
+PRUNE_S = 1.0  # how often runs past their retention are forgotten
 
 
 class ThreadLocks:
@@ -129,6 +130,7 @@ class Conversations:
         self._locks = ThreadLocks(lease_s)
         self._feeds: dict[str, list[RunFeed]] = {}  # runs under way, per thread
         self._recent: dict[tuple[str, str], RunFeed] = {}  # ended runs, by idempotency key
+        self._pruned = 0.0  # when runs past their retention were last forgotten
         self._tasks: set[asyncio.Task[None]] = set()
         self._run_tasks: dict[str, asyncio.Task[None]] = {}
 
@@ -284,7 +286,8 @@ class Conversations:
     def get_run(self, run_id: str) -> RunFeed | None:
         """A run under way, or one that ended less than ``retain_s`` ago, by its id."""
         self._keep(None)
-        return self._runs.get(run_id)
+        feed = self._runs.get(run_id)
+        return None if feed is None or _expired(feed, self.retain_s) else feed
 
     def cancel(self, run_id: str) -> RunFeed | None:
         """Ask a run to stop: a queued one stops at once, a running one at its next step
@@ -300,11 +303,14 @@ class Conversations:
         return feed
 
     def _keep(self, feed: RunFeed | None) -> None:
-        """Remember ``feed`` by its run id; forget runs that ended over ``retain_s`` ago."""
+        """Remember ``feed`` by its run id; forget runs that ended over ``retain_s`` ago (and
+        keyed ones over ``RETAIN_S``) at most once every ``PRUNE_S``: a walk over every run
+        kept, which at 50 turns a second holds 30,000 of them."""
         now = time.monotonic()
-        self._runs = {
-            k: f for k, f in self._runs.items() if not f.done or now - f.ended_at < self.retain_s
-        }
+        if now - self._pruned >= PRUNE_S:
+            self._pruned = now
+            self._runs = {k: f for k, f in self._runs.items() if not _expired(f, self.retain_s)}
+            self._recent = {k: f for k, f in self._recent.items() if not _expired(f, RETAIN_S)}
         if feed is not None:
             self._runs[feed.run_id] = feed
 
@@ -358,16 +364,18 @@ class Conversations:
     def _joinable(self, thread_id: str, wanted: str, key: str | None) -> RunFeed | None:
         """A run of the thread that a request for ``wanted`` (with ``key``) should join: one
         under way for the same message, or one that ended lately for the same key."""
-        now = time.monotonic()
-        self._recent = {k: f for k, f in self._recent.items() if now - f.ended_at < RETAIN_S}
         for feed in self._feeds.get(thread_id, []):
             if feed.matches(wanted, key):
                 return feed
         if key is not None:
-            return self._recent.get((thread_id, key))
-        # A run resumed after a crash answered a message its client never got the answer of:
-        # the client resending it gets that answer, not a second turn.
-        return self._recent.get((thread_id, RESUMED + wanted)) if wanted else None
+            ended = self._recent.get((thread_id, key))
+        elif wanted:
+            # A run resumed after a crash answered a message its client never got the answer
+            # of: the client resending it gets that answer, not a second turn.
+            ended = self._recent.get((thread_id, RESUMED + wanted))
+        else:
+            return None
+        return None if ended is None or _expired(ended, RETAIN_S) else ended
 
     def _forget(self, thread_id: str, feed: RunFeed) -> None:
         feeds = self._feeds.get(thread_id, [])
@@ -483,7 +491,7 @@ class Conversations:
         if record is not None:  # created empty (POST /v1/threads): named by its first message
             named = history or record.get("title") not in (None, "", "New conversation")
             naming = {} if named else {"title": title_from(last_user_text(new))}
-            await self.records.update(thread_id, status="running", **naming)
+            await self.records.save(record, status="running", **naming)
             return
         first = next((m for m in history if m.type == "human"), None)  # a thread from before
         title = title_from(first.text if first is not None else last_user_text(new))
@@ -528,6 +536,11 @@ class Conversations:
         except Exception:  # bookkeeping must not fail a run whose answer is written
             log.exception("run.bookkeeping_failed")
         return values
+
+
+def _expired(feed: RunFeed, retain_s: float) -> bool:
+    """Whether a run ended over ``retain_s`` ago."""
+    return feed.done and time.monotonic() - feed.ended_at >= retain_s
 
 
 def _fingerprint(turn: Sequence[BaseMessage] | ClientTurn) -> str:

@@ -9,7 +9,9 @@ ms per turn (user + system time of its processes), p50/p99 latency added over th
 added time to the first token, errors, lost or duplicated messages (every thread's history is
 checked afterwards) and the service's memory. One process on the SQLite file and, in the same
 run, one and two processes on PostgreSQL (two: the client alternates between them, as a load
-balancer would).
+balancer would); last, the ratio of two processes' turns per second to one's at saturation.
+Threads are not summarised (a summary would take scripted replies and move the earliest
+messages out of the history the check reads).
 Run: .venv/bin/python -m bench.load [--quick]
 """
 
@@ -28,6 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -203,6 +206,8 @@ def environment(fake: FakeLLMProcess, skills: Path, url: str | None) -> dict[str
         SKILLDESK_MODEL_API_KEY="sk-bench",
         SKILLDESK_LOG_LEVEL="warning",
         SKILLDESK_LOG_FORMAT="json",
+        SKILLDESK_SUMMARY_AFTER_MESSAGES="0",
+        SKILLDESK_SUMMARY_AFTER_TOKENS="0",
     )
     if url:
         env["SKILLDESK_CHECKPOINT_URL"] = url
@@ -210,7 +215,7 @@ def environment(fake: FakeLLMProcess, skills: Path, url: str | None) -> dict[str
 
 
 def measure(loads: list[Load]) -> list[tuple[str, Load, Outcome]]:
-    results = []
+    results: list[tuple[str, Load, Outcome]] = []
     schema = f"load_{uuid.uuid4().hex[:8]}"
     with tempfile.TemporaryDirectory() as tmp, FakeLLMProcess() as fake:
         root = Path(tmp)
@@ -261,6 +266,8 @@ def report(label: str, load: Load, out: Outcome) -> None:
         f"dup {out.duplicated}  rss {out.rss_mb:.0f} MB",
         flush=True,
     )
+    if out.errors:
+        print(f"  errors: {dict(Counter(out.errors))}", flush=True)
 
 
 def main() -> None:
@@ -283,7 +290,15 @@ def main() -> None:
             f"  {load.name}: {load.conversations} conversations x {load.turns} turns, "
             f"{load.latency_s:g} s a model call, {load.think_s:g} s think time"
         )
-    measure(loads)
+    results = measure(loads)
+    rates = {
+        label: out.turns / out.seconds
+        for label, load, out in results
+        if load.name == "saturation" and out.seconds
+    }
+    one, two = rates.get("1 process, PostgreSQL"), rates.get("2 processes, PostgreSQL")
+    if one and two:
+        print(f"two processes / one at saturation (PostgreSQL): {two / one:.2f}x")
 
 
 if __name__ == "__main__":

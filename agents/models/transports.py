@@ -88,6 +88,7 @@ class OpenAITransport:
             "max_retries": 0,  # the gateway retries and falls back
         }
         self._session: tuple[asyncio.AbstractEventLoop, Any] | None = None
+        self._proxy: tuple[Any, Any] = (None, None)
         self._sync: Any = None
 
     def body(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -109,14 +110,23 @@ class OpenAITransport:
             timeout = aiohttp.ClientTimeout(
                 total=None, sock_connect=self._timeout, sock_read=self._timeout
             )
-            self._session = (loop, aiohttp.ClientSession(timeout=timeout, trust_env=True))
+            # The proxy the environment names (HTTP(S)_PROXY, NO_PROXY), looked up once:
+            # with trust_env, aiohttp reads it and ~/.netrc again for every request (a
+            # thread hop and a file read per model call), and a netrc entry for the host
+            # could only clash with the key's Authorization header.
+            self._proxy = _env_proxy(self.url)
+            self._session = (loop, aiohttp.ClientSession(timeout=timeout))
         return self._session[1]
 
     async def acreate(self, request: dict[str, Any]) -> Any:
         if not self._key:
             raise MissingKey()
         body = json.dumps(self.body(request), ensure_ascii=False).encode()
-        response = await self._aiohttp().post(self.url, data=body, headers=self._headers)
+        session = self._aiohttp()
+        proxy, proxy_auth = self._proxy
+        response = await session.post(
+            self.url, data=body, headers=self._headers, proxy=proxy, proxy_auth=proxy_auth
+        )
         try:
             if response.status >= 400:
                 text = await response.text(errors="replace")
@@ -160,6 +170,20 @@ class OpenAITransport:
 
 
 _OPENAI_BASE = "https://api.openai.com/v1"
+
+
+def _env_proxy(url: str) -> tuple[Any, Any]:
+    """The proxy (and its credentials) the environment names for ``url``, as aiohttp's
+    ``trust_env`` finds it; (None, None) for none."""
+    from aiohttp.helpers import get_env_proxy_for_url
+    from yarl import URL
+
+    try:
+        return get_env_proxy_for_url(URL(url))
+    except LookupError:
+        return None, None
+
+
 # What the SDK's typed methods ask of its auth layer: the API key as a bearer token.
 _AUTH: Any = {"security": {"bearer_auth": True}}
 

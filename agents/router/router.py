@@ -132,13 +132,19 @@ class Router:
         hits' definitions.
         ``previous`` is the thread's last route.
         """
-        decided = self._explicit(ctx) or self._workflow(text)
+        decided = self._explicit(ctx)
         if decided is not None:
             return decided
-        if self.skills is None or not len(self.skills.registry):
+        if self.skills is None:
+            decided = self._workflow(text)
+            return decided or Route(kind="general", by="retrieval", reason="no skills installed")
+        # A workflow's intent and retrieval run the embedding model: one job off the event
+        # loop (on the encoder's thread), so other requests proceed meanwhile.
+        decided, hits, multi = await self.skills.off_loop(self._locate, text)
+        if decided is not None:
+            return decided
+        if not len(self.skills.registry):
             return Route(kind="general", by="retrieval", reason="no skills installed")
-        # Retrieval runs the embedding model: off the event loop, so other requests proceed.
-        hits, multi = await self.skills.off_loop(self._retrieve, text)
         candidates = tuple(
             {"name": h.name, "score": h.score, "dense": h.dense, "keyword": h.keyword} for h in hits
         )
@@ -309,6 +315,14 @@ class Router:
             return
         clauses = split_intents(text)
         self.skills.anticipate(clauses if len(clauses) >= 2 else [text])
+
+    def _locate(self, text: str) -> tuple[Route | None, list[SearchHit], list[dict[str, str]]]:
+        """The workflow the message asks for; else, when skills are installed, its best
+        skills and requests (``_retrieve``)."""
+        decided = self._workflow(text)
+        if decided is not None or self.skills is None or not len(self.skills.registry):
+            return decided, [], []
+        return None, *self._retrieve(text)
 
     def _retrieve(self, text: str) -> tuple[list[SearchHit], list[dict[str, str]]]:
         """The message's best skills, and its requests when they name different skills.

@@ -26,9 +26,13 @@ from agents.tokens import count_tokens
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
-# One query at a time is searched: FAISS's OpenMP threads would only spin against torch's
-# (the query encoder) on a small machine, costing more than they save.
-faiss.omp_set_num_threads(1)
+
+def _search(index: faiss.Index, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``index.search`` on one OpenMP thread. The setting is the calling thread's own (a
+    search on the encoder's thread would otherwise start a team of every core, whose idle
+    worker spins for milliseconds after each search: 8 ms of CPU for a 0.2 ms search)."""
+    faiss.omp_set_num_threads(1)
+    return index.search(vectors, k)
 
 
 @dataclass(frozen=True)
@@ -203,7 +207,7 @@ class SkillIndex:
             if learned_index is not None:
                 learned = self._learned_scores(vectors[:1], learned_index, learned_owner)
             depth = min(index.ntotal, max(64, k * 8))
-            sims, ids = index.search(vectors, depth)
+            sims, ids = _search(index, vectors, depth)
             per_query = [
                 _best_per_skill(row, found, owner, len(entries))
                 for row, found in zip(sims, ids, strict=True)
@@ -277,7 +281,7 @@ class SkillIndex:
         with self._lock:
             position = self._position
         scores = np.zeros(len(position), dtype=np.float32)
-        sims, ids = index.search(vectors, min(index.ntotal, 32))
+        sims, ids = _search(index, vectors, min(index.ntotal, 32))
         for sim, vid in zip(sims[0], ids[0], strict=True):
             j = position.get(owners[vid]) if vid >= 0 else None
             if j is not None:

@@ -64,9 +64,22 @@ class Skill:
         return "\n".join(parts)
 
     def body(self) -> str:
-        """The SKILL.md instructions (tier 2: read on demand, not at start-up)."""
-        text = (self.path / SKILL_FILE).read_text(encoding="utf-8")
-        return split_frontmatter(text)[1].strip()
+        """The SKILL.md instructions (tier 2: read on demand, not at start-up; read again
+        only when the file changed)."""
+        path = self.path / SKILL_FILE
+        stat = path.stat()
+        version = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        known = _BODIES.get(path)
+        if known is not None and known[0] == version:
+            return known[1]
+        body = split_frontmatter(path.read_text(encoding="utf-8"))[1].strip()
+        _BODIES[path] = (version, body)
+        return body
+
+
+# SKILL.md bodies by file, with the (mtime, size, inode) they were read at: an expert's prompt
+# needs its skill's body every turn, and a stat costs less than opening and reading it.
+_BODIES: dict[Path, tuple[tuple[int, int, int], str]] = {}
 
 
 _YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~10x faster

@@ -84,6 +84,11 @@ class ThreadRecords:
         record = await self.get(thread_id)
         if record is None:
             return None
+        return await self.save(record, **changes)
+
+    async def save(self, record: ThreadRecord, **changes: Any) -> ThreadRecord:
+        """Write a record just read with ``changes`` (``updated`` set to now): ``update``
+        without reading it again."""
         record.update(changes)  # type: ignore[typeddict-item]
         record["updated"] = time.time()
         await self._put(record)

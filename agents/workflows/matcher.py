@@ -24,6 +24,7 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -75,6 +76,7 @@ KEYWORD_STEP = 0.1
 KEYWORD_MAX = 0.9
 COSINE_FLOOR = 0.70  # → score 0
 COSINE_FULL = 0.95  # → score 1
+_RECENT = 256  # query vectors kept
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 # Ids: a run of letters, digits and hyphens holding a digit (ORD1017, CNC-001, WO-2026-0003).
@@ -125,6 +127,9 @@ class IntentMatcher:
         self._vectors = np.zeros((0, 0), dtype=np.float32)
         self._owners = np.zeros(0, dtype=np.int64)
         self._texts: list[str] = []
+        # Query vectors by masked text: messages that differ only by their ids (every
+        # "where is my order ORD...?") mask alike, and a vector depends on its text alone.
+        self._query_vector = lru_cache(maxsize=_RECENT)(self._embed)
 
     def names(self) -> list[str]:
         """The workflows that can be matched."""
@@ -150,7 +155,7 @@ class IntentMatcher:
                 score = min(KEYWORD_MAX, KEYWORD_SCORE + KEYWORD_STEP * (len(hits) - 1))
                 offer(i, score, "keyword " + ", ".join(repr(h) for h in hits))
         if self.cache is not None and len(owners) and not _CJK.search(text):
-            query = self.cache.embedder.encode([_masked(text)])[0]
+            query = self._query_vector(_masked(text))
             sims = vectors @ query
             for i in range(len(intents)):
                 mine = np.flatnonzero(owners == i)
@@ -167,6 +172,11 @@ class IntentMatcher:
         if score <= 0:
             return None
         return WorkflowMatch(intents[i].name, round(score, 4), reason)
+
+    def _embed(self, masked: str) -> np.ndarray:
+        assert self.cache is not None
+        vector: np.ndarray = self.cache.embedder.encode([masked])[0]
+        return vector
 
     def _tables(self) -> tuple[list[_Intent], np.ndarray, np.ndarray, list[str]]:
         with self._lock:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 import pytest
 
 from agents.errors import StreamError, UnreadableReply
 from agents.models.errors import retry_delay, to_model_error
 from agents.models.transports import AsyncEvents, Events
+from tests.fakellm import FakeLLM, Reply
 
 
 class Response:
@@ -118,3 +120,30 @@ async def test_a_chunk_of_the_wrong_shape_is_named_as_such(data: str) -> None:
     events = AsyncEvents(*_async(Response(f"data: {data}\n\n")))
     with pytest.raises(UnreadableReply, match="without choices"):
         await anext(aiter(events))
+
+
+async def test_the_environments_proxy_carries_calls_and_a_netrc_entry_does_not_clash(
+    fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The proxy is read from the environment once, not (with ~/.netrc) for every call; a
+    # netrc entry for the model's host made aiohttp refuse the key's Authorization header.
+    from agents.models.config import ModelProfile
+    from agents.models.transports import OpenAITransport
+
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine models.invalid login someone password secret\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    for name in ("http_proxy", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", fake_llm.base_url.removesuffix("/v1"))  # it answers as one
+    profile = ModelProfile(model="openai/fake-model", api_base="http://models.invalid/v1")
+    transport = OpenAITransport(profile, "sk-test", environ={})
+    fake_llm.script(Reply(content="through the proxy"), Reply(content="again"))
+    try:
+        for expected in ("through the proxy", "again"):
+            reply = await transport.acreate({"messages": [{"role": "user", "content": "hi"}]})
+            assert reply["choices"][0]["message"]["content"] == expected
+    finally:
+        await transport.aclose()
+    assert [h.get("authorization") for h in fake_llm.headers] == ["Bearer sk-test"] * 2

@@ -254,3 +254,17 @@ async def test_retrieval_work_runs_beside_the_query_encoder() -> None:
     assert await plain.off_loop(threading.current_thread) is not threading.current_thread()
     plain.anticipate(["where is my order"])  # nothing to start early
     assert not plain._pending
+
+
+def test_a_search_on_a_new_thread_uses_one_openmp_thread() -> None:
+    # FAISS's OpenMP setting belongs to the thread that makes it: a search on the encoder's
+    # thread with the default team of every core left a worker spinning after each search.
+    import faiss
+
+    index = build(ENTRIES)
+    with ThreadPoolExecutor(1) as fresh:
+        teams = fresh.submit(
+            lambda: (index.search("where is order ORD1", k=1), faiss.omp_get_max_threads())
+        ).result()
+    assert teams[0][0].name == "order-query"
+    assert teams[1] == 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -330,3 +331,24 @@ def test_a_reload_logs_counts_and_only_the_first_few_names(tmp_path: Path) -> No
     assert (line["added"], line["changed"], line["removed"], line["total"]) == (12, 0, 0, 12)
     assert line["added_names"] == "skill-00, skill-01, skill-02, skill-03, skill-04 and 7 more"
     assert "changed_names" not in line
+
+
+def test_the_body_is_read_again_only_when_skill_md_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An expert's prompt holds its skill's body every turn: a stat, not a read, each time.
+    folder = write_skill(tmp_path, "steps", body="Follow these steps.")
+    skill = load_skill(folder)
+    reads: list[Path] = []
+    read_text = Path.read_text
+
+    def counted(self: Path, *args: Any, **kwargs: Any) -> str:
+        reads.append(self)
+        return read_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", counted)
+    assert [skill.body() for _ in range(3)] == ["Follow these steps."] * 3
+    assert len(reads) == 1
+    write_skill(tmp_path, "steps", body="Follow these other steps, slowly.")
+    assert skill.body() == "Follow these other steps, slowly."
+    assert len(reads) == 2

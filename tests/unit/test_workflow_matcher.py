@@ -135,6 +135,19 @@ def test_example_embeddings_with_ids_masked_map_cosines_to_scores(tmp_path: Path
     assert "Refund order ID please" in embedder.seen  # the id never reached the model
 
 
+def test_messages_that_differ_only_by_their_ids_are_embedded_once(tmp_path: Path) -> None:
+    source = registry(
+        tmp_path, **{"refund-request": {"examples": ["I want a refund for order ORD1017."]}}
+    )
+    embedder = AngleEmbedder({"I want a refund for order ID.": 1.0, "Refund order ID please": 0.85})
+    matcher = IntentMatcher(source, EmbeddingCache(None, embedder))
+    scores = [matcher.match(f"Refund order ORD{n} please") for n in (1044, 1045, 2001)]
+    assert [m.score if m else None for m in scores] == [pytest.approx(0.6, abs=1e-3)] * 3
+    assert embedder.seen.count("Refund order ID please") == 1
+    assert matcher.match("Refund order ORD1044 now") is None  # another text: embedded anew
+    assert embedder.seen.count("Refund order ID now") == 1
+
+
 def test_chinese_messages_are_not_compared_by_embedding(tmp_path: Path) -> None:
     source = registry(tmp_path, **{"refund-request": {"examples": ["I want a refund."]}})
     embedder = AngleEmbedder({"I want a refund.": 1.0})

@@ -436,9 +436,13 @@ async def follow(
     seen = after
     try:
         while True:
-            while seen < len(feed.events):
-                seen += 1
-                yield frame(feed.events[seen - 1], seen)
+            if seen < len(feed.events):
+                # The events that came meanwhile (a model's tokens come in bursts) in one
+                # chunk: one write through the middleware and the socket, not one each.
+                ready = feed.events[seen:]
+                yield "".join(frame(e, n) for n, e in enumerate(ready, seen + 1))
+                seen += len(ready)
+                continue  # more may have come while the chunk was sent
             if feed.done:
                 return
             await feed.wait(seen, keepalive_s)

@@ -4,6 +4,7 @@ clauses of a multi-intent message, an explicit skill, the thread's context."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from typing import Any
 
@@ -245,6 +246,27 @@ async def test_the_message_is_embedded_once_while_the_thread_is_read(
     assert order[0] == f"anticipate {[text]}"  # before the thread is read
     assert "read" in order
     assert order.count(f"embed {text}") == 1
+
+
+async def test_the_workflow_intent_is_matched_off_the_event_loop(
+    services: Services, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Matching a workflow's example embeds the message: on the event loop, every other
+    # request would wait for the encoder meanwhile.
+    matched_on: list[threading.Thread] = []
+    match = services.workflows.match
+
+    def matching(text: str) -> Any:
+        matched_on.append(threading.current_thread())
+        return match(text)
+
+    monkeypatch.setattr(services.workflows, "match", matching)
+    fake_llm.script(Reply(content="It has shipped."))
+    events = await turn(services, "where is my order ORD1001?")
+    assert route_of(events).target == "order-lookup"
+    assert matched_on
+    assert threading.current_thread() not in matched_on
+    assert matched_on[0].name.startswith("skilldesk-embed")  # beside the encoder: no hop
 
 
 async def test_a_follow_up_stays_with_the_previous_skill_without_a_model_call(

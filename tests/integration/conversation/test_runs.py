@@ -10,7 +10,9 @@ import pytest
 from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage
 
+from agents import conversations as conversations_module
 from agents.events import RunFailed
+from agents.feed import RunFeed
 from app.services import Services
 from tests.fakellm import FakeLLM, Reply
 from tests.integration.conversation.kit import final, turn
@@ -89,3 +91,40 @@ async def test_callbacks_passed_to_a_run_see_its_model_calls(
     ]
     assert final(events).message.text == "Hello."
     assert seen.model_calls == len(fake_llm.requests) == 1
+
+
+async def test_an_ended_run_is_found_by_its_id_for_its_retention_then_not(
+    services: Services, fake_llm: FakeLLM
+) -> None:
+    conversations = services.conversations
+    conversations.retain_s = 0.3
+    fake_llm.script(Reply(content="Done."))
+    run_id = final(await turn(services, "hello", "kept")).run_id
+    assert conversations.get_run(run_id) is not None
+    await asyncio.sleep(0.4)
+    assert conversations.get_run(run_id) is None  # at once, whenever the runs are walked
+
+
+async def test_starting_runs_does_not_walk_every_run_kept(
+    services: Services, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # At 50 turns a second ten minutes of ended runs are 30,000 feeds: walked once a
+    # second, not on every turn.
+    conversations = services.conversations
+    for n in range(2000):
+        old = RunFeed("earlier", run_id=f"old-{n}", thread_id=f"t{n}")
+        old.close()
+        conversations._runs[old.run_id] = old
+    walked: list[RunFeed] = []
+    expired = conversations_module._expired
+
+    def counted(feed: RunFeed, retain_s: float) -> bool:
+        walked.append(feed)
+        return expired(feed, retain_s)
+
+    monkeypatch.setattr(conversations_module, "_expired", counted)
+    fake_llm.script(*[Reply(content="Hi.")] * 5)
+    for n in range(5):
+        await turn(services, f"hello {n}", f"busy-{n}")
+    assert len(walked) <= 2000 + 20  # one walk at most in this second, and a few lookups
+    assert conversations.get_run("old-7") is not None  # still within its retention

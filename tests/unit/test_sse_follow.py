@@ -1,0 +1,38 @@
+"""A run's events as Server-Sent Events: those that came together go out in one chunk."""
+
+from __future__ import annotations
+
+import json
+
+from langchain_core.messages import AIMessage
+
+from agents.events import RunFinished, Token
+from agents.feed import RunFeed
+from app.api.routes.threads import follow
+from tests.contract import sse_events
+
+
+async def test_events_that_came_together_go_out_in_one_chunk_in_order() -> None:
+    # A model's tokens arrive in bursts: one write per burst, not one per token.
+    feed = RunFeed("hello", run_id="r1", thread_id="t1")
+    for text in ("Your ", "order ", "shipped"):
+        feed.put(Token(text=text, node="expert"))
+    stream = follow(feed, 0, keepalive_s=5)
+    first = sse_events(await anext(stream))
+    assert [e["id"] for e in first] == ["1", "2", "3"]
+    assert [json.loads(e["data"])["text"] for e in first] == ["Your ", "order ", "shipped"]
+    feed.put(Token(text=".", node="expert"))
+    feed.put(RunFinished("t1", "r1", AIMessage(content="Your order shipped.")))
+    feed.close()
+    rest = [sse_events(chunk) async for chunk in stream]
+    assert len(rest) == 1
+    assert [(e["event"], e["id"]) for e in rest[0]] == [("token", "4"), ("run_finished", "5")]
+
+
+async def test_a_reader_that_reconnects_gets_the_events_after_its_last_id_in_one_chunk() -> None:
+    feed = RunFeed("hello", run_id="r1", thread_id="t1")
+    for text in ("a", "b", "c", "d"):
+        feed.put(Token(text=text, node="expert"))
+    feed.close()
+    chunks = [sse_events(chunk) async for chunk in follow(feed, 2, keepalive_s=5)]
+    assert [[e["id"] for e in chunk] for chunk in chunks] == [["3", "4"]]
