@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,3 +157,20 @@ def from_custom(payload: dict[str, Any]) -> Event | None:
     fields = {k: v for k, v in payload.items() if k != "type"}
     event: Event = kind(**fields)
     return event
+
+
+def event_type(event: Event) -> str:
+    """The event's wire name (``run_finished`` for RunFinished): the SSE ``event:`` line."""
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in type(event).__name__)[1:]
+
+
+def event_data(event: Event) -> dict[str, Any]:
+    """The event's wire form: the SSE ``data:`` JSON (the answer's text, not the message)."""
+    if isinstance(event, RunFinished):
+        return {
+            "thread_id": event.thread_id,
+            "run_id": event.run_id,
+            "answer": event.message.text,
+            "usage": event.usage,
+        }
+    return dataclasses.asdict(event)
