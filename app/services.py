@@ -252,6 +252,7 @@ async def open_services(
                 cut = await conversations.aclose(settings.shutdown_grace_s)
                 if cut and bus is not None:
                     await bus.publish("orphans", threads=cut)
+                log.info("service.stopped", runs_cut_off=len(cut))
     finally:
         if bus is not None:
             await bus.aclose()

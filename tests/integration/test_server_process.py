@@ -65,8 +65,8 @@ class Service:
         return [json.loads(line) for line in lines if line.startswith("{")]
 
     def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=20)
+        self.proc.terminate()  # a run under way gets its grace period (20 s by default)
+        self.proc.wait(timeout=40)
         self._log.close()
 
 
