@@ -234,6 +234,12 @@ class BadInputs(SkilldeskError):
     code = "invalid_inputs"
 
 
+class KeyReused(SkilldeskError):
+    """An idempotency key sent again with a different request than the one it started."""
+
+    code = "idempotency_key_reused"
+
+
 class RunNotFound(SkilldeskError, LookupError):
     """No workflow run (or pending approval) by that id."""
 

@@ -168,6 +168,13 @@ class Settings(BaseSettings):
     summary_keep: int = Field(
         6, ge=1, le=1000, description="Recent messages a summary always keeps verbatim."
     )
+    summary_entries: int = Field(
+        60,
+        ge=0,
+        le=100_000,
+        description="Summarised messages whose entry (index, speaker, start) the summary "
+        "keeps; older ones are counted by speaker, so a long thread's summary stays bounded.",
+    )
     summary_model: str | None = Field(
         None, description="Model profile that writes summaries (default: the default)."
     )
@@ -378,6 +385,7 @@ class Settings(BaseSettings):
             after_messages=self.summary_after_messages,
             after_tokens=self.summary_after_tokens,
             keep=self.summary_keep,
+            entries=self.summary_entries,
         )
 
     def retention(self) -> RetentionOptions:

@@ -6,14 +6,19 @@ path; an attachment is uploaded at turn 1. Run on the SQLite file and on Postgre
 machine's server, a schema of its own), with summaries (the defaults: past 20 messages,
 keeping 6) and without, and with retention (the newest 20 checkpoints kept, applied every
 ten turns) beside the thread without it. Framework time is wall time minus the scripted
-model server's answering time, the median of the five turns up to each mark.
+model server's answering time, and CPU time is this process's (the service's code, SQLite
+included; the model server is a process of its own), each the median of the nine turns up
+to each mark: CPU time is the figure that holds on a busy machine. The marks come from
+three threads of the same conversation run in lockstep, so that all three are measured in
+the same last ten rounds (``one_thread``).
 Goals (issue #14): framework time at turn 100 within 1.2x of turn 10; under 16 KB written
 per checkpoint at turn 100; storage per thread that stops growing once retention applies.
-Run: .venv/bin/python -m bench.threads
+Run: .venv/bin/python -m bench.threads [--store sqlite|postgres]
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import shutil
 import statistics
@@ -24,22 +29,22 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import psycopg
 from langchain_core.messages import HumanMessage
 
 from agents.events import RunFinished
 from agents.state.retention import thread_bytes
-from app.services import open_services, warm_up
+from app.services import Services, freeze_startup_heap, open_services, warm_up
 from app.settings import Settings
 from bench.common import ROOT
 from bench.conversation import covered
 from bench.replies import thread_turn_reply
 from tests.fakellm.process import FakeLLMProcess
+from tests.pgkit import schema_url
 
 TURNS = 100
 MARKS = (10, 50, 100)
-POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 KEEP = 20
+WINDOW = 9  # turns up to each mark whose median is reported
 
 
 class WriteTimer:
@@ -66,62 +71,85 @@ class WriteTimer:
 async def one_thread(
     fake: FakeLLMProcess, settings: Settings, *, retention: bool
 ) -> dict[int, dict[str, float]]:
-    """Figures at each mark for one thread of TURNS turns."""
+    """Figures at each mark of one scripted conversation of TURNS turns.
+
+    Three threads of it run in lockstep rounds (a turn of each per round), started so that
+    the last rounds hold turns up to 100 of the first, up to 50 of the second and up to 10
+    of the third: the three marks are measured in the same minute, so a change in the
+    machine's load (other processes) moves them alike and leaves their ratio.
+    """
     async with open_services(settings, watch=False, background=False) as services:
         await warm_up(services)
+        freeze_startup_heap()  # as `skilldesk serve` does
         saver = services.checkpointer
         writes = WriteTimer(saver)
-        thread = f"bench-{uuid.uuid4().hex[:8]}"
-        rows: list[dict[str, float]] = []
-        for turn in range(1, TURNS + 1):
-            fake.reset()
-            fake.script(*[partial(thread_turn_reply, turn)] * 3)
-            before = await thread_bytes(saver, thread)
-            seconds, puts = writes.seconds, writes.puts
-            started = time.perf_counter()
-            events = [
-                e
-                async for e in services.conversations.stream(
-                    thread,
-                    [HumanMessage(f"Where is my order ORD{1000 + turn}?")],
-                    skill="order-lookup",
-                )
-            ]
-            last = events[-1]
-            wall = time.perf_counter() - started
-            assert isinstance(last, RunFinished), last
-            if turn == 1:
-                await services.threads.attach(
-                    thread,
-                    name="invoice.txt",
-                    media_type="text/plain",
-                    chunks=_chunks(b"Invoice ORD1001: 2 pumps, 1 bearing.\n" * 20),
-                    caption="invoice of the first order",
-                )
-            if retention and turn % 10 == 0:
-                await services.threads.prune()
-            after = await thread_bytes(saver, thread)
-            written = max(after["checkpoints"] - before["checkpoints"], 1)
-            rows.append(
-                {
-                    "framework_ms": (wall - covered(fake.answering)) * 1000,
-                    "kb_per_checkpoint": max(after["bytes"] - before["bytes"], 0) / written / 1024,
-                    "write_ms": (writes.seconds - seconds) * 1000 / max(writes.puts - puts, 1),
-                    "stored_kb": after["bytes"] / 1024,
-                    "checkpoints": after["checkpoints"],
-                }
-            )
+        threads = {mark: f"bench-{mark}-{uuid.uuid4().hex[:8]}" for mark in MARKS}
+        rows: dict[int, list[dict[str, float]]] = {mark: [] for mark in MARKS}
+        for round_ in range(1, TURNS + 1):
+            for mark, thread in threads.items():
+                turn = round_ - (TURNS - mark)
+                if turn >= 1:
+                    row = await one_turn(services, fake, writes, thread, turn, retention)
+                    rows[mark].append(row)
     return {
         mark: {
-            "framework_ms": statistics.median(r["framework_ms"] for r in rows[mark - 5 : mark]),
-            "kb_per_checkpoint": statistics.median(
-                r["kb_per_checkpoint"] for r in rows[mark - 5 : mark]
-            ),
-            "write_ms": statistics.median(r["write_ms"] for r in rows[mark - 5 : mark]),
-            "stored_kb": rows[mark - 1]["stored_kb"],
-            "checkpoints": rows[mark - 1]["checkpoints"],
+            **{
+                key: statistics.median(r[key] for r in rows[mark][mark - WINDOW : mark])
+                for key in ("framework_ms", "cpu_ms", "kb_per_checkpoint", "write_ms")
+            },
+            "stored_kb": rows[mark][mark - 1]["stored_kb"],
+            "checkpoints": rows[mark][mark - 1]["checkpoints"],
         }
         for mark in MARKS
+    }
+
+
+async def one_turn(
+    services: Services,
+    fake: FakeLLMProcess,
+    writes: WriteTimer,
+    thread: str,
+    turn: int,
+    retention: bool,
+) -> dict[str, float]:
+    """Turn ``turn`` of ``thread`` (an attachment after the first; retention applied every
+    tenth), and its figures."""
+    saver = services.checkpointer
+    fake.reset()
+    fake.script(*[partial(thread_turn_reply, turn)] * 3)
+    before = await thread_bytes(saver, thread)
+    seconds, puts = writes.seconds, writes.puts
+    started, cpu = time.perf_counter(), time.process_time()
+    events = [
+        e
+        async for e in services.conversations.stream(
+            thread,
+            [HumanMessage(f"Where is my order ORD{1000 + turn}?")],
+            skill="order-lookup",
+        )
+    ]
+    wall = time.perf_counter() - started
+    cpu = time.process_time() - cpu
+    assert isinstance(events[-1], RunFinished), events[-1]
+    if turn == 1:
+        await services.threads.attach(
+            thread,
+            name="invoice.txt",
+            media_type="text/plain",
+            chunks=_chunks(b"Invoice ORD1001: 2 pumps, 1 bearing.\n" * 20),
+            caption="invoice of the first order",
+        )
+    if retention and turn % 10 == 0:  # every thread of the lockstep is at the same phase
+        await services.threads.prune()
+    after = await thread_bytes(saver, thread)
+    written = max(after["checkpoints"] - before["checkpoints"], 1)
+    return {
+        "framework_ms": (wall - covered(fake.answering)) * 1000,
+        "cpu_ms": cpu * 1000,
+        "kb_per_checkpoint": max(after["bytes"] - before["bytes"], 0) / written / 1024,
+        "write_ms": (writes.seconds - seconds) * 1000 / max(writes.puts - puts, 1),
+        "stored_kb": after["bytes"] / 1024,
+        "checkpoints": after["checkpoints"],
     }
 
 
@@ -154,46 +182,46 @@ def _settings(root: Path, fake: FakeLLMProcess, url: str, *, summaries: bool) ->
     )
 
 
-async def amain() -> list[tuple[str, dict[int, dict[str, float]]]]:
+async def amain(only: str | None = None) -> list[tuple[str, dict[int, dict[str, float]]]]:
     results = []
-    with tempfile.TemporaryDirectory() as tmp, FakeLLMProcess() as fake:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        FakeLLMProcess() as fake,
+        schema_url("bench") as postgres,
+    ):
         root = Path(tmp)
-        schema = f"bench_{uuid.uuid4().hex[:8]}"
-        with psycopg.connect(POSTGRES, autocommit=True) as conn:
-            conn.execute(f"CREATE SCHEMA {schema}")
-        try:
-            stores = {
-                "sqlite": f"sqlite:///{root / 'threads.sqlite'}",
-                "postgres": f"{POSTGRES}?options=-csearch_path%3D{schema}",
-            }
-            for store, url in stores.items():
-                for summaries, retention in ((False, False), (True, False), (True, True)):
-                    settings = _settings(root, fake, url, summaries=summaries)
-                    figures = await one_thread(fake, settings, retention=retention)
-                    label = (
-                        f"{store}, {'summaries' if summaries else 'no summaries'}"
-                        f"{', retention' if retention else ''}"
-                    )
-                    results.append((label, figures))
-        finally:
-            with psycopg.connect(POSTGRES, autocommit=True) as conn:
-                conn.execute(f"DROP SCHEMA {schema} CASCADE")
+        stores = {"sqlite": f"sqlite:///{root / 'threads.sqlite'}", "postgres": postgres}
+        for store, url in stores.items():
+            if only and store != only:
+                continue
+            for summaries, retention in ((False, False), (True, False), (True, True)):
+                settings = _settings(root, fake, url, summaries=summaries)
+                figures = await one_thread(fake, settings, retention=retention)
+                label = (
+                    f"{store}, {'summaries' if summaries else 'no summaries'}"
+                    f"{', retention' if retention else ''}"
+                )
+                results.append((label, figures))
     return results
 
 
 def main() -> None:
-    results = asyncio.run(amain())
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--store", choices=("sqlite", "postgres"), help="only this store")
+    results = asyncio.run(amain(parser.parse_args().store))
     print(f"one thread of {TURNS} turns (tool call, result, answer; an attachment at turn 1)")
     print(
-        f"{'store':<36}{'turn':>5}{'framework ms':>14}{'x turn 10':>11}{'KB/checkpoint':>15}"
+        f"{'store':<36}{'turn':>5}{'framework ms':>14}{'x turn 10':>11}{'CPU ms':>8}"
+        f"{'x turn 10':>11}{'KB/checkpoint':>15}"
         f"{'write ms':>10}{'stored KB':>11}{'checkpoints':>13}"
     )
     for label, figures in results:
-        base = figures[MARKS[0]]["framework_ms"]
+        base, base_cpu = (figures[MARKS[0]][k] for k in ("framework_ms", "cpu_ms"))
         for mark, row in figures.items():
             print(
                 f"{label if mark == MARKS[0] else '':<36}{mark:>5}{row['framework_ms']:>14.1f}"
-                f"{row['framework_ms'] / base:>10.2f}x{row['kb_per_checkpoint']:>15.1f}"
+                f"{row['framework_ms'] / base:>10.2f}x{row['cpu_ms']:>8.1f}"
+                f"{row['cpu_ms'] / base_cpu:>10.2f}x{row['kb_per_checkpoint']:>15.1f}"
                 f"{row['write_ms']:>10.2f}{row['stored_kb']:>11.0f}{row['checkpoints']:>13.0f}"
             )
 

@@ -174,7 +174,13 @@ def make_summarize(brain: Brain) -> Node:
         try:
             ctx.budget.spend_model_call()
             summary, usage = await write_summary(
-                brain.gateway, brain.prompts, profile, state.get("summary"), compressed, config
+                brain.gateway,
+                brain.prompts,
+                profile,
+                state.get("summary"),
+                compressed,
+                config,
+                max_entries=brain.options.summary.entries,
             )
         except (ModelError, BudgetExceeded, EmptySummary) as exc:
             message = f"the earlier messages were not summarised: {exc}"

@@ -4,7 +4,9 @@ The compressed messages leave the active history (the graph removes them with
 ``RemoveMessage``; earlier checkpoints keep the originals). The summary is a value of its
 own, never a message: the model's prose over the previous summary and the compressed
 messages, plus one entry per compressed message with its index in the thread and its
-speaker, so who said what at which step survives any prose the model writes.
+speaker, so who said what at which step survives any prose the model writes. The entries
+are bounded (``SummaryOptions.entries``): past the bound the oldest fold into a count per
+speaker, so a thread's summary, like its checkpoints under retention, stops growing.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from langchain_core.messages import (
     AIMessage,
@@ -42,11 +44,14 @@ class SummaryOptions:
         after_messages: Summarise when the active history has more messages than this.
         after_tokens: ... or when its estimated tokens pass this.
         keep: The most recent messages always kept verbatim (the cut may keep more).
+        entries: The most compressed messages the summary keeps an entry for (index,
+            speaker, start); older ones fold into ``Summary.folded``.
     """
 
     after_messages: int = 20
     after_tokens: int = 8000
     keep: int = 6
+    entries: int = 60
 
 
 class SummaryEntry(TypedDict):
@@ -57,11 +62,20 @@ class SummaryEntry(TypedDict):
     text: str
 
 
+class Folded(TypedDict):
+    """The oldest compressed messages, past the entries' bound: how many, by speaker."""
+
+    count: int
+    speakers: dict[str, int]
+
+
 class Summary(TypedDict):
-    """Thread state ``summary``: the prose and every compressed message's entry."""
+    """Thread state ``summary``: the prose, the entries of the latest compressed messages
+    (indices from ``folded["count"]`` on) and the count of the older ones."""
 
     text: str
     entries: list[SummaryEntry]
+    folded: NotRequired[Folded]  # absent in summaries written before schema 3
 
 
 class EmptySummary(Exception):
@@ -87,7 +101,9 @@ def message_text(message: BaseMessage) -> str:
 
 def summarised_count(summary: Summary | None) -> int:
     """How many earlier messages of the thread ``summary`` stands for."""
-    return len(summary["entries"]) if summary else 0
+    if not summary:
+        return 0
+    return summary.get("folded", NO_FOLD)["count"] + len(summary["entries"])
 
 
 def summary_text(summary: Summary | None) -> str | None:
@@ -159,10 +175,11 @@ async def write_summary(
     previous: Summary | None,
     compressed: Sequence[BaseMessage],
     config: RunnableConfig,
+    max_entries: int = SummaryOptions.entries,
 ) -> tuple[Summary, dict[str, int]]:
     """One model call over the previous summary and the ``compressed`` messages (each given
-    with its index in the thread and its speaker); returns the new summary and the call's
-    usage.
+    with its index in the thread and its speaker); returns the new summary, its entries
+    folded down to ``max_entries``, and the call's usage.
 
     Raises:
         ModelError: the call failed after the gateway's retries and fallbacks.
@@ -182,7 +199,29 @@ async def write_summary(
         raise EmptySummary("the model wrote an empty summary")
     entries = list(previous["entries"]) if previous else []
     entries += [SummaryEntry(**{**i, "text": _clip(i["text"])}) for i in items]
-    return Summary(text=prose, entries=entries), call_usage(reply)
+    folded = previous.get("folded", NO_FOLD) if previous else NO_FOLD
+    return fold(Summary(text=prose, entries=entries, folded=folded), max_entries), call_usage(reply)
+
+
+NO_FOLD = Folded(count=0, speakers={})
+
+
+def fold(summary: Summary, max_entries: int) -> Summary:
+    """``summary`` with at most ``max_entries`` entries: the oldest beyond them are counted
+    by speaker in ``folded`` (their words live on in the prose)."""
+    entries = summary["entries"]
+    excess = max(len(entries) - max(max_entries, 0), 0)
+    folded = summary.get("folded", NO_FOLD)
+    if not excess:
+        return Summary(text=summary["text"], entries=entries, folded=folded)
+    speakers = dict(folded["speakers"])
+    for entry in entries[:excess]:
+        speakers[entry["speaker"]] = speakers.get(entry["speaker"], 0) + 1
+    return Summary(
+        text=summary["text"],
+        entries=entries[excess:],
+        folded=Folded(count=folded["count"] + excess, speakers=speakers),
+    )
 
 
 def _clip(text: str) -> str:

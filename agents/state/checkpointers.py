@@ -185,16 +185,19 @@ class ThreadedSqliteSaver(SqliteSaver):
         if not wanted:
             return found
         configurable = found.config["configurable"]
-        pairs = ", ".join("(?, ?)" for _ in wanted)
+        thread_id = str(configurable["thread_id"])
+        ns = str(configurable.get("checkpoint_ns", ""))
+        # One index search per value. SQLite (3.40) answers `(channel, version) IN (VALUES
+        # ...)`, and an OR of the pairs, by scanning every blob of the thread: a read that
+        # grew with the thread's length (0.3 ms at turn 10, 0.9 ms at turn 100).
+        one = (
+            f"SELECT channel, type, blob FROM {BLOBS} WHERE thread_id = ? "
+            "AND checkpoint_ns = ? AND channel = ? AND version = ?"
+        )
         with self.lock:
             rows = self.conn.execute(
-                f"SELECT channel, type, blob FROM {BLOBS} WHERE thread_id = ? "
-                f"AND checkpoint_ns = ? AND (channel, version) IN (VALUES {pairs})",
-                (
-                    str(configurable["thread_id"]),
-                    str(configurable.get("checkpoint_ns", "")),
-                    *[x for pair in wanted for x in pair],
-                ),
+                " UNION ALL ".join(one for _ in wanted),
+                [x for channel, version in wanted for x in (thread_id, ns, channel, version)],
             ).fetchall()
         for channel, kind, blob in rows:
             if kind != "empty":

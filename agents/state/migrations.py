@@ -29,12 +29,19 @@ def _v1_to_v2(values: dict[str, Any]) -> None:
     values.setdefault("attachments", [])
 
 
+def _v2_to_v3(values: dict[str, Any]) -> None:
+    summary = values.get("summary")
+    if isinstance(summary, dict) and "folded" not in summary:
+        values["summary"] = {**summary, "folded": {"count": 0, "speakers": {}}}
+
+
 def _unversioned(values: dict[str, Any]) -> None:
     """Checkpoints from before the version was recorded have version 1's fields."""
 
 
 _STEPS[0] = _unversioned
 _STEPS[1] = _v1_to_v2
+_STEPS[2] = _v2_to_v3
 
 
 def version_of(values: dict[str, Any]) -> int:

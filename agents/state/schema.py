@@ -14,7 +14,8 @@ from agents.memory.summaries import Summary
 # checkpoint is brought up to it on read (``agents/state/migrations.py``).
 # 1: messages, usage, loaded_skills, route, workspace, pending_workflow, summary.
 # 2: attachments.
-SCHEMA_VERSION = 2
+# 3: summary.folded (the entries past SummaryOptions.entries, counted by speaker).
+SCHEMA_VERSION = 3
 
 TaskStatus = Literal["pending", "done", "failed"]
 

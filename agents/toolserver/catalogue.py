@@ -218,7 +218,7 @@ class ToolCatalogue:
         if name == READ_REFERENCE:
             return self._read(str(args["name"]), str(args["path"]), started)
         assert self.workflows is not None
-        return await self.workflows.call(name, args, started)
+        return await self.workflows.call(name, args, started, idempotency_key=idempotency_key)
 
     async def _search(self, query: str, k: int, started: float) -> ToolResult:
         hits = await self.skills.off_loop(self.skills.search, query, k)

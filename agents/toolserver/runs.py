@@ -12,7 +12,7 @@ import json
 from contextvars import ContextVar
 from typing import Any
 
-from agents.errors import BadInputs, RunNotFound, WorkflowNotFound
+from agents.errors import BadInputs, KeyReused, RunNotFound, WorkflowNotFound
 from agents.prompts import Prompts
 from agents.skills.runner import ToolResult
 from agents.toolserver.results import error_result, ok_result
@@ -56,18 +56,28 @@ class WorkflowTools:
             (prompts.tool(GET_WORKFLOW_RUN), True),
         ]
 
-    async def call(self, name: str, args: dict[str, Any], started: float) -> ToolResult:
-        """Start a run or read one; a failure is a ToolResult naming what went wrong."""
+    async def call(
+        self,
+        name: str,
+        args: dict[str, Any],
+        started: float,
+        *,
+        idempotency_key: str | None = None,
+    ) -> ToolResult:
+        """Start a run or read one; a failure is a ToolResult naming what went wrong. A start
+        sent again with the same ``idempotency_key`` answers the first run as it stands."""
         try:
             caller = CALLER.get()
             if name == RUN_WORKFLOW:
                 workflow, inputs = str(args["workflow"]), args.get("inputs") or {}
-                record = await self.engine.run(workflow, inputs, user=caller)
+                record = await self.engine.run(
+                    workflow, inputs, user=caller, idempotency_key=idempotency_key
+                )
             else:
                 record = await self.engine.get_run(str(args["run_id"]))
                 if caller is not None and record.get("user") != caller:
                     raise RunNotFound(f"there is no workflow run {args['run_id']!r}")
-        except (WorkflowNotFound, BadInputs, RunNotFound) as exc:
+        except (WorkflowNotFound, BadInputs, KeyReused, RunNotFound) as exc:
             return error_result(name, exc.code, str(exc), started)
         run = run_summary(record)
         return ok_result(name, json.dumps(run, ensure_ascii=False, default=str), run, started)

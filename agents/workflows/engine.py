@@ -10,6 +10,8 @@ error) beside the checkpoints.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -21,7 +23,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from agents import metrics
-from agents.errors import AlreadyDecided, RunNotFound, WorkflowFailed
+from agents.errors import AlreadyDecided, KeyReused, RunNotFound, WorkflowFailed
 from agents.models import ModelGateway
 from agents.prompts import Prompts
 from agents.skills.service import SkillService
@@ -109,37 +111,64 @@ class WorkflowEngine:
         profile: str | None = None,
         parent: str | None = None,
         user: str | None = None,
+        idempotency_key: str | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """Start a run and yield its events; the last one is ``workflow_ended`` with the
         record (status SUCCEEDED, FAILED or WAITING for an approval).
 
+        With ``idempotency_key``, the run's id is made from the user, the workflow and the
+        key: the same start sent again (a retry after a timeout, by any process) yields the
+        first run's record as it stands, once that start is through in this process, and
+        starts nothing.
+
         Raises:
             BadInputs: before the run starts, naming each input that is missing or wrong.
+            KeyReused: the key started a run of other inputs.
         """
         workflow = self.workflows.get(name)
         values = check_inputs(workflow.spec, inputs)
-        run_id = uuid.uuid4().hex
-        record = {
-            "id": run_id,
-            "workflow": name,
-            "version": workflow.spec.version,
-            "fingerprint": workflow.fingerprint,
-            "thread_id": thread_id,
-            "user": user,
-            "parent": parent,
-            "profile": profile,
-            "status": "RUNNING",
-            "started": time.time(),
-            "ended": None,
-            "inputs": values,
-            "outputs": {},
-            "error": None,
-            "nodes": {},
-            "waiting": None,
-        }
-        await self._save(record)
-        async for event in self._drive(record, {"inputs": values}):
-            yield event
+        if idempotency_key is None:
+            run_id = uuid.uuid4().hex
+        else:
+            keyed = "\x1f".join((user or "", name, idempotency_key)).encode()
+            run_id = hashlib.sha256(keyed).hexdigest()[:32]
+        keyed_lock = self._locks.setdefault(run_id, asyncio.Lock()) if idempotency_key else None
+        async with keyed_lock or contextlib.nullcontext():
+            if idempotency_key is not None:
+                try:
+                    earlier = await self.get_run(run_id)
+                except RunNotFound:
+                    pass
+                else:
+                    if earlier["inputs"] != values:
+                        raise KeyReused(
+                            f"Idempotency-Key {idempotency_key!r} started a run of "
+                            f"{name!r} with other inputs ({earlier['inputs']}); send a new "
+                            "key for a new run"
+                        )
+                    yield {"type": "workflow_ended", "record": earlier, "replayed": True}
+                    return
+            record = {
+                "id": run_id,
+                "workflow": name,
+                "version": workflow.spec.version,
+                "fingerprint": workflow.fingerprint,
+                "thread_id": thread_id,
+                "user": user,
+                "parent": parent,
+                "profile": profile,
+                "status": "RUNNING",
+                "started": time.time(),
+                "ended": None,
+                "inputs": values,
+                "outputs": {},
+                "error": None,
+                "nodes": {},
+                "waiting": None,
+            }
+            await self._save(record)
+            async for event in self._drive(record, {"inputs": values}):
+                yield event
 
     async def run(
         self,
@@ -150,12 +179,19 @@ class WorkflowEngine:
         profile: str | None = None,
         parent: str | None = None,
         user: str | None = None,
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         """Run to its end (or to an approval) and return the record (``user``: who started
-        it, recorded for isolation)."""
+        it, recorded for isolation; ``idempotency_key``: as for ``stream``)."""
         last: dict[str, Any] = {}
         async for event in self.stream(
-            name, inputs, thread_id=thread_id, profile=profile, parent=parent, user=user
+            name,
+            inputs,
+            thread_id=thread_id,
+            profile=profile,
+            parent=parent,
+            user=user,
+            idempotency_key=idempotency_key,
         ):
             last = event
         return dict(last["record"])

@@ -526,3 +526,19 @@ def test_a_retried_invoke_with_its_idempotency_key_does_not_run_again(service: S
     assert first["ok"], first
     assert retried["result"] == first["result"]
     assert other["result"]["count"] == first["result"]["count"] + 1
+
+
+def test_a_retried_workflow_start_with_its_key_answers_the_first_run(service: Service) -> None:
+    start = f"{service.url}/v1/tools/run_workflow/invoke"
+    body = {"arguments": {"workflow": "lookup", "inputs": {"order_id": "ORD1001"}}}
+    first = httpx.post(start, json=body, headers={"Idempotency-Key": "wf-1"}).json()
+    retried = httpx.post(start, json=body, headers={"Idempotency-Key": "wf-1"}).json()
+    assert first["ok"], first
+    assert retried["result"]["run_id"] == first["result"]["run_id"]
+    waiting = httpx.get(f"{service.url}/v1/approvals").json()["approvals"]
+    assert [a["run_id"] for a in waiting].count(first["result"]["run_id"]) == 1
+    assert len(waiting) == len({a["run_id"] for a in waiting})  # no second run asked for
+    other = {"arguments": {"workflow": "lookup", "inputs": {"order_id": "ORD1002"}}}
+    refused = httpx.post(start, json=other, headers={"Idempotency-Key": "wf-1"}).json()
+    assert not refused["ok"]
+    assert refused["error"]["code"] == "idempotency_key_reused"

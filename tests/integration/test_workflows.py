@@ -92,6 +92,36 @@ def test_a_rejected_refund_tells_the_customer_why(client: TestClient) -> None:
     assert "refused" in decided["nodes"]
 
 
+def test_a_start_sent_again_with_its_key_answers_the_first_run_and_starts_nothing(
+    client: TestClient,
+) -> None:
+    url, key = "/v1/workflows/refund-request/runs", {"Idempotency-Key": "refund-7"}
+    body = {"inputs": {"order_id": "ORD1002"}}
+    first = client.post(url, json=body, headers=key)
+    assert first.status_code == 200, first.text
+    assert first.json()["status"] == "WAITING"
+    again = client.post(url, json=body, headers=key)  # a retry after a timeout
+    assert again.status_code == 200, again.text
+    assert again.json()["id"] == first.json()["id"]
+    assert len(client.get("/v1/approvals").json()["approvals"]) == 1  # one refund asked for
+    streamed = client.post(url, json={**body, "stream": True}, headers=key)
+    events = [json.loads(x[6:]) for x in streamed.text.splitlines() if x.startswith("data: ")]
+    assert [e["type"] for e in events] == ["workflow_ended"]
+    assert events[0]["record"]["id"] == first.json()["id"]
+    # After the decision, a retry reads the run as it stands now.
+    approval = first.json()["waiting"]["approval_id"]
+    client.post(f"/v1/approvals/{approval}", json={"decision": "approve"})
+    assert client.post(url, json=body, headers=key).json()["status"] == "SUCCEEDED"
+    other = client.post(url, json={"inputs": {"order_id": "ORD1003"}}, headers=key)
+    assert other.status_code == 409
+    assert other.json()["error"]["code"] == "idempotency_key_reused"
+    assert "ORD1002" in other.json()["error"]["message"]
+    fresh = client.post(url, json=body, headers={"Idempotency-Key": "refund-8"})
+    assert fresh.json()["id"] != first.json()["id"]
+    runs = client.get("/v1/workflow-runs", params={"workflow": "refund-request"}).json()["runs"]
+    assert len(runs) == 2
+
+
 def test_bad_inputs_and_unknown_ids_are_clear_errors(client: TestClient) -> None:
     missing = client.post("/v1/workflows/refund-request/runs", json={"inputs": {}})
     assert missing.status_code == 400

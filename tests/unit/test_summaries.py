@@ -7,7 +7,17 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from agents.memory.summaries import SummaryOptions, cut_point, over_threshold, speaker
+from agents.memory.summaries import (
+    Summary,
+    SummaryEntry,
+    SummaryOptions,
+    cut_point,
+    fold,
+    over_threshold,
+    speaker,
+    summarised_count,
+)
+from agents.state.migrations import migrate
 
 
 def turn(n: int, tools: int = 0) -> list[BaseMessage]:
@@ -134,3 +144,29 @@ def test_the_summary_profile_is_the_summarizer_node_s() -> None:
     config = Settings(model="openai/gpt-4o-mini").models()
     assert config is not None
     assert config.for_node("summarizer") == config.default
+
+
+def entry(index: int, who: str) -> SummaryEntry:
+    return SummaryEntry(index=index, speaker=who, text=f"message {index}")
+
+
+def test_entries_past_the_bound_fold_into_counts_by_speaker_across_summaries() -> None:
+    first = fold(Summary(text="a", entries=[entry(i, "user") for i in range(4)]), 3)
+    assert [e["index"] for e in first["entries"]] == [1, 2, 3]
+    assert first["folded"] == {"count": 1, "speakers": {"user": 1}}
+    later = [entry(4, "assistant"), entry(5, "tool")]
+    second = fold(Summary(text="b", entries=first["entries"] + later, folded=first["folded"]), 3)
+    assert [e["index"] for e in second["entries"]] == [3, 4, 5]
+    assert second["folded"] == {"count": 3, "speakers": {"user": 3}}
+    assert summarised_count(second) == 6
+    assert first["folded"] == {"count": 1, "speakers": {"user": 1}}  # not changed in place
+
+
+def test_a_summary_written_before_folding_counts_its_entries_and_migrates() -> None:
+    old = {"text": "a", "entries": [entry(0, "user"), entry(1, "assistant")]}
+    assert summarised_count(old) == 2  # type: ignore[arg-type]
+    values, changes = migrate({"schema_version": 2, "summary": old, "messages": []})
+    assert values["summary"]["folded"] == {"count": 0, "speakers": {}}
+    assert values["summary"]["entries"] == old["entries"]
+    assert changes["summary"] is values["summary"]  # the next run writes the new shape
+    assert "folded" not in old  # the stored value is not changed in place

@@ -11,7 +11,7 @@ from fastapi.responses import StreamingResponse
 
 from agents.errors import RunNotFound, ThreadNotFound, WorkflowNotFound
 from agents.workflows.mermaid import mermaid
-from app.api.deps import PrincipalDep, ServicesDep, reach_thread
+from app.api.deps import IdempotencyKey, PrincipalDep, ServicesDep, reach_thread
 from app.api.errors import ApiError, error_responses
 from app.api.schemas.workflows import (
     ForkRequest,
@@ -57,7 +57,13 @@ async def get_workflow(services: ServicesDep, name: str) -> WorkflowDefinitionPu
             400,
             404,
             500,
-            notes={400: "Inputs it cannot start with (`invalid_inputs`).", 404: NO_WORKFLOW},
+            409,
+            notes={
+                400: "Inputs it cannot start with (`invalid_inputs`).",
+                404: NO_WORKFLOW,
+                409: "The `Idempotency-Key` started a run of other inputs "
+                "(`idempotency_key_reused`).",
+            },
         ),
         200: {
             "content": {"text/event-stream": {"schema": {"type": "string"}}},
@@ -66,9 +72,15 @@ async def get_workflow(services: ServicesDep, name: str) -> WorkflowDefinitionPu
     },
 )
 async def start_run(
-    services: ServicesDep, principal: PrincipalDep, name: str, body: RunStart
+    services: ServicesDep,
+    principal: PrincipalDep,
+    name: str,
+    body: RunStart,
+    idempotency_key: IdempotencyKey = None,
 ) -> Any:
-    """Run a workflow: to its end or its first approval (the record), or streamed."""
+    """Run a workflow: to its end or its first approval (the record), or streamed. Sent
+    again with the same ``Idempotency-Key``, it answers the first run's record as it stands
+    (streamed: its last event) and starts nothing."""
     _workflow(services, name)
     if body.thread_id is not None:
         try:
@@ -76,7 +88,13 @@ async def start_run(
         except ThreadNotFound as exc:
             raise ApiError(400, "invalid_request", str(exc), param="thread_id") from None
     engine = services.engine
-    events = engine.stream(name, body.inputs, thread_id=body.thread_id, user=principal.user)
+    events = engine.stream(
+        name,
+        body.inputs,
+        thread_id=body.thread_id,
+        user=principal.user,
+        idempotency_key=idempotency_key,
+    )
     first = await anext(events)  # bad inputs are a 400 before anything runs
     if not body.stream:
         last = first

@@ -10,13 +10,12 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
 from app.services import Services, open_services
 from tests.fakellm import FakeLLM, Reply, RequestView, ToolCall
 from tests.integration.conversation.kit import final, make_skills, route_of, turn
-from tests.integration.threads.conftest import POSTGRES
+from tests.pgkit import schema_url
 
 PUMP = "status of the delivery for the broken pump"
 PUMP_AGAIN = "what is the status of the delivery for my broken pump"
@@ -136,14 +135,8 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'store.sqlite'}"
         return
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(POSTGRES, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield f"{POSTGRES}?options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(POSTGRES, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    with schema_url() as url:
+        yield url
 
 
 async def test_learned_examples_survive_a_restart(

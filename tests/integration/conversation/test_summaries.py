@@ -13,6 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from agents.events import ErrorRaised, NodeStarted
+from agents.memory.summaries import summarised_count
 from app.main import create_app
 from app.services import Services, open_services
 from tests.fakellm import FakeLLM, Reply, ToolCall
@@ -104,18 +105,26 @@ async def test_a_long_thread_is_summarised_once_and_the_expert_reads_only_recent
     assert "ORD1001 has shipped." in older
 
 
-async def test_the_next_summary_extends_the_previous_one_with_the_indices_that_follow(
-    short: Services, fake_llm: FakeLLM
-) -> None:
-    thread = uuid.uuid4().hex
-    later = "Orders ORD1001 to ORD1004 were asked about; all had shipped [#0-#7]."
+LATER = "Orders ORD1001 to ORD1004 were asked about; all had shipped [#0-#7]."
+
+
+async def six_turns(services: Services, fake_llm: FakeLLM, thread: str) -> None:
+    """Six order questions: summarised at the fourth (messages 0-3) and the sixth (4-7)."""
     for n in range(1, 7):
         if n == 4:
             fake_llm.script(Reply(content=SUMMARY))
         if n == 6:
-            fake_llm.script(Reply(content=later))
+            fake_llm.script(Reply(content=LATER))
         fake_llm.script(Reply(content=f"ORD100{n} has shipped."))
-        await turn(short, f"where is my order ORD100{n}?", thread)
+        await turn(services, f"where is my order ORD100{n}?", thread)
+
+
+async def test_the_next_summary_extends_the_previous_one_with_the_indices_that_follow(
+    short: Services, fake_llm: FakeLLM
+) -> None:
+    thread = uuid.uuid4().hex
+    later = LATER
+    await six_turns(short, fake_llm, thread)
     second = fake_llm.scripted_views[-2]
     assert second.system_contains(SUMMARY)  # the previous summary is rewritten, not lost
     compressed = "\n".join(m.text for m in second.messages if m.role == "user")
@@ -132,6 +141,38 @@ async def test_the_next_summary_extends_the_previous_one_with_the_indices_that_f
         "where is my order ORD1006?",
         "ORD1006 has shipped.",
     ]
+
+
+async def test_entries_past_the_bound_fold_into_a_count_by_speaker_and_indices_hold(
+    model_settings: Any, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    settings = settings_for(
+        model_settings,
+        tmp_path,
+        summary_after_messages=6,
+        summary_after_tokens=0,
+        summary_keep=2,
+        summary_entries=3,
+    )
+    thread = uuid.uuid4().hex
+    async with open_services(settings) as services:
+        await six_turns(services, fake_llm, thread)
+        state = await services.conversations.state(thread)
+        record = await services.threads.get(thread)
+    summary = state["summary"]
+    # Eight compressed messages: the latest three keep their entry, five are counted.
+    assert [(e["index"], e["speaker"]) for e in summary["entries"]] == [
+        (5, "assistant"),
+        (6, "user"),
+        (7, "assistant"),
+    ]
+    assert summary["entries"][0]["text"] == "ORD1003 has shipped."
+    assert summary["folded"] == {"count": 5, "speakers": {"user": 3, "assistant": 2}}
+    assert summary["text"] == LATER
+    # Counts still take in every summarised message.
+    assert summarised_count(summary) == 8
+    assert len(state["messages"]) == 4
+    assert record["messages"] == 12
 
 
 async def test_a_failed_summary_call_leaves_the_turn_answered_and_the_thread_whole(

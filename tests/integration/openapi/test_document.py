@@ -89,6 +89,13 @@ def _new_thread(client: TestClient) -> dict[str, str]:
     return {"thread": made.json()["thread_id"]}
 
 
+def _keyed_start(client: TestClient) -> dict[str, str]:
+    """A workflow run started with ``Idempotency-Key: k-1``."""
+    made = client.post(START[0], json=START[1], headers={"Idempotency-Key": "k-1"})
+    assert made.status_code == 200, made.text
+    return {}
+
+
 def _answered_thread(client: TestClient) -> dict[str, str]:
     """A thread with one answered turn (one scripted reply): ``{thread}``, ``{checkpoint}``."""
     ids = _new_thread(client)
@@ -428,6 +435,15 @@ PROBES = [
     Probe("start a workflow", "POST", START[0], 200, START[1]),
     Probe("start without inputs", "POST", START[0], 400, {"inputs": {}}),
     Probe("start an unknown workflow", "POST", "/v1/workflows/nope/runs", 404, {}),
+    Probe(
+        "start again, other inputs, same key",
+        "POST",
+        START[0],
+        409,
+        {"inputs": {"order_id": "ORD1002"}},
+        headers={"Idempotency-Key": "k-1"},
+        setup=_keyed_start,
+    ),
     get("workflow runs", "/v1/workflow-runs", 200, before=(START,)),
     get("workflow run", "/v1/workflow-runs/{run}", 200, before=(START,)),
     get("unknown workflow run", "/v1/workflow-runs/nope", 404),

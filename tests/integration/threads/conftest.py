@@ -3,20 +3,17 @@ server, each test in a schema of its own, dropped after)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
 from tests.integration.test_server_process import service_env  # noqa: F401  (a fixture)
+from tests.pgkit import schema_url
 from tests.skillkit import copy_fixture_skill
-
-POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -25,14 +22,8 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'store' / 'threads.sqlite'}"
         return
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(POSTGRES, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield f"{POSTGRES}?options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(POSTGRES, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    with schema_url() as url:
+        yield url
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
@@ -39,8 +38,6 @@ def cli(settings: Any, *args: str, stdin: str | None = None) -> subprocess.Compl
     )
 
 
-# The stores themselves are compared by the HTTP tests; the commands run on one.
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 def test_list_show_history_fork_prune_and_delete(thread_settings: Any, fake_llm: FakeLLM) -> None:
     fake_llm.script(Reply(content="Blue noted."), Reply(content="Blue."), Reply(content="Hi."))
     with TestClient(create_app(thread_settings)) as client:
