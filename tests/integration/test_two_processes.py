@@ -1,7 +1,9 @@
-"""Two service processes on one PostgreSQL database and one data folder, as behind a load
-balancer: a conversation alternates between them, a workflow started on one is approved
+"""Two service processes on one PostgreSQL database, one Redis and one data folder, as behind a
+load balancer: a conversation alternates between them, a workflow started on one is approved
 through the other, a file uploaded to one is served by the other, a thread deleted on one is
-gone on both."""
+gone on both; a stream dropped on one is read on from the other, a run's status and cancel go
+through the other, an admin reload reaches both, a stopping process hands its streams and runs
+over, and a killed process's run is finished by the survivor."""
 
 from __future__ import annotations
 
@@ -15,15 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
 
 from tests.fakellm import FakeLLM, Reply, ToolCall
 from tests.integration.runs.test_runs_api import read_events
 from tests.integration.test_server_process import Service
+from tests.pgkit import schema_url
 
 ROOT = Path(__file__).resolve().parents[2]
-POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 REDIS = "redis://127.0.0.1:6379/0"
 WORDS = " ".join(f"word{i}" for i in range(40))
 
@@ -35,14 +36,10 @@ PairStarter = Callable[..., tuple[Service, Service]]
 def start_pair(fake_llm: FakeLLM, tmp_path: Path) -> Iterator[PairStarter]:
     """Two service processes on one PostgreSQL schema, one Redis prefix and one data folder;
     keyword arguments are more settings (``SKILLDESK_`` left out)."""
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(POSTGRES, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
     env.update(
-        SKILLDESK_CHECKPOINT_URL=f"{POSTGRES}?options=-csearch_path%3D{schema}",
         SKILLDESK_REDIS_URL=REDIS,
-        SKILLDESK_REDIS_PREFIX=f"test-{schema}",  # its own keys and channel
+        SKILLDESK_REDIS_PREFIX=f"test-{uuid.uuid4().hex[:12]}",  # its own keys and channel
         SKILLDESK_SKILLS_DIR=str(ROOT / "skills"),
         SKILLDESK_WORKFLOWS_DIR=str(ROOT / "workflows"),
         SKILLDESK_SKILLS_EMBEDDINGS="false",
@@ -60,14 +57,14 @@ def start_pair(fake_llm: FakeLLM, tmp_path: Path) -> Iterator[PairStarter]:
         started.append(Service(both, data))
         return started[-2], started[-1]
 
-    try:
-        yield start
-    finally:
-        for service in reversed(started):
-            if service.proc.poll() is None:
-                service.stop()
-        with psycopg.connect(POSTGRES, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    with schema_url() as url:
+        env["SKILLDESK_CHECKPOINT_URL"] = url
+        try:
+            yield start
+        finally:
+            for service in reversed(started):
+                if service.proc.poll() is None:
+                    service.stop()
 
 
 @pytest.fixture
@@ -149,12 +146,8 @@ def test_a_workflow_started_on_one_process_is_approved_through_the_other(
 def test_a_run_of_a_killed_process_is_finished_by_the_other(
     fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(POSTGRES, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
     env.update(
-        SKILLDESK_CHECKPOINT_URL=f"{POSTGRES}?options=-csearch_path%3D{schema}",
         SKILLDESK_SKILLS_DIR=str(ROOT / "skills"),
         SKILLDESK_WORKFLOWS_DIR=str(tmp_path / "no-workflows"),
         SKILLDESK_SKILLS_EMBEDDINGS="false",
@@ -172,34 +165,37 @@ def test_a_run_of_a_killed_process_is_finished_by_the_other(
         "priority": "high",
     }
     call = Reply(tool_calls=[ToolCall("create_work_order", order)])
-    survivor = Service(env, data)
-    try:
-        fake_llm.script(call)
-        doomed = Service({**env, "SKILLDESK_FAILPOINTS": "tool.done=create_work_order"}, data)
-        with pytest.raises(httpx.HTTPError):
-            httpx.post(
-                f"{doomed.url}/v1/threads/pump/runs/stream",
-                json={"message": "Open a work order for pump 7's bearing.", "skill": "work-order"},
-                timeout=60,
-            )
-        doomed.proc.wait(timeout=20)
-        assert doomed.proc.returncode == -9
-        fake_llm.script(call, Reply(content="Work order opened for PUMP-07."))
-        deadline = time.monotonic() + 30
-        while True:  # nobody asks: the survivor finds the run and finishes it
-            thread = httpx.get(f"{survivor.url}/v1/threads/pump").json()
-            if len(thread.get("messages", [])) == 4 or time.monotonic() > deadline:
-                break
-            time.sleep(0.3)
-        orders = httpx.post(
-            f"{survivor.url}/v1/skills/work-order/tools/list_work_orders",
-            json={"arguments": {"device_id": "PUMP-07"}},
-            timeout=30,
-        ).json()
-    finally:
-        survivor.stop()
-        with psycopg.connect(POSTGRES, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    with schema_url() as url:
+        env["SKILLDESK_CHECKPOINT_URL"] = url
+        survivor = Service(env, data)
+        try:
+            fake_llm.script(call)
+            doomed = Service({**env, "SKILLDESK_FAILPOINTS": "tool.done=create_work_order"}, data)
+            with pytest.raises(httpx.HTTPError):
+                httpx.post(
+                    f"{doomed.url}/v1/threads/pump/runs/stream",
+                    json={
+                        "message": "Open a work order for pump 7's bearing.",
+                        "skill": "work-order",
+                    },
+                    timeout=60,
+                )
+            doomed.proc.wait(timeout=20)
+            assert doomed.proc.returncode == -9
+            fake_llm.script(call, Reply(content="Work order opened for PUMP-07."))
+            deadline = time.monotonic() + 30
+            while True:  # nobody asks: the survivor finds the run and finishes it
+                thread = httpx.get(f"{survivor.url}/v1/threads/pump").json()
+                if len(thread.get("messages", [])) == 4 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.3)
+            orders = httpx.post(
+                f"{survivor.url}/v1/skills/work-order/tools/list_work_orders",
+                json={"arguments": {"device_id": "PUMP-07"}},
+                timeout=30,
+            ).json()
+        finally:
+            survivor.stop()
     assert [m["role"] for m in thread["messages"]] == ["human", "ai", "tool", "ai"]
     assert thread["messages"][-1]["content"] == "Work order opened for PUMP-07."
     result = orders["result"]
