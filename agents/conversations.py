@@ -361,7 +361,7 @@ class Conversations:
                 feed.close()
                 return
             message = "The service stopped during the run; the conversation so far is kept."
-            if self.stopping is not None:  # a stop with a grace period: the run is handed over
+            if self.stopping is not None and feed.started is not None:  # handed over
                 message += " It is resumed from its last step (by another process, or this "
                 message += "one when it starts again): its answer will be in the thread."
             feed.put(RunFailed(ctx.thread_id, ctx.run_id, "run_cancelled", message))

@@ -268,6 +268,7 @@ def _handlers(services: Services, tasks: list[asyncio.Task[Any]]) -> dict[str, A
     """What this process does with what another process publishes (``RunBus.listen``)."""
 
     def spawn(work: Any) -> None:
+        tasks[:] = [t for t in tasks if not t.done()]
         tasks.append(asyncio.create_task(work))
 
     def orphans(_: object) -> None:  # a stopping process handed its runs over

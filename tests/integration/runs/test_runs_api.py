@@ -111,7 +111,7 @@ def test_a_running_run_stops_at_its_next_step_and_the_thread_goes_on(
 def test_responses_carry_the_request_thread_and_run_ids(
     client: TestClient, fake_llm: FakeLLM
 ) -> None:
-    fake_llm.script(Reply(content="Hi."))
+    fake_llm.script(Reply(content="Hi."), Reply(content="Hello."))
     made = client.post("/v1/threads/ids-1/runs", json={"message": "hi"})
     run_id = made.json()["id"]
     assert made.headers["X-Run-Id"] == run_id
@@ -125,6 +125,13 @@ def test_responses_carry_the_request_thread_and_run_ids(
     assert thread.headers["X-Request-ID"] != "not one\tto log"  # replaced by one made here
     assert len(thread.headers["X-Request-ID"]) == 32
     assert "X-Run-Id" not in thread.headers
+    chat = client.post(
+        "/v1/chat/completions",
+        json={"model": "skilldesk", "messages": [{"role": "user", "content": "hello"}]},
+        headers={"X-Thread-Id": "ids-2"},
+    )
+    assert chat.headers["X-Thread-Id"] == "ids-2"
+    assert len(chat.headers["X-Run-Id"]) == 36
 
 
 def test_an_unknown_run_or_one_of_another_thread_is_not_found(
