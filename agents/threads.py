@@ -26,6 +26,7 @@ from agents.state.migrations import migrate
 from agents.state.records import THREAD, ThreadRecord, ThreadRecords, title_from
 from agents.state.retention import delete_thread, prune_thread, thread_bytes
 from agents.state.schema import Attachment
+from agents.state.transcript import Transcript
 
 log = structlog.get_logger(__name__)
 
@@ -38,11 +39,14 @@ class RetentionOptions:
         keep_checkpoints: The newest checkpoints kept per thread (older ones are pruned;
             a fork or the history reaches back this far).
         idle_days: Threads not updated for this many days are deleted, files and all.
+        keep_summarised: The newest summarised messages whose originals are kept per thread
+            (shown by ``GET /v1/threads/{id}``; the summary stands for the rest).
         interval_s: How often the service applies the policy in the background.
     """
 
     keep_checkpoints: int = 100
     idle_days: float = 0
+    keep_summarised: int = 0
     interval_s: float = 3600
 
 
@@ -53,6 +57,7 @@ class PruneReport:
     dry_run: bool
     threads_deleted: list[str] = field(default_factory=list)
     checkpoints_deleted: int = 0
+    summarised_deleted: int = 0  # originals of summarised messages (not counted dry)
     threads_pruned: int = 0
     skipped_busy: list[str] = field(default_factory=list)
 
@@ -66,11 +71,14 @@ class Threads:
         records: ThreadRecords,
         attachments: AttachmentStore,
         retention: RetentionOptions | None = None,
+        *,
+        transcript: Transcript | None = None,
     ) -> None:
         self.conversations = conversations
         self.records = records
         self.attachments = attachments
         self.retention = retention or RetentionOptions()
+        self.transcript = transcript
         self.saver: Any = conversations.graph.checkpointer
 
     # Records.
@@ -140,10 +148,20 @@ class Threads:
     async def _delete(self, thread_id: str) -> None:
         await delete_thread(self.saver, thread_id)
         await self.attachments.delete_thread(thread_id)
+        if self.transcript is not None:
+            await self.transcript.delete_thread(thread_id)
         await self.records.delete(thread_id)
         if self.conversations.learner is not None:  # users' words go with their thread
             await self.conversations.learner.forget_thread(thread_id)
         log.info("thread.deleted", thread_id=thread_id)
+
+    async def summarised(self, thread_id: str, count: int) -> list[tuple[int, BaseMessage]]:
+        """The originals of the thread's first ``count`` messages, which a summary took out
+        of its active history, with their indices (those summarised before originals were
+        kept are not there)."""
+        if self.transcript is None or not count:
+            return []
+        return await self.transcript.read(thread_id, below=count)
 
     # Checkpoints.
 
@@ -171,6 +189,32 @@ class Threads:
             parent = snapshots[i + 1] if i + 1 < len(snapshots) else None
             entries.append(_entry(snap, parent))
         return entries
+
+    async def checkpoint_before(self, thread_id: str, index: int) -> str:
+        """The checkpoint from which the thread's message ``index`` (from 0, summarised
+        messages counted) was sent: the end of the turn before it. Forking there and sending
+        another message edits that one.
+
+        Raises:
+            ThreadNotFound: no such thread.
+            CheckpointNotFound: no turn ended with ``index`` messages (the message is not a
+                user's that opened a turn, or retention removed that checkpoint).
+        """
+        await self.get(thread_id)
+        config: Any = {"configurable": {"thread_id": thread_id}}
+        async for snap in self.conversations.graph.aget_state_history(config):
+            values = migrate(dict(snap.values))[0] if snap.values else {}
+            count = len(values.get("messages", [])) + summarised_count(values.get("summary"))
+            if count == index and not snap.next:
+                return str(snap.config["configurable"]["checkpoint_id"])
+            if count < index:
+                break  # newest first: the count only falls from here
+        first = " (to change the first message, start a new thread)" if index == 0 else ""
+        raise CheckpointNotFound(
+            f"no turn of thread {thread_id!r} ended with {index} messages: message {index} "
+            f"is not a user's message that opened a turn, or retention removed the "
+            f"checkpoint before it{first}; GET /v1/threads/{thread_id}/history lists those kept"
+        )
 
     async def fork(
         self,
@@ -214,7 +258,10 @@ class Threads:
         for task_id, writes in by_task.items():
             await self.saver.aput_writes(saved, writes, task_id)
         values = await self.conversations.state(target)
-        count = len(values.get("messages", [])) + summarised_count(values.get("summary"))
+        summarised = summarised_count(values.get("summary"))
+        if self.transcript is not None and summarised:
+            await self.transcript.copy(thread_id, target, below=summarised)
+        count = len(values.get("messages", [])) + summarised
         log.info("thread.forked", thread_id=thread_id, checkpoint_id=checkpoint_id, fork=target)
         return await self.records.create(
             target,
@@ -313,7 +360,7 @@ class Threads:
                 if not dry_run:
                     async with self.conversations.hold(thread_id):
                         await self._delete(thread_id)
-        if policy.keep_checkpoints > 0:
+        if policy.keep_checkpoints > 0 or policy.keep_summarised > 0:
             before: float | None = None
             while page := await self.records.find(limit=200, before=before):
                 before = page[-1]["updated"]
@@ -336,13 +383,19 @@ class Threads:
             return
         if report.dry_run:
             extra = (await thread_bytes(self.saver, thread_id))["checkpoints"] - keep
+            extra = extra if keep > 0 else 0
             report.checkpoints_deleted += max(extra, 0)
             report.threads_pruned += extra > 0
             return
+        deleted = summarised = 0
         async with self.conversations.hold(thread_id):
-            deleted = await prune_thread(self.saver, thread_id, keep)
+            if keep > 0:
+                deleted = await prune_thread(self.saver, thread_id, keep)
+            if self.transcript is not None and self.retention.keep_summarised > 0:
+                summarised = await self.transcript.prune(thread_id, self.retention.keep_summarised)
         report.checkpoints_deleted += deleted
-        report.threads_pruned += deleted > 0
+        report.summarised_deleted += summarised
+        report.threads_pruned += deleted > 0 or summarised > 0
 
     async def keep_bounded(self) -> None:
         """Apply the retention policy every ``interval_s`` (the service's background task)."""

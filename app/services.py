@@ -31,6 +31,7 @@ from agents.state.checkpointers import open_checkpointer
 from agents.state.documents import documents_for
 from agents.state.records import ThreadRecords
 from agents.state.spend import SpendLedger
+from agents.state.transcript import Transcript
 from agents.threads import Threads
 from agents.tokens import count_tokens
 from agents.toolserver.catalogue import ToolCatalogue
@@ -180,8 +181,16 @@ async def open_services(
                 list_skill_tools=settings.mcp_skill_tools_listed(),
             )
             router = Router(skills, gateway, prompts, workflows, router_options)
+            transcript = Transcript(documents)
             graph = build_graph(
-                gateway, checkpointer, prompts, skills, options, router=router, workflow_turns=turns
+                gateway,
+                checkpointer,
+                prompts,
+                skills,
+                options,
+                router=router,
+                workflow_turns=turns,
+                transcript=transcript,
             )
             log.info(
                 "service.ready",
@@ -206,7 +215,9 @@ async def open_services(
                 learner=learned,
                 mirror=bus,
             )
-            threads = Threads(conversations, records, attachments, settings.retention())
+            threads = Threads(
+                conversations, records, attachments, settings.retention(), transcript=transcript
+            )
             # Runs a stop cut off, found before any new run can start (a new one is RUNNING too).
             tasks: list[asyncio.Task[Any]] = []
             if background:

@@ -185,6 +185,13 @@ class Settings(BaseSettings):
         description="Newest checkpoints kept per thread; older ones are pruned (0: keep all). "
         "A fork or the history reaches back this far.",
     )
+    retention_keep_summarised: int = Field(
+        0,
+        ge=0,
+        le=100_000_000,
+        description="Newest summarised messages whose originals are kept per thread, shown "
+        "by GET /v1/threads/{id} (0: all; the summary stands for the rest).",
+    )
     retention_idle_days: float = Field(
         0,
         ge=0,
@@ -392,6 +399,7 @@ class Settings(BaseSettings):
         """How much of each thread is kept."""
         return RetentionOptions(
             keep_checkpoints=self.retention_keep_checkpoints,
+            keep_summarised=self.retention_keep_summarised,
             idle_days=self.retention_idle_days,
             interval_s=self.retention_interval_s,
         )

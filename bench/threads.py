@@ -5,12 +5,15 @@ Each turn looks an order up (a tool call, its result, an answer) through the ser
 path; an attachment is uploaded at turn 1. Run on the SQLite file and on PostgreSQL (the
 machine's server, a schema of its own), with summaries (the defaults: past 20 messages,
 keeping 6) and without, and with retention (the newest 20 checkpoints kept, applied every
-ten turns) beside the thread without it. Framework time is wall time minus the scripted
-model server's answering time, and CPU time is this process's (the service's code, SQLite
-included; the model server is a process of its own), each the median of the nine turns up
-to each mark: CPU time is the figure that holds on a busy machine. The marks come from
-three threads of the same conversation run in lockstep, so that all three are measured in
-the same last ten rounds (``one_thread``).
+ten turns, the originals of the newest 100 summarised messages kept) beside the thread
+without it; "transcript" is what the originals of summarised messages take. Framework
+time is wall time minus the scripted model server's answering time, and CPU time is this
+process's (the service's code, SQLite included; the model server is a process of its own),
+each the median of the nine turns up to each mark (and "x turn 10" the median of the nine
+rounds' ratios of a mark's turn to that round's turn of the youngest thread): CPU time is
+the figure that holds on a busy machine. The marks come from three threads of the same
+conversation run in lockstep, so that all three are measured in the same last ten rounds
+(``one_thread``).
 Goals (issue #14): framework time at turn 100 within 1.2x of turn 10; under 16 KB written
 per checkpoint at turn 100; storage per thread that stops growing once retention applies.
 Run: .venv/bin/python -m bench.threads [--store sqlite|postgres]
@@ -44,6 +47,7 @@ from tests.pgkit import schema_url
 TURNS = 100
 MARKS = (10, 50, 100)
 KEEP = 20
+KEEP_SUMMARISED = 100  # summarised messages whose originals retention keeps
 WINDOW = 9  # turns up to each mark whose median is reported
 
 
@@ -91,13 +95,24 @@ async def one_thread(
                 if turn >= 1:
                     row = await one_turn(services, fake, writes, thread, turn, retention)
                     rows[mark].append(row)
+    last = {mark: rows[mark][mark - WINDOW : mark] for mark in MARKS}  # the same rounds
     return {
         mark: {
             **{
-                key: statistics.median(r[key] for r in rows[mark][mark - WINDOW : mark])
+                key: statistics.median(r[key] for r in last[mark])
                 for key in ("framework_ms", "cpu_ms", "kb_per_checkpoint", "write_ms")
             },
+            # Each round's turn over the same round's turn 10, the median of those ratios:
+            # a burst of load from elsewhere falls on both sides of a ratio.
+            **{
+                f"{key}_ratio": statistics.median(
+                    r[key] / max(base[key], 1e-9)
+                    for r, base in zip(last[mark], last[MARKS[0]], strict=True)
+                )
+                for key in ("framework_ms", "cpu_ms")
+            },
             "stored_kb": rows[mark][mark - 1]["stored_kb"],
+            "transcript_kb": rows[mark][mark - 1]["transcript_kb"],
             "checkpoints": rows[mark][mark - 1]["checkpoints"],
         }
         for mark in MARKS
@@ -143,12 +158,15 @@ async def one_turn(
         await services.threads.prune()
     after = await thread_bytes(saver, thread)
     written = max(after["checkpoints"] - before["checkpoints"], 1)
+    assert services.threads.transcript is not None
+    kept = await services.threads.transcript.size(thread)  # summarised messages' originals
     return {
         "framework_ms": (wall - covered(fake.answering)) * 1000,
         "cpu_ms": cpu * 1000,
         "kb_per_checkpoint": max(after["bytes"] - before["bytes"], 0) / written / 1024,
         "write_ms": (writes.seconds - seconds) * 1000 / max(writes.puts - puts, 1),
         "stored_kb": after["bytes"] / 1024,
+        "transcript_kb": kept / 1024,
         "checkpoints": after["checkpoints"],
     }
 
@@ -177,6 +195,7 @@ def _settings(root: Path, fake: FakeLLMProcess, url: str, *, summaries: bool) ->
         model_api_base=fake.base_url,
         checkpoint_url=url,
         retention_keep_checkpoints=KEEP,
+        retention_keep_summarised=KEEP_SUMMARISED,
         retention_interval_s=0,
         **summary,
     )
@@ -213,16 +232,16 @@ def main() -> None:
     print(
         f"{'store':<36}{'turn':>5}{'framework ms':>14}{'x turn 10':>11}{'CPU ms':>8}"
         f"{'x turn 10':>11}{'KB/checkpoint':>15}"
-        f"{'write ms':>10}{'stored KB':>11}{'checkpoints':>13}"
+        f"{'write ms':>10}{'stored KB':>11}{'transcript KB':>15}{'checkpoints':>13}"
     )
     for label, figures in results:
-        base, base_cpu = (figures[MARKS[0]][k] for k in ("framework_ms", "cpu_ms"))
         for mark, row in figures.items():
             print(
                 f"{label if mark == MARKS[0] else '':<36}{mark:>5}{row['framework_ms']:>14.1f}"
-                f"{row['framework_ms'] / base:>10.2f}x{row['cpu_ms']:>8.1f}"
-                f"{row['cpu_ms'] / base_cpu:>10.2f}x{row['kb_per_checkpoint']:>15.1f}"
-                f"{row['write_ms']:>10.2f}{row['stored_kb']:>11.0f}{row['checkpoints']:>13.0f}"
+                f"{row['framework_ms_ratio']:>10.2f}x{row['cpu_ms']:>8.1f}"
+                f"{row['cpu_ms_ratio']:>10.2f}x{row['kb_per_checkpoint']:>15.1f}"
+                f"{row['write_ms']:>10.2f}{row['stored_kb']:>11.0f}{row['transcript_kb']:>15.0f}"
+                f"{row['checkpoints']:>13.0f}"
             )
 
 

@@ -41,6 +41,7 @@ from agents.router.router import Router, RouterOptions
 from agents.run import RunContext
 from agents.skills.service import SkillService
 from agents.state.schema import ThreadState
+from agents.state.transcript import Transcript
 from agents.workflows.conversation import WorkflowTurns
 from agents.workflows.matcher import WorkflowMatcher
 
@@ -55,10 +56,11 @@ def build_graph(
     workflows: WorkflowMatcher | None = None,
     router: Router | None = None,
     workflow_turns: WorkflowTurns | None = None,
+    transcript: Transcript | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """The conversation graph (see the module docstring); ``router`` replaces the one made
     from ``router_options`` and ``workflows`` (the service shares its router with
-    Conversations)."""
+    Conversations); ``transcript`` keeps the messages summaries compress."""
     prompts = prompts or Prompts()
     brain = Brain(
         gateway,
@@ -67,6 +69,7 @@ def build_graph(
         router or Router(skills, gateway, prompts, workflows, router_options),
         options or AnswerOptions(),
         workflow_turns,
+        transcript,
     )
     graph = StateGraph(ThreadState, context_schema=RunContext)
     graph.add_node("summarize", make_summarize(brain))

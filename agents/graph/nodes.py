@@ -18,6 +18,7 @@ from agents.memory.summaries import (
     SummaryOptions,
     cut_point,
     over_threshold,
+    summarised_count,
     summary_text,
     write_summary,
 )
@@ -29,6 +30,7 @@ from agents.run import RunContext, current_context, emit
 from agents.skills.meta import Scope, SkillTools, definition_view
 from agents.skills.service import SkillService
 from agents.state.schema import ThreadState
+from agents.state.transcript import Transcript, TranscriptUnavailable
 from agents.workflows.conversation import WorkflowTurns
 
 log = structlog.get_logger(__name__)
@@ -64,6 +66,8 @@ class Brain:
     router: Router
     options: AnswerOptions
     workflows: WorkflowTurns | None = None  # answers turns routed to a workflow
+    # Where a summary step keeps the originals of the messages it compresses.
+    transcript: Transcript | None = None
     # The skills' tiers as tools (None without a skills folder).
     tools: SkillTools | None = field(init=False)
 
@@ -182,7 +186,11 @@ def make_summarize(brain: Brain) -> Node:
                 config,
                 max_entries=brain.options.summary.entries,
             )
-        except (ModelError, BudgetExceeded, EmptySummary) as exc:
+            if brain.transcript is not None:  # before they leave the active history
+                thread = str(config["configurable"]["thread_id"])
+                first = summarised_count(state.get("summary"))
+                await brain.transcript.keep(thread, first, compressed)
+        except (ModelError, BudgetExceeded, EmptySummary, TranscriptUnavailable) as exc:
             message = f"the earlier messages were not summarised: {exc}"
             log.warning("summary.failed", error=str(exc), messages=len(compressed))
             emit("error", code="summary_failed", message=message)

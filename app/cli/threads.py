@@ -8,12 +8,12 @@ import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Annotated, Any, TypeVar
 
 import typer
 
 from agents.errors import SkilldeskError
-from agents.threads import RetentionOptions
 from app.cli.common import load_cli_settings
 from app.logging import configure_logging
 from app.settings import Settings
@@ -141,18 +141,39 @@ def history(
 def fork(
     thread_id: ThreadArg,
     checkpoint: Annotated[
-        str, typer.Option("--checkpoint", help="The checkpoint to start from (see history).")
-    ],
+        str | None,
+        typer.Option("--checkpoint", help="The checkpoint to start from (see history)."),
+    ] = None,
+    before_message: Annotated[
+        int | None,
+        typer.Option(
+            "--before-message",
+            min=0,
+            help="Start from where message N was sent (to send an edited one instead).",
+        ),
+    ] = None,
     to: Annotated[str | None, typer.Option("--to", help="The new thread's id.")] = None,
     checkpoint_url: StoreUrl = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """A new thread from one checkpoint of THREAD_ID (which stays as it is)."""
-    record = _run(checkpoint_url, lambda s: s.threads.fork(thread_id, checkpoint, new_thread_id=to))
+    """A new thread from one checkpoint of THREAD_ID (which stays as it is): give
+    --checkpoint or --before-message."""
+    if (checkpoint is None) == (before_message is None):
+        raise typer.BadParameter("give exactly one of --checkpoint and --before-message")
+
+    async def forked(services: Any) -> Any:
+        at = checkpoint
+        if at is None:
+            assert before_message is not None
+            at = await services.threads.checkpoint_before(thread_id, before_message)
+        return await services.threads.fork(thread_id, at, new_thread_id=to)
+
+    record = _run(checkpoint_url, forked)
     if as_json:
         _echo_json(record)
         return
-    typer.echo(f"forked {thread_id}@{checkpoint} -> {record['thread_id']}")
+    source = record.get("forked_from") or {}
+    typer.echo(f"forked {thread_id}@{source.get('checkpoint_id')} -> {record['thread_id']}")
 
 
 @cli.command()
@@ -181,6 +202,14 @@ def prune(
         float | None,
         typer.Option(min=0, help="Delete threads idle this long [SKILLDESK_RETENTION_IDLE_DAYS]."),
     ] = None,
+    keep_summarised: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Summarised messages whose originals are kept per thread "
+            "[SKILLDESK_RETENTION_KEEP_SUMMARISED].",
+        ),
+    ] = None,
     checkpoint_url: StoreUrl = None,
     as_json: JsonFlag = False,
 ) -> None:
@@ -188,9 +217,11 @@ def prune(
 
     async def job(services: Any) -> Any:
         policy = services.threads.retention
-        services.threads.retention = RetentionOptions(
+        services.threads.retention = replace(
+            policy,
             keep_checkpoints=policy.keep_checkpoints if keep is None else keep,
             idle_days=policy.idle_days if idle_days is None else idle_days,
+            keep_summarised=policy.keep_summarised if keep_summarised is None else keep_summarised,
         )
         return await services.threads.prune(dry_run=dry_run)
 
@@ -199,9 +230,11 @@ def prune(
         _echo_json(vars(report))
         return
     verb = "would delete" if dry_run else "deleted"
+    gone = report.summarised_deleted
     typer.echo(
         f"{verb} {len(report.threads_deleted)} idle thread(s) and "
         f"{report.checkpoints_deleted} old checkpoint(s) of {report.threads_pruned} thread(s)"
+        + (f", {gone} summarised message(s) kept no more" if gone else "")
     )
     for thread_id in report.threads_deleted:
         typer.echo(f"  thread {thread_id}")

@@ -151,7 +151,9 @@ async def thread_history(
         409,
         500,
         notes={
-            404: "No such thread or checkpoint (`thread_not_found`, `checkpoint_not_found`).",
+            400: "Neither or both of `checkpoint_id` and `before_message` (`invalid_request`).",
+            404: "No such thread or checkpoint (`thread_not_found`, `checkpoint_not_found`: "
+            "for `before_message`, no turn ended just before that message).",
             409: "The new id is taken (`thread_exists`).",
         },
     ),
@@ -164,10 +166,14 @@ async def fork_thread(
     body: ForkRequest,
 ) -> ThreadRecordPublic:
     """A new thread from one checkpoint of this one (the original is untouched). To edit an
-    earlier message: fork at the checkpoint before it, then send the edited message."""
+    earlier message: fork with ``before_message`` (its index), then send the edited one."""
     await reach_thread(services, principal, thread_id)
+    checkpoint = body.checkpoint_id
+    if checkpoint is None:
+        assert body.before_message is not None  # the schema asks for one of the two
+        checkpoint = await services.threads.checkpoint_before(thread_id, body.before_message)
     record = await services.threads.fork(
-        thread_id, body.checkpoint_id, new_thread_id=body.thread_id, owner=owner
+        thread_id, checkpoint, new_thread_id=body.thread_id, owner=owner
     )
     return ThreadRecordPublic.model_validate(record)
 
@@ -179,22 +185,33 @@ async def fork_thread(
     responses=error_responses(400, 404, 500, notes={400: BAD_ID, 404: NO_THREAD}),
 )
 async def get_thread(
-    services: ServicesDep, principal: PrincipalDep, thread_id: ThreadId
+    services: ServicesDep,
+    principal: PrincipalDep,
+    thread_id: ThreadId,
+    summarised: Annotated[
+        bool,
+        Query(
+            description="Include the messages a summary took out of the active history "
+            "(marked `summarised`); false: the active messages only."
+        ),
+    ] = True,
 ) -> ThreadPublic:
-    """The thread's active messages (with index and speaker), how many earlier ones are
-    summarised, last route, loaded skills, workspace and usage."""
+    """The thread's messages (with index and speaker; those a summary compressed marked),
+    how many earlier ones are summarised, last route, loaded skills, workspace and usage."""
     await reach_thread(services, principal, thread_id)
     state = await services.conversations.state(thread_id)
     if not state:
         raise ApiError(404, "thread_not_found", f"There is no thread {thread_id!r}.")
     # Indices count the summarised messages too: they match the summary's entries.
-    summarised = summarised_count(state.get("summary"))
+    count = summarised_count(state.get("summary"))
+    earlier = await services.threads.summarised(thread_id, count) if summarised else []
+    shown = [{**_message(i, m), "summarised": True} for i, m in earlier]
     messages = state.get("messages", [])
     return ThreadPublic.model_validate(
         {
             "thread_id": thread_id,
-            "messages": [_message(summarised + i, m) for i, m in enumerate(messages)],
-            "summarised_messages": summarised,
+            "messages": shown + [_message(count + i, m) for i, m in enumerate(messages)],
+            "summarised_messages": count,
             "route": state.get("route"),
             "loaded_skills": state.get("loaded_skills", []),
             "workspace": state.get("workspace"),

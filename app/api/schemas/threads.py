@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from agents.skills.spec import NAME_PATTERN
@@ -79,6 +86,11 @@ class ThreadMessagePublic(BaseModel):
     )
     tool_call_id: str | None = Field(
         None, description="The call a tool message answers (tool messages only)."
+    )
+    summarised: bool | None = Field(
+        None,
+        description="True for a message a summary took out of the active history (the "
+        "model reads the summary instead); absent for active ones.",
     )
 
 
@@ -249,15 +261,33 @@ class ForkRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    checkpoint_id: str = Field(
+    checkpoint_id: str | None = Field(
+        None,
         min_length=1,
         max_length=200,
-        description="The checkpoint to start from (`GET .../history` lists them). Required: "
-        "forking is never a silent copy of the latest state.",
+        description="The checkpoint to start from (`GET .../history` lists them). This or "
+        "`before_message` is required: forking is never a silent copy of the latest state.",
+    )
+    before_message: int | None = Field(
+        None,
+        ge=0,
+        le=10_000_000,
+        description="Start from where message N (its `index` in the thread) was sent, to "
+        "send an edited one instead: the checkpoint that ended the turn before it.",
     )
     thread_id: str | None = Field(
         None, pattern=THREAD_ID_PATTERN, description="The new thread's id (default: made up)."
     )
+
+    @model_validator(mode="after")
+    def _one_place(self) -> ForkRequest:
+        if (self.checkpoint_id is None) == (self.before_message is None):
+            raise PydanticCustomError(
+                "fork_place",
+                "give exactly one of checkpoint_id (from GET .../history) and before_message "
+                "(a message's index)",
+            )
+        return self
 
 
 class CheckpointPublic(BaseModel):

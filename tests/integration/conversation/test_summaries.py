@@ -4,6 +4,7 @@ nothing else in the state changes, and a failed summary leaves the turn answered
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from agents.events import ErrorRaised, NodeStarted
 from agents.memory.summaries import summarised_count
+from agents.threads import RetentionOptions
 from app.main import create_app
 from app.services import Services, open_services
 from tests.fakellm import FakeLLM, Reply, ToolCall
@@ -159,6 +161,14 @@ async def test_entries_past_the_bound_fold_into_a_count_by_speaker_and_indices_h
         await six_turns(services, fake_llm, thread)
         state = await services.conversations.state(thread)
         record = await services.threads.get(thread)
+        kept = [i for i, _ in await services.threads.summarised(thread, 8)]
+        # Retention may bound the originals kept too, a whole batch at a time.
+        services.threads.retention = RetentionOptions(keep_checkpoints=0, keep_summarised=4)
+        report = await services.threads.prune()
+        pruned = [i for i, _ in await services.threads.summarised(thread, 8)]
+    assert kept == list(range(8))
+    assert report.summarised_deleted == 4
+    assert pruned == [4, 5, 6, 7]
     summary = state["summary"]
     # Eight compressed messages: the latest three keep their entry, five are counted.
     assert [(e["index"], e["speaker"]) for e in summary["entries"]] == [
@@ -263,10 +273,25 @@ def test_the_thread_says_how_many_earlier_messages_are_summarised(
     assert [m["index"] for m in body["messages"]] == [0, 1, 2, 3]
     fake_llm.script(Reply(content=SUMMARY), Reply(content="ORD1003 has shipped."))
     client.post("/v1/threads/t-sum/runs/stream", json={"message": "where is my order ORD1003?"})
-    body = client.get("/v1/threads/t-sum").json()
-    assert body["summarised_messages"] == 2
-    assert [m["index"] for m in body["messages"]] == [2, 3, 4, 5]
-    assert body["messages"][0]["content"] == "where is my order ORD1002?"
+    active = client.get("/v1/threads/t-sum", params={"summarised": False}).json()
+    assert active["summarised_messages"] == 2
+    assert [m["index"] for m in active["messages"]] == [2, 3, 4, 5]
+    assert active["messages"][0]["content"] == "where is my order ORD1002?"
+    # By default the summarised originals come first, marked, whatever retention keeps.
+    threads = client.app.state.services.threads  # type: ignore[attr-defined]
+    threads.retention = RetentionOptions(keep_checkpoints=1)
+    assert client.portal is not None
+    client.portal.call(threads.prune)  # nothing from before the summary is left
+    whole = client.get("/v1/threads/t-sum").json()
+    assert [(m["index"], m["content"], m.get("summarised")) for m in whole["messages"]] == [
+        (0, "where is my order ORD1001?", True),
+        (1, "ORD1001 has shipped.", True),
+        (2, "where is my order ORD1002?", None),
+        (3, "ORD1002 has shipped.", None),
+        (4, "where is my order ORD1003?", None),
+        (5, "ORD1003 has shipped.", None),
+    ]
+    assert whole["summarised_messages"] == 2
 
 
 async def test_a_cut_on_a_tool_result_moves_back_to_its_call(
@@ -347,3 +372,30 @@ profiles:
     assert state["summary"]["text"] == SUMMARY
     assert fake_llm.requests[-1]["model"] == "fake-model"
     assert SUMMARY in fake_llm.requests[-1]["messages"][0]["content"]
+
+
+class FailingStore:
+    """A document store whose every write fails (a full disk, a dropped connection)."""
+
+    async def put(self, *args: Any, **kwargs: Any) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+
+async def test_originals_that_cannot_be_kept_leave_the_thread_unsummarised(
+    short: Services, fake_llm: FakeLLM
+) -> None:
+    thread = uuid.uuid4().hex
+    assert short.threads.transcript is not None
+    short.threads.transcript.documents = FailingStore()  # type: ignore[assignment]
+    for n in (1, 2, 3):
+        fake_llm.script(Reply(content=f"ORD100{n} has shipped."))
+        await turn(short, f"where is my order ORD100{n}?", thread)
+    fake_llm.script(Reply(content=SUMMARY), Reply(content="ORD1004 has shipped."))
+    events = await turn(short, "where is my order ORD1004?", thread)
+    assert final(events).message.content == "ORD1004 has shipped."
+    [error] = [e for e in events if isinstance(e, ErrorRaised)]
+    assert error.code == "summary_failed"
+    assert "disk is full" in error.message
+    state = await short.conversations.state(thread)
+    assert state.get("summary") is None
+    assert len(state["messages"]) == 8  # nothing left the active history unkept

@@ -64,6 +64,13 @@ def test_list_show_history_fork_prune_and_delete(thread_settings: Any, fake_llm:
     assert forked.returncode == 0, forked.stderr
     assert "-> b" in forked.stdout
     assert json.loads(cli(thread_settings, "show", "b", "--json").stdout)["messages"] == 2
+    by_index = cli(
+        thread_settings, "fork", "colours", "--before-message", "2", "--to", "c", "--json"
+    )
+    assert by_index.returncode == 0, by_index.stderr
+    assert (
+        json.loads(by_index.stdout)["forked_from"]["checkpoint_id"] == first_turn["checkpoint_id"]
+    )
     bad = cli(thread_settings, "fork", "colours", "--checkpoint", "nope")
     assert bad.returncode == 1
     assert "no checkpoint 'nope'" in bad.stderr
@@ -81,7 +88,7 @@ def test_list_show_history_fork_prune_and_delete(thread_settings: Any, fake_llm:
     assert refused.returncode != 0
     assert cli(thread_settings, "delete", "other", "--yes").returncode == 0
     remaining = [t["thread_id"] for t in json.loads(cli(thread_settings, "list", "--json").stdout)]
-    assert sorted(remaining) == ["b", "colours"]
+    assert sorted(remaining) == ["b", "c", "colours"]
     missing = cli(thread_settings, "show", "other")
     assert missing.returncode == 1
     assert "There is no thread 'other'" in missing.stderr

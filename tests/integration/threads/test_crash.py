@@ -24,9 +24,14 @@ ORDER = {
 }
 
 
-def test_a_run_killed_after_its_tool_resumes_to_the_end_with_one_side_effect(
-    fake_llm: FakeLLM, tmp_path: Path, store_url: str, service_env: dict[str, str]
-) -> None:
+CALL = Reply(tool_calls=[ToolCall("create_work_order", ORDER)])
+
+
+def crash_after_the_tool(
+    fake_llm: FakeLLM, tmp_path: Path, store_url: str, service_env: dict[str, str], thread: str
+) -> tuple[dict[str, str], Path]:
+    """A service killed (-9) right after its work order is made, in a run of ``thread``;
+    the environment and data folder to restart it with."""
     env = {
         **service_env,
         "SKILLDESK_SKILLS_DIR": str(ROOT / "skills"),
@@ -35,23 +40,38 @@ def test_a_run_killed_after_its_tool_resumes_to_the_end_with_one_side_effect(
         "SKILLDESK_CHECKPOINT_URL": store_url,
     }
     data = tmp_path / "data"
-    call = Reply(tool_calls=[ToolCall("create_work_order", ORDER)])
-    # The crashed run: the model asks for the work order; the order is made, then the kill.
-    fake_llm.script(call)
+    fake_llm.script(CALL)  # the model asks for the work order; it is made, then the kill
     crashing = Service({**env, "SKILLDESK_FAILPOINTS": "tool.done=create_work_order"}, data)
     with pytest.raises(httpx.HTTPError):
         httpx.post(
-            f"{crashing.url}/v1/threads/pump/runs/stream",
+            f"{crashing.url}/v1/threads/{thread}/runs/stream",
             json={"message": "Open a work order for pump 7's bearing.", "skill": "work-order"},
             timeout=60,
         )
     crashing.proc.wait(timeout=20)
     assert crashing.proc.returncode == -9
+    return env, data
+
+
+def orders_of(url: str) -> list[Any]:
+    """The work orders of PUMP-07, listed through the skill's own tool."""
+    listed = httpx.post(
+        f"{url}/v1/skills/work-order/tools/list_work_orders",
+        json={"arguments": {"device_id": "PUMP-07"}},
+        timeout=30,
+    ).json()
+    return _orders(listed["result"])
+
+
+def test_a_run_killed_after_its_tool_resumes_to_the_end_with_one_side_effect(
+    fake_llm: FakeLLM, tmp_path: Path, store_url: str, service_env: dict[str, str]
+) -> None:
+    env, data = crash_after_the_tool(fake_llm, tmp_path, store_url, service_env, "pump")
 
     # Restarted, the service resumes the run itself; the model is down at first (the first
     # try and two retries fail), so that run fails and the thread says so; resumed by hand
     # once the model answers, the expert step runs again (same call), then answers.
-    fake_llm.script(*[Reply(status=500)] * 3, call, Reply(content="Work order opened for PUMP-07."))
+    fake_llm.script(*[Reply(status=500)] * 3, CALL, Reply(content="Work order opened for PUMP-07."))
     restarted = Service(env, data)
     try:
         _wait_for_status(restarted.url, "pump", "failed")
@@ -63,11 +83,7 @@ def test_a_run_killed_after_its_tool_resumes_to_the_end_with_one_side_effect(
         again = httpx.post(f"{restarted.url}/v1/threads/pump/resume", timeout=60)
         after = httpx.get(f"{restarted.url}/v1/threads/pump").json()
         history = httpx.get(f"{restarted.url}/v1/threads/pump/history").json()["data"]
-        orders = httpx.post(
-            f"{restarted.url}/v1/skills/work-order/tools/list_work_orders",
-            json={"arguments": {"device_id": "PUMP-07"}},
-            timeout=30,
-        ).json()
+        orders = orders_of(restarted.url)
     finally:
         restarted.stop()
     assert "route_decided" not in events  # routing finished before the kill: not run again
@@ -76,45 +92,24 @@ def test_a_run_killed_after_its_tool_resumes_to_the_end_with_one_side_effect(
     assert again.status_code == 409
     assert [m["role"] for m in after["messages"]] == ["human", "ai", "tool", "ai"]
     assert after["messages"][-1]["content"] == "Work order opened for PUMP-07."
-    assert len(_orders(orders["result"])) == 1  # made once, crash or not
+    assert len(orders) == 1  # made once, crash or not
 
 
 def test_a_restarted_service_finishes_the_run_a_killed_one_left_by_itself(
     fake_llm: FakeLLM, tmp_path: Path, store_url: str, service_env: dict[str, str]
 ) -> None:
-    env = {
-        **service_env,
-        "SKILLDESK_SKILLS_DIR": str(ROOT / "skills"),
-        "SKILLDESK_WORKFLOWS_DIR": str(tmp_path / "no-workflows"),
-        "SKILLDESK_SKILLS_EMBEDDINGS": "false",
-        "SKILLDESK_CHECKPOINT_URL": store_url,
-    }
-    data = tmp_path / "data"
-    call = Reply(tool_calls=[ToolCall("create_work_order", ORDER)])
-    fake_llm.script(call)
-    crashing = Service({**env, "SKILLDESK_FAILPOINTS": "tool.done=create_work_order"}, data)
-    with pytest.raises(httpx.HTTPError):
-        httpx.post(
-            f"{crashing.url}/v1/threads/auto/runs/stream",
-            json={"message": "Open a work order for pump 7's bearing.", "skill": "work-order"},
-            timeout=60,
-        )
-    crashing.proc.wait(timeout=20)
-    fake_llm.script(call, Reply(content="Work order opened for PUMP-07."))
+    env, data = crash_after_the_tool(fake_llm, tmp_path, store_url, service_env, "auto")
+    fake_llm.script(CALL, Reply(content="Work order opened for PUMP-07."))
     restarted = Service(env, data)
     try:
         record = _wait_for_status(restarted.url, "auto", "idle")
         after = httpx.get(f"{restarted.url}/v1/threads/auto").json()
-        orders = httpx.post(
-            f"{restarted.url}/v1/skills/work-order/tools/list_work_orders",
-            json={"arguments": {"device_id": "PUMP-07"}},
-            timeout=30,
-        ).json()
+        orders = orders_of(restarted.url)
     finally:
         restarted.stop()
     assert record["messages"] == 4
     assert after["messages"][-1]["content"] == "Work order opened for PUMP-07."
-    assert len(_orders(orders["result"])) == 1
+    assert len(orders) == 1
     assert any(line.get("event") == "thread.resuming_orphan" for line in restarted.logs())
 
 

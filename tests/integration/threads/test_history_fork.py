@@ -4,9 +4,11 @@ leaves the original as it was; an edited earlier message is a fork plus the new 
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 from fastapi.testclient import TestClient
 
+from app.main import create_app
 from tests.fakellm import FakeLLM, Reply
 from tests.integration.threads.conftest import say
 
@@ -77,9 +79,10 @@ def test_a_fork_starts_from_the_checkpoint_and_leaves_the_original_untouched(
 def test_a_fork_needs_a_checkpoint_of_the_thread(client: TestClient, fake_llm: FakeLLM) -> None:
     fake_llm.script(Reply(content="Hi."))
     say(client, "src", "Hello")
-    missing = client.post("/v1/threads/src/fork", json={})
-    assert missing.status_code == 400
-    assert missing.json()["error"]["param"] == "checkpoint_id"
+    for where in ({}, {"checkpoint_id": "x", "before_message": 0}):
+        refused = client.post("/v1/threads/src/fork", json=where)
+        assert refused.status_code == 400
+        assert "exactly one of checkpoint_id" in refused.json()["error"]["message"]
     unknown = client.post("/v1/threads/src/fork", json={"checkpoint_id": "nope"})
     assert unknown.status_code == 404
     assert unknown.json()["error"]["code"] == "checkpoint_not_found"
@@ -87,6 +90,39 @@ def test_a_fork_needs_a_checkpoint_of_the_thread(client: TestClient, fake_llm: F
     latest = client.get("/v1/threads/src/history").json()["data"][0]["checkpoint_id"]
     taken = client.post("/v1/threads/src/fork", json={"checkpoint_id": latest, "thread_id": "src"})
     assert taken.status_code == 409
+
+
+def test_an_earlier_message_is_edited_by_its_index(client: TestClient, fake_llm: FakeLLM) -> None:
+    fake_llm.script(
+        Reply(content="Blue noted."),
+        Reply(content="Blue."),
+        Reply(content="Noted."),
+        Reply(content="Green noted."),
+    )
+    for message in ("My colour is blue.", "What is my colour?", "Thanks."):
+        say(client, "long", message)
+    # Message 2 ("What is my colour?") is replaced: the fork ends before it.
+    forked = client.post("/v1/threads/long/fork", json={"before_message": 2})
+    assert forked.status_code == 201, forked.text
+    fork = forked.json()["thread_id"]
+    assert forked.json()["messages"] == 2
+    say(client, fork, "My colour is green now.")
+    shown = client.get(f"/v1/threads/{fork}").json()["messages"]
+    assert [(m["index"], m["content"]) for m in shown] == [
+        (0, "My colour is blue."),
+        (1, "Blue noted."),
+        (2, "My colour is green now."),
+        (3, "Green noted."),
+    ]
+    assert len(client.get("/v1/threads/long").json()["messages"]) == 6  # untouched
+    # Only a user's message that opened a turn can be edited this way.
+    for index in (1, 9):
+        refused = client.post("/v1/threads/long/fork", json={"before_message": index})
+        assert refused.status_code == 404
+        assert refused.json()["error"]["code"] == "checkpoint_not_found"
+        assert f"message {index} is not a user's message" in refused.json()["error"]["message"]
+    first = client.post("/v1/threads/long/fork", json={"before_message": 0}).json()
+    assert "start a new thread" in first["error"]["message"]
 
 
 def test_resume_with_nothing_left_to_run_is_a_conflict(
@@ -98,3 +134,42 @@ def test_resume_with_nothing_left_to_run_is_a_conflict(
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "nothing_to_resume"
     assert client.post("/v1/threads/nobody/resume").status_code == 404
+
+
+def test_summarised_originals_go_with_a_fork_and_leave_with_the_thread(
+    thread_settings: Any, fake_llm: FakeLLM
+) -> None:
+    summarising = thread_settings.model_copy(
+        update={"summary_after_messages": 4, "summary_after_tokens": 0, "summary_keep": 2}
+    )
+    with TestClient(create_app(summarising)) as client:
+        for n in (1, 2, 3):
+            if n == 3:
+                fake_llm.script(Reply(content="The user asked about orders 1 and 2 [#0 user]."))
+            fake_llm.script(Reply(content=f"Order {n} shipped."))
+            say(client, "long", f"Where is order {n}?")
+        original = client.get("/v1/threads/long").json()
+        assert original["summarised_messages"] == 2
+        summarised = [m["content"] for m in original["messages"] if m.get("summarised")]
+        assert summarised == ["Where is order 1?", "Order 1 shipped."]
+
+        # Before the summary the fork has nothing summarised; after it, the originals too.
+        early = client.post("/v1/threads/long/fork", json={"before_message": 4}).json()
+        assert client.get(f"/v1/threads/{early['thread_id']}").json()["summarised_messages"] == 0
+        forked = client.post("/v1/threads/long/fork", json={"before_message": 6}).json()
+        fork = client.get(f"/v1/threads/{forked['thread_id']}").json()
+        assert [(m["index"], m["content"], m.get("summarised")) for m in fork["messages"]] == [
+            (0, "Where is order 1?", True),
+            (1, "Order 1 shipped.", True),
+            (2, "Where is order 2?", None),
+            (3, "Order 2 shipped.", None),
+            (4, "Where is order 3?", None),
+            (5, "Order 3 shipped.", None),
+        ]
+        services = client.app.state.services  # type: ignore[attr-defined]
+        assert client.delete("/v1/threads/long").status_code == 204
+        assert client.portal is not None
+        # The original's kept messages are gone with it; the fork keeps its own copy.
+        assert client.portal.call(services.threads.summarised, "long", 2) == []
+        kept = client.portal.call(services.threads.summarised, forked["thread_id"], 2)
+        assert [i for i, _ in kept] == [0, 1]
