@@ -33,7 +33,8 @@ def test_batches_are_read_back_in_order_with_their_indices_and_calls() -> None:
         call = read[5][1]
         assert isinstance(call, AIMessage)
         assert call.tool_calls[0]["args"] == {"order_id": "ORD2"}
-        assert isinstance(read[6][1], ToolMessage) and read[6][1].tool_call_id == "c2"
+        assert isinstance(read[6][1], ToolMessage)
+        assert read[6][1].tool_call_id == "c2"
         assert call.response_metadata == {}  # the provider's metadata is not kept
         assert [i for i, _ in await transcript.read("t", below=6)] == list(range(6))
         assert await transcript.read("other") == []
