@@ -259,16 +259,27 @@ class ThreadPatch(BaseModel):
 class ForkRequest(BaseModel):
     """Where to branch a thread."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Exactly one place to start from, said in the schema too (clients and fuzzers read it).
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "oneOf": [{"required": ["checkpoint_id"]}, {"required": ["before_message"]}]
+        },
+    )
 
-    checkpoint_id: str | None = Field(
+    # Each given as a value, never null, so the schema's oneOf says what the service does.
+    checkpoint_id: Annotated[
+        str | None, WithJsonSchema({"type": "string", "minLength": 1, "maxLength": 200})
+    ] = Field(
         None,
         min_length=1,
         max_length=200,
         description="The checkpoint to start from (`GET .../history` lists them). This or "
         "`before_message` is required: forking is never a silent copy of the latest state.",
     )
-    before_message: int | None = Field(
+    before_message: Annotated[
+        int | None, WithJsonSchema({"type": "integer", "minimum": 0, "maximum": 10_000_000})
+    ] = Field(
         None,
         ge=0,
         le=10_000_000,
