@@ -24,7 +24,7 @@ from typing import Any
 
 import structlog
 
-from agents.events import Event, event_data, event_type
+from agents.events import Event, event_data, event_name
 from agents.feed import RunFeed
 
 log = structlog.get_logger(__name__)
@@ -96,7 +96,7 @@ class RunBus:
                     if event is None:
                         continue
                     fields = {
-                        "t": event_type(event),
+                        "t": event_name(event),
                         "d": json.dumps(event_data(event), ensure_ascii=False),
                     }
                     pipe.xadd(

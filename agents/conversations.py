@@ -44,6 +44,7 @@ from agents.state.checkpointers import LEASE_S, thread_lock
 from agents.state.migrations import migrate
 from agents.state.records import ThreadRecords, title_from
 from agents.state.schema import SCHEMA_VERSION
+from agents.state.traces import RunTraces
 from agents.text import mend
 from agents.turns import (
     ClientTurn,
@@ -102,6 +103,7 @@ class Conversations:
         attachments: Where files the run's skills make are kept (they become the thread's).
         retain_s: How long an ended run stays readable by its id (its status and events).
         learner: Learns examples from turns whose skill the model chose (optional).
+        traces: Where each run's trace is kept, for its answer to unfold later (optional).
         mirror: Shares runs' events and status with other processes (``agents.bus``).
     """
 
@@ -115,9 +117,11 @@ class Conversations:
         retain_s: float = RETAIN_S,
         lease_s: float = LEASE_S,
         learner: LearnedExamples | None = None,
+        traces: RunTraces | None = None,
         mirror: FeedMirror | None = None,
     ) -> None:
         self.graph = graph
+        self.traces = traces
         self.mirror = mirror
         self.stopping: float | None = None  # when the process was told to stop (monotonic)
         self.retain_s = retain_s
@@ -353,6 +357,7 @@ class Conversations:
                 feed.begin()
                 async for event in self._run(ctx, turn, callbacks, owner, agent, feed):
                     feed.put(event)
+                await self._traced(feed)
         except (InvalidTurn, NothingToResume, ThreadNotFound) as exc:
             feed.close(exc)
         except asyncio.CancelledError:
@@ -371,6 +376,15 @@ class Conversations:
             feed.close()
         finally:
             self._forget(ctx.thread_id, feed)
+
+    async def _traced(self, feed: RunFeed) -> None:
+        """Keep the run's trace (before its feed ends: a client that saw the end finds it)."""
+        if self.traces is None:
+            return
+        try:
+            await self.traces.save(feed.thread_id, feed.run_id, feed.events, started=feed.started)
+        except Exception:  # the answer is written; a trace lost is not worth failing for
+            log.exception("run.trace_not_saved")
 
     def _joinable(self, thread_id: str, wanted: str, key: str | None) -> RunFeed | None:
         """A run of the thread that a request for ``wanted`` (with ``key``) should join: one

@@ -159,13 +159,13 @@ def from_custom(payload: dict[str, Any]) -> Event | None:
     return event
 
 
-def event_type(event: Event) -> str:
-    """The event's wire name (``run_finished`` for RunFinished): the SSE ``event:`` line."""
+def event_name(event: Event) -> str:
+    """The event's type as clients see it (``RouteDecided`` is ``route_decided``)."""
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in type(event).__name__)[1:]
 
 
 def event_data(event: Event) -> dict[str, Any]:
-    """The event's wire form: the SSE ``data:`` JSON (the answer's text, not the message)."""
+    """The event's fields as JSON-ready data (a finished run: its answer's text and usage)."""
     if isinstance(event, RunFinished):
         return {
             "thread_id": event.thread_id,

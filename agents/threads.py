@@ -151,6 +151,8 @@ class Threads:
         if self.transcript is not None:
             await self.transcript.delete_thread(thread_id)
         await self.records.delete(thread_id)
+        if self.conversations.traces is not None:
+            await self.conversations.traces.delete_thread(thread_id)
         if self.conversations.learner is not None:  # users' words go with their thread
             await self.conversations.learner.forget_thread(thread_id)
         log.info("thread.deleted", thread_id=thread_id)

@@ -23,14 +23,17 @@ from agents.prompts import Prompts
 from agents.router.learned import LearnedExamples
 from agents.router.router import Router, RouterOptions
 from agents.run import RunLimits
+from agents.skills.registry import ReloadReport
 from agents.skills.service import SkillService
 from agents.skills.watcher import start_watcher, stop_watcher
+from agents.skills.written import WrittenExamples
 from agents.state.attachments import AttachmentStore
 from agents.state.calls import call_journal
 from agents.state.checkpointers import open_checkpointer
 from agents.state.documents import documents_for
 from agents.state.records import ThreadRecords
 from agents.state.spend import SpendLedger
+from agents.state.traces import RunTraces
 from agents.state.transcript import Transcript
 from agents.threads import Threads
 from agents.tokens import count_tokens
@@ -145,9 +148,18 @@ async def open_services(
         log.warning("workflow.skipped", error=str(failed))
     workflows = IntentMatcher(registry, getattr(skills.index, "cache", None))
     watching = settings.skills_watch if watch is None else watch
+    prompts = Prompts(settings.prompts_dir)
+    writer = None
+    if background and settings.skills_write_examples and settings.skills_embeddings:
+        path = settings.data_dir / "cache" / "written_examples.sqlite"
+        writer = WrittenExamples(path, gateway, prompts)
+        writer.refresh(skills)
 
-    def recheck(_: object) -> None:  # skills changed: workflows naming them are checked again
+    def recheck(report: ReloadReport) -> None:
+        # Skills changed: workflows naming them are checked again, new versions get examples.
         registry.recheck(profiles=profiles, **skills_world(skills.registry))
+        if writer is not None and report.changed_anything:
+            writer.refresh(skills)
 
     watcher = start_watcher(skills, recheck) if watching else None
     workflow_watcher = start_workflow_watcher(registry) if watching else None
@@ -163,7 +175,6 @@ async def open_services(
             attachments = AttachmentStore(documents, settings.attachment_options())
             skills.runner.attachments = attachments
             records = ThreadRecords(documents)
-            prompts = Prompts(settings.prompts_dir)
             engine = WorkflowEngine(
                 registry,
                 checkpointer,
@@ -213,6 +224,7 @@ async def open_services(
                 retain_s=settings.run_events_retain_s,
                 lease_s=settings.run_lease_s,
                 learner=learned,
+                traces=RunTraces(documents),
                 mirror=bus,
             )
             threads = Threads(
@@ -271,6 +283,8 @@ async def open_services(
             await stop_watcher(*watcher)
         if workflow_watcher is not None:
             await stop_workflow_watcher(*workflow_watcher)
+        if writer is not None:
+            await writer.aclose()
         await skills.aclose()
         await gateway.aclose()
 

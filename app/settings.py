@@ -106,6 +106,15 @@ class Settings(BaseSettings):
             "pre-loaded."
         ),
     )
+    skills_write_examples: bool = Field(
+        True,
+        description=(
+            "The configured model (the router's profile) writes example messages for each "
+            "skill that has none, once per skill version, in the background after a (re)load; "
+            "cached by content hash beside the embeddings. Needs a model and dense retrieval; "
+            "false: no such call is made."
+        ),
+    )
     learn_examples: bool = Field(
         True,
         description=(

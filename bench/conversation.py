@@ -199,6 +199,7 @@ async def skilldesk(
 ) -> System:
     """Skilldesk as the service runs it, its services kept open on ``stack``."""
     settings = Settings(
+        skills_write_examples=False,  # the scripted model only answers turns here
         data_dir=root / f"data-{name}",
         skills_dir=root / "skills",
         skills_watch=False,

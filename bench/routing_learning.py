@@ -119,6 +119,7 @@ async def amain() -> dict[str, Any]:
     with FakeLLMProcess() as fake, tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         settings = Settings(
+            skills_write_examples=False,  # the scripted model only answers turns here
             data_dir=ROOT / "data" / "bench" / "policy",
             checkpoint_url=f"sqlite:///{root / 'learning.sqlite'}",
             skills_dir=data.install(root / "skills"),

@@ -77,6 +77,7 @@ async def measure(data: RetrievalSet, root: Path, fake: FakeLLMProcess) -> dict[
     async with AsyncExitStack() as stack:
         for label, offer in (("today's router", 0), ("candidates offered", 2000)):
             settings = Settings(
+                skills_write_examples=False,  # the scripted model only answers turns here
                 data_dir=ROOT / "data" / "bench" / "policy",
                 checkpoint_url=f"sqlite:///{root / f'{label[:5]}.sqlite'}",
                 skills_dir=skills,

@@ -186,6 +186,7 @@ def _settings(root: Path, fake: FakeLLMProcess, url: str, *, summaries: bool) ->
         {} if summaries else {"summary_after_messages": 0, "summary_after_tokens": 0}
     )
     return Settings(
+        skills_write_examples=False,  # the scripted model only answers turns here
         data_dir=root / "data",
         skills_dir=skills,
         workflows_dir=root / "no-workflows",

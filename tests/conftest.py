@@ -103,6 +103,7 @@ def make_settings(tmp_path: Path) -> Any:
             "skills_dir": tmp_path / "skills",
             "skills_watch": False,
             "skills_embeddings": False,
+            "skills_write_examples": False,
         }
         values.update(overrides)
         return Settings(**values)

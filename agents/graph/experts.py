@@ -8,7 +8,14 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
 from agents.errors import ModelError, SkillNotFound
-from agents.graph.nodes import Brain, Node, last_user_text, loop_update, no_model_reply
+from agents.graph.nodes import (
+    NEXT_BEST,
+    Brain,
+    Node,
+    last_user_text,
+    loop_update,
+    no_model_reply,
+)
 from agents.loop import LoopResult, expert_system
 from agents.memory.summaries import summary_text
 from agents.run import emit
@@ -70,7 +77,7 @@ def make_expert(brain: Brain) -> Node:
             index_text, listed = brain.skills.index.compact(
                 last_user_text(state),
                 budget_tokens=brain.options.index_budget_tokens,
-                k=_NEXT_BEST,
+                k=NEXT_BEST,
                 exclude=set(names),
             )
             scope.loadable = {*names, *listed}
@@ -98,10 +105,6 @@ def make_expert(brain: Brain) -> Node:
         return update
 
     return expert
-
-
-# Skills listed besides the candidates: with them the top five retrieved are all reachable.
-_NEXT_BEST = 2
 
 
 def _skills_used(brain: Brain, result: LoopResult) -> list[str]:

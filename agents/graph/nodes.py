@@ -249,6 +249,13 @@ def next_after_route(state: ThreadState) -> str:
     )
 
 
+# Retrieved skills a prompt reaches, in full (offered) or listed for `load_skill`: the top
+# five, with at least the two next best listed. Deeper entries rarely fit (measured in
+# bench/routing_policy.py) and cost every turn their lines.
+REACH = 5
+NEXT_BEST = 2
+
+
 def make_assistant(brain: Brain) -> Node:
     """The general assistant: the definitions of its best hits that fit (the route's
     ``offered``) in its prompt with their tools, a compact index of the next ones, any of
@@ -266,6 +273,7 @@ def make_assistant(brain: Brain) -> Node:
             index_text, listed = brain.skills.index.compact(
                 last_user_text(state),
                 budget_tokens=brain.options.index_budget_tokens,
+                k=max(NEXT_BEST, REACH - len(offered)),
                 exclude={s.name for s in offered},
             )
         loaded = list(state.get("loaded_skills", []))

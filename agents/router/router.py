@@ -57,6 +57,7 @@ class RouterOptions:
     # way. 0 tokens: the tie-break call decides among candidates, and nothing is pre-loaded.
     offer_tokens: int = 2000
     offer_most: int = 3
+    offer_window: float = 0.1  # a candidate scores at most this far below the best
     preload_floor: float = 0.1  # the general assistant's hits below this are only listed
     # A message this close (cosine) to an example learned from use routes to its skill with
     # no model call, when no other skill has a learned example nearly as close (``margin``).
@@ -151,13 +152,23 @@ class Router:
         )
         if decided is not None:
             return decided
-        floor = self.options.ambiguous_floor
-        close = [h for h in hits[: self.options.offer_most] if h.score >= floor]
+        close = self._close(hits)
         if not close:
             return self._general(text, hits, candidates)
         return self._offer(close, candidates) or await self._tie_break(
             text, [h.name for h in close], candidates, ctx, config
         )
+
+    def _close(self, hits: list[SearchHit]) -> list[SearchHit]:
+        """The best hit when it reaches the ambiguous floor, with the next ones (up to
+        ``offer_most`` in all) whose score is within ``offer_window`` of it: a hit far below
+        the best rarely fits and costs its definition, one just below the floor beside a best
+        hit just above it is as likely as that one."""
+        top = hits[0].score
+        if top < self.options.ambiguous_floor:
+            return []
+        window = top - self.options.offer_window
+        return [h for h in hits[: self.options.offer_most] if h.score >= window]
 
     def _explicit(self, ctx: RunContext) -> Route | None:
         """A skill or workflow the request names."""

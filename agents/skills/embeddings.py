@@ -359,6 +359,20 @@ def make_embedder(precision: Precision = "int8", model: Path | None = None) -> E
     return LocalModelEmbedder(model) if model is not None else MiniLMEmbedder(precision)
 
 
+def rows_by_key(
+    db: sqlite3.Connection, table: str, column: str, keys: Sequence[str]
+) -> list[tuple[str, Any]]:
+    """``(key, column)`` of the rows of ``table`` whose key is one of ``keys`` (looked up
+    500 at a time: SQLite's limit on bound parameters)."""
+    rows: list[tuple[str, Any]] = []
+    for start in range(0, len(keys), 500):
+        batch = list(keys[start : start + 500])
+        marks = ",".join("?" * len(batch))
+        query = f"SELECT key, {column} FROM {table} WHERE key IN ({marks})"
+        rows += db.execute(query, batch).fetchall()
+    return rows
+
+
 class EmbeddingCache:
     """An SQLite table of vectors keyed by sha256(model, text): restarts re-embed only changes."""
 
@@ -386,14 +400,8 @@ class EmbeddingCache:
         with self._lock:
             missing_keys = [k for k in keys if k not in self._memory]
             if missing_keys and self._db is not None:
-                for start in range(0, len(missing_keys), 500):
-                    batch = missing_keys[start : start + 500]
-                    marks = ",".join("?" * len(batch))
-                    rows = self._db.execute(
-                        f"SELECT key, vector FROM embeddings WHERE key IN ({marks})", batch
-                    ).fetchall()
-                    for key, blob in rows:
-                        found[key] = np.frombuffer(blob, dtype=np.float32)
+                for key, blob in rows_by_key(self._db, "embeddings", "vector", missing_keys):
+                    found[key] = np.frombuffer(blob, dtype=np.float32)
             self._memory.update(found)
             todo = sorted(
                 {k: t for k, t in zip(keys, texts, strict=True) if k not in self._memory}.items()

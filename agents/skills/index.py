@@ -42,13 +42,14 @@ class SkillEntry:
     pinned: bool = False
 
     @classmethod
-    def of(cls, skill: Skill) -> SkillEntry:
-        """The entry for a loaded skill."""
+    def of(cls, skill: Skill, written: tuple[str, ...] = ()) -> SkillEntry:
+        """The entry for a loaded skill; ``written``: examples the model wrote for a skill
+        that has none of its own (agents/skills/written.py)."""
         return cls(
             skill.name,
             skill.description,
             skill.config.triggers,
-            skill.config.examples,
+            skill.config.examples or written,
             skill.config.pinned,
         )
 
@@ -75,6 +76,9 @@ class SkillEntry:
         return f"- {self.name}: {first}"
 
 
+# Characters of a description a prompt offering several skills shows (the Agent Skills spec
+# allows 1,024; a catalogue's long ones repeat what the first sentences say).
+BRIEF_CHARS = 300
 # A sentence ends at . ! ? ; or : before a space, or where a numbered item starts ("1) ...").
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+|(?<=[。！？；：])\s*(?=\S)|\s+(?=\d{1,2}\)\s)")
 _QUERY_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*(?=\S)")
@@ -84,6 +88,21 @@ def sentences(text: str, most: int = 12) -> list[str]:
     """The sentences (and numbered items) of a description, at most ``most`` of them."""
     found = [p.strip() for p in _SENTENCE_END.split(text) if len(p.strip()) > 3]
     return found[:most]
+
+
+def brief(description: str, limit: int = BRIEF_CHARS) -> str:
+    """The description's first sentences within ``limit`` characters (at least the first
+    sentence, cut): what a prompt offering several skills shows of each beside its
+    instructions. A description within the limit is returned whole."""
+    if len(description) <= limit:
+        return description
+    kept: list[str] = []
+    for part in sentences(description, most=64):
+        if kept and len(" ".join([*kept, part])) > limit:
+            break
+        kept.append(part)
+    text = " ".join(kept)
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def query_parts(query: str, most: int = 4) -> list[str]:

@@ -15,6 +15,7 @@ from typing import Any
 from agents.errors import SkillNotFound, SkillReferenceError
 from agents.models.structured import function_tool
 from agents.prompts import Prompts
+from agents.skills.index import brief
 from agents.skills.loader import REFERENCE_DIRS, Skill
 from agents.skills.runner import ToolResult
 from agents.skills.service import SkillService
@@ -62,6 +63,7 @@ def definition(skill: Skill) -> dict[str, Any]:
     return {
         "name": skill.name,
         "description": skill.description,
+        "brief": brief(skill.description),
         "instructions": skill.body(),
         "tools": [openai_tool(t) for t in skill.tools],
         "references": list(skill.references),
@@ -74,6 +76,7 @@ def definition_view(skill: Skill) -> dict[str, Any]:
     return {
         "name": skill.name,
         "description": skill.description,
+        "brief": brief(skill.description),
         "instructions": skill.body(),
         "references": list(skill.references),
         "tools": [t.name for t in skill.tools],

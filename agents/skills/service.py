@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ import structlog
 
 from agents.skills.embeddings import Embedder, EmbeddingCache, Precision, make_embedder
 from agents.skills.index import SearchHit, SkillEntry, SkillIndex
+from agents.skills.loader import Skill
 from agents.skills.registry import ReloadReport, SkillRegistry
 from agents.skills.runner import ToolResult, ToolRunner
 
@@ -47,13 +49,17 @@ class SkillService:
         self.index = SkillIndex(cache, dense_weight=options.dense_weight)
         self.runner = ToolRunner(self.registry, options.data_dir)
         self._reload_lock = asyncio.Lock()
+        self._build_lock = threading.Lock()
+        # Examples the model wrote (agents/skills/written.py), by skill: the version they
+        # were written for (its folder's fingerprint) and the texts.
+        self._written: dict[str, tuple[str, tuple[str, ...]]] = {}
 
     def reload(self) -> ReloadReport:
         """Rescan the folder and rebuild the index when anything changed."""
         started = time.perf_counter()
         report = self.registry.reload()
         if report.changed_anything or (not len(self.index) and len(self.registry)):
-            self.index.build([SkillEntry.of(s) for s in self.registry.all()])
+            self._build()
         if report.changed_anything:
             log.info(
                 "skills.live",
@@ -61,6 +67,30 @@ class SkillService:
                 skills=len(self.registry),
             )
         return report
+
+    def _entry(self, skill: Skill) -> SkillEntry:
+        written = self._written.get(skill.name)
+        if written is None or written[0] != skill.fingerprint or skill.config.examples:
+            return SkillEntry.of(skill)
+        return SkillEntry.of(skill, written[1])
+
+    def _build(self) -> None:
+        with self._build_lock:  # a reload and newly written examples may rebuild at once
+            self.index.build([self._entry(s) for s in self.registry.all()])
+
+    def add_written(self, found: dict[str, tuple[str, tuple[str, ...]]]) -> None:
+        """Index examples the model wrote: ``{skill: (fingerprint, examples)}``, each for the
+        version of the skill its fingerprint names (a skill edited since keeps none)."""
+        self._written.update(found)
+        self._build()
+
+    def written(self, name: str) -> tuple[str, ...]:
+        """The model-written examples the index holds for skill ``name``."""
+        entry = self.index.entry(name)
+        skill = self.registry.get(name) if name in self.registry else None
+        if entry is None or skill is None or skill.config.examples:
+            return ()
+        return entry.examples
 
     async def areload(self) -> ReloadReport:
         """``reload`` off the event loop, one at a time."""

@@ -101,7 +101,8 @@ ERROR_STATUSES = {
     400: "The request is malformed: not JSON, a field against the schema (`invalid_request`, "
     "`param` names it), or a value the service refuses (its own `code`).",
     401: "No API key, or one that is not valid (`missing_credentials`, `invalid_api_key`, "
-    "`invalid_token`); `WWW-Authenticate` carries the Bearer challenge.",
+    "`api_key_expired`, `api_key_revoked`, `invalid_token`); `WWW-Authenticate` carries the "
+    "Bearer challenge.",
     403: "The key lacks the scope this needs (`insufficient_scope`).",
     404: "The resource does not exist.",
     409: "The request conflicts with the resource's state (an approval decided already).",

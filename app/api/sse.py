@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from agents.bus import RunBus
-from agents.events import Event, event_data, event_type
+from agents.events import Event, event_data, event_name
 from agents.feed import RunFeed
 
 KEEPALIVE = ": keep-alive\n\n"
@@ -19,7 +19,7 @@ RECONNECT_MS = 1000  # the `retry:` a stopping process asks of EventSource clien
 
 def frame(event: Event, seq: int | None = None) -> str:
     """One event as Server-Sent Events text (``id:`` its sequence number in the run)."""
-    return raw_frame(event_type(event), json.dumps(event_data(event), ensure_ascii=False), seq)
+    return raw_frame(event_name(event), json.dumps(event_data(event), ensure_ascii=False), seq)
 
 
 def raw_frame(kind: str, data: str, seq: int | None = None) -> str:

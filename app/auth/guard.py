@@ -110,7 +110,17 @@ class Gate:
             return self._obo(token, None)
         key = await self.keys.find(token)
         if key is None:
-            raise self.unauthorized("invalid_api_key", "The API key is not valid or revoked.")
+            raise self.unauthorized("invalid_api_key", "The API key is not valid.")
+        if key.revoked is not None:
+            raise self.unauthorized(
+                "api_key_revoked",
+                f"The API key {key.id} was revoked on {_when(key.revoked)}; use another key.",
+            )
+        if key.expired():
+            raise self.unauthorized(
+                "api_key_expired",
+                f"The API key {key.id} expired on {_when(key.expires)}; use a new key.",
+            )
         principal = key.principal()
         return self._obo(on_behalf_of, principal) if on_behalf_of else principal
 
@@ -201,6 +211,10 @@ class Gate:
                 self.open = False
                 log.info("auth.api_keys", note="a key was created: requests need one now")
         return self.open
+
+
+def _when(stamp: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(stamp or 0))
 
 
 def _too_many(code: str, what: str, retry: float) -> ApiError:

@@ -1,6 +1,7 @@
 """API keys: stored hashed in the documents table beside the checkpoints (SHA-256 of a
 high-entropy token, which is shown once, when it is made), or given for bootstrap in a keys
-file or ``SKILLDESK_API_KEYS`` (kept in memory, hashed too)."""
+file or ``SKILLDESK_API_KEYS`` (kept in memory, hashed too). A stored key may expire; a
+revoked one is kept, marked, so that a request with it is told it was revoked."""
 
 from __future__ import annotations
 
@@ -43,6 +44,12 @@ class KeyRecord:
     name: str
     created: float
     source: str = "store"  # or "bootstrap"
+    expires: float | None = None  # Unix time; None: never
+    revoked: float | None = None  # when it was revoked
+
+    def expired(self, now: float | None = None) -> bool:
+        """Whether the key's time is up."""
+        return self.expires is not None and (time.time() if now is None else now) >= self.expires
 
     def principal(self) -> Principal:
         """The principal a request with this key acts as."""
@@ -148,19 +155,27 @@ class ApiKeys:
         self.bootstrap = dict(bootstrap or {})
 
     async def create(
-        self, user: str, scopes: list[str] | tuple[str, ...], name: str = ""
+        self,
+        user: str,
+        scopes: list[str] | tuple[str, ...],
+        name: str = "",
+        expires_in: float | None = None,
     ) -> tuple[str, KeyRecord]:
-        """A new key for ``user``: the token (to show once) and its record."""
+        """A new key for ``user``: the token (to show once) and its record; ``expires_in``
+        seconds from now it stops working (None: never)."""
         scopes = check_scopes(scopes)
         token = PREFIX + secrets.token_urlsafe(32)
         hashed = digest(token)
-        record = KeyRecord(public_id(hashed), user, tuple(scopes), name, time.time())
+        now = time.time()
+        expires = now + expires_in if expires_in is not None else None
+        record = KeyRecord(public_id(hashed), user, tuple(scopes), name, now, expires=expires)
         body = {**record.__dict__, "scopes": list(scopes), "sha256": hashed}
         await self.documents.put(KIND, hashed, body, owner=user, updated=record.created)
         return token, record
 
     async def find(self, token: str) -> KeyRecord | None:
-        """The key a token is, or None (unknown or revoked)."""
+        """The key a token is (revoked or expired ones too: the caller says which), or
+        None for a token that never was a key."""
         hashed = digest(token)
         if hashed in self.bootstrap:
             return self.bootstrap[hashed]
@@ -178,10 +193,16 @@ class ApiKeys:
         return bool(self.bootstrap) or bool(await self.documents.find(KIND, limit=1))
 
     async def revoke(self, key_id: str) -> bool:
-        """Delete a stored key by its public id; whether there was one."""
+        """Revoke a stored key by its public id (it is kept, marked revoked, so that a
+        request with it is told so); whether there was one still in force."""
         for body in await self.documents.find(KIND, limit=10_000):
-            if body.get("id") == key_id:
-                return await self.documents.delete(KIND, str(body["sha256"]))
+            if body.get("id") == key_id and not body.get("revoked"):
+                body["revoked"] = time.time()
+                owner = str(body["user"])
+                await self.documents.put(
+                    KIND, str(body["sha256"]), body, owner=owner, updated=body.get("created")
+                )
+                return True
         return False
 
 
@@ -192,4 +213,6 @@ def _record(body: dict[str, Any]) -> KeyRecord:
         tuple(body.get("scopes") or ()),
         str(body.get("name") or ""),
         float(body.get("created") or 0),
+        expires=body.get("expires"),
+        revoked=body.get("revoked"),
     )

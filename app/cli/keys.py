@@ -60,7 +60,35 @@ def _public(key: KeyRecord) -> dict[str, Any]:
         "name": key.name,
         "created": key.created or None,
         "source": key.source,
+        "expires": key.expires,
+        "revoked": key.revoked,
     }
+
+
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration(text: str) -> float:
+    """Seconds in ``30d``, ``12h``, ``15m`` or ``90s``."""
+    number, unit = text.strip()[:-1], text.strip()[-1:].lower()
+    try:
+        seconds = float(number) * UNITS[unit]
+    except (KeyError, ValueError):
+        raise typer.BadParameter(
+            f"{text!r} is not a duration; write e.g. 30d, 12h, 15m or 90s"
+        ) from None
+    if seconds <= 0:
+        raise typer.BadParameter(f"{text!r}: a key's life must be longer than nothing")
+    return seconds
+
+
+def _state(key: KeyRecord) -> str:
+    if key.revoked is not None:
+        return "revoked " + time.strftime("%Y-%m-%d %H:%M", time.localtime(key.revoked))
+    if key.expires is None:
+        return "in force"
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(key.expires))
+    return f"expired {when}" if key.expired() else f"expires {when}"
 
 
 @cli.command()
@@ -71,20 +99,25 @@ def create(
         typer.Option("--scope", "-s", help=f"Repeat for each: {', '.join(SCOPES)} [chat]."),
     ] = None,
     name: Annotated[str, typer.Option(help="What the key is for.")] = "",
+    expires_in: Annotated[
+        str | None,
+        typer.Option(help="It stops working after this long: 30d, 12h, 15m, 90s [never]."),
+    ] = None,
     checkpoint_url: StoreUrl = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Make a key for USER and print it: it is shown this once (the store keeps its hash)."""
+    life = duration(expires_in) if expires_in is not None else None
     scopes = scope or ["chat"]
     unknown = [s for s in scopes if s not in SCOPES]
     if unknown:
         typer.echo(f"skilldesk: unknown scope(s) {', '.join(unknown)}; use {SCOPES}", err=True)
         raise typer.Exit(2)
-    token, key = _run(checkpoint_url, lambda keys: keys.create(user, scopes, name))
+    token, key = _run(checkpoint_url, lambda keys: keys.create(user, scopes, name, life))
     if as_json:
         typer.echo(json.dumps({**_public(key), "key": token}))
         return
-    typer.echo(f"{key.id} for {user} ({', '.join(key.scopes)})")
+    typer.echo(f"{key.id} for {user} ({', '.join(key.scopes)}), {_state(key)}")
     typer.echo(token)
     typer.echo("Keep it now: it is not shown again. Send it as `Authorization: Bearer <key>`.")
 
@@ -102,7 +135,10 @@ def list_keys(
         return
     for k in keys:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(k.created)) if k.created else "-"
-        typer.echo(f"{k.id}  {k.user:<20} {','.join(k.scopes):<24} {when}  {k.source}  {k.name}")
+        typer.echo(
+            f"{k.id}  {k.user:<20} {','.join(k.scopes):<24} {when}  {k.source}  "
+            f"{_state(k)}  {k.name}".rstrip()
+        )
     if not keys:
         typer.echo("no keys: the service is open on loopback only (development mode)")
 
@@ -125,6 +161,10 @@ def revoke(
         return await keys.revoke(key_id)
 
     if not _run(checkpoint_url, job):
-        typer.echo(f"skilldesk: no key {key_id}; `skilldesk keys list` shows them", err=True)
+        typer.echo(
+            f"skilldesk: no key {key_id} in force (unknown, or revoked already); "
+            "`skilldesk keys list` shows them",
+            err=True,
+        )
         raise typer.Exit(1)
     typer.echo(f"revoked {key_id}")

@@ -20,6 +20,9 @@ SCREENSHOTS = ROOT / "docs" / "screenshots"
 sync_api = pytest.importorskip("playwright.sync_api")
 if not os.access(CHROMIUM, os.X_OK):  # .ci/run installs it
     pytest.skip(f"needs Debian's chromium at {CHROMIUM}", allow_module_level=True)
+# The machine is shared: a first answer (the service warming up) may take more than the
+# default five seconds to show.
+sync_api.expect.set_options(timeout=15_000)
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from playwright.sync_api import expect
 
 from tests.e2e.conftest import screenshot
 from tests.fakellm import FakeLLM
+from tests.integration.test_server_process import Service
 
 
 def test_a_refund_started_from_chat_is_approved_from_the_inbox_after_a_reload(
@@ -41,16 +42,41 @@ def test_a_refund_started_from_chat_is_approved_from_the_inbox_after_a_reload(
     # After a reload the card is still in the thread, and the inbox has it.
     page.reload()
     expect(page.locator(".messages .approval .approval-summary")).to_contain_text("ORD1002")
+    approve_from_the_inbox(page, "ORD1002")
+
+
+def approve_from_the_inbox(page: Any, order: str) -> None:
+    """Approve the one waiting run from the inbox; back in the chat, the thread was told
+    how the run ended."""
     page.get_by_role("button", name="Approvals").click()
     inbox = page.locator("#inbox .approval")
     expect(inbox).to_have_count(1)
+    expect(inbox.locator(".approval-summary")).to_contain_text(order)
     inbox.get_by_label("Comment").fill("Checked the receipt.")
     inbox.get_by_role("button", name="Approve").click()
     expect(inbox.locator(".status")).to_contain_text("Approved. Run succeeded")
     expect(page.locator("#approval-count")).to_be_hidden()
-
-    # Back in the chat, the thread was told how the run ended.
     page.get_by_role("button", name="Chat").click()
     page.locator("#thread-list .thread").first.click()
     expect(page.locator(".message.assistant").last).to_contain_text("approved")
     expect(page.locator(".messages .approval")).to_have_count(0)
+
+
+def test_a_run_waiting_for_approval_is_approved_after_a_service_restart(
+    page: Any, service: Service
+) -> None:
+    page.goto("/")
+    page.get_by_role("textbox", name="Message").fill("I want a refund for order ORD1003.")
+    page.get_by_role("button", name="Send").click()
+    expect(page.locator(".messages .approval .approval-summary")).to_contain_text("ORD1003")
+
+    service.restart()  # the same data, the same address: a new process
+    page.reload()
+    expect(page.locator(".messages .approval .approval-summary")).to_contain_text("ORD1003")
+    # How the waiting answer was reached was kept through the restart too.
+    trace = page.locator(".message.assistant .trace")
+    trace.locator("summary").click()
+    expect(trace.locator(".route")).to_contain_text("refund-request")
+    expect(trace.locator(".steps")).to_contain_text("approve — waiting for approval")
+    expect(page.locator("#approval-count")).to_have_text("1")
+    approve_from_the_inbox(page, "ORD1003")

@@ -59,6 +59,15 @@ def test_an_answer_streams_in_unfolds_its_trace_and_the_thread_is_there_after_a_
     page.reload()
     expect(page.locator(".message.user")).to_have_text(f"You said:{QUESTION}")
     expect(page.locator(".message.assistant")).to_contain_text("should arrive soon")
+    # The answer's trace was kept by the service: it unfolds after the reload too.
+    kept = page.locator(".message.assistant .trace")
+    kept.locator("summary").click()
+    expect(kept.locator(".route table.scores tbody tr").first).to_contain_text("order-query")
+    expect(kept.locator(".steps li").first).to_contain_text(" ms")
+    expect(kept.locator(".tool-args")).to_contain_text('"order_id": "ORD1001"')
+    expect(kept.locator(".tool-result")).to_contain_text("ORD1001")
+    expect(kept.locator(".usage")).to_contain_text("2 model calls")
+    expect(kept.locator("summary")).to_contain_text("1 tool call")
     page.get_by_role("button", name="Rename").click()
     page.get_by_label("New title").fill("Order ORD1001")
     page.keyboard.press("Enter")
@@ -109,3 +118,26 @@ def test_a_stream_cut_after_the_route_is_read_again_from_where_it_stopped(
         "All the words arrive in the end."
     )
     assert page.locator(".run-error").count() == 0
+
+
+# Drawn in the page's own font: a character the fonts lack comes out as the same empty box
+# as a private-use one.
+DRAWN = """(text) => {
+  const canvas = document.createElement("canvas");
+  canvas.width = 200;
+  canvas.height = 40;
+  const g = canvas.getContext("2d");
+  g.font = getComputedStyle(document.body).font;
+  const pixels = (s) => {
+    g.clearRect(0, 0, 200, 40);
+    g.fillText(s, 0, 30);
+    return Array.from(g.getImageData(0, 0, 200, 40).data).join(",");
+  };
+  return pixels(text) !== pixels("\\uE000".repeat([...text].length));
+}"""
+
+
+def test_chinese_japanese_and_korean_text_is_drawn_not_boxes(page: Any) -> None:
+    page.goto("/")
+    for text in ("订单", "注文", "주문"):
+        assert page.evaluate(DRAWN, text), f"{text} is drawn as boxes: no CJK font"

@@ -1,14 +1,20 @@
 """Signing in with an API key: kept for the browser session only, sent as a Bearer token; a
-user does not see another user's thread, and a refused key asks for another."""
+user does not see another user's thread, and a refused, revoked or expired key asks for
+another, saying which."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import time
 from typing import Any
 
 import pytest
 from playwright.sync_api import expect
 
+from tests.e2e.accessibility import check_in_light_and_dark
 from tests.fakellm import FakeLLM, Reply
+from tests.integration.test_server_process import SKILLDESK, Service
 
 ALICE = "alice-key-0123456789abcdef"
 BOB = "bob-key-0123456789abcdef"
@@ -33,6 +39,7 @@ def test_a_user_signs_in_with_a_key_and_is_refused_another_users_thread(
     page.goto("/")
     expect(page.locator("#banner")).to_contain_text("This service needs an API key")
     expect(page.get_by_label("API key")).to_be_focused()
+    check_in_light_and_dark(page, "sign-in")
 
     sign_in(page, ALICE)
     expect(page.locator("#mode")).to_have_text("Signed in as alice (chat)")
@@ -61,4 +68,48 @@ def test_a_user_signs_in_with_a_key_and_is_refused_another_users_thread(
     page.get_by_role("button", name="Sign out").click()
     sign_in(page, "not-a-key-0123456789abcdef")
     expect(page.locator("#banner")).to_contain_text("Your API key was refused")
+    expect(page.get_by_label("API key")).to_be_visible()
+
+
+def keys(service: Service, *args: str) -> Any:
+    """`skilldesk keys ... --json` on the service's own store, as its operator runs it."""
+    env = {**service.env, "SKILLDESK_DATA_DIR": str(service.data_dir)}
+    done = subprocess.run(
+        [SKILLDESK, "keys", *args], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout) if "--json" in args else done.stdout
+
+
+def test_a_revoked_key_and_an_expired_key_are_said_so_and_sign_in_is_asked_again(
+    page: Any, fake_llm: FakeLLM, service: Service
+) -> None:
+    fake_llm.script(Reply(content="Hello Carol."))
+    carol = keys(service, "create", "carol", "--expires-in", "1h", "--json")
+    page.goto("/")
+    sign_in(page, carol["key"])
+    expect(page.locator("#mode")).to_have_text("Signed in as carol (chat)")
+    page.get_by_role("textbox", name="Message").fill("hello")
+    page.keyboard.press("Enter")
+    expect(page.locator(".answer[aria-busy='false']")).to_have_text("Hello Carol.")
+
+    keys(service, "revoke", carol["id"])
+    page.get_by_role("textbox", name="Message").fill("still there?")
+    page.keyboard.press("Enter")
+    expect(page.locator("#banner")).to_contain_text(
+        "Your API key was revoked — sign in again with another key."
+    )
+    expect(page.locator("#mode")).to_have_text("Key revoked")
+    expect(page.get_by_label("API key")).to_be_focused()
+    assert page.evaluate("sessionStorage.getItem('skilldesk.key')") is None
+
+    dave = keys(service, "create", "dave", "--expires-in", "8s", "--json")
+    sign_in(page, dave["key"])
+    expect(page.locator("#mode")).to_have_text("Signed in as dave (chat)")
+    time.sleep(max(0.0, dave["expires"] - time.time()) + 0.5)
+    page.reload()  # the key the tab kept has run out meanwhile
+    expect(page.locator("#banner")).to_contain_text(
+        "Your API key has expired — sign in again with a new key."
+    )
+    expect(page.locator("#mode")).to_have_text("Key expired")
     expect(page.get_by_label("API key")).to_be_visible()

@@ -32,13 +32,22 @@ class Service:
     """One `skilldesk serve` process; its log lines are kept for assertions."""
 
     def __init__(self, env: dict[str, str], data_dir: Path) -> None:
+        self.env, self.data_dir = env, data_dir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = data_dir.parent / f"serve-{self.port}.log"
-        self._log = self.log_path.open("w")
+        self._start("w")
+
+    def restart(self) -> None:
+        """Stop the process, then start another on the same port and data (a restart)."""
+        self.stop()
+        self._start("a")
+
+    def _start(self, mode: str) -> None:
+        self._log = self.log_path.open(mode)
         self.proc = subprocess.Popen(
-            [SKILLDESK, "serve", "--port", str(self.port), "--data-dir", str(data_dir)],
-            env=env,
+            [SKILLDESK, "serve", "--port", str(self.port), "--data-dir", str(self.data_dir)],
+            env=self.env,
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )

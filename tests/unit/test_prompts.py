@@ -17,6 +17,7 @@ TOOL_VALUES = {
     "plan_tasks": {"skills": ["order-query", "inventory"], "max_tasks": 6},
     "workflow_inputs": {"properties": {"device_id": {"type": "string", "description": "Id."}}},
     "run_workflow": {"workflows": [{"name": "triage", "summary": "Sorts a ticket", "inputs": ""}]},
+    "write_examples": {"most": 8},
 }
 
 

@@ -20,7 +20,7 @@ from app.api.errors import error_responses
 from app.api.openapi import named_events
 from app.api.routes.threads import NO_THREAD, ThreadId
 from app.api.schemas.events import RUN_EVENTS
-from app.api.schemas.threads import THREAD_HEADER, ChatRunPublic, RunCreate
+from app.api.schemas.threads import THREAD_HEADER, ChatRunPublic, RunCreate, RunTracePublic
 from app.api.sse import follow, follow_shared
 from app.services import Services
 
@@ -167,6 +167,28 @@ async def join_run(
         services.leaving,
     )
     return _sse_response(events, thread_id, run_id)
+
+
+@router.get(
+    "/{thread_id}/runs/{run_id}/trace",
+    responses=error_responses(
+        400,
+        404,
+        500,
+        notes={404: "No such run of the thread, or no trace of it (`run_not_found`)."},
+    ),
+)
+async def get_trace(
+    services: ServicesDep, principal: PrincipalDep, thread_id: ThreadId, run_id: RunId
+) -> RunTracePublic:
+    """How a run's answer was reached, kept after it ended: the route with its candidates and
+    scores, the nodes with their timings, tool calls, errors, usage and times."""
+    await reach_thread(services, principal, thread_id)
+    traces = services.conversations.traces
+    found = await traces.get(thread_id, run_id) if traces is not None else None
+    if found is None:
+        raise RunNotFound(f"thread {thread_id!r} has no run {run_id!r} with a trace")
+    return RunTracePublic.model_validate(found)
 
 
 async def _find(

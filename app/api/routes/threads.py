@@ -204,13 +204,15 @@ async def get_thread(
         raise ApiError(404, "thread_not_found", f"There is no thread {thread_id!r}.")
     # Indices count the summarised messages too: they match the summary's entries.
     count = summarised_count(state.get("summary"))
+    traces = services.conversations.traces
+    runs = await traces.answers(thread_id) if traces is not None else {}
     earlier = await services.threads.summarised(thread_id, count) if summarised else []
-    shown = [{**_message(i, m), "summarised": True} for i, m in earlier]
+    shown = [{**_message(i, m, runs), "summarised": True} for i, m in earlier]
     messages = state.get("messages", [])
     return ThreadPublic.model_validate(
         {
             "thread_id": thread_id,
-            "messages": shown + [_message(count + i, m) for i, m in enumerate(messages)],
+            "messages": shown + [_message(count + i, m, runs) for i, m in enumerate(messages)],
             "summarised_messages": count,
             "route": state.get("route"),
             "loaded_skills": state.get("loaded_skills", []),
@@ -423,8 +425,12 @@ async def _sse(events: AsyncIterator[Event], first: Event | None = None) -> Asyn
         yield frame(event, seq)
 
 
-def _message(index: int, message: BaseMessage) -> dict[str, Any]:
+def _message(
+    index: int, message: BaseMessage, runs: dict[str, str] | None = None
+) -> dict[str, Any]:
     out: dict[str, Any] = {"index": index, "role": message.type, "content": message.text}
+    if runs and message.id in runs:  # the answer of a run whose trace is kept
+        out["run_id"] = runs[message.id]
     if message.name:
         out["name"] = message.name
     tool_calls = getattr(message, "tool_calls", None)

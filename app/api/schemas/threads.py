@@ -92,6 +92,11 @@ class ThreadMessagePublic(BaseModel):
         description="True for a message a summary took out of the active history (the "
         "model reads the summary instead); absent for active ones.",
     )
+    run_id: str | None = Field(
+        None,
+        description="The run whose answer this is (answers of the thread's last 100 runs "
+        "only): how it was reached is at `GET .../runs/{run_id}/trace`.",
+    )
 
 
 class RouteCandidatePublic(BaseModel):
@@ -257,29 +262,32 @@ class ThreadPatch(BaseModel):
 
 
 class ForkRequest(BaseModel):
-    """Where to branch a thread."""
+    """Where to branch a thread: a checkpoint, or where a message was sent."""
 
-    # Exactly one place to start from, said in the schema too (clients and fuzzers read it).
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
-            "oneOf": [{"required": ["checkpoint_id"]}, {"required": ["before_message"]}]
+            "oneOf": [
+                {
+                    "required": ["checkpoint_id"],
+                    "properties": {"checkpoint_id": {"type": "string"}},
+                },
+                {
+                    "required": ["before_message"],
+                    "properties": {"before_message": {"type": "integer"}},
+                },
+            ]
         },
     )
 
-    # Each given as a value, never null, so the schema's oneOf says what the service does.
-    checkpoint_id: Annotated[
-        str | None, WithJsonSchema({"type": "string", "minLength": 1, "maxLength": 200})
-    ] = Field(
+    checkpoint_id: str | None = Field(
         None,
         min_length=1,
         max_length=200,
         description="The checkpoint to start from (`GET .../history` lists them). This or "
         "`before_message` is required: forking is never a silent copy of the latest state.",
     )
-    before_message: Annotated[
-        int | None, WithJsonSchema({"type": "integer", "minimum": 0, "maximum": 10_000_000})
-    ] = Field(
+    before_message: int | None = Field(
         None,
         ge=0,
         le=10_000_000,
@@ -372,4 +380,28 @@ class ChatRunPublic(BaseModel):
         None,
         description="What the run used, once it succeeded: tokens, model calls and, for calls "
         "whose price is known, `cost_micro_usd` (millionths of a US dollar).",
+    )
+
+
+class TraceEventPublic(BaseModel):
+    """One event of a run's trace, as the run's stream sent it (tokens left out)."""
+
+    type: str = Field(description="The event's type: `route_decided`, `node_finished`...")
+    data: dict[str, Any] = Field(description="Its data, long values cut short.")
+
+
+class RunTracePublic(BaseModel):
+    """How a run's answer was reached, kept after the run: its events but the tokens."""
+
+    run_id: str = Field(description="The run's id.")
+    thread_id: str = Field(description="Its thread.")
+    status: str = Field(
+        description="`succeeded`, `interrupted` (it waits for an approval) or `failed`."
+    )
+    started: float | None = Field(description="When it started (Unix time).")
+    ended: float | None = Field(description="When it ended.")
+    answer_id: str | None = Field(description="The id of the answer it gave, if it gave one.")
+    events: list[TraceEventPublic] = Field(
+        description="Its events in order: route, nodes with timings, tool calls with "
+        "arguments and results, errors, and how it ended (with its usage)."
     )

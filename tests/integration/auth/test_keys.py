@@ -3,6 +3,7 @@ the scope a 403, a revoked key a 401; development mode is open on loopback only.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -110,7 +111,39 @@ def test_a_key_made_revoked_with_the_cli_stops_working(keyed_settings: Any) -> N
         assert client.get("/v1/me", headers=auth).json()["user"] == "carol"
         gone = skilldesk(*["keys", "revoke", key_id, "--checkpoint-url", url])
         assert gone.exit_code == 0, gone.output
-        assert client.get("/v1/me", headers=auth).status_code == 401
+        refused = client.get("/v1/me", headers=auth)
+        assert refused.status_code == 401
+        assert refused.json()["error"]["code"] == "api_key_revoked"
+        assert key_id in refused.json()["error"]["message"]
+    again = skilldesk(*["keys", "revoke", key_id, "--checkpoint-url", url])
+    assert again.exit_code == 1
+    assert "revoked already" in again.output
+    listed = skilldesk(*["keys", "list", "--checkpoint-url", url])
+    assert f"{key_id}  carol" in listed.output
+    assert "revoked " in listed.output
+
+
+def test_a_key_made_to_expire_is_refused_as_expired_once_its_time_is_up(
+    keyed_settings: Any,
+) -> None:
+    url = keyed_settings.resolved_checkpoint_url
+    bad = skilldesk(*["keys", "create", "erin", "--expires-in", "soon", "--checkpoint-url", url])
+    assert bad.exit_code == 2
+    assert "not a duration" in bad.output
+    with TestClient(create_app(keyed_settings)) as client:
+        made = skilldesk(
+            *["keys", "create", "erin", "--expires-in", "4s", "--json", "--checkpoint-url", url]
+        )
+        assert made.exit_code == 0, made.output
+        key = json.loads(made.output)
+        assert key["expires"] - key["created"] == pytest.approx(4)
+        auth = {"Authorization": f"Bearer {key['key']}"}
+        assert client.get("/v1/me", headers=auth).json()["user"] == "erin"
+        time.sleep(max(0.0, key["expires"] - time.time()) + 0.2)
+        refused = client.get("/v1/me", headers=auth)
+        assert refused.status_code == 401
+        assert refused.json()["error"]["code"] == "api_key_expired"
+        assert 'error="invalid_token"' in refused.headers["WWW-Authenticate"]
 
 
 def test_keys_are_stored_hashed(keyed_settings: Any) -> None:

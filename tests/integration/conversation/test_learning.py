@@ -254,7 +254,7 @@ async def test_what_one_process_learns_or_deletes_reaches_another_on_the_same_st
         await until(lambda: other.skills.index.learned("order-lookup") == ())
 
 
-async def until(condition: Any, timeout_s: float = 15.0) -> None:
+async def until(condition: Any, timeout_s: float = 30.0) -> None:
     """Wait for ``condition()`` (another process's refresh runs every five seconds)."""
     deadline = asyncio.get_running_loop().time() + timeout_s
     while not condition():

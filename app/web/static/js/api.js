@@ -71,6 +71,8 @@ export const threads = {
   rename: (id, title) => json("PATCH", `/v1/threads/${enc(id)}`, { json: { title } }),
   remove: (id) => json("DELETE", `/v1/threads/${enc(id)}`),
   attachments: (id) => json("GET", `/v1/threads/${enc(id)}/attachments`),
+  /** How an earlier answer was reached: its run's kept events (tokens left out). */
+  trace: (id, runId) => json("GET", `/v1/threads/${enc(id)}/runs/${enc(runId)}/trace`),
   upload(id, file) {
     const form = new FormData();
     form.append("file", file);

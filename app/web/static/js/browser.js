@@ -67,7 +67,7 @@ async function showSkill(name) {
       el("h3", { tabindex: "-1" }, `Skill: ${skill.name}`),
       el("p", {}, skill.description),
       el("h4", {}, "Instructions"),
-      renderMarkdown(skill.instructions),
+      renderMarkdown(skill.instructions, { level: 5 }),
       skill.tools.length ? el("h4", {}, "Tools") : null,
       ...skill.tools.map((tool) => {
         const fn = tool.function || tool;

@@ -118,7 +118,10 @@ export async function openThread(id) {
     $("thread-title").textContent = record?.title || id;
     for (const message of thread.messages) {
       if (message.role === "human") addMessage("user", message.content);
-      else if (message.role === "ai" && message.content) addMessage("assistant", message.content);
+      else if (message.role === "ai" && message.content) {
+        const item = addMessage("assistant", message.content);
+        if (message.run_id) item.append(Trace.stored(id, message.run_id).element);
+      }
     }
     for (const approval of approvals.filter((a) => a.thread_id === id)) {
       $("messages").append(el("li", { class: "card" }, approvalCard(approval, decided, { canApprove })));
@@ -170,7 +173,8 @@ async function send() {
     busy = false;
     $("send").disabled = false;
     $("composer-status").textContent = "";
-    $("message").focus();
+    // Back to the message, unless the page asks for a key meanwhile.
+    if (!$("sign-in").contains(document.activeElement)) $("message").focus();
   }
 }
 
@@ -210,7 +214,8 @@ async function stream(id, text) {
     if (error.code !== "unreachable") say(`The message was refused: ${error.message} (${error.code})`);
     else if (received) say("The connection to the service was lost; the answer will be in the thread once it is back.");
     else say("The message was not sent: the service cannot be reached.");
-    if (error.status === 0 || error.status === 401 || error.status === 403) report(error);
+    if (error.status === 401 || error.status === 403) throw error; // the caller says why
+    if (error.status === 0) report(error);
   } finally {
     if (frame) cancelAnimationFrame(frame);
     paint();

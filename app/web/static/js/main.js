@@ -9,11 +9,26 @@ let canApprove = false;
 // A link to a thread (#thread=ID), read before the views rewrite the address.
 let linked = location.hash.startsWith("#thread=") ? decodeURIComponent(location.hash.slice(8)) : null;
 
+// A key that worked and no longer does: said plainly, and the page asks for another.
+const KEY_ENDED = {
+  api_key_expired: ["Your API key has expired — sign in again with a new key.", "Key expired"],
+  api_key_revoked: ["Your API key was revoked — sign in again with another key.", "Key revoked"],
+};
+
+let keyEnded = false; // the banner says the key ran out: later refusals of no key keep it
+
 function showError(error) {
+  if (keyEnded && error.code === "missing_credentials") return;
   let text = `${error.message} (${error.code || "error"})`;
+  const ended = error.status === 401 && KEY_ENDED[error.code];
   if (error.code === "unreachable") text = "Cannot reach the Skilldesk service. Check that it is running, then retry.";
-  else if (error.status === 401 && /expired/.test(error.code)) text = "Your API key has expired. Sign in with a new one.";
-  else if (error.status === 401 && api.apiKey()) text = `Your API key was refused (${error.message}). Sign in with a valid key.`;
+  else if (ended) {
+    text = ended[0];
+    keyEnded = true;
+    api.signOut();
+    showMode(null);
+    $("mode").textContent = ended[1];
+  } else if (error.status === 401 && api.apiKey()) text = `Your API key was refused (${error.message}). Sign in with a valid key.`;
   else if (error.status === 401) text = "This service needs an API key. Sign in with one.";
   else if (error.status === 403) text = `Not allowed: ${error.message}`;
   $("banner-text").textContent = text;
@@ -118,6 +133,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("sign-in").addEventListener("submit", (event) => {
     event.preventDefault();
     api.signIn($("api-key").value);
+    keyEnded = false;
     $("api-key").value = "";
     showSignIn(false);
     switchUser();

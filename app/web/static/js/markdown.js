@@ -3,7 +3,11 @@
 
 let md = null;
 
-export function renderMarkdown(text) {
+/**
+ * Markdown as a safe element; its headings start at `level` (an answer's `#` is an h3 under
+ * the thread's h2), so a screen reader's outline of the page stays in order.
+ */
+export function renderMarkdown(text, { level = 3 } = {}) {
   md ??= window.markdownit({ html: false, linkify: true, breaks: true });
   const html = window.DOMPurify.sanitize(md.render(text || ""), { USE_PROFILES: { html: true } });
   const box = document.createElement("div");
@@ -12,6 +16,11 @@ export function renderMarkdown(text) {
   for (const link of box.querySelectorAll("a[href]")) {
     link.target = "_blank";
     link.rel = "noopener noreferrer";
+  }
+  for (const heading of box.querySelectorAll("h1, h2, h3, h4, h5, h6")) {
+    const moved = document.createElement(`h${Math.min(6, Number(heading.tagName[1]) + level - 1)}`);
+    moved.replaceChildren(...heading.childNodes);
+    heading.replaceWith(moved);
   }
   return box;
 }

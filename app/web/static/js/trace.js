@@ -14,10 +14,36 @@ export class Trace {
     this.usage = null;
     this.started = performance.now();
     this.seconds = null;
+    this.loading = null; // an earlier answer's trace, being fetched
     this.body = el("div", { class: "trace-body" });
     this.workflow = null; // a workflow run's graph: { name, source, marks, box, drawing, dirty }
     this.summary = el("summary", {}, "How this answer was reached");
     this.element = el("details", { class: "trace" }, this.summary, this.body);
+  }
+
+  /** The trace of an earlier answer, fetched from the service when first unfolded. */
+  static stored(threadId, runId) {
+    const trace = new Trace();
+    trace.body.replaceChildren(el("p", { class: "hint" }, "Loading…"));
+    trace.element.dataset.run = runId;
+    trace.element.addEventListener("toggle", () => {
+      if (!trace.element.open || trace.loading) return;
+      trace.loading = api.threads
+        .trace(threadId, runId)
+        .then((record) => trace.replay(record))
+        .catch((error) => {
+          trace.loading = null;
+          trace.body.replaceChildren(el("p", { class: "run-error", role: "alert" }, `The trace could not be loaded: ${error.message}`));
+        });
+    });
+    return trace;
+  }
+
+  /** Show a run's kept events, with the run's own times. */
+  replay(record) {
+    for (const { type, data } of record.events) this.add(type, data);
+    if (record.started && record.ended) this.seconds = record.ended - record.started;
+    this.render();
   }
 
   /** Take one event of the run; true when the trace changed. */
@@ -95,15 +121,15 @@ export class Trace {
   render() {
     const parts = [];
     if (this.route) parts.push(routeView(this.route));
-    if (this.workflow) parts.push(el("h4", {}, `Workflow ${this.workflow.name}`), this.workflow.box);
+    if (this.workflow) parts.push(el("h3", {}, `Workflow ${this.workflow.name}`), this.workflow.box);
     if (this.nodes.length) {
-      parts.push(el("h4", {}, "Steps"), el("ol", { class: "steps" }, this.nodes.map(stepView)));
+      parts.push(el("h3", {}, "Steps"), el("ol", { class: "steps" }, this.nodes.map(stepView)));
     }
     if (this.tools.size) {
-      parts.push(el("h4", {}, "Tool calls"), el("ol", { class: "tools" }, [...this.tools.values()].map(toolView)));
+      parts.push(el("h3", {}, "Tool calls"), el("ol", { class: "tools" }, [...this.tools.values()].map(toolView)));
     }
     if (this.errors.length) {
-      parts.push(el("h4", {}, "Errors"), el("ul", {}, this.errors.map((e) => el("li", {}, `${e.code}: ${e.message}`))));
+      parts.push(el("h3", {}, "Errors"), el("ul", {}, this.errors.map((e) => el("li", {}, `${e.code}: ${e.message}`))));
     }
     parts.push(el("p", { class: "usage" }, usageLine(this.usage, this.seconds)));
     this.body.replaceChildren(...parts);
@@ -126,7 +152,7 @@ function routeView(route) {
   return el(
     "section",
     { class: "route" },
-    el("h4", {}, "Route"),
+    el("h3", {}, "Route"),
     el("p", {}, el("strong", {}, route.kind), route.target ? ` → ${route.target}` : "", ` (by ${route.by})`, route.reason ? `: ${route.reason}` : ""),
     rows.length
       ? el(

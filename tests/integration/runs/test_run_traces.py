@@ -1,0 +1,83 @@
+"""An answer's trace outlives its stream: each run's route, nodes, tool calls and usage are
+kept beside the thread, reached from the answer's message after a restart, and deleted with
+the thread."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from tests.fakellm import FakeLLM, Reply, ToolCall
+from tests.skillkit import copy_fixture_skill
+
+
+def settings_with_skills(model_settings: Any, tmp_path: Path) -> Any:
+    skills = tmp_path / "skills"
+    copy_fixture_skill(skills, "storefront/order-lookup")
+    return model_settings.model_copy(update={"skills_dir": skills, "skills_embeddings": True})
+
+
+def test_an_answers_trace_is_kept_and_read_after_a_restart(
+    model_settings: Any, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    settings = settings_with_skills(model_settings, tmp_path)
+    fake_llm.script(
+        Reply(tool_calls=[ToolCall("get_order", {"order_id": "ORD1001"})]),
+        Reply(content="ORD1001 has shipped with DHL."),
+    )
+    with TestClient(create_app(settings)) as client:
+        ran = client.post(
+            "/v1/threads/tr-1/runs/stream", json={"message": "where is my order ORD1001?"}
+        )
+        run_id = ran.headers["X-Run-Id"]
+    with TestClient(create_app(settings)) as client:  # a restart: nothing in memory
+        messages = client.get("/v1/threads/tr-1").json()["messages"]
+        assert [m.get("run_id") for m in messages] == [None, None, None, run_id]
+        trace = client.get(f"/v1/threads/tr-1/runs/{run_id}/trace")
+        assert trace.status_code == 200, trace.text
+        body = trace.json()
+    assert (body["run_id"], body["thread_id"], body["status"]) == (run_id, "tr-1", "succeeded")
+    assert body["ended"] >= body["started"] > 0
+    kinds = [e["type"] for e in body["events"]]
+    assert "token" not in kinds  # the answer is the thread's message
+    route = next(e["data"] for e in body["events"] if e["type"] == "route_decided")
+    assert (route["kind"], route["target"]) == ("skill", "order-lookup")
+    assert route["candidates"][0]["name"] == "order-lookup"
+    assert route["candidates"][0]["score"] > 0
+    called = next(e["data"] for e in body["events"] if e["type"] == "tool_called")
+    assert called["arguments"] == {"order_id": "ORD1001"}
+    returned = next(e["data"] for e in body["events"] if e["type"] == "tool_returned")
+    assert "shipped" in returned["content"]
+    timed = [e["data"]["ms"] for e in body["events"] if e["type"] == "node_finished"]
+    assert timed
+    assert all(ms >= 0 for ms in timed)
+    assert kinds[-1] == "run_finished"
+    assert body["events"][-1]["data"]["usage"]["model_calls"] == 2
+
+
+def test_a_trace_goes_with_its_thread(model_settings: Any, fake_llm: FakeLLM) -> None:
+    fake_llm.script(Reply(content="Hello."))
+    with TestClient(create_app(model_settings)) as client:
+        run_id = client.post("/v1/threads/tr-2/runs/stream", json={"message": "hi"}).headers[
+            "X-Run-Id"
+        ]
+        assert client.get(f"/v1/threads/tr-2/runs/{run_id}/trace").status_code == 200
+        assert client.delete("/v1/threads/tr-2").status_code == 204
+        # The same id again, a new thread: the old run's trace is not in it.
+        assert client.post("/v1/threads", json={"thread_id": "tr-2"}).status_code == 201
+        gone = client.get(f"/v1/threads/tr-2/runs/{run_id}/trace")
+        assert gone.status_code == 404
+        assert gone.json()["error"]["code"] == "run_not_found"
+
+
+def test_another_threads_run_has_no_trace_here(model_settings: Any, fake_llm: FakeLLM) -> None:
+    fake_llm.script(Reply(content="Hello."))
+    with TestClient(create_app(model_settings)) as client:
+        run_id = client.post("/v1/threads/tr-3/runs/stream", json={"message": "hi"}).headers[
+            "X-Run-Id"
+        ]
+        client.post("/v1/threads", json={"thread_id": "tr-4"})
+        assert client.get(f"/v1/threads/tr-4/runs/{run_id}/trace").status_code == 404
