@@ -20,6 +20,7 @@ from agents.errors import (
     InvalidTurn,
     ModelError,
     NothingToResume,
+    ShuttingDown,
     SkilldeskError,
     ThreadBusy,
     ThreadNotFound,
@@ -33,7 +34,7 @@ from agents.events import (
     Token,
     from_custom,
 )
-from agents.feed import CANCELLED, RunFeed, fingerprint
+from agents.feed import CANCELLED, FeedMirror, RunFeed, fingerprint
 from agents.memory.summaries import summarised_count
 from agents.router.learned import LearnedExamples
 from agents.router.router import Router
@@ -104,6 +105,7 @@ class Conversations:
         retain_s: How long an ended run stays readable by its id (its status and events).
         learner: Learns examples from turns whose skill the model chose (optional).
         traces: Where each run's trace is kept, for its answer to unfold later (optional).
+        mirror: Shares runs' events and status with other processes (``agents.bus``).
     """
 
     def __init__(
@@ -117,9 +119,12 @@ class Conversations:
         lease_s: float = LEASE_S,
         learner: LearnedExamples | None = None,
         traces: RunTraces | None = None,
+        mirror: FeedMirror | None = None,
     ) -> None:
         self.graph = graph
         self.traces = traces
+        self.mirror = mirror
+        self.stopping: float | None = None  # when the process was told to stop (monotonic)
         self.retain_s = retain_s
         self.learner = learner
         self._runs: dict[str, RunFeed] = {}  # every run by id, ended ones for retain_s
@@ -259,6 +264,11 @@ class Conversations:
             # timeout): one run, and this request gets its answer too.
             log.info("run.joined", thread_id=thread_id, by_key=idempotency_key is not None)
             return joined
+        if self.stopping is not None:
+            raise ShuttingDown(
+                "This service process is stopping and takes no new runs; send the request "
+                "again (another process answers it)."
+            )
         if if_busy == "reject" and self.busy(thread_id):
             raise ThreadBusy(
                 f"thread {thread_id!r} is answering another message; send this one after it "
@@ -272,7 +282,7 @@ class Conversations:
             target_workflow=workflow,
             budget=RunBudget(self.limits),
         )
-        feed = RunFeed(wanted, idempotency_key, ctx.run_id, thread_id)
+        feed = RunFeed(wanted, idempotency_key, ctx.run_id, thread_id, self.mirror)
         feed.guard = guard
         self._feeds.setdefault(thread_id, []).append(feed)
         self._keep(feed)
@@ -295,7 +305,7 @@ class Conversations:
         feed = self.get_run(run_id)
         if feed is None or feed.done:
             return feed
-        feed.cancel_requested = True
+        feed.request_cancel()
         task = self._run_tasks.get(run_id)
         if feed.started is None and task is not None:
             task.cancel()  # still waiting for the thread: nothing of it ran
@@ -314,11 +324,29 @@ class Conversations:
         if feed is not None:
             self._runs[feed.run_id] = feed
 
-    async def aclose(self) -> None:
-        """Stop the runs under way (the service is shutting down); each ends as failed."""
+    def drain(self) -> None:
+        """Take no new runs (the process was told to stop); readers of the runs under way
+        wake up to see it. The runs go on: ``aclose`` gives them their grace period."""
+        if self.stopping is None:
+            self.stopping = time.monotonic()
+        for feed in self._runs.values():
+            feed.wake()
+
+    async def aclose(self, grace_s: float = 0.0) -> list[str]:
+        """Stop: runs under way may end within ``grace_s`` of ``drain``; those still going
+        are stopped then, each ending as failed, their threads' leases released and records
+        left ``running``, so another process (or this one's next start) resumes them.
+        Returns those threads."""
+        told = self.stopping  # by a signal (``drain``); otherwise no grace: stop now
+        self.drain()
+        left = grace_s - (time.monotonic() - told) if told is not None else 0
+        if self._tasks and left > 0:
+            await asyncio.wait(list(self._tasks), timeout=left)
+        cut = [t for t, feeds in self._feeds.items() if any(f.started for f in feeds)]
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        return cut
 
     async def _drive(
         self,
@@ -332,7 +360,7 @@ class Conversations:
         """Run the turn into its feed, whoever reads it (the run goes on without readers)."""
         try:
             async with self.hold(ctx.thread_id):
-                feed.started = time.time()
+                feed.begin()
                 async for event in self._run(ctx, turn, callbacks, owner, agent, feed):
                     feed.put(event)
                 await self._traced(feed)
@@ -344,6 +372,9 @@ class Conversations:
                 feed.close()
                 return
             message = "The service stopped during the run; the conversation so far is kept."
+            if self.stopping is not None and feed.started is not None:  # handed over
+                message += " It is resumed from its last step (by another process, or this "
+                message += "one when it starts again): its answer will be in the thread."
             feed.put(RunFailed(ctx.thread_id, ctx.run_id, "run_cancelled", message))
             feed.close()
             raise

@@ -355,6 +355,12 @@ class NothingToResume(SkilldeskError):
     code = "nothing_to_resume"
 
 
+class ShuttingDown(SkilldeskError):
+    """The process is stopping (SIGTERM): it takes no new runs; another process does."""
+
+    code = "shutting_down"
+
+
 class ThreadBusy(SkilldeskError):
     """The thread is answering a message; the request needs it idle (delete, fork)."""
 

@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from agents import metrics
 from agents.events import ApprovalRequired, Event, RunFailed, RunFinished
@@ -26,6 +26,14 @@ USAGE_SINK: ContextVar[Callable[[dict[str, int]], None] | None] = ContextVar(
 )
 
 
+class FeedMirror(Protocol):
+    """Where a run's events and status are shared with other processes (``agents.bus``)."""
+
+    def changed(self, feed: RunFeed, event: Event | None = None) -> None:
+        """The run has a new event (``event``) or a new status; returns at once."""
+        ...
+
+
 class RunFeed:
     """The events of one run so far, and the end of it.
 
@@ -34,10 +42,16 @@ class RunFeed:
         key: The client's idempotency key for the request, if it sent one.
         run_id: The run's id.
         thread_id: The run's thread.
+        mirror: Shares the run with other processes (none: this process only).
     """
 
     def __init__(
-        self, fingerprint: str, key: str | None = None, run_id: str = "", thread_id: str = ""
+        self,
+        fingerprint: str,
+        key: str | None = None,
+        run_id: str = "",
+        thread_id: str = "",
+        mirror: FeedMirror | None = None,
     ) -> None:
         self.fingerprint = fingerprint
         self.resumed = False  # a run that went on from a crash (no new input)
@@ -54,7 +68,10 @@ class RunFeed:
         self.guard: str | None = None  # the user the thread must belong to
         self.sink = USAGE_SINK.get()
         self._waiters: list[asyncio.Future[None]] = []
+        self.mirror = mirror
         metrics.RUNS_ACTIVE.inc()
+        if mirror is not None:
+            mirror.changed(self)
 
     @property
     def status(self) -> RunStatus:
@@ -70,6 +87,35 @@ class RunFeed:
             return "interrupted" if waiting else "succeeded"
         return "cancelled" if self.cancel_requested else "failed"
 
+    def summary(self) -> dict[str, Any]:
+        """The run as ``GET .../runs/{id}`` shows it (what other processes read of it)."""
+        last = self.events[-1] if self.done and self.events else None
+        return {
+            "id": self.run_id,
+            "thread_id": self.thread_id,
+            "status": self.status,
+            "created": self.created,
+            "started": self.started,
+            "ended": self.ended,
+            "events": len(self.events),
+            "answer": last.message.text if isinstance(last, RunFinished) else None,
+            "error": {"code": last.code, "message": last.message}
+            if isinstance(last, RunFailed)
+            else None,
+            "cancel_requested": self.cancel_requested,
+            "usage": dict(last.usage) if isinstance(last, RunFinished) else None,
+        }
+
+    def begin(self) -> None:
+        """The run holds its thread: it is running."""
+        self.started = time.time()
+        self._changed()
+
+    def request_cancel(self) -> None:
+        """Ask the run to stop at its next step."""
+        self.cancel_requested = True
+        self._changed()
+
     def matches(self, fingerprint: str, key: str | None) -> bool:
         """Whether a request for ``fingerprint`` (with ``key``) asks for this same run."""
         if key is not None or self.key is not None:
@@ -81,7 +127,8 @@ class RunFeed:
         self.events.append(event)
         if isinstance(event, RunFinished) and self.sink is not None:
             self.sink(event.usage)
-        self._wake()
+        self._changed(event)
+        self.wake()
 
     def close(self, error: BaseException | None = None) -> None:
         """End the feed; ``error`` is raised to readers once they have read every event."""
@@ -89,7 +136,8 @@ class RunFeed:
             metrics.RUNS_ACTIVE.dec()
         self.error, self.done, self.ended_at = error, True, time.monotonic()
         self.ended = time.time()
-        self._wake()
+        self._changed()
+        self.wake()
 
     async def wait(self, seen: int, patience_s: float) -> None:
         """Return when there are more than ``seen`` events, the run ended, or ``patience_s``
@@ -116,7 +164,13 @@ class RunFeed:
             self._waiters.append(waiter)
             await waiter
 
-    def _wake(self) -> None:
+    def _changed(self, event: Event | None = None) -> None:
+        if self.mirror is not None:
+            self.mirror.changed(self, event)
+
+    def wake(self) -> None:
+        """Wake the readers waiting for an event (they look again: the process may be
+        stopping)."""
         for waiter in self._waiters:
             if not waiter.done():
                 waiter.set_result(None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -13,6 +14,7 @@ from app.api.errors import install_error_handlers
 from app.api.middleware import RequestContextMiddleware
 from app.api.openapi import install_openapi, operation_id
 from app.api.routes import (
+    admin,
     approvals,
     auth,
     chat,
@@ -49,6 +51,9 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with open_services(settings) as services:
             app.state.services = services
+            loop = asyncio.get_running_loop()
+            # Called from a signal handler (``skilldesk serve`` on SIGTERM): stop taking runs.
+            app.state.drain = lambda: loop.call_soon_threadsafe(services.conversations.drain)
             gate = _gate(settings, services)
             await gate.start(settings.host)  # no keys on a public address: refuses to start
             app.state.gate = gate
@@ -82,6 +87,7 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
     app.include_router(runs.router, dependencies=[needs("chat")])
     app.include_router(workflows.router, dependencies=[needs("chat")])
     app.include_router(approvals.router, dependencies=[needs("approve")])
+    app.include_router(admin.router, dependencies=[needs("admin")])
     # The exact path, no redirect to /mcp/ (a mount would answer /mcp with one).
     app.router.routes.append(Route(MCP_PATH, endpoint=McpGate(mcp)))
     mount_web(app)

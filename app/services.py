@@ -13,6 +13,7 @@ from typing import Any
 import structlog
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from agents.bus import RunBus
 from agents.conversations import Conversations
 from agents.errors import NO_MODEL_HINT
 from agents.graph.builder import build_graph
@@ -67,6 +68,32 @@ class Services:
     keys: ApiKeys
     spend: SpendLedger
     learned: LearnedExamples | None = None  # examples routing learned from use
+    bus: RunBus | None = None  # the other processes, through Redis
+
+    def leaving(self) -> bool:
+        """Whether this process is stopping and its readers should go on at another one
+        (which reads the runs' events from Redis)."""
+        return self.bus is not None and self.conversations.stopping is not None
+
+    async def reload(self) -> dict[str, Any]:
+        """Read the skills and workflows folders again (an operator's call, which every
+        process receives): what loaded and what failed."""
+        skills = await self.skills.areload()
+        config = self.gateway.config
+        profiles = sorted(config.profiles) if config else None
+        self.workflow_registry.recheck(profiles=profiles, **skills_world(self.skills.registry))
+        workflows = await asyncio.to_thread(self.workflow_registry.reload)
+        log.info(
+            "content.reloaded",
+            skills=len(self.skills.registry),
+            workflows=len(self.workflow_registry),
+        )
+        return {
+            "skills": sorted(s.name for s in self.skills.registry.all()),
+            "skill_errors": [str(e) for e in skills.errors],
+            "workflows": self.workflows.names(),
+            "workflow_errors": [str(e) for e in workflows.errors],
+        }
 
     @property
     def attachments(self) -> AttachmentStore:
@@ -136,6 +163,11 @@ async def open_services(
 
     watcher = start_watcher(skills, recheck) if watching else None
     workflow_watcher = start_workflow_watcher(registry) if watching else None
+    bus = (
+        RunBus(settings.redis_url, settings.redis_prefix, settings.run_events_retain_s)
+        if settings.redis_url
+        else None
+    )
     try:
         async with open_checkpointer(settings.resolved_checkpoint_url) as checkpointer:
             skills.runner.journal = call_journal(checkpointer)
@@ -193,6 +225,7 @@ async def open_services(
                 lease_s=settings.run_lease_s,
                 learner=learned,
                 traces=RunTraces(documents),
+                mirror=bus,
             )
             threads = Threads(
                 conversations, records, attachments, settings.retention(), transcript=transcript
@@ -212,29 +245,40 @@ async def open_services(
                 tasks.append(asyncio.create_task(learned.keep_fresh()))
             if background and settings.retention_interval_s > 0:
                 tasks.append(asyncio.create_task(threads.keep_bounded()))
+            services = Services(
+                settings,
+                gateway,
+                checkpointer,
+                conversations,
+                skills,
+                workflows,
+                registry,
+                engine,
+                turns,
+                threads,
+                tools,
+                ApiKeys(documents, bootstrap),
+                SpendLedger(documents),
+                learned,
+                bus,
+            )
+            if background and bus is not None:
+                await bus.listen(_handlers(services, tasks))
             try:
-                yield Services(
-                    settings,
-                    gateway,
-                    checkpointer,
-                    conversations,
-                    skills,
-                    workflows,
-                    registry,
-                    engine,
-                    turns,
-                    threads,
-                    tools,
-                    ApiKeys(documents, bootstrap),
-                    SpendLedger(documents),
-                    learned,
-                )
+                yield services
             finally:
                 for task in tasks:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
-                await conversations.aclose()  # before the store closes under a run
+                # Before the store closes under a run; told to stop (SIGTERM), runs get
+                # their grace, and those it cuts off are resumed by another process now.
+                cut = await conversations.aclose(settings.shutdown_grace_s)
+                if cut and bus is not None:
+                    await bus.publish("orphans", threads=cut)
+                log.info("service.stopped", runs_cut_off=len(cut))
     finally:
+        if bus is not None:
+            await bus.aclose()
         if watcher is not None:
             await stop_watcher(*watcher)
         if workflow_watcher is not None:
@@ -243,6 +287,24 @@ async def open_services(
             await writer.aclose()
         await skills.aclose()
         await gateway.aclose()
+
+
+def _handlers(services: Services, tasks: list[asyncio.Task[Any]]) -> dict[str, Any]:
+    """What this process does with what another process publishes (``RunBus.listen``)."""
+
+    def spawn(work: Any) -> None:
+        tasks[:] = [t for t in tasks if not t.done()]
+        tasks.append(asyncio.create_task(work))
+
+    def orphans(_: object) -> None:  # a stopping process handed its runs over
+        if services.conversations.stopping is None:
+            spawn(services.threads.resume_orphans())
+
+    return {
+        "cancel": lambda body: services.conversations.cancel(str(body.get("run_id"))),
+        "reload": lambda _: spawn(services.reload()),
+        "orphans": orphans,
+    }
 
 
 async def warm_up(services: Services) -> None:

@@ -276,7 +276,23 @@ class Settings(BaseSettings):
         "limit); past it, requests are refused (429) until the next minute.",
     )
     redis_url: str | None = Field(
-        None, description="Redis (redis://host:6379/0): rate limits shared by every process."
+        None,
+        description="Redis (redis://host:6379/0) for several processes: run events and "
+        "status readable from every process, cancels and reloads that reach every process, "
+        "rate limits shared by all.",
+    )
+    redis_prefix: str = Field(
+        "skilldesk",
+        min_length=1,
+        max_length=64,
+        description="Starts every Redis key and channel (services sharing one Redis).",
+    )
+    shutdown_grace_s: float = Field(
+        20,
+        ge=0,
+        le=3600,
+        description="On SIGTERM: how long runs under way may go on to finish before they are "
+        "stopped and left to be resumed (by another process, or this one's next start).",
     )
     run_events_retain_s: float = Field(
         600,

@@ -1,5 +1,6 @@
-"""Bind a request id (and the thread id header) to every log line of a request; refuse
-bodies over the size limit, and JSON whose text is not valid Unicode, before any route."""
+"""Bind the request id (``X-Request-ID``, sent or made), the thread id and the run id to
+every log line of a request and send them back as response headers; refuse bodies over the
+size limit, and JSON whose text is not valid Unicode, before any route."""
 
 from __future__ import annotations
 
@@ -29,11 +30,16 @@ class RequestContextMiddleware:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        request_id = headers.get("x-request-id") or uuid.uuid4().hex
+        request_id = headers.get("x-request-id", "")
+        if not _REQUEST_ID.match(request_id):  # none, or not one to echo into logs
+            request_id = uuid.uuid4().hex
         structlog.contextvars.clear_contextvars()
         context = {"request_id": request_id}
         if headers.get("x-thread-id"):
             context["thread_id"] = headers["x-thread-id"]
+        named = _IDS_IN_PATH.match(scope["path"])
+        if named is not None:
+            context.update({k: v for k, v in named.groupdict().items() if v})
         structlog.contextvars.bind_contextvars(**context)
         status = 500
 
@@ -41,8 +47,15 @@ class RequestContextMiddleware:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                message.setdefault("headers", [])
-                message["headers"] = [*message["headers"], (b"x-request-id", request_id.encode())]
+                sent = list(message.get("headers", []))
+                names = {k.lower() for k, _ in sent}
+                for name, key in _ID_HEADERS:
+                    if name in names:  # the route's (a run it started): on the last log line
+                        value = next(v for k, v in sent if k.lower() == name).decode("latin-1")
+                        structlog.contextvars.bind_contextvars(**{key: value})
+                    elif key in context and status < 400:
+                        sent.append((name, context[key].encode("latin-1")))
+                message["headers"] = [*sent, (b"x-request-id", request_id.encode("latin-1"))]
             await send(message)
 
         try:
@@ -110,6 +123,12 @@ class RequestContextMiddleware:
 
 
 _WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:/+=-]{1,128}$")
+_IDS_IN_PATH = re.compile(
+    r"^/v1/threads/(?P<thread_id>[A-Za-z0-9][A-Za-z0-9._:-]{0,127})"
+    r"(?:/runs/(?P<run_id>[0-9a-f-]{36}))?"
+)
+_ID_HEADERS = ((b"x-thread-id", "thread_id"), (b"x-run-id", "run_id"))
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 

@@ -59,6 +59,10 @@ def named_events(events: Mapping[str, type[BaseModel]], description: str) -> dic
                     "required": ["event", "data"],
                     "properties": {
                         "id": {"type": "string", "description": "The sequence number."},
+                        "retry": {
+                            "type": "string",
+                            "description": "Milliseconds to wait before reconnecting.",
+                        },
                         "event": {"const": name},
                         "data": json_data(model),
                     },

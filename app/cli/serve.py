@@ -32,6 +32,7 @@ def serve(
 
     from app.auth.guard import refusal
     from app.main import create_app
+    from app.shutdown import StoppingServer
 
     settings = load_cli_settings(
         host=host,
@@ -48,10 +49,13 @@ def serve(
     if problem is not None:  # said plainly, before the server starts
         typer.echo(f"skilldesk: configuration error: {problem}", err=True)
         raise typer.Exit(2)
-    uvicorn.run(
+    config = uvicorn.Config(
         create_app(settings, freeze_heap=True),
         host=settings.host,
         port=settings.port,
         log_config=None,
         access_log=False,
+        # Streams that cannot hand over (no Redis) may follow their run this long.
+        timeout_graceful_shutdown=max(1, round(settings.shutdown_grace_s)),
     )
+    StoppingServer(config).run()

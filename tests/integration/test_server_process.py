@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -74,8 +75,8 @@ class Service:
         return [json.loads(line) for line in lines if line.startswith("{")]
 
     def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=20)
+        self.proc.terminate()  # a run under way gets its grace period (20 s by default)
+        self.proc.wait(timeout=40)
         self._log.close()
 
 
@@ -258,3 +259,21 @@ def test_terminal_chat_against_a_running_service(start_service: Any, fake_llm: F
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["first answer", "second answer"]
     assert fake_llm.requests[1]["messages"][2]["content"] == "first answer"
+
+
+def test_a_service_told_to_stop_lets_its_runs_finish_in_the_grace_period(
+    start_service: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Finished before leaving.", delay=1.5))
+    service = start_service()
+    started = httpx.post(f"{service.url}/v1/threads/grace/runs", json={"message": "hello"})
+    assert started.status_code == 202
+    time.sleep(0.3)  # the run waits for the model
+    service.proc.send_signal(signal.SIGTERM)
+    service.proc.wait(timeout=30)
+    stopped = [x for x in service.logs() if x.get("event") == "service.stopped"]
+    assert [x["runs_cut_off"] for x in stopped] == [0]
+    # Finished, not cut off: a restart has nothing to resume (no reply is scripted for it).
+    again = start_service()
+    messages = httpx.get(f"{again.url}/v1/threads/grace").json()["messages"]
+    assert [m["content"] for m in messages] == ["hello", "Finished before leaving."]

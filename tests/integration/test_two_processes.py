@@ -1,37 +1,45 @@
-"""Two service processes on one PostgreSQL database and one data folder, as behind a load
-balancer: a conversation alternates between them, a workflow started on one is approved
+"""Two service processes on one PostgreSQL database, one Redis and one data folder, as behind a
+load balancer: a conversation alternates between them, a workflow started on one is approved
 through the other, a file uploaded to one is served by the other, a thread deleted on one is
-gone on both."""
+gone on both; a stream dropped on one is read on from the other, a run's status and cancel go
+through the other, an admin reload reaches both, a stopping process hands its streams and runs
+over, and a killed process's run is finished by the survivor."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
 
 from tests.fakellm import FakeLLM, Reply, ToolCall
+from tests.integration.runs.test_runs_api import read_events
 from tests.integration.test_server_process import Service
+from tests.pgkit import schema_url
 
 ROOT = Path(__file__).resolve().parents[2]
-POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
+REDIS = "redis://127.0.0.1:6379/0"
+WORDS = " ".join(f"word{i}" for i in range(40))
+
+
+PairStarter = Callable[..., tuple[Service, Service]]
 
 
 @pytest.fixture
-def pair(fake_llm: FakeLLM, tmp_path: Path) -> Iterator[tuple[Service, Service]]:
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(POSTGRES, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
+def start_pair(fake_llm: FakeLLM, tmp_path: Path) -> Iterator[PairStarter]:
+    """Two service processes on one PostgreSQL schema, one Redis prefix and one data folder;
+    keyword arguments are more settings (``SKILLDESK_`` left out)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
     env.update(
-        SKILLDESK_CHECKPOINT_URL=f"{POSTGRES}?options=-csearch_path%3D{schema}",
+        SKILLDESK_REDIS_URL=REDIS,
+        SKILLDESK_REDIS_PREFIX=f"test-{uuid.uuid4().hex[:12]}",  # its own keys and channel
         SKILLDESK_SKILLS_DIR=str(ROOT / "skills"),
         SKILLDESK_WORKFLOWS_DIR=str(ROOT / "workflows"),
         SKILLDESK_SKILLS_EMBEDDINGS="false",
@@ -41,17 +49,27 @@ def pair(fake_llm: FakeLLM, tmp_path: Path) -> Iterator[tuple[Service, Service]]
         SKILLDESK_LOG_FORMAT="json",
     )
     data = tmp_path / "data"  # one folder both see (attachments, skills' data)
-    first = Service(env, data)
-    try:
-        second = Service(env, data)
+    started: list[Service] = []
+
+    def start(**more: str) -> tuple[Service, Service]:
+        both = {**env, **{f"SKILLDESK_{k.upper()}": v for k, v in more.items()}}
+        started.append(Service(both, data))
+        started.append(Service(both, data))
+        return started[-2], started[-1]
+
+    with schema_url() as url:
+        env["SKILLDESK_CHECKPOINT_URL"] = url
         try:
-            yield first, second
+            yield start
         finally:
-            second.stop()
-    finally:
-        first.stop()
-        with psycopg.connect(POSTGRES, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+            for service in reversed(started):
+                if service.proc.poll() is None:
+                    service.stop()
+
+
+@pytest.fixture
+def pair(start_pair: PairStarter) -> tuple[Service, Service]:
+    return start_pair()
 
 
 def say(service: Service, thread: str, message: str) -> str:
@@ -128,12 +146,8 @@ def test_a_workflow_started_on_one_process_is_approved_through_the_other(
 def test_a_run_of_a_killed_process_is_finished_by_the_other(
     fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(POSTGRES, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
     env.update(
-        SKILLDESK_CHECKPOINT_URL=f"{POSTGRES}?options=-csearch_path%3D{schema}",
         SKILLDESK_SKILLS_DIR=str(ROOT / "skills"),
         SKILLDESK_WORKFLOWS_DIR=str(tmp_path / "no-workflows"),
         SKILLDESK_SKILLS_EMBEDDINGS="false",
@@ -151,34 +165,37 @@ def test_a_run_of_a_killed_process_is_finished_by_the_other(
         "priority": "high",
     }
     call = Reply(tool_calls=[ToolCall("create_work_order", order)])
-    survivor = Service(env, data)
-    try:
-        fake_llm.script(call)
-        doomed = Service({**env, "SKILLDESK_FAILPOINTS": "tool.done=create_work_order"}, data)
-        with pytest.raises(httpx.HTTPError):
-            httpx.post(
-                f"{doomed.url}/v1/threads/pump/runs/stream",
-                json={"message": "Open a work order for pump 7's bearing.", "skill": "work-order"},
-                timeout=60,
-            )
-        doomed.proc.wait(timeout=20)
-        assert doomed.proc.returncode == -9
-        fake_llm.script(call, Reply(content="Work order opened for PUMP-07."))
-        deadline = time.monotonic() + 30
-        while True:  # nobody asks: the survivor finds the run and finishes it
-            thread = httpx.get(f"{survivor.url}/v1/threads/pump").json()
-            if len(thread.get("messages", [])) == 4 or time.monotonic() > deadline:
-                break
-            time.sleep(0.3)
-        orders = httpx.post(
-            f"{survivor.url}/v1/skills/work-order/tools/list_work_orders",
-            json={"arguments": {"device_id": "PUMP-07"}},
-            timeout=30,
-        ).json()
-    finally:
-        survivor.stop()
-        with psycopg.connect(POSTGRES, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    with schema_url() as url:
+        env["SKILLDESK_CHECKPOINT_URL"] = url
+        survivor = Service(env, data)
+        try:
+            fake_llm.script(call)
+            doomed = Service({**env, "SKILLDESK_FAILPOINTS": "tool.done=create_work_order"}, data)
+            with pytest.raises(httpx.HTTPError):
+                httpx.post(
+                    f"{doomed.url}/v1/threads/pump/runs/stream",
+                    json={
+                        "message": "Open a work order for pump 7's bearing.",
+                        "skill": "work-order",
+                    },
+                    timeout=60,
+                )
+            doomed.proc.wait(timeout=20)
+            assert doomed.proc.returncode == -9
+            fake_llm.script(call, Reply(content="Work order opened for PUMP-07."))
+            deadline = time.monotonic() + 30
+            while True:  # nobody asks: the survivor finds the run and finishes it
+                thread = httpx.get(f"{survivor.url}/v1/threads/pump").json()
+                if len(thread.get("messages", [])) == 4 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.3)
+            orders = httpx.post(
+                f"{survivor.url}/v1/skills/work-order/tools/list_work_orders",
+                json={"arguments": {"device_id": "PUMP-07"}},
+                timeout=30,
+            ).json()
+        finally:
+            survivor.stop()
     assert [m["role"] for m in thread["messages"]] == ["human", "ai", "tool", "ai"]
     assert thread["messages"][-1]["content"] == "Work order opened for PUMP-07."
     result = orders["result"]
@@ -188,3 +205,177 @@ def test_a_run_of_a_killed_process_is_finished_by_the_other(
         else result
     )
     assert len(found) == 1  # made once: the survivor's step replayed the journal
+
+
+# --- Run events, status, cancels and reloads through Redis --------------------------------
+
+
+def stream_from(
+    http: httpx.Client, method: str, url: str, stop_after: int | None = None, **kwargs: Any
+) -> tuple[httpx.Headers, list[dict[str, str]]]:
+    """A request's headers and the events of its SSE answer (up to ``stop_after``)."""
+    with http.stream(method, url, **kwargs) as response:
+        assert response.status_code == 200, response.read()
+        return response.headers, read_events(response.iter_lines(), stop_after)
+
+
+def run_status(service: Service, thread: str, run_id: str, *statuses: str) -> dict[str, Any]:
+    """The run as ``service`` reports it, once its status is one of ``statuses``."""
+    deadline = time.monotonic() + 30
+    while True:
+        run: dict[str, Any] = httpx.get(f"{service.url}/v1/threads/{thread}/runs/{run_id}").json()
+        if run.get("status") in statuses or time.monotonic() > deadline:
+            return run
+        time.sleep(0.05)
+
+
+def assert_whole(events: list[dict[str, str]]) -> None:
+    """Every event once, in order, to the end, with every word of the answer."""
+    assert [int(e["id"]) for e in events] == list(range(1, len(events) + 1))
+    assert events[-1]["event"] == "run_finished"
+    tokens = "".join(json.loads(e["data"])["text"] for e in events if e["event"] == "token")
+    assert tokens.split() == WORDS.split()
+
+
+def test_a_client_that_drops_on_one_process_reads_the_rest_from_the_other_exactly_once(
+    pair: tuple[Service, Service], fake_llm: FakeLLM
+) -> None:
+    a, b = pair
+    fake_llm.script(Reply(content=WORDS, stream_chunk_delay=0.05))
+    body = {"message": "tell me a story", "stream": True}
+    with httpx.Client(timeout=60) as http:
+        headers, before = stream_from(
+            http, "POST", f"{a.url}/v1/threads/relay/runs", stop_after=5, json=body
+        )
+        run_id = headers["X-Run-Id"]
+        assert headers["X-Thread-Id"] == "relay"
+        assert headers["X-Request-ID"]
+        running = http.get(f"{b.url}/v1/threads/relay/runs/{run_id}")
+        assert running.json()["status"] == "running"  # B answers for the run A runs
+        assert running.headers["X-Run-Id"] == run_id
+        _, after = stream_from(
+            http,
+            "GET",
+            f"{b.url}/v1/threads/relay/runs/{run_id}/stream",
+            headers={"Last-Event-ID": before[-1]["id"]},
+        )
+    assert_whole(before + after)
+    done = run_status(b, "relay", run_id, "succeeded")
+    assert done["answer"] == WORDS
+    assert done["events"] == len(before + after)
+    # A's log lines of the run carry the request, thread and run ids.
+    lines = [x for x in a.logs() if x.get("event") == "run.finished"]
+    assert lines
+    assert lines[0]["run_id"] == run_id
+    assert lines[0]["thread_id"] == "relay"
+    assert lines[0]["request_id"]
+
+
+def test_a_cancel_sent_to_one_process_stops_the_run_on_the_other(
+    pair: tuple[Service, Service], fake_llm: FakeLLM
+) -> None:
+    a, b = pair
+    fake_llm.script(Reply(content=WORDS, stream_chunk_delay=0.1), Reply(content="Next answer."))
+    started = httpx.post(f"{a.url}/v1/threads/halt/runs", json={"message": "a long story"})
+    assert started.status_code == 202
+    assert started.headers["X-Run-Id"] == started.json()["id"]
+    run_id = started.json()["id"]
+    assert run_status(b, "halt", run_id, "running")["status"] == "running"
+    cancel = httpx.post(f"{b.url}/v1/threads/halt/runs/{run_id}/cancel")
+    assert cancel.status_code == 200
+    assert cancel.json()["cancel_requested"]
+    for service in (a, b):
+        ended = run_status(service, "halt", run_id, "cancelled", "succeeded", "failed")
+        assert ended["status"] == "cancelled", ended
+        assert ended["error"]["code"] == "run_cancelled_by_request"
+    assert say(b, "halt", "and then?") == "Next answer."  # the thread goes on
+
+
+def test_an_admin_reload_through_one_process_reaches_the_other(
+    start_pair: PairStarter, tmp_path: Path
+) -> None:
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    # Folders unwatched (a mount without change events): only the call reloads them.
+    a, b = start_pair(
+        skills_dir=str(skills), workflows_dir=str(tmp_path / "flows"), skills_watch="false"
+    )
+    folder = skills / "greeting-card"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text(
+        "---\nname: greeting-card\ndescription: Writes a short greeting card.\n---\n"
+        "Write two warm lines.\n"
+    )
+    assert httpx.get(f"{b.url}/v1/skills/greeting-card").status_code == 404
+    reloaded = httpx.post(f"{a.url}/v1/admin/reload", timeout=30)
+    assert reloaded.status_code == 200, reloaded.text
+    assert reloaded.json()["skills"] == ["greeting-card"]
+    assert reloaded.json()["processes"] == 2
+    deadline = time.monotonic() + 10
+    while httpx.get(f"{b.url}/v1/skills/greeting-card").status_code != 200:
+        assert time.monotonic() < deadline, "B never reloaded"
+        time.sleep(0.1)
+
+
+def test_a_stopping_process_ends_its_stream_with_reconnect_and_finishes_the_run(
+    start_pair: PairStarter, fake_llm: FakeLLM
+) -> None:
+    a, b = start_pair(shutdown_grace_s="30")
+    fake_llm.script(Reply(content=WORDS, stream_chunk_delay=0.08))
+    body = {"message": "tell me a story", "stream": True}
+    with httpx.Client(timeout=60) as http:
+        with http.stream("POST", f"{a.url}/v1/threads/bye/runs", json=body) as first:
+            run_id = first.headers["X-Run-Id"]
+            lines = first.iter_lines()
+            before = read_events(lines, stop_after=3)
+            a.proc.send_signal(signal.SIGTERM)
+            rest = read_events(lines)
+        reconnect = rest.pop()
+        assert reconnect["event"] == "reconnect"
+        assert "id" not in reconnect
+        told = json.loads(reconnect["data"])
+        sent = before + rest
+        assert told == {
+            "thread_id": "bye",
+            "run_id": run_id,
+            "url": f"/v1/threads/bye/runs/{run_id}/stream",
+            "last_event_id": sent[-1]["id"],
+            "reason": "shutting_down",
+        }
+        assert sent[-1]["event"] != "run_finished"  # it ended before the run did
+        # The load balancer sends the reconnect to the process still serving.
+        _, after = stream_from(
+            http, "GET", b.url + told["url"], headers={"Last-Event-ID": told["last_event_id"]}
+        )
+    assert_whole(sent + after)
+    a.proc.wait(timeout=40)  # it finished the run in its grace period, then left
+    assert [x["runs_cut_off"] for x in a.logs() if x.get("event") == "service.stopped"] == [0]
+    assert [x["run_id"] for x in a.logs() if x.get("event") == "run.finished"] == [run_id]
+    assert not [x for x in b.logs() if x.get("event") in ("run.started", "run.resumed")]
+
+
+def test_a_run_a_stopping_process_cuts_off_is_resumed_by_the_other_at_once(
+    start_pair: PairStarter, fake_llm: FakeLLM
+) -> None:
+    a, b = start_pair(shutdown_grace_s="1")  # leases of 30 s: only the hand-over is quick
+    fake_llm.script(Reply(content="Too late.", delay=8), Reply(content="Resumed answer."))
+    started = httpx.post(f"{a.url}/v1/threads/handover/runs", json={"message": "hello"})
+    run_id = started.json()["id"]
+    assert run_status(a, "handover", run_id, "running")["status"] == "running"
+    time.sleep(0.5)  # A waits for the model
+    stopped_at = time.monotonic()
+    a.proc.send_signal(signal.SIGTERM)
+    a.proc.wait(timeout=20)
+    assert [x["runs_cut_off"] for x in a.logs() if x.get("event") == "service.stopped"] == [1]
+    ended = run_status(b, "handover", run_id, "failed")  # as A wrote it in Redis
+    assert ended["error"]["code"] == "run_cancelled"
+    assert "resumed" in ended["error"]["message"]
+    deadline = time.monotonic() + 15
+    while True:
+        messages = httpx.get(f"{b.url}/v1/threads/handover").json().get("messages", [])
+        if len(messages) == 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert [m["content"] for m in messages] == ["hello", "Resumed answer."]
+    assert time.monotonic() - stopped_at < 15  # not the 30 s of a lease expiring
+    assert [x for x in b.logs() if x.get("event") == "run.resumed"]

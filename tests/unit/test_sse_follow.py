@@ -8,7 +8,7 @@ from langchain_core.messages import AIMessage
 
 from agents.events import RunFinished, Token
 from agents.feed import RunFeed
-from app.api.routes.threads import follow
+from app.api.sse import follow
 from tests.contract import sse_events
 
 

@@ -140,6 +140,7 @@ async def chat_completions(
         if isinstance(result, RunFailed):
             raise model_error(result.code, result.message)
         response.headers["X-Thread-Id"] = thread_id
+        response.headers["X-Run-Id"] = result.run_id
         return _completion(result, body.model, created)
 
     events = conversations.stream(thread_id, turn, **target)

@@ -38,6 +38,9 @@ async def readyz(services: ServicesDep, request: Request) -> JSONResponse:
         auth=request.app.state.gate.mode,
     )
     status = 200
+    if services.conversations.stopping is not None:  # a load balancer stops sending runs
+        body.status, body.error = "not ready", "stopping: takes no new runs"
+        return JSONResponse(body.model_dump(exclude_none=True), status_code=503)
     try:
         await services.checkpointer.aget_tuple({"configurable": {"thread_id": "readyz-probe"}})
     except Exception as exc:

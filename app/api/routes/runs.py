@@ -1,9 +1,12 @@
 """Runs of a thread as resources: start one (followed or not), read its status, cancel it,
-and join its events from any point (``Last-Event-ID``), with keep-alives on idle streams."""
+and join its events from any point (``Last-Event-ID``), with keep-alives on idle streams.
+
+With Redis (``SKILLDESK_REDIS_URL``) a run that another process runs is read, joined and
+cancelled through Redis (``agents.bus``), so any process answers for any run."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path
@@ -11,25 +14,20 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from langchain_core.messages import HumanMessage
 
 from agents.errors import RunNotFound
-from agents.events import RunFailed, RunFinished
 from agents.feed import RunFeed
 from app.api.deps import PrincipalDep, ServicesDep, WithinBudget, reach_thread, run_target
 from app.api.errors import error_responses
 from app.api.openapi import named_events
-from app.api.routes.threads import NO_THREAD, ThreadId, follow
+from app.api.routes.threads import NO_THREAD, ThreadId
 from app.api.schemas.events import RUN_EVENTS
-from app.api.schemas.threads import (
-    THREAD_HEADER,
-    ChatRunPublic,
-    RunCreate,
-    RunErrorPublic,
-    RunTracePublic,
-)
+from app.api.schemas.threads import THREAD_HEADER, ChatRunPublic, RunCreate, RunTracePublic
+from app.api.sse import follow, follow_shared
 from app.services import Services
 
 router = APIRouter(prefix="/v1/threads", tags=["runs"], default_response_class=JSONResponse)
 RunId = Annotated[str, Path(pattern=r"^[0-9a-f-]{36}$", description="The run's id.")]
 NO_RUN = "No such run of the thread, or it ended too long ago (`run_not_found`)."
+STOPPING = "This process is stopping (`shutting_down`): send the request again."
 EVENTS = {
     "text/event-stream": named_events(
         RUN_EVENTS,
@@ -55,10 +53,12 @@ EVENTS = {
             409,
             413,
             500,
+            503,
             notes={
                 404: "Another user's thread (`thread_not_found`).",
                 409: "With `if_busy: reject`: the thread is answering another message "
                 "(`thread_busy`).",
+                503: STOPPING,
             },
         ),
     },
@@ -80,7 +80,11 @@ async def create_run(
         guard=None if principal.sees_all else principal.user,
     )
     if not body.stream:
-        return JSONResponse(_public(feed).model_dump(), status_code=202)
+        return JSONResponse(
+            _public(feed.summary()).model_dump(),
+            status_code=202,
+            headers={"X-Thread-Id": thread_id, "X-Run-Id": feed.run_id},
+        )
     cancel = (
         (lambda: services.conversations.cancel(feed.run_id)) if body.cancel_on_disconnect else None
     )
@@ -94,8 +98,10 @@ async def create_run(
 async def get_run(
     services: ServicesDep, principal: PrincipalDep, thread_id: ThreadId, run_id: RunId
 ) -> ChatRunPublic:
-    """A run's status (queued, running, interrupted, succeeded, failed, cancelled)."""
-    return _public(await _feed(services, principal, thread_id, run_id))
+    """A run's status (queued, running, interrupted, succeeded, failed, cancelled), from
+    whichever process runs it."""
+    found = await _find(services, principal, thread_id, run_id)
+    return _public(found.summary() if isinstance(found, RunFeed) else found)
 
 
 @router.post(
@@ -106,12 +112,16 @@ async def cancel_run(
     services: ServicesDep, principal: PrincipalDep, thread_id: ThreadId, run_id: RunId
 ) -> ChatRunPublic:
     """Cancel a run: a queued one at once, a running one at its next step (the steps it
-    finished stay in the thread, every tool call with its result). An ended run is as it
-    was."""
-    await _feed(services, principal, thread_id, run_id)
-    feed = services.conversations.cancel(run_id)
-    assert feed is not None
-    return _public(feed)
+    finished stay in the thread, every tool call with its result), whichever process runs
+    it. An ended run is as it was."""
+    found = await _find(services, principal, thread_id, run_id)
+    if isinstance(found, RunFeed):
+        services.conversations.cancel(run_id)
+        return _public(found.summary())
+    if found["status"] in ("queued", "running") and services.bus is not None:
+        await services.bus.publish("cancel", run_id=run_id)  # its process stops it
+        found["cancel_requested"] = True
+    return _public(found)
 
 
 @router.get(
@@ -141,10 +151,22 @@ async def join_run(
         ),
     ] = None,
 ) -> StreamingResponse:
-    """Join a run's events (a reconnect: what was missed, then the live events)."""
-    feed = await _feed(services, principal, thread_id, run_id)
+    """Join a run's events (a reconnect: what was missed, then the live events), from
+    whichever process runs it."""
+    found = await _find(services, principal, thread_id, run_id)
     after = int(last_event_id) if last_event_id and last_event_id.strip().isdigit() else 0
-    return _stream(services, feed, min(after, len(feed.events)))
+    if isinstance(found, RunFeed):
+        return _stream(services, found, min(after, len(found.events)))
+    assert services.bus is not None  # a run found elsewhere was found through it
+    events = follow_shared(
+        services.bus,
+        thread_id,
+        run_id,
+        after,  # not clamped to its count: the count written may lag the events
+        services.settings.sse_keepalive_s,
+        services.leaving,
+    )
+    return _sse_response(events, thread_id, run_id)
 
 
 @router.get(
@@ -169,12 +191,19 @@ async def get_trace(
     return RunTracePublic.model_validate(found)
 
 
-async def _feed(services: Services, principal: Any, thread_id: str, run_id: str) -> RunFeed:
+async def _find(
+    services: Services, principal: Any, thread_id: str, run_id: str
+) -> RunFeed | dict[str, Any]:
+    """The run: its feed when this process runs it, else its status as the process running
+    it wrote it in Redis."""
     await reach_thread(services, principal, thread_id)
     feed = services.conversations.get_run(run_id)
-    if feed is None or feed.thread_id != thread_id:
-        raise RunNotFound(f"thread {thread_id!r} has no run {run_id!r} (or it ended long ago)")
-    return feed
+    if feed is not None and feed.thread_id == thread_id:
+        return feed
+    shared = await services.bus.status(run_id) if services.bus is not None else None
+    if shared is not None and shared.get("thread_id") == thread_id:
+        return shared
+    raise RunNotFound(f"thread {thread_id!r} has no run {run_id!r} (or it ended long ago)")
 
 
 def _stream(
@@ -186,36 +215,28 @@ def _stream(
     status: int = 200,
 ) -> StreamingResponse:
     keepalive = services.settings.sse_keepalive_s
+    events = follow(feed, after, keepalive, on_disconnect, services.leaving)
+    return _sse_response(events, feed.thread_id, feed.run_id, status)
+
+
+def _sse_response(
+    events: AsyncIterator[str], thread_id: str, run_id: str, status: int = 200
+) -> StreamingResponse:
     return StreamingResponse(
-        follow(feed, after, keepalive, on_disconnect),
+        events,
         status_code=status,
         media_type="text/event-stream",
         headers={
             "Cache-Control": "no-cache",
             "X-Accel-Buffering": "no",
-            "X-Thread-Id": feed.thread_id,
-            "X-Run-Id": feed.run_id,
+            "X-Thread-Id": thread_id,
+            "X-Run-Id": run_id,
         },
     )
 
 
-def _public(feed: RunFeed) -> ChatRunPublic:
-    last = feed.events[-1] if feed.done and feed.events else None
-    return ChatRunPublic(
-        id=feed.run_id,
-        thread_id=feed.thread_id,
-        status=feed.status,
-        created=feed.created,
-        started=feed.started,
-        ended=feed.ended,
-        events=len(feed.events),
-        answer=last.message.text if isinstance(last, RunFinished) else None,
-        error=RunErrorPublic(code=last.code, message=last.message)
-        if isinstance(last, RunFailed)
-        else None,
-        cancel_requested=feed.cancel_requested,
-        usage=dict(last.usage) if isinstance(last, RunFinished) else None,
-    )
+def _public(summary: dict[str, Any]) -> ChatRunPublic:
+    return ChatRunPublic.model_validate(summary)
 
 
 __all__ = ["NO_THREAD", "router"]

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, Path, Query, Response, UploadFile
@@ -12,8 +11,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
 from agents.conversations import RESUME
 from agents.errors import AttachmentNotFound, ThreadNotFound
-from agents.events import Event, event_data, event_name
-from agents.feed import RunFeed
+from agents.events import Event
 from agents.memory.summaries import summarised_count
 from agents.state.attachments import media_type_of
 from agents.state.schema import Attachment
@@ -42,6 +40,7 @@ from app.api.schemas.threads import (
     ThreadPublic,
     ThreadRecordPublic,
 )
+from app.api.sse import follow, frame
 from app.auth.guard import no_scope
 
 # JSONResponse renders with json.dumps, as before the response models: floats (scores, tool
@@ -248,11 +247,13 @@ async def get_thread(
             404,
             413,
             500,
+            503,
             notes={
                 400: "The request is malformed: not JSON (`invalid_json`), against the "
                 "schema (`invalid_request`: a blank `message`, a bad thread id...), or an "
                 "unknown `skill` / `workflow` (`unknown_skill`, `unknown_workflow`).",
                 404: "Another user's thread (`thread_not_found`).",
+                503: "This process is stopping (`shutting_down`): send the request again.",
             },
         ),
     },
@@ -279,7 +280,7 @@ async def stream_run(
         guard=None if principal.sees_all else principal.user,
     )
     return StreamingResponse(
-        follow(feed, 0, services.settings.sse_keepalive_s),
+        follow(feed, 0, services.settings.sse_keepalive_s, leaving=services.leaving),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Thread-Id": thread_id, "X-Run-Id": feed.run_id},
     )
@@ -422,44 +423,6 @@ async def _sse(events: AsyncIterator[Event], first: Event | None = None) -> Asyn
     async for event in events:
         seq += 1
         yield frame(event, seq)
-
-
-async def follow(
-    feed: RunFeed,
-    after: int,
-    keepalive_s: float,
-    on_disconnect: Callable[[], object] | None = None,
-) -> AsyncIterator[str]:
-    """A run's events after the first ``after`` as SSE, each with its sequence id, and a
-    comment whenever ``keepalive_s`` pass without one; ``on_disconnect`` if the client goes
-    before the run ends."""
-    seen = after
-    try:
-        while True:
-            if seen < len(feed.events):
-                # The events that came meanwhile (a model's tokens come in bursts) in one
-                # chunk: one write through the middleware and the socket, not one each.
-                ready = feed.events[seen:]
-                yield "".join(frame(e, n) for n, e in enumerate(ready, seen + 1))
-                seen += len(ready)
-                continue  # more may have come while the chunk was sent
-            if feed.done:
-                return
-            await feed.wait(seen, keepalive_s)
-            if seen == len(feed.events) and not feed.done:
-                yield ": keep-alive\n\n"
-    finally:
-        if on_disconnect is not None and not feed.done:
-            on_disconnect()
-
-
-def frame(event: Event, seq: int | None = None) -> str:
-    """One event as Server-Sent Events text (``id:`` its sequence number in the run)."""
-    data = json.dumps(event_data(event), ensure_ascii=False)
-    # The id after the event's name: clients that look for a block starting `event:` and
-    # take what follows `data: ` as the JSON go on working.
-    seq_line = "" if seq is None else f"id: {seq}\n"
-    return f"event: {event_name(event)}\n{seq_line}data: {data}\n\n"
 
 
 def _message(

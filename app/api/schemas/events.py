@@ -127,6 +127,18 @@ class RunFailedEvent(RunEnd):
     details: dict[str, Any] = Field(description="More about it (the model profile, say).")
 
 
+class ReconnectEvent(BaseModel):
+    """The process serving the stream is stopping; the run goes on. Read the rest from `url`
+    (any process, through the load balancer) with `Last-Event-ID: <last_event_id>`, after
+    the event's `retry:` milliseconds. Sent only with Redis; it has no `id:`."""
+
+    thread_id: str = Field(description="The thread.")
+    run_id: str = Field(description="The run.")
+    url: str = Field(description="The run's event stream: `/v1/threads/{id}/runs/{run_id}/stream`.")
+    last_event_id: str = Field(description="The last sequence id this stream sent.")
+    reason: str = Field(description="Why: `shutting_down`.")
+
+
 # The event names, as the stream's ``event:`` lines carry them, in a run's usual order.
 RUN_EVENTS: dict[str, type[BaseModel]] = {
     "node_started": NodeStartedEvent,
@@ -140,4 +152,5 @@ RUN_EVENTS: dict[str, type[BaseModel]] = {
     "node_finished": NodeFinishedEvent,
     "run_finished": RunFinishedEvent,
     "run_failed": RunFailedEvent,
+    "reconnect": ReconnectEvent,
 }

@@ -30,6 +30,7 @@ from agents.events import (
     ToolReturned,
 )
 from agents.feed import RunFeed
+from app.api import sse
 from app.api.routes import threads
 from app.services import Services
 from tests.contract import (
@@ -185,6 +186,10 @@ def _learned_example(client: TestClient) -> dict[str, str]:
     return {**ids, "example": example.id}
 
 
+def _stopping(services: Services, mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(services.conversations, "stopping", 1.0)  # told to stop (SIGTERM)
+
+
 def _raises(name: str) -> Patch:
     async def broken(*_: Any, **__: Any) -> Any:
         raise RuntimeError("a bug")
@@ -242,6 +247,7 @@ PROBES = [
     run("run unknown skill", 400, {"message": "hi", "skill": "nope"}),
     run("run bad thread id", 400, {"message": "hi"}, thread="-p"),
     run("run too large", 413, {"message": "x" * LIMIT}),
+    run("run while stopping", 503, {"message": "hi"}, patch=_stopping),
     get(
         "thread with tool calls",
         "/v1/threads/p-2",
@@ -393,6 +399,15 @@ PROBES = [
         patch=_busy,
     ),
     Probe("start a run too large", "POST", RUNS.format("p-1"), 413, {"message": "x" * LIMIT}),
+    Probe(
+        "start a run while stopping",
+        "POST",
+        RUNS.format("p-1"),
+        503,
+        {"message": "hi"},
+        patch=_stopping,
+    ),
+    Probe("reload skills and workflows", "POST", "/v1/admin/reload", 200),
     get("a run", A_RUN, 200, setup=_ran, replies=(Reply(content="Hi."),)),
     get("a run, bad id", THREAD + "/runs/nope", 400, setup=_new_thread),
     get("no such run", NO_SUCH_RUN, 404, setup=_new_thread),
@@ -598,7 +613,8 @@ def test_every_event_type_a_run_can_send_is_documented(document: Document) -> No
             for sample in samples:
                 yield sample
 
-        return "".join([line async for line in threads._sse(events())])
+        text = "".join([line async for line in threads._sse(events())])
+        return text + sse.reconnect("t", "r", 13)  # a stopping process's last event
 
     _, run_op = operation(document, "POST", RUN.format("t"))
     item_schema = closed(run_op["responses"]["200"]["content"]["text/event-stream"]["itemSchema"])

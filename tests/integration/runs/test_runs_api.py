@@ -108,6 +108,32 @@ def test_a_running_run_stops_at_its_next_step_and_the_thread_goes_on(
     assert history.status_code == 200
 
 
+def test_responses_carry_the_request_thread_and_run_ids(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Hi."), Reply(content="Hello."))
+    made = client.post("/v1/threads/ids-1/runs", json={"message": "hi"})
+    run_id = made.json()["id"]
+    assert made.headers["X-Run-Id"] == run_id
+    assert made.headers["X-Thread-Id"] == "ids-1"
+    wait_for(client, "ids-1", run_id, "succeeded")
+    read = client.get(f"/v1/threads/ids-1/runs/{run_id}", headers={"X-Request-ID": "req-42"})
+    assert read.headers["X-Request-ID"] == "req-42"  # echoed
+    assert read.headers["X-Thread-Id"] == "ids-1"
+    assert read.headers["X-Run-Id"] == run_id
+    thread = client.get("/v1/threads/ids-1", headers={"X-Request-ID": "not one\tto log"})
+    assert thread.headers["X-Request-ID"] != "not one\tto log"  # replaced by one made here
+    assert len(thread.headers["X-Request-ID"]) == 32
+    assert "X-Run-Id" not in thread.headers
+    chat = client.post(
+        "/v1/chat/completions",
+        json={"model": "skilldesk", "messages": [{"role": "user", "content": "hello"}]},
+        headers={"X-Thread-Id": "ids-2"},
+    )
+    assert chat.headers["X-Thread-Id"] == "ids-2"
+    assert len(chat.headers["X-Run-Id"]) == 36
+
+
 def test_an_unknown_run_or_one_of_another_thread_is_not_found(
     client: TestClient, fake_llm: FakeLLM
 ) -> None:

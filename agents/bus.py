@@ -1,0 +1,199 @@
+"""What every service process must see of the others, through Redis: run events, run status,
+cancels, reloads and runs handed over.
+
+The process running a run appends each of its events to a Redis Stream of the run's own,
+with the event's sequence number as the entry id (``0-<seq>``), so a reader reconnecting with
+``Last-Event-ID: n`` reads from ``0-n`` on (``XREAD BLOCK``); the run's status sits in a key
+beside it. Both are written in batches off the run's path (a run never waits for Redis) and
+expire ``retain_s`` after the run ends (``LIVE_TTL_S`` while it runs: a killed process's keys
+go too); the stream keeps at most ``STREAM_MAXLEN`` events. A pub/sub channel carries what
+every process must hear: cancel a run wherever it runs, reload skills and workflows, resume
+the runs a stopping process handed over. Without Redis none of this exists: one process keeps
+its runs' events in memory (``RunFeed``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from agents.events import Event, event_data, event_name
+from agents.feed import RunFeed
+
+log = structlog.get_logger(__name__)
+
+STREAM_MAXLEN = 10_000  # events kept per run (approximately: Redis trims whole nodes)
+LIVE_TTL_S = 3600  # a running run's keys, renewed at every write
+POLL_S = 1.0  # a shared reader's longest block: it looks whether its process is stopping
+ENDS = frozenset({"run_finished", "run_failed"})
+
+Handler = Callable[[dict[str, Any]], object]  # quick: long work goes into a task of its own
+
+
+@dataclass(frozen=True)
+class SharedEvent:
+    """A run's event as another process wrote it: its sequence id, type and JSON data."""
+
+    seq: int
+    type: str
+    data: str
+
+
+class RunBus:
+    """One process's connection to the others (see the module's description).
+
+    Args:
+        url: Redis, ``redis://host:6379/0``.
+        prefix: Starts every key and the channel (several services may share one Redis).
+        retain_s: How long an ended run's events and status stay readable.
+    """
+
+    def __init__(self, url: str, prefix: str = "skilldesk", retain_s: float = 600) -> None:
+        import redis.asyncio as redis
+
+        self.client: Any = redis.Redis.from_url(url)
+        self.prefix = prefix
+        self.retain_s = retain_s
+        self.origin = uuid.uuid4().hex  # this process, so it skips what it sent itself
+        self._pending: list[tuple[RunFeed, int, Event | None]] = []
+        self._writer: asyncio.Task[None] | None = None
+        self._listener: asyncio.Task[None] | None = None
+
+    @property
+    def channel(self) -> str:
+        """The pub/sub channel every process listens to."""
+        return f"{self.prefix}:control"
+
+    def _events(self, run_id: str) -> str:
+        return f"{self.prefix}:run:{run_id}:events"
+
+    def _status(self, run_id: str) -> str:
+        return f"{self.prefix}:run:{run_id}"
+
+    # The process running a run.
+
+    def changed(self, feed: RunFeed, event: Event | None = None) -> None:
+        """The run has a new event (its sequence number is its count) or a new status."""
+        self._pending.append((feed, len(feed.events), event))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write())
+
+    async def _write(self) -> None:
+        """Write what is pending, in order, a pipeline at a time, until nothing is."""
+        while self._pending:
+            batch, self._pending = self._pending, []
+            latest: dict[str, RunFeed] = {}
+            async with self.client.pipeline(transaction=False) as pipe:
+                for feed, seq, event in batch:
+                    latest[feed.run_id] = feed
+                    if event is None:
+                        continue
+                    fields = {
+                        "t": event_name(event),
+                        "d": json.dumps(event_data(event), ensure_ascii=False),
+                    }
+                    pipe.xadd(
+                        self._events(feed.run_id),
+                        fields,
+                        id=f"0-{seq}",
+                        maxlen=STREAM_MAXLEN,
+                        approximate=True,
+                    )
+                for run_id, feed in latest.items():
+                    ttl = max(1, int(self.retain_s)) if feed.done else LIVE_TTL_S
+                    pipe.set(self._status(run_id), json.dumps(feed.summary()), ex=ttl)
+                    pipe.expire(self._events(run_id), ttl)
+                try:
+                    await pipe.execute()
+                except Exception as exc:  # readers elsewhere miss it; the run goes on
+                    log.warning("bus.write_failed", error=str(exc), events=len(batch))
+
+    async def flushed(self) -> None:
+        """Return once everything pending is written."""
+        while self._writer is not None and not self._writer.done():
+            await asyncio.gather(self._writer, return_exceptions=True)
+
+    # Any process.
+
+    async def status(self, run_id: str) -> dict[str, Any] | None:
+        """A run's status as its process last wrote it (``RunFeed.summary``), or None."""
+        raw = await self.client.get(self._status(run_id))
+        return dict(json.loads(raw)) if raw else None
+
+    async def events(self, run_id: str, after: int = 0) -> AsyncIterator[SharedEvent | None]:
+        """The run's events after sequence ``after``, then each as it comes, to the run's end
+        (or until its keys expired); None whenever ``POLL_S`` passes without one."""
+        key, last = self._events(run_id), after
+        while True:
+            found = await self.client.xread({key: f"0-{last}"}, count=500, block=int(POLL_S * 1000))
+            entries = found[0][1] if found else []
+            for entry_id, fields in entries:
+                last = int(_text(entry_id).rsplit("-", 1)[1])
+                kind = _text(fields[b"t"])
+                yield SharedEvent(last, kind, _text(fields[b"d"]))
+                if kind in ENDS:
+                    return
+            if entries:
+                continue
+            status = await self.status(run_id)
+            ended = status is None or status["status"] not in ("queued", "running")
+            if ended and (status is None or status["events"] <= last):
+                return  # ended (with no closing event: refused before it ran) or expired
+            yield None
+
+    async def publish(self, op: str, **fields: Any) -> int:
+        """Tell every process (this one skips it): ``cancel`` (``run_id``), ``reload``,
+        ``orphans``. Returns how many processes listen."""
+        message = json.dumps({"op": op, "origin": self.origin, **fields})
+        return int(await self.client.publish(self.channel, message))
+
+    async def listen(self, handlers: dict[str, Handler]) -> None:
+        """Subscribe now (a message published once this returns is heard), then hand each
+        message to the handler of its ``op`` in the background, until ``aclose``."""
+        pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        await pubsub.subscribe(self.channel)
+        self._listener = asyncio.create_task(self._dispatch(pubsub, handlers))
+
+    async def _dispatch(self, pubsub: Any, handlers: dict[str, Handler]) -> None:
+        try:
+            while True:
+                try:
+                    message = await pubsub.get_message(timeout=POLL_S)
+                except Exception as exc:  # Redis went away: try again shortly
+                    log.warning("bus.listen_failed", error=str(exc))
+                    await asyncio.sleep(POLL_S)
+                    with contextlib.suppress(Exception):
+                        await pubsub.subscribe(self.channel)
+                    continue
+                if message is None or message.get("type") != "message":
+                    continue
+                body = json.loads(message["data"])
+                handler = handlers.get(str(body.get("op")))
+                if handler is None or body.get("origin") == self.origin:
+                    continue
+                try:
+                    handler(body)
+                except Exception:  # one message's trouble must not end listening
+                    log.exception("bus.handler_failed", op=body.get("op"))
+        finally:
+            with contextlib.suppress(Exception):
+                await pubsub.aclose()
+
+    async def aclose(self) -> None:
+        """Write what is pending, stop listening, release the connections."""
+        await self.flushed()
+        if self._listener is not None:
+            self._listener.cancel()
+            await asyncio.gather(self._listener, return_exceptions=True)
+        await self.client.aclose()
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,99 @@
+"""A run's events as Server-Sent Events: from this process's memory (``RunFeed``) or from
+another process's through Redis (``RunBus``), with keep-alives on an idle stream and, when
+this process is stopping, a last ``reconnect`` event saying where to read on."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from agents.bus import RunBus
+from agents.events import Event, event_data, event_name
+from agents.feed import RunFeed
+
+KEEPALIVE = ": keep-alive\n\n"
+RECONNECT_MS = 1000  # the `retry:` a stopping process asks of EventSource clients
+
+
+def frame(event: Event, seq: int | None = None) -> str:
+    """One event as Server-Sent Events text (``id:`` its sequence number in the run)."""
+    return raw_frame(event_name(event), json.dumps(event_data(event), ensure_ascii=False), seq)
+
+
+def raw_frame(kind: str, data: str, seq: int | None = None) -> str:
+    """An event of type ``kind`` whose data is the JSON text ``data``."""
+    # The id after the event's name: clients that look for a block starting `event:` and
+    # take what follows `data: ` as the JSON go on working.
+    seq_line = "" if seq is None else f"id: {seq}\n"
+    return f"event: {kind}\n{seq_line}data: {data}\n\n"
+
+
+def reconnect(thread_id: str, run_id: str, seen: int) -> str:
+    """The last event of a stream whose process is stopping: the run goes on (here for a
+    grace period, or resumed elsewhere); read on at ``url`` with ``Last-Event-ID``."""
+    data: dict[str, Any] = {
+        "thread_id": thread_id,
+        "run_id": run_id,
+        "url": f"/v1/threads/{thread_id}/runs/{run_id}/stream",
+        "last_event_id": str(seen),
+        "reason": "shutting_down",
+    }
+    return f"event: reconnect\nretry: {RECONNECT_MS}\ndata: {json.dumps(data)}\n\n"
+
+
+async def follow(
+    feed: RunFeed,
+    after: int,
+    keepalive_s: float,
+    on_disconnect: Callable[[], object] | None = None,
+    leaving: Callable[[], bool] | None = None,
+) -> AsyncIterator[str]:
+    """A run's events after the first ``after`` as SSE, each with its sequence id, and a
+    comment whenever ``keepalive_s`` pass without one; ``on_disconnect`` if the client goes
+    before the run ends; the ``reconnect`` event once ``leaving()`` (the process stops and
+    another can serve the rest)."""
+    seen = after
+    try:
+        while True:
+            if seen < len(feed.events):
+                # The events that came meanwhile (a model's tokens come in bursts) in one
+                # chunk: one write through the middleware and the socket, not one each.
+                ready = feed.events[seen:]
+                yield "".join(frame(e, n) for n, e in enumerate(ready, seen + 1))
+                seen += len(ready)
+                continue  # more may have come while the chunk was sent
+            if feed.done:
+                return
+            if leaving is not None and leaving():
+                yield reconnect(feed.thread_id, feed.run_id, seen)
+                return
+            await feed.wait(seen, keepalive_s)
+            if seen == len(feed.events) and not feed.done and not (leaving and leaving()):
+                yield KEEPALIVE
+    finally:
+        if on_disconnect is not None and not feed.done and not (leaving and leaving()):
+            on_disconnect()
+
+
+async def follow_shared(
+    bus: RunBus,
+    thread_id: str,
+    run_id: str,
+    after: int,
+    keepalive_s: float,
+    leaving: Callable[[], bool],
+) -> AsyncIterator[str]:
+    """As ``follow``, for a run another process runs: its events from Redis."""
+    seen, quiet_since = after, time.monotonic()
+    async for event in bus.events(run_id, after):
+        if leaving():
+            yield reconnect(thread_id, run_id, seen)
+            return
+        if event is not None:
+            seen, quiet_since = event.seq, time.monotonic()
+            yield raw_frame(event.type, event.data, event.seq)
+        elif time.monotonic() - quiet_since >= keepalive_s:
+            quiet_since = time.monotonic()
+            yield KEEPALIVE

@@ -1,0 +1,70 @@
+"""A run's events and status in the machine's Redis (``agents.bus``), bounded: a reader in
+another process reads them to the end, the stream keeps a bounded number of events, and the
+keys expire ``retain_s`` after the run ends (an hour after the last write while it runs)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+from langchain_core.messages import AIMessage
+
+from agents.bus import LIVE_TTL_S, STREAM_MAXLEN, RunBus
+from agents.events import RunFinished, Token
+from agents.feed import RunFeed
+
+REDIS = "redis://127.0.0.1:6379/0"
+
+
+@pytest.fixture
+async def bus() -> AsyncIterator[RunBus]:
+    opened = RunBus(REDIS, prefix=f"test-{uuid.uuid4().hex[:12]}", retain_s=5)
+    yield opened
+    await opened.aclose()
+
+
+async def test_a_reader_elsewhere_reads_the_run_to_its_end_and_the_keys_then_expire(
+    bus: RunBus,
+) -> None:
+    run_id = str(uuid.uuid4())
+    feed = RunFeed("hi", run_id=run_id, thread_id="t", mirror=bus)
+    feed.begin()
+    feed.put(Token("Hel", "expert"))
+    await bus.flushed()
+    status = await bus.status(run_id)
+    assert status is not None
+    assert (status["status"], status["events"], status["thread_id"]) == ("running", 1, "t")
+    running_ttl = await bus.client.ttl(f"{bus.prefix}:run:{run_id}:events")
+    assert LIVE_TTL_S - 60 < running_ttl <= LIVE_TTL_S
+    feed.put(Token("lo", "expert"))
+    feed.put(RunFinished("t", run_id, AIMessage("Hello"), {"total_tokens": 3}))
+    feed.close()
+    await bus.flushed()
+
+    elsewhere = RunBus(REDIS, prefix=bus.prefix)
+    try:
+        read = [e async for e in elsewhere.events(run_id, after=1) if e is not None]
+        ended = await elsewhere.status(run_id)
+    finally:
+        await elsewhere.aclose()
+    assert [(e.seq, e.type) for e in read] == [(2, "token"), (3, "run_finished")]
+    assert ended is not None
+    assert (ended["status"], ended["answer"], ended["events"]) == ("succeeded", "Hello", 3)
+    for key in (f"{bus.prefix}:run:{run_id}", f"{bus.prefix}:run:{run_id}:events"):
+        assert 0 < await bus.client.ttl(key) <= 5  # retain_s after the end
+
+
+async def test_a_run_stream_keeps_a_bounded_number_of_events(bus: RunBus) -> None:
+    run_id = str(uuid.uuid4())
+    feed = RunFeed("hi", run_id=run_id, thread_id="t", mirror=bus)
+    feed.begin()
+    for _ in range(STREAM_MAXLEN + 500):
+        feed.put(Token("x", "expert"))
+    await bus.flushed()
+    key = f"{bus.prefix}:run:{run_id}:events"
+    kept = await bus.client.xlen(key)
+    assert STREAM_MAXLEN <= kept < STREAM_MAXLEN + 200  # trimmed a node at a time
+    newest = await bus.client.xrevrange(key, count=1)
+    assert newest[0][0] == f"0-{STREAM_MAXLEN + 500}".encode()
+    feed.close()
