@@ -14,21 +14,16 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from tests.fakellm import FakeLLM, Reply, RequestView, ToolCall
-from tests.integration.conversation.kit import make_skills
+from tests.fakellm import FakeLLM
+from tests.integration.conversation.kit import (
+    PUMP,
+    PUMP_AGAIN,
+    make_skills,
+    order_lookup,
+)
 from tests.integration.test_skills_cli import SKILLDESK
 
-PUMP = "status of the delivery for the broken pump"
-PUMP_AGAIN = "what is the status of the delivery for my broken pump"
 EXAMPLES = "/v1/skills/order-lookup/examples"
-
-
-def order_lookup(request: RequestView) -> Reply:
-    """An expert holding the order tool: calls it, then answers from its result."""
-    if request.results_of("get_order"):
-        return Reply(content="ORD1001 has shipped.")
-    assert request.offers("get_order"), request.describe()
-    return Reply(tool_calls=[ToolCall("get_order", {"order_id": "ORD1001"})])
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from langchain_core.messages import HumanMessage
 
 from agents.events import Event, RouteDecided, RunFinished
 from app.services import Services
-from tests.fakellm import RequestView
+from tests.fakellm import Reply, RequestView, ToolCall
 from tests.skillkit import FIXTURE_SKILLS, copy_fixture_skills, signature
 
 SHOP_FLOOR = FIXTURE_SKILLS / "shop-floor"
@@ -49,3 +49,16 @@ def expert_for(request: RequestView) -> str:
     """The one skill an expert's request holds: its instructions and its tools."""
     [name] = request.skills([ORDERS, ALARMS])
     return name
+
+
+# A message the learning tests route: first through the model, then from what was learned.
+PUMP = "status of the delivery for the broken pump"
+PUMP_AGAIN = "what is the status of the delivery for my broken pump"
+
+
+def order_lookup(request: RequestView) -> Reply:
+    """An expert holding the order tool: calls it, then answers from its result."""
+    if request.results_of("get_order"):
+        return Reply(content="ORD1001 has shipped.")
+    assert request.offers("get_order"), request.describe()
+    return Reply(tool_calls=[ToolCall("get_order", {"order_id": "ORD1001"})])

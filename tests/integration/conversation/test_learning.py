@@ -14,19 +14,16 @@ import pytest
 
 from app.services import Services, open_services
 from tests.fakellm import FakeLLM, Reply, RequestView, ToolCall
-from tests.integration.conversation.kit import final, make_skills, route_of, turn
+from tests.integration.conversation.kit import (
+    PUMP,
+    PUMP_AGAIN,
+    final,
+    make_skills,
+    order_lookup,
+    route_of,
+    turn,
+)
 from tests.pgkit import schema_url
-
-PUMP = "status of the delivery for the broken pump"
-PUMP_AGAIN = "what is the status of the delivery for my broken pump"
-
-
-def order_lookup(request: RequestView) -> Reply:
-    """An expert holding the order tool: calls it, then answers from its result."""
-    if request.results_of("get_order"):
-        return Reply(content="ORD1001 has shipped.")
-    assert request.offers("get_order"), request.describe()
-    return Reply(tool_calls=[ToolCall("get_order", {"order_id": "ORD1001"})])
 
 
 @pytest.fixture
