@@ -85,6 +85,8 @@ def test_the_streamed_answer_is_announced_and_the_keyboard_goes_through_the_chat
     page.get_by_role("textbox", name="Message").fill("hello")
     page.keyboard.press("Enter")
     expect(page.locator(".answer[aria-busy='false']")).to_contain_text("has shipped")
+    # The status is cleared when the run ends, which may come just after the answer is whole.
+    expect(page.locator("#composer-status")).to_have_text("")
     seen = page.evaluate("window.seen")
     # While it streams: a polite live region, busy until the answer is whole (then read once);
     # the composer's status says it is answering. Then the status is cleared.
