@@ -287,6 +287,14 @@ class Settings(BaseSettings):
         max_length=64,
         description="Starts every Redis key and channel (services sharing one Redis).",
     )
+    keep_alive_s: float = Field(
+        75,
+        gt=0,
+        le=3600,
+        description="How long an idle HTTP connection is kept open. Longer than a client's or a "
+        "load balancer's own idle timeout (httpx 5 s, nginx 60 s), so the service never closes a "
+        "connection just as a request is sent on it.",
+    )
     shutdown_grace_s: float = Field(
         20,
         ge=0,

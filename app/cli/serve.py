@@ -55,6 +55,7 @@ def serve(
         port=settings.port,
         log_config=None,
         access_log=False,
+        timeout_keep_alive=max(1, round(settings.keep_alive_s)),
         # Streams that cannot hand over (no Redis) may follow their run this long.
         timeout_graceful_shutdown=max(1, round(settings.shutdown_grace_s)),
     )

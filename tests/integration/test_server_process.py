@@ -277,3 +277,30 @@ def test_a_service_told_to_stop_lets_its_runs_finish_in_the_grace_period(
     again = start_service()
     messages = httpx.get(f"{again.url}/v1/threads/grace").json()["messages"]
     assert [m["content"] for m in messages] == ["hello", "Finished before leaving."]
+
+
+def _idle_then_ask(url: str, idle_s: float) -> bytes:
+    """One connection: a request, `idle_s` of silence, then another request on it; the raw
+    bytes the server sent after the second request ('' when it had closed the connection)."""
+    host, port = url.removeprefix("http://").split(":")
+    request = f"GET /healthz HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(request)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        time.sleep(idle_s)
+        try:
+            sock.sendall(request)
+            return sock.recv(65536)
+        except (ConnectionResetError, BrokenPipeError):
+            return b""
+
+
+def test_an_idle_connection_stays_open_as_long_as_the_keep_alive_setting_says(
+    start_service: Any, service_env: dict[str, str]
+) -> None:
+    # Uvicorn's default (5 s) equals httpx's pool expiry: a request sent on a connection
+    # idle for about 5 s met the server's close and was lost (bench/load.py saw it).
+    service_env["SKILLDESK_KEEP_ALIVE_S"] = "2"
+    service = start_service()
+    assert _idle_then_ask(service.url, 1.0).startswith(b"HTTP/1.1 200")
+    assert _idle_then_ask(service.url, 3.0) == b""
