@@ -68,9 +68,17 @@ class Outcome:
     first_token_ms: list[float] = field(default_factory=list)
     seconds: float = 0.0
     cpu_ms: float = 0.0
+    client_cpu_ms: float = 0.0
+    model_cpu_ms: float = 0.0
     rss_mb: float = 0.0
     lost: int = 0
     duplicated: int = 0
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 class Server:
@@ -98,8 +106,7 @@ class Server:
         raise RuntimeError(f"the service did not start; see {self.log.name}")
 
     def cpu_s(self) -> float:
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
+        return cpu_s(self.proc.pid)
 
     def rss_mb(self) -> float:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
@@ -178,10 +185,11 @@ async def check_histories(urls: list[str], threads: list[str], load: Load, out: 
             out.duplicated += len(said) - len(set(said))
 
 
-async def run_load(servers: list[Server], load: Load) -> Outcome:
+async def run_load(servers: list[Server], model_pid: int, load: Load) -> Outcome:
     out = Outcome()
     urls = [s.url for s in servers]
     cpu = [s.cpu_s() for s in servers]
+    client_cpu, model_cpu = time.process_time(), cpu_s(model_pid)
     limits = httpx.Limits(max_connections=load.conversations * 2)
     async with httpx.AsyncClient(timeout=120, limits=limits) as client:
         started = time.perf_counter()
@@ -190,6 +198,8 @@ async def run_load(servers: list[Server], load: Load) -> Outcome:
         )
         out.seconds = time.perf_counter() - started
     out.cpu_ms = sum(s.cpu_s() - c for s, c in zip(servers, cpu, strict=True)) * 1000
+    out.client_cpu_ms = (time.process_time() - client_cpu) * 1000
+    out.model_cpu_ms = (cpu_s(model_pid) - model_cpu) * 1000
     out.rss_mb = sum(s.rss_mb() for s in servers)
     await check_histories(urls, list(threads), load, out)
     return out
@@ -242,7 +252,7 @@ def measure(loads: list[Load]) -> list[tuple[str, Load, Outcome]]:
                         fake.reset()
                         calls = load.conversations * load.turns * 2
                         fake.script(*[partial(load_reply, load.latency_s)] * calls)
-                        outcome = asyncio.run(run_load(servers, load))
+                        outcome = asyncio.run(run_load(servers, fake.pid, load))
                         results.append((label, load, outcome))
                         report(label, load, outcome)
                 finally:
@@ -264,6 +274,13 @@ def report(label: str, load: Load, out: Outcome) -> None:
         f"{statistics.median(added):>6.1f} p99 {p99:>7.1f} ms  first token p50 "
         f"{statistics.median(first):>6.1f} ms  errors {len(out.errors)}  lost {out.lost} "
         f"dup {out.duplicated}  rss {out.rss_mb:.0f} MB",
+        flush=True,
+    )
+    turns = max(out.turns, 1)
+    print(
+        f"{'':<24} {'':<12} beside it, per turn: load client cpu "
+        f"{out.client_cpu_ms / turns:.1f} ms, model server cpu {out.model_cpu_ms / turns:.1f} ms "
+        f"(machine: {os.cpu_count()} cores)",
         flush=True,
     )
     if out.errors:
