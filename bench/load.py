@@ -1,15 +1,18 @@
 """Load: N concurrent conversations against real `skilldesk serve` processes.
 
 The scripted model server runs in a process of its own, answering every call after a set
-latency; a third of the turns ask for an order (the model calls the order tool, then
-answers), the rest are answered directly. Conversations start spread over one cycle, wait a
-think time (0.5-1.5x the mean) between their turns and keep their threads. Reported per setup:
-completed turns per second, the service's CPU
-ms per turn (user + system time of its processes), p50/p99 latency added over the model's and
-added time to the first token, errors, lost or duplicated messages (every thread's history is
-checked afterwards) and the service's memory. One process on the SQLite file and, in the same
-run, one and two processes on PostgreSQL (two: the client alternates between them, as a load
-balancer would); last, the ratio of two processes' turns per second to one's at saturation.
+latency. The service has the bundled skills and workflows; of every five turns, two ask for
+an order (an order expert: the model calls the order tool, then answers), one asks for an
+order overview (the `order-overview` workflow: two tools, one in parallel with an expert's
+model call, then its summary), two are answered directly. Conversations start spread over
+one cycle, wait a think time (0.5-1.5x the mean) between their turns and keep their threads.
+Reported per setup: completed turns per second, the service's CPU ms per turn (user +
+system time of its processes) with the load client's and the model server's beside it,
+p50/p99 latency added over the model's and added time to the first token, errors, lost or
+duplicated messages (every thread's history is checked afterwards), the routes taken and
+the service's memory. One process on the SQLite file and, in the same run, one and two
+processes on PostgreSQL (two: the client alternates between them, as a load balancer
+would); last, the ratio of two processes' turns per second to one's at saturation.
 Threads are not summarised (a summary would take scripted replies and move the earliest
 messages out of the history the check reads).
 Run: .venv/bin/python -m bench.load [--quick]
@@ -73,6 +76,7 @@ class Outcome:
     rss_mb: float = 0.0
     lost: int = 0
     duplicated: int = 0
+    routes: Counter[str] = field(default_factory=Counter)
 
 
 def cpu_s(pid: int) -> float:
@@ -121,8 +125,11 @@ class Server:
 
 
 def message(conversation: int, turn: int) -> str:
-    if turn % 3 == 1:
-        return f"where is my order ORD1001? (chat {conversation}, turn {turn})"
+    order = f"ORD{1001 + (conversation + turn) % 40}"
+    if turn % 5 in (1, 4):
+        return f"where is my order {order}? (chat {conversation}, turn {turn})"
+    if turn % 5 == 3:
+        return f"Give me an overview of order {order} (chat {conversation}, turn {turn})"
     return f"thanks, that helps (chat {conversation}, turn {turn})"
 
 
@@ -154,6 +161,8 @@ async def conversation(
                         event = line[7:]
                         if event == "token" and first_token is None:
                             first_token = time.perf_counter()
+                    elif line.startswith("data: ") and event == "route":
+                        out.routes[json.loads(line[6:])["kind"]] += 1
                     elif line.startswith("data: ") and event in ("run_finished", "run_failed"):
                         data = json.loads(line[6:])
                         if event == "run_failed":
@@ -230,10 +239,7 @@ def measure(loads: list[Load]) -> list[tuple[str, Load, Outcome]]:
     with tempfile.TemporaryDirectory() as tmp, FakeLLMProcess() as fake:
         root = Path(tmp)
         skills = root / "skills"
-        shutil.copytree(
-            ROOT / "tests" / "fixtures" / "skills" / "storefront" / "order-lookup",
-            skills / "order-lookup",
-        )
+        shutil.copytree(ROOT / "skills", skills)  # the bundled skills, as `serve` has them
         with psycopg.connect(POSTGRES, autocommit=True) as conn:
             conn.execute(f"CREATE SCHEMA {schema}")
         pg = f"{POSTGRES}?options=-csearch_path%3D{schema}"
@@ -285,6 +291,7 @@ def report(label: str, load: Load, out: Outcome) -> None:
     )
     if out.errors:
         print(f"  errors: {dict(Counter(out.errors))}", flush=True)
+    print(f"{'':<24} {'':<12} routes: {dict(sorted(out.routes.items()))}", flush=True)
 
 
 def main() -> None:

@@ -17,8 +17,8 @@ to another), the route step writes it and goes straight to the experts: no plan 
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
@@ -47,16 +47,14 @@ from agents.state.transcript import Transcript
 from agents.workflows.conversation import WorkflowTurns
 from agents.workflows.matcher import WorkflowMatcher
 
-R = TypeVar("R")
 
-
-def on_loop(step: Callable[[ThreadState], R]) -> Callable[[ThreadState], Awaitable[R]]:
+def on_loop(step: Callable[[ThreadState], Any]) -> Any:
     """``step`` as a coroutine. LangGraph runs a plain function (a node, an edge's path) in
     the default thread pool when the graph runs asynchronously: a hop to a worker thread and
     back, and a tussle for the GIL, for microseconds of work (twice a turn, measured)."""
 
     @functools.wraps(step)
-    async def run(state: ThreadState) -> R:
+    async def run(state: ThreadState) -> Any:
         return step(state)
 
     return run
