@@ -124,6 +124,9 @@ class Server:
         self.log.close()
 
 
+WARM_UP = Load("warm-up", 20, 5, 0.05, 0.0)
+
+
 def message(conversation: int, turn: int) -> str:
     order = f"ORD{1001 + (conversation + turn) % 40}"
     if turn % 5 in (1, 4):
@@ -161,7 +164,7 @@ async def conversation(
                         event = line[7:]
                         if event == "token" and first_token is None:
                             first_token = time.perf_counter()
-                    elif line.startswith("data: ") and event == "route":
+                    elif line.startswith("data: ") and event == "route_decided":
                         out.routes[json.loads(line[6:])["kind"]] += 1
                     elif line.startswith("data: ") and event in ("run_finished", "run_failed"):
                         data = json.loads(line[6:])
@@ -254,6 +257,11 @@ def measure(loads: list[Load]) -> list[tuple[str, Load, Outcome]]:
                 env = environment(fake, skills, url)
                 servers = [Server(env, data) for _ in range(count)]
                 try:
+                    # Not measured: the first turns of a process (the skills' vectors, the
+                    # query encoder's first passes, the workflow's first compile).
+                    fake.reset()
+                    fake.script(*[partial(load_reply, WARM_UP.latency_s)] * 400)
+                    asyncio.run(run_load(servers, fake.pid, WARM_UP))
                     for load in loads:
                         fake.reset()
                         calls = load.conversations * load.turns * 2
