@@ -354,28 +354,44 @@ def test_a_stopping_process_ends_its_stream_with_reconnect_and_finishes_the_run(
     assert not [x for x in b.logs() if x.get("event") in ("run.started", "run.resumed")]
 
 
-def test_a_run_a_stopping_process_cuts_off_is_resumed_by_the_other_at_once(
+def test_a_run_a_stopping_process_cuts_off_is_resumed_by_the_other_and_its_reader_follows(
     start_pair: PairStarter, fake_llm: FakeLLM
 ) -> None:
     a, b = start_pair(shutdown_grace_s="1")  # leases of 30 s: only the hand-over is quick
     fake_llm.script(Reply(content="Too late.", delay=8), Reply(content="Resumed answer."))
-    started = httpx.post(f"{a.url}/v1/threads/handover/runs", json={"message": "hello"})
-    run_id = started.json()["id"]
-    assert run_status(a, "handover", run_id, "running")["status"] == "running"
-    time.sleep(0.5)  # A waits for the model
-    stopped_at = time.monotonic()
-    a.proc.send_signal(signal.SIGTERM)
+    body = {"message": "hello", "stream": True}
+    with httpx.Client(timeout=60) as http:
+        with http.stream("POST", f"{a.url}/v1/threads/handover/runs", json=body) as first:
+            run_id = first.headers["X-Run-Id"]
+            lines = first.iter_lines()
+            read_events(lines, stop_after=2)  # under way: A waits for the model
+            time.sleep(0.5)
+            stopped_at = time.monotonic()
+            a.proc.send_signal(signal.SIGTERM)
+            told = json.loads(read_events(lines)[-1]["data"])
+        assert told["reason"] == "shutting_down"
+        # Read on through B: the run A cut off ends with where it goes on, nothing else.
+        _, moved = stream_from(
+            http, "GET", b.url + told["url"], headers={"Last-Event-ID": told["last_event_id"]}
+        )
+        assert [e["event"] for e in moved] == ["reconnect"]
+        onward = json.loads(moved[0]["data"])
+        assert onward["reason"] == "resumed"
+        assert onward["run_id"] != run_id
+        assert onward["url"] == f"/v1/threads/handover/runs/{onward['run_id']}/stream"
+        _, after = stream_from(
+            http, "GET", b.url + onward["url"], headers={"Last-Event-ID": onward["last_event_id"]}
+        )
+    assert after[-1]["event"] == "run_finished"
+    assert "".join(json.loads(e["data"])["text"] for e in after if e["event"] == "token") == (
+        "Resumed answer."
+    )
     a.proc.wait(timeout=20)
     assert [x["runs_cut_off"] for x in a.logs() if x.get("event") == "service.stopped"] == [1]
-    ended = run_status(b, "handover", run_id, "failed")  # as A wrote it in Redis
+    ended = run_status(b, "handover", run_id, "failed")  # as B wrote it on resuming
     assert ended["error"]["code"] == "run_cancelled"
-    assert "resumed" in ended["error"]["message"]
-    deadline = time.monotonic() + 15
-    while True:
-        messages = httpx.get(f"{b.url}/v1/threads/handover").json().get("messages", [])
-        if len(messages) == 2 or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+    assert ended["resumed_as"] == onward["run_id"]
+    messages = httpx.get(f"{b.url}/v1/threads/handover").json().get("messages", [])
     assert [m["content"] for m in messages] == ["hello", "Resumed answer."]
     assert time.monotonic() - stopped_at < 15  # not the 30 s of a lease expiring
     assert [x for x in b.logs() if x.get("event") == "run.resumed"]
