@@ -197,6 +197,38 @@ class RunBus:
                 return  # ended (with no closing event: refused before it ran) or expired
             yield None
 
+    async def claim(self, thread_id: str, key: str, run_id: str) -> str:
+        """The run that answers the client's ``key`` on the thread, in whichever process:
+        ``run_id`` when no request brought the key before (it is claimed for ``retain_s``),
+        else the run that request started. Redis unreachable: ``run_id`` (this process
+        still joins the key's runs it has itself)."""
+        name = f"{self.prefix}:key:{thread_id}:{key}"
+        try:
+            if await self.client.set(name, run_id, nx=True, ex=max(1, int(self.retain_s))):
+                return run_id
+            found = await self.client.get(name)
+        except Exception as exc:
+            log.warning("bus.key_not_claimed", thread_id=thread_id, error=str(exc))
+            return run_id
+        return _text(found) if found else run_id
+
+    async def follow(self, run_id: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """A run another process runs, from its first event to its end, as (type, data):
+        a run cut off and resumed is followed to the run that took it over."""
+        while True:
+            onward = None
+            async for event in self.events(run_id):
+                if event is None:
+                    continue
+                data = json.loads(event.data)
+                if event.type == "reconnect" and data.get("reason") == "resumed":
+                    onward = str(data["run_id"])
+                    break
+                yield event.type, data
+            if onward is None:
+                return
+            run_id = onward
+
     async def publish(self, op: str, **fields: Any) -> int:
         """Tell every process (this one skips it): ``cancel`` (``run_id``), ``reload``,
         ``orphans``. Returns how many processes listen."""

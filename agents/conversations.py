@@ -197,6 +197,7 @@ class Conversations:
         owner: str | None = None,
         agent: str | None = None,
         guard: str | None = None,
+        run_id: str | None = None,
     ) -> AsyncIterator[Event]:
         """Run one turn, yielding its events; always ends with RunFinished or RunFailed.
 
@@ -219,6 +220,8 @@ class Conversations:
             agent: The agent acting for the owner (on-behalf-of), recorded beside it.
             guard: The user the thread must belong to, checked again once the run holds the
                 thread (a thread made meanwhile by another user fails the run, unread).
+            run_id: The new run's id (default: made up), when the caller had to know it
+                first (an ``Idempotency-Key`` claimed for it across processes).
 
         Raises:
             InvalidTurn: before any event, when a ClientTurn has no usable new message.
@@ -235,6 +238,7 @@ class Conversations:
             owner=owner,
             agent=agent,
             guard=guard,
+            run_id=run_id,
         )
         async for event in feed.read():
             yield event
@@ -253,6 +257,7 @@ class Conversations:
         agent: str | None = None,
         if_busy: str = "enqueue",
         guard: str | None = None,
+        run_id: str | None = None,
     ) -> RunFeed:
         """Start a run (or join the same one under way, as ``stream`` does) and return its
         feed at once: its id, status and events. ``if_busy="reject"``: a thread answering
@@ -276,7 +281,7 @@ class Conversations:
             )
         ctx = RunContext(
             thread_id=thread_id,
-            run_id=str(uuid.uuid4()),
+            run_id=run_id or str(uuid.uuid4()),
             profile=profile,
             target_skill=skill,
             target_workflow=workflow,

@@ -13,6 +13,7 @@ import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,38 @@ def test_a_conversation_alternates_between_two_processes(
     assert httpx.delete(f"{b.url}/v1/threads/shared").status_code == 204
     assert httpx.get(f"{a.url}/v1/threads/shared").status_code == 404
     assert httpx.get(a.url + upload.json()["url"]).status_code == 404
+
+
+def test_a_retry_with_the_same_idempotency_key_on_the_other_process_gets_the_first_runs_answer(
+    pair: tuple[Service, Service], fake_llm: FakeLLM
+) -> None:
+    a, b = pair
+    fake_llm.script(Reply(content="Only once.", delay=1.5), Reply(content="Twice!"))
+    fake_llm.allow_leftovers()  # "Twice!" is what a second run would have answered
+    headers = {"X-Thread-Id": "idem", "Idempotency-Key": "order-42"}
+    body: dict[str, Any] = {"model": "skilldesk", "messages": [{"role": "user", "content": "hi"}]}
+    url = "/v1/chat/completions"
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(httpx.post, a.url + url, json=body, headers=headers, timeout=60)
+        time.sleep(0.5)  # A answers it; the client gave up and tries again through B
+        with httpx.stream(
+            "POST", b.url + url, json={**body, "stream": True}, headers=headers, timeout=60
+        ) as retried:
+            assert retried.status_code == 200
+            chunks = [
+                json.loads(line[6:])
+                for line in retried.iter_lines()
+                if line.startswith("data: {")
+            ]
+        answered = first.result()
+    streamed = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
+    assert answered.json()["choices"][0]["message"]["content"] == streamed == "Only once."
+    later = httpx.post(b.url + url, json=body, headers=headers, timeout=60)  # after it ended
+    assert later.json()["choices"][0]["message"]["content"] == "Only once."
+    assert later.headers["X-Run-Id"] == answered.headers["X-Run-Id"]
+    assert len(fake_llm.requests) == 1  # one run, whichever process each try reached
+    thread = httpx.get(f"{b.url}/v1/threads/idem").json()
+    assert [m["content"] for m in thread["messages"]] == ["hi", "Only once."]
 
 
 def test_a_workflow_started_on_one_process_is_approved_through_the_other(

@@ -21,6 +21,7 @@ from app.api.deps import (
     PrincipalDep,
     ServicesDep,
     WithinBudget,
+    claim_key,
     reach_thread,
     run_target,
 )
@@ -92,6 +93,7 @@ async def list_models(services: ServicesDep) -> ModelsPublic:
         **error_responses(
             400,
             404,
+            409,
             413,
             500,
             502,
@@ -99,6 +101,8 @@ async def list_models(services: ServicesDep) -> ModelsPublic:
             504,
             notes={
                 404: "`X-Thread-Id` names another user's thread (`thread_not_found`).",
+                409: "The `Idempotency-Key` started a run that is no longer known "
+                "(`idempotency_key_reused`): send the request with a new key.",
                 400: "The request is malformed: not JSON (`invalid_json`), against the "
                 "schema (`invalid_request`), a bad `X-Thread-Id` (`invalid_thread_id`), "
                 "no new user message (`no_new_message`), client-side tools "
@@ -135,20 +139,27 @@ async def chat_completions(
     target.update(idempotency_key=idempotency_key, owner=principal.user, agent=principal.agent)
     target["guard"] = None if principal.sees_all else principal.user
     created = int(time.time())
+    target["run_id"], elsewhere = await claim_key(services, thread_id, idempotency_key)
     if not body.stream:
-        result = await conversations.run(thread_id, turn, **target)  # InvalidTurn: a 400
+        if elsewhere is not None:  # a retry of a request another process answers
+            result = await _last(elsewhere)
+        else:
+            result = await conversations.run(thread_id, turn, **target)  # InvalidTurn: a 400
         if isinstance(result, RunFailed):
             raise model_error(result.code, result.message)
         response.headers["X-Thread-Id"] = thread_id
         response.headers["X-Run-Id"] = result.run_id
         return _completion(result, body.model, created)
 
-    events = conversations.stream(thread_id, turn, **target)
+    events = elsewhere or conversations.stream(thread_id, turn, **target)
     # Read up to the first answer event before answering, so a failure that comes first
     # (all retries and fallbacks exhausted) is a plain HTTP error rather than a broken stream.
-    first = await anext(events)  # InvalidTurn comes first, before any event: a 400
-    while not isinstance(first, Token | RunFinished | RunFailed):
-        first = await anext(events)
+    try:
+        first = await anext(events)  # InvalidTurn comes first, before any event: a 400
+        while not isinstance(first, Token | RunFinished | RunFailed):
+            first = await anext(events)
+    except StopAsyncIteration:  # only a run elsewhere whose keys expired ends unfinished
+        raise _key_run_gone() from None
     if isinstance(first, RunFailed):
         raise model_error(first.code, first.message)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
@@ -156,6 +167,25 @@ async def chat_completions(
         _sse(first, events, model=body.model, created=created, include_usage=include_usage),
         media_type="text/event-stream",
         headers={"X-Thread-Id": thread_id, "Cache-Control": "no-cache"},
+    )
+
+
+async def _last(events: AsyncIterator[Event]) -> RunFinished | RunFailed:
+    """How a run another process answers ended (its stream always ends with one of the two;
+    keys that expired meanwhile: a failure saying so)."""
+    async for event in events:
+        if isinstance(event, RunFinished | RunFailed):
+            return event
+    raise _key_run_gone()
+
+
+def _key_run_gone() -> ApiError:
+    return ApiError(
+        409,
+        "idempotency_key_reused",
+        "The run this Idempotency-Key started is no longer known; send the request with a "
+        "new key.",
+        param="Idempotency-Key",
     )
 
 
