@@ -132,9 +132,7 @@ def test_a_retry_with_the_same_idempotency_key_on_the_other_process_gets_the_fir
         ) as retried:
             assert retried.status_code == 200
             chunks = [
-                json.loads(line[6:])
-                for line in retried.iter_lines()
-                if line.startswith("data: {")
+                json.loads(line[6:]) for line in retried.iter_lines() if line.startswith("data: {")
             ]
         answered = first.result()
     streamed = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)

@@ -183,8 +183,7 @@ def _key_run_gone() -> ApiError:
     return ApiError(
         409,
         "idempotency_key_reused",
-        "The run this Idempotency-Key started is no longer known; send the request with a "
-        "new key.",
+        "The run this Idempotency-Key started is no longer known; send the request with a new key.",
         param="Idempotency-Key",
     )
 
