@@ -93,7 +93,6 @@ async def list_models(services: ServicesDep) -> ModelsPublic:
         **error_responses(
             400,
             404,
-            409,
             413,
             500,
             502,
@@ -101,8 +100,6 @@ async def list_models(services: ServicesDep) -> ModelsPublic:
             504,
             notes={
                 404: "`X-Thread-Id` names another user's thread (`thread_not_found`).",
-                409: "The `Idempotency-Key` started a run that is no longer known "
-                "(`idempotency_key_reused`): send the request with a new key.",
                 400: "The request is malformed: not JSON (`invalid_json`), against the "
                 "schema (`invalid_request`), a bad `X-Thread-Id` (`invalid_thread_id`), "
                 "no new user message (`no_new_message`), client-side tools "
@@ -141,9 +138,10 @@ async def chat_completions(
     created = int(time.time())
     target["run_id"], elsewhere = await claim_key(services, thread_id, idempotency_key)
     if not body.stream:
-        if elsewhere is not None:  # a retry of a request another process answers
-            result = await _last(elsewhere)
-        else:
+        # A retry of a request another process answers: that run's end (None in the rare
+        # case its keys expired while it was read: then this process answers).
+        result = await _last(elsewhere) if elsewhere is not None else None
+        if result is None:
             result = await conversations.run(thread_id, turn, **target)  # InvalidTurn: a 400
         if isinstance(result, RunFailed):
             raise model_error(result.code, result.message)
@@ -151,15 +149,14 @@ async def chat_completions(
         response.headers["X-Run-Id"] = result.run_id
         return _completion(result, body.model, created)
 
-    events = elsewhere or conversations.stream(thread_id, turn, **target)
     # Read up to the first answer event before answering, so a failure that comes first
     # (all retries and fallbacks exhausted) is a plain HTTP error rather than a broken stream.
-    try:
-        first = await anext(events)  # InvalidTurn comes first, before any event: a 400
-        while not isinstance(first, Token | RunFinished | RunFailed):
-            first = await anext(events)
-    except StopAsyncIteration:  # only a run elsewhere whose keys expired ends unfinished
-        raise _key_run_gone() from None
+    events: AsyncIterator[Event] | None = elsewhere
+    first = await _first_answer(elsewhere) if elsewhere is not None else None
+    if events is None or first is None:
+        events = conversations.stream(thread_id, turn, **target)
+        first = await _first_answer(events)  # InvalidTurn comes first: a 400
+    assert first is not None  # a run's own events end with RunFinished or RunFailed
     if isinstance(first, RunFailed):
         raise model_error(first.code, first.message)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
@@ -170,22 +167,21 @@ async def chat_completions(
     )
 
 
-async def _last(events: AsyncIterator[Event]) -> RunFinished | RunFailed:
-    """How a run another process answers ended (its stream always ends with one of the two;
-    keys that expired meanwhile: a failure saying so)."""
+async def _first_answer(events: AsyncIterator[Event]) -> Event | None:
+    """The first token or end of a run's events; None if they end with neither (only a run
+    elsewhere whose keys expired while it was read does)."""
+    async for event in events:
+        if isinstance(event, Token | RunFinished | RunFailed):
+            return event
+    return None
+
+
+async def _last(events: AsyncIterator[Event]) -> RunFinished | RunFailed | None:
+    """How a run's events end (None: see ``_first_answer``)."""
     async for event in events:
         if isinstance(event, RunFinished | RunFailed):
             return event
-    raise _key_run_gone()
-
-
-def _key_run_gone() -> ApiError:
-    return ApiError(
-        409,
-        "idempotency_key_reused",
-        "The run this Idempotency-Key started is no longer known; send the request with a new key.",
-        param="Idempotency-Key",
-    )
+    return None
 
 
 def _thread_id(header: str | None) -> str:
