@@ -39,13 +39,13 @@ ConversationsDep = Annotated[Conversations, Depends(get_conversations)]
 
 async def claim_key(
     services: Services, thread_id: str, key: str | None
-) -> tuple[str | None, AsyncIterator[Token | RunFinished | RunFailed] | None]:
+) -> tuple[str | None, str | None]:
     """Where a request with an ``Idempotency-Key`` is answered when processes share Redis:
     ``(run_id, None)``, the id of the run it starts (the key is claimed for it), or
-    ``(None, events)``, the answer events of the run that a request with the same key
-    started in another process (a client's retry sent elsewhere by the load balancer: one
-    run, whatever process each try reached). ``(None, None)``: no key, no Redis, or the
-    key's run is in this process (``Conversations`` joins it by the key)."""
+    ``(None, run_id)``, the run that a request with the same key started in another process
+    (a client's retry sent elsewhere by the load balancer: one run, whatever process each
+    try reached). ``(None, None)``: no key, no Redis, or the key's run is in this process
+    (``Conversations`` joins it by the key) or gone."""
     bus = services.bus
     if key is None or bus is None:
         return None, None
@@ -54,14 +54,18 @@ async def claim_key(
     if owner == mine:
         return mine, None
     if services.conversations.get_run(owner) is not None or await bus.status(owner) is None:
-        return None, None  # here, or gone: a run of its own (joined here by the key if any)
+        return None, None
+    return None, owner
 
-    async def answer() -> AsyncIterator[Token | RunFinished | RunFailed]:
-        async for kind, data in bus.follow(owner):
-            if (event := answer_event(kind, data)) is not None:
-                yield event
 
-    return None, answer()
+async def answer_elsewhere(
+    services: Services, run_id: str
+) -> AsyncIterator[Token | RunFinished | RunFailed]:
+    """The answer's events of a run another process runs (``claim_key``), through Redis."""
+    assert services.bus is not None  # a run found elsewhere was found through it
+    async for kind, data in services.bus.follow(run_id):
+        if (event := answer_event(kind, data)) is not None:
+            yield event
 
 
 def run_target(

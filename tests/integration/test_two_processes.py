@@ -145,6 +145,32 @@ def test_a_retry_with_the_same_idempotency_key_on_the_other_process_gets_the_fir
     assert [m["content"] for m in thread["messages"]] == ["hi", "Only once."]
 
 
+def test_a_run_retried_with_its_key_through_the_other_process_is_the_same_run(
+    pair: tuple[Service, Service], fake_llm: FakeLLM
+) -> None:
+    a, b = pair
+    fake_llm.script(Reply(content=WORDS, stream_chunk_delay=0.05), Reply(content="Twice!"))
+    fake_llm.allow_leftovers()  # "Twice!" is what a second run would have answered
+    headers = {"Idempotency-Key": "story-7"}
+    body = {"message": "tell me a story", "stream": True}
+    url = "/v1/threads/keyed/runs"
+    with ThreadPoolExecutor(2) as pool, httpx.Client(timeout=60) as http:
+        first = pool.submit(stream_from, http, "POST", a.url + url, json=body, headers=headers)
+        time.sleep(0.5)
+        retried_headers, retried = stream_from(
+            http, "POST", b.url + url, json=body, headers=headers
+        )
+        first_headers, events = first.result()
+    assert retried_headers["X-Run-Id"] == first_headers["X-Run-Id"]
+    assert_whole(events)
+    assert_whole(retried)  # the same run's events from the first, through Redis
+    queued = httpx.post(b.url + url, json={**body, "stream": False}, headers=headers)
+    assert queued.status_code == 202
+    assert queued.json()["id"] == first_headers["X-Run-Id"]
+    assert queued.json()["status"] == "succeeded"
+    assert len(fake_llm.requests) == 1
+
+
 def test_a_workflow_started_on_one_process_is_approved_through_the_other(
     pair: tuple[Service, Service],
 ) -> None:

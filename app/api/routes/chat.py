@@ -21,6 +21,7 @@ from app.api.deps import (
     PrincipalDep,
     ServicesDep,
     WithinBudget,
+    answer_elsewhere,
     claim_key,
     reach_thread,
     run_target,
@@ -136,7 +137,8 @@ async def chat_completions(
     target.update(idempotency_key=idempotency_key, owner=principal.user, agent=principal.agent)
     target["guard"] = None if principal.sees_all else principal.user
     created = int(time.time())
-    target["run_id"], elsewhere = await claim_key(services, thread_id, idempotency_key)
+    target["run_id"], theirs = await claim_key(services, thread_id, idempotency_key)
+    elsewhere = answer_elsewhere(services, theirs) if theirs is not None else None
     if not body.stream:
         # A retry of a request another process answers: that run's end (None in the rare
         # case its keys expired while it was read: then this process answers).
