@@ -362,16 +362,30 @@ class Conversations:
         owner: str | None = None,
         agent: str | None = None,
     ) -> None:
-        """Run the turn into its feed, whoever reads it (the run goes on without readers)."""
+        """Run the turn into its feed, whoever reads it (the run goes on without readers).
+
+        The run's end is told once the thread is free again: a client that sends its next
+        message the moment it reads the answer (to another process, behind a load balancer)
+        finds the thread free, rather than waiting out a lease poll."""
         try:
+            ending: Event | None = None
             async with self.hold(ctx.thread_id):
                 feed.begin()
                 async for event in self._run(ctx, turn, callbacks, owner, agent, feed):
-                    feed.put(event)
-                await self._traced(feed)
+                    if isinstance(event, RunFinished | RunFailed):
+                        ending = event  # the last one
+                    else:
+                        feed.put(event)
+                await self._traced(feed, ending)
+            if ending is not None:
+                feed.put(ending)
         except (InvalidTurn, NothingToResume, ThreadNotFound) as exc:
             feed.close(exc)
         except asyncio.CancelledError:
+            if ending is not None:  # stopped as it let go of the thread: the run had ended
+                feed.put(ending)
+                feed.close()
+                raise
             if feed.cancel_requested:  # cancelled while queued: it never ran
                 feed.put(_cancelled(ctx))
                 feed.close()
@@ -391,12 +405,14 @@ class Conversations:
         finally:
             self._forget(ctx.thread_id, feed)
 
-    async def _traced(self, feed: RunFeed) -> None:
-        """Keep the run's trace (before its feed ends: a client that saw the end finds it)."""
+    async def _traced(self, feed: RunFeed, ending: Event | None) -> None:
+        """Keep the run's trace, ``ending`` its last event (before the feed tells the end: a
+        client that saw the end finds it)."""
         if self.traces is None:
             return
+        events = [*feed.events, ending] if ending is not None else feed.events
         try:
-            await self.traces.save(feed.thread_id, feed.run_id, feed.events, started=feed.started)
+            await self.traces.save(feed.thread_id, feed.run_id, events, started=feed.started)
         except Exception:  # the answer is written; a trace lost is not worth failing for
             log.exception("run.trace_not_saved")
 
