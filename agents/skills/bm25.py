@@ -11,10 +11,18 @@ import numpy as np
 
 _WORD = re.compile(r"[a-z0-9]+|[\u3400-\u9fff\uf900-\ufaff]+")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+# Function words, as in the usual English lists (NLTK's), and the pieces contractions leave
+# ("I'm" -> i, m): descriptions seldom hold them, so they would weigh as rare words. Not the
+# negations: "not working" says what a message is about.
 STOPWORDS = frozenset(
-    """a an and are as at be but by can could do does for from has have how i i'm if in is it
-    its me my of on or please should so that the their them there this to up us was we what
-    when where which who why will with would you your""".split()
+    """a about above after again against all am an and any are as at be because been before
+    being below between both but by can could d did do does doing down during each few for
+    from further had has have having he her here hers herself him himself his how i if in
+    into is it its itself just ll m ma me more most my myself now o of off on once only or
+    other our ours ourselves out over own please re s same she should so some such t than
+    that the their theirs them themselves then there these they this those through to too
+    under until up us ve very was we were what when where which while who whom why will with
+    would y you your yours yourself yourselves""".split()
 )
 
 

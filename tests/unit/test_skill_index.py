@@ -80,6 +80,11 @@ def test_a_word_and_its_inflections_become_one_token() -> None:
     assert tokenize("status analysis bus news") == ["status", "analysis", "bus", "new"]
 
 
+def test_function_words_and_pieces_of_contractions_are_dropped_but_not_negations() -> None:
+    text = "I'm looking for some of these, just out of curiosity: it's not working"
+    assert tokenize(text) == ["look", "curiosity", "not", "work"]
+
+
 def test_a_long_description_is_hardly_a_weaker_match_for_its_subject() -> None:
     short = "Currency exchange rates."
     long = "Currency exchange rates. " + "Real-time and historical data, many markets. " * 6
