@@ -6,6 +6,7 @@ import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 
@@ -42,6 +43,7 @@ def _measure(stem: str) -> int:
     return forms.count("vc") if forms else 0
 
 
+@lru_cache(maxsize=65536)  # a catalogue's words recur: each is stemmed once
 def _stem(word: str) -> str:
     """Plurals and -ed/-ing endings off, as Porter's step 1 does (ponies -> pony, rates ->
     rate, rated -> rate, pricing -> price, hopping -> hop), so that a word and its
