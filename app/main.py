@@ -115,6 +115,7 @@ def _gate(settings: Settings, services: Services) -> Gate:
             settings.rate_limit_per_minute,
             settings.redis_url,
             settings.rate_limit_tokens_per_minute,
+            settings.redis_prefix,
         ),
         tokens_per_minute=settings.rate_limit_tokens_per_minute,
         spend=services.spend,

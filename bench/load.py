@@ -1,15 +1,18 @@
 """Load: N concurrent conversations against real `skilldesk serve` processes.
 
 The scripted model server runs in a process of its own, answering every call after a set
-latency; a third of the turns ask for an order (the model calls the order tool, then
-answers), the rest are answered directly. Conversations start spread over one cycle, wait a
-think time (0.5-1.5x the mean) between their turns and keep their threads. Reported per setup:
-completed turns per second, the service's CPU
-ms per turn (user + system time of its processes), p50/p99 latency added over the model's and
-added time to the first token, errors, lost or duplicated messages (every thread's history is
-checked afterwards) and the service's memory. One process on the SQLite file and, in the same
-run, one and two processes on PostgreSQL (two: the client alternates between them, as a load
-balancer would); last, the ratio of two processes' turns per second to one's at saturation.
+latency. The service has the bundled skills and workflows; of every five turns, two ask for
+an order (an order expert: the model calls the order tool, then answers), one asks for an
+order overview (the `order-overview` workflow: two tools, one in parallel with an expert's
+model call, then its summary), two are answered directly. Conversations start spread over
+one cycle, wait a think time (0.5-1.5x the mean) between their turns and keep their threads.
+Reported per setup: completed turns per second, the service's CPU ms per turn (user +
+system time of its processes) with the load client's and the model server's beside it,
+p50/p99 latency added over the model's and added time to the first token, errors, lost or
+duplicated messages (every thread's history is checked afterwards), the routes taken and
+the service's memory. One process on the SQLite file and, in the same run, one and two
+processes on PostgreSQL (two: the client alternates between them, as a load balancer
+would); last, the ratio of two processes' turns per second to one's at saturation.
 Threads are not summarised (a summary would take scripted replies and move the earliest
 messages out of the history the check reads).
 Run: .venv/bin/python -m bench.load [--quick]
@@ -68,9 +71,18 @@ class Outcome:
     first_token_ms: list[float] = field(default_factory=list)
     seconds: float = 0.0
     cpu_ms: float = 0.0
+    client_cpu_ms: float = 0.0
+    model_cpu_ms: float = 0.0
     rss_mb: float = 0.0
     lost: int = 0
     duplicated: int = 0
+    routes: Counter[str] = field(default_factory=Counter)
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 class Server:
@@ -98,8 +110,7 @@ class Server:
         raise RuntimeError(f"the service did not start; see {self.log.name}")
 
     def cpu_s(self) -> float:
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
+        return cpu_s(self.proc.pid)
 
     def rss_mb(self) -> float:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
@@ -113,9 +124,15 @@ class Server:
         self.log.close()
 
 
+WARM_UP = Load("warm-up", 20, 5, 0.05, 0.0)
+
+
 def message(conversation: int, turn: int) -> str:
-    if turn % 3 == 1:
-        return f"where is my order ORD1001? (chat {conversation}, turn {turn})"
+    order = f"ORD{1001 + (conversation + turn) % 40}"
+    if turn % 5 in (1, 4):
+        return f"where is my order {order}? (chat {conversation}, turn {turn})"
+    if turn % 5 == 3:
+        return f"Give me an overview of order {order} (chat {conversation}, turn {turn})"
     return f"thanks, that helps (chat {conversation}, turn {turn})"
 
 
@@ -147,6 +164,8 @@ async def conversation(
                         event = line[7:]
                         if event == "token" and first_token is None:
                             first_token = time.perf_counter()
+                    elif line.startswith("data: ") and event == "route_decided":
+                        out.routes[json.loads(line[6:])["kind"]] += 1
                     elif line.startswith("data: ") and event in ("run_finished", "run_failed"):
                         data = json.loads(line[6:])
                         if event == "run_failed":
@@ -178,10 +197,11 @@ async def check_histories(urls: list[str], threads: list[str], load: Load, out: 
             out.duplicated += len(said) - len(set(said))
 
 
-async def run_load(servers: list[Server], load: Load) -> Outcome:
+async def run_load(servers: list[Server], model_pid: int, load: Load) -> Outcome:
     out = Outcome()
     urls = [s.url for s in servers]
     cpu = [s.cpu_s() for s in servers]
+    client_cpu, model_cpu = time.process_time(), cpu_s(model_pid)
     limits = httpx.Limits(max_connections=load.conversations * 2)
     async with httpx.AsyncClient(timeout=120, limits=limits) as client:
         started = time.perf_counter()
@@ -190,6 +210,8 @@ async def run_load(servers: list[Server], load: Load) -> Outcome:
         )
         out.seconds = time.perf_counter() - started
     out.cpu_ms = sum(s.cpu_s() - c for s, c in zip(servers, cpu, strict=True)) * 1000
+    out.client_cpu_ms = (time.process_time() - client_cpu) * 1000
+    out.model_cpu_ms = (cpu_s(model_pid) - model_cpu) * 1000
     out.rss_mb = sum(s.rss_mb() for s in servers)
     await check_histories(urls, list(threads), load, out)
     return out
@@ -220,10 +242,7 @@ def measure(loads: list[Load]) -> list[tuple[str, Load, Outcome]]:
     with tempfile.TemporaryDirectory() as tmp, FakeLLMProcess() as fake:
         root = Path(tmp)
         skills = root / "skills"
-        shutil.copytree(
-            ROOT / "tests" / "fixtures" / "skills" / "storefront" / "order-lookup",
-            skills / "order-lookup",
-        )
+        shutil.copytree(ROOT / "skills", skills)  # the bundled skills, as `serve` has them
         with psycopg.connect(POSTGRES, autocommit=True) as conn:
             conn.execute(f"CREATE SCHEMA {schema}")
         pg = f"{POSTGRES}?options=-csearch_path%3D{schema}"
@@ -238,11 +257,16 @@ def measure(loads: list[Load]) -> list[tuple[str, Load, Outcome]]:
                 env = environment(fake, skills, url)
                 servers = [Server(env, data) for _ in range(count)]
                 try:
+                    # Not measured: the first turns of a process (the skills' vectors, the
+                    # query encoder's first passes, the workflow's first compile).
+                    fake.reset()
+                    fake.script(*[partial(load_reply, WARM_UP.latency_s)] * 400)
+                    asyncio.run(run_load(servers, fake.pid, WARM_UP))
                     for load in loads:
                         fake.reset()
                         calls = load.conversations * load.turns * 2
                         fake.script(*[partial(load_reply, load.latency_s)] * calls)
-                        outcome = asyncio.run(run_load(servers, load))
+                        outcome = asyncio.run(run_load(servers, fake.pid, load))
                         results.append((label, load, outcome))
                         report(label, load, outcome)
                 finally:
@@ -266,8 +290,16 @@ def report(label: str, load: Load, out: Outcome) -> None:
         f"dup {out.duplicated}  rss {out.rss_mb:.0f} MB",
         flush=True,
     )
+    turns = max(out.turns, 1)
+    print(
+        f"{'':<24} {'':<12} beside it, per turn: load client cpu "
+        f"{out.client_cpu_ms / turns:.1f} ms, model server cpu {out.model_cpu_ms / turns:.1f} ms "
+        f"(machine: {os.cpu_count()} cores)",
+        flush=True,
+    )
     if out.errors:
         print(f"  errors: {dict(Counter(out.errors))}", flush=True)
+    print(f"{'':<24} {'':<12} routes: {dict(sorted(out.routes.items()))}", flush=True)
 
 
 def main() -> None:

@@ -132,7 +132,7 @@ class OpenAITransport:
                 text = await response.text(errors="replace")
                 raise ProviderStatusError(response.status, _error_message(text), response.headers)
             if request.get("stream"):
-                events = AsyncEvents(_lines(response.content), response.release)
+                events = AsyncEvents(_reads(response.content), response.release)
                 response = None  # released when the stream closes
                 return events
             return _whole(await response.text(errors="replace"))
@@ -188,22 +188,30 @@ def _env_proxy(url: str) -> tuple[Any, Any]:
 _AUTH: Any = {"security": {"bearer_auth": True}}
 
 
-async def _lines(content: Any) -> AsyncIterator[str]:
-    """The lines of an aiohttp body as it arrives (no line-length limit)."""
+async def _reads(content: Any) -> AsyncIterator[list[str]]:
+    """The lines of an aiohttp body as it arrives, those of one network read together (no
+    line-length limit)."""
     pending = b""
     async for data in content.iter_any():
         *lines, pending = (pending + data).split(b"\n")
-        for line in lines:
-            yield line.rstrip(b"\r").decode("utf-8", errors="replace")
+        if lines:
+            yield [line.rstrip(b"\r").decode("utf-8", errors="replace") for line in lines]
     if pending:
-        yield pending.rstrip(b"\r").decode("utf-8", errors="replace")
+        yield [pending.rstrip(b"\r").decode("utf-8", errors="replace")]
 
 
 class AsyncEvents:
-    """The chunks of a streamed completion, read off its server-sent events as dicts."""
+    """The chunks of a streamed completion, read off its server-sent events as dicts.
 
-    def __init__(self, lines: AsyncIterator[str], release: Callable[[], Any]) -> None:
-        self._chunks = _chunks_of(_aiter_events(lines))
+    ``reads`` gives the lines of each network read. The text pieces that arrived in one read
+    become one chunk: a server that sends faster than it is read (or a proxy that buffers)
+    delivers dozens of pieces at once, and each piece would cost a trip through LangChain's
+    callbacks, the graph's stream and the client's events (1.4 ms of CPU a turn measured
+    under load). Pieces that arrive apart stay apart, so the stream stays as live as it came.
+    """
+
+    def __init__(self, reads: AsyncIterator[list[str]], release: Callable[[], Any]) -> None:
+        self._chunks = _chunks_of(_aiter_events(reads))
         self._release = release
 
     def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
@@ -229,13 +237,15 @@ class Events:
         self._release()
 
 
-async def _aiter_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]]:
+async def _aiter_events(reads: AsyncIterator[list[str]]) -> AsyncIterator[list[tuple[str, str]]]:
+    """The events that each read completed (reads that complete none give nothing)."""
     events = _EventReader()
-    async for line in lines:
-        if (event := events.feed(line)) is not None:
-            yield event
+    async for lines in reads:
+        done = [event for line in lines if (event := events.feed(line)) is not None]
+        if done:
+            yield done
     if (event := events.feed("")) is not None:
-        yield event
+        yield [event]
 
 
 def _iter_events(lines: Iterator[str]) -> Iterator[tuple[str, str]]:
@@ -276,12 +286,48 @@ class _EventReader:
 # call opens a new one).
 
 
-async def _chunks_of(events: AsyncIterator[tuple[str, str]]) -> AsyncIterator[dict[str, Any]]:
+async def _chunks_of(
+    batches: AsyncIterator[list[tuple[str, str]]],
+) -> AsyncIterator[dict[str, Any]]:
     done = False
-    async for event, data in events:
-        done = done or data.strip() == "[DONE]"
-        if not done:
-            yield _chunk(event, data)
+    async for batch in batches:
+        joined: dict[str, Any] | None = None
+        for event, data in batch:
+            done = done or data.strip() == "[DONE]"
+            if done:
+                break
+            chunk = _chunk(event, data)
+            if joined is not None and _text_piece(joined) and _text_piece(chunk):
+                delta = joined["choices"][0]["delta"]
+                delta["content"] += chunk["choices"][0]["delta"]["content"]
+                continue
+            if joined is not None:
+                yield joined
+            joined = chunk
+        if joined is not None:
+            yield joined
+
+
+_TEXT_PIECE_CHOICE = {"index", "delta", "finish_reason", "logprobs"}
+
+
+def _text_piece(chunk: dict[str, Any]) -> bool:
+    """A chunk that only carries text: one choice, its delta content (and maybe the role),
+    nothing that ends the choice or counts tokens; two of them in a row can be one."""
+    choices = chunk["choices"]
+    if len(choices) != 1 or chunk.get("usage"):
+        return False
+    choice = choices[0]
+    delta = choice["delta"]
+    return (
+        choice.keys() <= _TEXT_PIECE_CHOICE
+        and not choice.get("finish_reason")
+        and not choice.get("logprobs")
+        and isinstance(delta, dict)
+        and isinstance(delta.get("content"), str)
+        and delta.keys() <= {"content", "role"}
+        and choice.get("index", 0) == 0
+    )
 
 
 def _chunks_in(events: Iterator[tuple[str, str]]) -> Iterator[dict[str, Any]]:

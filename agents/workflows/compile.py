@@ -75,7 +75,8 @@ def compile_workflow(
 
 
 def _chooser(node_id: str, after: list[str], joins: set[str]) -> Any:
-    def choose(state: WorkflowState) -> list[str] | str:
+    # A coroutine: LangGraph runs a plain path function in its thread pool (a thread hop).
+    async def choose(state: WorkflowState) -> list[str] | str:
         chosen = (state.get("goto") or {}).get(node_id)
         targets = after if chosen is None else chosen
         targets = [t for t in targets if t not in joins]  # a join's own edge waits for it

@@ -65,19 +65,22 @@ class MemoryRateLimiter:
 
 
 class RedisRateLimiter:
-    """The same window in Redis (``INCR`` and ``EXPIRE``), shared by every process."""
+    """The same window in Redis (``INCR`` and ``EXPIRE``), shared by every process whose
+    keys start with ``prefix`` (``SKILLDESK_REDIS_PREFIX``: services sharing one Redis keep
+    their counts apart)."""
 
-    def __init__(self, per_minute: int, url: str) -> None:
+    def __init__(self, per_minute: int, url: str, prefix: str = "skilldesk") -> None:
         import redis.asyncio as redis
 
         self.per_minute = per_minute
+        self.prefix = prefix
         self.client: Any = redis.Redis.from_url(url)
 
     async def hit(self, key: str) -> float | None:
         """See ``RateLimiter.hit``."""
         now = time.time()
         window = int(now // 60)
-        name = f"skilldesk:ratelimit:{key}:{window}"
+        name = f"{self.prefix}:ratelimit:{key}:{window}"
         async with self.client.pipeline(transaction=True) as pipe:
             pipe.incr(name)
             pipe.expire(name, 120)
@@ -86,7 +89,7 @@ class RedisRateLimiter:
 
     async def add_tokens(self, key: str, tokens: int) -> None:
         """See ``RateLimiter.add_tokens``."""
-        name = f"skilldesk:tokens:{key}:{int(time.time() // 60)}"
+        name = f"{self.prefix}:tokens:{key}:{int(time.time() // 60)}"
         async with self.client.pipeline(transaction=True) as pipe:
             pipe.incrby(name, tokens)
             pipe.expire(name, 120)
@@ -96,7 +99,7 @@ class RedisRateLimiter:
         """See ``RateLimiter.tokens_over``."""
         now = time.time()
         window = int(now // 60)
-        used = int(await self.client.get(f"skilldesk:tokens:{key}:{window}") or 0)
+        used = int(await self.client.get(f"{self.prefix}:tokens:{key}:{window}") or 0)
         return None if used < limit else (window + 1) * 60 - now
 
     async def aclose(self) -> None:
@@ -105,7 +108,10 @@ class RedisRateLimiter:
 
 
 def rate_limiter(
-    per_minute: int, redis_url: str | None, tokens_per_minute: int = 0
+    per_minute: int,
+    redis_url: str | None,
+    tokens_per_minute: int = 0,
+    redis_prefix: str = "skilldesk",
 ) -> RateLimiter | None:
     """The limiter the settings ask for (None: no limit). A limit of 0 is none; with only a
     token limit, requests are counted against no limit."""
@@ -113,5 +119,5 @@ def rate_limiter(
         return None
     per_minute = per_minute if per_minute > 0 else 2**62
     if redis_url:
-        return RedisRateLimiter(per_minute, redis_url)
+        return RedisRateLimiter(per_minute, redis_url, redis_prefix)
     return MemoryRateLimiter(per_minute)

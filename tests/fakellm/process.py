@@ -60,6 +60,13 @@ class FakeLLMProcess:
                 self._process.kill()
             self._process = None
 
+    @property
+    def pid(self) -> int:
+        """The serving process's id (for its CPU time)."""
+        if self._process is None:
+            raise RuntimeError("FakeLLMProcess is not running")
+        return int(self._process.pid)
+
     def _ask(self, name: str, *args: Any) -> Any:
         if self._conn is None:
             raise RuntimeError("FakeLLMProcess is not running")

@@ -49,7 +49,8 @@ def test_non_streamed_answer_comes_from_the_model(client: TestClient, fake_llm: 
 
 
 def test_streamed_answer_is_openai_chunks_with_usage(client: TestClient, fake_llm: FakeLLM) -> None:
-    fake_llm.script(Reply(content="It ships today, by courier."))
+    # Pieces the model sends apart reach the client apart (those of one read are joined).
+    fake_llm.script(Reply(content="It ships today, by courier.", stream_chunk_delay=0.02))
     response = client.post(
         "/v1/chat/completions",
         json={"messages": [USER], "stream": True, "stream_options": {"include_usage": True}},

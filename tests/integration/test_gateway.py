@@ -81,7 +81,7 @@ async def test_answer_comes_from_the_model_server_with_usage_recorded(
 
 
 async def test_streaming_yields_several_chunks_and_usage(tmp_path: Path, fake_llm: FakeLLM) -> None:
-    fake_llm.script(Reply(content="one two three four"))
+    fake_llm.script(Reply(content="one two three four", stream_chunk_delay=0.02))
     gateway = gateway_for(tmp_path, fake_llm)
     chunks = [c async for c in gateway.chat_model().astream(HELLO)]
     assert all(isinstance(c, AIMessageChunk) for c in chunks)

@@ -113,7 +113,7 @@ async def test_a_whole_answer_comes_back_with_its_usage(
 async def test_a_streamed_answer_comes_in_pieces_with_its_usage(
     tmp_path: Path, path: str, fake_llm: FakeLLM
 ) -> None:
-    fake_llm.script(Reply(content="one two three four"))
+    fake_llm.script(Reply(content="one two three four", stream_chunk_delay=0.02))
     gateway = gateway_for(tmp_path, path, fake_llm)
     chunks = [c async for c in gateway.chat_model().astream(HELLO)]
     assert len([c for c in chunks if c.content]) >= 3

@@ -20,9 +20,10 @@ class Response:
         self.lines = text.split("\n")
         self.closed = False
 
-    async def aiter_lines(self) -> AsyncIterator[str]:
-        for line in self.lines:
-            yield line
+    async def reads(self, together: int = 1) -> AsyncIterator[list[str]]:
+        """The lines as network reads would give them, ``together`` lines a read."""
+        for start in range(0, len(self.lines), together):
+            yield self.lines[start : start + together]
 
     def iter_lines(self) -> list[str]:
         return self.lines
@@ -34,8 +35,10 @@ class Response:
         self.closed = True
 
 
-def _async(response: Response) -> tuple[AsyncIterator[str], Callable[[], Awaitable[None]]]:
-    return response.aiter_lines(), response.aclose
+def _async(
+    response: Response,
+) -> tuple[AsyncIterator[list[str]], Callable[[], Awaitable[None]]]:
+    return response.reads(), response.aclose
 
 
 STREAM = (
@@ -52,13 +55,44 @@ STREAM = (
 
 async def test_events_become_chunks_until_done() -> None:
     response = Response(STREAM)
-    events = AsyncEvents(response.aiter_lines(), response.aclose)
+    events = AsyncEvents(response.reads(), response.aclose)
     chunks = [chunk async for chunk in events]
     assert [c["choices"][0]["delta"]["content"] for c in chunks[:2]] == ["Hel", "lo"]
     assert chunks[2]["usage"] == {"prompt_tokens": 3}
     assert len(chunks) == 3  # nothing after [DONE]
     await events.close()
     assert response.closed
+
+
+PIECES = (
+    'data: {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}\n\n'
+    'data: {"choices": [{"index": 0, "delta": {"content": "It "}}]}\n\n'
+    'data: {"choices": [{"index": 0, "delta": {"content": "ships"}}]}\n\n'
+    'data: {"choices": [{"index": 0, "delta": {"content": " today"}}]}\n\n'
+    'data: {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1"}]}}]}\n\n'
+    'data: {"choices": [{"index": 0, "delta": {"content": "."}}]}\n\n'
+    'data: {"choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "stop"}]}\n\n'
+    'data: {"choices": [], "usage": {"prompt_tokens": 3}}\n\n'
+    "data: [DONE]\n\n"
+)
+
+
+async def test_text_pieces_of_one_read_become_one_chunk_and_nothing_else_is_joined() -> None:
+    response = Response(PIECES)
+    at_once = [c async for c in AsyncEvents(response.reads(len(response.lines)), response.aclose)]
+    deltas = [c["choices"][0]["delta"] if c["choices"] else None for c in at_once]
+    assert deltas[0] == {"role": "assistant", "content": "It ships today"}
+    assert deltas[1] == {"tool_calls": [{"index": 0, "id": "c1"}]}  # never joined
+    assert deltas[2] == {"content": "."}
+    assert at_once[3]["choices"][0]["finish_reason"] == "stop"  # its own chunk
+    assert at_once[4]["usage"] == {"prompt_tokens": 3}
+    assert len(at_once) == 5
+    # Read apart (two lines make one event), the pieces stay apart: the stream stays live.
+    apart = [c async for c in AsyncEvents(response.reads(2), response.aclose)]
+    assert len(apart) == 8
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in apart[:6]) == (
+        "It ships today."
+    )
 
 
 def test_blocking_reader_reads_the_same() -> None:

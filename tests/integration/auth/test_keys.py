@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -214,6 +215,27 @@ def test_over_the_rate_a_key_gets_429_with_retry_after(keyed_settings: Any, shar
         assert over.json()["error"]["code"] == "rate_limited"
         assert 1 <= int(over.headers["Retry-After"]) <= 60
         assert other.get("/v1/me", headers=bearer("bob")).status_code == 200  # per key
+
+
+def test_services_with_their_own_redis_prefix_count_apart(keyed_settings: Any) -> None:
+    _not_at_a_minute_edge()
+    base = {"rate_limit_per_minute": 2, "redis_url": "redis://127.0.0.1:6379/0"}
+    prefix = f"rl-{uuid.uuid4().hex[:8]}"
+    one = keyed_settings.model_copy(update={**base, "redis_prefix": f"{prefix}-a"})
+    other = keyed_settings.model_copy(update={**base, "redis_prefix": f"{prefix}-b"})
+    with TestClient(create_app(one)) as a, TestClient(create_app(other)) as b:
+        assert [a.get("/v1/me", headers=bearer("alice")).status_code for _ in range(3)] == [
+            200,
+            200,
+            429,
+        ]
+        assert b.get("/v1/me", headers=bearer("alice")).status_code == 200  # its own count
+    import redis
+
+    client = redis.Redis.from_url(base["redis_url"])
+    assert list(client.scan_iter(f"{prefix}-a:ratelimit:*"))  # under the service's prefix
+    for name in client.scan_iter(f"{prefix}-*"):
+        client.delete(name)
 
 
 def _flush_redis() -> None:
