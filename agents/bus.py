@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from typing import Any
 
 import structlog
 
-from agents.events import Event, event_data, event_name
+from agents.events import Event, RunFailed, event_data, event_name
 from agents.feed import RunFeed
 
 log = structlog.get_logger(__name__)
@@ -32,9 +33,22 @@ log = structlog.get_logger(__name__)
 STREAM_MAXLEN = 10_000  # events kept per run (approximately: Redis trims whole nodes)
 LIVE_TTL_S = 3600  # a running run's keys, renewed at every write
 POLL_S = 1.0  # a shared reader's longest block: it looks whether its process is stopping
-ENDS = frozenset({"run_finished", "run_failed"})
+ENDS = frozenset({"run_finished", "run_failed", "reconnect"})  # a stream's last event
 
 Handler = Callable[[dict[str, Any]], object]  # quick: long work goes into a task of its own
+
+
+def reconnect_data(thread_id: str, run_id: str, last_event_id: int, reason: str) -> dict[str, Any]:
+    """What a ``reconnect`` event says: read run ``run_id`` on at its stream's URL, after
+    ``last_event_id``. ``reason``: ``shutting_down`` (this process stops; the run goes on
+    elsewhere) or ``resumed`` (the run was cut off and goes on as this other run)."""
+    return {
+        "thread_id": thread_id,
+        "run_id": run_id,
+        "url": f"/v1/threads/{thread_id}/runs/{run_id}/stream",
+        "last_event_id": str(last_event_id),
+        "reason": reason,
+    }
 
 
 @dataclass(frozen=True)
@@ -115,6 +129,41 @@ class RunBus:
                 except Exception as exc:  # readers elsewhere miss it; the run goes on
                     log.warning("bus.write_failed", error=str(exc), events=len(batch))
 
+    async def resumed(self, run_id: str, thread_id: str, to: RunFeed | None) -> None:
+        """End the shared stream of run ``run_id`` (cut off by a process that stopped or
+        died) with a ``reconnect`` to run ``to``, which goes on from its last checkpoint, or
+        with ``run_failed`` when nothing was left to run (the answer is in the thread); its
+        status says so. Readers in any process follow."""
+        key = self._events(run_id)
+        try:
+            last = await self.client.xrevrange(key, count=1)
+            seq = int(_text(last[0][0]).rsplit("-", 1)[1]) + 1 if last else 1
+            status = await self.status(run_id) or {"id": run_id, "thread_id": thread_id}
+            message = "The service stopped during the run; the conversation so far is kept."
+            if to is not None:
+                kind = "reconnect"
+                data = reconnect_data(thread_id, to.run_id, 0, "resumed")
+                message += f" It went on from its last step as run {to.run_id}."
+            else:
+                ended = RunFailed(thread_id, run_id, "run_cancelled", message)
+                kind, data = event_name(ended), event_data(ended)
+            status.update(
+                status="failed",
+                events=seq,
+                ended=time.time(),
+                error={"code": "run_cancelled", "message": message},
+                resumed_as=to.run_id if to is not None else None,
+            )
+            ttl = max(1, int(self.retain_s))
+            async with self.client.pipeline(transaction=False) as pipe:
+                fields = {"t": kind, "d": json.dumps(data, ensure_ascii=False)}
+                pipe.xadd(key, fields, id=f"0-{seq}", maxlen=STREAM_MAXLEN, approximate=True)
+                pipe.set(self._status(run_id), json.dumps(status), ex=ttl)
+                pipe.expire(key, ttl)
+                await pipe.execute()
+        except Exception as exc:  # its readers wait for the keys to expire; the run goes on
+            log.warning("bus.resumed_not_written", run_id=run_id, error=str(exc))
+
     async def flushed(self) -> None:
         """Return once everything pending is written."""
         while self._writer is not None and not self._writer.done():
@@ -147,6 +196,38 @@ class RunBus:
             if ended and (status is None or status["events"] <= last):
                 return  # ended (with no closing event: refused before it ran) or expired
             yield None
+
+    async def claim(self, thread_id: str, key: str, run_id: str) -> str:
+        """The run that answers the client's ``key`` on the thread, in whichever process:
+        ``run_id`` when no request brought the key before (it is claimed for ``retain_s``),
+        else the run that request started. Redis unreachable: ``run_id`` (this process
+        still joins the key's runs it has itself)."""
+        name = f"{self.prefix}:key:{thread_id}:{key}"
+        try:
+            if await self.client.set(name, run_id, nx=True, ex=max(1, int(self.retain_s))):
+                return run_id
+            found = await self.client.get(name)
+        except Exception as exc:
+            log.warning("bus.key_not_claimed", thread_id=thread_id, error=str(exc))
+            return run_id
+        return _text(found) if found else run_id
+
+    async def follow(self, run_id: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """A run another process runs, from its first event to its end, as (type, data):
+        a run cut off and resumed is followed to the run that took it over."""
+        while True:
+            onward = None
+            async for event in self.events(run_id):
+                if event is None:
+                    continue
+                data = json.loads(event.data)
+                if event.type == "reconnect" and data.get("reason") == "resumed":
+                    onward = str(data["run_id"])
+                    break
+                yield event.type, data
+            if onward is None:
+                return
+            run_id = onward
 
     async def publish(self, op: str, **fields: Any) -> int:
         """Tell every process (this one skips it): ``cancel`` (``run_id``), ``reload``,

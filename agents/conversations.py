@@ -197,6 +197,7 @@ class Conversations:
         owner: str | None = None,
         agent: str | None = None,
         guard: str | None = None,
+        run_id: str | None = None,
     ) -> AsyncIterator[Event]:
         """Run one turn, yielding its events; always ends with RunFinished or RunFailed.
 
@@ -219,6 +220,8 @@ class Conversations:
             agent: The agent acting for the owner (on-behalf-of), recorded beside it.
             guard: The user the thread must belong to, checked again once the run holds the
                 thread (a thread made meanwhile by another user fails the run, unread).
+            run_id: The new run's id (default: made up), when the caller had to know it
+                first (an ``Idempotency-Key`` claimed for it across processes).
 
         Raises:
             InvalidTurn: before any event, when a ClientTurn has no usable new message.
@@ -235,6 +238,7 @@ class Conversations:
             owner=owner,
             agent=agent,
             guard=guard,
+            run_id=run_id,
         )
         async for event in feed.read():
             yield event
@@ -253,6 +257,7 @@ class Conversations:
         agent: str | None = None,
         if_busy: str = "enqueue",
         guard: str | None = None,
+        run_id: str | None = None,
     ) -> RunFeed:
         """Start a run (or join the same one under way, as ``stream`` does) and return its
         feed at once: its id, status and events. ``if_busy="reject"``: a thread answering
@@ -276,7 +281,7 @@ class Conversations:
             )
         ctx = RunContext(
             thread_id=thread_id,
-            run_id=str(uuid.uuid4()),
+            run_id=run_id or str(uuid.uuid4()),
             profile=profile,
             target_skill=skill,
             target_workflow=workflow,
@@ -334,9 +339,9 @@ class Conversations:
 
     async def aclose(self, grace_s: float = 0.0) -> list[str]:
         """Stop: runs under way may end within ``grace_s`` of ``drain``; those still going
-        are stopped then, each ending as failed, their threads' leases released and records
-        left ``running``, so another process (or this one's next start) resumes them.
-        Returns those threads."""
+        are stopped then, each ending as failed here (elsewhere, with Redis, as under way
+        until resumed), their threads' leases released and records left ``running``, so
+        another process (or this one's next start) resumes them. Returns those threads."""
         told = self.stopping  # by a signal (``drain``); otherwise no grace: stop now
         self.drain()
         left = grace_s - (time.monotonic() - told) if told is not None else 0
@@ -375,6 +380,9 @@ class Conversations:
             if self.stopping is not None and feed.started is not None:  # handed over
                 message += " It is resumed from its last step (by another process, or this "
                 message += "one when it starts again): its answer will be in the thread."
+                # Elsewhere the run stays under way until the process that resumes it says
+                # where it goes on (``FeedMirror.resumed``); readers there wait, then follow.
+                feed.mirror = None
             feed.put(RunFailed(ctx.thread_id, ctx.run_id, "run_cancelled", message))
             feed.close()
             raise
@@ -474,7 +482,7 @@ class Conversations:
                     await self.graph.aupdate_state(_config(ctx.thread_id), {"messages": fixes})
                 new = unless_retried(history, with_ids(messages))
                 ctx.turn_id = turn_id(history, new)
-                await self._opened(ctx.thread_id, history, new, owner, agent)
+                await self._opened(ctx.thread_id, ctx.run_id, history, new, owner, agent)
                 run_input = {**upgrade, "messages": new, "schema_version": SCHEMA_VERSION}
             steps = self.graph.astream(
                 run_input,
@@ -508,26 +516,27 @@ class Conversations:
     async def _opened(
         self,
         thread_id: str,
+        run_id: str,
         history: list[BaseMessage],
         new: list[BaseMessage],
         owner: str | None,
         agent: str | None = None,
     ) -> None:
-        """The thread's record says a run is under way (a process that dies leaves it so,
-        and the next one resumes it: ``Threads.resume_orphans``); a thread's first message
-        gives it its record and title (no model call)."""
+        """The thread's record says a run is under way, and which (a process that dies leaves
+        it so, and the next one resumes it: ``Threads.resume_orphans``); a thread's first
+        message gives it its record and title (no model call)."""
         if self.records is None:
             return
         record = await self.records.get(thread_id)
         if record is not None:  # created empty (POST /v1/threads): named by its first message
             named = history or record.get("title") not in (None, "", "New conversation")
             naming = {} if named else {"title": title_from(last_user_text(new))}
-            await self.records.save(record, status="running", **naming)
+            await self.records.save(record, status="running", run_id=run_id, **naming)
             return
         first = next((m for m in history if m.type == "human"), None)  # a thread from before
         title = title_from(first.text if first is not None else last_user_text(new))
         await self.records.create(
-            thread_id, owner=owner, title=title, status="running", agent=agent
+            thread_id, owner=owner, title=title, status="running", agent=agent, run_id=run_id
         )
 
     async def _closed(

@@ -164,6 +164,26 @@ def event_name(event: Event) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in type(event).__name__)[1:]
 
 
+def answer_event(kind: str, data: dict[str, Any]) -> Token | RunFinished | RunFailed | None:
+    """The answer's events back from their type and data (as ``event_data`` wrote them,
+    another process's run read through Redis); None for the other kinds."""
+    if kind == "token":
+        return Token(str(data.get("text", "")), str(data.get("node", "")))
+    if kind == "run_finished":
+        message = AIMessage(content=str(data.get("answer") or ""))
+        usage = dict(data.get("usage") or {})
+        return RunFinished(data["thread_id"], data["run_id"], message, usage)
+    if kind == "run_failed":
+        return RunFailed(
+            data["thread_id"],
+            data["run_id"],
+            str(data.get("code", "")),
+            str(data.get("message", "")),
+            dict(data.get("details") or {}),
+        )
+    return None
+
+
 def event_data(event: Event) -> dict[str, Any]:
     """The event's fields as JSON-ready data (a finished run: its answer's text and usage)."""
     if isinstance(event, RunFinished):

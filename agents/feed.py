@@ -33,6 +33,11 @@ class FeedMirror(Protocol):
         """The run has a new event (``event``) or a new status; returns at once."""
         ...
 
+    async def resumed(self, run_id: str, thread_id: str, to: RunFeed | None) -> None:
+        """Run ``run_id``, cut off by a process that stopped or died, goes on as ``to``
+        (None: there was nothing left to run): its readers elsewhere are told."""
+        ...
+
 
 class RunFeed:
     """The events of one run so far, and the end of it.

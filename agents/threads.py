@@ -307,31 +307,40 @@ class Threads:
 
     # Runs a dead process left.
 
-    async def orphans(self) -> list[str]:
-        """Threads whose record says a run is under way that no process is running: not in
-        this process, and (on PostgreSQL) no live lease in another."""
+    async def orphans(self) -> dict[str, str | None]:
+        """Threads whose record says a run is under way that no process is running (not in
+        this process, and on PostgreSQL no live lease in another), with that run's id."""
         found = await self.records.documents.find(THREAD, status="running", limit=1000)
-        return [
-            r["thread_id"]
+        return {
+            r["thread_id"]: r.get("run_id")
             for r in found
             if not self.conversations.busy(r["thread_id"])
             and not await lease_alive(self.saver, r["thread_id"])
-        ]
+        }
 
     async def resume_orphans(self) -> list[str]:
-        """Resume each run a process that died left (from its last checkpoint: steps that
-        finished do not run again, side effects are not repeated); returns the threads."""
+        """Resume each run a process that died or stopped left (from its last checkpoint:
+        steps that finished do not run again, side effects are not repeated); returns the
+        threads. With Redis, readers of the run cut off are told where it goes on (its
+        stream ends with a ``reconnect`` to the resumed run's)."""
         resumed = []
-        for thread_id in await self.orphans():
-            log.info("thread.resuming_orphan", thread_id=thread_id)
+        mirror = self.conversations.mirror
+        for thread_id, cut in (await self.orphans()).items():
+            log.info("thread.resuming_orphan", thread_id=thread_id, run_id=cut)
+            waiting = cut if mirror is not None else None  # its readers elsewhere wait
             try:
-                async for _ in self.conversations.stream(thread_id, RESUME):
-                    pass
+                feed = self.conversations.start(thread_id, RESUME)
+                async for _ in feed.read():
+                    if waiting is not None and mirror is not None:  # a step of it ran
+                        await mirror.resumed(waiting, thread_id, feed)
+                        waiting = None
                 resumed.append(thread_id)
             except NothingToResume:  # it had ended; only its record had not been told
                 await self.records.update(thread_id, status="idle")
             except Exception:  # one thread's trouble must not stop the others'
                 log.exception("thread.resume_failed", thread_id=thread_id)
+            if waiting is not None and mirror is not None:
+                await mirror.resumed(waiting, thread_id, None)
         return resumed
 
     async def keep_resuming(self, interval_s: float) -> None:

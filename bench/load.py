@@ -5,7 +5,8 @@ latency. The service has the bundled skills and workflows; of every five turns, 
 an order (an order expert: the model calls the order tool, then answers), one asks for an
 order overview (the `order-overview` workflow: two tools, one in parallel with an expert's
 model call, then its summary), two are answered directly. Conversations start spread over
-one cycle, wait a think time (0.5-1.5x the mean) between their turns and keep their threads.
+one cycle, wait a think time (0.5-1.5x the mean) between their turns and keep their threads;
+each turn carries an Idempotency-Key, and one that failed in transit is sent once more.
 Reported per setup: completed turns per second, the service's CPU ms per turn (user +
 system time of its processes) with the load client's and the model server's beside it,
 p50/p99 latency added over the model's and added time to the first token, errors, lost or
@@ -77,6 +78,7 @@ class Outcome:
     lost: int = 0
     duplicated: int = 0
     routes: Counter[str] = field(default_factory=Counter)
+    retried: list[str] = field(default_factory=list)
 
 
 def cpu_s(pid: int) -> float:
@@ -136,6 +138,47 @@ def message(conversation: int, turn: int) -> str:
     return f"thanks, that helps (chat {conversation}, turn {turn})"
 
 
+async def one_turn(
+    client: httpx.AsyncClient,
+    url: str,
+    thread: str,
+    key: str,
+    text: str,
+    started: float,
+    load: Load,
+    out: Outcome,
+) -> None:
+    """Send one message and read its run's events to the end."""
+    first_token = None
+    async with client.stream(
+        "POST",
+        f"{url}/v1/threads/{thread}/runs/stream",
+        json={"message": text},
+        headers={"Idempotency-Key": key},
+    ) as response:
+        if response.status_code != 200:
+            out.errors.append(f"HTTP {response.status_code}")
+            return
+        event = ""
+        async for line in response.aiter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+                if event == "token" and first_token is None:
+                    first_token = time.perf_counter()
+            elif line.startswith("data: ") and event == "route_decided":
+                out.routes[json.loads(line[6:])["kind"]] += 1
+            elif line.startswith("data: ") and event in ("run_finished", "run_failed"):
+                data = json.loads(line[6:])
+                if event == "run_failed":
+                    out.errors.append(data.get("code", "run_failed"))
+                    return
+                model_s = data["usage"].get("model_calls", 1) * load.latency_s
+                out.added_ms.append((time.perf_counter() - started - model_s) * 1000)
+                if first_token is not None:
+                    out.first_token_ms.append((first_token - started - model_s) * 1000)
+                out.turns += 1
+
+
 async def conversation(
     client: httpx.AsyncClient, urls: list[str], number: int, load: Load, out: Outcome
 ) -> str:
@@ -146,40 +189,18 @@ async def conversation(
     # think times of half to one and a half times the mean.
     await asyncio.sleep(rng.uniform(0, load.think_s + load.latency_s) if load.think_s else 0)
     for turn in range(load.turns):
-        url = urls[(number + turn) % len(urls)]
         started = time.perf_counter()
-        first_token = None
-        try:
-            async with client.stream(
-                "POST",
-                f"{url}/v1/threads/{thread}/runs/stream",
-                json={"message": message(number, turn)},
-            ) as response:
-                if response.status_code != 200:
-                    out.errors.append(f"HTTP {response.status_code}")
-                    continue
-                event = ""
-                async for line in response.aiter_lines():
-                    if line.startswith("event: "):
-                        event = line[7:]
-                        if event == "token" and first_token is None:
-                            first_token = time.perf_counter()
-                    elif line.startswith("data: ") and event == "route_decided":
-                        out.routes[json.loads(line[6:])["kind"]] += 1
-                    elif line.startswith("data: ") and event in ("run_finished", "run_failed"):
-                        data = json.loads(line[6:])
-                        if event == "run_failed":
-                            out.errors.append(data.get("code", "run_failed"))
-                        else:
-                            calls = data["usage"].get("model_calls", 1)
-                            model_s = calls * load.latency_s
-                            ended = time.perf_counter()
-                            out.added_ms.append((ended - started - model_s) * 1000)
-                            if first_token is not None:
-                                out.first_token_ms.append((first_token - started - model_s) * 1000)
-                            out.turns += 1
-        except httpx.HTTPError as exc:
-            out.errors.append(type(exc).__name__)
+        # As a careful client does: each turn with an Idempotency-Key, and a request that
+        # failed in transit sent once more (through the other process, when there are two),
+        # which gets the same run's events from the first rather than a second run.
+        key = f"{thread}-{turn}"
+        for attempt in range(2):
+            url = urls[(number + turn + attempt) % len(urls)]
+            try:
+                await one_turn(client, url, thread, key, message(number, turn), started, load, out)
+                break
+            except httpx.HTTPError as exc:
+                (out.errors if attempt else out.retried).append(type(exc).__name__)
         await asyncio.sleep(load.think_s * rng.uniform(0.5, 1.5))
     return thread
 
@@ -299,6 +320,8 @@ def report(label: str, load: Load, out: Outcome) -> None:
     )
     if out.errors:
         print(f"  errors: {dict(Counter(out.errors))}", flush=True)
+    if out.retried:
+        print(f"  sent again after a transport error: {dict(Counter(out.retried))}", flush=True)
     print(f"{'':<24} {'':<12} routes: {dict(sorted(out.routes.items()))}", flush=True)
 
 

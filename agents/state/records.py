@@ -28,6 +28,7 @@ class ThreadRecord(TypedDict, total=False):
     messages: int
     forked_from: dict[str, str] | None
     agent: str | None  # the agent that acts for the owner (on-behalf-of), if one made it
+    run_id: str  # the run under way (status ``running``), for the process that resumes it
 
 
 def title_from(text: str) -> str:
@@ -61,6 +62,7 @@ class ThreadRecords:
         status: ThreadStatus = "idle",
         forked_from: dict[str, str] | None = None,
         agent: str | None = None,
+        run_id: str | None = None,
     ) -> ThreadRecord:
         """Write a new thread's record."""
         now = time.time()
@@ -76,6 +78,8 @@ class ThreadRecords:
         )
         if agent is not None:
             record["agent"] = agent
+        if run_id is not None:
+            record["run_id"] = run_id
         await self._put(record)
         return record
 

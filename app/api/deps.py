@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import structlog
@@ -10,6 +12,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from agents.conversations import Conversations
 from agents.errors import ThreadNotFound
+from agents.events import RunFailed, RunFinished, Token, answer_event
 from agents.feed import USAGE_SINK
 from agents.state.spend import seconds_to_midnight
 from app.api.errors import ApiError
@@ -32,6 +35,37 @@ def get_conversations(request: Request) -> Conversations:
 ServicesDep = Annotated[Services, Depends(get_services)]
 TARGET = "skilldesk"  # the model name of the service itself (``skilldesk/workflow/NAME``...)
 ConversationsDep = Annotated[Conversations, Depends(get_conversations)]
+
+
+async def claim_key(
+    services: Services, thread_id: str, key: str | None
+) -> tuple[str | None, str | None]:
+    """Where a request with an ``Idempotency-Key`` is answered when processes share Redis:
+    ``(run_id, None)``, the id of the run it starts (the key is claimed for it), or
+    ``(None, run_id)``, the run that a request with the same key started in another process
+    (a client's retry sent elsewhere by the load balancer: one run, whatever process each
+    try reached). ``(None, None)``: no key, no Redis, or the key's run is in this process
+    (``Conversations`` joins it by the key) or gone."""
+    bus = services.bus
+    if key is None or bus is None:
+        return None, None
+    mine = str(uuid.uuid4())
+    owner = await bus.claim(thread_id, key, mine)
+    if owner == mine:
+        return mine, None
+    if services.conversations.get_run(owner) is not None or await bus.status(owner) is None:
+        return None, None
+    return None, owner
+
+
+async def answer_elsewhere(
+    services: Services, run_id: str
+) -> AsyncIterator[Token | RunFinished | RunFailed]:
+    """The answer's events of a run another process runs (``claim_key``), through Redis."""
+    assert services.bus is not None  # a run found elsewhere was found through it
+    async for kind, data in services.bus.follow(run_id):
+        if (event := answer_event(kind, data)) is not None:
+            yield event
 
 
 def run_target(

@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
-from agents.bus import RunBus
+from agents.bus import RunBus, reconnect_data
 from agents.events import Event, event_data, event_name
 from agents.feed import RunFeed
 
@@ -33,13 +32,7 @@ def raw_frame(kind: str, data: str, seq: int | None = None) -> str:
 def reconnect(thread_id: str, run_id: str, seen: int) -> str:
     """The last event of a stream whose process is stopping: the run goes on (here for a
     grace period, or resumed elsewhere); read on at ``url`` with ``Last-Event-ID``."""
-    data: dict[str, Any] = {
-        "thread_id": thread_id,
-        "run_id": run_id,
-        "url": f"/v1/threads/{thread_id}/runs/{run_id}/stream",
-        "last_event_id": str(seen),
-        "reason": "shutting_down",
-    }
+    data = reconnect_data(thread_id, run_id, seen, "shutting_down")
     return f"event: reconnect\nretry: {RECONNECT_MS}\ndata: {json.dumps(data)}\n\n"
 
 

@@ -105,7 +105,7 @@ def test_the_streamed_answer_is_announced_and_the_keyboard_goes_through_the_chat
 
     page.get_by_role("link", name="Skip to content").focus()  # the page's first stop
     order = [page.evaluate(FOCUSED)]
-    for _ in range(12):
+    for _ in range(13):
         page.keyboard.press("Tab")
         order.append(page.evaluate(FOCUSED))
     assert order[:9] == [
@@ -119,8 +119,9 @@ def test_the_streamed_answer_is_announced_and_the_keyboard_goes_through_the_chat
         "Rename",
         "Delete",
     ]
-    assert order[9].startswith("How this answer was reached")
-    assert order[10:] == ["Message", "Attach a file", "Send"]
+    assert order[9] == "Edit this message: hello"  # the message, then its answer
+    assert order[10].startswith("How this answer was reached")
+    assert order[11:] == ["Message", "Attach a file", "Send"]
     page.keyboard.press("Shift+Tab")
     page.keyboard.press("Shift+Tab")
     page.keyboard.press("Shift+Tab")

@@ -13,6 +13,7 @@ import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,62 @@ def test_a_conversation_alternates_between_two_processes(
     assert httpx.delete(f"{b.url}/v1/threads/shared").status_code == 204
     assert httpx.get(f"{a.url}/v1/threads/shared").status_code == 404
     assert httpx.get(a.url + upload.json()["url"]).status_code == 404
+
+
+def test_a_retry_with_the_same_idempotency_key_on_the_other_process_gets_the_first_runs_answer(
+    pair: tuple[Service, Service], fake_llm: FakeLLM
+) -> None:
+    a, b = pair
+    fake_llm.script(Reply(content="Only once.", delay=1.5), Reply(content="Twice!"))
+    fake_llm.allow_leftovers()  # "Twice!" is what a second run would have answered
+    headers = {"X-Thread-Id": "idem", "Idempotency-Key": "order-42"}
+    body: dict[str, Any] = {"model": "skilldesk", "messages": [{"role": "user", "content": "hi"}]}
+    url = "/v1/chat/completions"
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(httpx.post, a.url + url, json=body, headers=headers, timeout=60)
+        time.sleep(0.5)  # A answers it; the client gave up and tries again through B
+        with httpx.stream(
+            "POST", b.url + url, json={**body, "stream": True}, headers=headers, timeout=60
+        ) as retried:
+            assert retried.status_code == 200
+            chunks = [
+                json.loads(line[6:]) for line in retried.iter_lines() if line.startswith("data: {")
+            ]
+        answered = first.result()
+    streamed = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
+    assert answered.json()["choices"][0]["message"]["content"] == streamed == "Only once."
+    later = httpx.post(b.url + url, json=body, headers=headers, timeout=60)  # after it ended
+    assert later.json()["choices"][0]["message"]["content"] == "Only once."
+    assert later.headers["X-Run-Id"] == answered.headers["X-Run-Id"]
+    assert len(fake_llm.requests) == 1  # one run, whichever process each try reached
+    thread = httpx.get(f"{b.url}/v1/threads/idem").json()
+    assert [m["content"] for m in thread["messages"]] == ["hi", "Only once."]
+
+
+def test_a_run_retried_with_its_key_through_the_other_process_is_the_same_run(
+    pair: tuple[Service, Service], fake_llm: FakeLLM
+) -> None:
+    a, b = pair
+    fake_llm.script(Reply(content=WORDS, stream_chunk_delay=0.05), Reply(content="Twice!"))
+    fake_llm.allow_leftovers()  # "Twice!" is what a second run would have answered
+    headers = {"Idempotency-Key": "story-7"}
+    body = {"message": "tell me a story", "stream": True}
+    url = "/v1/threads/keyed/runs"
+    with ThreadPoolExecutor(2) as pool, httpx.Client(timeout=60) as http:
+        first = pool.submit(stream_from, http, "POST", a.url + url, json=body, headers=headers)
+        time.sleep(0.5)
+        retried_headers, retried = stream_from(
+            http, "POST", b.url + url, json=body, headers=headers
+        )
+        first_headers, events = first.result()
+    assert retried_headers["X-Run-Id"] == first_headers["X-Run-Id"]
+    assert_whole(events)
+    assert_whole(retried)  # the same run's events from the first, through Redis
+    queued = httpx.post(b.url + url, json={**body, "stream": False}, headers=headers)
+    assert queued.status_code == 202
+    assert queued.json()["id"] == first_headers["X-Run-Id"]
+    assert queued.json()["status"] == "succeeded"
+    assert len(fake_llm.requests) == 1
 
 
 def test_a_workflow_started_on_one_process_is_approved_through_the_other(
@@ -354,28 +411,44 @@ def test_a_stopping_process_ends_its_stream_with_reconnect_and_finishes_the_run(
     assert not [x for x in b.logs() if x.get("event") in ("run.started", "run.resumed")]
 
 
-def test_a_run_a_stopping_process_cuts_off_is_resumed_by_the_other_at_once(
+def test_a_run_a_stopping_process_cuts_off_is_resumed_by_the_other_and_its_reader_follows(
     start_pair: PairStarter, fake_llm: FakeLLM
 ) -> None:
     a, b = start_pair(shutdown_grace_s="1")  # leases of 30 s: only the hand-over is quick
     fake_llm.script(Reply(content="Too late.", delay=8), Reply(content="Resumed answer."))
-    started = httpx.post(f"{a.url}/v1/threads/handover/runs", json={"message": "hello"})
-    run_id = started.json()["id"]
-    assert run_status(a, "handover", run_id, "running")["status"] == "running"
-    time.sleep(0.5)  # A waits for the model
-    stopped_at = time.monotonic()
-    a.proc.send_signal(signal.SIGTERM)
+    body = {"message": "hello", "stream": True}
+    with httpx.Client(timeout=60) as http:
+        with http.stream("POST", f"{a.url}/v1/threads/handover/runs", json=body) as first:
+            run_id = first.headers["X-Run-Id"]
+            lines = first.iter_lines()
+            read_events(lines, stop_after=2)  # under way: A waits for the model
+            time.sleep(0.5)
+            stopped_at = time.monotonic()
+            a.proc.send_signal(signal.SIGTERM)
+            told = json.loads(read_events(lines)[-1]["data"])
+        assert told["reason"] == "shutting_down"
+        # Read on through B: the run A cut off ends with where it goes on, nothing else.
+        _, moved = stream_from(
+            http, "GET", b.url + told["url"], headers={"Last-Event-ID": told["last_event_id"]}
+        )
+        assert [e["event"] for e in moved] == ["reconnect"]
+        onward = json.loads(moved[0]["data"])
+        assert onward["reason"] == "resumed"
+        assert onward["run_id"] != run_id
+        assert onward["url"] == f"/v1/threads/handover/runs/{onward['run_id']}/stream"
+        _, after = stream_from(
+            http, "GET", b.url + onward["url"], headers={"Last-Event-ID": onward["last_event_id"]}
+        )
+    assert after[-1]["event"] == "run_finished"
+    assert "".join(json.loads(e["data"])["text"] for e in after if e["event"] == "token") == (
+        "Resumed answer."
+    )
     a.proc.wait(timeout=20)
     assert [x["runs_cut_off"] for x in a.logs() if x.get("event") == "service.stopped"] == [1]
-    ended = run_status(b, "handover", run_id, "failed")  # as A wrote it in Redis
+    ended = run_status(b, "handover", run_id, "failed")  # as B wrote it on resuming
     assert ended["error"]["code"] == "run_cancelled"
-    assert "resumed" in ended["error"]["message"]
-    deadline = time.monotonic() + 15
-    while True:
-        messages = httpx.get(f"{b.url}/v1/threads/handover").json().get("messages", [])
-        if len(messages) == 2 or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+    assert ended["resumed_as"] == onward["run_id"]
+    messages = httpx.get(f"{b.url}/v1/threads/handover").json().get("messages", [])
     assert [m["content"] for m in messages] == ["hello", "Resumed answer."]
     assert time.monotonic() - stopped_at < 15  # not the 30 s of a lease expiring
     assert [x for x in b.logs() if x.get("event") == "run.resumed"]

@@ -36,3 +36,24 @@ async def test_a_reader_that_reconnects_gets_the_events_after_its_last_id_in_one
     feed.close()
     chunks = [sse_events(chunk) async for chunk in follow(feed, 2, keepalive_s=5)]
     assert [[e["id"] for e in chunk] for chunk in chunks] == [["3", "4"]]
+
+
+def test_the_answers_events_read_back_from_another_process_are_the_ones_written() -> None:
+    # A run elsewhere reaches a retried chat request as (type, data) through Redis.
+    from agents.events import RunFailed, answer_event, event_data, event_name
+
+    written = [
+        Token(text="Ship", node="expert"),
+        RunFinished("t1", "r1", AIMessage(content="Shipped."), {"total_tokens": 9}),
+        RunFailed("t1", "r2", "model_unavailable", "The model is down.", {"profile": "main"}),
+    ]
+    read = [answer_event(event_name(e), json.loads(json.dumps(event_data(e)))) for e in written]
+    assert read[0] == written[0]
+    assert isinstance(read[1], RunFinished)
+    assert (read[1].run_id, read[1].message.text, read[1].usage) == (
+        "r1",
+        "Shipped.",
+        {"total_tokens": 9},
+    )
+    assert read[2] == written[2]
+    assert answer_event("node_started", {"node": "route"}) is None

@@ -21,6 +21,8 @@ from app.api.deps import (
     PrincipalDep,
     ServicesDep,
     WithinBudget,
+    answer_elsewhere,
+    claim_key,
     reach_thread,
     run_target,
 )
@@ -135,20 +137,28 @@ async def chat_completions(
     target.update(idempotency_key=idempotency_key, owner=principal.user, agent=principal.agent)
     target["guard"] = None if principal.sees_all else principal.user
     created = int(time.time())
+    target["run_id"], theirs = await claim_key(services, thread_id, idempotency_key)
+    elsewhere = answer_elsewhere(services, theirs) if theirs is not None else None
     if not body.stream:
-        result = await conversations.run(thread_id, turn, **target)  # InvalidTurn: a 400
+        # A retry of a request another process answers: that run's end (None in the rare
+        # case its keys expired while it was read: then this process answers).
+        result = await _last(elsewhere) if elsewhere is not None else None
+        if result is None:
+            result = await conversations.run(thread_id, turn, **target)  # InvalidTurn: a 400
         if isinstance(result, RunFailed):
             raise model_error(result.code, result.message)
         response.headers["X-Thread-Id"] = thread_id
         response.headers["X-Run-Id"] = result.run_id
         return _completion(result, body.model, created)
 
-    events = conversations.stream(thread_id, turn, **target)
     # Read up to the first answer event before answering, so a failure that comes first
     # (all retries and fallbacks exhausted) is a plain HTTP error rather than a broken stream.
-    first = await anext(events)  # InvalidTurn comes first, before any event: a 400
-    while not isinstance(first, Token | RunFinished | RunFailed):
-        first = await anext(events)
+    events: AsyncIterator[Event] | None = elsewhere
+    first = await _first_answer(elsewhere) if elsewhere is not None else None
+    if events is None or first is None:
+        events = conversations.stream(thread_id, turn, **target)
+        first = await _first_answer(events)  # InvalidTurn comes first: a 400
+    assert first is not None  # a run's own events end with RunFinished or RunFailed
     if isinstance(first, RunFailed):
         raise model_error(first.code, first.message)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
@@ -157,6 +167,23 @@ async def chat_completions(
         media_type="text/event-stream",
         headers={"X-Thread-Id": thread_id, "Cache-Control": "no-cache"},
     )
+
+
+async def _first_answer(events: AsyncIterator[Event]) -> Event | None:
+    """The first token or end of a run's events; None if they end with neither (only a run
+    elsewhere whose keys expired while it was read does)."""
+    async for event in events:
+        if isinstance(event, Token | RunFinished | RunFailed):
+            return event
+    return None
+
+
+async def _last(events: AsyncIterator[Event]) -> RunFinished | RunFailed | None:
+    """How a run's events end (None: see ``_first_answer``)."""
+    async for event in events:
+        if isinstance(event, RunFinished | RunFailed):
+            return event
+    return None
 
 
 def _thread_id(header: str | None) -> str:

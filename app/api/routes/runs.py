@@ -10,12 +10,20 @@ from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from langchain_core.messages import HumanMessage
 
 from agents.errors import RunNotFound
 from agents.feed import RunFeed
-from app.api.deps import PrincipalDep, ServicesDep, WithinBudget, reach_thread, run_target
+from app.api.deps import (
+    IdempotencyKey,
+    PrincipalDep,
+    ServicesDep,
+    WithinBudget,
+    claim_key,
+    reach_thread,
+    run_target,
+)
 from app.api.errors import error_responses
 from app.api.openapi import named_events
 from app.api.routes.threads import NO_THREAD, ThreadId
@@ -64,12 +72,23 @@ EVENTS = {
     },
 )
 async def create_run(
-    services: ServicesDep, principal: PrincipalDep, thread_id: ThreadId, body: RunCreate
+    services: ServicesDep,
+    principal: PrincipalDep,
+    thread_id: ThreadId,
+    body: RunCreate,
+    idempotency_key: IdempotencyKey = None,
 ) -> Any:
     """Start a run of one message: the run at once (202; follow it at `.../stream`), or with
-    `stream: true` its events. It goes on if the client disconnects, unless asked not to."""
+    `stream: true` its events. It goes on if the client disconnects, unless asked not to.
+    With an `Idempotency-Key`, the same request sent again (whichever process it reaches)
+    gets the first one's run."""
     await reach_thread(services, principal, thread_id, may_be_new=True)
     target = run_target(services, model=body.model, skill=body.skill, workflow=body.workflow)
+    run_id, theirs = await claim_key(services, thread_id, idempotency_key)
+    if theirs is not None:  # a retry of a request another process answers: its run
+        answer = await _elsewhere(services, thread_id, theirs, stream=body.stream)
+        if answer is not None:
+            return answer
     feed = services.conversations.start(
         thread_id,
         [HumanMessage(body.message)],
@@ -78,6 +97,8 @@ async def create_run(
         agent=principal.agent,
         if_busy=body.if_busy,
         guard=None if principal.sees_all else principal.user,
+        idempotency_key=idempotency_key,
+        run_id=run_id,
     )
     if not body.stream:
         return JSONResponse(
@@ -204,6 +225,26 @@ async def _find(
     if shared is not None and shared.get("thread_id") == thread_id:
         return shared
     raise RunNotFound(f"thread {thread_id!r} has no run {run_id!r} (or it ended long ago)")
+
+
+async def _elsewhere(
+    services: Services, thread_id: str, run_id: str, *, stream: bool
+) -> Response | None:
+    """A run another process runs, as ``create_run`` answers a run: its status, or its
+    events from the first; None if its keys expired meanwhile (then this process runs it)."""
+    assert services.bus is not None  # a run found elsewhere was found through it
+    if not stream:
+        status = await services.bus.status(run_id)
+        if status is None:
+            return None
+        return JSONResponse(
+            _public(status).model_dump(),
+            status_code=202,
+            headers={"X-Thread-Id": thread_id, "X-Run-Id": run_id},
+        )
+    keepalive = services.settings.sse_keepalive_s
+    events = follow_shared(services.bus, thread_id, run_id, 0, keepalive, services.leaving)
+    return _sse_response(events, thread_id, run_id)
 
 
 def _stream(

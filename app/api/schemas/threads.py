@@ -376,6 +376,11 @@ class ChatRunPublic(BaseModel):
     answer: str | None = Field(description="The answer, once it succeeded.")
     error: RunErrorPublic | None = Field(description="How it failed or was cancelled.")
     cancel_requested: bool = Field(description="A cancel was asked for.")
+    resumed_as: str | None = Field(
+        None,
+        description="A run cut off by a process that stopped or died goes on from its last "
+        "step as this run (with Redis; its stream ended with a `reconnect` event to it).",
+    )
     usage: dict[str, int] | None = Field(
         None,
         description="What the run used, once it succeeded: tokens, model calls and, for calls "

@@ -70,6 +70,8 @@ export const threads = {
   get: (id) => json("GET", `/v1/threads/${enc(id)}`),
   rename: (id, title) => json("PATCH", `/v1/threads/${enc(id)}`, { json: { title } }),
   remove: (id) => json("DELETE", `/v1/threads/${enc(id)}`),
+  /** A new thread holding what came before message `index`: there, an edited one is sent. */
+  forkBefore: (id, index) => json("POST", `/v1/threads/${enc(id)}/fork`, { json: { before_message: index } }),
   attachments: (id) => json("GET", `/v1/threads/${enc(id)}/attachments`),
   /** How an earlier answer was reached: its run's kept events (tokens left out). */
   trace: (id, runId) => json("GET", `/v1/threads/${enc(id)}/runs/${enc(runId)}/trace`),
@@ -114,7 +116,9 @@ export async function fileUrl(url) {
  * Events are read from the response body as they arrive (Server-Sent Events over fetch, so the
  * key travels as a header). When the stream ends before the run did, it is read again from
  * where it stopped: `GET /v1/threads/{id}/runs/{run_id}/stream` (the run's id from `X-Run-Id`)
- * with `Last-Event-ID`, a few times; then the drop is an `unreachable` error.
+ * with `Last-Event-ID`, a few times; then the drop is an `unreachable` error. A `reconnect` event
+ * says where to read on: the same run elsewhere (its process stops), or the run that took over
+ * one a stopped process cut off; following it is not a failed attempt.
  */
 export async function runStream(threadId, body, onEvent, { signal } = {}) {
   const state = { lastId: null, runId: null, ended: false };
@@ -129,9 +133,11 @@ export async function runStream(threadId, body, onEvent, { signal } = {}) {
   for (let attempt = 0; !state.ended && attempt < 3; attempt++) {
     if (!state.lastId || !state.runId) break;
     const again = `/v1/threads/${enc(threadId)}/runs/${enc(state.runId)}/stream`;
+    state.moved = false;
     try {
       const response = await send("GET", again, { extraHeaders: { "Last-Event-ID": state.lastId } });
       await readEvents(response, state, onEvent, signal);
+      if (state.moved) attempt--;
     } catch {
       await new Promise((resolve) => setTimeout(resolve, 500 * (attempt + 1)));
     }
@@ -172,6 +178,10 @@ function dispatch(block, state, onEvent) {
   }
   if (!data.length) return;
   const payload = JSON.parse(data.join("\n"));
+  if (type === "reconnect") {
+    Object.assign(state, { runId: payload.run_id, lastId: payload.last_event_id, moved: true });
+    return;
+  }
   if (type === "run_finished" || type === "run_failed") state.ended = true;
   onEvent(type, payload);
 }

@@ -117,9 +117,10 @@ export async function openThread(id) {
     const record = data.find((t) => t.thread_id === id);
     $("thread-title").textContent = record?.title || id;
     for (const message of thread.messages) {
-      if (message.role === "human") addMessage("user", message.content);
+      const kept = { index: message.index, summarised: message.summarised };
+      if (message.role === "human") addMessage("user", message.content, kept);
       else if (message.role === "ai" && message.content) {
-        const item = addMessage("assistant", message.content);
+        const item = addMessage("assistant", message.content, kept);
         if (message.run_id) item.append(Trace.stored(id, message.run_id).element);
       }
     }
@@ -137,11 +138,80 @@ export async function openThread(id) {
   }
 }
 
-function addMessage(who, text) {
+/**
+ * A message of the thread. `index` is its place in the thread (an earlier message of yours can
+ * be edited: the edit goes to a new thread that holds what came before it, the original stays);
+ * `summarised` marks one the model now sees only through the thread's summary.
+ */
+function addMessage(who, text, { index, summarised } = {}) {
   const body = who === "user" ? el("p", { class: "text" }, text) : renderMarkdown(text);
-  const item = el("li", { class: `message ${who}` }, el("span", { class: "visually-hidden" }, who === "user" ? "You said:" : "Answer:"), body);
+  const said = who === "user" ? "You said" : "Answer";
+  const item = el(
+    "li",
+    { class: `message ${who}${summarised ? " summarised" : ""}`, title: summarised ? "Summarised: the model sees this through the thread's summary" : null },
+    el("span", { class: "visually-hidden" }, summarised ? `${said} (summarised):` : `${said}:`),
+    summarised ? el("span", { class: "summarised-tag", "aria-hidden": "true" }, "Summarised") : null,
+    body,
+  );
+  if (who === "user" && typeof text === "string" && index !== undefined && !summarised) {
+    item.append(editButton(item, text, index));
+  }
   $("messages").append(item);
   return item;
+}
+
+/** The messages sent in this page learn their place in the thread once it is stored. */
+function editable(messages) {
+  const said = messages.filter((m) => m.role === "human");
+  const shown = [...$("messages").querySelectorAll(".message.user")];
+  if (said.length !== shown.length) return;
+  shown.forEach((item, i) => {
+    const message = said[i];
+    if (item.querySelector(".edit") || message.summarised || typeof message.content !== "string") return;
+    item.append(editButton(item, message.content, message.index));
+  });
+}
+
+function editButton(item, text, index) {
+  return el("button", { type: "button", class: "link edit", "aria-label": `Edit this message: ${text.slice(0, 40)}`, onclick: () => startEdit(item, text, index) }, "Edit");
+}
+
+function startEdit(item, text, index) {
+  if (busy) return;
+  const kept = [...item.childNodes];
+  const box = el("textarea", { "aria-label": "Edited message", rows: "3" });
+  box.value = text;
+  const restore = () => {
+    item.replaceChildren(...kept);
+    item.querySelector(".edit")?.focus();
+  };
+  const form = el(
+    "form",
+    { class: "edit-form", onsubmit: (event) => { event.preventDefault(); resend(index, box.value.trim()); } },
+    box,
+    el("div", { class: "edit-actions" }, el("button", { type: "submit" }, "Send edited"), el("button", { type: "button", class: "link", onclick: restore }, "Cancel")),
+  );
+  box.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") restore();
+    else if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  item.replaceChildren(form);
+  box.focus();
+}
+
+async function resend(index, text) {
+  if (!text || busy) return;
+  try {
+    const fork = await api.threads.forkBefore(current, index);
+    await openThread(fork.thread_id);
+    $("message").value = text;
+    await send();
+  } catch (error) {
+    report(error);
+  }
 }
 
 async function ensureThread() {
@@ -166,7 +236,9 @@ async function send() {
     if ($("thread-title").textContent === "New conversation") $("thread-title").textContent = text.split("\n")[0].slice(0, 60);
     await stream(id, text);
     await loadThreads();
-    showFiles((await api.threads.attachments(id)) || []);
+    const thread = await api.threads.get(id);
+    showFiles(thread.attachments || []);
+    editable(thread.messages);
   } catch (error) {
     report(error);
   } finally {
