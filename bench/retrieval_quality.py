@@ -29,7 +29,7 @@ from agents.skills.index import SkillEntry, SkillIndex
 from agents.skills.service import SkillService, SkillsOptions
 from bench.common import ROOT
 from bench.multilingual import E5Embedder, available
-from bench.sets import Query, RetrievalSet, both
+from bench.sets import Query, RetrievalSet, both, halves
 
 KS = (1, 3, 5)
 METHODS = (("BM25 only", 0.0), ("embeddings only", 1.0), ("hybrid (Skilldesk)", None))
@@ -147,6 +147,11 @@ async def measure(
             before = Router(service, gateway, prompts, options=RouterOptions(offer_tokens=0))
             split = await routing_split(before, data.queries)
             print_split("hybrid, before (no candidates offered)", split, len(data.queries))
+        if data.name == "ToolAlpaca":  # a change must hold on each half, not on the whole
+            first, second = halves(data.queries)
+            found = [recall(hybrid, half)["all"] for half in (first, second)]
+            by_half = ", ".join(" / ".join(f"{r[k]:.3f}" for k in KS) for r in found)
+            print(f"  hybrid recall@1/@3/@5 on each half of the queries: {by_half}")
         kinds = sorted(k for k in results["hybrid (Skilldesk)"] if k != "all")
         if kinds:
             for k in (1, 5):

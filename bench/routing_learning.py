@@ -31,7 +31,7 @@ from app.settings import Settings
 from bench.common import ROOT
 from bench.conversation import prompt_tokens
 from bench.replies import policy_reply
-from bench.sets import Query, toolalpaca
+from bench.sets import Query, halves, toolalpaca
 from tests.fakellm.process import FakeLLMProcess
 
 
@@ -45,16 +45,6 @@ class Outcome:
     no_model_choice: bool  # routed to one skill by retrieval (or the thread's context)
     top1: bool
     top5: bool
-
-
-def halves(queries: list[Query]) -> tuple[list[Query], list[Query]]:
-    """Each skill's queries alternate between the replayed half and the measured half."""
-    seen: Counter[str] = Counter()
-    replay, measured = [], []
-    for query in queries:
-        (replay if seen[query.expected] % 2 == 0 else measured).append(query)
-        seen[query.expected] += 1
-    return replay, measured
 
 
 async def run_turn(services: Services, fake: FakeLLMProcess, query: Query) -> Outcome:

@@ -30,7 +30,7 @@ from app.settings import Settings
 from bench.common import ROOT
 from bench.conversation import prompt_tokens
 from bench.replies import policy_reply
-from bench.sets import Query, RetrievalSet, both
+from bench.sets import Query, RetrievalSet, both, halves
 from tests.fakellm.process import FakeLLMProcess
 
 
@@ -100,7 +100,7 @@ async def measure(data: RetrievalSet, root: Path, fake: FakeLLMProcess) -> dict[
     return out
 
 
-def report(name: str, results: dict[str, list[Turn]]) -> None:
+def report(name: str, results: dict[str, list[Turn]], queries: list[Query]) -> None:
     reference = statistics.fmean(t.tokens for t in results["reference"])
     print(f"{name}: {len(results['reference'])} tasks, instruction-only skills (floor: 1 call)")
     print(f"  confident single-skill turn (skill named): {reference:,.0f} prompt tokens")
@@ -119,11 +119,23 @@ def report(name: str, results: dict[str, list[Turn]]) -> None:
             f"{statistics.fmean(t.tokens for t in v):,.0f} tokens)"
             for k, v in sorted(routes.items())
         )
+        by_half = ""
+        if name == "ToolAlpaca":  # a change must hold on each half, not on the whole
+            first = {id(q) for q in halves(queries)[0]}
+            parts = [
+                [t for q, t in zip(queries, turns, strict=True) if (id(q) in first) == side]
+                for side in (True, False)
+            ]
+            by_half = "; each half: " + ", ".join(
+                f"{statistics.fmean(t.calls for t in h):.3f} calls, "
+                f"{statistics.fmean(t.tokens for t in h):,.0f} tokens"
+                for h in parts
+            )
         print(
             f"  {label:<20} calls/task {calls:.2f} (+{calls - 1:.2f} over the floor), prompt "
             f"tokens/task {tokens:,.0f} ({tokens / reference:.2f}x the reference), right skill "
             f"{right:.1%} ({right_top:.1%} of the {len(top)} whose skill is in the top 5); "
-            f"routes: {split}"
+            f"routes: {split}{by_half}"
         )
 
 
@@ -135,7 +147,7 @@ async def amain() -> dict[str, dict[str, list[Turn]]]:
                 continue
             with tempfile.TemporaryDirectory() as tmp:
                 results[data.name] = await measure(data, Path(tmp), fake)
-            report(data.name, results[data.name])
+            report(data.name, results[data.name], data.queries)
     return results
 
 

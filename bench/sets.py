@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,3 +100,15 @@ def both() -> list[RetrievalSet]:
     if public is not None:
         sets.append(public)
     return sets
+
+
+def halves(queries: list[Query]) -> tuple[list[Query], list[Query]]:
+    """Each skill's queries alternating between two halves (every skill in both): a change
+    to retrieval or routing is kept only when it holds on each."""
+    seen: Counter[str] = Counter()
+    first: list[Query] = []
+    second: list[Query] = []
+    for query in queries:
+        (first if seen[query.expected] % 2 == 0 else second).append(query)
+        seen[query.expected] += 1
+    return first, second

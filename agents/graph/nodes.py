@@ -249,11 +249,18 @@ def next_after_route(state: ThreadState) -> str:
     )
 
 
-# Retrieved skills a prompt reaches, in full (offered) or listed for `load_skill`: the top
-# five, with at least the two next best listed. Deeper entries rarely fit (measured in
+# Retrieved skills a prompt reaches, in full (offered) or listed for `load_skill`: the general
+# assistant's, the top five (at least the next best listed); the candidates expert's, its
+# close candidates and the two next best. Deeper entries rarely fit (measured in
 # bench/routing_policy.py) and cost every turn their lines.
 REACH = 5
 NEXT_BEST = 2
+
+
+def listed_beside(offered: int) -> int:
+    """How many hits the general assistant's index lists beside ``offered`` pre-loaded ones:
+    the rest of the top five, and at least the next best."""
+    return max(1, REACH - offered)
 
 
 def make_assistant(brain: Brain) -> Node:
@@ -273,7 +280,7 @@ def make_assistant(brain: Brain) -> Node:
             index_text, listed = brain.skills.index.compact(
                 last_user_text(state),
                 budget_tokens=brain.options.index_budget_tokens,
-                k=max(NEXT_BEST, REACH - len(offered)),
+                k=listed_beside(len(offered)),
                 exclude={s.name for s in offered},
             )
         loaded = list(state.get("loaded_skills", []))

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.skills.bm25 import tokenize
+from agents.skills.bm25 import BM25, tokenize
 from agents.skills.embeddings import EmbeddingCache, MiniLMEmbedder
 from agents.skills.index import SkillEntry, SkillIndex, query_parts, sentences
 from agents.tokens import count_tokens
@@ -64,6 +64,32 @@ def build(entries: list[SkillEntry], tmp_path: Path | None = None) -> SkillIndex
 def test_tokenizer_splits_cjk_into_unigrams_and_bigrams() -> None:
     assert tokenize("查询订单") == ["查", "询", "订", "单", "查询", "询订", "订单"]
     assert tokenize("Where are my orders?") == ["order"]
+
+
+def test_a_word_and_its_inflections_become_one_token() -> None:
+    for forms in (
+        "rate rates rated",
+        "price prices pricing",
+        "currency currencies",
+        "convert converted converting",
+        "match matches",
+        "hop hopping",
+        "file filing files",
+    ):
+        assert len(set(tokenize(forms))) == 1, forms
+    assert tokenize("status analysis bus news") == ["status", "analysis", "bus", "new"]
+
+
+def test_function_words_and_pieces_of_contractions_are_dropped_but_not_negations() -> None:
+    text = "I'm looking for some of these, just out of curiosity: it's not working"
+    assert tokenize(text) == ["look", "curiosity", "not", "work"]
+
+
+def test_a_long_description_is_hardly_a_weaker_match_for_its_subject() -> None:
+    short = "Currency exchange rates."
+    long = "Currency exchange rates. " + "Real-time and historical data, many markets. " * 6
+    scores = BM25([short, long, "Public holidays of many countries."]).scores("exchange rate")
+    assert scores[1] >= 0.7 * scores[0]  # 0.46 with the textbook length normalisation
 
 
 def test_search_finds_the_skill_by_keyword_and_by_chinese_trigger() -> None:
