@@ -26,6 +26,12 @@ def test_the_chat_the_inbox_and_the_browser_have_no_serious_accessibility_violat
     expect(page.locator(".answer[aria-busy='false']")).to_contain_text("has shipped")
     page.locator(".message.assistant .trace summary").click()
     expect(page.locator(".trace .tool-args")).to_be_visible()
+    # Results long enough to scroll (whether this one does depends on fonts and width): a
+    # scrolling box must be reachable from the keyboard.
+    page.add_style_tag(content=".trace pre { max-height: 2.5rem; }")
+    assert page.evaluate(
+        "[...document.querySelectorAll('.trace pre')].some(p => p.scrollHeight > p.clientHeight)"
+    )
     check_in_light_and_dark(page, "chat with an answer and its trace")
 
     page.get_by_role("textbox", name="Message").fill("I want a refund for order ORD1002.")

@@ -1,6 +1,6 @@
 // Approval cards (in the chat where a run waits, and in the inbox) and the inbox itself.
 import * as api from "./api.js";
-import { el, pretty } from "./markdown.js";
+import { codeBlock, el, pretty } from "./markdown.js";
 
 let counter = 0;
 
@@ -40,7 +40,7 @@ export function approvalCard(approval, onDecided = () => {}, { canApprove = true
     el("h3", { id: `${id}-title` }, "Approval needed"),
     el("p", { class: "approval-summary" }, approval.summary),
     context ? el("p", { class: "hint" }, context) : null,
-    approval.data !== null && approval.data !== undefined ? el("pre", {}, pretty(approval.data)) : null,
+    approval.data !== null && approval.data !== undefined ? codeBlock(pretty(approval.data), "What is to be approved") : null,
     ...(canApprove
       ? [el("label", { for: `${id}-comment` }, "Comment"), comment, el("div", { class: "approval-actions" }, buttons), status]
       : [el("p", { class: "hint" }, "It waits for someone with the approve scope.")]),

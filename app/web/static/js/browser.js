@@ -1,7 +1,7 @@
 // Skills and workflows: search with the router's scores, definitions, graphs, load errors.
 import * as api from "./api.js";
 import { drawGraph } from "./graph.js";
-import { el, pretty, renderMarkdown } from "./markdown.js";
+import { codeBlock, el, pretty, renderMarkdown } from "./markdown.js";
 
 const $ = (id) => document.getElementById(id);
 let report = () => {};
@@ -71,7 +71,7 @@ async function showSkill(name) {
       skill.tools.length ? el("h4", {}, "Tools") : null,
       ...skill.tools.map((tool) => {
         const fn = tool.function || tool;
-        return el("details", {}, el("summary", {}, fn.name), el("p", {}, fn.description), el("pre", {}, pretty(fn.parameters)));
+        return el("details", {}, el("summary", {}, fn.name), el("p", {}, fn.description), codeBlock(pretty(fn.parameters), `Parameters of ${fn.name}`));
       }),
       skill.references.length ? el("h4", {}, "References") : null,
       skill.references.length ? el("ul", {}, skill.references.map((r) => el("li", {}, r))) : null,
@@ -91,8 +91,8 @@ async function showWorkflow(name) {
       el("h3", { tabindex: "-1" }, `Workflow: ${workflow.name} (version ${workflow.version})`),
       el("p", {}, workflow.description),
       graph,
-      el("details", {}, el("summary", {}, "Mermaid source"), el("pre", {}, workflow.mermaid)),
-      el("details", {}, el("summary", {}, "Definition"), el("pre", {}, pretty(workflow.definition))),
+      el("details", {}, el("summary", {}, "Mermaid source"), codeBlock(workflow.mermaid, "Mermaid source")),
+      el("details", {}, el("summary", {}, "Definition"), codeBlock(pretty(workflow.definition), "Definition")),
     );
     detail.querySelector("h3").focus();
     await drawGraph(graph, workflow.mermaid);

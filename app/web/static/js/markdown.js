@@ -41,6 +41,14 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+/**
+ * Preformatted text (JSON, a tool's result, a graph's source) in a box that scrolls when long:
+ * focusable and named, so a keyboard can reach and scroll it and a screen reader says what it is.
+ */
+export function codeBlock(text, label, attrs = {}) {
+  return el("pre", { tabindex: "0", role: "region", "aria-label": label, ...attrs }, text);
+}
+
 export function pretty(value) {
   if (typeof value === "string") {
     try {

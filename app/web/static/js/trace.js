@@ -2,7 +2,7 @@
 // and scores, the nodes that ran with their timings, tool calls, errors, usage and time.
 import * as api from "./api.js";
 import { drawGraph } from "./graph.js";
-import { el, pretty } from "./markdown.js";
+import { codeBlock, el, pretty } from "./markdown.js";
 
 export class Trace {
   constructor() {
@@ -175,7 +175,7 @@ function stepView(step) {
     el("span", { class: "step-name" }, name),
     " — ",
     el("span", { class: "step-time" }, state),
-    step.output ? el("pre", {}, step.output) : null,
+    step.output ? codeBlock(step.output, `Output of ${name}`) : null,
   );
 }
 
@@ -187,9 +187,9 @@ function toolView(call) {
     el("strong", {}, call.tool),
     result ? (result.ok ? " — ok" : " — error") : " — running…",
     el("div", { class: "label" }, "Arguments"),
-    el("pre", { class: "tool-args" }, pretty(call.arguments)),
+    codeBlock(pretty(call.arguments), `Arguments of ${call.tool}`, { class: "tool-args" }),
     result ? el("div", { class: "label" }, "Result") : null,
-    result ? el("pre", { class: "tool-result" }, pretty(result.content)) : null,
+    result ? codeBlock(pretty(result.content), `Result of ${call.tool}`, { class: "tool-result" }) : null,
   );
 }
 
