@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+import aiohttp
 import httpx
 import psycopg
 
@@ -139,7 +140,7 @@ def message(conversation: int, turn: int) -> str:
 
 
 async def one_turn(
-    client: httpx.AsyncClient,
+    client: aiohttp.ClientSession,
     url: str,
     thread: str,
     key: str,
@@ -150,17 +151,17 @@ async def one_turn(
 ) -> None:
     """Send one message and read its run's events to the end."""
     first_token = None
-    async with client.stream(
-        "POST",
+    async with client.post(
         f"{url}/v1/threads/{thread}/runs/stream",
         json={"message": text},
         headers={"Idempotency-Key": key},
     ) as response:
-        if response.status_code != 200:
-            out.errors.append(f"HTTP {response.status_code}")
+        if response.status != 200:
+            out.errors.append(f"HTTP {response.status}")
             return
         event = ""
-        async for line in response.aiter_lines():
+        async for raw in response.content:
+            line = raw.decode().rstrip("\r\n")
             if line.startswith("event: "):
                 event = line[7:]
                 if event == "token" and first_token is None:
@@ -180,7 +181,7 @@ async def one_turn(
 
 
 async def conversation(
-    client: httpx.AsyncClient, urls: list[str], number: int, load: Load, out: Outcome
+    client: aiohttp.ClientSession, urls: list[str], number: int, load: Load, out: Outcome
 ) -> str:
     """One user's turns; the latency each added over the model's."""
     thread = f"load-{number}-{uuid.uuid4().hex[:6]}"
@@ -199,7 +200,7 @@ async def conversation(
             try:
                 await one_turn(client, url, thread, key, message(number, turn), started, load, out)
                 break
-            except httpx.HTTPError as exc:
+            except (aiohttp.ClientError, TimeoutError) as exc:
                 (out.errors if attempt else out.retried).append(type(exc).__name__)
         await asyncio.sleep(load.think_s * rng.uniform(0.5, 1.5))
     return thread
@@ -223,8 +224,11 @@ async def run_load(servers: list[Server], model_pid: int, load: Load) -> Outcome
     urls = [s.url for s in servers]
     cpu = [s.cpu_s() for s in servers]
     client_cpu, model_cpu = time.process_time(), cpu_s(model_pid)
-    limits = httpx.Limits(max_connections=load.conversations * 2)
-    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+    # aiohttp, not httpx: httpx's pool walks every connection for each request, and at a few
+    # hundred connections the load client spent more CPU per turn than the service.
+    connector = aiohttp.TCPConnector(limit=load.conversations * 2)
+    timeout = aiohttp.ClientTimeout(total=120)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as client:
         started = time.perf_counter()
         threads = await asyncio.gather(
             *[conversation(client, urls, n, load, out) for n in range(load.conversations)]
