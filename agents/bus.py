@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import time
 import uuid
@@ -121,6 +122,8 @@ class RunBus:
                         approximate=True,
                     )
                 for run_id, feed in latest.items():
+                    if feed.mirror is not self:  # handed over: the resumer says how it went
+                        continue
                     ttl = max(1, int(self.retain_s)) if feed.done else LIVE_TTL_S
                     pipe.set(self._status(run_id), json.dumps(feed.summary()), ex=ttl)
                     pipe.expire(self._events(run_id), ttl)
@@ -137,8 +140,18 @@ class RunBus:
         key = self._events(run_id)
         try:
             last = await self.client.xrevrange(key, count=1)
+            if last and _text(last[0][1].get(b"t", b"")) in ENDS:
+                return  # told already (another process resumed it, or it ended)
             seq = int(_text(last[0][0]).rsplit("-", 1)[1]) + 1 if last else 1
-            status = await self.status(run_id) or {"id": run_id, "thread_id": thread_id}
+            now = time.time()
+            status = await self.status(run_id) or {
+                "id": run_id,
+                "thread_id": thread_id,
+                "created": now,
+                "started": None,
+                "answer": None,
+                "cancel_requested": False,
+            }
             message = "The service stopped during the run; the conversation so far is kept."
             if to is not None:
                 kind = "reconnect"
@@ -150,7 +163,7 @@ class RunBus:
             status.update(
                 status="failed",
                 events=seq,
-                ended=time.time(),
+                ended=now,
                 error={"code": "run_cancelled", "message": message},
                 resumed_as=to.run_id if to is not None else None,
             )
@@ -202,15 +215,23 @@ class RunBus:
         ``run_id`` when no request brought the key before (it is claimed for ``retain_s``),
         else the run that request started. Redis unreachable: ``run_id`` (this process
         still joins the key's runs it has itself)."""
-        name = f"{self.prefix}:key:{thread_id}:{key}"
+        digest = hashlib.sha256(json.dumps([thread_id, key]).encode()).hexdigest()
+        name = f"{self.prefix}:key:{digest}"  # a thread id and a key may both hold ':'
         try:
-            if await self.client.set(name, run_id, nx=True, ex=max(1, int(self.retain_s))):
+            # Kept while its run may still go on; the run's status expiring says it ended long ago.
+            if await self.client.set(name, run_id, nx=True, ex=LIVE_TTL_S):
                 return run_id
             found = await self.client.get(name)
         except Exception as exc:
             log.warning("bus.key_not_claimed", thread_id=thread_id, error=str(exc))
             return run_id
         return _text(found) if found else run_id
+
+    async def reclaim(self, thread_id: str, key: str, run_id: str) -> None:
+        """The key's run is ``run_id`` after all (the run it named never started)."""
+        digest = hashlib.sha256(json.dumps([thread_id, key]).encode()).hexdigest()
+        with contextlib.suppress(Exception):
+            await self.client.set(f"{self.prefix}:key:{digest}", run_id, ex=LIVE_TTL_S)
 
     async def follow(self, run_id: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         """A run another process runs, from its first event to its end, as (type, data):

@@ -400,6 +400,10 @@ class Conversations:
             feed.put(RunFailed(ctx.thread_id, ctx.run_id, "run_cancelled", message))
             feed.close()
             raise
+        except Exception as exc:  # taking or letting go of the thread failed (its store)
+            log.exception("run.hold_failed")
+            feed.put(ending if ending is not None else _failed(ctx, exc))
+            feed.close()
         else:
             feed.close()
         finally:
@@ -478,6 +482,8 @@ class Conversations:
                     )
                 log.info("run.resumed", next=list(snapshot.next))
                 ctx.resumed = True
+                if self.records is not None:  # the run under way is this one now
+                    await self.records.update(ctx.thread_id, status="running", run_id=ctx.run_id)
                 if feed is not None:  # the client resending its message joins this run
                     asked = next(
                         (m for m in reversed(history) if isinstance(m, HumanMessage)), None

@@ -328,6 +328,7 @@ class Threads:
         for thread_id, cut in (await self.orphans()).items():
             log.info("thread.resuming_orphan", thread_id=thread_id, run_id=cut)
             waiting = cut if mirror is not None else None  # its readers elsewhere wait
+            ended = False
             try:
                 feed = self.conversations.start(thread_id, RESUME)
                 async for _ in feed.read():
@@ -337,10 +338,11 @@ class Threads:
                 resumed.append(thread_id)
             except NothingToResume:  # it had ended; only its record had not been told
                 await self.records.update(thread_id, status="idle")
+                ended = True
             except Exception:  # one thread's trouble must not stop the others'
                 log.exception("thread.resume_failed", thread_id=thread_id)
-            if waiting is not None and mirror is not None:
-                await mirror.resumed(waiting, thread_id, None)
+            if ended and waiting is not None and mirror is not None:
+                await mirror.resumed(waiting, thread_id, None)  # else its readers wait on
         return resumed
 
     async def keep_resuming(self, interval_s: float) -> None:

@@ -150,7 +150,7 @@ async def one_turn(
     out: Outcome,
 ) -> None:
     """Send one message and read its run's events to the end."""
-    first_token = None
+    first_token, route = None, None
     async with client.post(
         f"{url}/v1/threads/{thread}/runs/stream",
         json={"message": text},
@@ -159,25 +159,36 @@ async def one_turn(
         if response.status != 200:
             out.errors.append(f"HTTP {response.status}")
             return
-        event = ""
-        async for raw in response.content:
-            line = raw.decode().rstrip("\r\n")
-            if line.startswith("event: "):
-                event = line[7:]
-                if event == "token" and first_token is None:
-                    first_token = time.perf_counter()
-            elif line.startswith("data: ") and event == "route_decided":
-                out.routes[json.loads(line[6:])["kind"]] += 1
-            elif line.startswith("data: ") and event in ("run_finished", "run_failed"):
-                data = json.loads(line[6:])
-                if event == "run_failed":
-                    out.errors.append(data.get("code", "run_failed"))
-                    return
-                model_s = data["usage"].get("model_calls", 1) * load.latency_s
-                out.added_ms.append((time.perf_counter() - started - model_s) * 1000)
-                if first_token is not None:
-                    out.first_token_ms.append((first_token - started - model_s) * 1000)
-                out.turns += 1
+        event, ended = "", False
+        try:
+            async for raw in response.content:  # read to its end: the connection is reused
+                line = raw.decode().rstrip("\r\n")
+                if ended:
+                    continue
+                if line.startswith("event: "):
+                    event = line[7:]
+                    if event == "token" and first_token is None:
+                        first_token = time.perf_counter()
+                elif line.startswith("data: ") and event == "route_decided":
+                    route = json.loads(line[6:])["kind"]
+                elif line.startswith("data: ") and event in ("run_finished", "run_failed"):
+                    ended = True
+                    data = json.loads(line[6:])
+                    if event == "run_failed":
+                        out.errors.append(data.get("code", "run_failed"))
+                        continue
+                    model_s = data["usage"].get("model_calls", 1) * load.latency_s
+                    out.added_ms.append((time.perf_counter() - started - model_s) * 1000)
+                    if first_token is not None:
+                        out.first_token_ms.append((first_token - started - model_s) * 1000)
+                    out.turns += 1
+                    if route is not None:
+                        out.routes[route] += 1
+        except (aiohttp.ClientError, TimeoutError, ValueError):
+            if not ended:
+                raise  # sent again by the caller; after the end, the turn is counted
+        if not ended:
+            out.errors.append("stream ended before the run did")
 
 
 async def conversation(
@@ -200,7 +211,7 @@ async def conversation(
             try:
                 await one_turn(client, url, thread, key, message(number, turn), started, load, out)
                 break
-            except (aiohttp.ClientError, TimeoutError) as exc:
+            except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
                 (out.errors if attempt else out.retried).append(type(exc).__name__)
         await asyncio.sleep(load.think_s * rng.uniform(0.5, 1.5))
     return thread

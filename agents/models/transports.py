@@ -296,7 +296,12 @@ async def _chunks_of(
             done = done or data.strip() == "[DONE]"
             if done:
                 break
-            chunk = _chunk(event, data)
+            try:
+                chunk = _chunk(event, data)
+            except Exception:
+                if joined is not None:  # the text before the error reaches its reader first
+                    yield joined
+                raise
             if joined is not None and _text_piece(joined) and _text_piece(chunk):
                 delta = joined["choices"][0]["delta"]
                 delta["content"] += chunk["choices"][0]["delta"]["content"]

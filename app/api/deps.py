@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
@@ -45,7 +46,8 @@ async def claim_key(
     ``(None, run_id)``, the run that a request with the same key started in another process
     (a client's retry sent elsewhere by the load balancer: one run, whatever process each
     try reached). ``(None, None)``: no key, no Redis, or the key's run is in this process
-    (``Conversations`` joins it by the key) or gone."""
+    (``Conversations`` joins it by the key). A key whose run never started (its request was
+    refused) or ended long ago is claimed again for the new run."""
     bus = services.bus
     if key is None or bus is None:
         return None, None
@@ -53,9 +55,16 @@ async def claim_key(
     owner = await bus.claim(thread_id, key, mine)
     if owner == mine:
         return mine, None
-    if services.conversations.get_run(owner) is not None or await bus.status(owner) is None:
+    if services.conversations.get_run(owner) is not None:
         return None, None
-    return None, owner
+    # The run's status is written just after its claim: a retry close behind waits for it.
+    for _ in range(20):
+        status = await bus.status(owner)
+        if status is not None:
+            return (None, owner) if status.get("thread_id") == thread_id else (mine, None)
+        await asyncio.sleep(0.05)
+    await bus.reclaim(thread_id, key, mine)  # its run never started (refused), or is gone
+    return mine, None
 
 
 async def answer_elsewhere(

@@ -68,3 +68,32 @@ async def test_a_run_stream_keeps_a_bounded_number_of_events(bus: RunBus) -> Non
     newest = await bus.client.xrevrange(key, count=1)
     assert newest[0][0] == f"0-{STREAM_MAXLEN + 500}".encode()
     feed.close()
+
+
+async def test_a_key_belongs_to_its_thread_and_its_first_run(bus: RunBus) -> None:
+    # Thread ids and keys may both hold ':' - ("proj:7", "abc") and ("proj", "7:abc") are two.
+    assert await bus.claim("proj:7", "abc", "run-1") == "run-1"
+    assert await bus.claim("proj:7", "abc", "run-2") == "run-1"  # a retry: the first run
+    assert await bus.claim("proj", "7:abc", "run-3") == "run-3"
+    await bus.reclaim("proj", "7:abc", "run-4")  # run-3 never started
+    assert await bus.claim("proj", "7:abc", "run-5") == "run-4"
+
+
+async def test_a_cut_off_run_is_told_once_where_it_went_on_with_a_whole_status(
+    bus: RunBus,
+) -> None:
+    run_id, onward = str(uuid.uuid4()), RunFeed("hi", run_id=str(uuid.uuid4()), thread_id="t")
+    await bus.resumed(run_id, "t", onward)  # its status had expired: a whole one is written
+    await bus.resumed(run_id, "t", None)  # a second resumer, too late: nothing more
+    events = [e async for e in bus.events(run_id) if e is not None]
+    assert [e.type for e in events] == ["reconnect"]
+    status = await bus.status(run_id)
+    assert status is not None
+    assert (status["status"], status["resumed_as"], status["cancel_requested"]) == (
+        "failed",
+        onward.run_id,
+        False,
+    )
+    from app.api.schemas.threads import ChatRunPublic
+
+    ChatRunPublic.model_validate(status)  # GET .../runs/{id} can show it

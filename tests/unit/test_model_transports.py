@@ -181,3 +181,16 @@ async def test_the_environments_proxy_carries_calls_and_a_netrc_entry_does_not_c
     finally:
         await transport.aclose()
     assert [h.get("authorization") for h in fake_llm.headers] == ["Bearer sk-test"] * 2
+
+
+async def test_text_read_together_with_an_error_event_reaches_the_reader_before_the_error() -> None:
+    text = (
+        'data: {"choices": [{"delta": {"content": "Hel"}}]}\n\n'
+        'data: {"choices": [{"delta": {"content": "lo"}}]}\n\n'
+        'event: error\ndata: {"error": {"message": "overloaded"}}\n\n'
+    )
+    response = Response(text)
+    events = AsyncEvents(response.reads(len(response.lines)), response.aclose)  # one read
+    assert (await anext(aiter(events)))["choices"][0]["delta"]["content"] == "Hello"
+    with pytest.raises(StreamError, match="overloaded"):
+        await anext(aiter(events))

@@ -128,3 +128,29 @@ async def test_starting_runs_does_not_walk_every_run_kept(
         await turn(services, f"hello {n}", f"busy-{n}")
     assert len(walked) <= 2000 + 20  # one walk at most in this second, and a few lookups
     assert conversations.get_run("old-7") is not None  # still within its retention
+
+
+@pytest.mark.parametrize("fails", ["letting go", "taking"])
+async def test_a_store_failing_around_the_threads_lease_still_ends_the_run_for_its_readers(
+    services: Services, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch, fails: str
+) -> None:
+    # The lease is released before the end is told; a store that fails then (a pool timeout,
+    # a restart) must not leave readers waiting for an end that never comes.
+    from contextlib import asynccontextmanager
+
+    @asynccontextmanager
+    async def failing_lock(*_: Any) -> Any:
+        if fails == "taking":
+            raise RuntimeError("connection pool timed out")
+        yield
+        raise RuntimeError("connection pool timed out")
+
+    monkeypatch.setattr(conversations_module, "thread_lock", failing_lock)
+    if fails == "letting go":
+        fake_llm.script(Reply(content="Answered."))
+    events = await asyncio.wait_for(turn(services, "hello", "leased"), timeout=20)
+    if fails == "letting go":
+        assert final(events).message.content == "Answered."  # written, and told
+    else:
+        assert isinstance(events[-1], RunFailed)
+        assert events[-1].code == "internal_error"  # logged; the user is told it failed

@@ -121,7 +121,7 @@ export async function fileUrl(url) {
  * one a stopped process cut off; following it is not a failed attempt.
  */
 export async function runStream(threadId, body, onEvent, { signal } = {}) {
-  const state = { lastId: null, runId: null, ended: false };
+  const state = { lastId: null, runId: null, ended: false, moves: 0 };
   const path = `/v1/threads/${enc(threadId)}/runs/stream`;
   try {
     const response = await send("POST", path, { json: body, extraHeaders: { Accept: "text/event-stream" } });
@@ -137,7 +137,10 @@ export async function runStream(threadId, body, onEvent, { signal } = {}) {
     try {
       const response = await send("GET", again, { extraHeaders: { "Last-Event-ID": state.lastId } });
       await readEvents(response, state, onEvent, signal);
-      if (state.moved) attempt--;
+      if (state.moved && state.moves++ < 5) {
+        attempt--; // told where to read on: not a failed attempt (a few times at most)
+        await new Promise((resolve) => setTimeout(resolve, 300));
+      }
     } catch {
       await new Promise((resolve) => setTimeout(resolve, 500 * (attempt + 1)));
     }
@@ -180,6 +183,7 @@ function dispatch(block, state, onEvent) {
   const payload = JSON.parse(data.join("\n"));
   if (type === "reconnect") {
     Object.assign(state, { runId: payload.run_id, lastId: payload.last_event_id, moved: true });
+    if (payload.reason === "resumed") onEvent(type, payload); // the answer starts again
     return;
   }
   if (type === "run_finished" || type === "run_failed") state.ended = true;

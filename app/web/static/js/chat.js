@@ -202,15 +202,22 @@ function startEdit(item, text, index) {
   box.focus();
 }
 
+let resending = false;
+
 async function resend(index, text) {
-  if (!text || busy) return;
+  if (!text || busy || resending) return;
+  resending = true;
   try {
-    const fork = await api.threads.forkBefore(current, index);
-    await openThread(fork.thread_id);
+    // Before the first message there is nothing to keep: the edit starts a thread of its own.
+    const fork = index === 0 ? null : await api.threads.forkBefore(current, index);
+    await openThread(fork ? fork.thread_id : null);
+    if (fork && current !== fork.thread_id) return; // it could not be opened (said already)
     $("message").value = text;
     await send();
   } catch (error) {
     report(error);
+  } finally {
+    resending = false;
   }
 }
 
@@ -270,6 +277,8 @@ async function stream(id, text) {
     if (type === "token") {
       buffer += data.text;
       frame ||= requestAnimationFrame(paint);
+    } else if (type === "reconnect") {
+      buffer = ""; // a stopped process's run resumed elsewhere: its answer is written anew
     } else if (type === "approval_required") {
       item.after(el("li", { class: "card" }, approvalCard({ ...data, thread_id: id }, decided, { canApprove })));
       if (canApprove) approvalsChanged();
