@@ -235,17 +235,18 @@ class RunBus:
 
     async def follow(self, run_id: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         """A run another process runs, from its first event to its end, as (type, data):
-        a run cut off and resumed is followed to the run that took it over."""
+        a run cut off and resumed is followed to the run that took it over (its ``reconnect``
+        event, then the resumed run's events from its first)."""
         while True:
             onward = None
             async for event in self.events(run_id):
                 if event is None:
                     continue
                 data = json.loads(event.data)
+                yield event.type, data
                 if event.type == "reconnect" and data.get("reason") == "resumed":
                     onward = str(data["run_id"])
                     break
-                yield event.type, data
             if onward is None:
                 return
             run_id = onward

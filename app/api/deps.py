@@ -70,10 +70,27 @@ async def claim_key(
 async def answer_elsewhere(
     services: Services, run_id: str
 ) -> AsyncIterator[Token | RunFinished | RunFailed]:
-    """The answer's events of a run another process runs (``claim_key``), through Redis."""
+    """The answer's events of a run another process runs (``claim_key``), through Redis.
+
+    A run cut off and resumed writes its answer anew from the step it went on from; what was
+    sent cannot be taken back, so after the switch only the text past what was sent goes out
+    (at the end, from the resumed run's whole answer)."""
     assert services.bus is not None  # a run found elsewhere was found through it
+    sent, cut = "", False  # cut: text was sent before the run was cut off
     async for kind, data in services.bus.follow(run_id):
-        if (event := answer_event(kind, data)) is not None:
+        if kind == "reconnect":
+            cut = bool(sent)
+            continue
+        event = answer_event(kind, data)
+        if isinstance(event, Token):
+            if cut:
+                continue
+            sent += event.text
+        elif isinstance(event, RunFinished) and cut:
+            answer = event.message.text
+            if answer.startswith(sent) and len(answer) > len(sent):
+                yield Token(answer[len(sent) :], "")
+        if event is not None:
             yield event
 
 

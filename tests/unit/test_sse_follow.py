@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from langchain_core.messages import AIMessage
 
@@ -57,3 +58,30 @@ def test_the_answers_events_read_back_from_another_process_are_the_ones_written(
     )
     assert read[2] == written[2]
     assert answer_event("node_started", {"node": "route"}) is None
+
+
+async def test_a_retried_chat_across_a_hand_over_gets_only_the_text_past_what_it_was_sent() -> None:
+    # The run elsewhere streamed "Your order", was cut off, and the run that resumed it wrote
+    # the answer anew; the client, which cannot take text back, gets the rest.
+    from types import SimpleNamespace
+
+    from app.api.deps import answer_elsewhere
+
+    shared = [
+        ("token", {"text": "Your ", "node": "expert"}),
+        ("token", {"text": "order", "node": "expert"}),
+        ("reconnect", {"run_id": "r2", "reason": "resumed"}),
+        ("node_started", {"node": "expert"}),
+        ("token", {"text": "Your order has shipped.", "node": "expert"}),
+        ("run_finished", {"thread_id": "t", "run_id": "r2", "answer": "Your order has shipped."}),
+    ]
+
+    class Bus:
+        async def follow(self, run_id: str) -> Any:
+            for item in shared:
+                yield item
+
+    got = [e async for e in answer_elsewhere(SimpleNamespace(bus=Bus()), "r1")]  # type: ignore[arg-type]
+    text = "".join(e.text for e in got if isinstance(e, Token))
+    assert text == "Your order has shipped."
+    assert [type(e).__name__ for e in got][-1] == "RunFinished"
