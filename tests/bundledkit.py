@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -57,3 +58,12 @@ def config(skill_dir: Path) -> SkillConfig:
     if not path.exists():
         return SkillConfig()
     return SkillConfig.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+
+
+def work_orders(result: Any) -> list[dict[str, Any]]:
+    """The work orders in a ``list_work_orders`` result (a list, a dict holding one, or JSON)."""
+    if isinstance(result, dict):
+        for value in result.values():
+            if isinstance(value, list):
+                return value
+    return list(result) if isinstance(result, list) else list(json.loads(result))

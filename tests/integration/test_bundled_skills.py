@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import ROOT
+from tests.bundledkit import work_orders
 from tests.fakellm import FakeLLM, Reply, RequestView, ToolCall
 
 BUNDLED = ROOT / "skills"
@@ -72,16 +73,8 @@ def test_work_order_creation_is_idempotent_per_key(client: TestClient) -> None:
     listed = client.post(
         "/v1/skills/work-order/tools/list_work_orders", json={"arguments": {"device_id": "PUMP-07"}}
     ).json()
-    ids = [o["work_order_id"] for o in _orders(listed["result"])]
+    ids = [o["work_order_id"] for o in work_orders(listed["result"])]
     assert ids.count(first["result"]["work_order_id"]) == 1
-
-
-def _orders(result: Any) -> list[dict[str, Any]]:
-    if isinstance(result, dict):
-        for value in result.values():
-            if isinstance(value, list):
-                return value
-    return list(result)
 
 
 def test_an_order_question_is_answered_from_the_shipped_data(

@@ -4,7 +4,6 @@ the same data, finishes the run with one work order."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.bundledkit import work_orders
 from tests.fakellm import FakeLLM, Reply
 from tests.integration.test_server_process import Service
 
@@ -102,17 +102,9 @@ def test_killed_after_each_node_the_maintenance_run_finishes_with_one_work_order
         ).json()
     finally:
         restarted.stop()
-    ids = [o["work_order_id"] for o in _orders(orders["result"])]
+    ids = [o["work_order_id"] for o in work_orders(orders["result"])]
     assert ids == [run["waiting"]["data"]["work_order"]]  # one work order, the run's own
     # The record has every node, those before the kill too, each run once.
     ran = run["nodes"]
     assert [n for n in MAINTENANCE if n in ran] == MAINTENANCE
     assert all(ran[n]["visits"] == 1 for n in MAINTENANCE if n != node)
-
-
-def _orders(result: Any) -> list[dict[str, Any]]:
-    if isinstance(result, dict):
-        for value in result.values():
-            if isinstance(value, list):
-                return value
-    return list(result) if isinstance(result, list) else json.loads(result)
