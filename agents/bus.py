@@ -26,7 +26,15 @@ from typing import Any
 
 import structlog
 
-from agents.events import Event, RunFailed, event_data, event_name
+from agents.events import (
+    Event,
+    RunFailed,
+    RunFinished,
+    Token,
+    answer_event,
+    event_data,
+    event_name,
+)
 from agents.feed import RunFeed
 
 log = structlog.get_logger(__name__)
@@ -226,6 +234,54 @@ class RunBus:
             log.warning("bus.key_not_claimed", thread_id=thread_id, error=str(exc))
             return run_id
         return _text(found) if found else run_id
+
+    async def claim_run(
+        self, thread_id: str, key: str, here: Callable[[str], object]
+    ) -> tuple[str | None, str | None]:
+        """Where a request with the client's ``key`` is answered: ``(run_id, None)``, the id
+        of the run it starts (the key is claimed for it), or ``(None, run_id)``, the run a
+        request with the same key started in another process (a client's retry sent
+        elsewhere by the load balancer: one run, whatever process each try reached);
+        ``(None, None)`` when ``here(run_id)`` finds the key's run in this process (which
+        joins it by the key). A key whose run never started (its request was refused) or
+        ended long ago is claimed again for the new run."""
+        mine = str(uuid.uuid4())
+        owner = await self.claim(thread_id, key, mine)
+        if owner == mine:
+            return mine, None
+        if here(owner):
+            return None, None
+        # The run's status is written just after its claim: a retry close behind waits for it.
+        for _ in range(20):
+            status = await self.status(owner)
+            if status is not None:
+                return (None, owner) if status.get("thread_id") == thread_id else (mine, None)
+            await asyncio.sleep(0.05)
+        await self.reclaim(thread_id, key, mine)  # its run never started, or is gone
+        return mine, None
+
+    async def answer(self, run_id: str) -> AsyncIterator[Token | RunFinished | RunFailed]:
+        """The answer's events (tokens, the end) of a run another process runs.
+
+        A run cut off and resumed writes its answer anew from the step it went on from; what
+        was sent cannot be taken back, so after the switch only the text past what was sent
+        goes out (at the end, from the resumed run's whole answer)."""
+        sent, cut = "", False  # cut: text was sent before the run was cut off
+        async for kind, data in self.follow(run_id):
+            if kind == "reconnect":
+                cut = bool(sent)
+                continue
+            event = answer_event(kind, data)
+            if isinstance(event, Token):
+                if cut:
+                    continue
+                sent += event.text
+            elif isinstance(event, RunFinished) and cut:
+                answer = event.message.text
+                if answer.startswith(sent) and len(answer) > len(sent):
+                    yield Token(answer[len(sent) :], "")
+            if event is not None:
+                yield event
 
     async def reclaim(self, thread_id: str, key: str, run_id: str) -> None:
         """The key's run is ``run_id`` after all (the run it named never started)."""

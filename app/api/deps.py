@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -13,7 +11,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from agents.conversations import Conversations
 from agents.errors import ThreadNotFound
-from agents.events import RunFailed, RunFinished, Token, answer_event
+from agents.events import RunFailed, RunFinished, Token
 from agents.feed import USAGE_SINK
 from agents.state.spend import seconds_to_midnight
 from app.api.errors import ApiError
@@ -41,57 +39,19 @@ ConversationsDep = Annotated[Conversations, Depends(get_conversations)]
 async def claim_key(
     services: Services, thread_id: str, key: str | None
 ) -> tuple[str | None, str | None]:
-    """Where a request with an ``Idempotency-Key`` is answered when processes share Redis:
-    ``(run_id, None)``, the id of the run it starts (the key is claimed for it), or
-    ``(None, run_id)``, the run that a request with the same key started in another process
-    (a client's retry sent elsewhere by the load balancer: one run, whatever process each
-    try reached). ``(None, None)``: no key, no Redis, or the key's run is in this process
-    (``Conversations`` joins it by the key). A key whose run never started (its request was
-    refused) or ended long ago is claimed again for the new run."""
-    bus = services.bus
-    if key is None or bus is None:
+    """Where a request with an ``Idempotency-Key`` is answered (``RunBus.claim_run``):
+    ``(None, None)`` without a key or Redis."""
+    if key is None or services.bus is None:
         return None, None
-    mine = str(uuid.uuid4())
-    owner = await bus.claim(thread_id, key, mine)
-    if owner == mine:
-        return mine, None
-    if services.conversations.get_run(owner) is not None:
-        return None, None
-    # The run's status is written just after its claim: a retry close behind waits for it.
-    for _ in range(20):
-        status = await bus.status(owner)
-        if status is not None:
-            return (None, owner) if status.get("thread_id") == thread_id else (mine, None)
-        await asyncio.sleep(0.05)
-    await bus.reclaim(thread_id, key, mine)  # its run never started (refused), or is gone
-    return mine, None
+    return await services.bus.claim_run(thread_id, key, services.conversations.get_run)
 
 
-async def answer_elsewhere(
+def answer_elsewhere(
     services: Services, run_id: str
 ) -> AsyncIterator[Token | RunFinished | RunFailed]:
-    """The answer's events of a run another process runs (``claim_key``), through Redis.
-
-    A run cut off and resumed writes its answer anew from the step it went on from; what was
-    sent cannot be taken back, so after the switch only the text past what was sent goes out
-    (at the end, from the resumed run's whole answer)."""
+    """The answer's events of a run another process runs (``RunBus.answer``)."""
     assert services.bus is not None  # a run found elsewhere was found through it
-    sent, cut = "", False  # cut: text was sent before the run was cut off
-    async for kind, data in services.bus.follow(run_id):
-        if kind == "reconnect":
-            cut = bool(sent)
-            continue
-        event = answer_event(kind, data)
-        if isinstance(event, Token):
-            if cut:
-                continue
-            sent += event.text
-        elif isinstance(event, RunFinished) and cut:
-            answer = event.message.text
-            if answer.startswith(sent) and len(answer) > len(sent):
-                yield Token(answer[len(sent) :], "")
-        if event is not None:
-            yield event
+    return services.bus.answer(run_id)
 
 
 def run_target(

@@ -63,9 +63,7 @@ def test_the_answers_events_read_back_from_another_process_are_the_ones_written(
 async def test_a_retried_chat_across_a_hand_over_gets_only_the_text_past_what_it_was_sent() -> None:
     # The run elsewhere streamed "Your order", was cut off, and the run that resumed it wrote
     # the answer anew; the client, which cannot take text back, gets the rest.
-    from types import SimpleNamespace
-
-    from app.api.deps import answer_elsewhere
+    from agents.bus import RunBus
 
     shared = [
         ("token", {"text": "Your ", "node": "expert"}),
@@ -76,12 +74,13 @@ async def test_a_retried_chat_across_a_hand_over_gets_only_the_text_past_what_it
         ("run_finished", {"thread_id": "t", "run_id": "r2", "answer": "Your order has shipped."}),
     ]
 
-    class Bus:
+    class Replayed(RunBus):  # the shared stream as Redis would give it
         async def follow(self, run_id: str) -> Any:
             for item in shared:
                 yield item
 
-    got = [e async for e in answer_elsewhere(SimpleNamespace(bus=Bus()), "r1")]  # type: ignore[arg-type]
+    bus = Replayed("redis://127.0.0.1:6379/0")  # never connects: follow is replayed
+    got = [e async for e in bus.answer("r1")]
     text = "".join(e.text for e in got if isinstance(e, Token))
     assert text == "Your order has shipped."
     assert [type(e).__name__ for e in got][-1] == "RunFinished"
