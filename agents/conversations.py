@@ -162,11 +162,25 @@ class Conversations:
         """Token usage of a thread so far."""
         return dict((await self.state(thread_id)).get("usage", {}))
 
-    async def post(self, thread_id: str, message: BaseMessage) -> None:
+    async def post(
+        self, thread_id: str, message: BaseMessage, events: Sequence[Event] = ()
+    ) -> None:
         """Add a message the service writes outside a run (a workflow that ended after an
-        approval tells the thread), between runs of the thread."""
+        approval tells the thread), between runs of the thread; ``events`` (what led to
+        it) are kept as its trace, as a run's are."""
+        started = time.time()
+        if isinstance(message, AIMessage) and not message.id:
+            message = message.model_copy(update={"id": str(uuid.uuid4())})
         async with self.hold(thread_id):
             await self.graph.aupdate_state(_config(thread_id), {"messages": [message]})
+            if self.traces is None or not events or not isinstance(message, AIMessage):
+                return
+            run_id = str(uuid.uuid4())
+            told = [*events, RunFinished(thread_id, run_id, message)]
+            try:
+                await self.traces.save(thread_id, run_id, told, started=started)
+            except Exception:  # the message is written; a trace lost is not worth failing for
+                log.exception("run.trace_not_saved")
 
     async def update(self, thread_id: str, values: dict[str, Any]) -> None:
         """Write ``values`` to the thread's state between runs (an attachment's reference)."""
@@ -416,7 +430,13 @@ class Conversations:
             return
         events = [*feed.events, ending] if ending is not None else feed.events
         try:
-            await self.traces.save(feed.thread_id, feed.run_id, events, started=feed.started)
+            after = None
+            if isinstance(ending, RunFailed):  # shown after the thread's last message
+                messages = (await self.state(feed.thread_id)).get("messages") or [None]
+                after = getattr(messages[-1], "id", None)
+            await self.traces.save(
+                feed.thread_id, feed.run_id, events, started=feed.started, after=after
+            )
         except Exception:  # the answer is written; a trace lost is not worth failing for
             log.exception("run.trace_not_saved")
 

@@ -263,6 +263,14 @@ class Threads:
         summarised = summarised_count(values.get("summary"))
         if self.transcript is not None and summarised:
             await self.transcript.copy(thread_id, target, below=summarised)
+        messages = [
+            *(m for _, m in await self.summarised(target, summarised)),
+            *values.get("messages", []),
+        ]
+        if self.conversations.traces is not None:  # its answers unfold as the original's do
+            await self.conversations.traces.copy(
+                thread_id, target, (m.id for m in messages if m.id)
+            )
         count = len(values.get("messages", [])) + summarised
         log.info("thread.forked", thread_id=thread_id, checkpoint_id=checkpoint_id, fork=target)
         return await self.records.create(

@@ -6,13 +6,14 @@ and its end (done, waiting for an approval, failed) is the answer."""
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 
 from agents.errors import ModelError, SkilldeskError
+from agents.events import Event, from_custom
 from agents.models import ModelGateway
 from agents.models.structured import forced_call, function_tool
 from agents.prompts import Prompts
@@ -86,22 +87,26 @@ class WorkflowTurns:
         approved: bool,
         by: str,
         comment: str,
-        post: Callable[[str, BaseMessage], Awaitable[None]],
+        post: Callable[[str, BaseMessage, Sequence[Event]], Awaitable[None]],
     ) -> dict[str, Any]:
         """Decide an approval; the run goes on, and when it ends (or waits again) the thread
-        it was started from is told, through ``post(thread_id, message)``.
+        it was started from is told, through ``post(thread_id, message, events)``: the
+        events of the nodes that ran after the decision are that message's trace.
 
         Raises:
             RunNotFound, AlreadyDecided: as ``WorkflowEngine.decide``.
         """
         record: dict[str, Any] = {}
+        events: list[Event] = []
         async for event in self.engine.decide(
             approval_id, approved=approved, by=by, comment=comment
         ):
             if event.get("type") == "workflow_ended":
                 record = event["record"]
+            elif (typed := from_custom(event)) is not None:
+                events.append(typed)
         if record.get("thread_id") and not record.get("parent"):
-            await post(record["thread_id"], AIMessage(content=self.reply(record)))
+            await post(record["thread_id"], AIMessage(content=self.reply(record)), events)
         return record
 
     def reply(self, record: dict[str, Any]) -> str:

@@ -58,8 +58,13 @@ def approve_from_the_inbox(page: Any, order: str) -> None:
     expect(page.locator("#approval-count")).to_be_hidden()
     page.get_by_role("button", name="Chat").click()
     page.locator("#thread-list .thread").first.click()
-    expect(page.locator(".message.assistant").last).to_contain_text("approved")
+    told = page.locator(".message.assistant").last
+    expect(told).to_contain_text("approved")
     expect(page.locator(".messages .approval")).to_have_count(0)
+    # That message unfolds the steps that ran after the decision, on the workflow's graph.
+    told.locator(".trace summary").click()
+    expect(told.locator(".steps")).to_contain_text("approve")
+    expect(told.locator(".graph svg g.node.done").first).to_be_visible()
 
 
 def test_a_run_waiting_for_approval_is_approved_after_a_service_restart(

@@ -60,6 +60,10 @@ def test_an_edited_message_is_answered_in_a_new_thread_and_the_original_stays(
         "Second answer.",
     ]
     expect(page.locator("#thread-list .thread")).to_have_count(2)
+    # The answer the fork copied unfolds how it was reached, as in the original thread.
+    copied = page.locator(".message.assistant").first
+    copied.locator(".trace summary").click()
+    expect(copied.locator(".trace .route")).to_be_visible()
 
     # Cancel (Escape) leaves the message as it was, with its Edit button focused again.
     page.get_by_role("button", name="Edit this message: hello one").click()

@@ -21,6 +21,13 @@ def test_a_failed_run_and_an_unreachable_service_are_said_plainly(
     expect(failed).to_contain_text("The run failed:")
     expect(failed).to_have_attribute("role", "alert")
 
+    # After a reload the failure is still said where it happened, and unfolds its trace.
+    page.reload()
+    kept = page.locator(".message.assistant.failed")
+    expect(kept.locator(".run-error")).to_contain_text("The run failed:")
+    kept.locator(".trace summary").click()
+    expect(kept.locator(".trace-body")).to_contain_text("model_auth_failed")
+
     service.stop()
     page.get_by_role("textbox", name="Message").fill("are you there?")
     page.keyboard.press("Enter")

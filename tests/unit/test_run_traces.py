@@ -12,6 +12,7 @@ from agents.events import (
     ApprovalRequired,
     NodeFinished,
     RouteDecided,
+    RunFailed,
     RunFinished,
     Token,
     ToolCalled,
@@ -61,7 +62,7 @@ def test_a_thread_keeps_its_last_runs_traces_and_each_is_bounded() -> None:
         waiting = [ApprovalRequired("ap", "w", "approve", "a refund"), finished("r2", "m2")]
         await traces.save("t", "r2", waiting, started=2.0)
         await traces.save("t", "r3", [*huge, finished("r3", "m3")], started=3.0)
-        assert await traces.answers("t") == {"m2": "r2", "m3": "r3"}
+        assert (await traces.runs("t")).answers == {"m2": "r2", "m3": "r3"}
         assert await traces.get("t", "r1") is None  # the oldest went
         assert (await traces.get("t", "r2") or {})["status"] == "interrupted"
         assert await traces.get("other", "r3") is None  # only through its own thread
@@ -70,6 +71,41 @@ def test_a_thread_keeps_its_last_runs_traces_and_each_is_bounded() -> None:
         assert len(json.dumps(big)) < MAX_BYTES
         await traces.delete_thread("t")
         assert not [key for key in documents.rows if key[0] == TRACE]
-        assert await traces.answers("t") == {}
+        assert (await traces.runs("t")).answers == {}
+
+    asyncio.run(go())
+
+
+def test_a_failed_run_is_kept_after_the_message_before_it_and_a_fork_takes_its_traces() -> None:
+    documents = MemoryDocuments()
+    traces = RunTraces(documents)
+    failed = RunFailed("t", "r2", "model_error", "The model failed: " + "x" * 500)
+
+    async def go() -> None:
+        await traces.save("t", "r1", [finished("r1", "m1")], started=1.0)
+        await traces.save(
+            "t", "r2", [RouteDecided("direct", None, "rule"), failed], started=2.0, after="u2"
+        )
+        runs = await traces.runs("t")
+        assert runs.answers == {"m1": "r1"}
+        assert runs.failed["u2"]["run_id"] == "r2"
+        assert runs.failed["u2"]["code"] == "model_error"
+        assert runs.failed["u2"]["message"].endswith("…")  # cut short for the thread's view
+        assert (await traces.get("t", "r2") or {})["status"] == "failed"
+
+        # A fork that copies m1 and u2 (not m3) takes those traces, under its own run ids.
+        await traces.save("t", "r3", [finished("r3", "m3")], started=3.0)
+        assert await traces.copy("t", "f", ["m1", "u2"]) == 2
+        forked = await traces.runs("f")
+        assert set(forked.answers) == {"m1"}
+        assert set(forked.failed) == {"u2"}
+        copied = await traces.get("f", forked.answers["m1"])
+        assert copied is not None
+        assert copied["copied_from"] == "r1"
+        assert forked.answers["m1"] != "r1"
+        # Each thread owns its copies: deleting the original leaves the fork's.
+        await traces.delete_thread("t")
+        assert await traces.get("f", forked.failed["u2"]["run_id"]) is not None
+        assert await traces.get("t", "r1") is None
 
     asyncio.run(go())

@@ -15,6 +15,7 @@ from agents.events import Event
 from agents.memory.summaries import summarised_count
 from agents.state.attachments import media_type_of
 from agents.state.schema import Attachment
+from agents.state.traces import ThreadRuns
 from app.api.deps import (
     IdempotencyKey,
     OwnerDep,
@@ -205,7 +206,7 @@ async def get_thread(
     # Indices count the summarised messages too: they match the summary's entries.
     count = summarised_count(state.get("summary"))
     traces = services.conversations.traces
-    runs = await traces.answers(thread_id) if traces is not None else {}
+    runs = await traces.runs(thread_id) if traces is not None else ThreadRuns()
     earlier = await services.threads.summarised(thread_id, count) if summarised else []
     shown = [{**_message(i, m, runs), "summarised": True} for i, m in earlier]
     messages = state.get("messages", [])
@@ -425,12 +426,12 @@ async def _sse(events: AsyncIterator[Event], first: Event | None = None) -> Asyn
         yield frame(event, seq)
 
 
-def _message(
-    index: int, message: BaseMessage, runs: dict[str, str] | None = None
-) -> dict[str, Any]:
+def _message(index: int, message: BaseMessage, runs: ThreadRuns | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"index": index, "role": message.type, "content": message.text}
-    if runs and message.id in runs:  # the answer of a run whose trace is kept
-        out["run_id"] = runs[message.id]
+    if runs and message.id in runs.answers:  # the answer of a run whose trace is kept
+        out["run_id"] = runs.answers[message.id]
+    if runs and message.id in runs.failed:  # the run that came after it failed
+        out["failed_run"] = runs.failed[message.id]
     if message.name:
         out["name"] = message.name
     tool_calls = getattr(message, "tool_calls", None)

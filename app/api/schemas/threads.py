@@ -68,6 +68,14 @@ class ToolCallRecordPublic(BaseModel):
     arguments: dict[str, Any] = Field(description="The arguments it was called with.")
 
 
+class FailedRunPublic(BaseModel):
+    """A run that failed: its id and error."""
+
+    run_id: str = Field(description="The run's id.")
+    code: str = Field(description="The error's code (`model_error`, `run_cancelled`...).")
+    message: str = Field(description="What happened, for the user.")
+
+
 class ThreadMessagePublic(BaseModel):
     """One message of a thread, with its place and speaker."""
 
@@ -96,6 +104,11 @@ class ThreadMessagePublic(BaseModel):
         None,
         description="The run whose answer this is (answers of the thread's last 100 runs "
         "only): how it was reached is at `GET .../runs/{run_id}/trace`.",
+    )
+    failed_run: FailedRunPublic | None = Field(
+        None,
+        description="A run that failed after this message (the last one when it failed): "
+        "its error, and how far it got at `GET .../runs/{run_id}/trace`.",
     )
 
 

@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from app.main import create_app
 from tests.fakellm import FakeLLM, Reply, ToolCall
 from tests.skillkit import copy_fixture_skill
+from tests.workflowkit import ROOT
 
 
 def settings_with_skills(model_settings: Any, tmp_path: Path) -> Any:
@@ -81,3 +82,70 @@ def test_another_threads_run_has_no_trace_here(model_settings: Any, fake_llm: Fa
         ]
         client.post("/v1/threads", json={"thread_id": "tr-4"})
         assert client.get(f"/v1/threads/tr-4/runs/{run_id}/trace").status_code == 404
+
+
+def test_a_failed_run_is_shown_after_the_message_it_followed_with_its_trace(
+    model_settings: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(*[Reply(status=500)] * 3)  # the first try and two retries
+    with TestClient(create_app(model_settings)) as client:
+        run_id = client.post("/v1/threads/tr-5/runs/stream", json={"message": "hi"}).headers[
+            "X-Run-Id"
+        ]
+    with TestClient(create_app(model_settings)) as client:  # after a restart
+        messages = client.get("/v1/threads/tr-5").json()["messages"]
+        assert [m["role"] for m in messages] == ["human"]
+        failed = messages[0]["failed_run"]
+        assert (failed["run_id"], failed["code"]) == (run_id, "model_unavailable")
+        assert failed["message"]
+        trace = client.get(f"/v1/threads/tr-5/runs/{run_id}/trace").json()
+    assert trace["status"] == "failed"
+    assert trace["events"][-1]["type"] == "run_failed"
+    assert any(e["type"] == "route_decided" for e in trace["events"])
+
+
+def test_a_fork_keeps_the_traces_of_the_answers_it_copies(
+    model_settings: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Hello."), Reply(content="Bye."))
+    with TestClient(create_app(model_settings)) as client:
+        first = client.post("/v1/threads/tr-6/runs/stream", json={"message": "hi"})
+        client.post("/v1/threads/tr-6/runs/stream", json={"message": "bye"})
+        forked = client.post(
+            "/v1/threads/tr-6/fork", json={"before_message": 2, "thread_id": "tr-7"}
+        )
+        assert forked.status_code == 201, forked.text
+        messages = client.get("/v1/threads/tr-7").json()["messages"]
+        assert [m["content"] for m in messages] == ["hi", "Hello."]
+        copied = messages[1]["run_id"]
+        assert copied != first.headers["X-Run-Id"]  # the fork's own copy
+        assert client.delete("/v1/threads/tr-6").status_code == 204
+        trace = client.get(f"/v1/threads/tr-7/runs/{copied}/trace")
+        assert trace.status_code == 200, trace.text
+        assert trace.json()["events"][-1]["type"] == "run_finished"
+
+
+def test_the_message_an_approval_leads_to_unfolds_the_nodes_run_after_it(
+    model_settings: Any, fake_llm: FakeLLM
+) -> None:
+    settings = model_settings.model_copy(
+        update={"skills_dir": ROOT / "skills", "workflows_dir": ROOT / "workflows"}
+    )
+    with TestClient(create_app(settings)) as client:
+        asked = client.post(
+            "/v1/threads/tr-8/runs/stream", json={"message": "I want a refund for order ORD1002."}
+        )
+        assert "approval_required" in asked.text, asked.text
+        inbox = client.get("/v1/approvals").json()["approvals"]
+        decided = client.post(
+            f"/v1/approvals/{inbox[0]['approval_id']}",
+            json={"decision": "approve", "comment": "ok"},
+        )
+        assert decided.json()["status"] == "SUCCEEDED", decided.text
+        told = client.get("/v1/threads/tr-8").json()["messages"][-1]
+        assert "approved" in told["content"]
+        trace = client.get(f"/v1/threads/tr-8/runs/{told['run_id']}/trace").json()
+    finished = [e["data"]["node"] for e in trace["events"] if e["type"] == "node_finished"]
+    assert finished  # the nodes after the gate, as the run streamed them
+    assert all(e["data"].get("workflow") == "refund-request" for e in trace["events"][:-1])
+    assert trace["status"] == "succeeded"

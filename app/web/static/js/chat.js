@@ -123,6 +123,7 @@ export async function openThread(id) {
         const item = addMessage("assistant", message.content, kept);
         if (message.run_id) item.append(Trace.stored(id, message.run_id).element);
       }
+      if (message.failed_run) addFailure(id, message.failed_run);
     }
     for (const approval of approvals.filter((a) => a.thread_id === id)) {
       $("messages").append(el("li", { class: "card" }, approvalCard(approval, decided, { canApprove })));
@@ -255,6 +256,14 @@ async function send() {
     // Back to the message, unless the page asks for a key meanwhile.
     if (!$("sign-in").contains(document.activeElement)) $("message").focus();
   }
+}
+
+/** A run that failed after the message before it, as the page said it when it happened. */
+function addFailure(threadId, run) {
+  const answer = el("div", { class: "answer" }, el("p", { class: "run-error" }, `The run failed: ${run.message} (${run.code})`));
+  const item = el("li", { class: "message assistant failed" }, el("span", { class: "visually-hidden" }, "Answer:"), answer);
+  item.append(Trace.stored(threadId, run.run_id).element);
+  $("messages").append(item);
 }
 
 async function stream(id, text) {

@@ -48,6 +48,8 @@ export class Trace {
 
   /** Take one event of the run; true when the trace changed. */
   add(type, data) {
+    // A message an approval led to has no route: its workflow's steps name the workflow.
+    if (data.workflow && !this.workflow && !this.route) this.showWorkflow(data.workflow);
     if (data.workflow && this.workflow?.name === data.workflow) this.mark(type, data);
     if (type === "route_decided") {
       this.route = data;
@@ -64,7 +66,7 @@ export class Trace {
       else this.nodes.push({ ...data, running: false });
     } else if (type === "tool_called") this.tools.set(data.call_id, { ...data });
     else if (type === "tool_returned") Object.assign(this.tools.get(data.call_id) || {}, { result: data });
-    else if (type === "error_raised") this.errors.push(data);
+    else if (type === "error_raised" || type === "run_failed") this.errors.push(data);
     else if (type === "approval_required") {
       const step = [...this.open.values()].find((s) => s.node === data.node);
       if (step) step.waiting = true;
