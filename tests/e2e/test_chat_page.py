@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.conftest import screenshot
@@ -18,6 +19,8 @@ ANSWER = (
 )
 
 
+# The router as it runs by default, with the embedding model: the trace shows both scores.
+@pytest.mark.parametrize("extra_env", [{"SKILLDESK_SKILLS_EMBEDDINGS": "true"}])
 def test_an_answer_streams_in_unfolds_its_trace_and_the_thread_is_there_after_a_reload(
     page: Any, fake_llm: FakeLLM
 ) -> None:
@@ -46,7 +49,9 @@ def test_an_answer_streams_in_unfolds_its_trace_and_the_thread_is_there_after_a_
     trace.locator("summary").click()
     route = trace.locator(".route")
     expect(route).to_contain_text("order-query")
-    expect(route.locator("table.scores tbody tr").first).to_contain_text("order-query")
+    best = route.locator("table.scores tbody tr").first
+    expect(best).to_contain_text("order-query")
+    assert float(best.locator("td").nth(1).inner_text()) > 0  # the embedding's score
     expect(trace.locator(".steps li").first).to_contain_text(" ms")
     expect(trace.locator(".tool-args")).to_contain_text('"order_id": "ORD1001"')
     expect(trace.locator(".tool-result")).to_contain_text("ORD1001")
