@@ -26,6 +26,7 @@ from typing import Any
 
 import structlog
 
+from agents.errors import KeyReused
 from agents.events import (
     Event,
     RunFailed,
@@ -218,25 +219,27 @@ class RunBus:
                 return  # ended (with no closing event: refused before it ran) or expired
             yield None
 
-    async def claim(self, thread_id: str, key: str, run_id: str) -> str:
-        """The run that answers the client's ``key`` on the thread, in whichever process:
-        ``run_id`` when no request brought the key before (it is claimed for ``retain_s``),
-        else the run that request started. Redis unreachable: ``run_id`` (this process
-        still joins the key's runs it has itself)."""
-        digest = hashlib.sha256(json.dumps([thread_id, key]).encode()).hexdigest()
-        name = f"{self.prefix}:key:{digest}"  # a thread id and a key may both hold ':'
+    async def claim(self, thread_id: str, key: str, run_id: str, asks: str = "") -> tuple[str, str]:
+        """The run that answers the client's ``key`` on the thread, in whichever process, and
+        what its request asked (a digest of ``asks``, its fingerprint): ``run_id`` when no
+        request brought the key before (it is claimed for ``retain_s``), else the run that
+        request started. Redis unreachable: ``run_id`` (this process still joins the key's
+        runs it has itself)."""
+        name = self._key_name(thread_id, key)
+        mine = f"{run_id} {_digest(asks)}"
         try:
             # Kept while its run may still go on; the run's status expiring says it ended long ago.
-            if await self.client.set(name, run_id, nx=True, ex=LIVE_TTL_S):
-                return run_id
+            if await self.client.set(name, mine, nx=True, ex=LIVE_TTL_S):
+                return run_id, _digest(asks)
             found = await self.client.get(name)
         except Exception as exc:
             log.warning("bus.key_not_claimed", thread_id=thread_id, error=str(exc))
-            return run_id
-        return _text(found) if found else run_id
+            return run_id, _digest(asks)
+        owner, _, digest = _text(found or mine).partition(" ")
+        return owner, digest
 
     async def claim_run(
-        self, thread_id: str, key: str, here: Callable[[str], object]
+        self, thread_id: str, key: str, here: Callable[[str], object], asks: str = ""
     ) -> tuple[str | None, str | None]:
         """Where a request with the client's ``key`` is answered: ``(run_id, None)``, the id
         of the run it starts (the key is claimed for it), or ``(None, run_id)``, the run a
@@ -244,11 +247,21 @@ class RunBus:
         elsewhere by the load balancer: one run, whatever process each try reached);
         ``(None, None)`` when ``here(run_id)`` finds the key's run in this process (which
         joins it by the key). A key whose run never started (its request was refused) or
-        ended long ago is claimed again for the new run."""
+        ended long ago is claimed again for the new run.
+
+        Raises:
+            KeyReused: the key's first request asked something else than ``asks`` (the
+                turn's fingerprint).
+        """
         mine = str(uuid.uuid4())
-        owner = await self.claim(thread_id, key, mine)
+        owner, digest = await self.claim(thread_id, key, mine, asks)
         if owner == mine:
             return mine, None
+        if digest and digest != _digest(asks):
+            raise KeyReused(
+                f"Idempotency-Key {key!r} came before with another message on thread "
+                f"{thread_id!r} (run {owner}); send a new message with a new key"
+            )
         if here(owner):
             return None, None
         # The run's status is written just after its claim: a retry close behind waits for it.
@@ -257,7 +270,7 @@ class RunBus:
             if status is not None:
                 return (None, owner) if status.get("thread_id") == thread_id else (mine, None)
             await asyncio.sleep(0.05)
-        await self.reclaim(thread_id, key, mine)  # its run never started, or is gone
+        await self.reclaim(thread_id, key, mine, asks)  # its run never started, or is gone
         return mine, None
 
     async def answer(self, run_id: str) -> AsyncIterator[Token | RunFinished | RunFailed]:
@@ -283,11 +296,15 @@ class RunBus:
             if event is not None:
                 yield event
 
-    async def reclaim(self, thread_id: str, key: str, run_id: str) -> None:
+    async def reclaim(self, thread_id: str, key: str, run_id: str, asks: str = "") -> None:
         """The key's run is ``run_id`` after all (the run it named never started)."""
-        digest = hashlib.sha256(json.dumps([thread_id, key]).encode()).hexdigest()
         with contextlib.suppress(Exception):
-            await self.client.set(f"{self.prefix}:key:{digest}", run_id, ex=LIVE_TTL_S)
+            name = self._key_name(thread_id, key)
+            await self.client.set(name, f"{run_id} {_digest(asks)}", ex=LIVE_TTL_S)
+
+    def _key_name(self, thread_id: str, key: str) -> str:
+        digest = hashlib.sha256(json.dumps([thread_id, key]).encode()).hexdigest()
+        return f"{self.prefix}:key:{digest}"  # a thread id and a key may both hold ':'
 
     async def follow(self, run_id: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         """A run another process runs, from its first event to its end, as (type, data):
@@ -356,3 +373,8 @@ class RunBus:
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+def _digest(asks: str) -> str:
+    """A request's fingerprint, short ("" for none: a resume asks nothing)."""
+    return hashlib.sha256(asks.encode()).hexdigest()[:16] if asks else ""

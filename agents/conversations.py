@@ -18,6 +18,7 @@ from langgraph.graph.state import CompiledStateGraph
 from agents import metrics
 from agents.errors import (
     InvalidTurn,
+    KeyReused,
     ModelError,
     NothingToResume,
     ShuttingDown,
@@ -276,8 +277,13 @@ class Conversations:
         """Start a run (or join the same one under way, as ``stream`` does) and return its
         feed at once: its id, status and events. ``if_busy="reject"``: a thread answering
         another message raises ThreadBusy instead of queueing the run after it."""
-        wanted = _fingerprint(messages)
+        wanted = turn_fingerprint(messages)
         joined = self._joinable(thread_id, wanted, idempotency_key)
+        if joined is not None and idempotency_key is not None and wanted != joined.fingerprint:
+            raise KeyReused(
+                f"Idempotency-Key {idempotency_key!r} came before with another message on "
+                f"thread {thread_id!r} (run {joined.run_id}); send a new message with a new key"
+            )
         if joined is not None:
             # The same message again while it is answered (a client that retried on a
             # timeout): one run, and this request gets its answer too.
@@ -625,8 +631,8 @@ def _expired(feed: RunFeed, retain_s: float) -> bool:
     return feed.done and time.monotonic() - feed.ended_at >= retain_s
 
 
-def _fingerprint(turn: Sequence[BaseMessage] | ClientTurn) -> str:
-    """What a turn asks: its last user message."""
+def turn_fingerprint(turn: Sequence[BaseMessage] | ClientTurn) -> str:
+    """What a turn asks: its last user message ("" for none: a resume)."""
     if isinstance(turn, ClientTurn):
         last = turn.messages[-1] if turn.messages else {}
         return fingerprint(last.get("content")) if last.get("role") == "user" else ""

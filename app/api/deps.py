@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Annotated, Any
 
 import structlog
 from fastapi import Depends, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from langchain_core.messages import BaseMessage
 
-from agents.conversations import Conversations
+from agents.conversations import Conversations, turn_fingerprint
 from agents.errors import ThreadNotFound
 from agents.events import RunFailed, RunFinished, Token
 from agents.feed import USAGE_SINK
 from agents.state.spend import seconds_to_midnight
+from agents.turns import ClientTurn
 from app.api.errors import ApiError
 from app.auth.guard import Gate, no_scope
 from app.auth.principal import Principal
@@ -37,13 +39,14 @@ ConversationsDep = Annotated[Conversations, Depends(get_conversations)]
 
 
 async def claim_key(
-    services: Services, thread_id: str, key: str | None
+    services: Services, thread_id: str, key: str | None, turn: Sequence[BaseMessage] | ClientTurn
 ) -> tuple[str | None, str | None]:
-    """Where a request with an ``Idempotency-Key`` is answered (``RunBus.claim_run``):
-    ``(None, None)`` without a key or Redis."""
+    """Where a request with an ``Idempotency-Key`` for ``turn`` is answered
+    (``RunBus.claim_run``): ``(None, None)`` without a key or Redis."""
     if key is None or services.bus is None:
         return None, None
-    return await services.bus.claim_run(thread_id, key, services.conversations.get_run)
+    here = services.conversations.get_run
+    return await services.bus.claim_run(thread_id, key, here, turn_fingerprint(turn))
 
 
 def answer_elsewhere(

@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from langchain_core.messages import HumanMessage
 
+from agents.errors import KeyReused
 from agents.events import RunFinished
 from agents.turns import ClientTurn
 from app.main import create_app
@@ -72,6 +73,9 @@ async def test_a_retry_with_the_same_key_after_the_end_gets_the_same_answer(
     assert isinstance(again, RunFinished)
     assert again.run_id == first.run_id
     assert len(fake_llm.scripted_requests) == 1
+    # The key with another message: refused, not answered with the first one's answer.
+    with pytest.raises(KeyReused, match="another message"):
+        await conversations.run("dup-3", turn("cancel it"), idempotency_key="k-1")
     # Without the key, the same words later are a new question.
     fake_llm.script(Reply(content="Booked again."))
     third = await conversations.run("dup-3", turn("book it"))

@@ -11,6 +11,7 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from agents.bus import LIVE_TTL_S, STREAM_MAXLEN, RunBus
+from agents.errors import KeyReused
 from agents.events import RunFinished, Token
 from agents.feed import RunFeed
 
@@ -72,11 +73,23 @@ async def test_a_run_stream_keeps_a_bounded_number_of_events(bus: RunBus) -> Non
 
 async def test_a_key_belongs_to_its_thread_and_its_first_run(bus: RunBus) -> None:
     # Thread ids and keys may both hold ':' - ("proj:7", "abc") and ("proj", "7:abc") are two.
-    assert await bus.claim("proj:7", "abc", "run-1") == "run-1"
-    assert await bus.claim("proj:7", "abc", "run-2") == "run-1"  # a retry: the first run
-    assert await bus.claim("proj", "7:abc", "run-3") == "run-3"
+    assert (await bus.claim("proj:7", "abc", "run-1", "hi"))[0] == "run-1"
+    # A retry: the first run, and what its request asked.
+    assert await bus.claim("proj:7", "abc", "run-2", "hi") == await bus.claim("proj:7", "abc", "x")
+    assert (await bus.claim("proj:7", "abc", "run-2"))[0] == "run-1"
+    assert (await bus.claim("proj", "7:abc", "run-3"))[0] == "run-3"
     await bus.reclaim("proj", "7:abc", "run-4")  # run-3 never started
-    assert await bus.claim("proj", "7:abc", "run-5") == "run-4"
+    assert (await bus.claim("proj", "7:abc", "run-5"))[0] == "run-4"
+
+
+async def test_a_key_sent_again_with_another_message_is_refused(bus: RunBus) -> None:
+    never = lambda run_id: None  # noqa: E731 - the key's run is not in this process
+    first, _ = await bus.claim_run("t-1", "k", never, "where is ORD1?")
+    assert first is not None
+    with pytest.raises(KeyReused, match="another message"):
+        await bus.claim_run("t-1", "k", never, "where is ORD2?")
+    # The same message (a retry) is not refused: it is the first request's run.
+    assert (await bus.claim("t-1", "k", "other", "where is ORD1?"))[0] == first
 
 
 async def test_a_cut_off_run_is_told_once_where_it_went_on_with_a_whole_status(

@@ -169,6 +169,13 @@ def test_a_run_retried_with_its_key_through_the_other_process_is_the_same_run(
     assert queued.status_code == 202
     assert queued.json()["id"] == first_headers["X-Run-Id"]
     assert queued.json()["status"] == "succeeded"
+    # The key with another message is a mistake of the client's, said plainly, not answered.
+    for process in (a, b):
+        other = httpx.post(
+            process.url + url, json={**body, "message": "another story"}, headers=headers
+        )
+        assert other.status_code == 409, other.text
+        assert other.json()["error"]["code"] == "idempotency_key_reused"
     assert len(fake_llm.requests) == 1
 
 

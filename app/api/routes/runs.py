@@ -65,7 +65,8 @@ EVENTS = {
             notes={
                 404: "Another user's thread (`thread_not_found`).",
                 409: "With `if_busy: reject`: the thread is answering another message "
-                "(`thread_busy`).",
+                "(`thread_busy`); the `Idempotency-Key` came before with another message "
+                "(`idempotency_key_reused`).",
                 503: STOPPING,
             },
         ),
@@ -84,14 +85,15 @@ async def create_run(
     gets the first one's run."""
     await reach_thread(services, principal, thread_id, may_be_new=True)
     target = run_target(services, model=body.model, skill=body.skill, workflow=body.workflow)
-    run_id, theirs = await claim_key(services, thread_id, idempotency_key)
+    turn = [HumanMessage(body.message)]
+    run_id, theirs = await claim_key(services, thread_id, idempotency_key, turn)
     if theirs is not None:  # a retry of a request another process answers: its run
         answer = await _elsewhere(services, thread_id, theirs, stream=body.stream)
         if answer is not None:
             return answer
     feed = services.conversations.start(
         thread_id,
-        [HumanMessage(body.message)],
+        turn,
         **target,
         owner=principal.user,
         agent=principal.agent,

@@ -96,6 +96,14 @@ def _keyed_start(client: TestClient) -> dict[str, str]:
     return {}
 
 
+def _keyed_chat(client: TestClient) -> dict[str, str]:
+    """A chat turn on thread ``p-key`` sent with ``Idempotency-Key: k-9`` (one scripted reply)."""
+    keyed = {"X-Thread-Id": "p-key", "Idempotency-Key": "k-9"}
+    made = client.post(CHAT, json={"messages": [USER]}, headers=keyed)
+    assert made.status_code == 200, made.text
+    return {}
+
+
 def _answered_thread(client: TestClient) -> dict[str, str]:
     """A thread with one answered turn (one scripted reply): ``{thread}``, ``{checkpoint}``."""
     ids = _new_thread(client)
@@ -241,6 +249,14 @@ PROBES = [
         replies=(Reply(content="late", delay=1.0),),
     ),
     chat("chat internal error", 500, patch=_raises("run")),
+    chat(
+        "chat key sent again with another message",
+        409,
+        {"messages": [{"role": "user", "content": "something else"}]},
+        headers={"X-Thread-Id": "p-key", "Idempotency-Key": "k-9"},
+        setup=_keyed_chat,
+        replies=(Reply(content="Hi."),),
+    ),
     run("run with a tool", 200, ORDER, replies=TOOL_RUN),
     run("run whose model fails", 200, {"message": "hello"}, replies=FAILING),
     run("run blank message", 400, {"message": " \n"}),
