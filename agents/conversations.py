@@ -406,7 +406,9 @@ class Conversations:
                 feed.put(ending)
                 feed.close()
                 raise
-            if feed.cancel_requested:  # cancelled while queued: it never ran
+            if feed.cancel_requested:  # cancelled while queued (it never ran), or cut by a
+                if feed.started is not None:  # stop before the step it was to end at
+                    await self._settle_cancelled(ctx)  # asked to stop: not handed over
                 feed.put(_cancelled(ctx))
                 feed.close()
                 return
@@ -428,6 +430,16 @@ class Conversations:
             feed.close()
         finally:
             self._forget(ctx.thread_id, feed)
+
+    async def _settle_cancelled(self, ctx: RunContext) -> None:
+        """A run asked to stop that a stop cut off before it could: its record says the
+        thread is idle, so no process resumes it (the steps it finished are kept)."""
+        if self.records is None:
+            return
+        try:
+            await self.records.update(ctx.thread_id, status="idle")
+        except Exception:  # then it is resumed, as a run cut off is: logged, not raised
+            log.exception("run.cancel_not_recorded")
 
     async def _traced(self, feed: RunFeed, ending: Event | None) -> None:
         """Keep the run's trace, ``ending`` its last event (before the feed tells the end: a

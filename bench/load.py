@@ -13,7 +13,9 @@ p50/p99 latency added over the model's and added time to the first token, errors
 duplicated messages (every thread's history is checked afterwards), the routes taken and
 the service's memory. One process on the SQLite file and, in the same run, one and two
 processes on PostgreSQL (two: the client alternates between them, as a load balancer
-would); last, the ratio of two processes' turns per second to one's at saturation.
+would), and two sharing Redis as well (the deployment of `deploy/`: every run event also
+written to a Redis stream, Idempotency-Keys claimed there); last, the ratio of two
+processes' turns per second to one's at saturation.
 Threads are not summarised (a summary would take scripted replies and move the earliest
 messages out of the history the check reads).
 Run: .venv/bin/python -m bench.load [--quick]
@@ -48,6 +50,7 @@ from bench.replies import load_reply
 from tests.fakellm.process import FakeLLMProcess
 
 POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
+REDIS = "redis://127.0.0.1:6379/0"
 SKILLDESK = str(Path(sys.executable).with_name("skilldesk"))
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -283,14 +286,17 @@ def measure(loads: list[Load]) -> list[tuple[str, Load, Outcome]]:
             conn.execute(f"CREATE SCHEMA {schema}")
         pg = f"{POSTGRES}?options=-csearch_path%3D{schema}"
         setups = [
-            ("1 process, SQLite", None, 1),
-            ("1 process, PostgreSQL", pg, 1),
-            ("2 processes, PostgreSQL", pg, 2),
+            ("1 process, SQLite", None, 1, False),
+            ("1 process, PostgreSQL", pg, 1, False),
+            ("2 processes, PostgreSQL", pg, 2, False),
+            ("2 processes, PG + Redis", pg, 2, True),
         ]
         try:
-            for label, url, count in setups:
+            for label, url, count, redis in setups:
                 data = root / f"data-{len(results)}"
                 env = environment(fake, skills, url)
+                if redis:  # run events, keys, cancels and limits shared through Redis
+                    env.update(SKILLDESK_REDIS_URL=REDIS, SKILLDESK_REDIS_PREFIX=schema)
                 servers = [Server(env, data) for _ in range(count)]
                 try:
                     # Not measured: the first turns of a process (the skills' vectors, the
@@ -366,9 +372,11 @@ def main() -> None:
         for label, load, out in results
         if load.name == "saturation" and out.seconds
     }
-    one, two = rates.get("1 process, PostgreSQL"), rates.get("2 processes, PostgreSQL")
-    if one and two:
-        print(f"two processes / one at saturation (PostgreSQL): {two / one:.2f}x")
+    one = rates.get("1 process, PostgreSQL")
+    for label in ("2 processes, PostgreSQL", "2 processes, PG + Redis"):
+        two = rates.get(label)
+        if one and two:
+            print(f"{label} / 1 process, PostgreSQL at saturation: {two / one:.2f}x")
 
 
 if __name__ == "__main__":

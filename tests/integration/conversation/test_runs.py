@@ -154,3 +154,23 @@ async def test_a_store_failing_around_the_threads_lease_still_ends_the_run_for_i
     else:
         assert isinstance(events[-1], RunFailed)
         assert events[-1].code == "internal_error"  # logged; the user is told it failed
+
+
+async def test_a_run_cancelled_then_cut_by_a_stop_is_not_handed_over(
+    services: Services, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="too late", delay=5))
+    conversations = services.conversations
+    feed = conversations.start("cut", [HumanMessage("tell me a long story")])
+    events = feed.read()
+    await anext(events)  # the run has begun
+    await asyncio.sleep(0.3)  # in the model call: the cancel waits for the step's end
+    conversations.cancel(feed.run_id)
+    assert await conversations.aclose() == ["cut"]  # the stop comes first
+    ended = [e async for e in events][-1]
+    assert isinstance(ended, RunFailed)
+    assert ended.code == "run_cancelled_by_request"
+    assert "resumed" not in ended.message  # it was asked to stop: nobody goes on with it
+    assert await services.threads.orphans() == {}
+    record = await services.threads.get("cut")
+    assert record["status"] == "idle"
