@@ -141,11 +141,18 @@ class RunBus:
                 except Exception as exc:  # readers elsewhere miss it; the run goes on
                     log.warning("bus.write_failed", error=str(exc), events=len(batch))
 
-    async def resumed(self, run_id: str, thread_id: str, to: RunFeed | None) -> None:
+    async def resumed(
+        self,
+        run_id: str,
+        thread_id: str,
+        to: RunFeed | None,
+        ended: RunFinished | RunFailed | None = None,
+    ) -> None:
         """End the shared stream of run ``run_id`` (cut off by a process that stopped or
-        died) with a ``reconnect`` to run ``to``, which goes on from its last checkpoint, or
-        with ``run_failed`` when nothing was left to run (the answer is in the thread); its
-        status says so. Readers in any process follow."""
+        died) with a ``reconnect`` to run ``to``, which goes on from its last checkpoint, or,
+        when nothing was left to run, with how it had ended (``ended``: its answer, found in
+        the thread, or why there is none; by default ``run_failed``); its status says so.
+        Readers in any process follow."""
         key = self._events(run_id)
         try:
             last = await self.client.xrevrange(key, count=1)
@@ -167,15 +174,17 @@ class RunBus:
                 data = reconnect_data(thread_id, to.run_id, 0, "resumed")
                 message += f" It went on from its last step as run {to.run_id}."
             else:
-                ended = RunFailed(thread_id, run_id, "run_cancelled", message)
+                ended = ended or RunFailed(thread_id, run_id, "run_cancelled", message)
                 kind, data = event_name(ended), event_data(ended)
-            status.update(
-                status="failed",
-                events=seq,
-                ended=now,
-                error={"code": "run_cancelled", "message": message},
-                resumed_as=to.run_id if to is not None else None,
-            )
+            if isinstance(ended, RunFinished) and to is None:
+                status.update(status="succeeded", answer=ended.message.text, error=None)
+            else:
+                failure = ended if isinstance(ended, RunFailed) and to is None else None
+                error = {"code": "run_cancelled", "message": message}
+                if failure is not None:
+                    error = {"code": failure.code, "message": failure.message}
+                status.update(status="failed", error=error)
+            status.update(events=seq, ended=now, resumed_as=to.run_id if to is not None else None)
             ttl = max(1, int(self.retain_s))
             async with self.client.pipeline(transaction=False) as pipe:
                 fields = {"t": kind, "d": json.dumps(data, ensure_ascii=False)}

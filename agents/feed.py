@@ -33,9 +33,16 @@ class FeedMirror(Protocol):
         """The run has a new event (``event``) or a new status; returns at once."""
         ...
 
-    async def resumed(self, run_id: str, thread_id: str, to: RunFeed | None) -> None:
+    async def resumed(
+        self,
+        run_id: str,
+        thread_id: str,
+        to: RunFeed | None,
+        ended: RunFinished | RunFailed | None = None,
+    ) -> None:
         """Run ``run_id``, cut off by a process that stopped or died, goes on as ``to``
-        (None: there was nothing left to run): its readers elsewhere are told."""
+        (None: there was nothing left to run; ``ended``: how it had ended): its readers
+        elsewhere are told."""
         ...
 
 

@@ -19,6 +19,7 @@ from langgraph.types import StateSnapshot
 
 from agents.conversations import RESUME, Conversations
 from agents.errors import CheckpointNotFound, NothingToResume, ThreadBusy, ThreadNotFound
+from agents.events import RunFailed, RunFinished
 from agents.memory.summaries import summarised_count
 from agents.state.attachments import AttachmentStore
 from agents.state.checkpointers import lease_alive
@@ -349,9 +350,24 @@ class Threads:
                 ended = True
             except Exception:  # one thread's trouble must not stop the others'
                 log.exception("thread.resume_failed", thread_id=thread_id)
-            if ended and waiting is not None and mirror is not None:
-                await mirror.resumed(waiting, thread_id, None)  # else its readers wait on
+            if ended and waiting is not None and mirror is not None:  # else its readers wait on
+                await mirror.resumed(
+                    waiting, thread_id, None, await self._ending(thread_id, waiting)
+                )
         return resumed
+
+    async def _ending(self, thread_id: str, run_id: str) -> RunFinished | RunFailed:
+        """How run ``run_id`` of the thread had ended, nothing of it being left to run: its
+        answer, when the thread's last checkpoint is the run's; otherwise it died before
+        its message was kept."""
+        found = await self.saver.aget_tuple(_at(thread_id))
+        if found is not None and found.metadata.get("run_id") == run_id:
+            values = migrate(dict(found.checkpoint["channel_values"]))[0]
+            messages = values.get("messages") or []
+            if messages and isinstance(messages[-1], AIMessage):
+                return RunFinished(thread_id, run_id, messages[-1])
+        told = "The service stopped before the run began; its message was not kept: send it again."
+        return RunFailed(thread_id, run_id, "run_cancelled", told)
 
     async def keep_resuming(self, interval_s: float) -> None:
         """Look for runs a dead process left every ``interval_s`` (several processes on

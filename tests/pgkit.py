@@ -1,4 +1,5 @@
-"""A PostgreSQL schema of its own for a test (or a benchmark) on the machine's server."""
+"""The machine's PostgreSQL and Redis servers; a PostgreSQL schema of its own for a test (or a
+benchmark)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from contextlib import contextmanager
 import psycopg
 
 POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
+REDIS = "redis://127.0.0.1:6379/0"
 
 
 @contextmanager

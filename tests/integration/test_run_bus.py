@@ -14,8 +14,7 @@ from agents.bus import LIVE_TTL_S, STREAM_MAXLEN, RunBus
 from agents.errors import KeyReused
 from agents.events import RunFinished, Token
 from agents.feed import RunFeed
-
-REDIS = "redis://127.0.0.1:6379/0"
+from tests.pgkit import REDIS
 
 
 @pytest.fixture

@@ -24,10 +24,9 @@ from tests.bundledkit import work_orders
 from tests.fakellm import FakeLLM, Reply, ToolCall
 from tests.integration.runs.test_runs_api import read_events
 from tests.integration.test_server_process import Service
-from tests.pgkit import schema_url
+from tests.pgkit import REDIS, schema_url
 
 ROOT = Path(__file__).resolve().parents[2]
-REDIS = "redis://127.0.0.1:6379/0"
 WORDS = " ".join(f"word{i}" for i in range(40))
 
 

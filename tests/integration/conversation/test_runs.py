@@ -4,6 +4,8 @@ callbacks."""
 from __future__ import annotations
 
 import asyncio
+import json
+import uuid
 from typing import Any
 
 import pytest
@@ -11,11 +13,13 @@ from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage
 
 from agents import conversations as conversations_module
+from agents.bus import RunBus
 from agents.events import RunFailed
 from agents.feed import RunFeed
 from app.services import Services
 from tests.fakellm import FakeLLM, Reply
 from tests.integration.conversation.kit import final, turn
+from tests.pgkit import REDIS
 
 
 async def test_a_model_failure_keeps_the_thread_usable(
@@ -174,3 +178,32 @@ async def test_a_run_cancelled_then_cut_by_a_stop_is_not_handed_over(
     assert await services.threads.orphans() == {}
     record = await services.threads.get("cut")
     assert record["status"] == "idle"
+
+
+async def test_readers_of_a_run_that_had_ended_when_its_process_died_get_its_answer(
+    services: Services, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Hello there."))
+    bus = RunBus(REDIS, prefix=f"test-{uuid.uuid4().hex[:12]}", retain_s=5)
+    try:
+        services.conversations.mirror = bus
+        events = await turn(services, "hi there, good morning", "ended")
+        answered = final(events).run_id
+        # Its process died after the answer's checkpoint, before telling the end: the record
+        # still says running, and nothing is left to run.
+        records = services.threads.records
+        await records.update("ended", status="running", run_id=answered)
+        never = str(uuid.uuid4())  # and one that died before its message was kept
+        await records.create("lost", title="lost")
+        await records.update("lost", status="running", run_id=never)
+        assert await services.threads.resume_orphans() == []
+        told = [e async for e in bus.events(answered) if e is not None][-1]
+        assert told.type == "run_finished"
+        assert json.loads(told.data)["answer"] == "Hello there."
+        assert (await bus.status(answered) or {})["status"] == "succeeded"
+        lost = [e async for e in bus.events(never) if e is not None][-1]
+        assert lost.type == "run_failed"
+        assert "send it again" in json.loads(lost.data)["message"]
+    finally:
+        services.conversations.mirror = None
+        await bus.aclose()
