@@ -146,3 +146,21 @@ def test_chinese_japanese_and_korean_text_is_drawn_not_boxes(page: Any) -> None:
     page.goto("/")
     for text in ("订单", "注文", "주문"):
         assert page.evaluate(DRAWN, text), f"{text} is drawn as boxes: no CJK font"
+
+
+def test_a_message_sent_while_the_page_still_loads_keeps_its_answer(
+    page: Any, fake_llm: FakeLLM
+) -> None:
+    words = "Answered while the page was still loading."
+    fake_llm.script(Reply(content=words, stream_chunk_delay=0.2))
+    held: list[Any] = []
+    page.route("**/v1/me", lambda route: held.append(route))  # start() waits on who the user is
+    page.goto("/")
+    page.get_by_role("textbox", name="Message").fill("hello early")
+    page.keyboard.press("Enter")
+    expect(page.locator(".answer[aria-busy='true']")).to_contain_text("Answered")
+    held[0].continue_()  # start() goes on mid-answer: it must not open the thread anew over it
+    expect(page.locator("#mode")).to_have_text("Development mode (no key needed)")
+    expect(page.locator(".answer[aria-busy='false']")).to_have_text(words)
+    expect(page.locator(".message.user")).to_have_count(1)
+    expect(page.locator("#banner")).to_be_hidden()

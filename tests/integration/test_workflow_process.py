@@ -94,7 +94,7 @@ def test_killed_after_each_node_the_maintenance_run_finishes_with_one_work_order
                 break
             time.sleep(0.2)
         [run] = runs
-        assert run["status"] == "WAITING", run
+        assert run["status"] == "WAITING", (run["error"], run["nodes"])
         orders = httpx.post(
             f"{restarted.url}/v1/skills/work-order/tools/list_work_orders",
             json={"arguments": {"device_id": "PUMP-07"}},

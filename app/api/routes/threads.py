@@ -201,9 +201,10 @@ async def get_thread(
     how many earlier ones are summarised, last route, loaded skills, workspace and usage."""
     await reach_thread(services, principal, thread_id)
     state = await services.conversations.state(thread_id)
-    if not state:
+    if not state and await services.threads.records.get(thread_id) is None:
         raise ApiError(404, "thread_not_found", f"There is no thread {thread_id!r}.")
-    # Indices count the summarised messages too: they match the summary's entries.
+    # A thread made empty (POST /v1/threads), or whose first run has not written yet: no
+    # messages so far. Indices count the summarised messages too: they match the summary's entries.
     count = summarised_count(state.get("summary"))
     traces = services.conversations.traces
     runs = await traces.runs(thread_id) if traces is not None else ThreadRuns()

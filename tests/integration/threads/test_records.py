@@ -45,6 +45,9 @@ def test_a_thread_is_created_empty_renamed_and_named_by_its_first_message(
     thread_id = created.json()["thread_id"]
     assert created.json()["title"] == "New conversation"
     assert client.post("/v1/threads", json={"thread_id": thread_id}).status_code == 409
+    empty = client.get(f"/v1/threads/{thread_id}")  # made, nothing said yet: not a 404
+    assert empty.status_code == 200, empty.text
+    assert empty.json()["messages"] == []
 
     fake_llm.script(Reply(content="Hi."))
     say(client, thread_id, "Where is my parcel?")

@@ -95,6 +95,9 @@ function addOlder(page) {
   $("thread-list").append(item);
 }
 
+/** Whether the user began a conversation since the page loaded (sent a message, opened a thread). */
+export const engaged = () => current !== null || busy;
+
 export async function openThread(id) {
   current = id;
   sessionStorage.setItem("skilldesk.thread", id || "");

@@ -2,7 +2,7 @@
 import * as api from "./api.js";
 import { loadInbox, waiting } from "./approvals.js";
 import { initBrowser, loadBrowser } from "./browser.js";
-import { initChat, loadThreads, openThread, setCanApprove } from "./chat.js";
+import { engaged, initChat, loadThreads, openThread, setCanApprove } from "./chat.js";
 
 const $ = (id) => document.getElementById(id);
 let canApprove = false;
@@ -106,7 +106,8 @@ async function start() {
     await loadThreads();
     const last = linked || sessionStorage.getItem("skilldesk.thread");
     linked = null;
-    await openThread(last || null);
+    // A message sent while the page was still loading: its thread is open already.
+    if (!engaged()) await openThread(last || null);
     await refreshCount();
   } catch (error) {
     showError(error);
