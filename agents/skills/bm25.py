@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -97,6 +97,39 @@ def tokenize(text: str) -> list[str]:
         elif word not in STOPWORDS:
             tokens.append(_stem(word))
     return tokens
+
+
+_LETTERS = re.compile(r"[a-z]+")
+
+
+def vocabulary(texts: Iterable[str]) -> frozenset[str]:
+    """The lower-cased words of ``texts``: the catalogue's words, which ``name_words`` splits
+    run-together names into."""
+    return frozenset(word for text in texts for word in _LETTERS.findall(text.lower()))
+
+
+def name_words(name: str, words: frozenset[str]) -> str:
+    """A skill name as text for BM25: its kebab-case parts, each followed by the two words of
+    ``words`` it runs together when it is not a word itself (``apilayer-weatherstack`` ->
+    "apilayer weatherstack weather stack"), so that the name matches "weather" as a reader
+    sees it does. The part stays too: a message that names the skill still matches it."""
+    found: list[str] = []
+    for part in name.lower().split("-"):
+        found.append(part)
+        found.extend(_compound(part, words))
+    return " ".join(found)
+
+
+def _compound(word: str, words: frozenset[str]) -> tuple[str, ...]:
+    """The first split of ``word`` into two known words of three letters or more (neither a
+    stop word), or none."""
+    if len(word) < 6 or word in words or not word.isalpha():
+        return ()
+    for i in range(3, len(word) - 2):
+        head, tail = word[:i], word[i:]
+        if head in words and tail in words and not {head, tail} & STOPWORDS:
+            return head, tail
+    return ()
 
 
 class BM25:

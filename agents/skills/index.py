@@ -18,7 +18,7 @@ import faiss
 import numpy as np
 import structlog
 
-from agents.skills.bm25 import BM25
+from agents.skills.bm25 import BM25, name_words, vocabulary
 from agents.skills.embeddings import EmbeddingCache
 from agents.skills.loader import Skill
 from agents.tokens import count_tokens
@@ -57,9 +57,14 @@ class SkillEntry:
             skill.config.pinned,
         )
 
-    def keyword_text(self) -> str:
-        """Text BM25 sees."""
-        return " ".join([self.name.replace("-", " "), self.description, *self.triggers])
+    def keyword_text(self, words: frozenset[str] = frozenset()) -> str:
+        """Text BM25 sees; ``words``: the catalogue's words, for names that run two of them
+        together (see ``name_words``)."""
+        return " ".join([name_words(self.name, words), self.description, *self.triggers])
+
+    def words(self) -> list[str]:
+        """The texts whose words the catalogue's vocabulary is made of."""
+        return [self.description, *self.triggers, *self.examples]
 
     def dense_texts(self) -> list[str]:
         """Texts embedded for this skill: its summary, each sentence of a description that
@@ -164,7 +169,8 @@ class SkillIndex:
         """Replace the index with ``entries``."""
         started = time.perf_counter()
         entries = list(entries)
-        bm25 = BM25([e.keyword_text() for e in entries])
+        words = vocabulary(text for e in entries for text in e.words())
+        bm25 = BM25([e.keyword_text(words) for e in entries])
         index, owner = None, np.zeros(0, dtype=np.int64)
         if self.cache is not None and entries:
             texts: list[str] = []

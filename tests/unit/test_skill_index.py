@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.skills.bm25 import BM25, tokenize
+from agents.skills.bm25 import BM25, name_words, tokenize, vocabulary
 from agents.skills.embeddings import EmbeddingCache, MiniLMEmbedder
 from agents.skills.index import SkillEntry, SkillIndex, query_parts, sentences
 from agents.tokens import count_tokens
@@ -90,6 +90,29 @@ def test_a_long_description_is_hardly_a_weaker_match_for_its_subject() -> None:
     long = "Currency exchange rates. " + "Real-time and historical data, many markets. " * 6
     scores = BM25([short, long, "Public holidays of many countries."]).scores("exchange rate")
     assert scores[1] >= 0.7 * scores[0]  # 0.46 with the textbook length normalisation
+
+
+def test_a_name_that_runs_two_catalogue_words_together_is_split_into_them() -> None:
+    words = vocabulary(["Weather data for any city.", "Stack traces, in bulk."])
+    assert name_words("apilayer-weatherstack", words) == "apilayer weatherstack weather stack"
+    # A word of its own, a stop word as a piece, a short part: left as they are.
+    assert name_words("city-weather", words) == "city weather"
+    assert name_words("anyweather", words) == "anyweather"
+    assert name_words("data-io", words) == "data io"
+
+
+def test_a_skill_matches_a_word_its_name_runs_together_with_another() -> None:
+    entries = [
+        SkillEntry("apilayer-weatherstack", "Real-time and historical data API.", (), ()),
+        SkillEntry("city-archive", "Historical data about a city.", (), ()),
+        SkillEntry("forecasts", "Weather forecasts from a stack of models.", (), ()),
+    ]
+    index = SkillIndex(None)
+    index.build(entries)
+    hits = {h.name: h for h in index.search("historical weather data", k=3)}
+    # Both match "historical data"; the name's "weather" is the difference.
+    assert hits["apilayer-weatherstack"].keyword > 1.3 * hits["city-archive"].keyword
+    assert index.search("historical weather data", k=1)[0].name == "apilayer-weatherstack"
 
 
 def test_search_finds_the_skill_by_keyword_and_by_chinese_trigger() -> None:
