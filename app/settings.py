@@ -287,6 +287,12 @@ class Settings(BaseSettings):
         max_length=64,
         description="Starts every Redis key and channel (services sharing one Redis).",
     )
+    metrics_token: SecretStr | None = Field(
+        None,
+        description="When set, GET /metrics asks for it as `Authorization: Bearer <token>` "
+        "(Prometheus: `authorization: {credentials: ...}`); unset, /metrics is open, as on a "
+        "private network behind the load balancer.",
+    )
     keep_alive_s: float = Field(
         75,
         gt=0,

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import SecretStr
 
 from app.main import create_app
 from tests.fakellm import FakeLLM, Reply, ToolCall
@@ -134,3 +135,16 @@ def _approval_counted(client: TestClient) -> None:
         )
         == 1
     )
+
+
+def test_metrics_ask_for_their_token_when_one_is_set(model_settings: Any) -> None:
+    settings = model_settings.model_copy(update={"metrics_token": SecretStr("scrape-me-1234")})
+    with TestClient(create_app(settings)) as client:
+        for sent in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "scrape-me-1234"}):
+            refused = client.get("/metrics", headers=sent)
+            assert refused.status_code == 401, sent
+            assert refused.json()["error"]["code"] == "invalid_metrics_token"
+            assert refused.headers["WWW-Authenticate"].startswith("Bearer")
+        scraped = client.get("/metrics", headers={"Authorization": "Bearer scrape-me-1234"})
+        assert scraped.status_code == 200
+        assert "skilldesk_" in scraped.text

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import hmac
+
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from agents import metrics
 from app.api.deps import ServicesDep
-from app.api.errors import error_responses
+from app.api.errors import ApiError, error_responses
 from app.api.schemas.health import HealthPublic, ReadinessPublic
 
 router = APIRouter(tags=["operations"])
@@ -59,9 +61,28 @@ async def readyz(services: ServicesDep, request: Request) -> JSONResponse:
             "approvals waiting, runs under way, checkpoint write time (`skilldesk_*`).",
             "content": {"text/plain": {"schema": {"type": "string"}}},
         },
-        **error_responses(500),
+        **error_responses(
+            401,
+            500,
+            notes={
+                401: "`SKILLDESK_METRICS_TOKEN` is set and the request does not bear it "
+                "(`invalid_metrics_token`)."
+            },
+        ),
     },
 )
-async def metrics_text() -> Response:
-    """What this process counted since it started, for a Prometheus scrape."""
+async def metrics_text(services: ServicesDep, request: Request) -> Response:
+    """What this process counted since it started, for a Prometheus scrape (with
+    `SKILLDESK_METRICS_TOKEN` set: for a scraper that bears it)."""
+    token = services.settings.metrics_token
+    if token is not None:
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        expected = token.get_secret_value().encode()
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), expected):
+            raise ApiError(
+                401,
+                "invalid_metrics_token",
+                "GET /metrics needs the metrics token: Authorization: Bearer <token>.",
+                headers={"WWW-Authenticate": 'Bearer realm="metrics"'},
+            )
     return PlainTextResponse(generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)

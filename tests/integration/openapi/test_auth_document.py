@@ -66,6 +66,7 @@ def keyed(
             model_api_base=_fake_llm_server.base_url,
             api_keys=SecretStr(entries),
             rate_limit_per_minute=1000,
+            metrics_token=SecretStr("metrics-0123456789"),  # /metrics behind a token too
         )
     with TestClient(create_app(settings), raise_server_exceptions=False) as client:
         made = client.post("/v1/threads", json={"thread_id": "a-1"}, headers=_auth(KEYS["alice"]))
