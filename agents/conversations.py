@@ -437,7 +437,9 @@ class Conversations:
         if self.records is None:
             return
         try:
-            await self.records.update(ctx.thread_id, status="idle")
+            record = await self.records.get(ctx.thread_id)
+            if record is not None and record.get("run_id") in (ctx.run_id, None):
+                await self.records.save(record, status="idle")  # not a later run's record
         except Exception:  # then it is resumed, as a run cut off is: logged, not raised
             log.exception("run.cancel_not_recorded")
 
