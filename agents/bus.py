@@ -266,18 +266,18 @@ class RunBus:
         owner, digest = await self.claim(thread_id, key, mine, asks)
         if owner == mine:
             return mine, None
-        if digest and digest != _digest(asks):
-            raise KeyReused(
-                f"Idempotency-Key {key!r} came before with another message on thread "
-                f"{thread_id!r} (run {owner}); send a new message with a new key"
-            )
-        if here(owner):
+        if here(owner):  # this process joins it by the key (or refuses another message)
             return None, None
         # The run's status is written just after its claim: a retry close behind waits for it.
+        # Its status kept (while it runs, and ``retain_s`` after) is how long the key holds.
         for _ in range(20):
             status = await self.status(owner)
             if status is not None:
-                return (None, owner) if status.get("thread_id") == thread_id else (mine, None)
+                if status.get("thread_id") != thread_id:
+                    return mine, None
+                if digest and digest != _digest(asks):
+                    raise KeyReused.for_message(key, thread_id, owner)
+                return None, owner
             await asyncio.sleep(0.05)
         await self.reclaim(thread_id, key, mine, asks)  # its run never started, or is gone
         return mine, None

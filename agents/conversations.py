@@ -164,12 +164,16 @@ class Conversations:
         return dict((await self.state(thread_id)).get("usage", {}))
 
     async def post(
-        self, thread_id: str, message: BaseMessage, events: Sequence[Event] = ()
+        self,
+        thread_id: str,
+        message: BaseMessage,
+        events: Sequence[Event] = (),
+        started: float | None = None,
     ) -> None:
         """Add a message the service writes outside a run (a workflow that ended after an
         approval tells the thread), between runs of the thread; ``events`` (what led to
-        it) are kept as its trace, as a run's are."""
-        started = time.time()
+        it, from ``started``) are kept as its trace, as a run's are."""
+        started = started or time.time()
         if isinstance(message, AIMessage) and not message.id:
             message = message.model_copy(update={"id": str(uuid.uuid4())})
         async with self.hold(thread_id):
@@ -280,10 +284,7 @@ class Conversations:
         wanted = turn_fingerprint(messages)
         joined = self._joinable(thread_id, wanted, idempotency_key)
         if joined is not None and idempotency_key is not None and wanted != joined.fingerprint:
-            raise KeyReused(
-                f"Idempotency-Key {idempotency_key!r} came before with another message on "
-                f"thread {thread_id!r} (run {joined.run_id}); send a new message with a new key"
-            )
+            raise KeyReused.for_message(idempotency_key, thread_id, joined.run_id)
         if joined is not None:
             # The same message again while it is answered (a client that retried on a
             # timeout): one run, and this request gets its answer too.
@@ -361,13 +362,18 @@ class Conversations:
         """Stop: runs under way may end within ``grace_s`` of ``drain``; those still going
         are stopped then, each ending as failed here (elsewhere, with Redis, as under way
         until resumed), their threads' leases released and records left ``running``, so
-        another process (or this one's next start) resumes them. Returns those threads."""
+        another process (or this one's next start) resumes them; a run asked to cancel ends
+        as cancelled, its thread idle. Returns the threads of the runs cut off."""
         told = self.stopping  # by a signal (``drain``); otherwise no grace: stop now
         self.drain()
         left = grace_s - (time.monotonic() - told) if told is not None else 0
         if self._tasks and left > 0:
             await asyncio.wait(list(self._tasks), timeout=left)
-        cut = [t for t, feeds in self._feeds.items() if any(f.started for f in feeds)]
+        cut = [
+            thread
+            for thread, feeds in self._feeds.items()
+            if any(f.started and not f.cancel_requested for f in feeds)  # asked to stop: not cut
+        ]
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -239,6 +239,14 @@ class KeyReused(SkilldeskError):
 
     code = "idempotency_key_reused"
 
+    @classmethod
+    def for_message(cls, key: str, thread_id: str, run_id: str) -> KeyReused:
+        """A chat turn's key that came before with another message."""
+        return cls(
+            f"Idempotency-Key {key!r} came before with another message on thread "
+            f"{thread_id!r} (run {run_id}); send a new message with a new key"
+        )
+
 
 class RunNotFound(SkilldeskError, LookupError):
     """No workflow run (or pending approval) by that id."""

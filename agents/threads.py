@@ -31,6 +31,8 @@ from agents.state.transcript import Transcript
 
 log = structlog.get_logger(__name__)
 
+ENDING_LOOKBACK = 5  # checkpoints searched for the last one a run that had ended wrote
+
 
 @dataclass(frozen=True)
 class RetentionOptions:
@@ -269,9 +271,11 @@ class Threads:
             *values.get("messages", []),
         ]
         if self.conversations.traces is not None:  # its answers unfold as the original's do
-            await self.conversations.traces.copy(
-                thread_id, target, (m.id for m in messages if m.id)
-            )
+            try:
+                ids = [m.id for m in messages if m.id]
+                await self.conversations.traces.copy(thread_id, target, ids)
+            except Exception:  # the fork stands; its answers just do not unfold
+                log.exception("thread.traces_not_copied", thread_id=thread_id, fork=target)
         count = len(values.get("messages", [])) + summarised
         log.info("thread.forked", thread_id=thread_id, checkpoint_id=checkpoint_id, fork=target)
         return await self.records.create(
@@ -337,35 +341,36 @@ class Threads:
         for thread_id, cut in (await self.orphans()).items():
             log.info("thread.resuming_orphan", thread_id=thread_id, run_id=cut)
             waiting = cut if mirror is not None else None  # its readers elsewhere wait
-            ended = False
             try:
-                feed = self.conversations.start(thread_id, RESUME)
-                async for _ in feed.read():
-                    if waiting is not None and mirror is not None:  # a step of it ran
-                        await mirror.resumed(waiting, thread_id, feed)
-                        waiting = None
-                resumed.append(thread_id)
-            except NothingToResume:  # it had ended; only its record had not been told
-                await self.records.update(thread_id, status="idle")
-                ended = True
+                try:
+                    feed = self.conversations.start(thread_id, RESUME)
+                    async for _ in feed.read():
+                        if waiting is not None and mirror is not None:  # a step of it ran
+                            await mirror.resumed(waiting, thread_id, feed)
+                            waiting = None
+                    resumed.append(thread_id)
+                except NothingToResume:  # it had ended; only its record had not been told
+                    await self.records.update(thread_id, status="idle")
+                    if waiting is not None and mirror is not None:  # else its readers wait on
+                        ending = await self._ending(thread_id, waiting)
+                        await mirror.resumed(waiting, thread_id, None, ending)
             except Exception:  # one thread's trouble must not stop the others'
                 log.exception("thread.resume_failed", thread_id=thread_id)
-            if ended and waiting is not None and mirror is not None:  # else its readers wait on
-                await mirror.resumed(
-                    waiting, thread_id, None, await self._ending(thread_id, waiting)
-                )
         return resumed
 
     async def _ending(self, thread_id: str, run_id: str) -> RunFinished | RunFailed:
         """How run ``run_id`` of the thread had ended, nothing of it being left to run: its
-        answer, when the thread's last checkpoint is the run's; otherwise it died before
-        its message was kept."""
-        found = await self.saver.aget_tuple(_at(thread_id))
-        if found is not None and found.metadata.get("run_id") == run_id:
+        answer, from the newest checkpoint the run wrote (writes outside a run may follow
+        it: a file's reference, a message posted); none: it died before its message was
+        kept."""
+        async for found in self.saver.alist(_at(thread_id), limit=ENDING_LOOKBACK):
+            if found.metadata.get("run_id") != run_id:
+                continue
             values = migrate(dict(found.checkpoint["channel_values"]))[0]
             messages = values.get("messages") or []
             if messages and isinstance(messages[-1], AIMessage):
                 return RunFinished(thread_id, run_id, messages[-1])
+            break
         told = "The service stopped before the run began; its message was not kept: send it again."
         return RunFailed(thread_id, run_id, "run_cancelled", told)
 

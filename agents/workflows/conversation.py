@@ -6,6 +6,7 @@ and its end (done, waiting for an approval, failed) is the answer."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -87,17 +88,18 @@ class WorkflowTurns:
         approved: bool,
         by: str,
         comment: str,
-        post: Callable[[str, BaseMessage, Sequence[Event]], Awaitable[None]],
+        post: Callable[[str, BaseMessage, Sequence[Event], float], Awaitable[None]],
     ) -> dict[str, Any]:
         """Decide an approval; the run goes on, and when it ends (or waits again) the thread
-        it was started from is told, through ``post(thread_id, message, events)``: the
-        events of the nodes that ran after the decision are that message's trace.
+        it was started from is told, through ``post(thread_id, message, events, started)``:
+        the events of the nodes that ran after the decision are that message's trace.
 
         Raises:
             RunNotFound, AlreadyDecided: as ``WorkflowEngine.decide``.
         """
         record: dict[str, Any] = {}
         events: list[Event] = []
+        started = time.time()
         async for event in self.engine.decide(
             approval_id, approved=approved, by=by, comment=comment
         ):
@@ -106,7 +108,8 @@ class WorkflowTurns:
             elif (typed := from_custom(event)) is not None:
                 events.append(typed)
         if record.get("thread_id") and not record.get("parent"):
-            await post(record["thread_id"], AIMessage(content=self.reply(record)), events)
+            told = AIMessage(content=self.reply(record))
+            await post(record["thread_id"], told, events, started)
         return record
 
     def reply(self, record: dict[str, Any]) -> str:

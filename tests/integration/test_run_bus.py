@@ -81,14 +81,23 @@ async def test_a_key_belongs_to_its_thread_and_its_first_run(bus: RunBus) -> Non
     assert (await bus.claim("proj", "7:abc", "run-5"))[0] == "run-4"
 
 
-async def test_a_key_sent_again_with_another_message_is_refused(bus: RunBus) -> None:
+async def test_a_key_sent_again_with_another_message_is_refused_while_its_run_is_kept(
+    bus: RunBus,
+) -> None:
     never = lambda run_id: None  # noqa: E731 - the key's run is not in this process
     first, _ = await bus.claim_run("t-1", "k", never, "where is ORD1?")
     assert first is not None
+    feed = RunFeed("where is ORD1?", run_id=first, thread_id="t-1", mirror=bus)
+    feed.begin()  # its status, as the process running it writes it
+    await bus.flushed()
     with pytest.raises(KeyReused, match="another message"):
         await bus.claim_run("t-1", "k", never, "where is ORD2?")
-    # The same message (a retry) is not refused: it is the first request's run.
-    assert (await bus.claim("t-1", "k", "other", "where is ORD1?"))[0] == first
+    assert await bus.claim_run("t-1", "k", never, "where is ORD1?") == (None, first)  # a retry
+    # Its status gone (the run ended over retain_s ago): the key starts a new run.
+    await bus.client.delete(f"{bus.prefix}:run:{first}")
+    again, elsewhere = await bus.claim_run("t-1", "k", never, "where is ORD2?")
+    assert (again is not None, again != first, elsewhere) == (True, True, None)
+    feed.close()
 
 
 async def test_a_cut_off_run_is_told_once_where_it_went_on_with_a_whole_status(

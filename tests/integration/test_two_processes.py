@@ -168,6 +168,18 @@ def test_a_run_retried_with_its_key_through_the_other_process_is_the_same_run(
     assert queued.status_code == 202
     assert queued.json()["id"] == first_headers["X-Run-Id"]
     assert queued.json()["status"] == "succeeded"
+    # runs/stream honours the key across processes too: the same run's events, from the first.
+    for process in (a, b):
+        with httpx.Client(timeout=60) as http:
+            streamed_headers, streamed = stream_from(
+                http,
+                "POST",
+                f"{process.url}{url}/stream",
+                json={"message": body["message"]},
+                headers=headers,
+            )
+        assert streamed_headers["X-Run-Id"] == first_headers["X-Run-Id"]
+        assert_whole(streamed)
     # The key with another message is a mistake of the client's, said plainly, not answered.
     for process in (a, b):
         other = httpx.post(

@@ -22,6 +22,7 @@ from app.api.deps import (
     PrincipalDep,
     ServicesDep,
     WithinBudget,
+    claim_key,
     reach_thread,
     run_target,
 )
@@ -41,7 +42,7 @@ from app.api.schemas.threads import (
     ThreadPublic,
     ThreadRecordPublic,
 )
-from app.api.sse import follow, frame
+from app.api.sse import follow, follow_shared, frame
 from app.auth.guard import no_scope
 
 # JSONResponse renders with json.dumps, as before the response models: floats (scores, tool
@@ -247,6 +248,7 @@ async def get_thread(
         **error_responses(
             400,
             404,
+            409,
             413,
             500,
             503,
@@ -255,6 +257,8 @@ async def get_thread(
                 "schema (`invalid_request`: a blank `message`, a bad thread id...), or an "
                 "unknown `skill` / `workflow` (`unknown_skill`, `unknown_workflow`).",
                 404: "Another user's thread (`thread_not_found`).",
+                409: "The `Idempotency-Key` came before with another message "
+                "(`idempotency_key_reused`).",
                 503: "This process is stopping (`shutting_down`): send the request again.",
             },
         ),
@@ -269,20 +273,32 @@ async def stream_run(
 ) -> StreamingResponse:
     """Run one turn; every decision arrives as an SSE event (``event:`` names its type,
     ``id:`` its sequence number, for `GET .../runs/{run_id}/stream` with `Last-Event-ID`).
-    The same message sent again while it is answered joins the run under way."""
+    The same message sent again while it is answered joins the run under way; with an
+    `Idempotency-Key`, the same request sent again (whichever process it reaches) reads the
+    first one's run from its first event."""
     await reach_thread(services, principal, thread_id, may_be_new=True)
     target = run_target(services, model=body.model, skill=body.skill, workflow=body.workflow)
+    turn = [HumanMessage(body.message)]
+    run_id, theirs = await claim_key(services, thread_id, idempotency_key, turn)
+    keepalive = services.settings.sse_keepalive_s
+    if theirs is not None and services.bus is not None:  # a retry another process answers
+        return StreamingResponse(
+            follow_shared(services.bus, thread_id, theirs, 0, keepalive, services.leaving),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Thread-Id": thread_id, "X-Run-Id": theirs},
+        )
     feed = services.conversations.start(
         thread_id,
-        [HumanMessage(body.message)],
+        turn,
         **target,
         idempotency_key=idempotency_key,
         owner=principal.user,
         agent=principal.agent,
         guard=None if principal.sees_all else principal.user,
+        run_id=run_id,
     )
     return StreamingResponse(
-        follow(feed, 0, services.settings.sse_keepalive_s, leaving=services.leaving),
+        follow(feed, 0, keepalive, leaving=services.leaving),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Thread-Id": thread_id, "X-Run-Id": feed.run_id},
     )

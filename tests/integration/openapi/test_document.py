@@ -104,6 +104,15 @@ def _keyed_chat(client: TestClient) -> dict[str, str]:
     return {}
 
 
+def _keyed_run(client: TestClient) -> dict[str, str]:
+    """A run on thread ``p-1`` sent with ``Idempotency-Key: k-8`` (one scripted reply)."""
+    made = client.post(
+        RUN.format("p-1"), json={"message": "hello"}, headers={"Idempotency-Key": "k-8"}
+    )
+    assert made.status_code == 200, made.text
+    return {}
+
+
 def _answered_thread(client: TestClient) -> dict[str, str]:
     """A thread with one answered turn (one scripted reply): ``{thread}``, ``{checkpoint}``."""
     ids = _new_thread(client)
@@ -259,6 +268,14 @@ PROBES = [
     ),
     run("run with a tool", 200, ORDER, replies=TOOL_RUN),
     run("run whose model fails", 200, {"message": "hello"}, replies=FAILING),
+    run(
+        "run key sent again with another message",
+        409,
+        {"message": "something else"},
+        headers={"Idempotency-Key": "k-8"},
+        setup=_keyed_run,
+        replies=(Reply(content="Hi."),),
+    ),
     run("run blank message", 400, {"message": " \n"}),
     run("run unknown skill", 400, {"message": "hi", "skill": "nope"}),
     run("run bad thread id", 400, {"message": "hi"}, thread="-p"),

@@ -66,7 +66,11 @@ export class Trace {
       else this.nodes.push({ ...data, running: false });
     } else if (type === "tool_called") this.tools.set(data.call_id, { ...data });
     else if (type === "tool_returned") Object.assign(this.tools.get(data.call_id) || {}, { result: data });
-    else if (type === "error_raised" || type === "run_failed") this.errors.push(data);
+    else if (type === "error_raised") this.errors.push(data);
+    else if (type === "run_failed") {
+      // Kept with the run's other errors, once: a step's error may be what ended it.
+      if (!this.errors.some((e) => e.code === data.code)) this.errors.push(data);
+    }
     else if (type === "approval_required") {
       const step = [...this.open.values()].find((s) => s.node === data.node);
       if (step) step.waiting = true;
