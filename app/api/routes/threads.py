@@ -40,7 +40,7 @@ from app.api.schemas.threads import (
     ThreadPublic,
     ThreadRecordPublic,
 )
-from app.api.sse import follow, frame
+from app.api.sse import EventStream, follow, frame
 from app.auth.guard import no_scope
 
 # JSONResponse renders with json.dumps, as before the response models: floats (scores, tool
@@ -279,7 +279,7 @@ async def stream_run(
         agent=principal.agent,
         guard=None if principal.sees_all else principal.user,
     )
-    return StreamingResponse(
+    return EventStream(
         follow(feed, 0, services.settings.sse_keepalive_s, leaving=services.leaving),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Thread-Id": thread_id, "X-Run-Id": feed.run_id},
