@@ -142,8 +142,16 @@ class ThreadedSqliteSaver(SqliteSaver):
                 self.serde.dumps_typed(values[channel]) if channel in values else ("empty", None)
             )
             rows.append((thread_id, ns, channel, str(version), kind, blob))
-        with self.lock, self.conn:
-            self.conn.executemany(f"INSERT OR REPLACE INTO {BLOBS} VALUES (?, ?, ?, ?, ?, ?)", rows)
+        # The values and the checkpoint in one transaction (one commit, not two): the base
+        # class commits what this statement began.
+        with self.lock:
+            try:
+                self.conn.executemany(
+                    f"INSERT OR REPLACE INTO {BLOBS} VALUES (?, ?, ?, ?, ?, ?)", rows
+                )
+            except BaseException:
+                self.conn.rollback()
+                raise
         kept = {c: v for c, v in values.items() if c not in versions}  # unversioned: inline
         return super().put(config, {**checkpoint, "channel_values": kept}, metadata, new_versions)
 
