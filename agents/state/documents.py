@@ -85,12 +85,7 @@ class MemoryDocuments:
 
     async def merge(self, kind: str, doc_id: str, changes: dict[str, Any]) -> dict[str, Any] | None:
         """See ``Documents.merge``."""
-        found = await self.get(kind, doc_id)
-        if found is None:
-            return None
-        body = {**found, **changes}
-        await self.put(kind, doc_id, body, **_index(body))
-        return body
+        return await _merged(self, kind, doc_id, changes)
 
     async def find(
         self,
@@ -239,12 +234,7 @@ class PostgresDocuments:
 
     async def merge(self, kind: str, doc_id: str, changes: dict[str, Any]) -> dict[str, Any] | None:
         """See ``Documents.merge``."""
-        found = await self.get(kind, doc_id)
-        if found is None:
-            return None
-        body = {**found, **changes}
-        await self.put(kind, doc_id, body, **_index(body))
-        return body
+        return await _merged(self, kind, doc_id, changes)
 
     async def find(
         self,
@@ -307,6 +297,18 @@ def _where(
         clauses.append(f"updated < {mark}")
         args.append(before)
     return " AND ".join(clauses), tuple(args)
+
+
+async def _merged(
+    documents: Documents, kind: str, doc_id: str, changes: dict[str, Any]
+) -> dict[str, Any] | None:
+    """``Documents.merge`` as a read, then a write."""
+    found = await documents.get(kind, doc_id)
+    if found is None:
+        return None
+    body = {**found, **changes}
+    await documents.put(kind, doc_id, body, **_index(body))
+    return body
 
 
 def _index(body: dict[str, Any]) -> dict[str, Any]:
