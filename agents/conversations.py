@@ -43,6 +43,7 @@ from agents.run import RunBudget, RunContext, RunLimits
 from agents.state.attachments import AttachmentStore
 from agents.state.checkpointers import LEASE_S, thread_lock
 from agents.state.migrations import migrate
+from agents.state.readonce import ReadOnce
 from agents.state.records import ThreadRecords, title_from
 from agents.state.schema import SCHEMA_VERSION
 from agents.state.traces import RunTraces
@@ -506,6 +507,8 @@ class Conversations:
         stream the graph, then report how it ended; every failure ends as RunFailed."""
         structlog.contextvars.bind_contextvars(thread_id=ctx.thread_id, run_id=ctx.run_id)
         resuming = not isinstance(turn, ClientTurn) and not turn
+        saver = self.graph.checkpointer
+        once = saver if isinstance(saver, ReadOnce) else None
         try:
             if self.router is not None and not resuming:  # overlaps the reads and writes
                 self.router.anticipate(last_user_text(turn), ctx)
@@ -514,7 +517,11 @@ class Conversations:
                 if record is not None and record.get("owner") != feed.guard:
                     raise ThreadNotFound(f"There is no thread {ctx.thread_id!r}.")
             # One read of the thread before the run and none after: the run's last values are
-            # the thread's state (each read deserialises the whole history).
+            # the thread's state (each read deserialises the whole history). The graph's own
+            # read when it starts gets this one (``ReadOnce``) unless the thread is written
+            # in between.
+            if once is not None:
+                once.keep_next_read(ctx.thread_id)
             snapshot = await self.graph.aget_state(_config(ctx.thread_id))
             values, upgrade = migrate(dict(snapshot.values)) if snapshot.values else ({}, {})
             history = list(values.get("messages", []))
@@ -574,6 +581,9 @@ class Conversations:
             await self._closed(ctx, None, failed=True)
             yield _failed(ctx, exc)
             return
+        finally:
+            if once is not None:
+                once.forget(ctx.thread_id)
         values = await self._closed(ctx, values, failed=False)
         if feed is not None and feed.cancel_requested:
             log.info("run.cancelled")

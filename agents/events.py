@@ -193,4 +193,16 @@ def event_data(event: Event) -> dict[str, Any]:
             "answer": event.message.text,
             "usage": event.usage,
         }
+    # Most events (tokens, node and tool results) hold only plain values: read them as they
+    # are; ``asdict`` walks and copies each value recursively (a token is sent many times).
+    names = _NAMES.get(type(event))
+    if names is None:
+        names = _NAMES[type(event)] = tuple(f.name for f in dataclasses.fields(event))
+    values = {name: getattr(event, name) for name in names}
+    if all(type(v) in _PLAIN for v in values.values()):
+        return values
     return dataclasses.asdict(event)
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+_NAMES: dict[type, tuple[str, ...]] = {}  # each event type's field names, in order

@@ -42,6 +42,7 @@ class ModelGateway:
         self._environ = environ
         self._transports: dict[str, Transport] = {}
         self._prices: dict[str, Price | None] = {}
+        self._models: dict[str, GatewayChatModel] = {}
 
     @property
     def configured(self) -> bool:
@@ -54,7 +55,14 @@ class ModelGateway:
             raise NoModelConfigured()
         name = profile or self.config.default
         self.config.get(name)  # unknown names fail here, naming the known ones
-        return GatewayChatModel(gateway=self, profile_name=name, call_kwargs=call_kwargs)
+        if call_kwargs:
+            return GatewayChatModel(gateway=self, profile_name=name, call_kwargs=call_kwargs)
+        # One per profile: the model holds no state of a call, and building one (a pydantic
+        # model) is a fair part of a call's own work.
+        model = self._models.get(name)
+        if model is None:
+            model = self._models[name] = GatewayChatModel(gateway=self, profile_name=name)
+        return model
 
     def node_profile(self, node: NodeRole, run_profile: str | None = None) -> str | None:
         """The profile ``node`` calls: the run's when it names one, else the node's setting,

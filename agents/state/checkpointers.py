@@ -27,6 +27,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from agents import metrics
 from agents.errors import ConfigError
+from agents.state.readonce import ReadOnce
 
 T = TypeVar("T")
 
@@ -69,7 +70,7 @@ async def _sqlite(path: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
         conn = sqlite3.connect(target, check_same_thread=False)
     except Exception as exc:
         raise ConfigError(f"cannot open the SQLite checkpoint file {target}: {exc}") from exc
-    saver = ThreadedSqliteSaver(conn)
+    saver = ReadOnceSqliteSaver(conn)
     try:
         # WAL lets readers (history, a second CLI) work while a run writes.
         await saver.run(conn.execute, "PRAGMA journal_mode=WAL")
@@ -141,8 +142,16 @@ class ThreadedSqliteSaver(SqliteSaver):
                 self.serde.dumps_typed(values[channel]) if channel in values else ("empty", None)
             )
             rows.append((thread_id, ns, channel, str(version), kind, blob))
-        with self.lock, self.conn:
-            self.conn.executemany(f"INSERT OR REPLACE INTO {BLOBS} VALUES (?, ?, ?, ?, ?, ?)", rows)
+        # The values and the checkpoint in one transaction (one commit, not two): the base
+        # class commits what this statement began.
+        with self.lock:
+            try:
+                self.conn.executemany(
+                    f"INSERT OR REPLACE INTO {BLOBS} VALUES (?, ?, ?, ?, ?, ?)", rows
+                )
+            except BaseException:
+                self.conn.rollback()
+                raise
         kept = {c: v for c, v in values.items() if c not in versions}  # unversioned: inline
         return super().put(config, {**checkpoint, "channel_values": kept}, metadata, new_versions)
 
@@ -260,6 +269,10 @@ class ThreadedSqliteSaver(SqliteSaver):
         )
 
 
+class ReadOnceSqliteSaver(ReadOnce, ThreadedSqliteSaver):
+    """The service's SQLite saver: a run's read of a thread is not repeated (``ReadOnce``)."""
+
+
 @asynccontextmanager
 async def _postgres(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     import psycopg
@@ -284,8 +297,9 @@ async def _postgres(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     )
     await pool.open(wait=True, timeout=10)
 
-    class AsyncPostgresTimedSaver(AsyncPostgresSaver):
-        """The PostgreSQL saver, its checkpoint writes timed for the metrics."""
+    class AsyncPostgresTimedSaver(ReadOnce, AsyncPostgresSaver):
+        """The PostgreSQL saver, its checkpoint writes timed for the metrics, a run's read
+        of a thread not repeated (``ReadOnce``)."""
 
         async def aput(
             self,

@@ -38,6 +38,12 @@ class Documents(Protocol):
         """One document, or None."""
         ...
 
+    async def merge(self, kind: str, doc_id: str, changes: dict[str, Any]) -> dict[str, Any] | None:
+        """Write ``changes`` over a document's fields, its index (``owner``, ``status``,
+        ``updated``) taken from the result; the document as written, or None (nothing
+        written) when there is none."""
+        ...
+
     async def find(
         self,
         kind: str,
@@ -76,6 +82,10 @@ class MemoryDocuments:
         """See ``Documents.get``."""
         row = self.rows.get((kind, doc_id))
         return None if row is None else dict(json.loads(row[3]))
+
+    async def merge(self, kind: str, doc_id: str, changes: dict[str, Any]) -> dict[str, Any] | None:
+        """See ``Documents.merge``."""
+        return await _merged(self, kind, doc_id, changes)
 
     async def find(
         self,
@@ -129,6 +139,10 @@ class SqliteDocuments:
         )
         return json.loads(rows[0][0]) if rows else None
 
+    async def merge(self, kind: str, doc_id: str, changes: dict[str, Any]) -> dict[str, Any] | None:
+        """See ``Documents.merge``: the read and the write in one trip to the saver's thread."""
+        return await self.saver.run(self._merge, kind, doc_id, changes)
+
     async def find(
         self,
         kind: str,
@@ -169,6 +183,22 @@ class SqliteDocuments:
         self._setup()
         return list(self.saver.conn.execute(sql, args).fetchall())
 
+    def _merge(self, kind: str, doc_id: str, changes: dict[str, Any]) -> dict[str, Any] | None:
+        self._setup()
+        with self.saver.conn as conn:
+            row = conn.execute(
+                f"SELECT body FROM {_TABLE} WHERE kind = ? AND id = ?", (kind, doc_id)
+            ).fetchone()
+            if row is None:
+                return None
+            body = {**json.loads(row[0]), **changes}
+            index = _index(body)
+            conn.execute(
+                f"INSERT OR REPLACE INTO {_TABLE} VALUES (?, ?, ?, ?, ?, ?)",
+                (kind, doc_id, index["owner"], index["status"], index["updated"], _dump(body)),
+            )
+            return body
+
 
 class PostgresDocuments:
     """Documents in the PostgreSQL checkpoint database (shared by every process)."""
@@ -201,6 +231,10 @@ class PostgresDocuments:
             f"SELECT body FROM {_TABLE} WHERE kind = %s AND id = %s", (kind, doc_id)
         )
         return json.loads(rows[0]["body"]) if rows else None
+
+    async def merge(self, kind: str, doc_id: str, changes: dict[str, Any]) -> dict[str, Any] | None:
+        """See ``Documents.merge``."""
+        return await _merged(self, kind, doc_id, changes)
 
     async def find(
         self,
@@ -263,6 +297,27 @@ def _where(
         clauses.append(f"updated < {mark}")
         args.append(before)
     return " AND ".join(clauses), tuple(args)
+
+
+async def _merged(
+    documents: Documents, kind: str, doc_id: str, changes: dict[str, Any]
+) -> dict[str, Any] | None:
+    """``Documents.merge`` as a read, then a write."""
+    found = await documents.get(kind, doc_id)
+    if found is None:
+        return None
+    body = {**found, **changes}
+    await documents.put(kind, doc_id, body, **_index(body))
+    return body
+
+
+def _index(body: dict[str, Any]) -> dict[str, Any]:
+    """The index fields of a document that holds them (a thread's record)."""
+    return {
+        "owner": body.get("owner"),
+        "status": body.get("status"),
+        "updated": body.get("updated") or time.time(),
+    }
 
 
 def _dump(body: dict[str, Any]) -> str:

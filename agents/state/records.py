@@ -85,10 +85,8 @@ class ThreadRecords:
 
     async def update(self, thread_id: str, **changes: Any) -> ThreadRecord | None:
         """Change a record's fields (``updated`` set to now); None when there is none."""
-        record = await self.get(thread_id)
-        if record is None:
-            return None
-        return await self.save(record, **changes)
+        found = await self.documents.merge(THREAD, thread_id, {**changes, "updated": time.time()})
+        return ThreadRecord(**found) if found is not None else None  # type: ignore[typeddict-item]
 
     async def save(self, record: ThreadRecord, **changes: Any) -> ThreadRecord:
         """Write a record just read with ``changes`` (``updated`` set to now): ``update``

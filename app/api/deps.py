@@ -22,15 +22,21 @@ from app.auth.principal import Principal
 from app.services import Services
 
 
-def get_services(request: Request) -> Services:
-    """The services opened in the app's lifespan."""
+async def get_services(request: Request) -> Services:
+    """The services opened in the app's lifespan. A coroutine, though it never waits, as
+    are the other dependencies: FastAPI runs a plain function on its thread pool, a hop to
+    another thread and back on every request."""
+    return _services(request)
+
+
+async def get_conversations(request: Request) -> Conversations:
+    """The conversation runner."""
+    return _services(request).conversations
+
+
+def _services(request: Request) -> Services:
     services: Services = request.app.state.services
     return services
-
-
-def get_conversations(request: Request) -> Conversations:
-    """The conversation runner."""
-    return get_services(request).conversations
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
@@ -179,7 +185,7 @@ def approver(principal: PrincipalDep) -> str:
 ApproverDep = Annotated[str, Depends(approver)]
 
 
-def owner(principal: PrincipalDep) -> str | None:
+async def owner(principal: PrincipalDep) -> str | None:
     """Whose threads a request sees and creates: the principal's user (``None`` in
     development mode: every thread)."""
     return principal.user
@@ -213,7 +219,7 @@ async def reach_thread(
 async def within_budget(request: Request, principal: PrincipalDep) -> None:
     """Refuse a new run once its user spent their daily limit (SKILLDESK_DAILY_SPEND_LIMIT_USD):
     429 ``spending_limit_reached`` with ``Retry-After`` until midnight UTC."""
-    services = get_services(request)
+    services = _services(request)
     limit = round(services.settings.daily_spend_limit_usd * 1_000_000)
     if not limit or principal.user is None:
         return

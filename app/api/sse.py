@@ -8,12 +8,39 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable
 
+from fastapi.responses import StreamingResponse
+from starlette.types import Send
+
 from agents.bus import RunBus, reconnect_data
 from agents.events import Event, event_data, event_name
 from agents.feed import RunFeed
 
 KEEPALIVE = ": keep-alive\n\n"
 RECONNECT_MS = 1000  # the `retry:` a stopping process asks of EventSource clients
+
+
+class Last(str):
+    """A stream's last chunk: ``EventStream`` sends it with the response's end."""
+
+
+class EventStream(StreamingResponse):
+    """Server-Sent Events whose last chunk (a ``Last``) goes out with the end of the response:
+    one socket write and one pass through the middleware fewer a run (writes to the socket
+    are the largest part of the HTTP layer's time under load)."""
+
+    async def stream_response(self, send: Send) -> None:
+        start = {"type": "http.response.start", "status": self.status_code}
+        await send({**start, "headers": self.raw_headers})
+        async for chunk in self.body_iterator:
+            last = isinstance(chunk, Last)
+            body = chunk if isinstance(chunk, bytes | memoryview) else chunk.encode(self.charset)
+            await send({"type": "http.response.body", "body": body, "more_body": not last})
+            if last:
+                aclose = getattr(self.body_iterator, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+                return
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def frame(event: Event, seq: int | None = None) -> str:
@@ -53,9 +80,13 @@ async def follow(
             if seen < len(feed.events):
                 # The events that came meanwhile (a model's tokens come in bursts) in one
                 # chunk: one write through the middleware and the socket, not one each.
+                done = feed.done  # then these are the run's last events
                 ready = feed.events[seen:]
-                yield "".join(frame(e, n) for n, e in enumerate(ready, seen + 1))
+                text = "".join(frame(e, n) for n, e in enumerate(ready, seen + 1))
                 seen += len(ready)
+                yield Last(text) if done else text
+                if done:
+                    return
                 continue  # more may have come while the chunk was sent
             if feed.done:
                 return

@@ -29,7 +29,7 @@ from app.api.openapi import named_events
 from app.api.routes.threads import NO_THREAD, ThreadId
 from app.api.schemas.events import RUN_EVENTS
 from app.api.schemas.threads import THREAD_HEADER, ChatRunPublic, RunCreate, RunTracePublic
-from app.api.sse import follow, follow_shared
+from app.api.sse import EventStream, follow, follow_shared
 from app.services import Services
 
 router = APIRouter(prefix="/v1/threads", tags=["runs"], default_response_class=JSONResponse)
@@ -265,7 +265,7 @@ def _stream(
 def _sse_response(
     events: AsyncIterator[str], thread_id: str, run_id: str, status: int = 200
 ) -> StreamingResponse:
-    return StreamingResponse(
+    return EventStream(
         events,
         status_code=status,
         media_type="text/event-stream",

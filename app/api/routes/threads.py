@@ -42,7 +42,7 @@ from app.api.schemas.threads import (
     ThreadPublic,
     ThreadRecordPublic,
 )
-from app.api.sse import follow, follow_shared, frame
+from app.api.sse import EventStream, follow, follow_shared, frame
 from app.auth.guard import no_scope
 
 # JSONResponse renders with json.dumps, as before the response models: floats (scores, tool
@@ -297,7 +297,7 @@ async def stream_run(
         guard=None if principal.sees_all else principal.user,
         run_id=run_id,
     )
-    return StreamingResponse(
+    return EventStream(
         follow(feed, 0, keepalive, leaving=services.leaving),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Thread-Id": thread_id, "X-Run-Id": feed.run_id},
