@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import httpx
 import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.conftest import screenshot
 from tests.fakellm import FakeLLM, Reply, ToolCall
+from tests.integration.test_server_process import Service
 
 QUESTION = "Where is my order ORD1001, what is its tracking status?"
 ANSWER = (
@@ -164,3 +166,25 @@ def test_a_message_sent_while_the_page_still_loads_keeps_its_answer(
     expect(page.locator(".answer[aria-busy='false']")).to_have_text(words)
     expect(page.locator(".message.user")).to_have_count(1)
     expect(page.locator("#banner")).to_be_hidden()
+
+
+def test_a_new_thread_started_while_a_linked_one_loads_stays_new(
+    page: Any, fake_llm: FakeLLM, service: Service
+) -> None:
+    fake_llm.script(Reply(content="An older answer."))
+    url = f"{service.url}/v1/threads/linked-1/runs/stream"
+    made = httpx.post(url, json={"message": "older"}, timeout=60)  # answered when it returns
+    assert "An older answer." in made.text, made.text
+    held: list[Any] = []
+    page.route("**/v1/threads/linked-1", lambda route: held.append(route))
+    page.goto("/#thread=linked-1")
+    for _ in range(200):  # the page's start asks for the linked thread, and waits
+        if held:
+            break
+        page.wait_for_timeout(50)
+    assert held, "the linked thread was not asked for"
+    page.get_by_role("button", name="New thread").click()
+    held[0].continue_()  # the linked thread arrives after the user moved on: it gives way
+    page.get_by_role("textbox", name="Message").fill("a fresh start")
+    expect(page.locator("#thread-title")).to_have_text("New conversation")
+    expect(page.locator(".message")).to_have_count(0)

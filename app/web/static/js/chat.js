@@ -95,10 +95,13 @@ function addOlder(page) {
   $("thread-list").append(item);
 }
 
-/** Whether the user began a conversation since the page loaded (sent a message, opened a thread). */
-export const engaged = () => current !== null || busy;
+let opening = 0; // which openThread call is the latest: an earlier one still loading gives way
+
+/** Whether a thread was opened (or a new one started) since the page loaded, or a message sent. */
+export const engaged = () => opening > 0 || current !== null || busy;
 
 export async function openThread(id) {
+  const mine = ++opening;
   current = id;
   sessionStorage.setItem("skilldesk.thread", id || "");
   $("messages").replaceChildren();
@@ -117,6 +120,9 @@ export async function openThread(id) {
       api.threads.list(),
       canApprove ? api.approvals.list() : { approvals: [] },
     ]);
+    if (mine !== opening) return; // another thread (or a new one) was opened meanwhile
+    // A message sent while this loaded is answered in this thread: it goes after the thread's.
+    const live = [...$("messages").children];
     const record = data.find((t) => t.thread_id === id);
     $("thread-title").textContent = record?.title || id;
     for (const message of thread.messages) {
@@ -131,9 +137,11 @@ export async function openThread(id) {
     for (const approval of approvals.filter((a) => a.thread_id === id)) {
       $("messages").append(el("li", { class: "card" }, approvalCard(approval, decided, { canApprove })));
     }
+    $("messages").append(...live);
     showFiles(thread.attachments);
     scrollDown();
   } catch (error) {
+    if (mine !== opening) return;
     openThread(null);
     if (error.status === 404) {
       // Deleted, or someone else's: the service answers both alike.
