@@ -398,11 +398,16 @@ class Conversations:
             ending: Event | None = None
             async with self.hold(ctx.thread_id):
                 feed.begin()
-                async for event in self._run(ctx, turn, callbacks, owner, agent, feed):
-                    if isinstance(event, RunFinished | RunFailed):
-                        ending = event  # the last one
-                    else:
-                        feed.put(event)
+                try:
+                    async for event in self._run(ctx, turn, callbacks, owner, agent, feed):
+                        if isinstance(event, RunFinished | RunFailed):
+                            ending = event  # the last one
+                        else:
+                            feed.put(event)
+                except asyncio.CancelledError:
+                    if feed.cancel_requested:  # asked to stop, then cut by a stop before the
+                        await self._settle_cancelled(ctx)  # step it was to end at: while the
+                    raise  # thread is still held, so no process takes it for a run cut off
                 await self._traced(feed, ending)
             if ending is not None:
                 feed.put(ending)
@@ -414,9 +419,7 @@ class Conversations:
                 feed.close()
                 raise
             if feed.cancel_requested:  # cancelled while queued (it never ran), or cut by a
-                if feed.started is not None:  # stop before the step it was to end at
-                    await self._settle_cancelled(ctx)  # asked to stop: not handed over
-                feed.put(_cancelled(ctx))
+                feed.put(_cancelled(ctx))  # stop before the step it was to end at (settled)
                 feed.close()
                 return
             message = "The service stopped during the run; the conversation so far is kept."
@@ -439,8 +442,9 @@ class Conversations:
             self._forget(ctx.thread_id, feed)
 
     async def _settle_cancelled(self, ctx: RunContext) -> None:
-        """A run asked to stop that a stop cut off before it could: its record says the
-        thread is idle, so no process resumes it (the steps it finished are kept)."""
+        """A run asked to stop that a stop cut off before it could (the caller still holds
+        the thread): its record says the thread is idle, so no process resumes it (the steps
+        it finished are kept)."""
         if self.records is None:
             return
         try:
