@@ -43,6 +43,24 @@ class EventStream(StreamingResponse):
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
+def run_stream(
+    events: AsyncIterator[str], thread_id: str, run_id: str, status: int = 200
+) -> EventStream:
+    """A run's events as the response of a request (its thread and run in the headers;
+    proxies told not to buffer)."""
+    return EventStream(
+        events,
+        status_code=status,
+        media_type="text/event-stream",
+        headers={
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",
+            "X-Thread-Id": thread_id,
+            "X-Run-Id": run_id,
+        },
+    )
+
+
 def frame(event: Event, seq: int | None = None) -> str:
     """One event as Server-Sent Events text (``id:`` its sequence number in the run)."""
     return raw_frame(event_name(event), json.dumps(event_data(event), ensure_ascii=False), seq)

@@ -6,7 +6,7 @@ cancelled through Redis (``agents.bus``), so any process answers for any run."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path
@@ -29,7 +29,7 @@ from app.api.openapi import named_events
 from app.api.routes.threads import NO_THREAD, ThreadId
 from app.api.schemas.events import RUN_EVENTS
 from app.api.schemas.threads import THREAD_HEADER, ChatRunPublic, RunCreate, RunTracePublic
-from app.api.sse import EventStream, follow, follow_shared
+from app.api.sse import follow, follow_shared, run_stream
 from app.services import Services
 
 router = APIRouter(prefix="/v1/threads", tags=["runs"], default_response_class=JSONResponse)
@@ -189,7 +189,7 @@ async def join_run(
         services.settings.sse_keepalive_s,
         services.leaving,
     )
-    return _sse_response(events, thread_id, run_id)
+    return run_stream(events, thread_id, run_id)
 
 
 @router.get(
@@ -246,7 +246,7 @@ async def _elsewhere(
         )
     keepalive = services.settings.sse_keepalive_s
     events = follow_shared(services.bus, thread_id, run_id, 0, keepalive, services.leaving)
-    return _sse_response(events, thread_id, run_id)
+    return run_stream(events, thread_id, run_id)
 
 
 def _stream(
@@ -259,23 +259,7 @@ def _stream(
 ) -> StreamingResponse:
     keepalive = services.settings.sse_keepalive_s
     events = follow(feed, after, keepalive, on_disconnect, services.leaving)
-    return _sse_response(events, feed.thread_id, feed.run_id, status)
-
-
-def _sse_response(
-    events: AsyncIterator[str], thread_id: str, run_id: str, status: int = 200
-) -> StreamingResponse:
-    return EventStream(
-        events,
-        status_code=status,
-        media_type="text/event-stream",
-        headers={
-            "Cache-Control": "no-cache",
-            "X-Accel-Buffering": "no",
-            "X-Thread-Id": thread_id,
-            "X-Run-Id": run_id,
-        },
-    )
+    return run_stream(events, feed.thread_id, feed.run_id, status)
 
 
 def _public(summary: dict[str, Any]) -> ChatRunPublic:

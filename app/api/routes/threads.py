@@ -42,7 +42,7 @@ from app.api.schemas.threads import (
     ThreadPublic,
     ThreadRecordPublic,
 )
-from app.api.sse import EventStream, follow, follow_shared, frame
+from app.api.sse import follow, follow_shared, frame, run_stream
 from app.auth.guard import no_scope
 
 # JSONResponse renders with json.dumps, as before the response models: floats (scores, tool
@@ -282,11 +282,8 @@ async def stream_run(
     run_id, theirs = await claim_key(services, thread_id, idempotency_key, turn)
     keepalive = services.settings.sse_keepalive_s
     if theirs is not None and services.bus is not None:  # a retry another process answers
-        return StreamingResponse(
-            follow_shared(services.bus, thread_id, theirs, 0, keepalive, services.leaving),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Thread-Id": thread_id, "X-Run-Id": theirs},
-        )
+        shared = follow_shared(services.bus, thread_id, theirs, 0, keepalive, services.leaving)
+        return run_stream(shared, thread_id, theirs)
     feed = services.conversations.start(
         thread_id,
         turn,
@@ -297,11 +294,7 @@ async def stream_run(
         guard=None if principal.sees_all else principal.user,
         run_id=run_id,
     )
-    return EventStream(
-        follow(feed, 0, keepalive, leaving=services.leaving),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Thread-Id": thread_id, "X-Run-Id": feed.run_id},
-    )
+    return run_stream(follow(feed, 0, keepalive, leaving=services.leaving), thread_id, feed.run_id)
 
 
 @router.post(
