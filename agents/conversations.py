@@ -170,15 +170,20 @@ class Conversations:
         message: BaseMessage,
         events: Sequence[Event] = (),
         started: float | None = None,
+        usage: dict[str, int] | None = None,
     ) -> None:
         """Add a message the service writes outside a run (a workflow that ended after an
         approval tells the thread), between runs of the thread; ``events`` (what led to
-        it, from ``started``) are kept as its trace, as a run's are."""
+        it, from ``started``) are kept as its trace, as a run's are, and ``usage`` (the
+        model calls that led to it) joins the thread's."""
         started = started or time.time()
         if isinstance(message, AIMessage) and not message.id:
             message = message.model_copy(update={"id": str(uuid.uuid4())})
         async with self.hold(thread_id):
-            await self.graph.aupdate_state(_config(thread_id), {"messages": [message]})
+            written: dict[str, Any] = {"messages": [message]}
+            if usage:
+                written["usage"] = usage
+            await self.graph.aupdate_state(_config(thread_id), written)
             if self.traces is None or not events or not isinstance(message, AIMessage):
                 return
             run_id = str(uuid.uuid4())

@@ -18,7 +18,7 @@ written to a Redis stream, Idempotency-Keys claimed there); last, the ratio of t
 processes' turns per second to one's at saturation.
 Threads are not summarised (a summary would take scripted replies and move the earliest
 messages out of the history the check reads).
-Run: .venv/bin/python -m bench.load [--quick]
+Run: .venv/bin/python -m bench.load [--quick] [--setup SQLite] [--load saturation]
 """
 
 from __future__ import annotations
@@ -81,8 +81,8 @@ class Outcome:
     rss_mb: float = 0.0
     lost: int = 0
     duplicated: int = 0
-    routes: Counter[str] = field(default_factory=Counter)
     retried: list[str] = field(default_factory=list)
+    by_route: dict[str, list[float]] = field(default_factory=dict)
 
 
 def cpu_s(pid: int) -> float:
@@ -135,9 +135,12 @@ WARM_UP = Load("warm-up", 20, 5, 0.05, 0.0)
 
 def message(conversation: int, turn: int) -> str:
     order = f"ORD{1001 + (conversation + turn) % 40}"
-    if turn % 5 in (1, 4):
+    # The kind of turn by chat and turn together: at any moment the chats are at different
+    # points of the mix (by turn alone, every chat would ask for its overview in one wave).
+    kind = (conversation + turn) % 5
+    if kind in (1, 4):
         return f"where is my order {order}? (chat {conversation}, turn {turn})"
-    if turn % 5 == 3:
+    if kind == 3:
         return f"Give me an overview of order {order} (chat {conversation}, turn {turn})"
     return f"thanks, that helps (chat {conversation}, turn {turn})"
 
@@ -182,11 +185,10 @@ async def one_turn(
                         continue
                     model_s = data["usage"].get("model_calls", 1) * load.latency_s
                     out.added_ms.append((time.perf_counter() - started - model_s) * 1000)
+                    out.by_route.setdefault(route or "?", []).append(out.added_ms[-1])
                     if first_token is not None:
                         out.first_token_ms.append((first_token - started - model_s) * 1000)
                     out.turns += 1
-                    if route is not None:
-                        out.routes[route] += 1
         except (aiohttp.ClientError, TimeoutError, ValueError):
             if not ended:
                 raise  # sent again by the caller; after the end, the turn is counted
@@ -275,7 +277,7 @@ def environment(fake: FakeLLMProcess, skills: Path, url: str | None) -> dict[str
     return env
 
 
-def measure(loads: list[Load]) -> list[tuple[str, Load, Outcome]]:
+def measure(loads: list[Load], only: str = "") -> list[tuple[str, Load, Outcome]]:
     results: list[tuple[str, Load, Outcome]] = []
     schema = f"load_{uuid.uuid4().hex[:8]}"
     with tempfile.TemporaryDirectory() as tmp, FakeLLMProcess() as fake:
@@ -291,6 +293,7 @@ def measure(loads: list[Load]) -> list[tuple[str, Load, Outcome]]:
             ("2 processes, PostgreSQL", pg, 2, False),
             ("2 processes, PG + Redis", pg, 2, True),
         ]
+        setups = [s for s in setups if only.lower() in s[0].lower()]
         try:
             for label, url, count, redis in setups:
                 data = root / f"data-{len(results)}"
@@ -339,16 +342,29 @@ def report(label: str, load: Load, out: Outcome) -> None:
         f"(machine: {os.cpu_count()} cores)",
         flush=True,
     )
+    routes = []
+    for route, values in sorted(out.by_route.items()):
+        values.sort()
+        routes.append(
+            f"{route} {len(values)} x {statistics.median(values):.0f} / "
+            f"{values[min(len(values) - 1, int(len(values) * 0.99))]:.0f} ms"
+        )
+    print(f"{'':<24} {'':<12} added p50 / p99 by route: {', '.join(routes)}", flush=True)
     if out.errors:
         print(f"  errors: {dict(Counter(out.errors))}", flush=True)
     if out.retried:
         print(f"  sent again after a transport error: {dict(Counter(out.retried))}", flush=True)
-    print(f"{'':<24} {'':<12} routes: {dict(sorted(out.routes.items()))}", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smaller load (for make bench)")
+    parser.add_argument(
+        "--setup", default="", help="only the setups whose label contains this (e.g. SQLite)"
+    )
+    parser.add_argument(
+        "--load", default="", help="only the loads whose name contains this (e.g. saturation)"
+    )
     args, _ = parser.parse_known_args()
     if args.quick:
         loads = [
@@ -360,13 +376,14 @@ def main() -> None:
             Load("realistic", 200, 5, 1.0, 2.0),
             Load("saturation", 200, 10, 0.05, 0.0),
         ]
+    loads = [load for load in loads if args.load in load.name]
     print("conversations against service processes (model latency per call, think time)")
     for load in loads:
         print(
             f"  {load.name}: {load.conversations} conversations x {load.turns} turns, "
             f"{load.latency_s:g} s a model call, {load.think_s:g} s think time"
         )
-    results = measure(loads)
+    results = measure(loads, args.setup)
     rates = {
         label: out.turns / out.seconds
         for label, load, out in results

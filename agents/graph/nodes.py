@@ -317,13 +317,17 @@ def make_workflow(brain: Brain) -> Node:
         if brain.workflows is None:
             text = brain.prompts.reply("workflow_unavailable", name=name)
             return {"messages": [AIMessage(content=text)], "pending_workflow": None}
-        reply, pending = await brain.workflows.answer(
+        answer = await brain.workflows.answer(
             name,
             last_user_text(state),
             state.get("pending_workflow"),
             current_context(),
             config,
         )
-        return {"messages": [AIMessage(content=reply)], "pending_workflow": pending}
+        return {
+            "messages": [AIMessage(content=answer.reply)],
+            "pending_workflow": answer.pending,
+            "usage": answer.usage,
+        }
 
     return workflow

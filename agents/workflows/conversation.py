@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
@@ -19,11 +19,21 @@ from agents.models import ModelGateway
 from agents.models.structured import forced_call, function_tool
 from agents.prompts import Prompts
 from agents.run import RunContext, emit
+from agents.state.schema import add_usage
 from agents.workflows.engine import WorkflowEngine
 from agents.workflows.inputs import check_inputs
 from agents.workflows.spec import WorkflowSpec
 
 CANCEL = re.compile(r"^\s*(cancel|stop|never ?mind|abort|取消)\W*$", re.IGNORECASE)
+
+
+class WorkflowAnswer(NamedTuple):
+    """A chat turn's answer from a workflow: the reply, what the thread keeps pending (None:
+    nothing), and the turn's model usage (its inputs taken by the model, the run's calls)."""
+
+    reply: str
+    pending: dict[str, Any] | None
+    usage: dict[str, int]
 
 
 class WorkflowTurns:
@@ -47,17 +57,18 @@ class WorkflowTurns:
         pending: dict[str, Any] | None,
         ctx: RunContext,
         config: RunnableConfig,
-    ) -> tuple[str, dict[str, Any] | None]:
-        """The reply to the user, and what the thread keeps pending (None: nothing).
+    ) -> WorkflowAnswer:
+        """The reply to the user, what the thread keeps pending, the turn's model usage.
 
         ``pending`` is what an earlier turn asked for: this message answers it.
         """
         spec = self.engine.workflows.get(name).spec
         if pending is not None and CANCEL.match(text):
-            return self.prompts.reply("workflow_cancelled", name=name), None
+            return WorkflowAnswer(self.prompts.reply("workflow_cancelled", name=name), None, {})
         inputs = dict((pending or {}).get("inputs") or {})
         asked = list((pending or {}).get("missing") or [])
-        inputs.update(await self._extract(spec, text, asked, ctx, config))
+        found, usage = await self._extract(spec, text, asked, ctx, config)
+        inputs.update(found)
         missing = [
             n
             for n, declared in spec.inputs.items()
@@ -66,11 +77,14 @@ class WorkflowTurns:
         if missing:
             described = [{"name": n, "description": spec.inputs[n].description} for n in missing]
             reply = self.prompts.reply("workflow_needs_inputs", name=name, missing=described)
-            return reply, {"workflow": name, "inputs": inputs, "missing": missing}
+            return WorkflowAnswer(
+                reply, {"workflow": name, "inputs": inputs, "missing": missing}, usage
+            )
         try:
             check_inputs(spec, inputs)
         except SkilldeskError as exc:
-            return self.prompts.reply("workflow_failed", name=name, error=exc.message), None
+            reply = self.prompts.reply("workflow_failed", name=name, error=exc.message)
+            return WorkflowAnswer(reply, None, usage)
         record: dict[str, Any] = {}
         async for event in self.engine.stream(
             name, inputs, thread_id=ctx.thread_id or None, profile=ctx.profile
@@ -79,7 +93,7 @@ class WorkflowTurns:
                 record = event["record"]
             else:
                 emit(str(event.pop("type")), **event)
-        return self.reply(record), None
+        return WorkflowAnswer(self.reply(record), None, add_usage(usage, record.get("usage")))
 
     async def decide(
         self,
@@ -88,15 +102,17 @@ class WorkflowTurns:
         approved: bool,
         by: str,
         comment: str,
-        post: Callable[[str, BaseMessage, Sequence[Event], float], Awaitable[None]],
+        post: Callable[[str, BaseMessage, Sequence[Event], float, dict[str, int]], Awaitable[None]],
     ) -> dict[str, Any]:
         """Decide an approval; the run goes on, and when it ends (or waits again) the thread
-        it was started from is told, through ``post(thread_id, message, events, started)``:
-        the events of the nodes that ran after the decision are that message's trace.
+        it was started from is told, through ``post(thread_id, message, events, started,
+        usage)``: the events of the nodes that ran after the decision are that message's
+        trace, their model calls its usage.
 
         Raises:
             RunNotFound, AlreadyDecided: as ``WorkflowEngine.decide``.
         """
+        before = (await self.engine.get_run(approval_id.split("-", 1)[0])).get("usage") or {}
         record: dict[str, Any] = {}
         events: list[Event] = []
         started = time.time()
@@ -109,7 +125,9 @@ class WorkflowTurns:
                 events.append(typed)
         if record.get("thread_id") and not record.get("parent"):
             told = AIMessage(content=self.reply(record))
-            await post(record["thread_id"], told, events, started)
+            after = record.get("usage") or {}
+            usage = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+            await post(record["thread_id"], told, events, started, usage)
         return record
 
     def reply(self, record: dict[str, Any]) -> str:
@@ -135,9 +153,9 @@ class WorkflowTurns:
         asked: list[str],
         ctx: RunContext,
         config: RunnableConfig,
-    ) -> dict[str, Any]:
+    ) -> tuple[dict[str, Any], dict[str, int]]:
         """The inputs ``text`` gives: by pattern, by the model, or (one input asked for,
-        without a pattern) the whole message."""
+        without a pattern) the whole message; and the model's usage."""
         found: dict[str, Any] = {}
         by_model: dict[str, Any] = {}
         for name, declared in spec.inputs.items():
@@ -156,20 +174,21 @@ class WorkflowTurns:
         if len(asked) == 1 and asked[0] not in found and not spec.inputs[asked[0]].pattern:
             found[asked[0]] = text.strip()
         wanted = {n: s for n, s in by_model.items() if n not in found}
-        if wanted and self.gateway.configured:
-            found.update(await self._by_model(wanted, text, ctx, config))
-        return found
+        if not wanted or not self.gateway.configured:
+            return found, {}
+        taken, usage = await self._by_model(wanted, text, ctx, config)
+        return {**found, **taken}, usage
 
     async def _by_model(
         self, wanted: dict[str, Any], text: str, ctx: RunContext, config: RunnableConfig
-    ) -> dict[str, Any]:
+    ) -> tuple[dict[str, Any], dict[str, int]]:
         spec = self.prompts.tool("workflow_inputs", properties=wanted)
         tool = function_tool(spec["name"], spec["description"], spec["parameters"])
         system = self.prompts.render("workflow_inputs")
         try:
             ctx.budget.spend_model_call()
-            args, _ = await forced_call(self.gateway, ctx.profile, tool, system, text, config)
+            args, usage = await forced_call(self.gateway, ctx.profile, tool, system, text, config)
         except (ModelError, SkilldeskError) as exc:
             emit("error", code="workflow_inputs_failed", message=str(exc))
-            return {}
-        return {k: v for k, v in args.items() if k in wanted and v not in (None, "")}
+            return {}, {}
+        return {k: v for k, v in args.items() if k in wanted and v not in (None, "")}, usage

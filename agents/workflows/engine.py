@@ -351,8 +351,8 @@ class WorkflowEngine:
         config = config or {"configurable": {"thread_id": _thread(record)}}
         info = RunInfo(run_id, record["workflow"], record.get("thread_id"), record.get("profile"))
         self._records[run_id] = record
+        values: dict[str, Any] = {}
         try:
-            values: dict[str, Any] = {}
             pending: list[Any] = []
             async for mode, payload in graph.astream(
                 start,
@@ -386,6 +386,8 @@ class WorkflowEngine:
         except Exception as exc:  # a bug or a store failure fails the run, not the service
             log.exception("workflow.crashed", run_id=run_id)
             record.update(status="FAILED", error=f"{type(exc).__name__}: {exc}")
+        if values.get("usage"):  # its model calls (the thread's cost includes them)
+            record["usage"] = dict(values["usage"])
         if record["status"] in FINAL:
             record["ended"] = time.time()
         await self._save(record)

@@ -269,9 +269,16 @@ def test_a_workflow_without_model_nodes_runs_from_chat_in_no_model_mode(
 def test_the_model_using_workflows_run_from_chat(
     client: TestClient, fake_llm: FakeLLM, message: str, reply: str, says: str
 ) -> None:
-    fake_llm.script(Reply(content=reply))
+    fake_llm.script(Reply(content=reply, usage={"prompt_tokens": 40, "completion_tokens": 9}))
     body = {"model": "skilldesk", "messages": [{"role": "user", "content": message}]}
     answer = client.post("/v1/chat/completions", json=body, headers={"X-Thread-Id": "wf-chat"})
     text = answer.json()["choices"][0]["message"]["content"]
     assert says in text
-    assert client.get("/v1/threads/wf-chat").json()["route"]["kind"] == "workflow"
+    thread = client.get("/v1/threads/wf-chat").json()
+    assert thread["route"]["kind"] == "workflow"
+    # The workflow's model call is the turn's and the thread's: counted and costed with them.
+    assert answer.json()["usage"]["prompt_tokens"] == 40
+    assert thread["usage"]["model_calls"] == 1
+    assert thread["usage"]["input_tokens"] == 40
+    [run] = client.get("/v1/workflow-runs").json()["runs"]
+    assert run["usage"]["model_calls"] == 1

@@ -42,7 +42,8 @@ def turns() -> WorkflowTurns:
 
 
 async def ask(turns: WorkflowTurns, text: str, pending: Any = None) -> tuple[str, Any]:
-    return await turns.answer("ticket", text, pending, RunContext(thread_id="t"), {})
+    answer = await turns.answer("ticket", text, pending, RunContext(thread_id="t"), {})
+    return answer.reply, answer.pending
 
 
 async def test_a_missing_input_is_asked_for_and_the_next_message_fills_it(

@@ -101,6 +101,11 @@ class RunPublic(BaseModel):
     error: str | None
     nodes: dict[str, NodeRecordPublic]
     waiting: ApprovalPublic | None = Field(description="The approval it waits for, if any.")
+    usage: dict[str, int] = Field(
+        default_factory=dict,
+        description="Its model calls' `input_tokens`, `output_tokens`, `total_tokens`, "
+        "`model_calls` (and `cost_micro_usd` when priced), over the whole run.",
+    )
 
 
 class RunsPublic(BaseModel):

@@ -149,3 +149,54 @@ def test_the_message_an_approval_leads_to_unfolds_the_nodes_run_after_it(
     assert finished  # the nodes after the gate, as the run streamed them
     assert all(e["data"].get("workflow") == "refund-request" for e in trace["events"][:-1])
     assert trace["status"] == "succeeded"
+
+
+NOTICE = """\
+name: notice
+version: 1
+description: A notice written by the model once someone approves it.
+intent:
+  keywords: [post a notice]
+inputs:
+  text: {type: string, pattern: "[:：]\\\\s*(\\\\S.*)"}
+nodes:
+  - id: gate
+    kind: approval
+    summary: "Post a notice about {{ inputs.text }}?"
+    next: write
+  - id: write
+    kind: llm
+    prompt: "Write the notice: {{ inputs.text }}"
+outputs:
+  message: "{{ nodes.write.output }}"
+"""
+
+
+def test_the_model_calls_a_workflow_makes_after_an_approval_count_in_the_threads_usage(
+    model_settings: Any, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    workflows = tmp_path / "workflows"
+    workflows.mkdir()
+    (workflows / "notice.yaml").write_text(NOTICE)
+    settings = model_settings.model_copy(update={"workflows_dir": workflows})
+    fake_llm.script(
+        Reply(
+            content="The lift is closed today.", usage={"prompt_tokens": 30, "completion_tokens": 6}
+        )
+    )
+    with TestClient(create_app(settings)) as client:
+        asked = client.post(
+            "/v1/threads/tr-9/runs/stream", json={"message": "post a notice: the lift is closed"}
+        )
+        assert "approval_required" in asked.text, asked.text
+        assert client.get("/v1/threads/tr-9").json()["usage"].get("model_calls", 0) == 0
+        [waiting] = client.get("/v1/approvals").json()["approvals"]
+        decided = client.post(
+            f"/v1/approvals/{waiting['approval_id']}", json={"decision": "approve"}
+        )
+        assert decided.json()["status"] == "SUCCEEDED", decided.text
+        assert decided.json()["usage"]["model_calls"] == 1
+        thread = client.get("/v1/threads/tr-9").json()
+    assert thread["messages"][-1]["content"].endswith("The lift is closed today.")
+    assert thread["usage"]["model_calls"] == 1
+    assert thread["usage"]["input_tokens"] == 30
