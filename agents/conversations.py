@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import structlog
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
@@ -32,7 +32,6 @@ from agents.events import (
     RouteDecided,
     RunFailed,
     RunFinished,
-    Token,
     from_custom,
 )
 from agents.feed import CANCELLED, FeedMirror, RunFeed, fingerprint
@@ -47,7 +46,6 @@ from agents.state.readonce import ReadOnce
 from agents.state.records import ThreadRecords, title_from
 from agents.state.schema import SCHEMA_VERSION
 from agents.state.traces import RunTraces
-from agents.text import mend
 from agents.turns import (
     ClientTurn,
     last_user_text,
@@ -62,7 +60,6 @@ log = structlog.get_logger(__name__)
 
 # Nodes whose model output is the user's answer; other nodes' tokens (planner, parallel
 # experts, the router's tie-break) are not streamed as answer text.
-ANSWER_NODES = frozenset({"assistant", "expert", "aggregate", "joint_expert"})
 RETAIN_S = 600.0  # how long a run stays joinable by its idempotency key after it ends
 # A turn with no new input: go on from the thread's latest checkpoint (after a crash).
 RESUME: tuple[BaseMessage, ...] = ()
@@ -572,7 +569,7 @@ class Conversations:
                 run_input,
                 _config(ctx.thread_id, run_id=ctx.run_id, callbacks=callbacks),
                 context=ctx,
-                stream_mode=["messages", "custom", "values"],
+                stream_mode=["custom", "values"],
             )
             try:
                 async for mode, payload in steps:
@@ -730,16 +727,6 @@ def _event(mode: str, payload: Any) -> Event | None:
         elif isinstance(event, ErrorRaised):
             metrics.ERRORS.labels(event.code).inc()
         return event
-    if mode == "messages":
-        chunk, meta = cast(tuple[Any, dict[str, Any]], payload)
-        node = str(meta.get("langgraph_node", ""))
-        if (
-            node in ANSWER_NODES
-            and isinstance(chunk, AIMessageChunk)
-            and isinstance(chunk.content, str)
-            and chunk.content
-        ):
-            return Token(text=mend(chunk.content), node=node)
     return None
 
 

@@ -139,6 +139,7 @@ Event = (
 
 CUSTOM_EVENTS: dict[str, type[Any]] = {
     "route": RouteDecided,
+    "token": Token,
     "node_started": NodeStarted,
     "node_finished": NodeFinished,
     "tool_called": ToolCalled,

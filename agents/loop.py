@@ -24,9 +24,10 @@ from agents.models import ModelGateway
 from agents.models.chat_model import finish_stream
 from agents.models.usage import call_usage
 from agents.prompts import Prompts
-from agents.run import RunContext, emit
+from agents.run import RunContext, answering_node, emit
 from agents.skills.loader import Skill
 from agents.skills.meta import NOTE_SKILL, Outcome, Scope, SkillTools, definition_view
+from agents.text import mend
 
 
 @dataclass
@@ -93,8 +94,14 @@ def _noted_answer(reply: AIMessage) -> bool:
 
 
 async def complete(model: Any, messages: list[BaseMessage], config: RunnableConfig) -> AIMessage:
-    """One model call, streamed (tokens reach the event stream), finished strictly."""
-    chunks: list[AIMessageChunk] = [chunk async for chunk in model.astream(messages, config)]
+    """One model call, streamed (an answering node's tokens reach the event stream as they
+    come), finished strictly."""
+    node = answering_node()
+    chunks: list[AIMessageChunk] = []
+    async for chunk in model.astream(messages, config):
+        chunks.append(chunk)
+        if node is not None and isinstance(chunk.content, str) and chunk.content:
+            emit("token", text=mend(chunk.content), node=node)
     if not chunks:
         return AIMessage(content="")
     # One merge at the end: adding chunk by chunk rebuilds the message (and re-parses its

@@ -9,6 +9,9 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,6 +97,27 @@ def current_context() -> RunContext:
     """The running graph's context (a default one when a graph is run without it)."""
     ctx = get_runtime(RunContext).context
     return ctx if isinstance(ctx, RunContext) else RunContext()
+
+
+# The conversation graph's nodes whose model calls write the answer: their tokens stream.
+ANSWER_NODES = frozenset({"assistant", "expert", "aggregate", "joint_expert"})
+_ANSWERING: ContextVar[str | None] = ContextVar("skilldesk_answering", default=None)
+
+
+@contextmanager
+def answering(node: str) -> Iterator[None]:
+    """Inside, model calls stream their text as ``node``'s tokens when ``node`` is one of
+    ``ANSWER_NODES``; any other node (a workflow run inside one included) streams none."""
+    token = _ANSWERING.set(node if node in ANSWER_NODES else None)
+    try:
+        yield
+    finally:
+        _ANSWERING.reset(token)
+
+
+def answering_node() -> str | None:
+    """The answering node whose tokens a model call made here streams, if any."""
+    return _ANSWERING.get()
 
 
 def emit(event_type: str, /, **data: Any) -> None:

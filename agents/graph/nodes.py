@@ -26,7 +26,7 @@ from agents.models import ModelGateway
 from agents.models.config import NodeRole
 from agents.prompts import Prompts
 from agents.router.router import Route, Router
-from agents.run import RunContext, current_context, emit
+from agents.run import RunContext, answering, current_context, emit
 from agents.skills.meta import Scope, SkillTools, definition_view
 from agents.skills.service import SkillService
 from agents.state.schema import ThreadState
@@ -111,7 +111,8 @@ def tracked(name: str, node: Node) -> Node:
         started = time.perf_counter()
         ok = False
         try:
-            update: dict[str, Any] = await node(state, config)
+            with answering(name):
+                update: dict[str, Any] = await node(state, config)
             ok = True
             return update
         finally:

@@ -282,3 +282,14 @@ def test_the_model_using_workflows_run_from_chat(
     assert thread["usage"]["input_tokens"] == 40
     [run] = client.get("/v1/workflow-runs").json()["runs"]
     assert run["usage"]["model_calls"] == 1
+
+
+def test_a_workflows_model_text_is_not_streamed_as_the_answers_tokens(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Delivered within 7 days: it can still be returned."))
+    message = "Give me an overview of order ORD1017."
+    events = client.post("/v1/threads/wf-tokens/runs/stream", json={"message": message}).text
+    assert "event: run_finished" in events
+    assert "within 7 days" in events  # in the answer, not as the returns expert's tokens
+    assert "event: token" not in events
