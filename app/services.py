@@ -326,6 +326,12 @@ def freeze_startup_heap() -> None:
     compiled graph: about a million objects) out of the garbage collector's sight, for a
     long-running server. They live as long as the process, yet every full collection walks
     them all: a 0.4-0.5 s stall of every request under way on a 2-core machine, and a share
-    of each young collection. Start-up's own garbage is collected first."""
+    of each young collection. Start-up's own garbage is collected first.
+
+    Young collections then come every 20,000 allocations instead of 700: a turn allocates
+    tens of thousands of objects (messages, events, checkpoints) and almost none live in
+    cycles, so the default ran several collections a turn for nothing (bench/load at
+    saturation: 9 % fewer CPU ms a turn, 10 % more turns a second)."""
     gc.collect()
     gc.freeze()
+    gc.set_threshold(20_000, 20, 10)
