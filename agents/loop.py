@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+from langchain_core.callbacks import BaseCallbackManager
 from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
@@ -16,12 +18,13 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langchain_core.messages.ai import add_ai_message_chunks
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import RunnableBinding, RunnableConfig
+from langsmith.utils import tracing_is_enabled
 
 from agents import failpoints
 from agents.errors import BudgetExceeded, SkillNotFound
 from agents.models import ModelGateway
-from agents.models.chat_model import finish_stream
+from agents.models.chat_model import GatewayChatModel, finish_stream
 from agents.models.usage import call_usage
 from agents.prompts import Prompts
 from agents.run import RunContext, answering_node, emit
@@ -97,6 +100,11 @@ async def complete(model: Any, messages: list[BaseMessage], config: RunnableConf
     """One model call, streamed (an answering node's tokens reach the event stream as they
     come), finished strictly."""
     node = answering_node()
+    direct = _direct(model, config)
+    if direct is not None:  # the gateway's own model, no callback handler listening
+        chat, kwargs = direct
+        on_text = None if node is None else partial(_token, node)
+        return await chat.stream_reply(messages, on_text, **kwargs)
     chunks: list[AIMessageChunk] = []
     async for chunk in model.astream(messages, config):
         chunks.append(chunk)
@@ -107,6 +115,24 @@ async def complete(model: Any, messages: list[BaseMessage], config: RunnableConf
     # One merge at the end: adding chunk by chunk rebuilds the message (and re-parses its
     # partial tool-call arguments) at every chunk.
     return finish_stream(add_ai_message_chunks(chunks[0], *chunks[1:]))
+
+
+def _token(node: str, text: str) -> None:
+    emit("token", text=mend(text), node=node)
+
+
+def _direct(model: Any, config: RunnableConfig) -> tuple[GatewayChatModel, dict[str, Any]] | None:
+    """The gateway's chat model and its bound request fields, when the call can skip
+    LangChain's streaming machinery: nothing would observe it (no callback handler in
+    ``config``, no LangSmith tracing). Any other chat model streams through LangChain."""
+    bound, kwargs = model, {}
+    if isinstance(model, RunnableBinding):
+        bound, kwargs = model.bound, dict(model.kwargs)
+    if not isinstance(bound, GatewayChatModel) or tracing_is_enabled():
+        return None
+    callbacks = config.get("callbacks")
+    handlers = callbacks.handlers if isinstance(callbacks, BaseCallbackManager) else callbacks
+    return None if handlers else (bound, kwargs)
 
 
 async def execute_tools(

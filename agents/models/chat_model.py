@@ -15,7 +15,7 @@ from langchain_core.messages import (
     ToolCall,
     convert_to_openai_messages,
 )
-from langchain_core.messages.ai import UsageMetadata
+from langchain_core.messages.ai import UsageMetadata, add_usage
 from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.output_parsers.openai_tools import make_invalid_tool_call, parse_tool_call
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
@@ -135,6 +135,64 @@ class GatewayChatModel(BaseChatModel):
                 if run_manager and isinstance(chunk.message.content, str):
                     await run_manager.on_llm_new_token(chunk.message.content, chunk=chunk)
                 yield chunk
+
+    async def stream_reply(
+        self,
+        messages: list[BaseMessage],
+        on_text: Callable[[str], None] | None = None,
+        **kwargs: Any,
+    ) -> AIMessage:
+        """One streamed call's whole reply, as ``astream`` and a merge of its chunks give it
+        (``finish_stream``), read straight from the gateway: no message object, callback
+        or run tree per chunk. For callers that no LangChain callback handler listens to;
+        ``on_text`` gets each piece of text as it comes. ``kwargs``: request fields (the
+        ``tools`` that ``bind_tools`` binds)."""
+        gateway: ModelGateway = self.gateway
+        text: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        usage: UsageMetadata | None = None
+        metadata: dict[str, Any] = {}
+        async for raw in gateway.astream(
+            self.profile_name, self._streaming_request(messages, None, **kwargs)
+        ):
+            got = _usage(raw.get("usage"))
+            if got is not None:
+                cost = _cost(raw.get("usage"))
+                self._record(got, raw.get("model"), cost.get("cost_micro_usd"))
+                usage = got if usage is None else add_usage(usage, got)
+                metadata.update(cost)
+            choices = raw.get("choices")
+            if not choices:
+                continue
+            choice = choices[0]
+            delta = choice.get("delta") or {}
+            _show_reasoning(_reasoning(delta))
+            piece = delta.get("content")
+            if piece:
+                text.append(piece)
+                if on_text is not None:
+                    on_text(piece)
+            for call in delta.get("tool_calls") or []:
+                index = call.get("index")
+                part = calls.setdefault(len(calls) if index is None else index, {})
+                function = call.get("function") or {}
+                for key, value in (("id", call.get("id")), ("name", function.get("name"))):
+                    if value:
+                        part[key] = part.get(key, "") + value
+                if function.get("arguments"):
+                    part["args"] = part.get("args", "") + function["arguments"]
+            if choice.get("finish_reason"):
+                metadata.update(finish_reason=choice["finish_reason"], profile=self.profile_name)
+        chunk = AIMessageChunk(
+            content="".join(text),
+            tool_call_chunks=[
+                tool_call_chunk(name=p.get("name"), args=p.get("args"), id=p.get("id"), index=i)
+                for i, p in sorted(calls.items())
+            ],
+            usage_metadata=usage,
+            response_metadata=metadata,
+        )
+        return finish_stream(chunk)
 
     def _streaming_request(
         self, messages: list[BaseMessage], stop: list[str] | None, **kwargs: Any

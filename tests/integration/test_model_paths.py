@@ -13,10 +13,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.messages.ai import add_ai_message_chunks
 
 from agents.errors import ModelError
+from agents.loop import complete
 from agents.models import ModelGateway, load_models_config
 from agents.models.chat_model import finish_stream
 from tests.fakellm import FakeLLM, Reply, ToolCall
@@ -258,3 +260,53 @@ async def test_a_stream_that_breaks_after_its_first_chunk_is_reported_not_retrie
     assert info.value.code == "model_timeout", info.value.message
     assert len(fake_llm.requests) == 1
     assert not backup_llm.requests
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply(content="one two three", usage={"prompt_tokens": 7, "completion_tokens": 3}),
+        Reply(tool_calls=[ToolCall(name="get_order", arguments={"order_id": "A1"})]),
+        Reply(tool_calls=[ToolCall(name="get_order", arguments='{"order_id": ')]),
+        Reply(content="Forty-two.", reasoning="Six times seven is forty-two."),
+    ],
+    ids=["text", "tool-call", "malformed", "reasoning"],
+)
+async def test_the_tool_loops_direct_stream_reads_a_reply_as_langchain_does(
+    tmp_path: Path, path: str, fake_llm: FakeLLM, reply: Reply
+) -> None:
+    fake_llm.script(reply, reply)
+    gateway = gateway_for(tmp_path, path, fake_llm)
+    model = gateway.chat_model().bind_tools([ORDER_TOOL])
+    through_langchain = await streamed(model)
+    direct = await complete(model, HELLO, {})
+    assert fake_llm.views[1].stream
+    assert fake_llm.views[1].tool_names == {"get_order"}
+    for name in ("content", "usage_metadata"):
+        assert getattr(direct, name) == getattr(through_langchain, name), name
+    for name in ("tool_calls", "invalid_tool_calls"):  # the server numbers its calls' ids
+        ours, theirs = getattr(direct, name), getattr(through_langchain, name)
+        assert [{**c, "id": None} for c in ours] == [{**c, "id": None} for c in theirs], name
+        assert all(c["id"] for c in ours)
+    for key in ("finish_reason", "profile", "cost_micro_usd"):
+        assert direct.response_metadata.get(key) == through_langchain.response_metadata.get(key)
+    assert gateway.usage.totals()["main"]["calls"] == 2
+
+
+async def test_a_listening_callback_handler_sees_the_tool_loops_call(
+    tmp_path: Path, path: str, fake_llm: FakeLLM
+) -> None:
+    class Tokens(AsyncCallbackHandler):
+        def __init__(self) -> None:
+            self.tokens: list[str] = []
+
+        async def on_llm_new_token(self, token: str, **kwargs: object) -> None:
+            self.tokens.append(token)
+
+    fake_llm.script(Reply(content="one two three"))
+    handler = Tokens()
+    reply = await complete(
+        gateway_for(tmp_path, path, fake_llm).chat_model(), HELLO, {"callbacks": [handler]}
+    )
+    assert reply.content == "one two three"
+    assert "".join(handler.tokens) == "one two three"
