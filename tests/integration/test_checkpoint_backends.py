@@ -7,12 +7,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.base import empty_checkpoint
 
 from agents.events import RunFinished
+from agents.state.checkpointers import open_checkpointer
 from app.services import open_services
 from tests.fakellm import FakeLLM, Reply
+from tests.pgkit import schema_url
 
 POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -178,3 +182,22 @@ async def _enter(saver: Any, thread: str) -> None:
 
     async with thread_lock(saver, thread):
         pass
+
+
+async def test_postgres_checkpoint_operations_do_not_wait_for_each_other() -> None:
+    """A write held up in the database (a table lock taken elsewhere) does not hold up a
+    read of another thread: each operation has a pooled connection of its own."""
+    with schema_url("cp") as url:
+        async with open_checkpointer(url) as saver:
+            config = {"configurable": {"thread_id": "a", "checkpoint_ns": ""}}
+            stored = await saver.aput(config, empty_checkpoint(), {}, {})
+            async with await psycopg.AsyncConnection.connect(url) as blocker:
+                await blocker.execute("BEGIN")
+                await blocker.execute("LOCK TABLE checkpoint_writes IN EXCLUSIVE MODE")
+                held = asyncio.create_task(saver.aput_writes(stored, [("x", 1)], "task-1"))
+                await asyncio.sleep(0.3)
+                assert not held.done()  # waiting for the table lock in the database
+                other = {"configurable": {"thread_id": "b", "checkpoint_ns": ""}}
+                assert await asyncio.wait_for(saver.aget_tuple(other), timeout=3) is None
+                await blocker.execute("ROLLBACK")
+            await asyncio.wait_for(held, timeout=5)
