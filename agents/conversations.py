@@ -58,8 +58,6 @@ from agents.turns import (
 
 log = structlog.get_logger(__name__)
 
-# Nodes whose model output is the user's answer; other nodes' tokens (planner, parallel
-# experts, the router's tie-break) are not streamed as answer text.
 RETAIN_S = 600.0  # how long a run stays joinable by its idempotency key after it ends
 # A turn with no new input: go on from the thread's latest checkpoint (after a crash).
 RESUME: tuple[BaseMessage, ...] = ()

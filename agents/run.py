@@ -99,7 +99,8 @@ def current_context() -> RunContext:
     return ctx if isinstance(ctx, RunContext) else RunContext()
 
 
-# The conversation graph's nodes whose model calls write the answer: their tokens stream.
+# The conversation graph's nodes whose model calls write the answer: their tokens stream;
+# other nodes' (the planner, parallel experts, the router's tie-break, a workflow) do not.
 ANSWER_NODES = frozenset({"assistant", "expert", "aggregate", "joint_expert"})
 _ANSWERING: ContextVar[str | None] = ContextVar("skilldesk_answering", default=None)
 

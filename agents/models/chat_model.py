@@ -153,7 +153,7 @@ class GatewayChatModel(BaseChatModel):
         usage: UsageMetadata | None = None
         metadata: dict[str, Any] = {}
         async for raw in gateway.astream(
-            self.profile_name, self._streaming_request(messages, None, **kwargs)
+            self.profile_name, self._streaming_request(messages, kwargs.pop("stop", None), **kwargs)
         ):
             got = _usage(raw.get("usage"))
             if got is not None:
