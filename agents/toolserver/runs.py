@@ -13,6 +13,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from agents.errors import BadInputs, KeyReused, RunNotFound, WorkflowNotFound
+from agents.feed import USAGE_SINK
 from agents.prompts import Prompts
 from agents.skills.runner import ToolResult
 from agents.toolserver.results import error_result, ok_result
@@ -71,7 +72,11 @@ class WorkflowTools:
             if name == RUN_WORKFLOW:
                 workflow, inputs = str(args["workflow"]), args.get("inputs") or {}
                 record = await self.engine.run(
-                    workflow, inputs, user=caller, idempotency_key=idempotency_key
+                    workflow,
+                    inputs,
+                    user=caller,
+                    idempotency_key=idempotency_key,
+                    usage_sink=USAGE_SINK.get(),  # its cost counts against the caller's day
                 )
             else:
                 record = await self.engine.get_run(str(args["run_id"]))

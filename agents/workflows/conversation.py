@@ -103,11 +103,13 @@ class WorkflowTurns:
         by: str,
         comment: str,
         post: Callable[[str, BaseMessage, Sequence[Event], float, dict[str, int]], Awaitable[None]],
+        charge: Callable[[dict[str, Any], dict[str, int]], Awaitable[None]] | None = None,
     ) -> dict[str, Any]:
         """Decide an approval; the run goes on, and when it ends (or waits again) the thread
         it was started from is told, through ``post(thread_id, message, events, started,
         usage)``: the events of the nodes that ran after the decision are that message's
-        trace, their model calls its usage.
+        trace, their model calls its usage; ``charge(record, usage)`` gets that usage too
+        (whoever started the run pays for it).
 
         Raises:
             RunNotFound, AlreadyDecided: as ``WorkflowEngine.decide``.
@@ -123,10 +125,12 @@ class WorkflowTurns:
                 record = event["record"]
             elif (typed := from_custom(event)) is not None:
                 events.append(typed)
+        after = record.get("usage") or {}
+        usage = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+        if charge is not None and usage:
+            await charge(record, usage)
         if record.get("thread_id") and not record.get("parent"):
             told = AIMessage(content=self.reply(record))
-            after = record.get("usage") or {}
-            usage = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
             await post(record["thread_id"], told, events, started, usage)
         return record
 

@@ -14,7 +14,7 @@ import contextlib
 import hashlib
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 import structlog
@@ -112,9 +112,13 @@ class WorkflowEngine:
         parent: str | None = None,
         user: str | None = None,
         idempotency_key: str | None = None,
+        usage_sink: Callable[[dict[str, int]], None] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """Start a run and yield its events; the last one is ``workflow_ended`` with the
         record (status SUCCEEDED, FAILED or WAITING for an approval).
+
+        ``usage_sink`` gets what the run's model calls used once it ends or waits (its
+        starter's daily spending: a run started by a request; a chat turn counts its own).
 
         With ``idempotency_key``, the run's id is made from the user, the workflow and the
         key: the same start sent again (a retry after a timeout, by any process) yields the
@@ -168,6 +172,8 @@ class WorkflowEngine:
             }
             await self._save(record)
             async for event in self._drive(record, {"inputs": values}):
+                if event.get("type") == "workflow_ended" and usage_sink is not None:
+                    usage_sink(dict(event["record"].get("usage") or {}))
                 yield event
 
     async def run(
@@ -180,9 +186,10 @@ class WorkflowEngine:
         parent: str | None = None,
         user: str | None = None,
         idempotency_key: str | None = None,
+        usage_sink: Callable[[dict[str, int]], None] | None = None,
     ) -> dict[str, Any]:
         """Run to its end (or to an approval) and return the record (``user``: who started
-        it, recorded for isolation; ``idempotency_key``: as for ``stream``)."""
+        it, recorded for isolation; ``idempotency_key``, ``usage_sink``: as for ``stream``)."""
         last: dict[str, Any] = {}
         async for event in self.stream(
             name,
@@ -192,6 +199,7 @@ class WorkflowEngine:
             parent=parent,
             user=user,
             idempotency_key=idempotency_key,
+            usage_sink=usage_sink,
         ):
             last = event
         return dict(last["record"])

@@ -10,8 +10,9 @@ from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from agents.errors import RunNotFound, ThreadNotFound, WorkflowNotFound
+from agents.feed import USAGE_SINK
 from agents.workflows.mermaid import mermaid
-from app.api.deps import IdempotencyKey, PrincipalDep, ServicesDep, reach_thread
+from app.api.deps import IdempotencyKey, PrincipalDep, ServicesDep, WithinBudget, reach_thread
 from app.api.errors import ApiError, error_responses
 from app.api.schemas.workflows import (
     ForkRequest,
@@ -52,6 +53,7 @@ async def get_workflow(services: ServicesDep, name: str) -> WorkflowDefinitionPu
 
 @router.post(
     "/v1/workflows/{name}/runs",
+    dependencies=[WithinBudget],
     responses={
         **error_responses(
             400,
@@ -94,6 +96,7 @@ async def start_run(
         thread_id=body.thread_id,
         user=principal.user,
         idempotency_key=idempotency_key,
+        usage_sink=USAGE_SINK.get(),  # its cost counts against the starter's day
     )
     first = await anext(events)  # bad inputs are a 400 before anything runs
     if not body.stream:
@@ -131,6 +134,7 @@ async def get_run(services: ServicesDep, principal: PrincipalDep, run_id: str) -
 
 @router.post(
     "/v1/workflow-runs/{run_id}/fork",
+    dependencies=[WithinBudget],
     responses=error_responses(
         400,
         404,

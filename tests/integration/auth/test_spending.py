@@ -59,3 +59,73 @@ def test_past_the_daily_limit_a_user_s_runs_are_refused_and_another_user_s_are_n
 
         assert run("bob", "b-1").status_code == 200  # bob's budget is his own
         assert client.get("/v1/me", headers=bearer("bob")).json()["spent_today_micro_usd"] == 4000
+
+
+NOTE = """
+name: note
+description: A note the model writes.
+inputs: {text: {type: string}}
+nodes:
+  - {id: write, kind: llm, prompt: "Write a note: {{ inputs.text }}"}
+outputs: {message: "{{ nodes.write.output }}"}
+"""
+GATED = """
+name: gated-note
+description: A note the model writes once a person approves it.
+inputs: {text: {type: string}}
+nodes:
+  - {id: ok, kind: approval, summary: "Write a note about {{ inputs.text }}?", next: write}
+  - {id: write, kind: llm, prompt: "Write a note: {{ inputs.text }}"}
+outputs: {message: "{{ nodes.write.output }}"}
+"""
+
+
+def test_workflow_runs_count_against_the_daily_limit_of_who_started_them(
+    keyed_settings: Any, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    (keyed_settings.workflows_dir / "note.yaml").write_text(NOTE)
+    (keyed_settings.workflows_dir / "gated-note.yaml").write_text(GATED)
+    settings = keyed_settings.model_copy(
+        update={
+            "models_file": priced_profiles(tmp_path, fake_llm),
+            "model": None,
+            "daily_spend_limit_usd": 0.005,
+        }
+    )
+    fake_llm.script(*[Reply(content="Noted.", usage=usage(1000, 200))] * 4)  # 4,000 each
+    with TestClient(create_app(settings)) as client:
+
+        def spent(who: str) -> int:
+            return int(client.get("/v1/me", headers=bearer(who)).json()["spent_today_micro_usd"])
+
+        def start(who: str, name: str, **extra: Any) -> Any:
+            body = {"inputs": {"text": "the lift"}, **extra}
+            return client.post(f"/v1/workflows/{name}/runs", json=body, headers=bearer(who))
+
+        assert start("alice", "note").json()["status"] == "SUCCEEDED"
+        assert spent("alice") == 4000
+        streamed = start("alice", "note", stream=True)
+        assert "workflow_ended" in streamed.text
+        assert spent("alice") == 8000
+        refused = start("alice", "note")
+        assert refused.status_code == 429
+        assert refused.json()["error"]["code"] == "spending_limit_reached"
+
+        waiting = start("bob", "gated-note").json()
+        assert waiting["status"] == "WAITING"
+        assert spent("bob") == 0  # nothing has run on a model yet
+        approval = waiting["waiting"]["approval_id"]
+        decided = client.post(
+            f"/v1/approvals/{approval}", json={"decision": "approve"}, headers=bearer("approver")
+        )
+        assert decided.json()["status"] == "SUCCEEDED", decided.text
+        assert spent("bob") == 4000  # the run's starter pays for the calls after the decision
+        assert client.get("/v1/me", headers=bearer("approver")).json()["spent_today_micro_usd"] == 0
+
+        # Started by another agent through the tool server: counted the same.
+        arguments = {"workflow": "note", "inputs": {"text": "the stairs"}}
+        tool = client.post(
+            "/v1/tools/run_workflow/invoke", json={"arguments": arguments}, headers=bearer("bob")
+        )
+        assert tool.status_code == 200, tool.text
+        assert spent("bob") == 8000
