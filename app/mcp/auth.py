@@ -9,7 +9,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.errors import ApiError
 from app.auth.guard import Gate, no_scope
-from app.mcp.server import CALLER_STATE
+from app.mcp.server import CALLER_STATE, SINK_STATE
 
 METADATA = "/.well-known/oauth-protected-resource"
 
@@ -39,7 +39,9 @@ class McpGate:
                 )
             await _respond(send, error.status, error.body(), extra)
             return
-        scope.setdefault("state", {})[CALLER_STATE] = None if principal.sees_all else principal.user
+        state = scope.setdefault("state", {})
+        state[CALLER_STATE] = None if principal.sees_all else principal.user
+        state[SINK_STATE] = gate.usage_sink(principal)  # what its workflow runs cost counts
         await self.app(scope, receive, send)
 
 

@@ -24,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourcesListChanged, ToolsListChanged
 
 from agents.errors import SkillNotFound, SkillReferenceError
+from agents.feed import USAGE_SINK
 from agents.skills.loader import SKILL_FILE, Skill
 from agents.skills.meta import read_reference
 from agents.skills.runner import ToolResult
@@ -36,6 +37,7 @@ PROGRESS_EVERY_S = 1.0
 MANIFEST = "_manifest"
 
 CALLER_STATE = "skilldesk_caller"  # where the MCP gate leaves the user it authenticated
+SINK_STATE = "skilldesk_usage_sink"  # and where the cost of the runs they start is counted
 
 
 class Sessions:
@@ -95,14 +97,16 @@ def build_server(catalogue: ToolCatalogue, sessions: Sessions) -> Server[Any]:
         # The user this request was authenticated as (the gate put it in the request's scope;
         # a session's task does not carry the request's context).
         scope = getattr(ctx.request, "scope", None) or {}
-        caller = (scope.get("state") or {}).get(CALLER_STATE)
+        state = scope.get("state") or {}
+        caller = state.get(CALLER_STATE)
         if key is not None and caller is not None:
             key = f"{caller}\x1f{key}"  # one user's keys only
-        token = CALLER.set(caller)
+        token, sink = CALLER.set(caller), USAGE_SINK.set(state.get(SINK_STATE))
         try:
             call = catalogue.call(params.name, params.arguments or {}, idempotency_key=key)
             result = await with_progress(ctx, call)
         finally:
+            USAGE_SINK.reset(sink)
             CALLER.reset(token)
         return call_result(result, entry.output_schema)
 

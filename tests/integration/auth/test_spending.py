@@ -92,7 +92,7 @@ def test_workflow_runs_count_against_the_daily_limit_of_who_started_them(
             "daily_spend_limit_usd": 0.005,
         }
     )
-    fake_llm.script(*[Reply(content="Noted.", usage=usage(1000, 200))] * 4)  # 4,000 each
+    fake_llm.script(*[Reply(content="Noted.", usage=usage(1000, 200))] * 5)  # 4,000 each
     with TestClient(create_app(settings)) as client:
 
         def spent(who: str) -> int:
@@ -129,3 +129,17 @@ def test_workflow_runs_count_against_the_daily_limit_of_who_started_them(
         )
         assert tool.status_code == 200, tool.text
         assert spent("bob") == 8000
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+        call["params"] = {"name": "run_workflow", "arguments": arguments}
+        mcp = client.post(
+            "/mcp",
+            json=call,
+            headers={
+                **bearer("bob"),
+                "Accept": "application/json, text/event-stream",
+                "Host": "localhost:8000",
+            },
+        )
+        assert mcp.status_code == 200, mcp.text
+        assert '"isError":false' in mcp.text, mcp.text
+        assert spent("bob") == 12000  # and over MCP
