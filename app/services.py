@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import structlog
@@ -185,10 +186,12 @@ async def open_services(
                 max_rounds=settings.max_tool_rounds,
             )
             turns = WorkflowTurns(engine, gateway, prompts)
+            spend = SpendLedger(documents)
+            limit = round(settings.daily_spend_limit_usd * 1_000_000)
             tools = ToolCatalogue(
                 skills,
                 prompts,
-                WorkflowTools(registry, engine),
+                WorkflowTools(registry, engine, partial(_refusal, spend, limit)),
                 list_skill_tools=settings.mcp_skill_tools_listed(),
             )
             router = Router(skills, gateway, prompts, workflows, router_options)
@@ -258,7 +261,7 @@ async def open_services(
                 threads,
                 tools,
                 ApiKeys(documents, bootstrap),
-                SpendLedger(documents),
+                spend,
                 learned,
                 bus,
             )
@@ -319,6 +322,10 @@ async def warm_up(services: Services) -> None:
     count_tokens("warm up the token counter")
     services.gateway.warm_up()
     log.info("service.warmed_up", ms=round((time.perf_counter() - started) * 1000))
+
+
+async def _refusal(spend: SpendLedger, limit: int, user: str | None) -> str | None:
+    return await spend.refusal(user, limit)
 
 
 def freeze_startup_heap() -> None:

@@ -49,6 +49,21 @@ class SpendLedger:
         found = await self.documents.get(SPEND, f"{user}|{today(now)}")
         return int(found["micro_usd"]) if found else 0
 
+    async def refusal(self, user: str | None, limit: int) -> str | None:
+        """Why ``user`` may start no run that calls a model today (they spent ``limit``
+        millionths of a dollar, 0 for no limit), or None."""
+        if not limit or user is None:
+            return None
+        spent = await self.spent(user)
+        if spent < limit:
+            return None
+        wait = seconds_to_midnight()
+        return (
+            f"You have used your daily model budget (${spent / 1e6:.4f} of "
+            f"${limit / 1e6:.4f}); it renews at midnight UTC, in {wait // 3600} h "
+            f"{wait % 3600 // 60} min."
+        )
+
     async def days(self, user: str, limit: int = 31) -> list[dict[str, Any]]:
         """The user's spend by day, newest first."""
         return await self.documents.find(SPEND, owner=user, limit=limit)

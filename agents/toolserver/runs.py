@@ -9,6 +9,7 @@ the same size however many workflows are installed; the workflows' names and inp
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any
 
@@ -31,9 +32,15 @@ class WorkflowTools:
 
     NAMES = (RUN_WORKFLOW, GET_WORKFLOW_RUN)
 
-    def __init__(self, registry: WorkflowRegistry, engine: WorkflowEngine) -> None:
+    def __init__(
+        self,
+        registry: WorkflowRegistry,
+        engine: WorkflowEngine,
+        budget: Callable[[str | None], Awaitable[str | None]] | None = None,
+    ) -> None:
         self.registry = registry
         self.engine = engine
+        self.budget = budget  # why a user may start no run today (their spending limit)
 
     def version(self) -> int:
         """Changes whenever the workflows are reloaded with changes."""
@@ -70,6 +77,9 @@ class WorkflowTools:
         try:
             caller = CALLER.get()
             if name == RUN_WORKFLOW:
+                refused = await self.budget(caller) if self.budget is not None else None
+                if refused is not None:
+                    return error_result(name, "spending_limit_reached", refused, started)
                 workflow, inputs = str(args["workflow"]), args.get("inputs") or {}
                 record = await self.engine.run(
                     workflow,

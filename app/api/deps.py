@@ -221,19 +221,10 @@ async def within_budget(request: Request, principal: PrincipalDep) -> None:
     429 ``spending_limit_reached`` with ``Retry-After`` until midnight UTC."""
     services = _services(request)
     limit = round(services.settings.daily_spend_limit_usd * 1_000_000)
-    if not limit or principal.user is None:
-        return
-    spent = await services.spend.spent(principal.user)
-    if spent >= limit:
+    refused = await services.spend.refusal(principal.user, limit)
+    if refused is not None:
         wait = seconds_to_midnight()
-        raise ApiError(
-            429,
-            "spending_limit_reached",
-            f"You have used your daily model budget (${spent / 1e6:.4f} of "
-            f"${limit / 1e6:.4f}); it renews at midnight UTC, in {wait // 3600} h "
-            f"{wait % 3600 // 60} min.",
-            headers={"Retry-After": str(wait)},
-        )
+        raise ApiError(429, "spending_limit_reached", refused, headers={"Retry-After": str(wait)})
 
 
 WithinBudget = Depends(within_budget)

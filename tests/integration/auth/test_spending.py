@@ -110,6 +110,14 @@ def test_workflow_runs_count_against_the_daily_limit_of_who_started_them(
         refused = start("alice", "note")
         assert refused.status_code == 429
         assert refused.json()["error"]["code"] == "spending_limit_reached"
+        by_tool = client.post(
+            "/v1/tools/run_workflow/invoke",
+            json={"arguments": {"workflow": "note", "inputs": {"text": "x"}}},
+            headers=bearer("alice"),
+        ).json()
+        assert by_tool["ok"] is False
+        assert by_tool["error"]["code"] == "spending_limit_reached"
+        assert "midnight UTC" in by_tool["error"]["message"]
 
         waiting = start("bob", "gated-note").json()
         assert waiting["status"] == "WAITING"
@@ -122,24 +130,28 @@ def test_workflow_runs_count_against_the_daily_limit_of_who_started_them(
         assert spent("bob") == 4000  # the run's starter pays for the calls after the decision
         assert client.get("/v1/me", headers=bearer("approver")).json()["spent_today_micro_usd"] == 0
 
-        # Started by another agent through the tool server: counted the same.
+        # Started through the tool server, at /v1/tools or over MCP: counted, and refused
+        # once the day is spent.
         arguments = {"workflow": "note", "inputs": {"text": "the stairs"}}
-        tool = client.post(
-            "/v1/tools/run_workflow/invoke", json={"arguments": arguments}, headers=bearer("bob")
-        )
-        assert tool.status_code == 200, tool.text
+
+        def by_tool(who: str) -> Any:
+            body = {"arguments": arguments}
+            response = client.post("/v1/tools/run_workflow/invoke", json=body, headers=bearer(who))
+            assert response.status_code == 200, response.text
+            return response.json()
+
+        def by_mcp(who: str) -> str:
+            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+            call["params"] = {"name": "run_workflow", "arguments": arguments}
+            accept = {"Accept": "application/json, text/event-stream", "Host": "localhost:8000"}
+            response = client.post("/mcp", json=call, headers={**bearer(who), **accept})
+            assert response.status_code == 200, response.text
+            return response.text
+
+        assert by_tool("agent")["ok"] is True
+        assert spent("agent") == 4000
+        assert '"isError":false' in by_mcp("bob")
         assert spent("bob") == 8000
-        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
-        call["params"] = {"name": "run_workflow", "arguments": arguments}
-        mcp = client.post(
-            "/mcp",
-            json=call,
-            headers={
-                **bearer("bob"),
-                "Accept": "application/json, text/event-stream",
-                "Host": "localhost:8000",
-            },
-        )
-        assert mcp.status_code == 200, mcp.text
-        assert '"isError":false' in mcp.text, mcp.text
-        assert spent("bob") == 12000  # and over MCP
+        assert by_tool("bob")["error"]["code"] == "spending_limit_reached"
+        assert "spending_limit_reached" in by_mcp("bob")
+        assert spent("bob") == 8000
