@@ -185,13 +185,13 @@ async def open_services(
                 documents=documents,
                 max_rounds=settings.max_tool_rounds,
             )
-            turns = WorkflowTurns(engine, gateway, prompts)
             spend = SpendLedger(documents)
-            limit = round(settings.daily_spend_limit_usd * 1_000_000)
+            turns = WorkflowTurns(engine, gateway, prompts, spend, records)
+            limit = settings.daily_spend_limit_micro_usd
             tools = ToolCatalogue(
                 skills,
                 prompts,
-                WorkflowTools(registry, engine, partial(_refusal, spend, limit)),
+                WorkflowTools(registry, engine, partial(spend.refusal, limit=limit)),
                 list_skill_tools=settings.mcp_skill_tools_listed(),
             )
             router = Router(skills, gateway, prompts, workflows, router_options)
@@ -322,10 +322,6 @@ async def warm_up(services: Services) -> None:
     count_tokens("warm up the token counter")
     services.gateway.warm_up()
     log.info("service.warmed_up", ms=round((time.perf_counter() - started) * 1000))
-
-
-async def _refusal(spend: SpendLedger, limit: int, user: str | None) -> str | None:
-    return await spend.refusal(user, limit)
 
 
 def freeze_startup_heap() -> None:

@@ -332,6 +332,12 @@ class Settings(BaseSettings):
         "it new runs are refused (429 `spending_limit_reached`) until midnight UTC (0: none). "
         "Counts calls whose price is known.",
     )
+
+    @property
+    def daily_spend_limit_micro_usd(self) -> int:
+        """``daily_spend_limit_usd`` in millionths of a dollar (0: none)."""
+        return round(self.daily_spend_limit_usd * 1_000_000)
+
     max_model_calls: int = Field(12, ge=1, le=200, description="Model calls per run, in all.")
     max_tool_calls: int = Field(24, ge=1, le=500, description="Tool calls per run, in all.")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info")

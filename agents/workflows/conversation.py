@@ -19,7 +19,9 @@ from agents.models import ModelGateway
 from agents.models.structured import forced_call, function_tool
 from agents.prompts import Prompts
 from agents.run import RunContext, emit
+from agents.state.records import ThreadRecords
 from agents.state.schema import add_usage
+from agents.state.spend import SpendLedger
 from agents.workflows.engine import WorkflowEngine
 from agents.workflows.inputs import check_inputs
 from agents.workflows.spec import WorkflowSpec
@@ -43,12 +45,24 @@ class WorkflowTurns:
         engine: Runs the workflows (its ``workflows`` finds them by name).
         gateway: For inputs the model takes from the message.
         prompts: The replies the service writes.
+        spend: Where the model calls a run makes after an approval count against the day of
+            whoever started it (the run's user, else its thread's owner in ``records``).
+        records: The threads' records.
     """
 
-    def __init__(self, engine: WorkflowEngine, gateway: ModelGateway, prompts: Prompts) -> None:
+    def __init__(
+        self,
+        engine: WorkflowEngine,
+        gateway: ModelGateway,
+        prompts: Prompts,
+        spend: SpendLedger | None = None,
+        records: ThreadRecords | None = None,
+    ) -> None:
         self.engine = engine
         self.gateway = gateway
         self.prompts = prompts
+        self.spend = spend
+        self.records = records
 
     async def answer(
         self,
@@ -103,13 +117,12 @@ class WorkflowTurns:
         by: str,
         comment: str,
         post: Callable[[str, BaseMessage, Sequence[Event], float, dict[str, int]], Awaitable[None]],
-        charge: Callable[[dict[str, Any], dict[str, int]], Awaitable[None]] | None = None,
     ) -> dict[str, Any]:
         """Decide an approval; the run goes on, and when it ends (or waits again) the thread
         it was started from is told, through ``post(thread_id, message, events, started,
         usage)``: the events of the nodes that ran after the decision are that message's
-        trace, their model calls its usage; ``charge(record, usage)`` gets that usage too
-        (whoever started the run pays for it).
+        trace, their model calls its usage (paid by whoever started the run, not the
+        approver).
 
         Raises:
             RunNotFound, AlreadyDecided: as ``WorkflowEngine.decide``.
@@ -127,12 +140,19 @@ class WorkflowTurns:
                 events.append(typed)
         after = record.get("usage") or {}
         usage = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
-        if charge is not None and usage:
-            await charge(record, usage)
+        if usage.get("cost_micro_usd"):
+            await self._charge_starter(record, usage["cost_micro_usd"])
         if record.get("thread_id") and not record.get("parent"):
             told = AIMessage(content=self.reply(record))
             await post(record["thread_id"], told, events, started, usage)
         return record
+
+    async def _charge_starter(self, record: dict[str, Any], cost: int) -> None:
+        owner = record.get("user")
+        if owner is None and record.get("thread_id") and self.records is not None:
+            owner = ((await self.records.get(record["thread_id"])) or {}).get("owner")
+        if owner and self.spend is not None:
+            await self.spend.add(owner, cost)
 
     def reply(self, record: dict[str, Any]) -> str:
         """What the user is told of a run as it stands."""

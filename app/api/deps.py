@@ -220,7 +220,7 @@ async def within_budget(request: Request, principal: PrincipalDep) -> None:
     """Refuse a new run once its user spent their daily limit (SKILLDESK_DAILY_SPEND_LIMIT_USD):
     429 ``spending_limit_reached`` with ``Retry-After`` until midnight UTC."""
     services = _services(request)
-    limit = round(services.settings.daily_spend_limit_usd * 1_000_000)
+    limit = services.settings.daily_spend_limit_micro_usd
     refused = await services.spend.refusal(principal.user, limit)
     if refused is not None:
         wait = seconds_to_midnight()

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
-from typing import Any
-
 from fastapi import APIRouter
 
 from app.api.deps import ApproverDep, ServicesDep
@@ -45,17 +42,5 @@ async def decide(
         by=approver or body.by,
         comment=body.comment,
         post=services.conversations.post,
-        charge=partial(_charge_owner, services),
     )
     return RunPublic.model_validate(record)
-
-
-async def _charge_owner(services: Any, record: dict[str, Any], usage: dict[str, int]) -> None:
-    """What a run's model calls after a decision cost counts against the user who started
-    it (or whose thread it was started from), not the approver."""
-    cost = usage.get("cost_micro_usd")
-    owner = record.get("user")
-    if owner is None and record.get("thread_id"):
-        owner = ((await services.threads.records.get(record["thread_id"])) or {}).get("owner")
-    if cost and owner:
-        await services.spend.add(owner, cost)

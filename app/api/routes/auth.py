@@ -19,7 +19,7 @@ async def whoami(request: Request, principal: PrincipalDep) -> PrincipalPublic:
     """The principal the credentials sent act as (never the key itself), and what its
     user's runs cost today."""
     services = request.app.state.services
-    limit = round(services.settings.daily_spend_limit_usd * 1_000_000)
+    limit = services.settings.daily_spend_limit_micro_usd
     spent = await services.spend.spent(principal.user) if principal.user else None
     return PrincipalPublic(
         user=principal.user,
