@@ -155,18 +155,13 @@ class GatewayChatModel(BaseChatModel):
         async for raw in gateway.astream(
             self.profile_name, self._streaming_request(messages, kwargs.pop("stop", None), **kwargs)
         ):
-            got = _usage(raw.get("usage"))
-            if got is not None:
-                cost = _cost(raw.get("usage"))
-                self._record(got, raw.get("model"), cost.get("cost_micro_usd"))
-                usage = got if usage is None else add_usage(usage, got)
-                metadata.update(cost)
-            choices = raw.get("choices")
-            if not choices:
+            read = self._read(raw)
+            if read is None:
                 continue
-            choice = choices[0]
-            delta = choice.get("delta") or {}
-            _show_reasoning(_reasoning(delta))
+            delta, got, meta = read
+            if got is not None:
+                usage = got if usage is None else add_usage(usage, got)
+            metadata.update(meta)
             piece = delta.get("content")
             if piece:
                 text.append(piece)
@@ -181,8 +176,6 @@ class GatewayChatModel(BaseChatModel):
                         part[key] = part.get(key, "") + value
                 if function.get("arguments"):
                     part["args"] = part.get("args", "") + function["arguments"]
-            if choice.get("finish_reason"):
-                metadata.update(finish_reason=choice["finish_reason"], profile=self.profile_name)
         chunk = AIMessageChunk(
             content="".join(text),
             tool_call_chunks=[
@@ -236,18 +229,10 @@ class GatewayChatModel(BaseChatModel):
 
     def _to_chunk(self, raw: dict[str, Any]) -> ChatGenerationChunk | None:
         """One streamed piece (an OpenAI ``chat.completion.chunk`` as a dict)."""
-        usage = _usage(raw.get("usage"))
-        choices = raw.get("choices")
-        cost = _cost(raw.get("usage"))
-        if not choices:
-            if usage is None:
-                return None
-            self._record(usage, raw.get("model"), cost.get("cost_micro_usd"))
-            message = AIMessageChunk(content="", usage_metadata=usage, response_metadata=cost)
-            return ChatGenerationChunk(message=message)
-        choice = choices[0]
-        delta = choice.get("delta") or {}
-        _show_reasoning(_reasoning(delta))
+        read = self._read(raw)
+        if read is None:
+            return None
+        delta, usage, metadata = read
         chunks = [
             tool_call_chunk(
                 name=(call.get("function") or {}).get("name"),
@@ -257,12 +242,6 @@ class GatewayChatModel(BaseChatModel):
             )
             for call in delta.get("tool_calls") or []
         ]
-        metadata: dict[str, Any] = {}
-        if choice.get("finish_reason"):
-            metadata = {"finish_reason": choice["finish_reason"], "profile": self.profile_name}
-        if usage is not None:
-            self._record(usage, raw.get("model"), cost.get("cost_micro_usd"))
-            metadata.update(cost)
         message = AIMessageChunk(
             content=delta.get("content") or "",
             tool_call_chunks=chunks,
@@ -270,6 +249,30 @@ class GatewayChatModel(BaseChatModel):
             response_metadata=metadata,
         )
         return ChatGenerationChunk(message=message)
+
+    def _read(
+        self, raw: dict[str, Any]
+    ) -> tuple[dict[str, Any], UsageMetadata | None, dict[str, Any]] | None:
+        """A streamed piece's delta, usage and response metadata (its finish reason and
+        cost), the usage recorded and a reasoning summary shown; None for a piece with
+        neither a choice nor usage."""
+        usage = _usage(raw.get("usage"))
+        choices = raw.get("choices")
+        if not choices and usage is None:
+            return None
+        metadata: dict[str, Any] = {}
+        if usage is not None:
+            cost = _cost(raw.get("usage"))
+            self._record(usage, raw.get("model"), cost.get("cost_micro_usd"))
+            metadata.update(cost)
+        if not choices:
+            return {}, usage, metadata
+        choice = choices[0]
+        delta = choice.get("delta") or {}
+        _show_reasoning(_reasoning(delta))
+        if choice.get("finish_reason"):
+            metadata.update(finish_reason=choice["finish_reason"], profile=self.profile_name)
+        return delta, usage, metadata
 
     def _record(
         self, usage: UsageMetadata | None, model_name: str | None, cost: int | None
