@@ -70,6 +70,12 @@ def add_usage(left: dict[str, int] | None, right: dict[str, Any] | None) -> dict
     return total
 
 
+def usage_since(now: dict[str, int] | None, before: dict[str, int] | None) -> dict[str, int]:
+    """What was used between two totals of ``add_usage`` (``before`` the earlier)."""
+    before = before or {}
+    return {k: v - before.get(k, 0) for k, v in (now or {}).items() if v != before.get(k, 0)}
+
+
 def add_names(left: list[str] | None, right: list[str] | None) -> list[str]:
     """Reducer: an ordered set of names (a skill is recorded as loaded once)."""
     out = list(left or [])

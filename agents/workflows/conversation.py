@@ -20,7 +20,7 @@ from agents.models.structured import forced_call, function_tool
 from agents.prompts import Prompts
 from agents.run import RunContext, emit
 from agents.state.records import ThreadRecords
-from agents.state.schema import add_usage
+from agents.state.schema import add_usage, usage_since
 from agents.state.spend import SpendLedger
 from agents.workflows.engine import WorkflowEngine
 from agents.workflows.inputs import check_inputs
@@ -139,7 +139,7 @@ class WorkflowTurns:
             elif (typed := from_custom(event)) is not None:
                 events.append(typed)
         after = record.get("usage") or {}
-        usage = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+        usage = usage_since(after, before)
         if usage.get("cost_micro_usd"):
             await self._charge_starter(record, usage["cost_micro_usd"])
         if record.get("thread_id") and not record.get("parent"):

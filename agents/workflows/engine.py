@@ -28,6 +28,7 @@ from agents.models import ModelGateway
 from agents.prompts import Prompts
 from agents.skills.service import SkillService
 from agents.state.documents import Documents, MemoryDocuments
+from agents.state.schema import usage_since
 from agents.workflows.compile import WorkflowContext, compile_workflow
 from agents.workflows.executors import RunInfo, load_executors
 from agents.workflows.flow import Flow
@@ -171,9 +172,7 @@ class WorkflowEngine:
                 "waiting": None,
             }
             await self._save(record)
-            async for event in self._drive(record, {"inputs": values}):
-                if event.get("type") == "workflow_ended" and usage_sink is not None:
-                    usage_sink(dict(event["record"].get("usage") or {}))
+            async for event in self._drive(record, {"inputs": values}, usage_sink=usage_sink):
                 yield event
 
     async def run(
@@ -245,11 +244,18 @@ class WorkflowEngine:
         return dict(last["record"])
 
     async def fork(
-        self, run_id: str, node: str, inputs: dict[str, Any] | None = None
+        self,
+        run_id: str,
+        node: str,
+        inputs: dict[str, Any] | None = None,
+        *,
+        usage_sink: Callable[[dict[str, int]], None] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """Run a finished run again from ``node``, with ``inputs`` changed: the nodes before it
         keep their outputs (they do not run again), ``node`` and what follows run anew, as a
-        run of its own. Yields its events, the last ``workflow_ended``.
+        run of its own. Yields its events, the last ``workflow_ended``. Its record's usage,
+        and what ``usage_sink`` gets (as for ``stream``), are its own calls: the kept nodes'
+        were the original's.
 
         Raises:
             RunNotFound: no such run, or it never reached ``node``.
@@ -285,9 +291,12 @@ class WorkflowEngine:
             "error": None,
             "nodes": {k: v for k, v in old["nodes"].items() if k in kept},
             "waiting": None,
+            "usage": {},
+            # The state's usage adds up from the fork point's, which is the original's.
+            "usage_before": dict(target.values.get("usage") or {}),
         }
         await self._save(record)
-        async for event in self._drive(record, None, config):
+        async for event in self._drive(record, None, config, usage_sink=usage_sink):
             yield event
 
     async def orphans(self) -> list[str]:
@@ -351,7 +360,11 @@ class WorkflowEngine:
         return graph
 
     async def _drive(
-        self, record: dict[str, Any], start: Any, config: Any = None
+        self,
+        record: dict[str, Any],
+        start: Any,
+        config: Any = None,
+        usage_sink: Callable[[dict[str, int]], None] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         run_id = record["id"]
         workflow = self.workflows.get(record["workflow"])
@@ -395,7 +408,7 @@ class WorkflowEngine:
             log.exception("workflow.crashed", run_id=run_id)
             record.update(status="FAILED", error=f"{type(exc).__name__}: {exc}")
         if values.get("usage"):  # its model calls (the thread's cost includes them)
-            record["usage"] = dict(values["usage"])
+            record["usage"] = usage_since(values["usage"], record.get("usage_before"))
         if record["status"] in FINAL:
             record["ended"] = time.time()
         await self._save(record)
@@ -404,6 +417,8 @@ class WorkflowEngine:
         if record["status"] == "WAITING":
             metrics.APPROVALS_WAITING.inc()
         log.info("workflow.ended", run_id=run_id, status=record["status"], error=record["error"])
+        if usage_sink is not None:
+            usage_sink(dict(record.get("usage") or {}))
         yield {"type": "workflow_ended", "record": dict(record)}
 
     def _note(self, record: dict[str, Any], update: dict[str, Any]) -> None:

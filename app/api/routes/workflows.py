@@ -154,7 +154,8 @@ async def fork_run(
     nodes before it keep their outputs, the rest run anew (the original is untouched)."""
     await _run_of(services, principal, run_id)
     last: dict[str, Any] = {}
-    async for event in services.engine.fork(run_id, body.node, body.inputs):
+    sink = USAGE_SINK.get()  # its cost counts against the day of who forked it
+    async for event in services.engine.fork(run_id, body.node, body.inputs, usage_sink=sink):
         last = event
     return RunPublic.model_validate(last["record"])
 

@@ -155,3 +155,55 @@ def test_workflow_runs_count_against_the_daily_limit_of_who_started_them(
         assert by_tool("bob")["error"]["code"] == "spending_limit_reached"
         assert "spending_limit_reached" in by_mcp("bob")
         assert spent("bob") == 8000
+
+
+TWO_NOTES = """
+name: two-notes
+description: Two notes the model writes, one after the other.
+inputs: {text: {type: string}}
+nodes:
+  - {id: first, kind: llm, prompt: "Write a note: {{ inputs.text }}", next: second}
+  - {id: second, kind: llm, prompt: "Write another note: {{ inputs.text }}"}
+outputs: {message: "{{ nodes.second.output }}"}
+"""
+
+
+def test_a_forked_run_counts_its_own_calls_against_the_day_of_who_forked_it(
+    keyed_settings: Any, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    (keyed_settings.workflows_dir / "two-notes.yaml").write_text(TWO_NOTES)
+    settings = keyed_settings.model_copy(
+        update={
+            "models_file": priced_profiles(tmp_path, fake_llm),
+            "model": None,
+            "daily_spend_limit_usd": 0.011,
+        }
+    )
+    fake_llm.script(*[Reply(content="Noted.", usage=usage(1000, 200))] * 3)  # 4,000 each
+    with TestClient(create_app(settings)) as client:
+
+        def spent(who: str) -> int:
+            return int(client.get("/v1/me", headers=bearer(who)).json()["spent_today_micro_usd"])
+
+        body = {"inputs": {"text": "the lift"}}
+        run = client.post("/v1/workflows/two-notes/runs", json=body, headers=bearer("agent"))
+        original = run.json()
+        assert original["usage"]["cost_micro_usd"] == 8000
+        assert spent("agent") == 8000
+
+        # From the second node: the first keeps its output, and its call is the original's.
+        fork = {"node": "second", "inputs": {"text": "the stairs"}}
+        forked = client.post(
+            f"/v1/workflow-runs/{original['id']}/fork", json=fork, headers=bearer("agent")
+        )
+        assert forked.status_code == 200, forked.text
+        record = forked.json()
+        assert record["status"] == "SUCCEEDED"
+        assert record["usage"]["model_calls"] == 1
+        assert record["usage"]["cost_micro_usd"] == 4000
+        assert spent("agent") == 12000
+        again = client.post(
+            f"/v1/workflow-runs/{original['id']}/fork", json=fork, headers=bearer("agent")
+        )
+        assert again.status_code == 429  # past the limit: forks are refused like starts
+        assert len(fake_llm.requests) == 3
