@@ -114,7 +114,7 @@ class MemoryDocuments:
 
 
 class SqliteDocuments:
-    """Documents in the SQLite checkpoint file, on the checkpointer's thread."""
+    """Documents in the SQLite checkpoint file, through its saver (``ThreadedSqliteSaver.run``)."""
 
     def __init__(self, saver: ThreadedSqliteSaver) -> None:
         self.saver = saver

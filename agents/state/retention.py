@@ -33,7 +33,7 @@ async def prune_thread(saver: BaseCheckpointSaver[Any], thread_id: str, keep: in
     if keep < 1:
         raise ValueError("keep at least one checkpoint (the thread's current state)")
     if isinstance(saver, ThreadedSqliteSaver):
-        return await saver.run(_prune_sqlite, saver, thread_id, keep)
+        return await saver.run_long(_prune_sqlite, saver, thread_id, keep)
     pool = _pool(saver)
     if pool is None:
         return 0
@@ -137,7 +137,7 @@ async def delete_thread(saver: BaseCheckpointSaver[Any], thread_id: str) -> None
     """Delete every checkpoint, write and journalled call of the thread."""
     await saver.adelete_thread(thread_id)
     if isinstance(saver, ThreadedSqliteSaver):
-        await saver.run(_forget_calls_sqlite, saver.conn, thread_id)
+        await saver.run_long(_forget_calls_sqlite, saver.conn, thread_id)
         return
     pool = _pool(saver)
     if pool is not None:
@@ -165,7 +165,7 @@ async def thread_bytes(saver: BaseCheckpointSaver[Any], thread_id: str) -> dict[
     """How much the thread's checkpoints take: ``checkpoints`` (rows) and ``bytes`` (stored
     values, checkpoints and writes; blobs on PostgreSQL)."""
     if isinstance(saver, ThreadedSqliteSaver):
-        return await saver.run(_bytes_sqlite, saver.conn, thread_id)
+        return await saver.run_long(_bytes_sqlite, saver.conn, thread_id)
     pool = _pool(saver)
     if pool is None:
         return {"checkpoints": 0, "bytes": 0}

@@ -59,3 +59,22 @@ async def test_a_job_whose_caller_was_cancelled_still_runs() -> None:
         assert waiting.cancelled()
     finally:
         worker.shutdown()
+
+
+async def test_in_hand_counts_the_jobs_given_and_not_yet_through() -> None:
+    worker = SerialThread("test-serial")
+    gate = threading.Event()
+    ran: list[str] = []
+    try:
+        blocking = asyncio.ensure_future(worker.run(gate.wait))
+        await asyncio.sleep(0)  # given first
+        worker.submit(lambda: ran.append("submitted"))
+        await asyncio.sleep(0.01)
+        assert worker.in_hand == 2
+        gate.set()
+        await blocking
+        assert await worker.run(lambda: list(ran)) == ["submitted"]
+        assert worker.in_hand == 0
+    finally:
+        gate.set()
+        worker.shutdown()

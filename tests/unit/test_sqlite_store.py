@@ -1,0 +1,70 @@
+"""The SQLite store: a short operation runs at once on the event loop when the store's thread
+has nothing in hand, after what it has otherwise (one order); the WAL is copied into the file
+on the store's thread, never by a commit on the event loop, and stays short."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+from agents.state.checkpointers import ThreadedSqliteSaver, open_checkpointer, sqlite_url
+from agents.state.documents import SqliteDocuments
+
+
+async def test_a_short_operation_runs_on_the_loop_unless_the_thread_has_work_in_hand(
+    tmp_path: Path,
+) -> None:
+    async with open_checkpointer(sqlite_url(tmp_path / "store.sqlite")) as saver:
+        assert isinstance(saver, ThreadedSqliteSaver)
+        where: list[tuple[str, str]] = []
+
+        def note(what: str) -> None:
+            where.append((what, threading.current_thread().name))
+
+        await saver.run(note, "idle")
+        gate = threading.Event()
+        long = asyncio.ensure_future(saver.run_long(lambda: (gate.wait(5), note("long"))))
+        short = asyncio.ensure_future(saver.run(note, "behind"))
+        await asyncio.sleep(0.02)
+        assert [w for w, _ in where] == ["idle"]  # the short one waits for the long one
+        gate.set()
+        await asyncio.gather(long, short)
+        await saver.run(note, "after")
+    loop_thread = threading.current_thread().name
+    assert where == [
+        ("idle", loop_thread),
+        ("long", "skilldesk-sqlite"),
+        ("behind", "skilldesk-sqlite"),
+        ("after", loop_thread),
+    ]
+
+
+async def test_the_wal_is_synced_into_the_file_on_the_store_s_thread_and_stays_short(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store.sqlite"
+    synced: list[str] = []
+    async with open_checkpointer(sqlite_url(path)) as saver:
+        assert isinstance(saver, ThreadedSqliteSaver)
+        (autocheckpoint,) = saver.conn.execute("PRAGMA wal_autocheckpoint").fetchone()
+        assert autocheckpoint == 0  # no commit on the event loop copies the WAL
+
+        def traced(statement: str) -> None:
+            if "wal_checkpoint" in statement:
+                synced.append(threading.current_thread().name)
+
+        saver.conn.set_trace_callback(traced)
+        saver.wal_every_s = 0.0
+        documents = SqliteDocuments(saver)
+        body = {"text": "x" * 8000}
+        for n in range(300):  # 2.4 MB written in all
+            await documents.put("note", f"n{n % 10}", body)
+            if n % 50 == 0:
+                await saver.run_long(lambda: None)  # the thread catches up now and then
+        await saver.run_long(lambda: None)
+        wal = path.with_name(path.name + "-wal").stat().st_size
+        saver.conn.set_trace_callback(None)
+    assert synced
+    assert set(synced) == {"skilldesk-sqlite"}
+    assert wal < 1_000_000, f"the WAL grew to {wal} bytes"
