@@ -104,9 +104,9 @@ class ThreadedSqliteSaver(SqliteSaver):
     its trace), each a fraction of a millisecond of work that holds the GIL for most of it.
     Handed to a thread, each one also cost a hand-over both ways, and under load waited for
     the GIL at every statement: 3.8x its CPU time in wall time, the turns queued behind it
-    (bench/load at saturation, alternating runs: 70.8 turns/s on the thread, 80.8 at once
-    on the event loop). So an operation runs at once on the event loop when the thread has
-    nothing in hand, and after what it has otherwise (``run``), which keeps one order.
+    (bench/load at saturation, 11 alternating runs against the thread: median +9 % turns/s).
+    So an operation runs at once on the event loop when the thread has nothing in hand, and
+    after what it has otherwise (``run``), which keeps one order.
     What may take long (pruning, deleting a thread, a whole history, syncing the WAL into
     the file) runs on the thread (``run_long``) while the event loop serves on. In WAL mode
     with ``synchronous=NORMAL`` a commit writes to the WAL and never syncs; the sync comes

@@ -4,6 +4,7 @@ says when the budget renews; another user is not affected."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,17 +16,27 @@ from tests.integration.auth.conftest import bearer
 from tests.integration.test_reasoning_and_cost import priced_profiles, usage
 
 
+def priced(settings: Any, tmp_path: Path, fake_llm: FakeLLM, limit_usd: float) -> Any:
+    """``settings`` with priced model profiles ($2 / $10 per million tokens) and a daily
+    spending limit."""
+    update = {
+        "models_file": priced_profiles(tmp_path, fake_llm),
+        "model": None,
+        "daily_spend_limit_usd": limit_usd,
+    }
+    return settings.model_copy(update=update)
+
+
+def spent_today(client: TestClient, who: str) -> int:
+    """What ``who`` spent today, in millionths of a dollar (``/v1/me``)."""
+    return int(client.get("/v1/me", headers=bearer(who)).json()["spent_today_micro_usd"])
+
+
 def test_past_the_daily_limit_a_user_s_runs_are_refused_and_another_user_s_are_not(
     keyed_settings: Any, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
     # $2 / $10 per million tokens: 4,000 and 3,500 millionths of a dollar; limit $0.005.
-    settings = keyed_settings.model_copy(
-        update={
-            "models_file": priced_profiles(tmp_path, fake_llm),
-            "model": None,
-            "daily_spend_limit_usd": 0.005,
-        }
-    )
+    settings = priced(keyed_settings, tmp_path, fake_llm, limit_usd=0.005)
     fake_llm.script(
         Reply(content="One.", usage=usage(1000, 200)),
         Reply(content="Two.", usage=usage(1500, 50)),
@@ -39,7 +50,7 @@ def test_past_the_daily_limit_a_user_s_runs_are_refused_and_another_user_s_are_n
             )
 
         assert run("alice", "a-1").status_code == 200  # 4,000 spent: under the limit
-        assert client.get("/v1/me", headers=bearer("alice")).json()["spent_today_micro_usd"] == 4000
+        assert spent_today(client, "alice") == 4000
         assert run("alice", "a-1").status_code == 200  # still under when it started
         me = client.get("/v1/me", headers=bearer("alice")).json()
         assert (me["spent_today_micro_usd"], me["daily_limit_micro_usd"]) == (7500, 5000)
@@ -58,7 +69,7 @@ def test_past_the_daily_limit_a_user_s_runs_are_refused_and_another_user_s_are_n
         assert chat.status_code == 429  # every way of starting a run
 
         assert run("bob", "b-1").status_code == 200  # bob's budget is his own
-        assert client.get("/v1/me", headers=bearer("bob")).json()["spent_today_micro_usd"] == 4000
+        assert spent_today(client, "bob") == 4000
 
 
 NOTE = """
@@ -85,18 +96,10 @@ def test_workflow_runs_count_against_the_daily_limit_of_who_started_them(
 ) -> None:
     (keyed_settings.workflows_dir / "note.yaml").write_text(NOTE)
     (keyed_settings.workflows_dir / "gated-note.yaml").write_text(GATED)
-    settings = keyed_settings.model_copy(
-        update={
-            "models_file": priced_profiles(tmp_path, fake_llm),
-            "model": None,
-            "daily_spend_limit_usd": 0.005,
-        }
-    )
+    settings = priced(keyed_settings, tmp_path, fake_llm, limit_usd=0.005)
     fake_llm.script(*[Reply(content="Noted.", usage=usage(1000, 200))] * 5)  # 4,000 each
     with TestClient(create_app(settings)) as client:
-
-        def spent(who: str) -> int:
-            return int(client.get("/v1/me", headers=bearer(who)).json()["spent_today_micro_usd"])
+        spent = partial(spent_today, client)
 
         def start(who: str, name: str, **extra: Any) -> Any:
             body = {"inputs": {"text": "the lift"}, **extra}
@@ -128,7 +131,7 @@ def test_workflow_runs_count_against_the_daily_limit_of_who_started_them(
         )
         assert decided.json()["status"] == "SUCCEEDED", decided.text
         assert spent("bob") == 4000  # the run's starter pays for the calls after the decision
-        assert client.get("/v1/me", headers=bearer("approver")).json()["spent_today_micro_usd"] == 0
+        assert spent("approver") == 0
 
         # Started through the tool server, at /v1/tools or over MCP: counted, and refused
         # once the day is spent.
@@ -172,18 +175,10 @@ def test_a_forked_run_counts_its_own_calls_against_the_day_of_who_forked_it(
     keyed_settings: Any, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
     (keyed_settings.workflows_dir / "two-notes.yaml").write_text(TWO_NOTES)
-    settings = keyed_settings.model_copy(
-        update={
-            "models_file": priced_profiles(tmp_path, fake_llm),
-            "model": None,
-            "daily_spend_limit_usd": 0.011,
-        }
-    )
+    settings = priced(keyed_settings, tmp_path, fake_llm, limit_usd=0.011)
     fake_llm.script(*[Reply(content="Noted.", usage=usage(1000, 200))] * 3)  # 4,000 each
     with TestClient(create_app(settings)) as client:
-
-        def spent(who: str) -> int:
-            return int(client.get("/v1/me", headers=bearer(who)).json()["spent_today_micro_usd"])
+        spent = partial(spent_today, client)
 
         body = {"inputs": {"text": "the lift"}}
         run = client.post("/v1/workflows/two-notes/runs", json=body, headers=bearer("agent"))
