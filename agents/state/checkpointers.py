@@ -244,6 +244,9 @@ class ThreadedSqliteSaver(SqliteSaver):
             return await self._worker.run(partial(function, *args, **kwargs))
         result = function(*args, **kwargs)
         self._sync_wal_soon()
+        # Then the other tasks' turn, as the hand-over to the thread gave them: a loop of
+        # operations (a fork copying a long thread's traces) does not hold the event loop.
+        await asyncio.sleep(0)
         return result
 
     async def run_long(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:

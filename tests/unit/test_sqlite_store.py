@@ -1,5 +1,6 @@
 """The SQLite store: a short operation runs at once on the event loop when the store's thread
-has nothing in hand, after what it has otherwise (one order); the WAL is copied into the file
+has nothing in hand, after what it has otherwise (one order), and lets other tasks run after
+it; the WAL is copied into the file
 on the store's thread, never by a commit on the event loop, and stays short."""
 
 from __future__ import annotations
@@ -68,3 +69,28 @@ async def test_the_wal_is_synced_into_the_file_on_the_store_s_thread_and_stays_s
     assert synced
     assert set(synced) == {"skilldesk-sqlite"}
     assert wal < 1_000_000, f"the WAL grew to {wal} bytes"
+
+
+async def test_a_loop_of_short_operations_lets_other_tasks_run_between_them(
+    tmp_path: Path,
+) -> None:
+    async with open_checkpointer(sqlite_url(tmp_path / "store.sqlite")) as saver:
+        documents = SqliteDocuments(saver)
+        ticks = 0
+        stop = False
+
+        async def other() -> None:
+            nonlocal ticks
+            while not stop:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        beside = asyncio.ensure_future(other())
+        await asyncio.sleep(0)
+        before = ticks
+        for n in range(100):  # as a fork copies a long thread's traces
+            await documents.put("trace", f"t{n}", {"n": n})
+        during = ticks - before
+        stop = True
+        await beside
+    assert during >= 50, f"the other task ran {during} times during 100 operations"
