@@ -316,6 +316,9 @@ class Router:
         encoder works while the run reads the thread and writes its first checkpoint."""
         if ctx.target_skill or ctx.target_workflow or self.skills is None or not text.strip():
             return
+        by_words = self.workflows.match(text, words_only=True)
+        if by_words is not None and by_words.score >= self.options.workflow:
+            return  # a workflow's keyword or example decides: no skill search will follow
         clauses = split_intents(text)
         self.skills.anticipate(clauses if len(clauses) >= 2 else [text])
 

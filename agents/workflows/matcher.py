@@ -46,7 +46,10 @@ class WorkflowMatch:
 class WorkflowMatcher(Protocol):
     """Finds the workflow a message asks for, if any; names the installed ones."""
 
-    def match(self, text: str) -> WorkflowMatch | None: ...
+    def match(self, text: str, *, words_only: bool = False) -> WorkflowMatch | None:
+        """``words_only``: by keywords and examples alone, no embedding (a match then stands
+        whatever the embeddings would add: they can only raise a score)."""
+        ...
 
     def names(self) -> list[str]: ...
 
@@ -54,7 +57,7 @@ class WorkflowMatcher(Protocol):
 class NoWorkflows:
     """The matcher while no workflow engine is installed."""
 
-    def match(self, text: str) -> WorkflowMatch | None:
+    def match(self, text: str, *, words_only: bool = False) -> WorkflowMatch | None:
         """Never matches."""
         return None
 
@@ -135,9 +138,16 @@ class IntentMatcher:
         """The workflows that can be matched."""
         return [i.name for i in self._tables()[0]]
 
-    def match(self, text: str) -> WorkflowMatch | None:
-        """The best workflow for ``text`` with its score and why; ``None`` when none scores."""
-        intents, vectors, owners, texts = self._tables()
+    def match(self, text: str, *, words_only: bool = False) -> WorkflowMatch | None:
+        """The best workflow for ``text`` with its score and why; ``None`` when none scores.
+        ``words_only``: keywords and examples alone, without embedding the message, from the
+        tables as the last full match left them (building them embeds the examples)."""
+        if words_only:
+            with self._lock:
+                tables = self._intents, self._vectors, self._owners, self._texts
+        else:
+            tables = self._tables()
+        intents, vectors, owners, texts = tables
         if not intents or not text.strip():
             return None
         best: dict[int, tuple[float, str]] = {}
@@ -154,7 +164,7 @@ class IntentMatcher:
             if hits:
                 score = min(KEYWORD_MAX, KEYWORD_SCORE + KEYWORD_STEP * (len(hits) - 1))
                 offer(i, score, "keyword " + ", ".join(repr(h) for h in hits))
-        if self.cache is not None and len(owners) and not _CJK.search(text):
+        if not words_only and self.cache is not None and len(owners) and not _CJK.search(text):
             query = self._query_vector(_masked(text))
             sims = vectors @ query
             for i in range(len(intents)):

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from agents.events import ToolCalled
+from agents.run import RunContext
 from app.services import Services
 from tests.fakellm import FakeLLM, Reply, RequestView, ToolCall
 from tests.integration.conversation.kit import ALARMS as ALARMS_SIG
@@ -248,6 +249,21 @@ async def test_the_message_is_embedded_once_while_the_thread_is_read(
     assert order.count(f"embed {text}") == 1
 
 
+async def test_a_message_a_workflow_keyword_decides_starts_no_skill_query(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The route of a message naming a workflow's keyword is that workflow, whatever the skills
+    # score: its query embedding, started ahead of routing, would be a model pass for nothing.
+    router = services.conversations.router
+    assert router is not None
+    assert "refund-request" in services.workflows.names()
+    started: list[list[str]] = []
+    monkeypatch.setattr(services.skills.index, "anticipate", started.append)
+    router.anticipate("I want a refund for order ORD1001, it arrived broken", RunContext())
+    router.anticipate("where is my order ORD1001?", RunContext())
+    assert started == [["where is my order ORD1001?"]]
+
+
 async def test_the_workflow_intent_is_matched_off_the_event_loop(
     services: Services, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -256,9 +272,10 @@ async def test_the_workflow_intent_is_matched_off_the_event_loop(
     matched_on: list[threading.Thread] = []
     match = services.workflows.match
 
-    def matching(text: str) -> Any:
-        matched_on.append(threading.current_thread())
-        return match(text)
+    def matching(text: str, **options: Any) -> Any:
+        if not options.get("words_only"):  # keywords alone (no embedding) run on the loop
+            matched_on.append(threading.current_thread())
+        return match(text, **options)
 
     monkeypatch.setattr(services.workflows, "match", matching)
     fake_llm.script(Reply(content="It has shipped."))
