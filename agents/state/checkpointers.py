@@ -105,8 +105,10 @@ class ThreadedSqliteSaver(SqliteSaver):
     Handed to a thread, each one also cost a hand-over both ways, and under load waited for
     the GIL at every statement: 3.8x its CPU time in wall time, the turns queued behind it
     (bench/load at saturation, 11 alternating runs against the thread: median +9 % turns/s).
-    So an operation runs at once on the event loop when the thread has nothing in hand, and
-    after what it has otherwise (``run``), which keeps one order.
+    So an operation runs on the event loop: at once when the thread has nothing in hand,
+    else once the thread is through what it has (``run``). Queued on the thread behind a long
+    job instead, at saturation the queue never emptied again: every operation went to the
+    thread, and the thread, waiting for the GIL at each statement, took a quarter of a core.
     What may take long (pruning, deleting a thread, a whole history, syncing the WAL into
     the file) runs on the thread (``run_long``) while the event loop serves on. In WAL mode
     with ``synchronous=NORMAL`` a commit writes to the WAL and never syncs; the sync comes
@@ -238,10 +240,11 @@ class ThreadedSqliteSaver(SqliteSaver):
         return found._replace(checkpoint={**checkpoint, "channel_values": values})
 
     async def run(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        """A short store operation (a read or write of a few rows): at once on the event loop
-        when the saver's thread has nothing in hand, else on the thread after what it has."""
-        if self._worker.in_hand:
-            return await self._worker.run(partial(function, *args, **kwargs))
+        """A short store operation (a read or write of a few rows) on the event loop: at once
+        when the saver's thread has nothing in hand, else once it is through what it has (the
+        connection is the thread's meanwhile)."""
+        while self._worker.in_hand:
+            await self._worker.drained()
         result = function(*args, **kwargs)
         self._sync_wal_soon()
         # Then the other tasks' turn, as the hand-over to the thread gave them: a loop of
@@ -346,6 +349,7 @@ class SerialThread:
             queue.SimpleQueue()
         )
         self.in_hand = 0
+        self._drained: list[asyncio.Future[None]] = []  # told when in_hand is back to 0
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
 
@@ -362,6 +366,15 @@ class SerialThread:
         (it reports its own errors)."""
         self.in_hand += 1
         self._jobs.put((function, asyncio.get_running_loop(), None))
+
+    def drained(self) -> asyncio.Future[None]:
+        """Done once no job is in hand (at once if none is)."""
+        future = asyncio.get_running_loop().create_future()
+        if self.in_hand:
+            self._drained.append(future)
+        else:
+            future.set_result(None)
+        return future
 
     def shutdown(self) -> None:
         """Run the jobs given so far, then end the thread."""
@@ -385,6 +398,11 @@ class SerialThread:
         self, future: asyncio.Future[Any] | None, result: Any, error: BaseException | None
     ) -> None:
         self.in_hand -= 1
+        if not self.in_hand:
+            waiting, self._drained = self._drained, []
+            for drained in waiting:
+                if not drained.done():
+                    drained.set_result(None)
         if future is None or future.done():  # submitted, or its caller was cancelled
             return
         if error is not None:

@@ -78,3 +78,22 @@ async def test_in_hand_counts_the_jobs_given_and_not_yet_through() -> None:
     finally:
         gate.set()
         worker.shutdown()
+
+
+async def test_drained_is_done_once_every_job_in_hand_is_through() -> None:
+    worker = SerialThread("test-serial")
+    gate = threading.Event()
+    try:
+        assert worker.drained().done()  # nothing in hand
+        first = asyncio.ensure_future(worker.run(gate.wait))
+        worker.submit(lambda: None)
+        drained = worker.drained()
+        await asyncio.sleep(0.01)
+        assert not drained.done()
+        gate.set()
+        await first
+        await asyncio.wait_for(drained, 5)
+        assert worker.in_hand == 0
+    finally:
+        gate.set()
+        worker.shutdown()

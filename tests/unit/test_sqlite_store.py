@@ -1,7 +1,7 @@
-"""The SQLite store: a short operation runs at once on the event loop when the store's thread
-has nothing in hand, after what it has otherwise (one order), and lets other tasks run after
-it; the WAL is copied into the file
-on the store's thread, never by a commit on the event loop, and stays short."""
+"""The SQLite store: a short operation runs on the event loop, at once when the store's thread
+has nothing in hand, once the thread is through what it has otherwise, and lets other tasks
+run after it; the WAL is copied into the file on the store's thread, never by a commit on the
+event loop, and stays short."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from agents.state.checkpointers import ThreadedSqliteSaver, open_checkpointer, s
 from agents.state.documents import SqliteDocuments
 
 
-async def test_a_short_operation_runs_on_the_loop_unless_the_thread_has_work_in_hand(
+async def test_a_short_operation_runs_on_the_loop_once_the_thread_is_through_its_work(
     tmp_path: Path,
 ) -> None:
     async with open_checkpointer(sqlite_url(tmp_path / "store.sqlite")) as saver:
@@ -26,17 +26,17 @@ async def test_a_short_operation_runs_on_the_loop_unless_the_thread_has_work_in_
         await saver.run(note, "idle")
         gate = threading.Event()
         long = asyncio.ensure_future(saver.run_long(lambda: (gate.wait(5), note("long"))))
-        short = asyncio.ensure_future(saver.run(note, "behind"))
+        behind = [asyncio.ensure_future(saver.run(note, f"behind {n}")) for n in range(3)]
         await asyncio.sleep(0.02)
-        assert [w for w, _ in where] == ["idle"]  # the short one waits for the long one
+        assert [w for w, _ in where] == ["idle"]  # the short ones wait for the long one
         gate.set()
-        await asyncio.gather(long, short)
+        await asyncio.gather(long, *behind)
         await saver.run(note, "after")
     loop_thread = threading.current_thread().name
     assert where == [
         ("idle", loop_thread),
         ("long", "skilldesk-sqlite"),
-        ("behind", "skilldesk-sqlite"),
+        *[(f"behind {n}", loop_thread) for n in range(3)],  # in the order they came
         ("after", loop_thread),
     ]
 
