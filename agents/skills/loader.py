@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,21 +66,27 @@ class Skill:
 
     def body(self) -> str:
         """The SKILL.md instructions (tier 2: read on demand, not at start-up; read again
-        only when the file changed)."""
+        only when the file changed, looked at most once every ``BODY_CHECK_S``)."""
         path = self.path / SKILL_FILE
+        now = time.monotonic()
+        known = _BODIES.get(path)
+        if known is not None and now - known[1] < BODY_CHECK_S:
+            return known[2]
         stat = path.stat()
         version = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
-        known = _BODIES.get(path)
         if known is not None and known[0] == version:
-            return known[1]
+            _BODIES[path] = (version, now, known[2])
+            return known[2]
         body = split_frontmatter(path.read_text(encoding="utf-8"))[1].strip()
-        _BODIES[path] = (version, body)
+        _BODIES[path] = (version, now, body)
         return body
 
 
-# SKILL.md bodies by file, with the (mtime, size, inode) they were read at: an expert's prompt
-# needs its skill's body every turn, and a stat costs less than opening and reading it.
-_BODIES: dict[Path, tuple[tuple[int, int, int], str]] = {}
+# SKILL.md bodies by file, with the (mtime, size, inode) they were read at and when that was
+# last looked at: an expert's prompt needs its skill's body once or twice a turn, and under
+# load even a stat a turn shows (a system call, the GIL let go and taken back).
+_BODIES: dict[Path, tuple[tuple[int, int, int], float, str]] = {}
+BODY_CHECK_S = 1.0
 
 
 _YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~10x faster
@@ -140,6 +147,7 @@ def load_skill(folder: Path) -> Skill:
         problems.append(SkillProblem(name, file, field_, message))
 
     skill_md = folder / SKILL_FILE
+    _BODIES.pop(skill_md, None)  # a skill loaded (again) reads its body afresh
     if not skill_md.is_file():
         problem(
             SKILL_FILE,

@@ -75,6 +75,7 @@ class ToolRunner:
         # Where files a handler makes become its thread's attachments (the service sets it).
         self.attachments: AttachmentStore | None = None
         self.imported: list[str] = []  # "skill:module" in import order (for tests and bench)
+        self._made: set[Path] = set()  # skills' data dirs made by this process
 
     async def call(
         self,
@@ -275,7 +276,9 @@ class ToolRunner:
         self, skill: Skill, spec: ToolSpec, key: str, thread_id: str | None, run_id: str | None
     ) -> ToolContext:
         data_dir = self.data_dir / "skills" / skill.name
-        data_dir.mkdir(parents=True, exist_ok=True)
+        if data_dir not in self._made:  # once: an existing dir costs a failed mkdir and a stat
+            data_dir.mkdir(parents=True, exist_ok=True)
+            self._made.add(data_dir)
         return ToolContext(skill.name, spec.name, skill.path, data_dir, key, thread_id, run_id)
 
     def _result(self, skill: Skill, spec: ToolSpec, value: Any, started: float) -> ToolResult:

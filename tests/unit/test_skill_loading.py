@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from agents.errors import SkillLoadError, SkillNotFound
+from agents.skills import loader
 from agents.skills.loader import load_skill
 from agents.skills.registry import SkillRegistry
 from tests.skillkit import FIXTURE_SKILLS, tool, write_skill
@@ -336,19 +337,31 @@ def test_a_reload_logs_counts_and_only_the_first_few_names(tmp_path: Path) -> No
 def test_the_body_is_read_again_only_when_skill_md_changed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # An expert's prompt holds its skill's body every turn: a stat, not a read, each time.
+    # An expert's prompt holds its skill's body every turn: read once, looked at (a stat)
+    # at most once a second, read again when it changed or the skill is loaded again.
     folder = write_skill(tmp_path, "steps", body="Follow these steps.")
     skill = load_skill(folder)
     reads: list[Path] = []
-    read_text = Path.read_text
+    stats: list[Path] = []
+    read_text, stat = Path.read_text, Path.stat
 
     def counted(self: Path, *args: Any, **kwargs: Any) -> str:
         reads.append(self)
         return read_text(self, *args, **kwargs)
 
+    def looked(self: Path, *args: Any, **kwargs: Any) -> Any:
+        stats.append(self)
+        return stat(self, *args, **kwargs)
+
     monkeypatch.setattr(Path, "read_text", counted)
+    monkeypatch.setattr(Path, "stat", looked)
     assert [skill.body() for _ in range(3)] == ["Follow these steps."] * 3
-    assert len(reads) == 1
+    assert (len(reads), len(stats)) == (1, 1)
     write_skill(tmp_path, "steps", body="Follow these other steps, slowly.")
+    assert skill.body() == "Follow these steps."  # within the second: not looked at
+    monkeypatch.setattr(loader, "BODY_CHECK_S", 0.0)
     assert skill.body() == "Follow these other steps, slowly."
     assert len(reads) == 2
+    monkeypatch.setattr(loader, "BODY_CHECK_S", 60.0)
+    write_skill(tmp_path, "steps", body="Now these.")
+    assert load_skill(folder).body() == "Now these."  # a reload reads it at once
