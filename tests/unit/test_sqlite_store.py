@@ -8,6 +8,11 @@ from __future__ import annotations
 import asyncio
 import threading
 from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.graph import START, StateGraph
+from langgraph.graph.message import add_messages
 
 from agents.state.checkpointers import ThreadedSqliteSaver, open_checkpointer, sqlite_url
 from agents.state.documents import SqliteDocuments
@@ -94,3 +99,48 @@ async def test_a_loop_of_short_operations_lets_other_tasks_run_between_them(
         stop = True
         await beside
     assert during >= 50, f"the other task ran {during} times during 100 operations"
+
+
+class Chat(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def answer(state: Chat) -> dict[str, Any]:
+    return {"messages": [AIMessage(f"answer {len(state['messages'])}")]}
+
+
+async def test_a_thread_s_values_are_decoded_once_then_kept_by_version(tmp_path: Path) -> None:
+    builder = StateGraph(Chat)
+    builder.add_node("answer", answer)
+    builder.add_edge(START, "answer")
+    path = tmp_path / "store.sqlite"
+    config: Any = {"configurable": {"thread_id": "t1"}}
+    async with open_checkpointer(sqlite_url(path)) as saver:
+        assert isinstance(saver, ThreadedSqliteSaver)
+        graph = builder.compile(checkpointer=saver)
+        decoded: list[str] = []
+        loads = saver.serde.loads_typed
+
+        def counted(data: Any) -> Any:
+            value = loads(data)
+            decoded.append(type(value).__name__)
+            return value
+
+        saver.serde.loads_typed = counted  # type: ignore[method-assign]
+        await graph.ainvoke({"messages": [HumanMessage("one")]}, config)
+        await graph.ainvoke({"messages": [HumanMessage("two")]}, config)
+        state = await graph.aget_state(config)
+        assert decoded  # the checkpoints themselves (small) are decoded...
+        assert "list" not in decoded  # ...not the history: the one this process wrote
+        texts = [m.text for m in state.values["messages"]]
+        assert texts == ["one", "answer 1", "two", "answer 3"]
+        await saver.adelete_thread("t1")
+        assert not [k for k in saver._decoded if k[0] == "t1"]
+        assert (await graph.aget_state(config)).values == {}
+    async with open_checkpointer(sqlite_url(path)) as fresh:  # another process: from blobs
+        graph = builder.compile(checkpointer=fresh)
+        await graph.ainvoke({"messages": [HumanMessage("three")]}, config)
+    async with open_checkpointer(sqlite_url(path)) as fresh:
+        graph = builder.compile(checkpointer=fresh)
+        texts = [m.text for m in (await graph.aget_state(config)).values["messages"]]
+        assert texts == ["three", "answer 1"]
