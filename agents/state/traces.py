@@ -15,7 +15,6 @@ are deleted as new ones come). Deleted with the thread.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -33,6 +32,7 @@ from agents.events import (
     event_name,
 )
 from agents.state.documents import Documents
+from agents.text import json_bytes
 
 TRACE = "run_trace"  # one a run: its id, the thread as owner
 ANSWERS = "run_answers"  # one a thread: which answer each of its runs gave (or where it failed)
@@ -113,7 +113,7 @@ class RunTraces:
             "answer_id": answer,
             "events": compact(events),
         }
-        if len(json.dumps(body, ensure_ascii=False, default=str)) > MAX_BYTES:
+        if len(json_bytes(body)) > MAX_BYTES:
             body["events"] = compact(events, SHORT_TEXT)
         # The thread's list first: a run listed whose trace is missing is a 404, never a
         # trace nobody can reach or delete.

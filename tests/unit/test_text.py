@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+import json
+
 from agents.skills.results import trim
 from agents.skills.spec import ResultLimits
-from agents.text import bad_text, mend
+from agents.text import bad_text, json_bytes, mend
 
 
 def test_the_path_of_a_lone_surrogate_is_named() -> None:
@@ -19,3 +23,21 @@ def test_a_handler_result_with_a_lone_surrogate_is_mended_not_kept() -> None:
     assert "\ud800" not in text
     text.encode("utf-8")  # what a response or a checkpoint does with it
     assert mend("a\udfffb") == "a\ufffdb"
+
+
+def test_json_bytes_writes_what_json_writes_for_what_the_store_and_requests_hold() -> None:
+    @dataclasses.dataclass
+    class Point:
+        x: int
+
+    when = datetime.datetime(2026, 12, 5, 8, 30, tzinfo=datetime.UTC)
+    body = {
+        "text": "订单 ORD1001 — ok",
+        "n": [1, 2.5, True, None],
+        "when": when,  # as its str, not ISO: what readers of older documents parse
+        "point": Point(3),
+        "big": 2**70,  # past orjson's integers: json writes it
+    }
+    for value in (body, {k: v for k, v in body.items() if k != "big"}, {1: "non-str key"}):
+        expected = json.dumps(value, ensure_ascii=False, default=str)
+        assert json.loads(json_bytes(value)) == json.loads(expected)
