@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import structlog
+from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
@@ -127,6 +128,7 @@ class ThreadedSqliteSaver(SqliteSaver):
 
     wal_every_s = 1.0  # how often at most the thread copies the WAL into the file
     kept_values = 4096  # decoded channel values kept (the latest of each thread's channels)
+    kept_messages = 16384  # messages' encodings kept
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         super().__init__(conn)
@@ -137,6 +139,8 @@ class ThreadedSqliteSaver(SqliteSaver):
         # counter and a random part, never reused), so what is kept cannot go stale.
         self._decoded: OrderedDict[tuple[str, str, str], tuple[str, Any]] = OrderedDict()
         self._values_lock = threading.Lock()
+        # Messages' msgpack encodings, by the message object (never changed once made).
+        self._encoded: OrderedDict[int, tuple[BaseMessage, bytes]] = OrderedDict()
         self._has_blobs: set[tuple[str, str]] = set()  # threads whose blobs hold every value
         self._wal_synced = time.monotonic()
         self._wal_changes = 0  # the connection's changes at the last WAL checkpoint
@@ -172,9 +176,7 @@ class ThreadedSqliteSaver(SqliteSaver):
             self._has_blobs.add((thread_id, ns))
         rows = []
         for channel, version in changed.items():
-            kind, blob = (
-                self.serde.dumps_typed(values[channel]) if channel in values else ("empty", None)
-            )
+            kind, blob = self._dumps(values[channel]) if channel in values else ("empty", None)
             rows.append((thread_id, ns, channel, str(version), kind, blob))
             if channel in values:
                 self._keep_decoded(thread_id, ns, channel, str(version), values[channel])
@@ -256,6 +258,31 @@ class ThreadedSqliteSaver(SqliteSaver):
                 values[channel] = self.serde.loads_typed((kind, blob))
                 self._keep_decoded(thread_id, ns, channel, versions[channel], values[channel])
         return found._replace(checkpoint={**checkpoint, "channel_values": values})
+
+    def _dumps(self, value: Any) -> tuple[str, bytes]:
+        """``serde.dumps_typed(value)``; a list of messages from the messages encoded before
+        (a msgpack array is its items' encodings one after the other): a turn encodes its
+        new messages, not the whole history again at each step."""
+        if not isinstance(value, list) or len(value) < 8:
+            return self.serde.dumps_typed(value)
+        parts: list[bytes] = []
+        with self._values_lock:
+            for item in value:
+                known = self._encoded.get(id(item))
+                if known is not None:  # kept alive in here: the id is still this object's
+                    self._encoded.move_to_end(id(item))
+                    parts.append(known[1])
+                    continue
+                if not isinstance(item, BaseMessage):
+                    return self.serde.dumps_typed(value)
+                kind, blob = self.serde.dumps_typed(item)
+                if kind != "msgpack":
+                    return self.serde.dumps_typed(value)
+                self._encoded[id(item)] = (item, blob)
+                parts.append(blob)
+            while len(self._encoded) > self.kept_messages:
+                self._encoded.popitem(last=False)
+        return "msgpack", _msgpack_array(len(parts)) + b"".join(parts)
 
     def _keep_decoded(
         self, thread_id: str, ns: str, channel: str, version: str, value: Any
@@ -366,6 +393,15 @@ class ThreadedSqliteSaver(SqliteSaver):
         return await self.run(
             lambda: self.get_delta_channel_history(config=config, channels=channels)
         )
+
+
+def _msgpack_array(length: int) -> bytes:
+    """The header of a msgpack array of ``length`` items."""
+    if length < 16:
+        return bytes([0x90 | length])
+    if length < 1 << 16:
+        return b"\xdc" + length.to_bytes(2, "big")
+    return b"\xdd" + length.to_bytes(4, "big")
 
 
 class ReadOnceSqliteSaver(ReadOnce, ThreadedSqliteSaver):

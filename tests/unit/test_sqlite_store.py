@@ -144,3 +144,38 @@ async def test_a_thread_s_values_are_decoded_once_then_kept_by_version(tmp_path:
         graph = builder.compile(checkpointer=fresh)
         texts = [m.text for m in (await graph.aget_state(config)).values["messages"]]
         assert texts == ["three", "answer 1"]
+
+
+async def test_a_history_is_encoded_as_serde_does_its_new_messages_only(tmp_path: Path) -> None:
+    async with open_checkpointer(sqlite_url(tmp_path / "store.sqlite")) as saver:
+        assert isinstance(saver, ThreadedSqliteSaver)
+        serde = saver.serde
+        history: list[Any] = [
+            AIMessage(f"answer {n}") if n % 2 else HumanMessage(f"question {n}", id=f"h{n}")
+            for n in range(20)
+        ]
+        for length in (8, 15, 16, 20):  # both sides of msgpack's short array header
+            assert saver._dumps(history[:length]) == serde.dumps_typed(history[:length])
+        encoded: list[Any] = []
+        dumps = serde.dumps_typed
+
+        def counted(value: Any) -> Any:
+            encoded.append(value)
+            return dumps(value)
+
+        serde.dumps_typed = counted  # type: ignore[method-assign]
+        longer = [*history, HumanMessage("one more")]
+        assert saver._dumps(longer) == dumps(longer)
+        assert encoded == [longer[-1]]  # the others' encodings were kept
+        plain = list(range(10))  # not messages: encoded as a whole
+        assert saver._dumps(plain) == dumps(plain)
+
+
+def test_msgpack_array_headers_are_what_msgpack_writes() -> None:
+    import ormsgpack
+
+    from agents.state.checkpointers import _msgpack_array
+
+    for length in (0, 1, 15, 16, 65535, 65536, 70000):
+        packed = ormsgpack.packb([0] * length)
+        assert packed == _msgpack_array(length) + b"\x00" * length
