@@ -28,6 +28,7 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     DeltaChannelHistory,
 )
+from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from agents import metrics
@@ -97,7 +98,76 @@ async def _sqlite(path: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
 BLOBS = "skilldesk_blobs"  # channel values by version, each written once
 
 
-class ThreadedSqliteSaver(SqliteSaver):
+class KeptCodec:
+    """Mixed into a checkpoint saver (before it): a history is written from its messages'
+    kept encodings, and a large blob read again gives the value it gave (same bytes, same
+    value), so a turn neither encodes nor decodes a thread's whole history at each step.
+    Values read are shared between the reads that get them: channel values are replaced,
+    never changed in place (LangGraph's reducers and this project's make new ones)."""
+
+    kept_messages = 16384  # messages' encodings kept
+    kept_blobs = 512  # decoded blobs kept
+    serde: SerializerProtocol  # the saver's
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._codec_lock = threading.Lock()
+        # Messages' msgpack encodings, by the message object (never changed once made).
+        self._encoded: OrderedDict[int, tuple[BaseMessage, bytes]] = OrderedDict()
+        self._blobs: OrderedDict[tuple[str, bytes], Any] = OrderedDict()
+
+    def _dumps(self, value: Any) -> tuple[str, bytes]:
+        """``serde.dumps_typed(value)``; a list of messages from the messages encoded before
+        (a msgpack array is its items' encodings one after the other): a turn encodes its
+        new messages, not the whole history again at each step."""
+        if not isinstance(value, list) or len(value) < 8:
+            return self.serde.dumps_typed(value)
+        parts: list[bytes] = []
+        with self._codec_lock:
+            for item in value:
+                known = self._encoded.get(id(item))
+                if known is not None:  # kept alive in here: the id is still this object's
+                    self._encoded.move_to_end(id(item))
+                    parts.append(known[1])
+                    continue
+                if not isinstance(item, BaseMessage):
+                    return self.serde.dumps_typed(value)
+                kind, blob = self.serde.dumps_typed(item)
+                if kind != "msgpack":
+                    return self.serde.dumps_typed(value)
+                self._encoded[id(item)] = (item, blob)
+                parts.append(blob)
+            while len(self._encoded) > self.kept_messages:
+                self._encoded.popitem(last=False)
+        blob = _msgpack_array(len(parts)) + b"".join(parts)
+        if len(blob) >= _KEPT_BLOB_BYTES:  # the next read of these bytes: this value
+            self._keep_blob(("msgpack", blob), value)
+        return "msgpack", blob
+
+    def _loads(self, kind: str, blob: bytes) -> Any:
+        """``serde.loads_typed((kind, blob))``, a large blob's value kept by its bytes."""
+        if len(blob) < _KEPT_BLOB_BYTES:
+            return self.serde.loads_typed((kind, blob))
+        key = (kind, blob)
+        with self._codec_lock:
+            if key in self._blobs:
+                self._blobs.move_to_end(key)
+                return self._blobs[key]
+        value = self.serde.loads_typed((kind, blob))
+        self._keep_blob(key, value)
+        return value
+
+    def _keep_blob(self, key: tuple[str, bytes], value: Any) -> None:
+        with self._codec_lock:
+            self._blobs[key] = value
+            while len(self._blobs) > self.kept_blobs:
+                self._blobs.popitem(last=False)
+
+
+_KEPT_BLOB_BYTES = 2048  # smaller blobs decode faster than they are looked up
+
+
+class ThreadedSqliteSaver(KeptCodec, SqliteSaver):
     """LangGraph's SQLite checkpointer whose short operations run on the event loop and long
     ones on a thread of its own, and whose checkpoints store each channel's value once per
     version.
@@ -127,20 +197,10 @@ class ThreadedSqliteSaver(SqliteSaver):
     """
 
     wal_every_s = 1.0  # how often at most the thread copies the WAL into the file
-    kept_values = 4096  # decoded channel values kept (the latest of each thread's channels)
-    kept_messages = 16384  # messages' encodings kept
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         super().__init__(conn)
         self._worker = SerialThread("skilldesk-sqlite")
-        # The latest value of each (thread, namespace, channel) as written or read, with its
-        # version: the next read of the thread gets it without decoding its blob again (a
-        # long history is most of a turn's reading). A version names one value for good (a
-        # counter and a random part, never reused), so what is kept cannot go stale.
-        self._decoded: OrderedDict[tuple[str, str, str], tuple[str, Any]] = OrderedDict()
-        self._values_lock = threading.Lock()
-        # Messages' msgpack encodings, by the message object (never changed once made).
-        self._encoded: OrderedDict[int, tuple[BaseMessage, bytes]] = OrderedDict()
         self._has_blobs: set[tuple[str, str]] = set()  # threads whose blobs hold every value
         self._wal_synced = time.monotonic()
         self._wal_changes = 0  # the connection's changes at the last WAL checkpoint
@@ -178,8 +238,6 @@ class ThreadedSqliteSaver(SqliteSaver):
         for channel, version in changed.items():
             kind, blob = self._dumps(values[channel]) if channel in values else ("empty", None)
             rows.append((thread_id, ns, channel, str(version), kind, blob))
-            if channel in values:
-                self._keep_decoded(thread_id, ns, channel, str(version), values[channel])
         # The values and the checkpoint in one transaction (one commit, not two): the base
         # class commits what this statement began.
         with self.lock:
@@ -215,9 +273,6 @@ class ThreadedSqliteSaver(SqliteSaver):
         with self.lock, self.conn:
             self.conn.execute(f"DELETE FROM {BLOBS} WHERE thread_id = ?", (str(thread_id),))
         self._has_blobs = {k for k in self._has_blobs if k[0] != str(thread_id)}
-        with self._values_lock:
-            for key in [k for k in self._decoded if k[0] == str(thread_id)]:
-                del self._decoded[key]
 
     def _blobbed(self, thread_id: str, ns: str) -> bool:
         with self.lock:
@@ -237,9 +292,6 @@ class ThreadedSqliteSaver(SqliteSaver):
         configurable = found.config["configurable"]
         thread_id = str(configurable["thread_id"])
         ns = str(configurable.get("checkpoint_ns", ""))
-        wanted = [(c, v) for c, v in wanted if not self._recalled(thread_id, ns, c, v, values)]
-        if not wanted:
-            return found._replace(checkpoint={**checkpoint, "channel_values": values})
         # One index search per value. SQLite (3.40) answers `(channel, version) IN (VALUES
         # ...)`, and an OR of the pairs, by scanning every blob of the thread: a read that
         # grew with the thread's length (0.3 ms at turn 10, 0.9 ms at turn 100).
@@ -252,58 +304,10 @@ class ThreadedSqliteSaver(SqliteSaver):
                 " UNION ALL ".join(one for _ in wanted),
                 [x for channel, version in wanted for x in (thread_id, ns, channel, version)],
             ).fetchall()
-        versions = dict(wanted)
         for channel, kind, blob in rows:
             if kind != "empty":
-                values[channel] = self.serde.loads_typed((kind, blob))
-                self._keep_decoded(thread_id, ns, channel, versions[channel], values[channel])
+                values[channel] = self._loads(kind, blob)
         return found._replace(checkpoint={**checkpoint, "channel_values": values})
-
-    def _dumps(self, value: Any) -> tuple[str, bytes]:
-        """``serde.dumps_typed(value)``; a list of messages from the messages encoded before
-        (a msgpack array is its items' encodings one after the other): a turn encodes its
-        new messages, not the whole history again at each step."""
-        if not isinstance(value, list) or len(value) < 8:
-            return self.serde.dumps_typed(value)
-        parts: list[bytes] = []
-        with self._values_lock:
-            for item in value:
-                known = self._encoded.get(id(item))
-                if known is not None:  # kept alive in here: the id is still this object's
-                    self._encoded.move_to_end(id(item))
-                    parts.append(known[1])
-                    continue
-                if not isinstance(item, BaseMessage):
-                    return self.serde.dumps_typed(value)
-                kind, blob = self.serde.dumps_typed(item)
-                if kind != "msgpack":
-                    return self.serde.dumps_typed(value)
-                self._encoded[id(item)] = (item, blob)
-                parts.append(blob)
-            while len(self._encoded) > self.kept_messages:
-                self._encoded.popitem(last=False)
-        return "msgpack", _msgpack_array(len(parts)) + b"".join(parts)
-
-    def _keep_decoded(
-        self, thread_id: str, ns: str, channel: str, version: str, value: Any
-    ) -> None:
-        with self._values_lock:
-            self._decoded[(thread_id, ns, channel)] = (version, value)
-            self._decoded.move_to_end((thread_id, ns, channel))
-            while len(self._decoded) > self.kept_values:
-                self._decoded.popitem(last=False)
-
-    def _recalled(
-        self, thread_id: str, ns: str, channel: str, version: str, values: dict[str, Any]
-    ) -> bool:
-        """Whether the channel's value at ``version`` is kept (then put into ``values``)."""
-        with self._values_lock:
-            kept = self._decoded.get((thread_id, ns, channel))
-            if kept is None or kept[0] != version:
-                return False
-            self._decoded.move_to_end((thread_id, ns, channel))
-        values[channel] = kept[1]
-        return True
 
     async def run(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """A short store operation (a read or write of a few rows) on the event loop: at once
@@ -510,9 +514,31 @@ async def _postgres(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     )
     await pool.open(wait=True, timeout=10)
 
-    class AsyncPostgresTimedSaver(ReadOnce, AsyncPostgresSaver):
+    class AsyncPostgresTimedSaver(ReadOnce, KeptCodec, AsyncPostgresSaver):
         """The PostgreSQL saver, its checkpoint writes timed for the metrics, a run's read
-        of a thread not repeated (``ReadOnce``)."""
+        of a thread not repeated (``ReadOnce``), its history neither encoded nor decoded
+        whole at each step (``KeptCodec``)."""
+
+        def _dump_blobs(
+            self,
+            thread_id: str,
+            checkpoint_ns: str,
+            values: dict[str, Any],
+            versions: ChannelVersions,
+        ) -> list[tuple[str, str, str, str, str, bytes | None]]:
+            return [
+                (thread_id, checkpoint_ns, k, str(version), *self._dumps(values[k]))
+                if k in values
+                else (thread_id, checkpoint_ns, k, str(version), "empty", None)
+                for k, version in versions.items()
+            ]
+
+        def _load_blobs(self, blob_values: list[tuple[bytes, bytes, bytes]]) -> dict[str, Any]:
+            return {
+                k.decode(): self._loads(t.decode(), v)
+                for k, t, v in blob_values or []
+                if t.decode() != "empty"
+            }
 
         async def aput(
             self,

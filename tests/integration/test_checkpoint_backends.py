@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import psycopg
 import pytest
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.graph import START, StateGraph
+from langgraph.graph.message import add_messages
 
 from agents.events import RunFinished
 from agents.state.checkpointers import open_checkpointer
@@ -201,3 +203,50 @@ async def test_postgres_checkpoint_operations_do_not_wait_for_each_other() -> No
                 assert await asyncio.wait_for(saver.aget_tuple(other), timeout=3) is None
                 await blocker.execute("ROLLBACK")
             await asyncio.wait_for(held, timeout=5)
+
+
+class Chat(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def _answer(state: Chat) -> dict[str, Any]:
+    return {"messages": [AIMessage(f"answer {len(state['messages'])}")]}
+
+
+async def test_postgres_encodes_and_decodes_a_history_once_and_plain_savers_read_it() -> None:
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    builder = StateGraph(Chat)
+    builder.add_node("answer", _answer)
+    builder.add_edge(START, "answer")
+    config: Any = {"configurable": {"thread_id": "long"}}
+    with schema_url("codec") as url:
+        async with open_checkpointer(url) as saver:
+            graph = builder.compile(checkpointer=saver)
+            for n in range(6):
+                await graph.ainvoke({"messages": [HumanMessage(f"question {n}")]}, config)
+            serde, seen = saver.serde, []
+            dumps, loads = serde.dumps_typed, serde.loads_typed
+
+            def dumped(value: Any) -> Any:
+                long = isinstance(value, list) and len(value) > 2
+                seen.append(("dump", "history" if long else type(value).__name__))
+                return dumps(value)
+
+            def loaded(data: Any) -> Any:
+                value = loads(data)
+                seen.append(("load", type(value).__name__))
+                return value
+
+            serde.dumps_typed, serde.loads_typed = dumped, loaded  # type: ignore[method-assign]
+            await graph.ainvoke({"messages": [HumanMessage("question 6")]}, config)
+            # Each new message encoded once, the 14-message history never whole...
+            assert ("dump", "history") not in seen
+            assert seen.count(("dump", "HumanMessage")) == 1
+            assert seen.count(("dump", "AIMessage")) == 1
+            assert ("load", "list") not in seen  # ...nor decoded: the bytes it wrote
+        async with AsyncPostgresSaver.from_conn_string(url) as plain:
+            state = await builder.compile(checkpointer=plain).aget_state(config)
+    texts = [m.text for m in state.values["messages"]]
+    assert texts[-2:] == ["question 6", "answer 13"]
+    assert len(texts) == 14

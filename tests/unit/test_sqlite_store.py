@@ -109,7 +109,7 @@ def answer(state: Chat) -> dict[str, Any]:
     return {"messages": [AIMessage(f"answer {len(state['messages'])}")]}
 
 
-async def test_a_thread_s_values_are_decoded_once_then_kept_by_version(tmp_path: Path) -> None:
+async def test_a_history_this_process_wrote_is_not_decoded_when_read(tmp_path: Path) -> None:
     builder = StateGraph(Chat)
     builder.add_node("answer", answer)
     builder.add_edge(START, "answer")
@@ -127,15 +127,16 @@ async def test_a_thread_s_values_are_decoded_once_then_kept_by_version(tmp_path:
             return value
 
         saver.serde.loads_typed = counted  # type: ignore[method-assign]
-        await graph.ainvoke({"messages": [HumanMessage("one")]}, config)
-        await graph.ainvoke({"messages": [HumanMessage("two")]}, config)
+        said = [f"question {n}: {'details ' * 40}" for n in range(6)]  # a history of 6 KB
+        for text in said:
+            decoded.clear()
+            await graph.ainvoke({"messages": [HumanMessage(text)]}, config)
         state = await graph.aget_state(config)
         assert decoded  # the checkpoints themselves (small) are decoded...
-        assert "list" not in decoded  # ...not the history: the one this process wrote
+        assert "list" not in decoded  # ...not the history (10 messages, 2 KB): as written
         texts = [m.text for m in state.values["messages"]]
-        assert texts == ["one", "answer 1", "two", "answer 3"]
+        assert texts == [t for n, text in enumerate(said) for t in (text, f"answer {2 * n + 1}")]
         await saver.adelete_thread("t1")
-        assert not [k for k in saver._decoded if k[0] == "t1"]
         assert (await graph.aget_state(config)).values == {}
     async with open_checkpointer(sqlite_url(path)) as fresh:  # another process: from blobs
         graph = builder.compile(checkpointer=fresh)
