@@ -84,9 +84,9 @@ async def _sqlite(path: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
         # In WAL mode NORMAL still survives a process crash (a power cut may lose the last
         # commits); FULL would fsync on every checkpoint write of every step.
         await saver.run(conn.execute, "PRAGMA synchronous=NORMAL")
-        # Then only copying the WAL into the file (a WAL checkpoint) syncs to disk: the
-        # saver's thread does that (``ThreadedSqliteSaver.wal_every_s``), never a commit
-        # made on the event loop.
+        # Then only copying the WAL into the file (a WAL checkpoint) syncs to disk: threads
+        # of the saver do that (``ThreadedSqliteSaver.wal_every_s``), never a commit made on
+        # the event loop.
         await saver.run(conn.execute, "PRAGMA wal_autocheckpoint=0")
         await saver.run(saver.setup)
         yield saver
