@@ -40,7 +40,7 @@ from agents.router.learned import LearnedExamples
 from agents.router.router import Router
 from agents.run import RunBudget, RunContext, RunLimits
 from agents.state.attachments import AttachmentStore
-from agents.state.checkpointers import LEASE_S, thread_lock
+from agents.state.leases import LEASE_S, ThreadLocks
 from agents.state.migrations import migrate
 from agents.state.readonce import ReadOnce
 from agents.state.records import ThreadRecords, title_from
@@ -63,31 +63,6 @@ RETAIN_S = 600.0  # how long a run stays joinable by its idempotency key after i
 RESUME: tuple[BaseMessage, ...] = ()
 RESUMED = "resumed:"  # ended resumed runs, by the fingerprint of the message they answered
 PRUNE_S = 1.0  # how often runs past their retention are forgotten
-
-
-class ThreadLocks:
-    """One run at a time per thread: two concurrent turns would both start from the same
-    checkpoint and the later write would drop the other's messages. The asyncio lock covers
-    one process; on PostgreSQL a renewed lease (``lease_s``) covers several."""
-
-    def __init__(self, lease_s: float = LEASE_S) -> None:
-        self.lease_s = lease_s
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._waiting: dict[str, int] = {}
-
-    @asynccontextmanager
-    async def hold(self, thread_id: str, checkpointer: Any) -> AsyncIterator[None]:
-        """Wait for the thread, then hold it (in this process and in the store)."""
-        lock = self._locks.setdefault(thread_id, asyncio.Lock())
-        self._waiting[thread_id] = self._waiting.get(thread_id, 0) + 1
-        try:
-            async with lock, thread_lock(checkpointer, thread_id, self.lease_s):
-                yield
-        finally:
-            self._waiting[thread_id] -= 1
-            if not self._waiting[thread_id]:  # nobody else waits: forget the lock
-                del self._waiting[thread_id]
-                self._locks.pop(thread_id, None)
 
 
 class Conversations:

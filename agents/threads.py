@@ -22,7 +22,7 @@ from agents.errors import CheckpointNotFound, NothingToResume, ThreadBusy, Threa
 from agents.events import RunFailed, RunFinished
 from agents.memory.summaries import summarised_count
 from agents.state.attachments import AttachmentStore
-from agents.state.checkpointers import lease_alive
+from agents.state.leases import lease_alive
 from agents.state.migrations import migrate
 from agents.state.records import THREAD, ThreadRecord, ThreadRecords, title_from
 from agents.state.retention import delete_thread, prune_thread, thread_bytes

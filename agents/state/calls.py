@@ -15,7 +15,7 @@ from typing import Any, Literal, Protocol
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from agents.state.checkpointers import ThreadedSqliteSaver
+from agents.state.sqlite_saver import ThreadedSqliteSaver
 
 CallStatus = Literal["started", "done"]
 

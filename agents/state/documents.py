@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from agents.state.checkpointers import ThreadedSqliteSaver
+from agents.state.sqlite_saver import ThreadedSqliteSaver
 from agents.text import json_bytes
 
 _TABLE = "skilldesk_documents"

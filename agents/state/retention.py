@@ -14,7 +14,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from agents.state.checkpointers import BLOBS, ThreadedSqliteSaver
+from agents.state.sqlite_saver import BLOBS, ThreadedSqliteSaver
 
 _CALLS = "skilldesk_calls"  # the call journal (agents/state/calls.py)
 

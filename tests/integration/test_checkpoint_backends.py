@@ -142,7 +142,8 @@ async def test_a_file_written_by_langgraphs_async_sqlite_saver_opens_and_continu
 async def test_fifty_runs_hold_their_threads_at_once_without_emptying_the_pool() -> None:
     # A lease holds no connection: with a pool of 10, 50 runs of 50 threads hold their
     # threads together, and the store still answers while they do.
-    from agents.state.checkpointers import open_checkpointer, thread_lock
+    from agents.state.checkpointers import open_checkpointer
+    from agents.state.leases import thread_lock
 
     async with open_checkpointer(POSTGRES_URL) as saver:
         held = 0
@@ -162,7 +163,8 @@ async def test_fifty_runs_hold_their_threads_at_once_without_emptying_the_pool()
 
 
 async def test_a_lease_waits_for_its_holder_and_an_expired_one_is_taken_over() -> None:
-    from agents.state.checkpointers import LEASES, open_checkpointer, thread_lock
+    from agents.state.checkpointers import open_checkpointer
+    from agents.state.leases import LEASES, thread_lock
 
     thread = f"lease-{uuid.uuid4().hex}"
     async with open_checkpointer(POSTGRES_URL) as saver:
@@ -180,7 +182,7 @@ async def test_a_lease_waits_for_its_holder_and_an_expired_one_is_taken_over() -
 
 
 async def _enter(saver: Any, thread: str) -> None:
-    from agents.state.checkpointers import thread_lock
+    from agents.state.leases import thread_lock
 
     async with thread_lock(saver, thread):
         pass

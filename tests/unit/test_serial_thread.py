@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agents.state.checkpointers import SerialThread
+from agents.state.serial import SerialThread
 
 
 @pytest.fixture

@@ -17,8 +17,9 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 
-from agents.state.checkpointers import ThreadedSqliteSaver, open_checkpointer, sqlite_url
+from agents.state.checkpointers import open_checkpointer, sqlite_url
 from agents.state.documents import SqliteDocuments
+from agents.state.sqlite_saver import ThreadedSqliteSaver
 
 
 async def test_a_short_operation_runs_on_the_loop_once_the_thread_is_through_its_work(
@@ -219,7 +220,7 @@ async def test_a_history_is_encoded_as_serde_does_its_new_messages_only(tmp_path
 def test_msgpack_array_headers_are_what_msgpack_writes() -> None:
     import ormsgpack
 
-    from agents.state.checkpointers import _msgpack_array
+    from agents.state.codec import _msgpack_array
 
     for length in (0, 1, 15, 16, 65535, 65536, 70000):
         packed = ormsgpack.packb([0] * length)
