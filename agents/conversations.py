@@ -382,7 +382,8 @@ class Conversations:
                 except asyncio.CancelledError:
                     if feed.cancel_requested:  # asked to stop, then cut by a stop before the
                         await self._settle_cancelled(ctx)  # step it was to end at: while the
-                    raise  # thread is still held, so no process takes it for a run cut off
+                        await self._traced(feed, _cancelled(ctx))  # thread is still held, so
+                    raise  # no process takes it for a run cut off; its trace kept as it ended
                 await self._traced(feed, ending)
             if ending is not None:
                 feed.put(ending)

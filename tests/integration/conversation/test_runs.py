@@ -16,6 +16,7 @@ from agents import conversations as conversations_module
 from agents.bus import RunBus
 from agents.events import RunFailed
 from agents.feed import RunFeed
+from agents.state import leases
 from app.services import Services
 from tests.fakellm import FakeLLM, Reply
 from tests.integration.conversation.kit import final, turn
@@ -149,7 +150,7 @@ async def test_a_store_failing_around_the_threads_lease_still_ends_the_run_for_i
         yield
         raise RuntimeError("connection pool timed out")
 
-    monkeypatch.setattr(conversations_module, "thread_lock", failing_lock)
+    monkeypatch.setattr(leases, "thread_lock", failing_lock)
     if fails == "letting go":
         fake_llm.script(Reply(content="Answered."))
     events = await asyncio.wait_for(turn(services, "hello", "leased"), timeout=20)
@@ -178,6 +179,12 @@ async def test_a_run_cancelled_then_cut_by_a_stop_is_not_handed_over(
     assert await services.threads.orphans() == {}
     record = await services.threads.get("cut")
     assert record["status"] == "idle"
+    assert conversations.traces is not None  # its trace is kept, as any ended run's is
+    trace = await conversations.traces.get("cut", feed.run_id)
+    assert trace is not None, "the cancelled run's trace was not saved"
+    assert trace["status"] == "failed"
+    assert trace["events"][-1]["type"] == "run_failed"
+    assert trace["events"][-1]["data"]["code"] == "run_cancelled_by_request"
 
 
 async def test_readers_of_a_run_that_had_ended_when_its_process_died_get_its_answer(
