@@ -12,38 +12,32 @@ from typing import Any, cast
 import structlog
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
-from agents import metrics
+from agents.bookkeeping import RunBooks
+from agents.endings import cancelled, failed, finished, graph_event
 from agents.errors import (
     InvalidTurn,
     KeyReused,
-    ModelError,
     NothingToResume,
     ShuttingDown,
-    SkilldeskError,
     ThreadBusy,
     ThreadNotFound,
 )
 from agents.events import (
-    ErrorRaised,
     Event,
-    RouteDecided,
     RunFailed,
     RunFinished,
-    from_custom,
 )
-from agents.feed import CANCELLED, FeedMirror, RunFeed, fingerprint
-from agents.memory.summaries import summarised_count
+from agents.feed import FeedMirror, RunFeed, fingerprint
 from agents.router.learned import LearnedExamples
 from agents.router.router import Router
-from agents.run import RunBudget, RunContext, RunLimits
+from agents.run import RunBudget, RunContext, RunLimits, thread_config
 from agents.state.attachments import AttachmentStore
 from agents.state.leases import LEASE_S, ThreadLocks
 from agents.state.migrations import migrate
 from agents.state.readonce import ReadOnce
-from agents.state.records import ThreadRecords, title_from
+from agents.state.records import ThreadRecords
 from agents.state.schema import SCHEMA_VERSION
 from agents.state.traces import RunTraces
 from agents.turns import (
@@ -105,6 +99,7 @@ class Conversations:
         self.records = records
         self.attachments = attachments
         self._locks = ThreadLocks(lease_s)
+        self.books = RunBooks(graph, records, attachments, learner)
         self._feeds: dict[str, list[RunFeed]] = {}  # runs under way, per thread
         self._recent: dict[tuple[str, str], RunFeed] = {}  # ended runs, by idempotency key
         self._pruned = 0.0  # when runs past their retention were last forgotten
@@ -113,7 +108,7 @@ class Conversations:
 
     async def state(self, thread_id: str) -> dict[str, Any]:
         """The thread's state values in the current schema (empty for a new thread)."""
-        snapshot = await self.graph.aget_state(_config(thread_id))
+        snapshot = await self.graph.aget_state(thread_config(thread_id))
         return migrate(dict(snapshot.values))[0] if snapshot.values else {}
 
     @asynccontextmanager
@@ -153,7 +148,7 @@ class Conversations:
             written: dict[str, Any] = {"messages": [message]}
             if usage:
                 written["usage"] = usage
-            await self.graph.aupdate_state(_config(thread_id), written)
+            await self.graph.aupdate_state(thread_config(thread_id), written)
             if self.traces is None or not events or not isinstance(message, AIMessage):
                 return
             run_id = str(uuid.uuid4())
@@ -166,7 +161,7 @@ class Conversations:
     async def update(self, thread_id: str, values: dict[str, Any]) -> None:
         """Write ``values`` to the thread's state between runs (an attachment's reference)."""
         async with self.hold(thread_id):
-            await self.graph.aupdate_state(_config(thread_id), values)
+            await self.graph.aupdate_state(thread_config(thread_id), values)
 
     async def run(
         self, thread_id: str, messages: Sequence[BaseMessage] | ClientTurn, **options: Any
@@ -381,8 +376,8 @@ class Conversations:
                             feed.put(event)
                 except asyncio.CancelledError:
                     if feed.cancel_requested:  # asked to stop, then cut by a stop before the
-                        await self._settle_cancelled(ctx)  # step it was to end at: while the
-                        await self._traced(feed, _cancelled(ctx))  # thread is still held, so
+                        await self.books.settle_cancelled(ctx)  # step it was to end at: while the
+                        await self._traced(feed, cancelled(ctx))  # thread is still held, so
                     raise  # no process takes it for a run cut off; its trace kept as it ended
                 await self._traced(feed, ending)
             if ending is not None:
@@ -395,7 +390,7 @@ class Conversations:
                 feed.close()
                 raise
             if feed.cancel_requested:  # cancelled while queued (it never ran), or cut by a
-                feed.put(_cancelled(ctx))  # stop before the step it was to end at (settled)
+                feed.put(cancelled(ctx))  # stop before the step it was to end at (settled)
                 feed.close()
                 return
             message = "The service stopped during the run; the conversation so far is kept."
@@ -410,25 +405,12 @@ class Conversations:
             raise
         except Exception as exc:  # taking or letting go of the thread failed (its store)
             log.exception("run.hold_failed")
-            feed.put(ending if ending is not None else _failed(ctx, exc))
+            feed.put(ending if ending is not None else failed(ctx, exc))
             feed.close()
         else:
             feed.close()
         finally:
             self._forget(ctx.thread_id, feed)
-
-    async def _settle_cancelled(self, ctx: RunContext) -> None:
-        """A run asked to stop that a stop cut off before it could (the caller still holds
-        the thread): its record says the thread is idle, so no process resumes it (the steps
-        it finished are kept)."""
-        if self.records is None:
-            return
-        try:
-            record = await self.records.get(ctx.thread_id)
-            if record is not None and record.get("run_id") in (ctx.run_id, None):
-                await self.records.save(record, status="idle")  # not a later run's record
-        except Exception:  # then it is resumed, as a run cut off is: logged, not raised
-            log.exception("run.cancel_not_recorded")
 
     async def _traced(self, feed: RunFeed, ending: Event | None) -> None:
         """Keep the run's trace, ``ending`` its last event (before the feed tells the end: a
@@ -502,7 +484,7 @@ class Conversations:
             # in between.
             if once is not None:
                 once.keep_next_read(ctx.thread_id)
-            snapshot = await self.graph.aget_state(_config(ctx.thread_id))
+            snapshot = await self.graph.aget_state(thread_config(ctx.thread_id))
             values, upgrade = migrate(dict(snapshot.values)) if snapshot.values else ({}, {})
             history = list(values.get("messages", []))
             before = dict(values.get("usage", {}))
@@ -534,14 +516,16 @@ class Conversations:
                 log.info("run.started", new_messages=len(messages), profile=ctx.profile)
                 fixes = repairs(history)
                 if fixes:
-                    await self.graph.aupdate_state(_config(ctx.thread_id), {"messages": fixes})
+                    await self.graph.aupdate_state(
+                        thread_config(ctx.thread_id), {"messages": fixes}
+                    )
                 new = unless_retried(history, with_ids(messages))
                 ctx.turn_id = turn_id(history, new)
-                await self._opened(ctx.thread_id, ctx.run_id, history, new, owner, agent)
+                await self.books.opened(ctx.thread_id, ctx.run_id, history, new, owner, agent)
                 run_input = {**upgrade, "messages": new, "schema_version": SCHEMA_VERSION}
             steps = self.graph.astream(
                 run_input,
-                _config(ctx.thread_id, run_id=ctx.run_id, callbacks=callbacks),
+                thread_config(ctx.thread_id, run_id=ctx.run_id, callbacks=callbacks),
                 context=ctx,
                 stream_mode=["custom", "values"],
             )
@@ -551,89 +535,25 @@ class Conversations:
                         values = cast(dict[str, Any], payload)
                         if feed is not None and feed.cancel_requested:
                             break  # at a step's end: the steps so far are checkpointed
-                    elif (event := _event(mode, payload)) is not None:
+                    elif (event := graph_event(mode, payload)) is not None:
                         yield event
             finally:
                 await cast(Any, steps).aclose()
         except (InvalidTurn, NothingToResume, ThreadNotFound):
             raise  # before any event: the caller answers it as a bad request
         except Exception as exc:
-            await self._closed(ctx, None, failed=True)
-            yield _failed(ctx, exc)
+            await self.books.closed(ctx, None, failed=True)
+            yield failed(ctx, exc)
             return
         finally:
             if once is not None:
                 once.forget(ctx.thread_id)
-        values = await self._closed(ctx, values, failed=False)
+        values = await self.books.closed(ctx, values, failed=False)
         if feed is not None and feed.cancel_requested:
             log.info("run.cancelled")
-            yield _cancelled(ctx)
+            yield cancelled(ctx)
             return
-        yield _finished(ctx, values, before)
-
-    async def _opened(
-        self,
-        thread_id: str,
-        run_id: str,
-        history: list[BaseMessage],
-        new: list[BaseMessage],
-        owner: str | None,
-        agent: str | None = None,
-    ) -> None:
-        """The thread's record says a run is under way, and which (a process that dies leaves
-        it so, and the next one resumes it: ``Threads.resume_orphans``); a thread's first
-        message gives it its record and title (no model call)."""
-        if self.records is None:
-            return
-        record = await self.records.get(thread_id)
-        if record is not None:  # created empty (POST /v1/threads): named by its first message
-            named = history or record.get("title") not in (None, "", "New conversation")
-            naming = {} if named else {"title": title_from(last_user_text(new))}
-            await self.records.save(record, status="running", run_id=run_id, **naming)
-            return
-        first = next((m for m in history if m.type == "human"), None)  # a thread from before
-        title = title_from(first.text if first is not None else last_user_text(new))
-        await self.records.create(
-            thread_id, owner=owner, title=title, status="running", agent=agent, run_id=run_id
-        )
-
-    async def _closed(
-        self, ctx: RunContext, values: dict[str, Any] | None, *, failed: bool
-    ) -> dict[str, Any]:
-        """After the run: files its skills made become the thread's attachments (their
-        references in state), the thread's record says how the run ended, and a turn whose
-        skill the model chose teaches the router an example."""
-        values = dict(values or {})
-        try:
-            # Files the run's skills made (or a run a crash cut off made: a resumed run looks).
-            look = ctx.resumed or (
-                self.attachments is not None and self.attachments.fresh(ctx.thread_id)
-            )
-            if self.attachments is not None and not failed and look:
-                known = {a.get("id") for a in values.get("attachments", [])}
-                made = [
-                    a
-                    for a in await self.attachments.of_thread(ctx.thread_id)
-                    if a.get("kind") == "generated" and a.get("id") not in known
-                ]
-                if made:
-                    await self.graph.aupdate_state(_config(ctx.thread_id), {"attachments": made})
-                    values["attachments"] = [*values.get("attachments", []), *made]
-            if self.records is not None:
-                count = len(values.get("messages", [])) + summarised_count(values.get("summary"))
-                status = "failed" if failed else "idle"
-                changes: dict[str, Any] = {"status": status}
-                if not failed:
-                    changes["messages"] = count
-                if await self.records.update(ctx.thread_id, **changes) is None and not failed:
-                    first = next((m for m in values.get("messages", []) if m.type == "human"), None)
-                    title = title_from(first.text if first is not None else "")
-                    await self.records.create(ctx.thread_id, title=title, messages=count)
-            if self.learner is not None and not failed:
-                await self.learner.after_turn(ctx.thread_id, ctx.run_id, values)
-        except Exception:  # bookkeeping must not fail a run whose answer is written
-            log.exception("run.bookkeeping_failed")
-        return values
+        yield finished(ctx, values, before)
 
 
 def _expired(feed: RunFeed, retain_s: float) -> bool:
@@ -648,72 +568,3 @@ def turn_fingerprint(turn: Sequence[BaseMessage] | ClientTurn) -> str:
         return fingerprint(last.get("content")) if last.get("role") == "user" else ""
     humans = [m for m in turn if isinstance(m, HumanMessage)]
     return fingerprint(humans[-1].content) if humans else ""
-
-
-def _finished(ctx: RunContext, values: dict[str, Any], before: dict[str, int]) -> RunFinished:
-    history = values.get("messages", [])
-    answer = next((m for m in reversed(history) if isinstance(m, AIMessage)), None)
-    after = dict(values.get("usage", {}))
-    used = {key: after.get(key, 0) - before.get(key, 0) for key in after}
-    log.info("run.finished", route=(values.get("route") or {}).get("kind"), **used)
-    metrics.TURNS.labels("finished").inc()
-    return RunFinished(ctx.thread_id, ctx.run_id, answer or AIMessage(content=""), used)
-
-
-def _cancelled(ctx: RunContext) -> RunFailed:
-    return RunFailed(
-        ctx.thread_id,
-        ctx.run_id,
-        CANCELLED,
-        "The run was cancelled as asked; the steps it finished are kept in the thread.",
-    )
-
-
-def _failed(ctx: RunContext, exc: Exception) -> RunFailed:
-    failed = _failure(ctx, exc)
-    metrics.TURNS.labels("failed").inc()
-    metrics.ERRORS.labels(failed.code).inc()
-    return failed
-
-
-def _failure(ctx: RunContext, exc: Exception) -> RunFailed:
-    if isinstance(exc, ModelError):
-        log.warning("run.failed", code=exc.code, error=exc.message)
-        return RunFailed(ctx.thread_id, ctx.run_id, exc.code, exc.message, {"profile": exc.profile})
-    if isinstance(exc, SkilldeskError):  # a configuration mistake (a prompt file...) or a limit
-        log.error("run.failed", code=exc.code, error=str(exc))
-        return RunFailed(ctx.thread_id, ctx.run_id, exc.code, str(exc))
-    log.exception("run.crashed")  # a bug must fail the run, not the service or the thread
-    return RunFailed(
-        ctx.thread_id,
-        ctx.run_id,
-        "internal_error",
-        f"The run stopped on an internal error ({type(exc).__name__}); "
-        "the conversation so far is kept. It has been logged.",
-    )
-
-
-def _event(mode: str, payload: Any) -> Event | None:
-    if mode == "custom" and isinstance(payload, dict):
-        event = from_custom(payload)
-        if isinstance(event, RouteDecided):
-            metrics.ROUTES.labels(event.kind, event.by).inc()
-        elif isinstance(event, ErrorRaised):
-            metrics.ERRORS.labels(event.code).inc()
-        return event
-    return None
-
-
-def _config(
-    thread_id: str,
-    *,
-    run_id: str | None = None,
-    callbacks: list[BaseCallbackHandler] | None = None,
-) -> Any:
-    config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
-    if run_id:
-        config["run_id"] = uuid.UUID(run_id)
-        config["metadata"] = {"run_id": run_id}
-    if callbacks:
-        config["callbacks"] = callbacks
-    return config

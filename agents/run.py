@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +16,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_stream_writer
 from langgraph.runtime import get_runtime
 
@@ -128,3 +131,19 @@ def emit(event_type: str, /, **data: Any) -> None:
     except RuntimeError:
         return
     writer({"type": event_type, **data})
+
+
+def thread_config(
+    thread_id: str,
+    *,
+    run_id: str | None = None,
+    callbacks: list[BaseCallbackHandler] | None = None,
+) -> Any:
+    """The graph's config for a thread (and a run: its id, its callback handlers)."""
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+    if run_id:
+        config["run_id"] = uuid.UUID(run_id)
+        config["metadata"] = {"run_id": run_id}
+    if callbacks:
+        config["callbacks"] = callbacks
+    return config

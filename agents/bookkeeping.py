@@ -1,0 +1,115 @@
+"""A thread's record kept with its runs: under way when one starts, how it ended after, the
+files its skills made, and what the router learns from it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+from langchain_core.messages import BaseMessage
+from langgraph.graph.state import CompiledStateGraph
+
+from agents.memory.summaries import summarised_count
+from agents.router.learned import LearnedExamples
+from agents.run import RunContext, thread_config
+from agents.state.attachments import AttachmentStore
+from agents.state.records import ThreadRecords, title_from
+from agents.turns import last_user_text
+
+log = structlog.get_logger(__name__)
+
+
+class RunBooks:
+    """What a run writes beside its checkpoints (``Conversations`` calls it at a run's start
+    and end). Each part is optional: a bare graph keeps no records."""
+
+    def __init__(
+        self,
+        graph: CompiledStateGraph[Any, Any, Any, Any],
+        records: ThreadRecords | None = None,
+        attachments: AttachmentStore | None = None,
+        learner: LearnedExamples | None = None,
+    ) -> None:
+        self.graph = graph
+        self.records = records
+        self.attachments = attachments
+        self.learner = learner
+
+    async def settle_cancelled(self, ctx: RunContext) -> None:
+        """A run asked to stop that a stop cut off before it could (the caller still holds
+        the thread): its record says the thread is idle, so no process resumes it (the steps
+        it finished are kept)."""
+        if self.records is None:
+            return
+        try:
+            record = await self.records.get(ctx.thread_id)
+            if record is not None and record.get("run_id") in (ctx.run_id, None):
+                await self.records.save(record, status="idle")  # not a later run's record
+        except Exception:  # then it is resumed, as a run cut off is: logged, not raised
+            log.exception("run.cancel_not_recorded")
+
+    async def opened(
+        self,
+        thread_id: str,
+        run_id: str,
+        history: list[BaseMessage],
+        new: list[BaseMessage],
+        owner: str | None,
+        agent: str | None = None,
+    ) -> None:
+        """The thread's record says a run is under way, and which (a process that dies leaves
+        it so, and the next one resumes it: ``Threads.resume_orphans``); a thread's first
+        message gives it its record and title (no model call)."""
+        if self.records is None:
+            return
+        record = await self.records.get(thread_id)
+        if record is not None:  # created empty (POST /v1/threads): named by its first message
+            named = history or record.get("title") not in (None, "", "New conversation")
+            naming = {} if named else {"title": title_from(last_user_text(new))}
+            await self.records.save(record, status="running", run_id=run_id, **naming)
+            return
+        first = next((m for m in history if m.type == "human"), None)  # a thread from before
+        title = title_from(first.text if first is not None else last_user_text(new))
+        await self.records.create(
+            thread_id, owner=owner, title=title, status="running", agent=agent, run_id=run_id
+        )
+
+    async def closed(
+        self, ctx: RunContext, values: dict[str, Any] | None, *, failed: bool
+    ) -> dict[str, Any]:
+        """After the run: files its skills made become the thread's attachments (their
+        references in state), the thread's record says how the run ended, and a turn whose
+        skill the model chose teaches the router an example."""
+        values = dict(values or {})
+        try:
+            # Files the run's skills made (or a run a crash cut off made: a resumed run looks).
+            look = ctx.resumed or (
+                self.attachments is not None and self.attachments.fresh(ctx.thread_id)
+            )
+            if self.attachments is not None and not failed and look:
+                known = {a.get("id") for a in values.get("attachments", [])}
+                made = [
+                    a
+                    for a in await self.attachments.of_thread(ctx.thread_id)
+                    if a.get("kind") == "generated" and a.get("id") not in known
+                ]
+                if made:
+                    await self.graph.aupdate_state(
+                        thread_config(ctx.thread_id), {"attachments": made}
+                    )
+                    values["attachments"] = [*values.get("attachments", []), *made]
+            if self.records is not None:
+                count = len(values.get("messages", [])) + summarised_count(values.get("summary"))
+                status = "failed" if failed else "idle"
+                changes: dict[str, Any] = {"status": status}
+                if not failed:
+                    changes["messages"] = count
+                if await self.records.update(ctx.thread_id, **changes) is None and not failed:
+                    first = next((m for m in values.get("messages", []) if m.type == "human"), None)
+                    title = title_from(first.text if first is not None else "")
+                    await self.records.create(ctx.thread_id, title=title, messages=count)
+            if self.learner is not None and not failed:
+                await self.learner.after_turn(ctx.thread_id, ctx.run_id, values)
+        except Exception:  # bookkeeping must not fail a run whose answer is written
+            log.exception("run.bookkeeping_failed")
+        return values
