@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,20 @@ class KeyRecord:
         return Principal(user=self.user, scopes=frozenset(self.scopes), key_id=self.id)
 
 
+def key_view(key: KeyRecord) -> dict[str, Any]:
+    """What a listing shows of a key (never the token, nor its hash)."""
+    return {
+        "id": key.id,
+        "user": key.user,
+        "scopes": list(key.scopes),
+        "name": key.name,
+        "created": key.created or None,
+        "source": key.source,
+        "expires": key.expires,
+        "revoked": key.revoked,
+    }
+
+
 class KeySpec(BaseModel):
     """One key of a keys file (YAML: a list of these, or ``{keys: [...]}``)."""
 
@@ -75,7 +90,7 @@ class KeySpec(BaseModel):
         return check_scopes(value)
 
 
-def check_scopes(scopes: list[str] | tuple[str, ...]) -> list[str]:
+def check_scopes(scopes: Sequence[str]) -> list[str]:
     """The scopes, each known; a ValueError names the unknown ones."""
     unknown = [s for s in scopes if s not in SCOPES]
     if unknown:
@@ -157,7 +172,7 @@ class ApiKeys:
     async def create(
         self,
         user: str,
-        scopes: list[str] | tuple[str, ...],
+        scopes: Sequence[str],
         name: str = "",
         expires_in: float | None = None,
     ) -> tuple[str, KeyRecord]:

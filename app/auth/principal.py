@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
-SCOPES = ("chat", "tools", "approve", "admin")
+Scope = Literal["chat", "tools", "approve", "admin"]
+SCOPES: tuple[str, ...] = get_args(Scope)
 ALL_SCOPES = frozenset(SCOPES)
 
 

@@ -7,14 +7,14 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, TypeVar
 
 import typer
 
 from agents.errors import ConfigError
 from agents.state.checkpointers import open_checkpointer
 from agents.state.documents import documents_for
-from app.auth.keys import ApiKeys, KeyRecord, bootstrap_keys
+from app.auth.keys import ApiKeys, KeyRecord, bootstrap_keys, key_view
 from app.auth.principal import SCOPES
 from app.cli.common import load_cli_settings
 from app.logging import configure_logging
@@ -50,19 +50,6 @@ def _run(url: str | None, job: Callable[[ApiKeys], Awaitable[T]]) -> T:
     except ConfigError as exc:
         typer.echo(f"skilldesk: configuration error: {exc}", err=True)
         raise typer.Exit(2) from None
-
-
-def _public(key: KeyRecord) -> dict[str, Any]:
-    return {
-        "id": key.id,
-        "user": key.user,
-        "scopes": list(key.scopes),
-        "name": key.name,
-        "created": key.created or None,
-        "source": key.source,
-        "expires": key.expires,
-        "revoked": key.revoked,
-    }
 
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -115,7 +102,7 @@ def create(
         raise typer.Exit(2)
     token, key = _run(checkpoint_url, lambda keys: keys.create(user, scopes, name, life))
     if as_json:
-        typer.echo(json.dumps({**_public(key), "key": token}))
+        typer.echo(json.dumps({**key_view(key), "key": token}))
         return
     typer.echo(f"{key.id} for {user} ({', '.join(key.scopes)}), {_state(key)}")
     typer.echo(token)
@@ -131,7 +118,7 @@ def list_keys(
     """The keys (never the keys themselves: their ids, users and scopes)."""
     keys = _run(checkpoint_url, lambda k: k.all(user))
     if as_json:
-        typer.echo(json.dumps([_public(k) for k in keys]))
+        typer.echo(json.dumps([key_view(k) for k in keys]))
         return
     for k in keys:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(k.created)) if k.created else "-"

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 
 from app.api.deps import ServicesDep
-from app.api.errors import error_responses
-from app.api.schemas.admin import ReloadPublic
+from app.api.errors import ApiError, error_responses
+from app.api.schemas.admin import KeyCreate, KeyCreated, KeyList, KeyPublic, ReloadPublic
+from app.auth.keys import key_view
+
+KeyId = Annotated[
+    str, Path(pattern=r"^key_[0-9a-f]{12}$", description="The key's public id (key_...).")
+]
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"], default_response_class=JSONResponse)
 
@@ -20,3 +27,49 @@ async def reload_content(services: ServicesDep) -> ReloadPublic:
     report = await services.reload()
     others = await services.bus.publish("reload") if services.bus is not None else 0
     return ReloadPublic.model_validate({**report, "processes": max(others, 1)})
+
+
+@router.get("/keys")
+async def list_keys(services: ServicesDep, user: str | None = None) -> KeyList:
+    """The API keys (of one user when ``user`` is given), never the keys themselves."""
+    keys = await services.keys.all(user)
+    return KeyList.model_validate({"data": [key_view(k) for k in keys]})
+
+
+@router.post("/keys", status_code=201, responses=error_responses(400))
+async def create_key(services: ServicesDep, body: KeyCreate) -> KeyCreated:
+    """Make a key for a user. The answer carries the key this once: the store keeps only its
+    hash. Every service process on the same store accepts it at once."""
+    token, key = await services.keys.create(body.user, body.scopes, body.name, body.expires_in_s)
+    return KeyCreated.model_validate({**key_view(key), "key": token})
+
+
+@router.delete(
+    "/keys/{key_id}",
+    responses=error_responses(
+        400,
+        404,
+        409,
+        notes={
+            409: "Revoked already, or a bootstrap key (`key_from_settings`): remove it "
+            "from SKILLDESK_API_KEYS or the keys file and restart."
+        },
+    ),
+)
+async def revoke_key(services: ServicesDep, key_id: KeyId) -> KeyPublic:
+    """Revoke a key: requests with it are refused from now on, in every process (it is kept,
+    marked revoked, so that a request with it is told so)."""
+    if any(k.id == key_id for k in services.keys.bootstrap.values()):
+        raise ApiError(
+            409,
+            "key_from_settings",
+            f"{key_id} comes from SKILLDESK_API_KEYS or the keys file: remove it there and "
+            "restart the service.",
+        )
+    revoked = await services.keys.revoke(key_id)
+    key = next((k for k in await services.keys.all() if k.id == key_id), None)
+    if key is None:
+        raise ApiError(404, "key_not_found", f"There is no API key {key_id}.")
+    if not revoked:
+        raise ApiError(409, "key_revoked_already", f"The API key {key_id} was revoked already.")
+    return KeyPublic.model_validate(key_view(key))

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.auth.principal import Scope
 
 
 class ReloadPublic(BaseModel):
@@ -15,3 +19,44 @@ class ReloadPublic(BaseModel):
     processes: int = Field(
         description="Service processes told to reload, this one included (1 without Redis)."
     )
+
+
+class KeyCreate(BaseModel):
+    """A new API key for a user."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user: str = Field(min_length=1, max_length=200, description="The user id the key acts as.")
+    scopes: list[Scope] = Field(["chat"], min_length=1, description="What it may do.")
+    name: str = Field("", max_length=200, description="What the key is for.")
+    expires_in_s: float | None = Field(
+        None, gt=0, description="It stops working this many seconds from now (none: never)."
+    )
+
+
+class KeyPublic(BaseModel):
+    """A key as listings show it: never the key itself, nor its hash."""
+
+    id: str = Field(description="Its public id (key_...), shown in logs and on refusals.")
+    user: str = Field(description="The user it acts as.")
+    scopes: list[str] = Field(description="What it may do.")
+    name: str = Field(description="What it is for.")
+    created: float | None = Field(description="When it was made (Unix time).")
+    source: Literal["store", "bootstrap"] = Field(
+        description="`store`: made here or with `skilldesk keys`; `bootstrap`: from "
+        "SKILLDESK_API_KEYS or the keys file (changed there, not here)."
+    )
+    expires: float | None = Field(description="When it stops working (Unix time), or never.")
+    revoked: float | None = Field(description="When it was revoked, if it was.")
+
+
+class KeyCreated(KeyPublic):
+    """A key just made, with the key itself: shown this once (the store keeps its hash)."""
+
+    key: str = Field(description="Send it as `Authorization: Bearer <key>`.")
+
+
+class KeyList(BaseModel):
+    """Keys, newest first, then the bootstrap ones."""
+
+    data: list[KeyPublic]

@@ -18,7 +18,7 @@ from pydantic import SecretStr
 from agents.errors import ConfigError
 from app.main import create_app
 from tests.fakellm import FakeLLM, Reply
-from tests.integration.auth.conftest import bearer
+from tests.integration.auth.conftest import KEYS, bearer
 from tests.integration.test_server_process import SKILLDESK
 
 
@@ -291,3 +291,63 @@ def test_a_bad_bootstrap_entry_stops_start_up_naming_it(model_settings: Any) -> 
         TestClient(create_app(bad)),
     ):
         pass
+
+
+def test_an_admin_makes_lists_and_revokes_keys_over_the_api(keyed: TestClient) -> None:
+    asked = {"user": "carol", "scopes": ["chat"], "name": "carol's laptop"}
+    refused = keyed.post("/v1/admin/keys", json=asked, headers=bearer("alice"))
+    assert refused.status_code == 403
+    assert refused.json()["error"]["code"] == "insufficient_scope"
+    made = keyed.post("/v1/admin/keys", json=asked, headers=bearer("admin"))
+    assert made.status_code == 201, made.text
+    key = made.json()
+    token, key_id = key["key"], key["id"]
+    assert token.startswith("sdk_")
+    assert key_id.startswith("key_")
+    assert (key["user"], key["scopes"], key["source"], key["revoked"]) == (
+        "carol",
+        ["chat"],
+        "store",
+        None,
+    )
+    auth = {"Authorization": f"Bearer {token}"}
+    me = keyed.get("/v1/me", headers=auth).json()
+    assert (me["user"], me["scopes"], me["key_id"]) == ("carol", ["chat"], key_id)
+
+    carols = keyed.get("/v1/admin/keys?user=carol", headers=bearer("admin"))
+    assert [k["id"] for k in carols.json()["data"]] == [key_id]
+    assert token not in carols.text
+    every = keyed.get("/v1/admin/keys", headers=bearer("admin")).json()["data"]
+    assert {k["user"] for k in every if k["source"] == "bootstrap"} == set(KEYS)
+
+    gone = keyed.delete(f"/v1/admin/keys/{key_id}", headers=bearer("admin"))
+    assert gone.status_code == 200, gone.text
+    assert gone.json()["revoked"] is not None
+    after = keyed.get("/v1/me", headers=auth)
+    assert after.status_code == 401
+    assert after.json()["error"]["code"] == "api_key_revoked"
+    again = keyed.delete(f"/v1/admin/keys/{key_id}", headers=bearer("admin"))
+    assert (again.status_code, again.json()["error"]["code"]) == (409, "key_revoked_already")
+    unknown = keyed.delete("/v1/admin/keys/key_000000000000", headers=bearer("admin"))
+    assert (unknown.status_code, unknown.json()["error"]["code"]) == (404, "key_not_found")
+    alices = next(k["id"] for k in every if k["user"] == "alice")
+    settled = keyed.delete(f"/v1/admin/keys/{alices}", headers=bearer("admin"))
+    assert (settled.status_code, settled.json()["error"]["code"]) == (409, "key_from_settings")
+    assert keyed.get("/v1/me", headers=bearer("alice")).status_code == 200
+
+
+def test_a_key_asked_for_wrongly_is_refused_naming_what_is_wrong(keyed: TestClient) -> None:
+    admin = bearer("admin")
+    unknown = keyed.post("/v1/admin/keys", json={"user": "dan", "scopes": ["root"]}, headers=admin)
+    assert unknown.status_code == 400
+    error = unknown.json()["error"]
+    assert error["param"] == "scopes.0"
+    assert "'chat', 'tools', 'approve' or 'admin'" in error["message"]
+    never = keyed.post("/v1/admin/keys", json={"user": "dan", "expires_in_s": 0}, headers=admin)
+    assert never.status_code == 400
+    assert never.json()["error"]["param"] == "expires_in_s"
+    assert keyed.get("/v1/admin/keys?user=dan", headers=admin).json()["data"] == []
+    timed = keyed.post("/v1/admin/keys", json={"user": "dan", "expires_in_s": 3600}, headers=admin)
+    made = timed.json()
+    assert made["scopes"] == ["chat"]  # the default
+    assert made["expires"] - made["created"] == pytest.approx(3600, abs=1)

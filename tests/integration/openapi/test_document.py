@@ -133,6 +133,20 @@ def _attached(client: TestClient) -> dict[str, str]:
     return {**ids, "attachment": made.json()["id"]}
 
 
+def _a_key(client: TestClient) -> dict[str, str]:
+    """An API key made through the admin API: ``{key}``, its id."""
+    made = client.post("/v1/admin/keys", json={"user": "carol"})
+    assert made.status_code == 201, made.text
+    return {"key": made.json()["id"]}
+
+
+def _a_revoked_key(client: TestClient) -> dict[str, str]:
+    """An API key made and revoked: ``{key}``."""
+    ids = _a_key(client)
+    assert client.delete(f"/v1/admin/keys/{ids['key']}").status_code == 200
+    return ids
+
+
 def _ran(client: TestClient) -> dict[str, str]:
     """A thread with a run streamed to its end: ``{thread}``, ``{run}``."""
     ids = _new_thread(client)
@@ -168,6 +182,7 @@ def _resumable(services: Services, mp: pytest.MonkeyPatch) -> None:
 NOTE = {"file": ("note.txt", b"a note", "text/plain")}
 THREAD = "/v1/threads/{thread}"
 RUNS = "/v1/threads/{}/runs"
+KEYS = "/v1/admin/keys"
 A_RUN = THREAD + "/runs/{run}"
 NO_SUCH_RUN = THREAD + "/runs/00000000-0000-0000-0000-000000000000"
 
@@ -441,6 +456,13 @@ PROBES = [
         patch=_stopping,
     ),
     Probe("reload skills and workflows", "POST", "/v1/admin/reload", 200),
+    get("api keys", KEYS, 200),
+    Probe("make an api key", "POST", KEYS, 201, {"user": "carol", "scopes": ["chat"]}),
+    Probe("make an api key, unknown scope", "POST", KEYS, 400, {"user": "c", "scopes": ["x"]}),
+    Probe("revoke an api key", "DELETE", KEYS + "/{key}", 200, setup=_a_key),
+    Probe("revoke an api key again", "DELETE", KEYS + "/{key}", 409, setup=_a_revoked_key),
+    Probe("revoke no such api key", "DELETE", KEYS + "/key_000000000000", 404),
+    Probe("revoke an api key, bad id", "DELETE", KEYS + "/nokey", 400),
     get("a run", A_RUN, 200, setup=_ran, replies=(Reply(content="Hi."),)),
     get("a run, bad id", THREAD + "/runs/nope", 400, setup=_new_thread),
     get("no such run", NO_SUCH_RUN, 404, setup=_new_thread),
