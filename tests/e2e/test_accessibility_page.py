@@ -111,23 +111,24 @@ def test_the_streamed_answer_is_announced_and_the_keyboard_goes_through_the_chat
 
     page.get_by_role("link", name="Skip to content").focus()  # the page's first stop
     order = [page.evaluate(FOCUSED)]
-    for _ in range(13):
+    for _ in range(14):
         page.keyboard.press("Tab")
         order.append(page.evaluate(FOCUSED))
-    assert order[:9] == [
+    assert order[:10] == [
         "Skip to content",
         "Chat",
         "Approvals",
         "Skills & workflows",
+        "API keys",  # development mode: the local user is an admin
         "Sign in with a key",
         "New thread",
         "hello",  # the thread
         "Rename",
         "Delete",
     ]
-    assert order[9] == "Edit this message: hello"  # the message, then its answer
-    assert order[10].startswith("How this answer was reached")
-    assert order[11:] == ["Message", "Attach a file", "Send"]
+    assert order[10] == "Edit this message: hello"  # the message, then its answer
+    assert order[11].startswith("How this answer was reached")
+    assert order[12:] == ["Message", "Attach a file", "Send"]
     page.keyboard.press("Shift+Tab")
     page.keyboard.press("Shift+Tab")
     page.keyboard.press("Shift+Tab")

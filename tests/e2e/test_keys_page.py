@@ -5,6 +5,7 @@ another, saying which."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from typing import Any
@@ -13,22 +14,24 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.accessibility import check_in_light_and_dark
+from tests.e2e.conftest import screenshot
 from tests.fakellm import FakeLLM, Reply
 from tests.integration.test_server_process import SKILLDESK, Service
 
 ALICE = "alice-key-0123456789abcdef"
 BOB = "bob-key-0123456789abcdef"
+ADMIN = "admin-key-0123456789abcdef"
 
 
 @pytest.fixture
 def extra_env() -> dict[str, str]:
-    return {"SKILLDESK_API_KEYS": f"alice:chat:{ALICE} bob:chat,approve:{BOB}"}
+    return {"SKILLDESK_API_KEYS": f"alice:chat:{ALICE} bob:chat,approve:{BOB} ops:admin:{ADMIN}"}
 
 
 def sign_in(page: Any, key: str) -> None:
-    page.get_by_label("API key").fill(key)
+    page.get_by_label("API key", exact=True).fill(key)
     with page.expect_request("**/v1/me") as me:
-        page.get_by_label("API key").press("Enter")
+        page.get_by_label("API key", exact=True).press("Enter")
     assert me.value.headers["authorization"] == f"Bearer {key}"
 
 
@@ -38,7 +41,7 @@ def test_a_user_signs_in_with_a_key_and_is_refused_another_users_thread(
     fake_llm.script(Reply(content="Hello Alice."))
     page.goto("/")
     expect(page.locator("#banner")).to_contain_text("This service needs an API key")
-    expect(page.get_by_label("API key")).to_be_focused()
+    expect(page.get_by_label("API key", exact=True)).to_be_focused()
     check_in_light_and_dark(page, "sign-in")
 
     sign_in(page, ALICE)
@@ -68,7 +71,7 @@ def test_a_user_signs_in_with_a_key_and_is_refused_another_users_thread(
     page.get_by_role("button", name="Sign out").click()
     sign_in(page, "not-a-key-0123456789abcdef")
     expect(page.locator("#banner")).to_contain_text("Your API key was refused")
-    expect(page.get_by_label("API key")).to_be_visible()
+    expect(page.get_by_label("API key", exact=True)).to_be_visible()
 
 
 def keys(service: Service, *args: str) -> Any:
@@ -100,7 +103,7 @@ def test_a_revoked_key_and_an_expired_key_are_said_so_and_sign_in_is_asked_again
         "Your API key was revoked — sign in again with another key."
     )
     expect(page.locator("#mode")).to_have_text("Key revoked")
-    expect(page.get_by_label("API key")).to_be_focused()
+    expect(page.get_by_label("API key", exact=True)).to_be_focused()
     assert page.evaluate("sessionStorage.getItem('skilldesk.key')") is None
 
     dave = keys(service, "create", "dave", "--expires-in", "8s", "--json")
@@ -112,4 +115,47 @@ def test_a_revoked_key_and_an_expired_key_are_said_so_and_sign_in_is_asked_again
         "Your API key has expired — sign in again with a new key."
     )
     expect(page.locator("#mode")).to_have_text("Key expired")
-    expect(page.get_by_label("API key")).to_be_visible()
+    expect(page.get_by_label("API key", exact=True)).to_be_visible()
+
+
+def test_an_admin_makes_a_key_in_the_page_shown_once_and_revokes_it(
+    page: Any, fake_llm: FakeLLM
+) -> None:
+    page.goto("/")
+    sign_in(page, ALICE)
+    expect(page.locator("#mode")).to_have_text("Signed in as alice (chat)")
+    expect(page.get_by_role("button", name="API keys")).to_be_hidden()  # not an admin
+    page.get_by_role("button", name="Sign out").click()
+
+    sign_in(page, ADMIN)
+    page.get_by_role("button", name="API keys").click()
+    keys = page.locator("#key-table tbody tr")
+    expect(keys).to_have_count(3)  # the settings' keys, which the page cannot revoke
+    expect(page.get_by_role("button", name=re.compile(r"Revoke .* \(alice\)"))).to_be_disabled()
+    page.get_by_label("User").fill("carol")
+    page.get_by_label("What it is for").fill("carol's laptop")
+    page.get_by_role("button", name="Create key").click()
+    made = page.get_by_label("New API key")
+    expect(made).to_have_text(re.compile(r"^sdk_"))
+    expect(keys).to_have_count(4)
+    carol = page.locator("#key-table tbody tr", has_text="carol")
+    expect(carol).to_contain_text("in force")
+    expect(carol).to_contain_text("carol's laptop")
+    check_in_light_and_dark(page, "keys")
+    screenshot(page, "api-keys")
+    token = made.inner_text()
+
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.locator("#key-made")).to_be_hidden()  # shown once, not left for the next user
+    sign_in(page, token)
+    expect(page.locator("#mode")).to_have_text("Signed in as carol (chat)")
+    page.get_by_role("button", name="Sign out").click()
+
+    sign_in(page, ADMIN)
+    page.get_by_role("button", name="API keys").click()
+    page.get_by_role("button", name=re.compile(r"Revoke .* \(carol\)")).click()
+    expect(page.locator("#key-status")).to_contain_text("requests with it are refused")
+    expect(carol).to_contain_text("revoked")
+    page.get_by_role("button", name="Sign out").click()
+    sign_in(page, token)
+    expect(page.locator("#banner")).to_contain_text("Your API key was revoked")

@@ -88,6 +88,12 @@ export const approvals = {
     json("POST", `/v1/approvals/${enc(id)}`, { json: { decision, comment } }),
 };
 
+export const keys = {
+  list: () => json("GET", "/v1/admin/keys"),
+  create: (body) => json("POST", "/v1/admin/keys", { json: body }),
+  revoke: (id) => json("DELETE", `/v1/admin/keys/${enc(id)}`),
+};
+
 export const skills = {
   list: () => json("GET", "/v1/skills"),
   get: (name) => json("GET", `/v1/skills/${enc(name)}`),

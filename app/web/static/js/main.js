@@ -3,6 +3,7 @@ import * as api from "./api.js";
 import { loadInbox, waiting } from "./approvals.js";
 import { initBrowser, loadBrowser } from "./browser.js";
 import { engaged, initChat, loadThreads, openThread, setCanApprove } from "./chat.js";
+import { initKeys, loadKeys } from "./keys.js";
 
 const $ = (id) => document.getElementById(id);
 let canApprove = false;
@@ -55,6 +56,10 @@ function showMode(me) {
   canApprove = Boolean(me && (me.scopes.includes("approve") || me.scopes.includes("admin")));
   setCanApprove(canApprove);
   document.querySelector('.tab[data-view="approvals"]').hidden = !canApprove;
+  const isAdmin = Boolean(me && me.scopes.includes("admin"));
+  document.querySelector('.tab[data-view="keys"]').hidden = !isAdmin;
+  if (!isAdmin && !$("view-keys").hidden) showView("chat");
+  if (!isAdmin) $("key-made").hidden = true; // a key shown once is not left for the next user
 }
 
 function showCount(count) {
@@ -87,6 +92,7 @@ function showView(name) {
   for (const view of document.querySelectorAll(".view")) view.hidden = view.id !== `view-${name}`;
   if (name === "approvals") refreshApprovals();
   if (name === "browser") loadBrowser().catch(showError);
+  if (name === "keys") loadKeys().catch(showError);
   history.replaceState(null, "", name === "chat" ? location.pathname : `#${name}`);
 }
 
@@ -123,6 +129,7 @@ function switchUser() {
 document.addEventListener("DOMContentLoaded", () => {
   initChat({ onError: showError, onApprovals: refreshCount });
   initBrowser({ onError: showError });
+  initKeys({ onError: showError });
   for (const tab of document.querySelectorAll(".tab")) tab.addEventListener("click", () => showView(tab.dataset.view));
   $("refresh-approvals").addEventListener("click", refreshApprovals);
   $("banner-retry").addEventListener("click", start);
@@ -140,6 +147,6 @@ document.addEventListener("DOMContentLoaded", () => {
     switchUser();
   });
   const view = location.hash.slice(1);
-  showView(["approvals", "browser"].includes(view) ? view : "chat");
+  showView(["approvals", "browser", "keys"].includes(view) ? view : "chat");
   start();
 });

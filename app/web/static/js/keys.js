@@ -1,0 +1,78 @@
+// API keys, for admins: make one (shown once), list them, revoke one.
+import * as api from "./api.js";
+import { el } from "./markdown.js";
+
+const $ = (id) => document.getElementById(id);
+let onError = () => {};
+
+function state(key) {
+  if (key.revoked) return `revoked ${new Date(key.revoked * 1000).toLocaleString()}`;
+  if (key.expires && key.expires * 1000 <= Date.now()) return "expired";
+  if (key.expires) return `in force, until ${new Date(key.expires * 1000).toLocaleString()}`;
+  return "in force";
+}
+
+function row(key) {
+  const revoke = el("button", { type: "button", "aria-label": `Revoke ${key.id} (${key.user})` }, "Revoke");
+  revoke.disabled = Boolean(key.revoked) || key.source !== "store";
+  if (key.source !== "store") revoke.title = "From SKILLDESK_API_KEYS or the keys file: change it there";
+  revoke.addEventListener("click", async () => {
+    revoke.disabled = true;
+    try {
+      await api.keys.revoke(key.id);
+      $("key-status").textContent = `Revoked ${key.id}: requests with it are refused from now on.`;
+      await loadKeys();
+    } catch (error) {
+      revoke.disabled = false;
+      onError(error);
+    }
+  });
+  return el(
+    "tr",
+    { "data-key": key.id },
+    el("td", {}, key.id),
+    el("td", {}, key.user),
+    el("td", {}, key.scopes.join(", ")),
+    el("td", {}, key.name || (key.source === "store" ? "" : "settings")),
+    el("td", {}, state(key)),
+    el("td", {}, revoke),
+  );
+}
+
+/** Fill the table with the service's keys. */
+export async function loadKeys() {
+  const { data } = await api.keys.list();
+  $("key-table").querySelector("tbody").replaceChildren(
+    ...(data.length ? data.map(row) : [el("tr", {}, el("td", { colspan: "6" }, "No keys yet."))]),
+  );
+}
+
+async function create(event) {
+  event.preventDefault();
+  const scopes = [...document.querySelectorAll('#key-form input[name="scope"]:checked')].map((b) => b.value);
+  const days = Number($("key-days").value);
+  const body = { user: $("key-user").value.trim(), scopes, name: $("key-name").value.trim() };
+  if (days > 0) body.expires_in_s = days * 86400;
+  if (!scopes.length) {
+    $("key-status").textContent = "Choose at least one scope.";
+    return;
+  }
+  $("key-status").textContent = "Creating…";
+  try {
+    const made = await api.keys.create(body);
+    $("key-made-user").textContent = `${made.user} (${made.scopes.join(", ")})`;
+    $("key-made-value").textContent = made.key;
+    $("key-made").hidden = false;
+    $("key-status").textContent = `Created ${made.id}.`;
+    $("key-form").reset();
+    await loadKeys();
+  } catch (error) {
+    $("key-status").textContent = `Could not create the key: ${error.message}`;
+  }
+}
+
+/** Wire the form; `handlers.onError(error)` shows what the service refused. */
+export function initKeys(handlers) {
+  onError = handlers.onError;
+  $("key-form").addEventListener("submit", create);
+}
