@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
@@ -33,6 +33,9 @@ def digest(token: str) -> str:
 def public_id(hashed: str) -> str:
     """A key's public id, shown in listings and logs, from its hash."""
     return f"key_{hashed[:12]}"
+
+
+Revoked = Literal["revoked", "revoked_already", "from_settings", "unknown"]
 
 
 @dataclass(frozen=True)
@@ -207,18 +210,26 @@ class ApiKeys:
         """Whether any key is configured."""
         return bool(self.bootstrap) or bool(await self.documents.find(KIND, limit=1))
 
-    async def revoke(self, key_id: str) -> bool:
+    async def revoke(self, key_id: str) -> tuple[Revoked, KeyRecord | None]:
         """Revoke a stored key by its public id (it is kept, marked revoked, so that a
-        request with it is told so); whether there was one still in force."""
+        request with it is told so). Says how it went, with the key as it is now:
+        ``revoked``, ``revoked_already``, ``from_settings`` (a bootstrap key: changed where it
+        is configured) or ``unknown`` (no such key, None)."""
+        for key in self.bootstrap.values():
+            if key.id == key_id:
+                return "from_settings", key
         for body in await self.documents.find(KIND, limit=10_000):
-            if body.get("id") == key_id and not body.get("revoked"):
-                body["revoked"] = time.time()
-                owner = str(body["user"])
-                await self.documents.put(
-                    KIND, str(body["sha256"]), body, owner=owner, updated=body.get("created")
-                )
-                return True
-        return False
+            if body.get("id") != key_id:
+                continue
+            if body.get("revoked"):
+                return "revoked_already", _record(body)
+            body["revoked"] = time.time()
+            owner = str(body["user"])
+            await self.documents.put(
+                KIND, str(body["sha256"]), body, owner=owner, updated=body.get("created")
+            )
+            return "revoked", _record(body)
+        return "unknown", None
 
 
 def _record(body: dict[str, Any]) -> KeyRecord:

@@ -137,21 +137,14 @@ def revoke(
 ) -> None:
     """Revoke a key: requests with it are refused from now on."""
 
-    async def job(keys: ApiKeys) -> bool:
-        if any(k.id == key_id for k in keys.bootstrap.values()):
-            typer.echo(
-                f"skilldesk: {key_id} comes from SKILLDESK_API_KEYS or the keys file; "
-                "remove it there and restart",
-                err=True,
-            )
-            raise typer.Exit(1)
-        return await keys.revoke(key_id)
-
-    if not _run(checkpoint_url, job):
-        typer.echo(
-            f"skilldesk: no key {key_id} in force (unknown, or revoked already); "
-            "`skilldesk keys list` shows them",
-            err=True,
-        )
+    outcome, _ = _run(checkpoint_url, lambda keys: keys.revoke(key_id))
+    refused = {
+        "from_settings": f"{key_id} comes from SKILLDESK_API_KEYS or the keys file; "
+        "remove it there and restart",
+        "revoked_already": f"{key_id} was revoked already",
+        "unknown": f"no key {key_id}; `skilldesk keys list` shows them",
+    }
+    if outcome in refused:
+        typer.echo(f"skilldesk: {refused[outcome]}", err=True)
         raise typer.Exit(1)
     typer.echo(f"revoked {key_id}")

@@ -59,17 +59,16 @@ async def create_key(services: ServicesDep, body: KeyCreate) -> KeyCreated:
 async def revoke_key(services: ServicesDep, key_id: KeyId) -> KeyPublic:
     """Revoke a key: requests with it are refused from now on, in every process (it is kept,
     marked revoked, so that a request with it is told so)."""
-    if any(k.id == key_id for k in services.keys.bootstrap.values()):
+    outcome, key = await services.keys.revoke(key_id)
+    if outcome == "from_settings":
         raise ApiError(
             409,
             "key_from_settings",
             f"{key_id} comes from SKILLDESK_API_KEYS or the keys file: remove it there and "
             "restart the service.",
         )
-    revoked = await services.keys.revoke(key_id)
-    key = next((k for k in await services.keys.all() if k.id == key_id), None)
+    if outcome == "revoked_already":
+        raise ApiError(409, "key_revoked_already", f"The API key {key_id} was revoked already.")
     if key is None:
         raise ApiError(404, "key_not_found", f"There is no API key {key_id}.")
-    if not revoked:
-        raise ApiError(409, "key_revoked_already", f"The API key {key_id} was revoked already.")
     return KeyPublic.model_validate(key_view(key))

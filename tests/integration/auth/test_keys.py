@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
 from agents.errors import ConfigError
+from app.auth.keys import digest, public_id
 from app.main import create_app
 from tests.fakellm import FakeLLM, Reply
 from tests.integration.auth.conftest import KEYS, bearer
@@ -28,9 +29,11 @@ class Done:
     output: str
 
 
-def skilldesk(*args: str) -> Done:
-    """The command line, as a user runs it (its own process: its logging set-up stays there)."""
+def skilldesk(*args: str, settings: dict[str, str] | None = None) -> Done:
+    """The command line, as a user runs it (its own process: its logging set-up stays there),
+    with ``settings`` (SKILLDESK_ variables) only."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
+    env.update(settings or {})
     done = subprocess.run(
         [SKILLDESK, *args], env=env, capture_output=True, text=True, timeout=120, check=False
     )
@@ -118,7 +121,17 @@ def test_a_key_made_revoked_with_the_cli_stops_working(keyed_settings: Any) -> N
         assert key_id in refused.json()["error"]["message"]
     again = skilldesk(*["keys", "revoke", key_id, "--checkpoint-url", url])
     assert again.exit_code == 1
-    assert "revoked already" in again.output
+    assert f"{key_id} was revoked already" in again.output
+    unknown = skilldesk(*["keys", "revoke", "key_000000000000", "--checkpoint-url", url])
+    assert unknown.exit_code == 1
+    assert "no key key_000000000000" in unknown.output
+    ops = "sdk_ops-key-0123456789abcdef"
+    settled = skilldesk(
+        *["keys", "revoke", public_id(digest(ops)), "--checkpoint-url", url],
+        settings={"SKILLDESK_API_KEYS": f"ops:admin:{ops}"},
+    )
+    assert settled.exit_code == 1
+    assert "comes from SKILLDESK_API_KEYS or the keys file" in settled.output
     listed = skilldesk(*["keys", "list", "--checkpoint-url", url])
     assert f"{key_id}  carol" in listed.output
     assert "revoked " in listed.output
