@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, cast
+from typing import Any, TypedDict, Unpack, cast
 
 import structlog
 from langchain_core.callbacks import BaseCallbackHandler
@@ -57,6 +57,41 @@ RETAIN_S = 600.0  # how long a run stays joinable by its idempotency key after i
 RESUME: tuple[BaseMessage, ...] = ()
 RESUMED = "resumed:"  # ended resumed runs, by the fingerprint of the message they answered
 PRUNE_S = 1.0  # how often runs past their retention are forgotten
+
+
+class RunOptions(TypedDict, total=False):
+    """How to run a turn (every key optional).
+
+    Attributes:
+        profile: Model profile for this run (run config, not state).
+        skill: Answer with this skill (explicit target).
+        workflow: Run this workflow (explicit target).
+        callbacks: LangChain callback handlers for this run (tracing, timing).
+        idempotency_key: The client's key for this request (an ``Idempotency-Key``).
+        owner: Who the thread belongs to, recorded when the run creates it.
+        agent: The agent acting for the owner (on-behalf-of), recorded beside it.
+        guard: The user the thread must belong to, checked again once the run holds the
+            thread (a thread made meanwhile by another user fails the run, unread).
+        run_id: The new run's id (default: made up), when the caller had to know it first
+            (an ``Idempotency-Key`` claimed for it across processes).
+    """
+
+    profile: str | None
+    skill: str | None
+    workflow: str | None
+    callbacks: list[BaseCallbackHandler] | None
+    idempotency_key: str | None
+    owner: str | None
+    agent: str | None
+    guard: str | None
+    run_id: str | None
+
+
+class StartOptions(RunOptions, total=False):
+    """``RunOptions``, and what to do when the thread answers another message:
+    ``if_busy="enqueue"`` (the default) runs it after, ``"reject"`` raises ThreadBusy."""
+
+    if_busy: str
 
 
 class Conversations:
@@ -164,7 +199,10 @@ class Conversations:
             await self.graph.aupdate_state(thread_config(thread_id), values)
 
     async def run(
-        self, thread_id: str, messages: Sequence[BaseMessage] | ClientTurn, **options: Any
+        self,
+        thread_id: str,
+        messages: Sequence[BaseMessage] | ClientTurn,
+        **options: Unpack[RunOptions],
     ) -> RunFinished | RunFailed:
         """Run one turn to the end and return how it ended."""
         last: RunFinished | RunFailed | None = None
@@ -178,16 +216,7 @@ class Conversations:
         self,
         thread_id: str,
         messages: Sequence[BaseMessage] | ClientTurn,
-        *,
-        profile: str | None = None,
-        skill: str | None = None,
-        workflow: str | None = None,
-        callbacks: list[BaseCallbackHandler] | None = None,
-        idempotency_key: str | None = None,
-        owner: str | None = None,
-        agent: str | None = None,
-        guard: str | None = None,
-        run_id: str | None = None,
+        **options: Unpack[RunOptions],
     ) -> AsyncIterator[Event]:
         """Run one turn, yielding its events; always ends with RunFinished or RunFailed.
 
@@ -201,57 +230,25 @@ class Conversations:
             messages: The new messages of this turn, or what a client sent (a ClientTurn:
                 which messages are new is decided against the history read for the run);
                 ``RESUME`` (none) goes on from the latest checkpoint, a run a crash cut off.
-            profile: Model profile for this run (run config, not state).
-            skill: Answer with this skill (explicit target).
-            workflow: Run this workflow (explicit target).
-            callbacks: LangChain callback handlers for this run (tracing, timing).
-            idempotency_key: The client's key for this request (an ``Idempotency-Key``).
-            owner: Who the thread belongs to, recorded when the run creates it.
-            agent: The agent acting for the owner (on-behalf-of), recorded beside it.
-            guard: The user the thread must belong to, checked again once the run holds the
-                thread (a thread made meanwhile by another user fails the run, unread).
-            run_id: The new run's id (default: made up), when the caller had to know it
-                first (an ``Idempotency-Key`` claimed for it across processes).
+            options: How to run it (``RunOptions``).
 
         Raises:
             InvalidTurn: before any event, when a ClientTurn has no usable new message.
             NothingToResume: before any event, for ``RESUME`` on a thread with no step left.
         """
-        feed = self.start(
-            thread_id,
-            messages,
-            profile=profile,
-            skill=skill,
-            workflow=workflow,
-            callbacks=callbacks,
-            idempotency_key=idempotency_key,
-            owner=owner,
-            agent=agent,
-            guard=guard,
-            run_id=run_id,
-        )
-        async for event in feed.read():
+        async for event in self.start(thread_id, messages, **options).read():
             yield event
 
     def start(
         self,
         thread_id: str,
         messages: Sequence[BaseMessage] | ClientTurn,
-        *,
-        profile: str | None = None,
-        skill: str | None = None,
-        workflow: str | None = None,
-        callbacks: list[BaseCallbackHandler] | None = None,
-        idempotency_key: str | None = None,
-        owner: str | None = None,
-        agent: str | None = None,
-        if_busy: str = "enqueue",
-        guard: str | None = None,
-        run_id: str | None = None,
+        **options: Unpack[StartOptions],
     ) -> RunFeed:
         """Start a run (or join the same one under way, as ``stream`` does) and return its
         feed at once: its id, status and events. ``if_busy="reject"``: a thread answering
         another message raises ThreadBusy instead of queueing the run after it."""
+        idempotency_key = options.get("idempotency_key")
         wanted = turn_fingerprint(messages)
         joined = self._joinable(thread_id, wanted, idempotency_key)
         if joined is not None and idempotency_key is not None and wanted != joined.fingerprint:
@@ -266,24 +263,32 @@ class Conversations:
                 "This service process is stopping and takes no new runs; send the request "
                 "again (another process answers it)."
             )
-        if if_busy == "reject" and self.busy(thread_id):
+        if options.get("if_busy", "enqueue") == "reject" and self.busy(thread_id):
             raise ThreadBusy(
                 f"thread {thread_id!r} is answering another message; send this one after it "
                 "ends, or with if_busy=enqueue to run it then"
             )
         ctx = RunContext(
             thread_id=thread_id,
-            run_id=run_id or str(uuid.uuid4()),
-            profile=profile,
-            target_skill=skill,
-            target_workflow=workflow,
+            run_id=options.get("run_id") or str(uuid.uuid4()),
+            profile=options.get("profile"),
+            target_skill=options.get("skill"),
+            target_workflow=options.get("workflow"),
             budget=RunBudget(self.limits),
         )
         feed = RunFeed(wanted, idempotency_key, ctx.run_id, thread_id, self.mirror)
-        feed.guard = guard
+        feed.guard = options.get("guard")
         self._feeds.setdefault(thread_id, []).append(feed)
         self._keep(feed)
-        task = asyncio.create_task(self._drive(ctx, messages, callbacks, feed, owner, agent))
+        drive = self._drive(
+            ctx,
+            messages,
+            options.get("callbacks"),
+            feed,
+            options.get("owner"),
+            options.get("agent"),
+        )
+        task = asyncio.create_task(drive)
         self._tasks.add(task)
         self._run_tasks[ctx.run_id] = task
         task.add_done_callback(self._tasks.discard)
