@@ -19,6 +19,8 @@ log = structlog.get_logger(__name__)
 
 
 def finished(ctx: RunContext, values: dict[str, Any], before: dict[str, int]) -> RunFinished:
+    """The run answered: its last AI message, and what it used (``values``' usage less
+    ``before``'s)."""
     history = values.get("messages", [])
     answer = next((m for m in reversed(history) if isinstance(m, AIMessage)), None)
     after = dict(values.get("usage", {}))
@@ -29,6 +31,7 @@ def finished(ctx: RunContext, values: dict[str, Any], before: dict[str, int]) ->
 
 
 def cancelled(ctx: RunContext) -> RunFailed:
+    """The run stopped as asked."""
     return RunFailed(
         ctx.thread_id,
         ctx.run_id,
@@ -38,6 +41,7 @@ def cancelled(ctx: RunContext) -> RunFailed:
 
 
 def failed(ctx: RunContext, exc: Exception) -> RunFailed:
+    """The run failed on ``exc``: said to the user by its kind, counted, logged."""
     failed = _failure(ctx, exc)
     metrics.TURNS.labels("failed").inc()
     metrics.ERRORS.labels(failed.code).inc()
@@ -62,6 +66,8 @@ def _failure(ctx: RunContext, exc: Exception) -> RunFailed:
 
 
 def graph_event(mode: str, payload: Any) -> Event | None:
+    """The event a node wrote to the graph's custom stream (routes and errors counted), or
+    None for anything else."""
     if mode == "custom" and isinstance(payload, dict):
         event = from_custom(payload)
         if isinstance(event, RouteDecided):
