@@ -122,7 +122,7 @@ class OpenAITransport:
     async def acreate(self, request: dict[str, Any]) -> Any:
         if not self._key:
             raise MissingKey()
-        body = json_bytes(self.body(request), strict=True)
+        body = json_bytes(self.body(request))
         session = self._aiohttp()
         proxy, proxy_auth = self._proxy
         response = await session.post(
