@@ -61,4 +61,5 @@ def json_bytes(value: Any) -> bytes:
     try:
         return orjson.dumps(value, default=str, option=_OPTIONS)
     except TypeError:  # orjson.JSONEncodeError is one
-        return json.dumps(value, ensure_ascii=False, default=str).encode()
+        # Escaped to ASCII: a lone surrogate has no UTF-8 form, its escape reads back the same.
+        return json.dumps(value, default=str).encode()

@@ -41,3 +41,8 @@ def test_json_bytes_writes_what_json_writes_for_what_the_store_and_requests_hold
     for value in (body, {k: v for k, v in body.items() if k != "big"}, {1: "non-str key"}):
         expected = json.dumps(value, ensure_ascii=False, default=str)
         assert json.loads(json_bytes(value)) == json.loads(expected)
+
+
+def test_json_bytes_writes_text_that_is_not_valid_unicode_as_json_reads_it_back() -> None:
+    value = {"text": "ok \ud800 订单", "big": 2**70}
+    assert json.loads(json_bytes(value)) == value
