@@ -248,6 +248,9 @@ class Conversations:
         """Start a run (or join the same one under way, as ``stream`` does) and return its
         feed at once: its id, status and events. ``if_busy="reject"``: a thread answering
         another message raises ThreadBusy instead of queueing the run after it."""
+        unknown = options.keys() - StartOptions.__optional_keys__
+        if unknown:  # a misspelt option would otherwise be dropped without a word
+            raise TypeError(f"unknown run option(s) {sorted(unknown)}; see RunOptions")
         idempotency_key = options.get("idempotency_key")
         wanted = turn_fingerprint(messages)
         joined = self._joinable(thread_id, wanted, idempotency_key)

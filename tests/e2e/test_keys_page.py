@@ -147,12 +147,22 @@ def test_an_admin_makes_a_key_in_the_page_shown_once_and_revokes_it(
 
     page.get_by_role("button", name="Sign out").click()
     expect(page.locator("#key-made")).to_be_hidden()  # shown once, not left for the next user
+    assert page.locator("#key-made-value").text_content() == ""  # nor in the page's DOM
+    expect(page.locator("#key-table tbody tr")).to_have_count(0)
     sign_in(page, token)
     expect(page.locator("#mode")).to_have_text("Signed in as carol (chat)")
+    page.goto("about:blank")
+    page.goto("/#keys")  # not an admin: the chat, and no refusal to show
+    expect(page.locator("#view-chat")).to_be_visible()
+    expect(page.locator("#view-keys")).to_be_hidden()
+    expect(page.locator("#mode")).to_have_text("Signed in as carol (chat)")
+    expect(page.locator("#banner")).to_be_hidden()
     page.get_by_role("button", name="Sign out").click()
 
     sign_in(page, ADMIN)
-    page.get_by_role("button", name="API keys").click()
+    page.goto("about:blank")
+    page.goto("/#keys")  # an admin: the address opens the keys view
+    expect(page.locator("#view-keys")).to_be_visible()
     page.get_by_role("button", name=re.compile(r"Revoke .* \(carol\)")).click()
     expect(page.locator("#key-status")).to_contain_text("requests with it are refused")
     expect(carol).to_contain_text("revoked")

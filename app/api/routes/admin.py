@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+import structlog
+from fastapi import APIRouter, Path, Response
 from fastapi.responses import JSONResponse
 
-from app.api.deps import ServicesDep
+from app.api.deps import PrincipalDep, ServicesDep
 from app.api.errors import ApiError, error_responses
 from app.api.schemas.admin import KeyCreate, KeyCreated, KeyList, KeyPublic, ReloadPublic
 from app.auth.keys import key_view
@@ -15,6 +16,8 @@ from app.auth.keys import key_view
 KeyId = Annotated[
     str, Path(pattern=r"^key_[0-9a-f]{12}$", description="The key's public id (key_...).")
 ]
+
+log = structlog.get_logger(__name__)
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"], default_response_class=JSONResponse)
 
@@ -37,10 +40,22 @@ async def list_keys(services: ServicesDep, user: str | None = None) -> KeyList:
 
 
 @router.post("/keys", status_code=201, responses=error_responses(400))
-async def create_key(services: ServicesDep, body: KeyCreate) -> KeyCreated:
-    """Make a key for a user. The answer carries the key this once: the store keeps only its
-    hash. Every service process on the same store accepts it at once."""
+async def create_key(
+    services: ServicesDep, principal: PrincipalDep, body: KeyCreate, response: Response
+) -> KeyCreated:
+    """Make a key for a user. The answer carries the key this once (and is not to be cached):
+    the store keeps only its hash. Every service process on the same store accepts it at
+    once."""
     token, key = await services.keys.create(body.user, body.scopes, body.name, body.expires_in_s)
+    response.headers["Cache-Control"] = "no-store"
+    log.info(
+        "auth.key_created",
+        key_id=key.id,
+        for_user=key.user,
+        scopes=list(key.scopes),
+        by_user=principal.user,
+        by_key=principal.key_id,
+    )
     return KeyCreated.model_validate({**key_view(key), "key": token})
 
 
@@ -56,7 +71,7 @@ async def create_key(services: ServicesDep, body: KeyCreate) -> KeyCreated:
         },
     ),
 )
-async def revoke_key(services: ServicesDep, key_id: KeyId) -> KeyPublic:
+async def revoke_key(services: ServicesDep, principal: PrincipalDep, key_id: KeyId) -> KeyPublic:
     """Revoke a key: requests with it are refused from now on, in every process (it is kept,
     marked revoked, so that a request with it is told so)."""
     outcome, key = await services.keys.revoke(key_id)
@@ -71,4 +86,11 @@ async def revoke_key(services: ServicesDep, key_id: KeyId) -> KeyPublic:
         raise ApiError(409, "key_revoked_already", f"The API key {key_id} was revoked already.")
     if key is None:
         raise ApiError(404, "key_not_found", f"There is no API key {key_id}.")
+    log.info(
+        "auth.key_revoked",
+        key_id=key_id,
+        for_user=key.user,
+        by_user=principal.user,
+        by_key=principal.key_id,
+    )
     return KeyPublic.model_validate(key_view(key))

@@ -8,6 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.auth.principal import Scope
 
+MAX_KEY_LIFE_S = 10 * 365 * 86400  # ten years: past that, a key that never expires
+
 
 class ReloadPublic(BaseModel):
     """The skills and workflows folders read again, in every process."""
@@ -30,7 +32,11 @@ class KeyCreate(BaseModel):
     scopes: list[Scope] = Field(["chat"], min_length=1, description="What it may do.")
     name: str = Field("", max_length=200, description="What the key is for.")
     expires_in_s: float | None = Field(
-        None, gt=0, description="It stops working this many seconds from now (none: never)."
+        None,
+        gt=0,
+        le=MAX_KEY_LIFE_S,
+        allow_inf_nan=False,
+        description="It stops working this many seconds from now, at most ten years (none: never).",
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
+from structlog.testing import capture_logs
 
 from agents.errors import ConfigError
 from app.auth.keys import digest, public_id
@@ -311,8 +312,14 @@ def test_an_admin_makes_lists_and_revokes_keys_over_the_api(keyed: TestClient) -
     refused = keyed.post("/v1/admin/keys", json=asked, headers=bearer("alice"))
     assert refused.status_code == 403
     assert refused.json()["error"]["code"] == "insufficient_scope"
-    made = keyed.post("/v1/admin/keys", json=asked, headers=bearer("admin"))
+    with capture_logs() as logs:
+        made = keyed.post("/v1/admin/keys", json=asked, headers=bearer("admin"))
     assert made.status_code == 201, made.text
+    assert made.headers["Cache-Control"] == "no-store"  # it carries the key
+    told = next(e for e in logs if e["event"] == "auth.key_created")
+    who = (told["key_id"], told["for_user"], told["by_user"])
+    assert who == (made.json()["id"], "carol", "admin")
+    assert made.json()["key"] not in str(logs)
     key = made.json()
     token, key_id = key["key"], key["id"]
     assert token.startswith("sdk_")
@@ -359,6 +366,15 @@ def test_a_key_asked_for_wrongly_is_refused_naming_what_is_wrong(keyed: TestClie
     never = keyed.post("/v1/admin/keys", json={"user": "dan", "expires_in_s": 0}, headers=admin)
     assert never.status_code == 400
     assert never.json()["error"]["param"] == "expires_in_s"
+    assert keyed.get("/v1/admin/keys?user=dan", headers=admin).json()["data"] == []
+    for life in ("1e999", "Infinity", str(11 * 365 * 86400)):  # at most ten years
+        forever = keyed.post(
+            "/v1/admin/keys",
+            content=f'{{"user": "dan", "expires_in_s": {life}}}',
+            headers={**admin, "Content-Type": "application/json"},
+        )
+        assert forever.status_code == 400, (life, forever.text)
+        assert forever.json()["error"]["param"] == "expires_in_s"
     assert keyed.get("/v1/admin/keys?user=dan", headers=admin).json()["data"] == []
     timed = keyed.post("/v1/admin/keys", json={"user": "dan", "expires_in_s": 3600}, headers=admin)
     made = timed.json()

@@ -215,3 +215,9 @@ async def test_readers_of_a_run_that_had_ended_when_its_process_died_get_its_ans
     finally:
         services.conversations.mirror = None
         await bus.aclose()
+
+
+async def test_a_misspelt_run_option_is_refused_naming_it(services: Services) -> None:
+    with pytest.raises(TypeError, match=r"unknown run option\(s\) \['ifbusy'\]"):
+        services.conversations.start("typo", [HumanMessage("hi")], ifbusy="reject")  # type: ignore[call-arg]
+    assert not services.conversations.busy("typo")  # nothing started

@@ -68,7 +68,18 @@ async function create(event) {
     await loadKeys();
   } catch (error) {
     $("key-status").textContent = `Could not create the key: ${error.message}`;
+    if (error.status === 401) onError(error); // the admin's own key ended: sign in again
   }
+}
+
+/** Forget what the view shows (a key shown once, the listing): the user changed. */
+export function clearKeys() {
+  $("key-made").hidden = true;
+  $("key-made-value").textContent = "";
+  $("key-made-user").textContent = "";
+  $("key-status").textContent = "";
+  $("key-table").querySelector("tbody").replaceChildren();
+  $("key-form").reset();
 }
 
 /** Wire the form; `handlers.onError(error)` shows what the service refused. */

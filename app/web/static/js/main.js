@@ -3,7 +3,7 @@ import * as api from "./api.js";
 import { loadInbox, waiting } from "./approvals.js";
 import { initBrowser, loadBrowser } from "./browser.js";
 import { engaged, initChat, loadThreads, openThread, setCanApprove } from "./chat.js";
-import { initKeys, loadKeys } from "./keys.js";
+import { clearKeys, initKeys, loadKeys } from "./keys.js";
 
 const $ = (id) => document.getElementById(id);
 let canApprove = false;
@@ -17,6 +17,7 @@ const KEY_ENDED = {
 };
 
 let keyEnded = false; // the banner says the key ran out: later refusals of no key keep it
+let wanted = null; // a view the address asked for that needs the user's scopes (keys)
 
 function showError(error) {
   if (keyEnded && error.code === "missing_credentials") return;
@@ -27,6 +28,7 @@ function showError(error) {
     text = ended[0];
     keyEnded = true;
     api.signOut();
+    clearKeys();
     showMode(null);
     $("mode").textContent = ended[1];
   } else if (error.status === 401 && api.apiKey()) text = `Your API key was refused (${error.message}). Sign in with a valid key.`;
@@ -59,7 +61,8 @@ function showMode(me) {
   const isAdmin = Boolean(me && me.scopes.includes("admin"));
   document.querySelector('.tab[data-view="keys"]').hidden = !isAdmin;
   if (!isAdmin && !$("view-keys").hidden) showView("chat");
-  if (!isAdmin) $("key-made").hidden = true; // a key shown once is not left for the next user
+  if (wanted === "keys" && isAdmin) showView("keys"); // asked for by the address: now allowed
+  wanted = null;
 }
 
 function showCount(count) {
@@ -121,6 +124,7 @@ async function start() {
 }
 
 function switchUser() {
+  clearKeys(); // a key shown once is not left for the next user, in the page or its DOM
   sessionStorage.removeItem("skilldesk.thread");
   openThread(null);
   start();
@@ -147,6 +151,7 @@ document.addEventListener("DOMContentLoaded", () => {
     switchUser();
   });
   const view = location.hash.slice(1);
-  showView(["approvals", "browser", "keys"].includes(view) ? view : "chat");
+  if (view === "keys") wanted = view; // opened once /v1/me says the user is an admin
+  showView(["approvals", "browser"].includes(view) ? view : "chat");
   start();
 });
