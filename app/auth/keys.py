@@ -35,6 +35,8 @@ def public_id(hashed: str) -> str:
     return f"key_{hashed[:12]}"
 
 
+MAX_LIFE_S = 10 * 365 * 86400  # ten years: a key meant to live longer is one that never expires
+
 Revoked = Literal["revoked", "revoked_already", "from_settings", "unknown"]
 
 

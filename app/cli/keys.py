@@ -14,7 +14,7 @@ import typer
 from agents.errors import ConfigError
 from agents.state.checkpointers import open_checkpointer
 from agents.state.documents import documents_for
-from app.auth.keys import ApiKeys, KeyRecord, bootstrap_keys, key_view
+from app.auth.keys import MAX_LIFE_S, ApiKeys, KeyRecord, bootstrap_keys, check_scopes, key_view
 from app.auth.principal import SCOPES
 from app.cli.common import load_cli_settings
 from app.logging import configure_logging
@@ -64,8 +64,11 @@ def duration(text: str) -> float:
         raise typer.BadParameter(
             f"{text!r} is not a duration; write e.g. 30d, 12h, 15m or 90s"
         ) from None
-    if seconds <= 0:
-        raise typer.BadParameter(f"{text!r}: a key's life must be longer than nothing")
+    if not 0 < seconds <= MAX_LIFE_S:  # nan fails both
+        raise typer.BadParameter(
+            f"{text!r}: a key's life is more than nothing and at most 3650d "
+            "(leave --expires-in out for a key that never expires)"
+        )
     return seconds
 
 
@@ -95,11 +98,11 @@ def create(
 ) -> None:
     """Make a key for USER and print it: it is shown this once (the store keeps its hash)."""
     life = duration(expires_in) if expires_in is not None else None
-    scopes = scope or ["chat"]
-    unknown = [s for s in scopes if s not in SCOPES]
-    if unknown:
-        typer.echo(f"skilldesk: unknown scope(s) {', '.join(unknown)}; use {SCOPES}", err=True)
-        raise typer.Exit(2)
+    try:
+        scopes = check_scopes(scope or ["chat"])
+    except ValueError as exc:
+        typer.echo(f"skilldesk: {exc}", err=True)
+        raise typer.Exit(2) from None
     token, key = _run(checkpoint_url, lambda keys: keys.create(user, scopes, name, life))
     if as_json:
         typer.echo(json.dumps({**key_view(key), "key": token}))

@@ -6,9 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.auth.keys import MAX_LIFE_S
 from app.auth.principal import Scope
-
-MAX_KEY_LIFE_S = 10 * 365 * 86400  # ten years: past that, a key that never expires
 
 
 class ReloadPublic(BaseModel):
@@ -34,7 +33,7 @@ class KeyCreate(BaseModel):
     expires_in_s: float | None = Field(
         None,
         gt=0,
-        le=MAX_KEY_LIFE_S,
+        le=MAX_LIFE_S,
         allow_inf_nan=False,
         description="It stops working this many seconds from now, at most ten years (none: never).",
     )

@@ -145,6 +145,17 @@ def test_a_key_made_to_expire_is_refused_as_expired_once_its_time_is_up(
     bad = skilldesk(*["keys", "create", "erin", "--expires-in", "soon", "--checkpoint-url", url])
     assert bad.exit_code == 2
     assert "not a duration" in bad.output
+    for life in ("infd", "3651d"):  # a key that never expires is made without --expires-in
+        forever = skilldesk(
+            *["keys", "create", "erin", "--expires-in", life, "--checkpoint-url", url]
+        )
+        assert forever.exit_code == 2, forever.output
+        assert "at most 3650d" in forever.output
+    root = skilldesk(*["keys", "create", "erin", "-s", "root", "--checkpoint-url", url])
+    assert root.exit_code == 2
+    assert "unknown scope(s) root; use chat, tools, approve, admin" in root.output
+    listed = skilldesk(*["keys", "list", "--user", "erin", "--json", "--checkpoint-url", url])
+    assert json.loads(listed.output) == []  # nothing was made
     with TestClient(create_app(keyed_settings)) as client:
         made = skilldesk(
             *["keys", "create", "erin", "--expires-in", "4s", "--json", "--checkpoint-url", url]
