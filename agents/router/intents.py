@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import re
 
-# Conjunctions and separators that join independent requests, English and Chinese.
+# Conjunctions and separators that join independent requests, English and Chinese. A clause
+# keeps the marks that end its sentence: it is then the very text a search of the whole
+# message embeds as one of its sentences (``query_parts``), one model pass for both.
+_ENDS = "。!?！？"
 _SPLIT = re.compile(
-    r"(?:[;；。!?！？\n]+|,?\s+(?:and also|and then|and|also|plus|as well as|then)\s+"
+    rf"(?:(?<=[{_ENDS}])(?![{_ENDS}])\s*|[;；\n]+|"
+    r",?\s+(?:and also|and then|and|also|plus|as well as|then)\s+"
     r"(?=(?:tell|check|show|list|give|find|look|get|what|whether|is|are|does|do|can|"
     r"create|open|make|send|how|when|where|which|who|please)\b)|(?:，|,)?\s*(?:并且|还有|另外|"
     r"然后|同时|以及|顺便)\s*|，)",
@@ -17,7 +21,7 @@ _SPLIT = re.compile(
 def split_intents(text: str, min_chars: int = 6) -> list[str]:
     """The clauses of ``text`` that could each be a request of their own."""
     parts = [p.strip(" ,，") for p in _SPLIT.split(text) if p and p.strip(" ,，")]
-    return [p for p in parts if len(p) >= min_chars] or [text.strip()]
+    return [p for p in parts if len(p.rstrip(_ENDS)) >= min_chars] or [text.strip()]
 
 
 # Words that make one request depend on another ("... then create a work order for it").

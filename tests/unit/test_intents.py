@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agents.router.intents import independent, small_talk, split_intents
+from agents.skills.index import query_parts
 
 
 def test_two_requests_joined_by_and_are_two_clauses() -> None:
@@ -55,3 +56,21 @@ def test_a_message_that_leans_on_the_previous_one_is_not_small_talk(text: str) -
 
 def test_a_long_run_of_greetings_is_answered_at_once() -> None:
     assert not small_talk("bye " * 25_000 + "x")  # no catastrophic backtracking
+
+
+def test_a_clause_keeps_the_mark_that_ends_its_sentence_as_the_searched_sentence_does() -> None:
+    # The clauses and the sentences a search of the whole message embeds are then the same
+    # texts: a message whose clauses do not route on their own costs one model pass more (the
+    # whole message), not one per sentence again.
+    text = "where is my order ORD1003? It was due on Monday! 订单还没有到吗？谢谢你的帮助。"
+    assert split_intents(text) == [
+        "where is my order ORD1003?",
+        "It was due on Monday!",
+        "订单还没有到吗？",
+        "谢谢你的帮助。",
+    ]
+    assert set(query_parts(text)) <= set(split_intents(text))
+    assert split_intents("done; now cancel ORD1 and check order ORD2") == [
+        "now cancel ORD1",
+        "check order ORD2",
+    ]
