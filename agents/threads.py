@@ -323,7 +323,7 @@ class Threads:
     async def orphans(self) -> dict[str, str | None]:
         """Threads whose record says a run is under way that no process is running (not in
         this process, and on PostgreSQL no live lease in another), with that run's id."""
-        found = await self.records.documents.find(THREAD, status="running", limit=1000)
+        found = await self.records.documents.find(THREAD, status="running", limit=None)
         return {
             r["thread_id"]: r.get("run_id")
             for r in found

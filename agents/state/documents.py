@@ -51,11 +51,15 @@ class Documents(Protocol):
         *,
         owner: str | None = None,
         status: str | None = None,
-        limit: int = 100,
+        limit: int | None = 100,
         before: float | None = None,
+        id_prefix: str | None = None,
     ) -> list[dict[str, Any]]:
         """Documents of ``kind``, newest first, filtered by owner and status; ``before``: only
-        those updated before that time (the next page of a listing)."""
+        those updated before that time (the next page of a listing); ``limit`` None: every
+        one (for a set the service bounds itself, such as the runs under way); ``id_prefix``: only
+        those whose id starts with it (ids of ASCII letters and digits: a range of the
+        primary key, read through its index)."""
         ...
 
     async def delete(self, kind: str, doc_id: str) -> bool:
@@ -94,17 +98,19 @@ class MemoryDocuments:
         *,
         owner: str | None = None,
         status: str | None = None,
-        limit: int = 100,
+        limit: int | None = 100,
         before: float | None = None,
+        id_prefix: str | None = None,
     ) -> list[dict[str, Any]]:
         """See ``Documents.find``."""
         rows = [
             row
-            for (k, _), row in self.rows.items()
+            for (k, doc_id), row in self.rows.items()
             if k == kind
             and owner in (None, row[0])
             and status in (None, row[1])
             and (before is None or row[2] < before)
+            and (id_prefix is None or doc_id.startswith(id_prefix))
         ]
         rows.sort(key=lambda row: -row[2])
         return [json.loads(row[3]) for row in rows[:limit]]
@@ -150,13 +156,14 @@ class SqliteDocuments:
         *,
         owner: str | None = None,
         status: str | None = None,
-        limit: int = 100,
+        limit: int | None = 100,
         before: float | None = None,
+        id_prefix: str | None = None,
     ) -> list[dict[str, Any]]:
         """See ``Documents.find``."""
-        where, args = _where(kind, owner, status, before, "?")
+        where, args = _where(kind, owner, status, before, id_prefix, "?")
         sql = f"SELECT body FROM {_TABLE} WHERE {where} ORDER BY updated DESC LIMIT ?"
-        rows = await self.saver.run(self._read, sql, (*args, limit))
+        rows = await self.saver.run(self._read, sql, (*args, -1 if limit is None else limit))
         return [json.loads(row[0]) for row in rows]
 
     async def delete(self, kind: str, doc_id: str) -> bool:
@@ -243,12 +250,13 @@ class PostgresDocuments:
         *,
         owner: str | None = None,
         status: str | None = None,
-        limit: int = 100,
+        limit: int | None = 100,
         before: float | None = None,
+        id_prefix: str | None = None,
     ) -> list[dict[str, Any]]:
         """See ``Documents.find``."""
-        where, args = _where(kind, owner, status, before, "%s")
-        sql = f"SELECT body FROM {_TABLE} WHERE {where} ORDER BY updated DESC LIMIT %s"
+        where, args = _where(kind, owner, status, before, id_prefix, "%s")
+        sql = f"SELECT body FROM {_TABLE} WHERE {where} ORDER BY updated DESC LIMIT %s"  # NULL: all
         return [json.loads(row["body"]) for row in await self._read(sql, (*args, limit))]
 
     async def delete(self, kind: str, doc_id: str) -> bool:
@@ -285,7 +293,12 @@ def documents_for(saver: BaseCheckpointSaver[Any] | None) -> Documents:
 
 
 def _where(
-    kind: str, owner: str | None, status: str | None, before: float | None, mark: str
+    kind: str,
+    owner: str | None,
+    status: str | None,
+    before: float | None,
+    id_prefix: str | None,
+    mark: str,
 ) -> tuple[str, tuple[Any, ...]]:
     clauses, args = [f"kind = {mark}"], [kind]  # type: list[str], list[Any]
     if owner is not None:
@@ -297,6 +310,9 @@ def _where(
     if before is not None:
         clauses.append(f"updated < {mark}")
         args.append(before)
+    if id_prefix:  # [prefix, prefix with its last character the next one): no LIKE escaping
+        clauses.append(f"id >= {mark} AND id < {mark}")
+        args += [id_prefix, id_prefix[:-1] + chr(ord(id_prefix[-1]) + 1)]
     return " AND ".join(clauses), tuple(args)
 
 

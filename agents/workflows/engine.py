@@ -302,7 +302,7 @@ class WorkflowEngine:
     async def orphans(self) -> list[str]:
         """Runs left RUNNING by a process that stopped: call at start-up, before any run
         starts (a run under way is RUNNING too)."""
-        return [r["id"] for r in await self.documents.find(RUN, status="RUNNING")]
+        return [r["id"] for r in await self.documents.find(RUN, status="RUNNING", limit=None)]
 
     async def resume_orphans(self, run_ids: list[str] | None = None) -> list[str]:
         """Resume the runs ``orphans`` found (by default, looks now); never one under way."""

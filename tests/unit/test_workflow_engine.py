@@ -236,3 +236,13 @@ async def test_orphans_found_at_start_up_are_resumed_and_a_new_run_is_not(
     engine._records["new-run"] = {"id": "new-run"}
     assert await engine.resume_orphans([*found, "new-run"]) == [orphan["id"]]
     assert (await engine.get_run(orphan["id"]))["status"] == "WAITING"
+
+
+async def test_every_run_a_stopped_process_left_running_is_found_not_the_newest_hundred(
+    engine: WorkflowEngine,
+) -> None:
+    left = [f"run-{n:03d}" for n in range(150)]
+    for n, run_id in enumerate(left):
+        body = {"id": run_id, "status": "RUNNING"}
+        await engine.documents.put("workflow_run", run_id, body, status="RUNNING", updated=n + 1)
+    assert sorted(await engine.orphans()) == left

@@ -17,7 +17,8 @@ from pydantic import SecretStr
 from structlog.testing import capture_logs
 
 from agents.errors import ConfigError
-from app.auth.keys import digest, public_id
+from agents.state.documents import MemoryDocuments
+from app.auth.keys import KIND, ApiKeys, digest, public_id
 from app.main import create_app
 from tests.fakellm import FakeLLM, Reply
 from tests.integration.auth.conftest import KEYS, bearer
@@ -391,3 +392,23 @@ def test_a_key_asked_for_wrongly_is_refused_naming_what_is_wrong(keyed: TestClie
     made = timed.json()
     assert made["scopes"] == ["chat"]  # the default
     assert made["expires"] - made["created"] == pytest.approx(3600, abs=1)
+
+
+async def test_an_old_key_is_revoked_among_ten_thousand_newer_ones() -> None:
+    # Found by the start of its hash, which its public id shows: not by reading the newest
+    # keys (at most ten thousand of them were read, so an old key could not be revoked).
+    keys = ApiKeys(MemoryDocuments())
+    token, old = await keys.create("alice", ["chat"])
+    for n in range(10_000):
+        body = {"id": f"key_{n:012x}", "user": "bob", "scopes": ["chat"], "sha256": f"{n:064x}"}
+        await keys.documents.put(KIND, f"{n:064x}", body, owner="bob", updated=2e9 + n)
+    outcome, revoked = await keys.revoke(old.id)
+    assert outcome == "revoked"
+    assert revoked is not None
+    assert revoked.id == old.id
+    found = await keys.find(token)
+    assert found is not None
+    assert found.revoked is not None
+    assert (await keys.revoke(old.id))[0] == "revoked_already"
+    assert await keys.revoke("key_../../etc") == ("unknown", None)
+    assert await keys.revoke(f"key_{10_001:012x}") == ("unknown", None)

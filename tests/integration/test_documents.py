@@ -1,0 +1,56 @@
+"""The documents store, alike in memory, in the SQLite file and on PostgreSQL: found by the
+start of their id through the primary key, and every one of a kind when asked for all."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from agents.state.checkpointers import open_checkpointer, sqlite_url
+from agents.state.documents import Documents, MemoryDocuments, documents_for
+from tests.pgkit import schema_url
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+async def documents(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Documents]:
+    if request.param == "memory":
+        yield MemoryDocuments()
+        return
+    if request.param == "sqlite":
+        async with open_checkpointer(sqlite_url(tmp_path / "store.sqlite")) as saver:
+            yield documents_for(saver)
+        return
+    with schema_url("docs") as url:
+        async with open_checkpointer(url) as saver:
+            store = documents_for(saver)
+            assert type(store).__name__ == "PostgresDocuments"
+            yield store
+
+
+async def test_documents_are_found_by_the_start_of_their_id(documents: Documents) -> None:
+    ids = ["ab12", "ab1f", "ab1", "ab2", "ab0z", "zz", "Ab1f"]
+    for n, doc_id in enumerate(ids):
+        await documents.put("key", doc_id, {"id": doc_id}, updated=n + 1)
+    await documents.put("other", "ab1f9", {"id": "ab1f9"})
+
+    def found(docs: list[dict[str, str]]) -> list[str]:
+        return sorted(d["id"] for d in docs)
+
+    assert found(await documents.find("key", id_prefix="ab1")) == ["ab1", "ab12", "ab1f"]
+    assert found(await documents.find("key", id_prefix="ab1f")) == ["ab1f"]
+    assert found(await documents.find("key", id_prefix="ab")) == [
+        "ab0z", "ab1", "ab12", "ab1f", "ab2",
+    ]  # fmt: skip
+    assert await documents.find("key", id_prefix="ab3") == []
+    assert found(await documents.find("key", id_prefix="ab1", limit=1)) == ["ab1"]  # newest
+
+
+async def test_a_kind_is_read_whole_when_no_limit_is_given(documents: Documents) -> None:
+    for n in range(130):
+        await documents.put("run", f"r{n:03d}", {"id": n}, status="RUNNING", updated=n + 1)
+    await documents.put("run", "done", {"id": -1}, status="SUCCEEDED", updated=500)
+    assert len(await documents.find("run", status="RUNNING")) == 100  # the default page
+    every = await documents.find("run", status="RUNNING", limit=None)
+    assert [d["id"] for d in every] == list(range(129, -1, -1))  # newest first
