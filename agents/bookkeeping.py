@@ -58,7 +58,7 @@ class RunBooks:
         agent: str | None = None,
     ) -> None:
         """The thread's record says a run is under way, and which (a process that dies leaves
-        it so, and the next one resumes it: ``Threads.resume_orphans``); a thread's first
+        it so, and the next one resumes it: ``OrphanRuns.resume``); a thread's first
         message gives it its record and title (no model call)."""
         if self.records is None:
             return

@@ -240,10 +240,10 @@ async def open_services(
                 tasks.append(asyncio.create_task(engine.resume_orphans(orphans)))
                 # Conversation runs a stopped or killed process left: resumed here; on
                 # PostgreSQL also those of another process whose lease expired.
-                tasks.append(asyncio.create_task(threads.resume_orphans()))
+                tasks.append(asyncio.create_task(threads.orphans.resume()))
                 if settings.resolved_checkpoint_url.startswith(("postgresql:", "postgres:")):
                     every = settings.run_lease_s
-                    tasks.append(asyncio.create_task(threads.keep_resuming(every)))
+                    tasks.append(asyncio.create_task(threads.orphans.keep_resuming(every)))
                 # What other processes learn or delete reaches this one.
                 tasks.append(asyncio.create_task(learned.keep_fresh()))
             if background and settings.retention_interval_s > 0:
@@ -301,7 +301,7 @@ def _handlers(services: Services, tasks: list[asyncio.Task[Any]]) -> dict[str, A
 
     def orphans(_: object) -> None:  # a stopping process handed its runs over
         if services.conversations.stopping is None:
-            spawn(services.threads.resume_orphans())
+            spawn(services.threads.orphans.resume())
 
     return {
         "cancel": lambda body: services.conversations.cancel(str(body.get("run_id"))),

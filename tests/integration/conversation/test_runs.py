@@ -176,7 +176,7 @@ async def test_a_run_cancelled_then_cut_by_a_stop_is_not_handed_over(
     assert isinstance(ended, RunFailed)
     assert ended.code == "run_cancelled_by_request"
     assert "resumed" not in ended.message  # it was asked to stop: nobody goes on with it
-    assert await services.threads.orphans() == {}
+    assert await services.threads.orphans.found() == {}
     record = await services.threads.get("cut")
     assert record["status"] == "idle"
     assert conversations.traces is not None  # its trace is kept, as any ended run's is
@@ -204,7 +204,7 @@ async def test_readers_of_a_run_that_had_ended_when_its_process_died_get_its_ans
         never = str(uuid.uuid4())  # and one that died before its message was kept
         await records.create("lost", title="lost")
         await records.update("lost", status="running", run_id=never)
-        assert await services.threads.resume_orphans() == []
+        assert await services.threads.orphans.resume() == []
         told = [e async for e in bus.events(answered) if e is not None][-1]
         assert told.type == "run_finished"
         assert json.loads(told.data)["answer"] == "Hello there."

@@ -1,0 +1,100 @@
+"""Runs a process that died or stopped left: found (their thread's record says running, no
+process runs them) and resumed from their last checkpoint, their readers elsewhere told where
+the run goes on."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import structlog
+from langchain_core.messages import AIMessage
+
+from agents.conversations import RESUME, Conversations
+from agents.errors import NothingToResume
+from agents.events import RunFailed, RunFinished
+from agents.state.leases import lease_alive
+from agents.state.migrations import migrate
+from agents.state.records import THREAD, ThreadRecords
+
+log = structlog.get_logger(__name__)
+
+ENDING_LOOKBACK = 5  # checkpoints searched for the last one a run that had ended wrote
+
+
+class OrphanRuns:
+    """The runs of a service's threads that no process runs any more."""
+
+    def __init__(self, conversations: Conversations, records: ThreadRecords) -> None:
+        self.conversations = conversations
+        self.records = records
+        self.saver: Any = conversations.graph.checkpointer
+
+    async def found(self) -> dict[str, str | None]:
+        """Threads whose record says a run is under way that no process is running (not in
+        this process, and on PostgreSQL no live lease in another), with that run's id."""
+        found = await self.records.documents.find(THREAD, status="running", limit=None)
+        return {
+            r["thread_id"]: r.get("run_id")
+            for r in found
+            if not self.conversations.busy(r["thread_id"])
+            and not await lease_alive(self.saver, r["thread_id"])
+        }
+
+    async def resume(self) -> list[str]:
+        """Resume each run a process that died or stopped left (from its last checkpoint:
+        steps that finished do not run again, side effects are not repeated); returns the
+        threads. With Redis, readers of the run cut off are told where it goes on (its
+        stream ends with a ``reconnect`` to the resumed run's)."""
+        resumed = []
+        mirror = self.conversations.mirror
+        for thread_id, cut in (await self.found()).items():
+            log.info("thread.resuming_orphan", thread_id=thread_id, run_id=cut)
+            waiting = cut if mirror is not None else None  # its readers elsewhere wait
+            try:
+                try:
+                    feed = self.conversations.start(thread_id, RESUME)
+                    async for _ in feed.read():
+                        if waiting is not None and mirror is not None:  # a step of it ran
+                            await mirror.resumed(waiting, thread_id, feed)
+                            waiting = None
+                    resumed.append(thread_id)
+                except NothingToResume:  # it had ended; only its record had not been told
+                    await self.records.update(thread_id, status="idle")
+                    if waiting is not None and mirror is not None:  # else its readers wait on
+                        ending = await self._ending(thread_id, waiting)
+                        await mirror.resumed(waiting, thread_id, None, ending)
+            except Exception:  # one thread's trouble must not stop the others'
+                log.exception("thread.resume_failed", thread_id=thread_id)
+        return resumed
+
+    async def _ending(self, thread_id: str, run_id: str) -> RunFinished | RunFailed:
+        """How run ``run_id`` of the thread had ended, nothing of it being left to run: its
+        answer, from the newest checkpoint the run wrote (writes outside a run may follow
+        it: a file's reference, a message posted); none: it died before its message was
+        kept."""
+        async for found in self.saver.alist(_root(thread_id), limit=ENDING_LOOKBACK):
+            if found.metadata.get("run_id") != run_id:
+                continue
+            values = migrate(dict(found.checkpoint["channel_values"]))[0]
+            messages = values.get("messages") or []
+            if messages and isinstance(messages[-1], AIMessage):
+                return RunFinished(thread_id, run_id, messages[-1])
+            break
+        told = "The service stopped before the run began; its message was not kept: send it again."
+        return RunFailed(thread_id, run_id, "run_cancelled", told)
+
+    async def keep_resuming(self, interval_s: float) -> None:
+        """Look for runs a dead process left every ``interval_s`` (several processes on
+        PostgreSQL: a lease that expired means its process died)."""
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await self.resume()
+            except Exception:
+                log.exception("thread.orphans_failed")
+
+
+def _root(thread_id: str) -> Any:
+    """The config of the thread's own checkpoints (not a subgraph's)."""
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
