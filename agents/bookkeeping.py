@@ -9,11 +9,15 @@ import structlog
 from langchain_core.messages import BaseMessage
 from langgraph.graph.state import CompiledStateGraph
 
+from agents.events import Event, RunFailed
+from agents.feed import RunFeed
 from agents.memory.summaries import summarised_count
 from agents.router.learned import LearnedExamples
 from agents.run import RunContext, thread_config
 from agents.state.attachments import AttachmentStore
+from agents.state.migrations import migrate
 from agents.state.records import ThreadRecords, title_from
+from agents.state.traces import RunTraces
 from agents.turns import last_user_text
 
 log = structlog.get_logger(__name__)
@@ -29,11 +33,13 @@ class RunBooks:
         records: ThreadRecords | None = None,
         attachments: AttachmentStore | None = None,
         learner: LearnedExamples | None = None,
+        traces: RunTraces | None = None,
     ) -> None:
         self.graph = graph
         self.records = records
         self.attachments = attachments
         self.learner = learner
+        self.traces = traces
 
     async def settle_cancelled(self, ctx: RunContext) -> None:
         """A run asked to stop that a stop cut off before it could (the caller still holds
@@ -113,3 +119,22 @@ class RunBooks:
         except Exception:  # bookkeeping must not fail a run whose answer is written
             log.exception("run.bookkeeping_failed")
         return values
+
+    async def traced(self, feed: RunFeed, ending: Event | None) -> None:
+        """Keep the run's trace, ``ending`` its last event (before the feed tells the end: a
+        client that saw the end finds it)."""
+        if self.traces is None:
+            return
+        events = [*feed.events, ending] if ending is not None else feed.events
+        try:
+            after = None
+            if isinstance(ending, RunFailed):  # shown after the thread's last message
+                snapshot = await self.graph.aget_state(thread_config(feed.thread_id))
+                values = migrate(dict(snapshot.values))[0] if snapshot.values else {}
+                messages = values.get("messages") or [None]
+                after = getattr(messages[-1], "id", None)
+            await self.traces.save(
+                feed.thread_id, feed.run_id, events, started=feed.started, after=after
+            )
+        except Exception:  # the answer is written; a trace lost is not worth failing for
+            log.exception("run.trace_not_saved")

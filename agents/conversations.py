@@ -7,15 +7,15 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TypedDict, Unpack, cast
+from typing import Any, Unpack
 
 import structlog
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.graph.state import CompiledStateGraph
 
 from agents.bookkeeping import RunBooks
-from agents.endings import cancelled, failed, finished, graph_event
+from agents.endings import cancelled, failed
 from agents.errors import (
     InvalidTurn,
     KeyReused,
@@ -29,25 +29,19 @@ from agents.events import (
     RunFailed,
     RunFinished,
 )
-from agents.feed import FeedMirror, RunFeed, fingerprint
+from agents.feed import FeedMirror, RunFeed
 from agents.router.learned import LearnedExamples
 from agents.router.router import Router
-from agents.run import RunBudget, RunContext, RunLimits, thread_config
+from agents.run import RunBudget, RunContext, RunLimits, RunOptions, StartOptions, thread_config
 from agents.state.attachments import AttachmentStore
 from agents.state.leases import LEASE_S, ThreadLocks
 from agents.state.migrations import migrate
-from agents.state.readonce import ReadOnce
 from agents.state.records import ThreadRecords
-from agents.state.schema import SCHEMA_VERSION
 from agents.state.traces import RunTraces
+from agents.turn_runner import TurnRunner
 from agents.turns import (
     ClientTurn,
-    last_user_text,
-    new_turn,
-    repairs,
-    turn_id,
-    unless_retried,
-    with_ids,
+    turn_fingerprint,
 )
 
 log = structlog.get_logger(__name__)
@@ -57,41 +51,6 @@ RETAIN_S = 600.0  # how long a run stays joinable by its idempotency key after i
 RESUME: tuple[BaseMessage, ...] = ()
 RESUMED = "resumed:"  # ended resumed runs, by the fingerprint of the message they answered
 PRUNE_S = 1.0  # how often runs past their retention are forgotten
-
-
-class RunOptions(TypedDict, total=False):
-    """How to run a turn (every key optional).
-
-    Attributes:
-        profile: Model profile for this run (run config, not state).
-        skill: Answer with this skill (explicit target).
-        workflow: Run this workflow (explicit target).
-        callbacks: LangChain callback handlers for this run (tracing, timing).
-        idempotency_key: The client's key for this request (an ``Idempotency-Key``).
-        owner: Who the thread belongs to, recorded when the run creates it.
-        agent: The agent acting for the owner (on-behalf-of), recorded beside it.
-        guard: The user the thread must belong to, checked again once the run holds the
-            thread (a thread made meanwhile by another user fails the run, unread).
-        run_id: The new run's id (default: made up), when the caller had to know it first
-            (an ``Idempotency-Key`` claimed for it across processes).
-    """
-
-    profile: str | None
-    skill: str | None
-    workflow: str | None
-    callbacks: list[BaseCallbackHandler] | None
-    idempotency_key: str | None
-    owner: str | None
-    agent: str | None
-    guard: str | None
-    run_id: str | None
-
-
-class StartOptions(RunOptions, total=False):
-    """``RunOptions``, and what to do when the thread answers another message:
-    ``if_busy="enqueue"`` (the default) runs it after, ``"reject"`` raises ThreadBusy."""
-
-    if_busy: str
 
 
 class Conversations:
@@ -134,7 +93,8 @@ class Conversations:
         self.records = records
         self.attachments = attachments
         self._locks = ThreadLocks(lease_s)
-        self.books = RunBooks(graph, records, attachments, learner)
+        self.books = RunBooks(graph, records, attachments, learner, traces)
+        self._turns = TurnRunner(graph, router, records, self.books)
         self._feeds: dict[str, list[RunFeed]] = {}  # runs under way, per thread
         self._recent: dict[tuple[str, str], RunFeed] = {}  # ended runs, by idempotency key
         self._pruned = 0.0  # when runs past their retention were last forgotten
@@ -377,7 +337,7 @@ class Conversations:
             async with self.hold(ctx.thread_id):
                 feed.begin()
                 try:
-                    async for event in self._run(ctx, turn, callbacks, owner, agent, feed):
+                    async for event in self._turns.run(ctx, turn, callbacks, owner, agent, feed):
                         if isinstance(event, RunFinished | RunFailed):
                             ending = event  # the last one
                         else:
@@ -385,9 +345,9 @@ class Conversations:
                 except asyncio.CancelledError:
                     if feed.cancel_requested:  # asked to stop, then cut by a stop before the
                         await self.books.settle_cancelled(ctx)  # step it was to end at: while the
-                        await self._traced(feed, cancelled(ctx))  # thread is still held, so
+                        await self.books.traced(feed, cancelled(ctx))  # thread is still held, so
                     raise  # no process takes it for a run cut off; its trace kept as it ended
-                await self._traced(feed, ending)
+                await self.books.traced(feed, ending)
             if ending is not None:
                 feed.put(ending)
         except (InvalidTurn, NothingToResume, ThreadNotFound) as exc:
@@ -420,23 +380,6 @@ class Conversations:
         finally:
             self._forget(ctx.thread_id, feed)
 
-    async def _traced(self, feed: RunFeed, ending: Event | None) -> None:
-        """Keep the run's trace, ``ending`` its last event (before the feed tells the end: a
-        client that saw the end finds it)."""
-        if self.traces is None:
-            return
-        events = [*feed.events, ending] if ending is not None else feed.events
-        try:
-            after = None
-            if isinstance(ending, RunFailed):  # shown after the thread's last message
-                messages = (await self.state(feed.thread_id)).get("messages") or [None]
-                after = getattr(messages[-1], "id", None)
-            await self.traces.save(
-                feed.thread_id, feed.run_id, events, started=feed.started, after=after
-            )
-        except Exception:  # the answer is written; a trace lost is not worth failing for
-            log.exception("run.trace_not_saved")
-
     def _joinable(self, thread_id: str, wanted: str, key: str | None) -> RunFeed | None:
         """A run of the thread that a request for ``wanted`` (with ``key``) should join: one
         under way for the same message, or one that ended lately for the same key."""
@@ -464,115 +407,7 @@ class Conversations:
         if feed.resumed and feed.fingerprint:  # a client resending the message it lost
             self._recent[(thread_id, RESUMED + feed.fingerprint)] = feed
 
-    async def _run(
-        self,
-        ctx: RunContext,
-        turn: Sequence[BaseMessage] | ClientTurn,
-        callbacks: list[BaseCallbackHandler] | None,
-        owner: str | None = None,
-        agent: str | None = None,
-        feed: RunFeed | None = None,
-    ) -> AsyncIterator[Event]:
-        """The run's steps: read the thread, take the new messages, repair the history,
-        stream the graph, then report how it ended; every failure ends as RunFailed."""
-        structlog.contextvars.bind_contextvars(thread_id=ctx.thread_id, run_id=ctx.run_id)
-        resuming = not isinstance(turn, ClientTurn) and not turn
-        saver = self.graph.checkpointer
-        once = saver if isinstance(saver, ReadOnce) else None
-        try:
-            if self.router is not None and not resuming:  # overlaps the reads and writes
-                self.router.anticipate(last_user_text(turn), ctx)
-            if feed is not None and feed.guard is not None and self.records is not None:
-                record = await self.records.get(ctx.thread_id)
-                if record is not None and record.get("owner") != feed.guard:
-                    raise ThreadNotFound(f"There is no thread {ctx.thread_id!r}.")
-            # One read of the thread before the run and none after: the run's last values are
-            # the thread's state (each read deserialises the whole history). The graph's own
-            # read when it starts gets this one (``ReadOnce``) unless the thread is written
-            # in between.
-            if once is not None:
-                once.keep_next_read(ctx.thread_id)
-            snapshot = await self.graph.aget_state(thread_config(ctx.thread_id))
-            values, upgrade = migrate(dict(snapshot.values)) if snapshot.values else ({}, {})
-            history = list(values.get("messages", []))
-            before = dict(values.get("usage", {}))
-            run_input: dict[str, Any] | None
-            if resuming:
-                if not snapshot.next:
-                    raise NothingToResume(
-                        f"thread {ctx.thread_id!r} has no unfinished run to resume; "
-                        "send a message to go on"
-                    )
-                log.info("run.resumed", next=list(snapshot.next))
-                ctx.resumed = True
-                if self.records is not None:  # the run under way is this one now
-                    await self.records.update(ctx.thread_id, status="running", run_id=ctx.run_id)
-                if feed is not None:  # the client resending its message joins this run
-                    asked = next(
-                        (m for m in reversed(history) if isinstance(m, HumanMessage)), None
-                    )
-                    feed.fingerprint = fingerprint(asked.content) if asked is not None else ""
-                    feed.resumed = True
-                ctx.turn_id = turn_id(history, [])  # the same keys for its side effects
-                run_input = None
-            else:
-                messages = (
-                    new_turn(turn.messages, has_history=bool(history))
-                    if isinstance(turn, ClientTurn)
-                    else list(turn)
-                )
-                log.info("run.started", new_messages=len(messages), profile=ctx.profile)
-                fixes = repairs(history)
-                if fixes:
-                    await self.graph.aupdate_state(
-                        thread_config(ctx.thread_id), {"messages": fixes}
-                    )
-                new = unless_retried(history, with_ids(messages))
-                ctx.turn_id = turn_id(history, new)
-                await self.books.opened(ctx.thread_id, ctx.run_id, history, new, owner, agent)
-                run_input = {**upgrade, "messages": new, "schema_version": SCHEMA_VERSION}
-            steps = self.graph.astream(
-                run_input,
-                thread_config(ctx.thread_id, run_id=ctx.run_id, callbacks=callbacks),
-                context=ctx,
-                stream_mode=["custom", "values"],
-            )
-            try:
-                async for mode, payload in steps:
-                    if mode == "values":
-                        values = cast(dict[str, Any], payload)
-                        if feed is not None and feed.cancel_requested:
-                            break  # at a step's end: the steps so far are checkpointed
-                    elif (event := graph_event(mode, payload)) is not None:
-                        yield event
-            finally:
-                await cast(Any, steps).aclose()
-        except (InvalidTurn, NothingToResume, ThreadNotFound):
-            raise  # before any event: the caller answers it as a bad request
-        except Exception as exc:
-            await self.books.closed(ctx, None, failed=True)
-            yield failed(ctx, exc)
-            return
-        finally:
-            if once is not None:
-                once.forget(ctx.thread_id)
-        values = await self.books.closed(ctx, values, failed=False)
-        if feed is not None and feed.cancel_requested:
-            log.info("run.cancelled")
-            yield cancelled(ctx)
-            return
-        yield finished(ctx, values, before)
-
 
 def _expired(feed: RunFeed, retain_s: float) -> bool:
     """Whether a run ended over ``retain_s`` ago."""
     return feed.done and time.monotonic() - feed.ended_at >= retain_s
-
-
-def turn_fingerprint(turn: Sequence[BaseMessage] | ClientTurn) -> str:
-    """What a turn asks: its last user message ("" for none: a resume)."""
-    if isinstance(turn, ClientTurn):
-        last = turn.messages[-1] if turn.messages else {}
-        return fingerprint(last.get("content")) if last.get("role") == "user" else ""
-    humans = [m for m in turn if isinstance(m, HumanMessage)]
-    return fingerprint(humans[-1].content) if humans else ""

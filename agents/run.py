@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableConfig
@@ -22,6 +22,41 @@ from langgraph.config import get_stream_writer
 from langgraph.runtime import get_runtime
 
 from agents.errors import BudgetExceeded
+
+
+class RunOptions(TypedDict, total=False):
+    """How to run a turn (every key optional).
+
+    Attributes:
+        profile: Model profile for this run (run config, not state).
+        skill: Answer with this skill (explicit target).
+        workflow: Run this workflow (explicit target).
+        callbacks: LangChain callback handlers for this run (tracing, timing).
+        idempotency_key: The client's key for this request (an ``Idempotency-Key``).
+        owner: Who the thread belongs to, recorded when the run creates it.
+        agent: The agent acting for the owner (on-behalf-of), recorded beside it.
+        guard: The user the thread must belong to, checked again once the run holds the
+            thread (a thread made meanwhile by another user fails the run, unread).
+        run_id: The new run's id (default: made up), when the caller had to know it first
+            (an ``Idempotency-Key`` claimed for it across processes).
+    """
+
+    profile: str | None
+    skill: str | None
+    workflow: str | None
+    callbacks: list[BaseCallbackHandler] | None
+    idempotency_key: str | None
+    owner: str | None
+    agent: str | None
+    guard: str | None
+    run_id: str | None
+
+
+class StartOptions(RunOptions, total=False):
+    """``RunOptions``, and what to do when the thread answers another message:
+    ``if_busy="enqueue"`` (the default) runs it after, ``"reject"`` raises ThreadBusy."""
+
+    if_busy: str
 
 
 @dataclass(frozen=True)

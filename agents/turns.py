@@ -18,6 +18,7 @@ from langchain_core.messages import (
 )
 
 from agents.errors import InvalidTurn
+from agents.feed import fingerprint
 from agents.text import NOT_UNICODE, bad_text
 
 log = structlog.get_logger(__name__)
@@ -268,3 +269,12 @@ def turn_id(history: Sequence[BaseMessage], new: Sequence[BaseMessage]) -> str:
         if isinstance(message, HumanMessage):
             return str(message.id or "")
     return ""
+
+
+def turn_fingerprint(turn: Sequence[BaseMessage] | ClientTurn) -> str:
+    """What a turn asks: its last user message ("" for none: a resume)."""
+    if isinstance(turn, ClientTurn):
+        last = turn.messages[-1] if turn.messages else {}
+        return fingerprint(last.get("content")) if last.get("role") == "user" else ""
+    humans = [m for m in turn if isinstance(m, HumanMessage)]
+    return fingerprint(humans[-1].content) if humans else ""

@@ -10,12 +10,12 @@ from fastapi import Depends, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from langchain_core.messages import BaseMessage
 
-from agents.conversations import Conversations, turn_fingerprint
+from agents.conversations import Conversations
 from agents.errors import ThreadNotFound
 from agents.events import RunFailed, RunFinished, Token
 from agents.feed import USAGE_SINK
 from agents.state.spend import seconds_to_midnight
-from agents.turns import ClientTurn
+from agents.turns import ClientTurn, turn_fingerprint
 from app.api.errors import ApiError
 from app.auth.guard import Gate, no_scope
 from app.auth.principal import Principal

@@ -1,0 +1,150 @@
+"""One turn through the conversation graph: the thread read once, the new messages taken, the
+history repaired, the graph's steps streamed as events, then how the run ended."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, cast
+
+import structlog
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import BaseMessage, HumanMessage
+from langgraph.graph.state import CompiledStateGraph
+
+from agents.bookkeeping import RunBooks
+from agents.endings import cancelled, failed, finished, graph_event
+from agents.errors import InvalidTurn, NothingToResume, ThreadNotFound
+from agents.events import Event
+from agents.feed import RunFeed, fingerprint
+from agents.router.router import Router
+from agents.run import RunContext, thread_config
+from agents.state.migrations import migrate
+from agents.state.readonce import ReadOnce
+from agents.state.records import ThreadRecords
+from agents.state.schema import SCHEMA_VERSION
+from agents.turns import (
+    ClientTurn,
+    last_user_text,
+    new_turn,
+    repairs,
+    turn_id,
+    unless_retried,
+    with_ids,
+)
+
+log = structlog.get_logger(__name__)
+
+
+class TurnRunner:
+    """Runs one turn of a thread on the graph (the caller holds the thread)."""
+
+    def __init__(
+        self,
+        graph: CompiledStateGraph[Any, Any, Any, Any],
+        router: Router | None,
+        records: ThreadRecords | None,
+        books: RunBooks,
+    ) -> None:
+        self.graph = graph
+        self.router = router
+        self.records = records
+        self.books = books
+
+    async def run(
+        self,
+        ctx: RunContext,
+        turn: Sequence[BaseMessage] | ClientTurn,
+        callbacks: list[BaseCallbackHandler] | None,
+        owner: str | None = None,
+        agent: str | None = None,
+        feed: RunFeed | None = None,
+    ) -> AsyncIterator[Event]:
+        """The run's steps: read the thread, take the new messages, repair the history,
+        stream the graph, then report how it ended; every failure ends as RunFailed."""
+        structlog.contextvars.bind_contextvars(thread_id=ctx.thread_id, run_id=ctx.run_id)
+        resuming = not isinstance(turn, ClientTurn) and not turn
+        saver = self.graph.checkpointer
+        once = saver if isinstance(saver, ReadOnce) else None
+        try:
+            if self.router is not None and not resuming:  # overlaps the reads and writes
+                self.router.anticipate(last_user_text(turn), ctx)
+            if feed is not None and feed.guard is not None and self.records is not None:
+                record = await self.records.get(ctx.thread_id)
+                if record is not None and record.get("owner") != feed.guard:
+                    raise ThreadNotFound(f"There is no thread {ctx.thread_id!r}.")
+            # One read of the thread before the run and none after: the run's last values are
+            # the thread's state (each read deserialises the whole history). The graph's own
+            # read when it starts gets this one (``ReadOnce``) unless the thread is written
+            # in between.
+            if once is not None:
+                once.keep_next_read(ctx.thread_id)
+            snapshot = await self.graph.aget_state(thread_config(ctx.thread_id))
+            values, upgrade = migrate(dict(snapshot.values)) if snapshot.values else ({}, {})
+            history = list(values.get("messages", []))
+            before = dict(values.get("usage", {}))
+            run_input: dict[str, Any] | None
+            if resuming:
+                if not snapshot.next:
+                    raise NothingToResume(
+                        f"thread {ctx.thread_id!r} has no unfinished run to resume; "
+                        "send a message to go on"
+                    )
+                log.info("run.resumed", next=list(snapshot.next))
+                ctx.resumed = True
+                if self.records is not None:  # the run under way is this one now
+                    await self.records.update(ctx.thread_id, status="running", run_id=ctx.run_id)
+                if feed is not None:  # the client resending its message joins this run
+                    asked = next(
+                        (m for m in reversed(history) if isinstance(m, HumanMessage)), None
+                    )
+                    feed.fingerprint = fingerprint(asked.content) if asked is not None else ""
+                    feed.resumed = True
+                ctx.turn_id = turn_id(history, [])  # the same keys for its side effects
+                run_input = None
+            else:
+                messages = (
+                    new_turn(turn.messages, has_history=bool(history))
+                    if isinstance(turn, ClientTurn)
+                    else list(turn)
+                )
+                log.info("run.started", new_messages=len(messages), profile=ctx.profile)
+                fixes = repairs(history)
+                if fixes:
+                    await self.graph.aupdate_state(
+                        thread_config(ctx.thread_id), {"messages": fixes}
+                    )
+                new = unless_retried(history, with_ids(messages))
+                ctx.turn_id = turn_id(history, new)
+                await self.books.opened(ctx.thread_id, ctx.run_id, history, new, owner, agent)
+                run_input = {**upgrade, "messages": new, "schema_version": SCHEMA_VERSION}
+            steps = self.graph.astream(
+                run_input,
+                thread_config(ctx.thread_id, run_id=ctx.run_id, callbacks=callbacks),
+                context=ctx,
+                stream_mode=["custom", "values"],
+            )
+            try:
+                async for mode, payload in steps:
+                    if mode == "values":
+                        values = cast(dict[str, Any], payload)
+                        if feed is not None and feed.cancel_requested:
+                            break  # at a step's end: the steps so far are checkpointed
+                    elif (event := graph_event(mode, payload)) is not None:
+                        yield event
+            finally:
+                await cast(Any, steps).aclose()
+        except (InvalidTurn, NothingToResume, ThreadNotFound):
+            raise  # before any event: the caller answers it as a bad request
+        except Exception as exc:
+            await self.books.closed(ctx, None, failed=True)
+            yield failed(ctx, exc)
+            return
+        finally:
+            if once is not None:
+                once.forget(ctx.thread_id)
+        values = await self.books.closed(ctx, values, failed=False)
+        if feed is not None and feed.cancel_requested:
+            log.info("run.cancelled")
+            yield cancelled(ctx)
+            return
+        yield finished(ctx, values, before)
