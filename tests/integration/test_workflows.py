@@ -4,6 +4,7 @@ approvals decided through the inbox (approve, reject, twice), and execution reco
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -259,10 +260,13 @@ def test_a_workflow_without_model_nodes_runs_from_chat_in_no_model_mode(
             "Delivered within 7 days: it can still be returned.",
             "Order ORD1017 is delivered",
         ),
-        (
+        pytest.param(
             "Announce to everyone: the canteen closes at 2 pm today.",
             "Attention please. The canteen closes at two today.",
             ".wav",
+            marks=pytest.mark.skipif(
+                shutil.which("espeak-ng") is None, reason="espeak-ng is not installed"
+            ),
         ),
     ],
 )
