@@ -5,15 +5,18 @@ from __future__ import annotations
 import re
 
 # Conjunctions and separators that join independent requests, English and Chinese. A clause
-# keeps the marks that end its sentence: it is then the very text a search of the whole
-# message embeds as one of its sentences (``query_parts``), one model pass for both.
+# keeps the marks that end its sentence (a message's "?" and "!" sentences are then the very
+# texts a search of the whole message embeds as its sentences, ``query_parts``: one model pass
+# for both); a conjunction after the mark goes with the split ("late? and check ...").
 _ENDS = "。!?！？"
-_SPLIT = re.compile(
-    rf"(?:(?<=[{_ENDS}])(?![{_ENDS}])\s*|[;；\n]+|"
-    r",?\s+(?:and also|and then|and|also|plus|as well as|then)\s+"
+_JOIN = (
+    r"(?:and also|and then|and|also|plus|as well as|then)\s+"
     r"(?=(?:tell|check|show|list|give|find|look|get|what|whether|is|are|does|do|can|"
-    r"create|open|make|send|how|when|where|which|who|please)\b)|(?:，|,)?\s*(?:并且|还有|另外|"
-    r"然后|同时|以及|顺便)\s*|，)",
+    r"create|open|make|send|how|when|where|which|who|please)\b)"
+)
+_SPLIT = re.compile(
+    rf"(?:(?<=[{_ENDS}])(?![{_ENDS}])\s*(?:{_JOIN})?|[;；\n]+|,?\s+{_JOIN}|"
+    r"(?:，|,)?\s*(?:并且|还有|另外|然后|同时|以及|顺便)\s*|，)",
     re.IGNORECASE,
 )
 

@@ -25,6 +25,8 @@ _POSTGRES_TABLE = (
 )
 # A user's threads (a listing by kind and owner, newest first) without a scan.
 _INDEX = f"CREATE INDEX IF NOT EXISTS {_TABLE}_owner ON {_TABLE} (kind, owner, updated)"
+# Ids found by their start in byte order (``find(id_prefix=...)``), whatever the collation.
+_PREFIX_INDEX = f'CREATE INDEX IF NOT EXISTS {_TABLE}_id_c ON {_TABLE} (kind, id COLLATE "C")'
 
 
 class Documents(Protocol):
@@ -58,8 +60,8 @@ class Documents(Protocol):
         """Documents of ``kind``, newest first, filtered by owner and status; ``before``: only
         those updated before that time (the next page of a listing); ``limit`` None: every
         one (for a set the service bounds itself, such as the runs under way); ``id_prefix``: only
-        those whose id starts with it (ids of ASCII letters and digits: a range of the
-        primary key, read through its index)."""
+        those whose id starts with it (ASCII letters and digits, else ValueError; read
+        through an index)."""
         ...
 
     async def delete(self, kind: str, doc_id: str) -> bool:
@@ -110,7 +112,7 @@ class MemoryDocuments:
             and owner in (None, row[0])
             and status in (None, row[1])
             and (before is None or row[2] < before)
-            and (id_prefix is None or doc_id.startswith(id_prefix))
+            and (id_prefix is None or doc_id.startswith(_prefix_range(id_prefix)[0]))
         ]
         rows.sort(key=lambda row: -row[2])
         return [json.loads(row[3]) for row in rows[:limit]]
@@ -273,6 +275,7 @@ class PostgresDocuments:
             async with self.pool.connection() as conn:
                 await conn.execute(_POSTGRES_TABLE)
                 await conn.execute(_INDEX)
+                await conn.execute(_PREFIX_INDEX)
             self._ready = True
 
     async def _read(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
@@ -310,9 +313,13 @@ def _where(
     if before is not None:
         clauses.append(f"updated < {mark}")
         args.append(before)
-    if id_prefix:  # [prefix, prefix with its last character the next one): no LIKE escaping
-        clauses.append(f"id >= {mark} AND id < {mark}")
-        args += [id_prefix, id_prefix[:-1] + chr(ord(id_prefix[-1]) + 1)]
+    if id_prefix is not None:
+        # In byte order whatever the database's collation (under en_US, "ab9f" < "ab:" is
+        # false): SQLite compares text bytewise; PostgreSQL is told to, with an index of its
+        # own (_PREFIX_INDEX).
+        key = "id" if mark == "?" else 'id COLLATE "C"'
+        clauses.append(f"{key} >= {mark} AND {key} < {mark}")
+        args += _prefix_range(id_prefix)
     return " AND ".join(clauses), tuple(args)
 
 
@@ -339,3 +346,11 @@ def _index(body: dict[str, Any]) -> dict[str, Any]:
 
 def _dump(body: dict[str, Any]) -> str:
     return json_bytes(body).decode()
+
+
+def _prefix_range(id_prefix: str) -> tuple[str, str]:
+    """The ids that start with ``id_prefix``, as [low, high) in byte order (no LIKE, so no
+    escaping): the prefix, and the prefix with its last character the next one."""
+    if not (id_prefix.isascii() and id_prefix.isalnum()):
+        raise ValueError(f"id_prefix must be ASCII letters and digits, not {id_prefix!r}")
+    return id_prefix, id_prefix[:-1] + chr(ord(id_prefix[-1]) + 1)

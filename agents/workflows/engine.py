@@ -14,7 +14,7 @@ import contextlib
 import hashlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
 import structlog
@@ -39,6 +39,7 @@ from agents.workflows.templates import render
 log = structlog.get_logger(__name__)
 RUN = "workflow_run"  # the documents' kind
 FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
+_PAGE = 200  # records read at a time by a listing that filters them
 
 
 class LoadedWorkflow(Protocol):
@@ -327,11 +328,31 @@ class WorkflowEngine:
         return dict(record)
 
     async def list_runs(
-        self, *, workflow: str | None = None, status: str | None = None, limit: int = 100
+        self,
+        *,
+        workflow: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+        where: Callable[[dict[str, Any]], Awaitable[bool]] | None = None,
     ) -> list[dict[str, Any]]:
-        """Execution records, newest first."""
-        runs = await self.documents.find(RUN, status=status, limit=limit)
-        return [r for r in runs if workflow in (None, r["workflow"])]
+        """Execution records, newest first: the ``limit`` newest of ``workflow`` (and
+        ``status``) that ``where`` keeps, read page by page (the store indexes neither the
+        workflow nor who may see a run)."""
+        kept: list[dict[str, Any]] = []
+        before: float | None = None
+        while len(kept) < limit:
+            page = await self.documents.find(RUN, status=status, limit=_PAGE, before=before)
+            for record in page:
+                if workflow in (None, record["workflow"]) and (
+                    where is None or await where(record)
+                ):
+                    kept.append(record)
+                    if len(kept) == limit:
+                        break
+            before = page[-1].get("updated") if len(page) == _PAGE else None
+            if before is None:  # the last page (or records saved before they said when)
+                break
+        return kept
 
     async def approvals(self) -> list[dict[str, Any]]:
         """Pending approvals, each with its run, workflow and thread (the inbox)."""
@@ -431,8 +452,14 @@ class WorkflowEngine:
                     record["nodes"][node_id] = _node_record(state)
 
     async def _save(self, record: dict[str, Any]) -> None:
+        record["updated"] = time.time()  # the store's order, where a listing's next page starts
         await self.documents.put(
-            RUN, record["id"], record, owner=record.get("thread_id"), status=record["status"]
+            RUN,
+            record["id"],
+            record,
+            owner=record.get("thread_id"),
+            status=record["status"],
+            updated=record["updated"],
         )
 
 

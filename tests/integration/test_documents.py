@@ -30,7 +30,7 @@ async def documents(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
 
 
 async def test_documents_are_found_by_the_start_of_their_id(documents: Documents) -> None:
-    ids = ["ab12", "ab1f", "ab1", "ab2", "ab0z", "zz", "Ab1f"]
+    ids = ["ab12", "ab1f", "ab1", "ab2", "ab0z", "zz", "Ab1f", "ab9", "ab9f", "aba"]
     for n, doc_id in enumerate(ids):
         await documents.put("key", doc_id, {"id": doc_id}, updated=n + 1)
     await documents.put("other", "ab1f9", {"id": "ab1f9"})
@@ -41,9 +41,13 @@ async def test_documents_are_found_by_the_start_of_their_id(documents: Documents
     assert found(await documents.find("key", id_prefix="ab1")) == ["ab1", "ab12", "ab1f"]
     assert found(await documents.find("key", id_prefix="ab1f")) == ["ab1f"]
     assert found(await documents.find("key", id_prefix="ab")) == [
-        "ab0z", "ab1", "ab12", "ab1f", "ab2",
+        "ab0z", "ab1", "ab12", "ab1f", "ab2", "ab9", "ab9f", "aba",
     ]  # fmt: skip
     assert await documents.find("key", id_prefix="ab3") == []
+    assert found(await documents.find("key", id_prefix="ab9")) == ["ab9", "ab9f"]
+    for wrong in ["", "ab%", "a_", "ab/", "ab\uffff"]:
+        with pytest.raises(ValueError, match="ASCII letters and digits"):
+            await documents.find("key", id_prefix=wrong)
     assert found(await documents.find("key", id_prefix="ab1", limit=1)) == ["ab1"]  # newest
 
 
@@ -54,3 +58,24 @@ async def test_a_kind_is_read_whole_when_no_limit_is_given(documents: Documents)
     assert len(await documents.find("run", status="RUNNING")) == 100  # the default page
     every = await documents.find("run", status="RUNNING", limit=None)
     assert [d["id"] for d in every] == list(range(129, -1, -1))  # newest first
+
+
+async def test_ids_are_found_by_their_start_in_byte_order_whatever_the_collation() -> None:
+    # A database whose text sorts by a language's rules (ICU en-US: ":" before the digits,
+    # "A" beside "a") has "ab9f" outside ["ab9", "ab:") and "Ab1f" inside ["ab1", "ab2"):
+    # a key whose id ends in 9 could not be revoked.
+    with schema_url("docs") as url:
+        async with open_checkpointer(url) as saver:
+            async with saver.conn.connection() as conn:  # the table as such a database has it
+                await conn.execute(
+                    "CREATE TABLE skilldesk_documents (kind TEXT NOT NULL, "
+                    'id TEXT COLLATE "en-US-x-icu" NOT NULL, owner TEXT, status TEXT, '
+                    "updated DOUBLE PRECISION NOT NULL, body TEXT NOT NULL, PRIMARY KEY (kind, id))"
+                )
+            documents = documents_for(saver)
+            for doc_id in ["ab9", "ab9f", "Ab1f", "ab1", "ab:"]:
+                await documents.put("key", doc_id, {"id": doc_id})
+            ids = sorted(d["id"] for d in await documents.find("key", id_prefix="ab9"))
+            assert ids == ["ab9", "ab9f"]
+            ids = sorted(d["id"] for d in await documents.find("key", id_prefix="ab1"))
+            assert ids == ["ab1"]

@@ -59,9 +59,9 @@ def test_a_long_run_of_greetings_is_answered_at_once() -> None:
 
 
 def test_a_clause_keeps_the_mark_that_ends_its_sentence_as_the_searched_sentence_does() -> None:
-    # The clauses and the sentences a search of the whole message embeds are then the same
-    # texts: a message whose clauses do not route on their own costs one model pass more (the
-    # whole message), not one per sentence again.
+    # Its "?" and "!" sentences and those a search of the whole message embeds are then the
+    # same texts: a message whose clauses do not route on their own costs one model pass more
+    # (the whole message), not one per sentence again. (A "." ends no clause.)
     text = "where is my order ORD1003? It was due on Monday! 订单还没有到吗？谢谢你的帮助。"
     assert split_intents(text) == [
         "where is my order ORD1003?",
@@ -70,6 +70,14 @@ def test_a_clause_keeps_the_mark_that_ends_its_sentence_as_the_searched_sentence
         "谢谢你的帮助。",
     ]
     assert set(query_parts(text)) <= set(split_intents(text))
+    assert split_intents("Is my order ORD1003 late? and check the weather in Paris") == [
+        "Is my order ORD1003 late?",
+        "check the weather in Paris",
+    ]
+    assert split_intents("Where is order ORD1003?  Then show me the weather") == [
+        "Where is order ORD1003?",
+        "show me the weather",
+    ]
     assert split_intents("done; now cancel ORD1 and check order ORD2") == [
         "now cancel ORD1",
         "check order ORD2",

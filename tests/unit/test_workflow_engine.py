@@ -3,6 +3,8 @@ skill, branches, joins, approvals, errors and their handling, execution records.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -246,3 +248,35 @@ async def test_every_run_a_stopped_process_left_running_is_found_not_the_newest_
         body = {"id": run_id, "status": "RUNNING"}
         await engine.documents.put("workflow_run", run_id, body, status="RUNNING", updated=n + 1)
     assert sorted(await engine.orphans()) == left
+
+
+async def test_runs_are_listed_by_workflow_and_by_who_sees_them_past_the_newest_page(
+    engine: WorkflowEngine,
+) -> None:
+    # Three runs of `fan` under 450 newer runs of `refund`: the filters reach past the newest
+    # runs of all (they kept only what the newest hundred held: none of these).
+    for n in range(453):
+        name, user = ("fan", "ann") if n < 3 else ("refund", "bob")
+        body = {"id": f"run-{n:03d}", "workflow": name, "user": user, "updated": n + 1.0}
+        await engine.documents.put(
+            "workflow_run", body["id"], body, status="SUCCEEDED", updated=n + 1
+        )
+
+    fan = await engine.list_runs(workflow="fan")
+    assert [r["id"] for r in fan] == ["run-002", "run-001", "run-000"]
+
+    async def anns(record: dict[str, Any]) -> bool:
+        return record["user"] == "ann"
+
+    assert [r["id"] for r in await engine.list_runs(where=anns, limit=2)] == ["run-002", "run-001"]
+    newest = await engine.list_runs(limit=300)
+    assert [r["id"] for r in newest[:2]] == ["run-452", "run-451"]
+    assert len(newest) == 300
+    assert len(await engine.list_runs(limit=500)) == 453
+
+
+async def test_a_saved_run_says_when_it_was_saved(engine: WorkflowEngine) -> None:
+    record = await engine.run("refund", {"amount": "20"})
+    stored = await engine.documents.get("workflow_run", record["id"])
+    assert stored is not None
+    assert stored["updated"] >= stored["started"]

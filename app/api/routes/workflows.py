@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
@@ -118,9 +119,13 @@ async def list_runs(
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> RunsPublic:
     """Execution records, newest first."""
-    runs = await services.engine.list_runs(workflow=workflow, status=status, limit=limit)
-    mine = [r for r in runs if await _mine(services, principal, r)]
-    return RunsPublic(runs=[RunPublic.model_validate(r) for r in mine])
+    runs = await services.engine.list_runs(
+        workflow=workflow,
+        status=status,
+        limit=limit,
+        where=None if principal.sees_all else partial(_mine, services, principal),
+    )
+    return RunsPublic(runs=[RunPublic.model_validate(r) for r in runs])
 
 
 @router.get(
