@@ -64,6 +64,10 @@ class Documents(Protocol):
         through an index)."""
         ...
 
+    async def count(self, kind: str, *, status: str | None = None) -> int:
+        """How many documents of ``kind`` there are (with ``status``)."""
+        ...
+
     async def delete(self, kind: str, doc_id: str) -> bool:
         """Remove a document; whether there was one."""
         ...
@@ -117,6 +121,10 @@ class MemoryDocuments:
         rows.sort(key=lambda row: -row[2])
         return [json.loads(row[3]) for row in rows[:limit]]
 
+    async def count(self, kind: str, *, status: str | None = None) -> int:
+        """See ``Documents.count``."""
+        return sum(1 for (k, _), row in self.rows.items() if k == kind and status in (None, row[1]))
+
     async def delete(self, kind: str, doc_id: str) -> bool:
         """See ``Documents.delete``."""
         return self.rows.pop((kind, doc_id), None) is not None
@@ -167,6 +175,14 @@ class SqliteDocuments:
         sql = f"SELECT body FROM {_TABLE} WHERE {where} ORDER BY updated DESC LIMIT ?"
         rows = await self.saver.run(self._read, sql, (*args, -1 if limit is None else limit))
         return [json.loads(row[0]) for row in rows]
+
+    async def count(self, kind: str, *, status: str | None = None) -> int:
+        """See ``Documents.count``."""
+        where, args = _where(kind, None, status, None, None, "?")
+        rows = await self.saver.run(
+            self._read, f"SELECT COUNT(*) FROM {_TABLE} WHERE {where}", args
+        )
+        return int(rows[0][0])
 
     async def delete(self, kind: str, doc_id: str) -> bool:
         """See ``Documents.delete``."""
@@ -260,6 +276,12 @@ class PostgresDocuments:
         where, args = _where(kind, owner, status, before, id_prefix, "%s")
         sql = f"SELECT body FROM {_TABLE} WHERE {where} ORDER BY updated DESC LIMIT %s"  # NULL: all
         return [json.loads(row["body"]) for row in await self._read(sql, (*args, limit))]
+
+    async def count(self, kind: str, *, status: str | None = None) -> int:
+        """See ``Documents.count``."""
+        where, args = _where(kind, None, status, None, None, "%s")
+        rows = await self._read(f"SELECT COUNT(*) AS n FROM {_TABLE} WHERE {where}", args)
+        return int(rows[0]["n"])
 
     async def delete(self, kind: str, doc_id: str) -> bool:
         """See ``Documents.delete``."""

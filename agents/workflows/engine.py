@@ -314,6 +314,13 @@ class WorkflowEngine:
             await self.resume(run_id)
         return resumed
 
+    async def waiting(self) -> int:
+        """How many approvals wait, in all (the store's count is the true one: every
+        process's runs)."""
+        count = await self.documents.count(RUN, status="WAITING")
+        metrics.APPROVALS_WAITING.set(count)
+        return count
+
     # Records.
 
     async def get_run(self, run_id: str) -> dict[str, Any]:
@@ -354,10 +361,10 @@ class WorkflowEngine:
                 break
         return kept
 
-    async def approvals(self) -> list[dict[str, Any]]:
-        """Pending approvals, each with its run, workflow and thread (the inbox)."""
-        runs = await self.documents.find(RUN, status="WAITING", limit=500)
-        metrics.APPROVALS_WAITING.set(len(runs))  # the store's count is the true one
+    async def approvals(self, limit: int = 500) -> list[dict[str, Any]]:
+        """Pending approvals, the ``limit`` newest, each with its run, workflow and thread
+        (the inbox); ``waiting`` says how many there are in all."""
+        runs = await self.documents.find(RUN, status="WAITING", limit=limit)
         return [
             {
                 **r["waiting"],

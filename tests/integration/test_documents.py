@@ -58,6 +58,9 @@ async def test_a_kind_is_read_whole_when_no_limit_is_given(documents: Documents)
     assert len(await documents.find("run", status="RUNNING")) == 100  # the default page
     every = await documents.find("run", status="RUNNING", limit=None)
     assert [d["id"] for d in every] == list(range(129, -1, -1))  # newest first
+    assert await documents.count("run", status="RUNNING") == 130
+    assert await documents.count("run") == 131
+    assert await documents.count("key") == 0
 
 
 async def test_ids_are_found_by_their_start_in_byte_order_whatever_the_collation() -> None:

@@ -49,7 +49,7 @@ def test_a_small_refund_is_approved_without_a_person(client: TestClient) -> None
     assert record["status"] == "SUCCEEDED", record
     assert "approved automatically" in record["outputs"]["message"]
     assert list(record["nodes"]) == ["order", "amount", "auto_approve", "confirm"]
-    assert client.get("/v1/approvals").json()["approvals"] == []
+    assert client.get("/v1/approvals").json() == {"approvals": [], "total": 0}
 
 
 def test_a_large_refund_waits_for_the_inbox_and_resumes_when_approved(
@@ -57,7 +57,9 @@ def test_a_large_refund_waits_for_the_inbox_and_resumes_when_approved(
 ) -> None:
     record = start(client, "refund-request", order_id="ORD1002")  # 488 CNY
     assert record["status"] == "WAITING"
-    [pending] = client.get("/v1/approvals").json()["approvals"]
+    inbox = client.get("/v1/approvals").json()
+    [pending] = inbox["approvals"]
+    assert inbox["total"] == 1
     assert pending["run_id"] == record["id"]
     assert "Refund 488" in pending["summary"]
     assert pending["data"]["order_id"] == "ORD1002"

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from agents import metrics
 from agents.errors import AlreadyDecided, BadInputs, RunNotFound
 from agents.models import ModelGateway
 from agents.prompts import Prompts
@@ -280,3 +281,19 @@ async def test_a_saved_run_says_when_it_was_saved(engine: WorkflowEngine) -> Non
     stored = await engine.documents.get("workflow_run", record["id"])
     assert stored is not None
     assert stored["updated"] >= stored["started"]
+
+
+async def test_the_inbox_shows_the_newest_and_counts_every_approval_that_waits(
+    engine: WorkflowEngine,
+) -> None:
+    for n in range(520):
+        body = {"id": f"run-{n:03d}", "workflow": "refund", "thread_id": None}
+        body["waiting"] = {"approval_id": f"a-{n}", "summary": f"refund {n}"}
+        await engine.documents.put(
+            "workflow_run", body["id"], body, status="WAITING", updated=n + 1
+        )
+    inbox = await engine.approvals()
+    assert len(inbox) == 500
+    assert inbox[0]["run_id"] == "run-519"
+    assert await engine.waiting() == 520
+    assert metrics.APPROVALS_WAITING._value.get() == 520

@@ -15,7 +15,10 @@ router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
 async def list_approvals(services: ServicesDep) -> ApprovalsPublic:
     """Approvals waiting for a decision, each with its run, workflow and thread."""
     pending = await services.engine.approvals()
-    return ApprovalsPublic(approvals=[ApprovalPublic.model_validate(a) for a in pending])
+    return ApprovalsPublic(
+        approvals=[ApprovalPublic.model_validate(a) for a in pending],
+        total=await services.engine.waiting(),
+    )
 
 
 @router.post(

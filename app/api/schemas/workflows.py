@@ -117,7 +117,8 @@ class RunsPublic(BaseModel):
 class ApprovalsPublic(BaseModel):
     """Pending approvals."""
 
-    approvals: list[ApprovalPublic]
+    approvals: list[ApprovalPublic] = Field(description="The 500 newest.")
+    total: int = Field(description="How many wait in all.")
 
 
 class Decision(BaseModel):

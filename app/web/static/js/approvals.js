@@ -50,16 +50,17 @@ export function approvalCard(approval, onDecided = () => {}, { canApprove = true
 
 /** How many approvals wait. */
 export async function waiting() {
-  return (await api.approvals.list()).approvals.length;
+  return (await api.approvals.list()).total;
 }
 
 /** Fill the inbox (a decided card stays until the next refresh); returns how many wait. */
 export async function loadInbox(container, onDecided) {
-  const { approvals } = await api.approvals.list();
+  const { approvals, total } = await api.approvals.list();
   container.replaceChildren(
     ...(approvals.length
       ? approvals.map((a) => approvalCard(a, onDecided))
       : [el("p", {}, "Nothing waits for a decision.")]),
+    ...(total > approvals.length ? [el("p", { class: "hint" }, `The ${approvals.length} newest of ${total} are shown.`)] : []),
   );
-  return approvals.length;
+  return total;
 }
