@@ -221,3 +221,14 @@ async def test_a_misspelt_run_option_is_refused_naming_it(services: Services) ->
     with pytest.raises(TypeError, match=r"unknown run option\(s\) \['ifbusy'\]"):
         services.conversations.start("typo", [HumanMessage("hi")], ifbusy="reject")  # type: ignore[call-arg]
     assert not services.conversations.busy("typo")  # nothing started
+
+
+async def test_every_thread_a_stopped_process_left_running_is_found(services: Services) -> None:
+    # Not the newest thousand: a busy process that dies can leave more.
+    records = services.threads.records.documents
+    for n in range(1_200):
+        body = {"thread_id": f"left-{n}", "status": "running", "run_id": f"run-{n}", "updated": n}
+        await records.put("thread", f"left-{n}", body, status="running", updated=n + 1)
+    found = await services.threads.orphans.found()
+    assert len(found) == 1_200
+    assert found["left-0"] == "run-0"
