@@ -35,6 +35,7 @@ def public_id(hashed: str) -> str:
     return f"key_{hashed[:12]}"
 
 
+_PAGE = 500  # keys read at a time by a listing of all of them
 MAX_LIFE_S = 10 * 365 * 86400  # ten years: a key meant to live longer is one that never expires
 
 Revoked = Literal["revoked", "revoked_already", "from_settings", "unknown"]
@@ -202,11 +203,26 @@ class ApiKeys:
         body = await self.documents.get(KIND, hashed)
         return None if body is None else _record(body)
 
-    async def all(self, user: str | None = None) -> list[KeyRecord]:
-        """The stored keys (newest first) and the bootstrap ones, of one user when given."""
-        stored = [_record(b) for b in await self.documents.find(KIND, owner=user, limit=10_000)]
+    async def page(
+        self, user: str | None = None, limit: int = 100, before: float | None = None
+    ) -> tuple[list[KeyRecord], bool]:
+        """The ``limit`` newest stored keys made before ``before`` (of one user when given),
+        then, on the first page, the bootstrap ones; and whether older ones are left."""
+        found = await self.documents.find(KIND, owner=user, limit=limit + 1, before=before)
+        stored = [_record(b) for b in found[:limit]]
         boot = [k for k in self.bootstrap.values() if user in (None, k.user)]
-        return stored + boot
+        return stored + (boot if before is None else []), len(found) > limit
+
+    async def all(self, user: str | None = None) -> list[KeyRecord]:
+        """Every stored key (newest first), then the bootstrap ones; of one user when given."""
+        stored: list[KeyRecord] = []
+        while True:
+            before = stored[-1].created if stored else None
+            found = await self.documents.find(KIND, owner=user, limit=_PAGE, before=before)
+            stored += [_record(b) for b in found]
+            if len(found) < _PAGE:
+                break
+        return stored + [k for k in self.bootstrap.values() if user in (None, k.user)]
 
     async def any(self) -> bool:
         """Whether any key is configured."""

@@ -10,6 +10,7 @@ import subprocess
 import time
 from typing import Any
 
+import httpx
 import pytest
 from playwright.sync_api import expect
 
@@ -169,3 +170,24 @@ def test_an_admin_makes_a_key_in_the_page_shown_once_and_revokes_it(
     page.get_by_role("button", name="Sign out").click()
     sign_in(page, token)
     expect(page.locator("#banner")).to_contain_text("Your API key was revoked")
+
+
+def test_older_keys_are_shown_a_page_at_a_time(page: Any, service: Service) -> None:
+    admin = {"Authorization": f"Bearer {ADMIN}"}
+    with httpx.Client(base_url=service.url, headers=admin, timeout=30) as client:
+        for n in range(101):
+            made = client.post("/v1/admin/keys", json={"user": f"user{n:03d}", "scopes": ["chat"]})
+            assert made.status_code == 201, made.text
+    page.goto("/")
+    sign_in(page, ADMIN)
+    page.get_by_role("button", name="API keys").click()
+    rows = page.locator("#key-table tbody tr")
+    expect(rows).to_have_count(100 + 3)  # the newest hundred, then the settings' keys
+    expect(page.locator("#key-table tbody tr", has_text="user000")).to_have_count(0)
+    older = page.get_by_role("button", name="Show older keys")
+    older.click()
+    expect(rows).to_have_count(101 + 3)
+    expect(page.locator("#key-table tbody tr", has_text="user000")).to_have_count(1)
+    expect(older).to_be_hidden()
+    page.get_by_role("button", name="Sign out").click()
+    expect(older).to_be_hidden()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import structlog
-from fastapi import APIRouter, Path, Response
+from fastapi import APIRouter, Path, Query, Response
 from fastapi.responses import JSONResponse
 
 from app.api.deps import PrincipalDep, ServicesDep
@@ -32,11 +32,26 @@ async def reload_content(services: ServicesDep) -> ReloadPublic:
     return ReloadPublic.model_validate({**report, "processes": max(others, 1)})
 
 
-@router.get("/keys")
-async def list_keys(services: ServicesDep, user: str | None = None) -> KeyList:
-    """The API keys (of one user when ``user`` is given), never the keys themselves."""
-    keys = await services.keys.all(user)
-    return KeyList.model_validate({"data": [key_view(k) for k in keys]})
+@router.get("/keys", responses=error_responses(400))
+async def list_keys(
+    services: ServicesDep,
+    user: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=500, description="Keys per page.")] = 100,
+    before: Annotated[
+        float | None, Query(description="`next_before` of the previous page.")
+    ] = None,
+) -> KeyList:
+    """The API keys (of one user when ``user`` is given), never the keys themselves: the
+    newest first, a page at a time."""
+    keys, more = await services.keys.page(user, limit, before)
+    stored = [k for k in keys if k.source == "store"]
+    return KeyList.model_validate(
+        {
+            "data": [key_view(k) for k in keys],
+            "has_more": more,
+            "next_before": stored[-1].created if more and stored else None,
+        }
+    )
 
 
 @router.post("/keys", status_code=201, responses=error_responses(400))

@@ -62,6 +62,8 @@ class KeyCreated(KeyPublic):
 
 
 class KeyList(BaseModel):
-    """Keys, newest first, then the bootstrap ones."""
+    """Keys, newest first, a page at a time; the first page ends with the bootstrap ones."""
 
     data: list[KeyPublic]
+    has_more: bool = Field(description="Whether older keys are left.")
+    next_before: float | None = Field(description="`before` for the next page, if any.")

@@ -412,3 +412,39 @@ async def test_an_old_key_is_revoked_among_ten_thousand_newer_ones() -> None:
     assert (await keys.revoke(old.id))[0] == "revoked_already"
     assert await keys.revoke("key_../../etc") == ("unknown", None)
     assert await keys.revoke(f"key_{10_001:012x}") == ("unknown", None)
+
+
+def test_keys_are_listed_a_page_at_a_time_the_settings_ones_on_the_first(
+    keyed: TestClient,
+) -> None:
+    admin = bearer("admin")
+    made = []
+    for n in range(3):
+        asked = {"user": f"user{n}", "scopes": ["chat"]}
+        made.append(keyed.post("/v1/admin/keys", json=asked, headers=admin).json()["id"])
+    first = keyed.get("/v1/admin/keys?limit=2", headers=admin).json()
+    stored = [k["id"] for k in first["data"] if k["source"] == "store"]
+    assert stored == made[:0:-1]  # the newest two
+    assert {k["user"] for k in first["data"] if k["source"] == "bootstrap"} == set(KEYS)
+    assert first["has_more"] is True
+    rest = keyed.get(
+        "/v1/admin/keys", params={"limit": 2, "before": first["next_before"]}, headers=admin
+    ).json()
+    assert [k["id"] for k in rest["data"]] == made[:1]  # the oldest; no settings' keys again
+    assert (rest["has_more"], rest["next_before"]) == (False, None)
+    whole = keyed.get("/v1/admin/keys", headers=admin).json()
+    assert (whole["has_more"], len(whole["data"])) == (False, 3 + len(KEYS))
+    too_many = keyed.get("/v1/admin/keys?limit=501", headers=admin)
+    assert too_many.status_code == 400
+    assert too_many.json()["error"]["param"] == "query.limit"
+
+
+async def test_every_key_is_listed_from_the_command_line_past_ten_thousand() -> None:
+    keys = ApiKeys(MemoryDocuments())
+    for n in range(10_050):
+        body = {"id": f"key_{n:012x}", "user": "bob", "scopes": ["chat"], "created": 1e9 + n}
+        await keys.documents.put(KIND, f"{n:064x}", body, owner="bob", updated=1e9 + n)
+    listed = await keys.all()
+    assert len(listed) == 10_050
+    assert listed[0].id == f"key_{10_049:012x}"  # newest first
+    assert len({k.id for k in listed}) == 10_050  # none twice: every page after the last

@@ -457,6 +457,7 @@ PROBES = [
     ),
     Probe("reload skills and workflows", "POST", "/v1/admin/reload", 200),
     get("api keys", KEYS, 200),
+    get("api keys, a bad page size", KEYS, 400, params={"limit": 0}),
     Probe("make an api key", "POST", KEYS, 201, {"user": "carol", "scopes": ["chat"]}),
     Probe("make an api key, unknown scope", "POST", KEYS, 400, {"user": "c", "scopes": ["x"]}),
     Probe("revoke an api key", "DELETE", KEYS + "/{key}", 200, setup=_a_key),

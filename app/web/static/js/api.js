@@ -89,7 +89,7 @@ export const approvals = {
 };
 
 export const keys = {
-  list: () => json("GET", "/v1/admin/keys"),
+  list: (before = null) => json("GET", before === null ? "/v1/admin/keys" : `/v1/admin/keys?before=${before}`),
   create: (body) => json("POST", "/v1/admin/keys", { json: body }),
   revoke: (id) => json("DELETE", `/v1/admin/keys/${enc(id)}`),
 };

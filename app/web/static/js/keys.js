@@ -39,12 +39,26 @@ function row(key) {
   );
 }
 
-/** Fill the table with the service's keys. */
+let olderThan = null; // `next_before` of the page shown last
+
+/** Fill the table with the service's newest keys (older ones a page at a time, on request). */
 export async function loadKeys() {
-  const { data } = await api.keys.list();
+  const page = await api.keys.list();
   $("key-table").querySelector("tbody").replaceChildren(
-    ...(data.length ? data.map(row) : [el("tr", {}, el("td", { colspan: "6" }, "No keys yet."))]),
+    ...(page.data.length ? page.data.map(row) : [el("tr", {}, el("td", { colspan: "6" }, "No keys yet."))]),
   );
+  showMore(page);
+}
+
+async function loadOlder() {
+  const page = await api.keys.list(olderThan);
+  $("key-table").querySelector("tbody").append(...page.data.map(row));
+  showMore(page);
+}
+
+function showMore(page) {
+  olderThan = page.has_more ? page.next_before : null;
+  $("key-more").hidden = olderThan === null;
 }
 
 async function create(event) {
@@ -79,6 +93,7 @@ export function clearKeys() {
   $("key-made-user").textContent = "";
   $("key-status").textContent = "";
   $("key-table").querySelector("tbody").replaceChildren();
+  showMore({ has_more: false });
   $("key-form").reset();
 }
 
@@ -86,4 +101,5 @@ export function clearKeys() {
 export function initKeys(handlers) {
   onError = handlers.onError;
   $("key-form").addEventListener("submit", create);
+  $("key-more").addEventListener("click", () => loadOlder().catch(onError));
 }
