@@ -25,6 +25,8 @@ _POSTGRES_TABLE = (
 )
 # A user's threads (a listing by kind and owner, newest first) without a scan.
 _INDEX = f"CREATE INDEX IF NOT EXISTS {_TABLE}_owner ON {_TABLE} (kind, owner, updated)"
+# Documents by status (runs waiting for an approval, counted and listed) without a scan.
+_STATUS_INDEX = f"CREATE INDEX IF NOT EXISTS {_TABLE}_status ON {_TABLE} (kind, status, updated)"
 # Ids found by their start in byte order (``find(id_prefix=...)``), whatever the collation.
 _PREFIX_INDEX = f'CREATE INDEX IF NOT EXISTS {_TABLE}_id_c ON {_TABLE} (kind, id COLLATE "C")'
 
@@ -62,6 +64,21 @@ class Documents(Protocol):
         one (for a set the service bounds itself, such as the runs under way); ``id_prefix``: only
         those whose id starts with it (ASCII letters and digits, else ValueError; read
         through an index)."""
+        ...
+
+    async def find_page(
+        self,
+        kind: str,
+        *,
+        owner: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> tuple[list[tuple[str, dict[str, Any]]], bool]:
+        """A page of documents of ``kind``, newest first (then by id), after the cursor
+        ``after``, each with its own cursor (where a page after it starts); and whether
+        more follow. Pages neither skip nor repeat documents updated at the same time.
+        ValueError for a malformed cursor."""
         ...
 
     async def count(self, kind: str, *, status: str | None = None) -> int:
@@ -121,6 +138,30 @@ class MemoryDocuments:
         rows.sort(key=lambda row: -row[2])
         return [json.loads(row[3]) for row in rows[:limit]]
 
+    async def find_page(
+        self,
+        kind: str,
+        *,
+        owner: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> tuple[list[tuple[str, dict[str, Any]]], bool]:
+        """See ``Documents.find_page``."""
+        start = _position(after)
+        rows = sorted(
+            (
+                (row[2], doc_id, row[3])
+                for (k, doc_id), row in self.rows.items()
+                if k == kind
+                and owner in (None, row[0])
+                and status in (None, row[1])
+                and (start is None or (row[2], doc_id) < start)
+            ),
+            reverse=True,
+        )
+        return _paged([(row[0], row[1], row[2]) for row in rows[: limit + 1]], limit)
+
     async def count(self, kind: str, *, status: str | None = None) -> int:
         """See ``Documents.count``."""
         return sum(1 for (k, _), row in self.rows.items() if k == kind and status in (None, row[1]))
@@ -176,6 +217,20 @@ class SqliteDocuments:
         rows = await self.saver.run(self._read, sql, (*args, -1 if limit is None else limit))
         return [json.loads(row[0]) for row in rows]
 
+    async def find_page(
+        self,
+        kind: str,
+        *,
+        owner: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> tuple[list[tuple[str, dict[str, Any]]], bool]:
+        """See ``Documents.find_page``."""
+        sql, args = _page_query(kind, owner, status, limit, after, "?")
+        rows = await self.saver.run(self._read, sql, args)
+        return _paged([(row[0], row[1], row[2]) for row in rows], limit)
+
     async def count(self, kind: str, *, status: str | None = None) -> int:
         """See ``Documents.count``."""
         where, args = _where(kind, None, status, None, None, "?")
@@ -198,6 +253,7 @@ class SqliteDocuments:
         if not self._ready:
             self.saver.conn.execute(_SQLITE_TABLE)
             self.saver.conn.execute(_INDEX)
+            self.saver.conn.execute(_STATUS_INDEX)
             self._ready = True
 
     def _write(self, row: tuple[Any, ...]) -> None:
@@ -277,6 +333,20 @@ class PostgresDocuments:
         sql = f"SELECT body FROM {_TABLE} WHERE {where} ORDER BY updated DESC LIMIT %s"  # NULL: all
         return [json.loads(row["body"]) for row in await self._read(sql, (*args, limit))]
 
+    async def find_page(
+        self,
+        kind: str,
+        *,
+        owner: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> tuple[list[tuple[str, dict[str, Any]]], bool]:
+        """See ``Documents.find_page``."""
+        sql, args = _page_query(kind, owner, status, limit, after, "%s")
+        rows = await self._read(sql, args)
+        return _paged([(row["updated"], row["id"], row["body"]) for row in rows], limit)
+
     async def count(self, kind: str, *, status: str | None = None) -> int:
         """See ``Documents.count``."""
         where, args = _where(kind, None, status, None, None, "%s")
@@ -297,6 +367,7 @@ class PostgresDocuments:
             async with self.pool.connection() as conn:
                 await conn.execute(_POSTGRES_TABLE)
                 await conn.execute(_INDEX)
+                await conn.execute(_STATUS_INDEX)
                 await conn.execute(_PREFIX_INDEX)
             self._ready = True
 
@@ -376,3 +447,43 @@ def _prefix_range(id_prefix: str) -> tuple[str, str]:
     if not (id_prefix.isascii() and id_prefix.isalnum()):
         raise ValueError(f"id_prefix must be ASCII letters and digits, not {id_prefix!r}")
     return id_prefix, id_prefix[:-1] + chr(ord(id_prefix[-1]) + 1)
+
+
+def _position(after: str | None) -> tuple[float, str] | None:
+    """A page cursor's ``(updated, id)``: the last document of the page before."""
+    if after is None:
+        return None
+    updated, _, doc_id = after.partition(" ")
+    try:
+        return float(updated), doc_id
+    except ValueError:
+        raise ValueError(f"not a page cursor: {after!r}; pass a next page's cursor") from None
+
+
+def _page_query(
+    kind: str,
+    owner: str | None,
+    status: str | None,
+    limit: int,
+    after: str | None,
+    mark: str,
+) -> tuple[str, tuple[Any, ...]]:
+    """``find_page``'s query: one row more than the page, to know whether another follows."""
+    where, args = _where(kind, owner, status, None, None, mark)
+    start = _position(after)
+    if start is not None:
+        where += f" AND (updated < {mark} OR (updated = {mark} AND id < {mark}))"
+        args += (start[0], start[0], start[1])
+    sql = (
+        f"SELECT updated, id, body FROM {_TABLE} WHERE {where} "
+        f"ORDER BY updated DESC, id DESC LIMIT {mark}"
+    )
+    return sql, (*args, limit + 1)
+
+
+def _paged(
+    rows: list[tuple[float, str, str]], limit: int
+) -> tuple[list[tuple[str, dict[str, Any]]], bool]:
+    """The page's documents, each with its cursor, and whether more follow."""
+    page = [(f"{updated!r} {doc_id}", json.loads(body)) for updated, doc_id, body in rows[:limit]]
+    return page, len(rows) > limit

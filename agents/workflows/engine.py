@@ -335,31 +335,59 @@ class WorkflowEngine:
         return dict(record)
 
     async def list_runs(
+        self, *, workflow: str | None = None, status: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        """Execution records, newest first: the ``limit`` newest of ``workflow`` (and
+        ``status``), however many other runs are newer."""
+        kept: list[dict[str, Any]] = []
+        after: str | None = None
+        while len(kept) < limit:
+            page, after = await self.runs_page(
+                workflow=workflow, status=status, limit=limit - len(kept), after=after
+            )
+            kept += page
+            if after is None:
+                break
+        return kept
+
+    async def runs_page(
         self,
         *,
         workflow: str | None = None,
         status: str | None = None,
         limit: int = 100,
         where: Callable[[dict[str, Any]], Awaitable[bool]] | None = None,
-    ) -> list[dict[str, Any]]:
-        """Execution records, newest first: the ``limit`` newest of ``workflow`` (and
-        ``status``) that ``where`` keeps, read page by page (the store indexes neither the
-        workflow nor who may see a run)."""
+        after: str | None = None,
+        scan: int = 2_000,
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """At most ``limit`` execution records of ``workflow`` (and ``status``) that ``where``
+        keeps, newest first, from ``after`` (a cursor) on, reading at most ``scan`` records
+        (the store indexes neither the workflow nor who may see a run); and the cursor to go
+        on from, None once every record was read. A page may hold fewer than ``limit`` (none,
+        even) with a cursor: the records read so far held no more.
+
+        Raises:
+            ValueError: for a malformed cursor.
+        """
         kept: list[dict[str, Any]] = []
-        before: float | None = None
-        while len(kept) < limit:
-            page = await self.documents.find(RUN, status=status, limit=_PAGE, before=before)
-            for record in page:
-                if workflow in (None, record["workflow"]) and (
-                    where is None or await where(record)
-                ):
-                    kept.append(record)
-                    if len(kept) == limit:
-                        break
-            before = page[-1].get("updated") if len(page) == _PAGE else None
-            if before is None:  # the last page (or records saved before they said when)
-                break
-        return kept
+        read = 0
+        while read < scan:
+            rows, more = await self.documents.find_page(
+                RUN, status=status, limit=min(_PAGE, scan - read), after=after
+            )
+            read += len(rows)
+            for n, (cursor, record) in enumerate(rows, 1):
+                after = cursor
+                if workflow not in (None, record["workflow"]):
+                    continue
+                if where is not None and not await where(record):
+                    continue
+                kept.append(record)
+                if len(kept) == limit:
+                    return kept, after if more or n < len(rows) else None
+            if not more:
+                return kept, None
+        return kept, after
 
     async def approvals(self, limit: int = 500) -> list[dict[str, Any]]:
         """Pending approvals, the ``limit`` newest, each with its run, workflow and thread
@@ -459,14 +487,8 @@ class WorkflowEngine:
                     record["nodes"][node_id] = _node_record(state)
 
     async def _save(self, record: dict[str, Any]) -> None:
-        record["updated"] = time.time()  # the store's order, where a listing's next page starts
         await self.documents.put(
-            RUN,
-            record["id"],
-            record,
-            owner=record.get("thread_id"),
-            status=record["status"],
-            updated=record["updated"],
+            RUN, record["id"], record, owner=record.get("thread_id"), status=record["status"]
         )
 
 

@@ -204,24 +204,26 @@ class ApiKeys:
         return None if body is None else _record(body)
 
     async def page(
-        self, user: str | None = None, limit: int = 100, before: float | None = None
-    ) -> tuple[list[KeyRecord], bool]:
-        """The ``limit`` newest stored keys made before ``before`` (of one user when given),
-        then, on the first page, the bootstrap ones; and whether older ones are left."""
-        found = await self.documents.find(KIND, owner=user, limit=limit + 1, before=before)
-        stored = [_record(b) for b in found[:limit]]
+        self, user: str | None = None, limit: int = 100, after: str | None = None
+    ) -> tuple[list[KeyRecord], str | None]:
+        """The ``limit`` newest stored keys from the cursor ``after`` on (of one user when
+        given), then, on the first page, the bootstrap ones; and the next page's cursor
+        (None after the last). ValueError for a malformed cursor."""
+        rows, more = await self.documents.find_page(KIND, owner=user, limit=limit, after=after)
+        stored = [_record(body) for _, body in rows]
         boot = [k for k in self.bootstrap.values() if user in (None, k.user)]
-        return stored + (boot if before is None else []), len(found) > limit
+        return stored + (boot if after is None else []), rows[-1][0] if more else None
 
     async def all(self, user: str | None = None) -> list[KeyRecord]:
         """Every stored key (newest first), then the bootstrap ones; of one user when given."""
         stored: list[KeyRecord] = []
+        after: str | None = None
         while True:
-            before = stored[-1].created if stored else None
-            found = await self.documents.find(KIND, owner=user, limit=_PAGE, before=before)
-            stored += [_record(b) for b in found]
-            if len(found) < _PAGE:
+            rows, more = await self.documents.find_page(KIND, owner=user, limit=_PAGE, after=after)
+            stored += [_record(body) for _, body in rows]
+            if not more:
                 break
+            after = rows[-1][0]
         return stored + [k for k in self.bootstrap.values() if user in (None, k.user)]
 
     async def any(self) -> bool:

@@ -82,3 +82,31 @@ async def test_ids_are_found_by_their_start_in_byte_order_whatever_the_collation
             assert ids == ["ab9", "ab9f"]
             ids = sorted(d["id"] for d in await documents.find("key", id_prefix="ab1"))
             assert ids == ["ab1"]
+
+
+async def test_pages_neither_skip_nor_repeat_documents_saved_at_the_same_time(
+    documents: Documents,
+) -> None:
+    # 25 documents at 5 instants: pages of 4 cut through each group of the same time.
+    for n in range(25):
+        await documents.put("run", f"r{n:02d}", {"id": n}, status="DONE", updated=100 + n // 5)
+    await documents.put("run", "other", {"id": -1}, status="WAITING", updated=500)
+    seen: list[int] = []
+    cursor: str | None = None
+    pages = 0
+    more = True
+    while more:
+        page, more = await documents.find_page("run", status="DONE", limit=4, after=cursor)
+        seen += [d["id"] for _, d in page]
+        cursor = page[-1][0]
+        pages += 1
+    assert pages == 7
+    assert sorted(seen) == list(range(25))
+    assert len(seen) == 25
+    assert seen[:5] == [24, 23, 22, 21, 20]  # newest first, then by id (descending)
+    whole, more = await documents.find_page("run", limit=100)
+    assert (len(whole), more) == (26, False)
+    middle, _ = await documents.find_page("run", status="DONE", limit=2, after=whole[3][0])
+    assert [d for _, d in middle] == [whole[4][1], whole[5][1]]  # each row's cursor
+    with pytest.raises(ValueError, match="not a page cursor"):
+        await documents.find_page("run", after="yesterday r01")

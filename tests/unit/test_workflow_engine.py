@@ -254,33 +254,36 @@ async def test_every_run_a_stopped_process_left_running_is_found_not_the_newest_
 async def test_runs_are_listed_by_workflow_and_by_who_sees_them_past_the_newest_page(
     engine: WorkflowEngine,
 ) -> None:
-    # Three runs of `fan` under 450 newer runs of `refund`: the filters reach past the newest
-    # runs of all (they kept only what the newest hundred held: none of these).
+    # Three runs of `fan` under 450 newer runs of `refund`, ten saved at each instant: the
+    # filters reach past the newest runs of all (they kept what the newest hundred held:
+    # none of these), and pages neither skip nor repeat runs saved at the same time.
     for n in range(453):
         name, user = ("fan", "ann") if n < 3 else ("refund", "bob")
-        body = {"id": f"run-{n:03d}", "workflow": name, "user": user, "updated": n + 1.0}
+        body = {"id": f"run-{n:03d}", "workflow": name, "user": user}
         await engine.documents.put(
-            "workflow_run", body["id"], body, status="SUCCEEDED", updated=n + 1
+            "workflow_run", body["id"], body, status="DONE", updated=1 + n // 10
         )
 
     fan = await engine.list_runs(workflow="fan")
     assert [r["id"] for r in fan] == ["run-002", "run-001", "run-000"]
+    every = await engine.list_runs(limit=1_000)
+    assert len({r["id"] for r in every}) == len(every) == 453
 
     async def anns(record: dict[str, Any]) -> bool:
         return record["user"] == "ann"
 
-    assert [r["id"] for r in await engine.list_runs(where=anns, limit=2)] == ["run-002", "run-001"]
-    newest = await engine.list_runs(limit=300)
-    assert [r["id"] for r in newest[:2]] == ["run-452", "run-451"]
-    assert len(newest) == 300
-    assert len(await engine.list_runs(limit=500)) == 453
+    runs, cursor = await engine.runs_page(where=anns, limit=2)
+    assert [r["id"] for r in runs] == ["run-002", "run-001"]
+    runs, cursor = await engine.runs_page(where=anns, limit=2, after=cursor)
+    assert ([r["id"] for r in runs], cursor) == (["run-000"], None)
 
-
-async def test_a_saved_run_says_when_it_was_saved(engine: WorkflowEngine) -> None:
-    record = await engine.run("refund", {"amount": "20"})
-    stored = await engine.documents.get("workflow_run", record["id"])
-    assert stored is not None
-    assert stored["updated"] >= stored["started"]
+    # One request reads at most `scan` runs: a short page, and where to go on from.
+    runs, cursor = await engine.runs_page(where=anns, scan=300)
+    assert (runs, cursor is not None) == ([], True)
+    runs, cursor = await engine.runs_page(where=anns, scan=300, after=cursor)
+    assert ([r["id"] for r in runs], cursor) == (["run-002", "run-001", "run-000"], None)
+    with pytest.raises(ValueError, match="not a page cursor"):
+        await engine.runs_page(after="nonsense")
 
 
 async def test_the_inbox_shows_the_newest_and_counts_every_approval_that_waits(

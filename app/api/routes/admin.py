@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from app.api.deps import PrincipalDep, ServicesDep
 from app.api.errors import ApiError, error_responses
 from app.api.schemas.admin import KeyCreate, KeyCreated, KeyList, KeyPublic, ReloadPublic
+from app.api.schemas.threads import CURSOR_PATTERN
 from app.auth.keys import key_view
 
 KeyId = Annotated[
@@ -37,21 +38,18 @@ async def list_keys(
     services: ServicesDep,
     user: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500, description="Keys per page.")] = 100,
-    before: Annotated[
-        float | None, Query(description="`next_before` of the previous page.")
+    cursor: Annotated[
+        str | None,
+        Query(description="`next_cursor` of the previous page.", pattern=CURSOR_PATTERN),
     ] = None,
 ) -> KeyList:
     """The API keys (of one user when ``user`` is given), never the keys themselves: the
-    newest first, a page at a time."""
-    keys, more = await services.keys.page(user, limit, before)
-    stored = [k for k in keys if k.source == "store"]
-    return KeyList.model_validate(
-        {
-            "data": [key_view(k) for k in keys],
-            "has_more": more,
-            "next_before": stored[-1].created if more and stored else None,
-        }
-    )
+    newest first, a page at a time; the first page ends with the keys from the settings."""
+    try:
+        keys, after = await services.keys.page(user, limit, cursor)
+    except ValueError as exc:
+        raise ApiError(400, "invalid_cursor", str(exc), param="cursor") from None
+    return KeyList.model_validate({"data": [key_view(k) for k in keys], "next_cursor": after})
 
 
 @router.post("/keys", status_code=201, responses=error_responses(400))

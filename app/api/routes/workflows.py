@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
@@ -15,6 +14,7 @@ from agents.feed import USAGE_SINK
 from agents.workflows.mermaid import mermaid
 from app.api.deps import IdempotencyKey, PrincipalDep, ServicesDep, WithinBudget, reach_thread
 from app.api.errors import ApiError, error_responses
+from app.api.schemas.threads import CURSOR_PATTERN
 from app.api.schemas.workflows import (
     ForkRequest,
     RunPublic,
@@ -117,15 +117,30 @@ async def list_runs(
     workflow: str | None = None,
     status: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    cursor: Annotated[
+        str | None,
+        Query(description="`next_cursor` of the previous page.", pattern=CURSOR_PATTERN),
+    ] = None,
 ) -> RunsPublic:
-    """Execution records, newest first."""
-    runs = await services.engine.list_runs(
-        workflow=workflow,
-        status=status,
-        limit=limit,
-        where=None if principal.sees_all else partial(_mine, services, principal),
-    )
-    return RunsPublic(runs=[RunPublic.model_validate(r) for r in runs])
+    """Execution records the caller may see, newest first, a page at a time. One request
+    reads at most a few thousand records: a page can come back short (even empty) with a
+    `next_cursor` to go on from."""
+    owners: dict[str, str | None] = {}  # a thread's owner, read once per request
+
+    async def visible(record: dict[str, Any]) -> bool:
+        return await _mine(services, principal, record, owners)
+
+    try:
+        runs, after = await services.engine.runs_page(
+            workflow=workflow,
+            status=status,
+            limit=limit,
+            where=None if principal.sees_all else visible,
+            after=cursor,
+        )
+    except ValueError as exc:
+        raise ApiError(400, "invalid_cursor", str(exc), param="cursor") from None
+    return RunsPublic(runs=[RunPublic.model_validate(r) for r in runs], next_cursor=after)
 
 
 @router.get(
@@ -165,14 +180,23 @@ async def fork_run(
     return RunPublic.model_validate(last["record"])
 
 
-async def _mine(services: Any, principal: Principal, record: dict[str, Any]) -> bool:
-    """Whether a run is the principal's: started by them, or on a thread of theirs."""
+async def _mine(
+    services: Any,
+    principal: Principal,
+    record: dict[str, Any],
+    owners: dict[str, str | None] | None = None,
+) -> bool:
+    """Whether a run is the principal's: started by them, or on a thread of theirs
+    (``owners``: threads' owners read before, kept for the next runs)."""
     if principal.sees_all or record.get("user") == principal.user:
         return True
     thread_id = record.get("thread_id")
     if record.get("user") is None and thread_id:
-        thread = await services.threads.records.get(thread_id)
-        return thread is not None and thread.get("owner") == principal.user
+        owners = {} if owners is None else owners
+        if thread_id not in owners:
+            thread = await services.threads.records.get(thread_id)
+            owners[thread_id] = None if thread is None else thread.get("owner")
+        return owners[thread_id] == principal.user
     return False
 
 

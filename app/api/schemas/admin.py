@@ -65,5 +65,6 @@ class KeyList(BaseModel):
     """Keys, newest first, a page at a time; the first page ends with the bootstrap ones."""
 
     data: list[KeyPublic]
-    has_more: bool = Field(description="Whether older keys are left.")
-    next_before: float | None = Field(description="`before` for the next page, if any.")
+    next_cursor: str | None = Field(
+        description="Where the next page starts (`cursor`); none after the last."
+    )

@@ -18,6 +18,8 @@ from agents.skills.spec import NAME_PATTERN
 from agents.turns import MAX_MESSAGE_CHARS
 
 THREAD_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+# A listing's page cursor: the last item's time, then its id (``Documents.find_page``).
+CURSOR_PATTERN = r"^-?[0-9]+(\.[0-9]+)?(e[+-]?[0-9]+)? .+$"
 THREAD_HEADER = {  # the response header of a turn, as OpenAPI documents it
     "X-Thread-Id": {
         "description": "The thread that holds the conversation (the request's, or a new one).",

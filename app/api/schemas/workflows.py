@@ -109,9 +109,12 @@ class RunPublic(BaseModel):
 
 
 class RunsPublic(BaseModel):
-    """Execution records, newest first."""
+    """Execution records, newest first, a page at a time."""
 
     runs: list[RunPublic]
+    next_cursor: str | None = Field(
+        None, description="Where the next page starts (`cursor`); none after the last."
+    )
 
 
 class ApprovalsPublic(BaseModel):

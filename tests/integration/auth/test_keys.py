@@ -426,14 +426,16 @@ def test_keys_are_listed_a_page_at_a_time_the_settings_ones_on_the_first(
     stored = [k["id"] for k in first["data"] if k["source"] == "store"]
     assert stored == made[:0:-1]  # the newest two
     assert {k["user"] for k in first["data"] if k["source"] == "bootstrap"} == set(KEYS)
-    assert first["has_more"] is True
+    assert first["next_cursor"] is not None
     rest = keyed.get(
-        "/v1/admin/keys", params={"limit": 2, "before": first["next_before"]}, headers=admin
+        "/v1/admin/keys", params={"limit": 2, "cursor": first["next_cursor"]}, headers=admin
     ).json()
     assert [k["id"] for k in rest["data"]] == made[:1]  # the oldest; no settings' keys again
-    assert (rest["has_more"], rest["next_before"]) == (False, None)
+    assert rest["next_cursor"] is None
     whole = keyed.get("/v1/admin/keys", headers=admin).json()
-    assert (whole["has_more"], len(whole["data"])) == (False, 3 + len(KEYS))
+    assert (whole["next_cursor"], len(whole["data"])) == (None, 3 + len(KEYS))
+    wrong = keyed.get("/v1/admin/keys", params={"cursor": "yesterday"}, headers=admin)
+    assert (wrong.status_code, wrong.json()["error"]["param"]) == (400, "query.cursor")
     too_many = keyed.get("/v1/admin/keys?limit=501", headers=admin)
     assert too_many.status_code == 400
     assert too_many.json()["error"]["param"] == "query.limit"
@@ -442,9 +444,10 @@ def test_keys_are_listed_a_page_at_a_time_the_settings_ones_on_the_first(
 async def test_every_key_is_listed_from_the_command_line_past_ten_thousand() -> None:
     keys = ApiKeys(MemoryDocuments())
     for n in range(10_050):
-        body = {"id": f"key_{n:012x}", "user": "bob", "scopes": ["chat"], "created": 1e9 + n}
-        await keys.documents.put(KIND, f"{n:064x}", body, owner="bob", updated=1e9 + n)
+        made = 1e9 + n // 7  # seven keys made at each instant (a bulk import)
+        body = {"id": f"key_{n:012x}", "user": "bob", "scopes": ["chat"], "created": made}
+        await keys.documents.put(KIND, f"{n:064x}", body, owner="bob", updated=made)
     listed = await keys.all()
     assert len(listed) == 10_050
-    assert listed[0].id == f"key_{10_049:012x}"  # newest first
+    assert listed[0].created == 1e9 + 10_049 // 7  # newest first
     assert len({k.id for k in listed}) == 10_050  # none twice: every page after the last

@@ -89,7 +89,7 @@ export const approvals = {
 };
 
 export const keys = {
-  list: (before = null) => json("GET", before === null ? "/v1/admin/keys" : `/v1/admin/keys?before=${before}`),
+  list: (cursor = null) => json("GET", cursor === null ? "/v1/admin/keys" : `/v1/admin/keys?cursor=${enc(cursor)}`),
   create: (body) => json("POST", "/v1/admin/keys", { json: body }),
   revoke: (id) => json("DELETE", `/v1/admin/keys/${enc(id)}`),
 };

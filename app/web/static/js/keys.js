@@ -39,11 +39,14 @@ function row(key) {
   );
 }
 
-let olderThan = null; // `next_before` of the page shown last
+let olderFrom = null; // `next_cursor` of the page shown last
+let shown = 0; // which listing the view shows: a reply for an older one is dropped
 
 /** Fill the table with the service's newest keys (older ones a page at a time, on request). */
 export async function loadKeys() {
+  const listing = ++shown;
   const page = await api.keys.list();
+  if (listing !== shown) return;
   $("key-table").querySelector("tbody").replaceChildren(
     ...(page.data.length ? page.data.map(row) : [el("tr", {}, el("td", { colspan: "6" }, "No keys yet."))]),
   );
@@ -51,14 +54,22 @@ export async function loadKeys() {
 }
 
 async function loadOlder() {
-  const page = await api.keys.list(olderThan);
-  $("key-table").querySelector("tbody").append(...page.data.map(row));
-  showMore(page);
+  const listing = shown;
+  const button = $("key-more");
+  button.disabled = true; // one page at a time
+  try {
+    const page = await api.keys.list(olderFrom);
+    if (listing !== shown) return; // signed out, or the listing was loaded again meanwhile
+    $("key-table").querySelector("tbody").append(...page.data.map(row));
+    showMore(page);
+  } finally {
+    button.disabled = false;
+  }
 }
 
 function showMore(page) {
-  olderThan = page.has_more ? page.next_before : null;
-  $("key-more").hidden = olderThan === null;
+  olderFrom = page.next_cursor ?? null;
+  $("key-more").hidden = olderFrom === null;
 }
 
 async function create(event) {
@@ -93,7 +104,8 @@ export function clearKeys() {
   $("key-made-user").textContent = "";
   $("key-status").textContent = "";
   $("key-table").querySelector("tbody").replaceChildren();
-  showMore({ has_more: false });
+  shown += 1; // a listing still on its way is not shown
+  showMore({ next_cursor: null });
   $("key-form").reset();
 }
 
