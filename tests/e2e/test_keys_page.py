@@ -189,5 +189,8 @@ def test_older_keys_are_shown_a_page_at_a_time(page: Any, service: Service) -> N
     expect(rows).to_have_count(101 + 3)
     expect(page.locator("#key-table tbody tr", has_text="user000")).to_have_count(1)
     expect(older).to_be_hidden()
+    page.get_by_role("button", name=re.compile(r"Revoke .* \(user000\)")).click()
+    expect(page.locator("#key-table tbody tr", has_text="user000")).to_contain_text("revoked")
+    expect(rows).to_have_count(101 + 3)  # revoked in place: the older keys stay shown
     page.get_by_role("button", name="Sign out").click()
     expect(older).to_be_hidden()

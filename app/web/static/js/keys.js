@@ -19,15 +19,15 @@ function row(key) {
   revoke.addEventListener("click", async () => {
     revoke.disabled = true;
     try {
-      await api.keys.revoke(key.id);
+      const revoked = await api.keys.revoke(key.id);
       $("key-status").textContent = `Revoked ${key.id}: requests with it are refused from now on.`;
-      await loadKeys();
+      line.replaceWith(row(revoked)); // in place: older keys shown stay shown
     } catch (error) {
       revoke.disabled = false;
       onError(error);
     }
   });
-  return el(
+  const line = el(
     "tr",
     { "data-key": key.id },
     el("td", {}, key.id),
@@ -37,6 +37,7 @@ function row(key) {
     el("td", {}, state(key)),
     el("td", {}, revoke),
   );
+  return line;
 }
 
 let olderFrom = null; // `next_cursor` of the page shown last
