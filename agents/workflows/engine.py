@@ -390,19 +390,33 @@ class WorkflowEngine:
         return kept, after
 
     async def approvals(self, limit: int = 500) -> list[dict[str, Any]]:
-        """Pending approvals, the ``limit`` newest, each with its run, workflow and thread
-        (the inbox); ``waiting`` says how many there are in all."""
-        runs = await self.documents.find(RUN, status="WAITING", limit=limit)
-        return [
+        """The ``limit`` newest pending approvals (see ``approvals_page``)."""
+        return (await self.approvals_page(limit))[0]
+
+    async def approvals_page(
+        self, limit: int = 500, after: str | None = None, thread_id: str | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """Pending approvals (of runs on ``thread_id`` when given), newest first, from the
+        cursor ``after`` on, each with its run, workflow and thread (the inbox); and the next
+        page's cursor (None after the last). ``waiting`` says how many there are in all.
+
+        Raises:
+            ValueError: for a malformed cursor.
+        """
+        rows, more = await self.documents.find_page(
+            RUN, owner=thread_id, status="WAITING", limit=limit, after=after
+        )
+        pending = [
             {
                 **r["waiting"],
                 "run_id": r["id"],
                 "workflow": r["workflow"],
                 "thread_id": r["thread_id"],
             }
-            for r in runs
+            for _, r in rows
             if r.get("waiting")
         ]
+        return pending, rows[-1][0] if more else None
 
     # The graph.
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import httpx
 from playwright.sync_api import expect
 
 from tests.e2e.conftest import screenshot
@@ -85,3 +86,20 @@ def test_a_run_waiting_for_approval_is_approved_after_a_service_restart(
     expect(trace.locator(".steps")).to_contain_text("approve — waiting for approval")
     expect(page.locator("#approval-count")).to_have_text("1")
     approve_from_the_inbox(page, "ORD1003")
+
+
+def test_the_inbox_shows_older_approvals_a_page_at_a_time(page: Any, service: Service) -> None:
+    with httpx.Client(base_url=service.url, timeout=30) as client:
+        for n in range(51):
+            body = {"inputs": {"order_id": "ORD1002"}, "thread_id": f"wait-{n:02d}"}
+            made = client.post("/v1/workflows/refund-request/runs", json=body)
+            assert made.json()["status"] == "WAITING", made.text
+    page.goto("/")
+    expect(page.locator("#approval-count")).to_have_text("51")
+    page.get_by_role("button", name="Approvals").click()
+    cards = page.locator("#inbox .approval")
+    expect(cards).to_have_count(50)
+    older = page.get_by_role("button", name="Show older approvals")
+    older.click()
+    expect(cards).to_have_count(51)
+    expect(older).to_be_hidden()

@@ -49,7 +49,7 @@ def test_a_small_refund_is_approved_without_a_person(client: TestClient) -> None
     assert record["status"] == "SUCCEEDED", record
     assert "approved automatically" in record["outputs"]["message"]
     assert list(record["nodes"]) == ["order", "amount", "auto_approve", "confirm"]
-    assert client.get("/v1/approvals").json() == {"approvals": [], "total": 0}
+    assert client.get("/v1/approvals").json() == {"approvals": [], "total": 0, "next_cursor": None}
 
 
 def test_a_large_refund_waits_for_the_inbox_and_resumes_when_approved(
@@ -59,7 +59,7 @@ def test_a_large_refund_waits_for_the_inbox_and_resumes_when_approved(
     assert record["status"] == "WAITING"
     inbox = client.get("/v1/approvals").json()
     [pending] = inbox["approvals"]
-    assert inbox["total"] == 1
+    assert (inbox["total"], inbox["next_cursor"]) == (1, None)
     assert pending["run_id"] == record["id"]
     assert "Refund 488" in pending["summary"]
     assert pending["data"]["order_id"] == "ORD1002"
@@ -299,3 +299,19 @@ def test_a_workflows_model_text_is_not_streamed_as_the_answers_tokens(
     assert "event: run_finished" in events
     assert "within 7 days" in events  # in the answer, not as the returns expert's tokens
     assert "event: token" not in events
+
+
+def test_the_inbox_is_read_a_page_at_a_time_and_by_thread(client: TestClient) -> None:
+    made = []
+    for thread in ("t-one", "t-two", "t-two"):
+        body = {"inputs": {"order_id": "ORD1002"}, "thread_id": thread}  # 488 CNY: it waits
+        made.append(client.post("/v1/workflows/refund-request/runs", json=body).json()["id"])
+    first = client.get("/v1/approvals", params={"limit": 2}).json()
+    assert [a["run_id"] for a in first["approvals"]] == made[:0:-1]
+    assert first["total"] == 3
+    rest = client.get("/v1/approvals", params={"cursor": first["next_cursor"]}).json()
+    assert ([a["run_id"] for a in rest["approvals"]], rest["next_cursor"]) == (made[:1], None)
+    on_one = client.get("/v1/approvals", params={"thread_id": "t-one"}).json()
+    assert ([a["run_id"] for a in on_one["approvals"]], on_one["total"]) == (made[:1], 3)
+    wrong = client.get("/v1/approvals", params={"cursor": "yesterday"})
+    assert wrong.status_code == 400

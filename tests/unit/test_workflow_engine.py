@@ -300,3 +300,18 @@ async def test_the_inbox_shows_the_newest_and_counts_every_approval_that_waits(
     assert inbox[0]["run_id"] == "run-519"
     assert await engine.waiting() == 520
     assert metrics.APPROVALS_WAITING._value.get() == 520
+    first, cursor = await engine.approvals_page(500)
+    older, last = await engine.approvals_page(500, cursor)
+    assert [a["run_id"] for a in older] == [f"run-{n:03d}" for n in range(19, -1, -1)]
+    assert last is None
+    assert len({a["run_id"] for a in first + older}) == 520
+    await engine.documents.put(
+        "workflow_run",
+        "run-t",
+        {"id": "run-t", "workflow": "refund", "thread_id": "t-9", "waiting": {"summary": "x"}},
+        owner="t-9",
+        status="WAITING",
+        updated=0.5,  # the oldest: far past the first page
+    )
+    mine, _ = await engine.approvals_page(1, thread_id="t-9")
+    assert [a["run_id"] for a in mine] == ["run-t"]

@@ -120,8 +120,11 @@ class RunsPublic(BaseModel):
 class ApprovalsPublic(BaseModel):
     """Pending approvals."""
 
-    approvals: list[ApprovalPublic] = Field(description="The 500 newest.")
+    approvals: list[ApprovalPublic] = Field(description="A page of them, newest first.")
     total: int = Field(description="How many wait in all.")
+    next_cursor: str | None = Field(
+        None, description="Where the next page starts (`cursor`); none after the last."
+    )
 
 
 class Decision(BaseModel):

@@ -508,6 +508,7 @@ PROBES = [
     get("unknown workflow run", "/v1/workflow-runs/nope", 404),
     get("workflow runs, too many", "/v1/workflow-runs", 400, params={"limit": 0}),
     get("approvals", "/v1/approvals", 200, before=(START,)),
+    get("approvals, a bad page size", "/v1/approvals", 400, params={"limit": 0}),
     Probe(
         "approve", "POST", "/v1/approvals/{approval}", 200, {"decision": "approve"}, before=(START,)
     ),

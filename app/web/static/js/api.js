@@ -83,7 +83,12 @@ export const threads = {
 };
 
 export const approvals = {
-  list: () => json("GET", "/v1/approvals"),
+  list: ({ limit = 500, cursor = null, thread = null } = {}) =>
+    json(
+      "GET",
+      `/v1/approvals?limit=${limit}${cursor === null ? "" : `&cursor=${enc(cursor)}`}` +
+        (thread === null ? "" : `&thread_id=${enc(thread)}`),
+    ),
   decide: (id, decision, comment) =>
     json("POST", `/v1/approvals/${enc(id)}`, { json: { decision, comment } }),
 };

@@ -50,17 +50,39 @@ export function approvalCard(approval, onDecided = () => {}, { canApprove = true
 
 /** How many approvals wait. */
 export async function waiting() {
-  return (await api.approvals.list()).total;
+  return (await api.approvals.list({ limit: 1 })).total;
 }
 
-/** Fill the inbox (a decided card stays until the next refresh); returns how many wait. */
+const PAGE = 50; // cards a page of the inbox shows
+let olderFrom = null; // `next_cursor` of the inbox's last page
+let shown = 0; // which filling of the inbox is on screen: a reply for an older one is dropped
+
+/** Fill the inbox, newest first (a decided card stays until the next refresh; older pages on
+ * request); returns how many wait. */
 export async function loadInbox(container, onDecided) {
-  const { approvals, total } = await api.approvals.list();
+  const filling = ++shown;
+  const page = await api.approvals.list({ limit: PAGE });
+  if (filling !== shown) return page.total;
+  const more = el("button", { type: "button", class: "inbox-more" }, "Show older approvals");
+  more.addEventListener("click", async () => {
+    more.disabled = true; // one page at a time
+    try {
+      const older = await api.approvals.list({ limit: PAGE, cursor: olderFrom });
+      if (filling !== shown) return; // refreshed meanwhile
+      more.before(...older.approvals.map((a) => approvalCard(a, onDecided)));
+      olderFrom = older.next_cursor ?? null;
+      more.hidden = olderFrom === null;
+    } finally {
+      more.disabled = false;
+    }
+  });
+  olderFrom = page.next_cursor ?? null;
+  more.hidden = olderFrom === null;
   container.replaceChildren(
-    ...(approvals.length
-      ? approvals.map((a) => approvalCard(a, onDecided))
+    ...(page.approvals.length
+      ? page.approvals.map((a) => approvalCard(a, onDecided))
       : [el("p", {}, "Nothing waits for a decision.")]),
-    ...(total > approvals.length ? [el("p", { class: "hint" }, `The ${approvals.length} newest of ${total} are shown.`)] : []),
+    more,
   );
-  return total;
+  return page.total;
 }

@@ -118,7 +118,7 @@ export async function openThread(id) {
     const [thread, { data }, { approvals }] = await Promise.all([
       api.threads.get(id),
       api.threads.list(),
-      canApprove ? api.approvals.list() : { approvals: [] },
+      canApprove ? api.approvals.list({ thread: id }) : { approvals: [] },
     ]);
     if (mine !== opening) return; // another thread (or a new one) was opened meanwhile
     // A message sent while this loaded is answered in this thread: it goes after the thread's.
