@@ -212,7 +212,7 @@ class ApiKeys:
         rows, more = await self.documents.find_page(KIND, owner=user, limit=limit, after=after)
         stored = [_record(body) for _, body in rows]
         boot = [k for k in self.bootstrap.values() if user in (None, k.user)]
-        return stored + (boot if after is None else []), rows[-1][0] if more else None
+        return stored + (boot if after is None else []), _shown(rows[-1][0]) if more else None
 
     async def all(self, user: str | None = None) -> list[KeyRecord]:
         """Every stored key (newest first), then the bootstrap ones; of one user when given."""
@@ -255,6 +255,14 @@ class ApiKeys:
             )
             return "revoked", _record(body)
         return "unknown", None
+
+
+def _shown(cursor: str) -> str:
+    """A page cursor with the key's hash cut to what its public id shows: a key id never
+    leaves the store whole. As a bound it is as good (only a key made at that very instant
+    whose hash starts with the same twelve characters could be missed)."""
+    made, _, hashed = cursor.partition(" ")
+    return f"{made} {hashed[:12]}"
 
 
 def _record(body: dict[str, Any]) -> KeyRecord:

@@ -66,5 +66,5 @@ class KeyList(BaseModel):
 
     data: list[KeyPublic]
     next_cursor: str | None = Field(
-        description="Where the next page starts (`cursor`); none after the last."
+        None, description="Where the next page starts (`cursor`); none after the last."
     )

@@ -418,11 +418,15 @@ def test_keys_are_listed_a_page_at_a_time_the_settings_ones_on_the_first(
     keyed: TestClient,
 ) -> None:
     admin = bearer("admin")
-    made = []
+    made, hashes = [], []
     for n in range(3):
         asked = {"user": f"user{n}", "scopes": ["chat"]}
-        made.append(keyed.post("/v1/admin/keys", json=asked, headers=admin).json()["id"])
-    first = keyed.get("/v1/admin/keys?limit=2", headers=admin).json()
+        key = keyed.post("/v1/admin/keys", json=asked, headers=admin).json()
+        made.append(key["id"])
+        hashes.append(digest(key["key"]))
+    listed = keyed.get("/v1/admin/keys?limit=2", headers=admin)
+    assert not any(h in listed.text for h in hashes)  # the cursor shows no more than an id
+    first = listed.json()
     stored = [k["id"] for k in first["data"] if k["source"] == "store"]
     assert stored == made[:0:-1]  # the newest two
     assert {k["user"] for k in first["data"] if k["source"] == "bootstrap"} == set(KEYS)

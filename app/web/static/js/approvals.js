@@ -86,3 +86,10 @@ export async function loadInbox(container, onDecided) {
   );
   return page.total;
 }
+
+/** Forget the inbox (the user changed): its cards, and a page of it still on its way. */
+export function clearInbox(container) {
+  shown += 1;
+  olderFrom = null;
+  container.replaceChildren();
+}

@@ -1,6 +1,6 @@
 // Start-up: views, sign-in (an API key, or development mode without one), service errors.
 import * as api from "./api.js";
-import { loadInbox, waiting } from "./approvals.js";
+import { clearInbox, loadInbox, waiting } from "./approvals.js";
 import { initBrowser, loadBrowser } from "./browser.js";
 import { engaged, initChat, loadThreads, openThread, setCanApprove } from "./chat.js";
 import { clearKeys, initKeys, loadKeys } from "./keys.js";
@@ -125,6 +125,7 @@ async function start() {
 
 function switchUser() {
   clearKeys(); // a key shown once is not left for the next user, in the page or its DOM
+  clearInbox($("inbox")); // nor another user's approvals
   sessionStorage.removeItem("skilldesk.thread");
   openThread(null);
   start();
