@@ -5,6 +5,7 @@ few fields a listing filters on."""
 from __future__ import annotations
 
 import json
+import math
 import time
 from typing import Any, Protocol
 
@@ -148,6 +149,7 @@ class MemoryDocuments:
         after: str | None = None,
     ) -> tuple[list[tuple[str, dict[str, Any]]], bool]:
         """See ``Documents.find_page``."""
+        _check_limit(limit)
         start = _position(after)
         rows = sorted(
             (
@@ -160,7 +162,7 @@ class MemoryDocuments:
             ),
             reverse=True,
         )
-        return _paged([(row[0], row[1], row[2]) for row in rows[: limit + 1]], limit)
+        return _paged(rows[: limit + 1], limit)
 
     async def count(self, kind: str, *, status: str | None = None) -> int:
         """See ``Documents.count``."""
@@ -455,9 +457,17 @@ def _position(after: str | None) -> tuple[float, str] | None:
         return None
     updated, _, doc_id = after.partition(" ")
     try:
-        return float(updated), doc_id
+        position = float(updated)
     except ValueError:
-        raise ValueError(f"not a page cursor: {after!r}; pass a next page's cursor") from None
+        position = math.nan
+    if math.isnan(position) or not doc_id:  # a huge exponent is inf: before every time
+        raise ValueError(f"not a page cursor: {after!r}; pass a next page's cursor")
+    return position, doc_id
+
+
+def _check_limit(limit: int) -> None:
+    if limit < 1:
+        raise ValueError(f"a page holds at least one document, not {limit}")
 
 
 def _page_query(
@@ -469,6 +479,7 @@ def _page_query(
     mark: str,
 ) -> tuple[str, tuple[Any, ...]]:
     """``find_page``'s query: one row more than the page, to know whether another follows."""
+    _check_limit(limit)
     where, args = _where(kind, owner, status, None, None, mark)
     start = _position(after)
     if start is not None:

@@ -108,5 +108,8 @@ async def test_pages_neither_skip_nor_repeat_documents_saved_at_the_same_time(
     assert (len(whole), more) == (26, False)
     middle, _ = await documents.find_page("run", status="DONE", limit=2, after=whole[3][0])
     assert [d for _, d in middle] == [whole[4][1], whole[5][1]]  # each row's cursor
-    with pytest.raises(ValueError, match="not a page cursor"):
-        await documents.find_page("run", after="yesterday r01")
+    for wrong in ["yesterday r01", "nan r01", "100.0", "100.0 "]:
+        with pytest.raises(ValueError, match="not a page cursor"):
+            await documents.find_page("run", after=wrong)
+    with pytest.raises(ValueError, match="at least one"):
+        await documents.find_page("run", limit=0)

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from app.api.deps import PrincipalDep, ServicesDep
 from app.api.errors import ApiError, error_responses
 from app.api.schemas.admin import KeyCreate, KeyCreated, KeyList, KeyPublic, ReloadPublic
-from app.api.schemas.threads import CURSOR_PATTERN
+from app.api.schemas.threads import Cursor
 from app.auth.keys import key_view
 
 KeyId = Annotated[
@@ -38,17 +38,11 @@ async def list_keys(
     services: ServicesDep,
     user: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500, description="Keys per page.")] = 100,
-    cursor: Annotated[
-        str | None,
-        Query(description="`next_cursor` of the previous page.", pattern=CURSOR_PATTERN),
-    ] = None,
+    cursor: Cursor = None,
 ) -> KeyList:
     """The API keys (of one user when ``user`` is given), never the keys themselves: the
     newest first, a page at a time; the first page ends with the keys from the settings."""
-    try:
-        keys, after = await services.keys.page(user, limit, cursor)
-    except ValueError as exc:
-        raise ApiError(400, "invalid_cursor", str(exc), param="cursor") from None
+    keys, after = await services.keys.page(user, limit, cursor)
     return KeyList.model_validate({"data": [key_view(k) for k in keys], "next_cursor": after})
 
 

@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from app.api.deps import ApproverDep, ServicesDep
-from app.api.errors import ApiError, error_responses
-from app.api.schemas.threads import CURSOR_PATTERN, THREAD_ID_PATTERN
+from app.api.errors import error_responses
+from app.api.schemas.threads import THREAD_ID_PATTERN, Cursor
 from app.api.schemas.workflows import ApprovalPublic, ApprovalsPublic, Decision, RunPublic
 
 router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
@@ -18,10 +18,7 @@ router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
 async def list_approvals(
     services: ServicesDep,
     limit: Annotated[int, Query(ge=1, le=500, description="Approvals per page.")] = 500,
-    cursor: Annotated[
-        str | None,
-        Query(description="`next_cursor` of the previous page.", pattern=CURSOR_PATTERN),
-    ] = None,
+    cursor: Cursor = None,
     thread_id: Annotated[
         str | None,
         Query(description="Only those of runs on this thread.", pattern=THREAD_ID_PATTERN),
@@ -29,10 +26,7 @@ async def list_approvals(
 ) -> ApprovalsPublic:
     """Approvals waiting for a decision, newest first, a page at a time, each with its run,
     workflow and thread; and how many wait in all (on every thread)."""
-    try:
-        pending, after = await services.engine.approvals_page(limit, cursor, thread_id)
-    except ValueError as exc:
-        raise ApiError(400, "invalid_cursor", str(exc), param="cursor") from None
+    pending, after = await services.engine.approvals_page(limit, cursor, thread_id)
     return ApprovalsPublic(
         approvals=[ApprovalPublic.model_validate(a) for a in pending],
         total=await services.engine.waiting(),

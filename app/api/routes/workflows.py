@@ -14,7 +14,7 @@ from agents.feed import USAGE_SINK
 from agents.workflows.mermaid import mermaid
 from app.api.deps import IdempotencyKey, PrincipalDep, ServicesDep, WithinBudget, reach_thread
 from app.api.errors import ApiError, error_responses
-from app.api.schemas.threads import CURSOR_PATTERN
+from app.api.schemas.threads import Cursor
 from app.api.schemas.workflows import (
     ForkRequest,
     RunPublic,
@@ -117,10 +117,7 @@ async def list_runs(
     workflow: str | None = None,
     status: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
-    cursor: Annotated[
-        str | None,
-        Query(description="`next_cursor` of the previous page.", pattern=CURSOR_PATTERN),
-    ] = None,
+    cursor: Cursor = None,
 ) -> RunsPublic:
     """Execution records the caller may see, newest first, a page at a time. One request
     reads at most a few thousand records: a page can come back short (even empty) with a
@@ -130,16 +127,13 @@ async def list_runs(
     async def visible(record: dict[str, Any]) -> bool:
         return await _mine(services, principal, record, owners)
 
-    try:
-        runs, after = await services.engine.runs_page(
-            workflow=workflow,
-            status=status,
-            limit=limit,
-            where=None if principal.sees_all else visible,
-            after=cursor,
-        )
-    except ValueError as exc:
-        raise ApiError(400, "invalid_cursor", str(exc), param="cursor") from None
+    runs, after = await services.engine.runs_page(
+        workflow=workflow,
+        status=status,
+        limit=limit,
+        where=None if principal.sees_all else visible,
+        after=cursor,
+    )
     return RunsPublic(runs=[RunPublic.model_validate(r) for r in runs], next_cursor=after)
 
 

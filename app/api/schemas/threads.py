@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from fastapi import Query
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -18,8 +19,6 @@ from agents.skills.spec import NAME_PATTERN
 from agents.turns import MAX_MESSAGE_CHARS
 
 THREAD_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
-# A listing's page cursor: the last item's time, then its id (``Documents.find_page``).
-CURSOR_PATTERN = r"^-?[0-9]+(\.[0-9]+)?(e[+-]?[0-9]+)? .+$"
 THREAD_HEADER = {  # the response header of a turn, as OpenAPI documents it
     "X-Thread-Id": {
         "description": "The thread that holds the conversation (the request's, or a new one).",
@@ -425,3 +424,14 @@ class RunTracePublic(BaseModel):
         description="Its events in order: route, nodes with timings, tool calls with "
         "arguments and results, errors, and how it ended (with its usage)."
     )
+
+
+# A listing's page cursor: the last item's time, then its id (``Documents.find_page``). The
+# pattern admits only what parses, so a cursor the service did not give is a 400 naming it.
+Cursor = Annotated[
+    str | None,
+    Query(
+        description="`next_cursor` of the previous page.",
+        pattern=r"^-?[0-9]+(\.[0-9]+)?(e[+-]?[0-9]+)? .+$",
+    ),
+]
