@@ -119,11 +119,16 @@ class Threads:
             messages=len(messages) + summarised_count(values.get("summary")),
         )
 
-    async def find(
-        self, *, owner: str | None = None, limit: int = 20, before: float | None = None
-    ) -> list[ThreadRecord]:
-        """Threads newest first (by last update), of one owner when given."""
-        return await self.records.find(owner=owner, limit=limit, before=before)
+    async def find(self, *, owner: str | None = None, limit: int = 20) -> list[ThreadRecord]:
+        """The ``limit`` threads updated last, newest first, of one owner when given."""
+        return await self.records.find(owner=owner, limit=limit)
+
+    async def page(
+        self, *, owner: str | None = None, limit: int = 20, after: str | None = None
+    ) -> tuple[list[ThreadRecord], str | None]:
+        """A page of threads newest first, from the cursor ``after`` on, and the next
+        page's cursor (``ThreadRecords.page``)."""
+        return await self.records.page(owner=owner, limit=limit, after=after)
 
     async def rename(self, thread_id: str, title: str) -> ThreadRecord:
         """Give a thread a title of the user's."""
@@ -335,11 +340,13 @@ class Threads:
                     async with self.conversations.hold(thread_id):
                         await self._delete(thread_id)
         if policy.keep_checkpoints > 0 or policy.keep_summarised > 0:
-            before: float | None = None
-            while page := await self.records.find(limit=200, before=before):
-                before = page[-1]["updated"]
+            after: str | None = None
+            while True:
+                page, after = await self.records.page(limit=200, after=after)
                 for record in page:
                     await self._prune_one(record["thread_id"], report)
+                if after is None:
+                    break
         log.info(
             "retention.applied",
             dry_run=dry_run,

@@ -99,9 +99,21 @@ class ThreadRecords:
     async def find(
         self, *, owner: str | None = None, limit: int = 20, before: float | None = None
     ) -> list[ThreadRecord]:
-        """Records newest first (by last update), of one owner when given."""
+        """Records newest first (by last update), of one owner when given, updated before
+        ``before`` when given (a time bound, not a page: ``page`` pages)."""
         found = await self.documents.find(THREAD, owner=owner, limit=limit, before=before)
         return [ThreadRecord(**row) for row in found]  # type: ignore[typeddict-item]
+
+    async def page(
+        self, *, owner: str | None = None, limit: int = 20, after: str | None = None
+    ) -> tuple[list[ThreadRecord], str | None]:
+        """A page of records newest first (by last update, then id), of one owner when
+        given, from the cursor ``after`` on; and the next page's cursor (None after the
+        last). Records updated at the same instant are neither skipped nor repeated.
+        ValueError for a malformed cursor."""
+        rows, more = await self.documents.find_page(THREAD, owner=owner, limit=limit, after=after)
+        records = [ThreadRecord(**body) for _, body in rows]  # type: ignore[typeddict-item]
+        return records, rows[-1][0] if more else None
 
     async def idle_since(self, cutoff: float, limit: int = 500) -> list[ThreadRecord]:
         """Records not updated since ``cutoff`` (oldest last), for retention."""

@@ -188,3 +188,21 @@ def test_a_new_thread_started_while_a_linked_one_loads_stays_new(
     page.get_by_role("textbox", name="Message").fill("a fresh start")
     expect(page.locator("#thread-title")).to_have_text("New conversation")
     expect(page.locator(".message")).to_have_count(0)
+
+
+def test_older_threads_are_listed_a_page_at_a_time_and_open_with_their_title(
+    page: Any, service: Service
+) -> None:
+    for n in range(55):  # the page lists 50 at a time
+        made = httpx.post(f"{service.url}/v1/threads", json={"title": f"Trip {n:02}"}, timeout=30)
+        assert made.status_code == 201, made.text
+    page.goto("/")
+    threads = page.locator("#thread-list .thread")
+    expect(threads).to_have_count(50)
+    expect(threads.first).to_contain_text("Trip 54")
+    page.get_by_role("button", name="Older threads").click()
+    expect(threads).to_have_count(55)
+    expect(page.get_by_role("button", name="Older threads")).to_have_count(0)
+    threads.last.click()
+    # The oldest thread was on no first page: its title comes with the thread itself.
+    expect(page.locator("#thread-title")).to_have_text("Trip 00")

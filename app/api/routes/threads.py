@@ -33,6 +33,7 @@ from app.api.schemas.threads import (
     THREAD_HEADER,
     THREAD_ID_PATTERN,
     AttachmentPublic,
+    Cursor,
     ForkRequest,
     HistoryPublic,
     NewThread,
@@ -60,9 +61,7 @@ async def list_threads(
     principal: PrincipalDep,
     owner: OwnerDep,
     limit: Annotated[int, Query(ge=1, le=100, description="Threads per page.")] = 20,
-    before: Annotated[
-        float | None, Query(description="`next_before` of the previous page.")
-    ] = None,
+    cursor: Cursor = None,
     all_users: Annotated[
         bool, Query(alias="all", description="Every user's threads (needs `admin`).")
     ] = False,
@@ -72,14 +71,9 @@ async def list_threads(
         if not principal.can("admin"):
             raise no_scope(principal, "admin")
         owner = None
-    found = await services.threads.find(owner=owner, limit=limit + 1, before=before)
-    page = found[:limit]
+    page, after = await services.threads.page(owner=owner, limit=limit, after=cursor)
     return ThreadListPublic.model_validate(
-        {
-            "data": page,
-            "has_more": len(found) > limit,
-            "next_before": page[-1]["updated"] if len(found) > limit else None,
-        }
+        {"data": page, "has_more": after is not None, "next_cursor": after}
     )
 
 
@@ -202,7 +196,8 @@ async def get_thread(
     how many earlier ones are summarised, last route, loaded skills, workspace and usage."""
     await reach_thread(services, principal, thread_id)
     state = await services.conversations.state(thread_id)
-    if not state and await services.threads.records.get(thread_id) is None:
+    record = await services.threads.records.get(thread_id)
+    if not state and record is None:
         raise ApiError(404, "thread_not_found", f"There is no thread {thread_id!r}.")
     # A thread made empty (POST /v1/threads), or whose first run has not written yet: no
     # messages so far. Indices count the summarised messages too: they match the summary's entries.
@@ -215,6 +210,7 @@ async def get_thread(
     return ThreadPublic.model_validate(
         {
             "thread_id": thread_id,
+            **({"title": record["title"]} if record is not None else {}),
             "messages": shown + [_message(count + i, m, runs) for i, m in enumerate(messages)],
             "summarised_messages": count,
             "route": state.get("route"),

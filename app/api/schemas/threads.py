@@ -181,6 +181,11 @@ class ThreadPublic(BaseModel):
     """
 
     thread_id: str = Field(description="The thread's id.")
+    title: str | None = Field(
+        None,
+        description="From its first message, or as renamed (left out for a thread "
+        "from before titles).",
+    )
     messages: list[ThreadMessagePublic] = Field(
         description="The active messages: those the next answer reads verbatim."
     )
@@ -246,8 +251,8 @@ class ThreadListPublic(BaseModel):
     object: Literal["list"] = "list"
     data: list[ThreadRecordPublic]
     has_more: bool = Field(description="Whether an older page exists.")
-    next_before: float | None = Field(
-        description="Pass as `before` for the next page (null on the last)."
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next page (null on the last)."
     )
 
 

@@ -32,9 +32,39 @@ def test_threads_are_listed_newest_first_with_titles_from_their_first_message(
     page = client.get("/v1/threads", params={"limit": 1}).json()
     assert [t["thread_id"] for t in page["data"]] == ["a"]
     assert page["has_more"] is True
-    rest = client.get("/v1/threads", params={"limit": 1, "before": page["next_before"]}).json()
+    rest = client.get("/v1/threads", params={"limit": 1, "cursor": page["next_cursor"]}).json()
     assert [t["thread_id"] for t in rest["data"]] == ["b"]
-    assert rest["has_more"] is False
+    assert (rest["has_more"], rest["next_cursor"]) == (False, None)
+    bad = client.get("/v1/threads", params={"cursor": "yesterday"})
+    assert bad.status_code == 400
+    assert bad.json()["error"]["param"] == "query.cursor"
+
+
+def test_threads_saved_at_the_same_instant_are_paged_once_each(client: TestClient) -> None:
+    # Pages by time alone (`before`) skipped the threads of a page's last instant that did
+    # not fit on it; the cursor carries the id too.
+    services = client.app.state.services  # type: ignore[attr-defined]
+    documents = services.threads.records.documents
+    ids = [f"tie-{n}" for n in range(7)]
+
+    async def save() -> None:
+        for thread_id in ids:
+            body = {"thread_id": thread_id, "title": thread_id, "created": 1e9, "updated": 1e9}
+            await documents.put(
+                "thread", thread_id, {**body, "status": "idle", "messages": 0}, updated=1e9
+            )
+
+    client.portal.call(save)  # type: ignore[union-attr]
+    seen: list[str] = []
+    cursor = None
+    while True:
+        params: dict[str, Any] = {"limit": 3, **({"cursor": cursor} if cursor else {})}
+        page = client.get("/v1/threads", params=params).json()
+        seen += [t["thread_id"] for t in page["data"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert sorted(seen) == ids  # each once
 
 
 def test_a_thread_is_created_empty_renamed_and_named_by_its_first_message(
@@ -47,7 +77,7 @@ def test_a_thread_is_created_empty_renamed_and_named_by_its_first_message(
     assert client.post("/v1/threads", json={"thread_id": thread_id}).status_code == 409
     empty = client.get(f"/v1/threads/{thread_id}")  # made, nothing said yet: not a 404
     assert empty.status_code == 200, empty.text
-    assert empty.json()["messages"] == []
+    assert (empty.json()["messages"], empty.json()["title"]) == ([], "New conversation")
 
     fake_llm.script(Reply(content="Hi."))
     say(client, thread_id, "Where is my parcel?")
@@ -57,6 +87,7 @@ def test_a_thread_is_created_empty_renamed_and_named_by_its_first_message(
     assert renamed.status_code == 200
     assert renamed.json()["title"] == "Parcel"
     assert client.get("/v1/threads").json()["data"][0]["title"] == "Parcel"
+    assert client.get(f"/v1/threads/{thread_id}").json()["title"] == "Parcel"  # the page's header
     assert client.patch(f"/v1/threads/{thread_id}", json={"title": "  "}).status_code == 400
     assert client.patch("/v1/threads/nope", json={"title": "x"}).status_code == 404
 

@@ -107,6 +107,31 @@ def test_retention_deletes_threads_idle_too_long(client: TestClient, fake_llm: F
     assert client.get("/v1/threads/new").status_code == 200
 
 
+def test_retention_visits_every_thread_once_past_a_page_of_equal_times(
+    client: TestClient,
+) -> None:
+    # It walks the records 200 at a time; by time alone it stopped at the first page when
+    # more than 200 threads were last updated at the same instant.
+    services = client.app.state.services  # type: ignore[attr-defined]
+    ids = sorted(f"t-{n:03}" for n in range(450))
+    visited: list[str] = []
+
+    async def run() -> None:
+        for thread_id in ids:
+            body = {"thread_id": thread_id, "status": "idle", "updated": 1e9}
+            await services.threads.records.documents.put("thread", thread_id, body, updated=1e9)
+
+        async def prune_one(thread_id: str, report: Any) -> None:
+            visited.append(thread_id)
+
+        services.threads._prune_one = prune_one
+        services.threads.retention = type(services.threads.retention)(keep_checkpoints=5)
+        await services.threads.prune()
+
+    client.portal.call(run)  # type: ignore[union-attr]
+    assert sorted(visited) == ids  # each once
+
+
 def test_data_files_cannot_be_committed() -> None:
     for path in ("t.sqlite", "bench/out.sqlite-wal", "data/x.db", "speech.wav"):
         assert subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT).returncode == 0, path

@@ -65,7 +65,7 @@ async function json(method, path, options) {
 const enc = encodeURIComponent;
 
 export const threads = {
-  list: (before) => json("GET", `/v1/threads?limit=50${before ? `&before=${before}` : ""}`),
+  list: (cursor) => json("GET", `/v1/threads?limit=50${cursor ? `&cursor=${enc(cursor)}` : ""}`),
   create: () => json("POST", "/v1/threads", { json: {} }),
   get: (id) => json("GET", `/v1/threads/${enc(id)}`),
   rename: (id, title) => json("PATCH", `/v1/threads/${enc(id)}`, { json: { title } }),

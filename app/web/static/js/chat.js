@@ -70,7 +70,7 @@ function threadItem(t) {
 }
 
 function addOlder(page) {
-  if (!page.has_more) return;
+  if (!page.next_cursor) return;
   const item = el(
     "li",
     {},
@@ -79,12 +79,17 @@ function addOlder(page) {
       {
         type: "button",
         class: "link",
-        onclick: async () => {
+        onclick: async (event) => {
+          const button = event.currentTarget;
+          button.disabled = true; // one page at a time
           try {
-            const older = await api.threads.list(page.next_before);
-            item.replaceWith(...older.data.map(threadItem));
+            const older = await api.threads.list(page.next_cursor);
+            // A thread updated since the first page moved up to it: not shown twice.
+            const shown = new Set([...document.querySelectorAll(".thread")].map((b) => b.dataset.thread));
+            item.replaceWith(...older.data.filter((t) => !shown.has(t.thread_id)).map(threadItem));
             addOlder(older);
           } catch (error) {
+            button.disabled = false;
             report(error);
           }
         },
@@ -115,16 +120,14 @@ export async function openThread(id) {
   }
   if (!id) return;
   try {
-    const [thread, { data }, { approvals }] = await Promise.all([
+    const [thread, { approvals }] = await Promise.all([
       api.threads.get(id),
-      api.threads.list(),
       canApprove ? api.approvals.list({ thread: id }) : { approvals: [] },
     ]);
     if (mine !== opening) return; // another thread (or a new one) was opened meanwhile
     // A message sent while this loaded is answered in this thread: it goes after the thread's.
     const live = [...$("messages").children];
-    const record = data.find((t) => t.thread_id === id);
-    $("thread-title").textContent = record?.title || id;
+    $("thread-title").textContent = thread.title || id;
     for (const message of thread.messages) {
       const kept = { index: message.index, summarised: message.summarised };
       if (message.role === "human") addMessage("user", message.content, kept);
