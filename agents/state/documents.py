@@ -9,10 +9,13 @@ import math
 import time
 from typing import Any, Protocol
 
+import structlog
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from agents.state.sqlite_saver import ThreadedSqliteSaver
 from agents.text import json_bytes
+
+log = structlog.get_logger(__name__)
 
 _TABLE = "skilldesk_documents"
 _SQLITE_TABLE = (
@@ -24,12 +27,15 @@ _POSTGRES_TABLE = (
     "owner TEXT, status TEXT, updated DOUBLE PRECISION NOT NULL, body TEXT NOT NULL, "
     "PRIMARY KEY (kind, id))"
 )
-# A user's threads (a listing by kind and owner, newest first) without a scan.
-_INDEX = f"CREATE INDEX IF NOT EXISTS {_TABLE}_owner ON {_TABLE} (kind, owner, updated)"
-# Documents by status (runs waiting for an approval, counted and listed) without a scan.
-_STATUS_INDEX = f"CREATE INDEX IF NOT EXISTS {_TABLE}_status ON {_TABLE} (kind, status, updated)"
-# Ids found by their start in byte order (``find(id_prefix=...)``), whatever the collation.
-_PREFIX_INDEX = f'CREATE INDEX IF NOT EXISTS {_TABLE}_id_c ON {_TABLE} (kind, id COLLATE "C")'
+# Index name -> columns. A user's threads (a listing by kind and owner, newest first) and
+# documents by status (runs waiting for an approval, counted and listed) without a scan.
+_INDEXES = {
+    f"{_TABLE}_owner": "(kind, owner, updated)",
+    f"{_TABLE}_status": "(kind, status, updated)",
+}
+# Ids found by their start in byte order (``find(id_prefix=...)``), whatever the collation
+# (PostgreSQL's; SQLite compares bytes anyway, through the primary key).
+_POSTGRES_INDEXES = {**_INDEXES, f"{_TABLE}_id_c": '(kind, id COLLATE "C")'}
 
 
 class Documents(Protocol):
@@ -254,8 +260,8 @@ class SqliteDocuments:
     def _setup(self) -> None:
         if not self._ready:
             self.saver.conn.execute(_SQLITE_TABLE)
-            self.saver.conn.execute(_INDEX)
-            self.saver.conn.execute(_STATUS_INDEX)
+            for name, columns in _INDEXES.items():
+                self.saver.conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {_TABLE} {columns}")
             self._ready = True
 
     def _write(self, row: tuple[Any, ...]) -> None:
@@ -368,9 +374,8 @@ class PostgresDocuments:
         if not self._ready:
             async with self.pool.connection() as conn:
                 await conn.execute(_POSTGRES_TABLE)
-                await conn.execute(_INDEX)
-                await conn.execute(_STATUS_INDEX)
-                await conn.execute(_PREFIX_INDEX)
+                for name, columns in _POSTGRES_INDEXES.items():
+                    await _build_index(conn, name, columns)
             self._ready = True
 
     async def _read(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
@@ -378,6 +383,36 @@ class PostgresDocuments:
         async with self.pool.connection() as conn:
             cursor = await conn.execute(sql, args)
             return list(await cursor.fetchall())
+
+
+async def _build_index(conn: Any, name: str, columns: str) -> None:
+    """Build an index the table lacks without holding up writes: CONCURRENTLY, so the other
+    processes keep writing while this one (a new version, say) builds it on a large table. A
+    build that was cut off leaves an invalid index, which is dropped and built again; another
+    process building the same index at the same time is left to it.
+    """
+    import psycopg
+
+    cursor = await conn.execute(
+        "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", (name,)
+    )
+    found = await cursor.fetchone()
+    if found is not None and found["indisvalid"]:
+        return
+    if found is not None:  # being built by another process, or a build that was cut off
+        cursor = await conn.execute(
+            "SELECT 1 FROM pg_stat_progress_create_index WHERE index_relid = to_regclass(%s)",
+            (name,),
+        )
+        if await cursor.fetchone() is not None:
+            return
+    try:
+        if found is not None:
+            await conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+        await conn.execute(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {_TABLE} {columns}")
+    except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
+        return  # another process made it meanwhile
+    log.info("documents.index_built", index=name)
 
 
 def documents_for(saver: BaseCheckpointSaver[Any] | None) -> Documents:

@@ -3,9 +3,12 @@ start of their id through the primary key, and every one of a kind when asked fo
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 
 from agents.state.checkpointers import open_checkpointer, sqlite_url
@@ -113,3 +116,58 @@ async def test_pages_neither_skip_nor_repeat_documents_saved_at_the_same_time(
             await documents.find_page("run", after=wrong)
     with pytest.raises(ValueError, match="at least one"):
         await documents.find_page("run", limit=0)
+
+
+INDEXES = ["skilldesk_documents_id_c", "skilldesk_documents_owner", "skilldesk_documents_status"]
+
+
+async def _valid_indexes(conn: Any) -> list[str]:
+    cursor = await conn.execute(
+        "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        "WHERE i.indrelid = to_regclass('skilldesk_documents') AND i.indisvalid "
+        "AND c.relname <> 'skilldesk_documents_pkey' ORDER BY c.relname"
+    )
+    return [row["relname"] for row in await cursor.fetchall()]
+
+
+async def test_an_index_is_built_while_other_processes_keep_writing() -> None:
+    # A new version that adds an index starts beside processes still serving: a plain
+    # CREATE INDEX queues for a lock that stops every write behind it (here, behind a
+    # transaction still open) until the build is done; CONCURRENTLY lets them write.
+    with schema_url("docs") as url:
+        async with open_checkpointer(url) as saver:
+            await documents_for(saver).put("key", "k0", {"id": "k0"})  # the table, indexed
+            pool = saver.conn
+            async with pool.connection() as conn:
+                await conn.execute("DROP INDEX skilldesk_documents_status")
+            async with await psycopg.AsyncConnection.connect(url) as open_one:
+                await open_one.execute(  # a write in a transaction not yet committed
+                    "INSERT INTO skilldesk_documents VALUES ('key', 'k1', NULL, NULL, 1, '{}')"
+                )
+                upgrade = asyncio.create_task(documents_for(saver).count("key"))
+                await asyncio.sleep(0.5)  # the new version is building its index by now
+                async with await psycopg.AsyncConnection.connect(url, autocommit=True) as other:
+                    await other.execute("SET statement_timeout = '3s'")
+                    await other.execute(
+                        "INSERT INTO skilldesk_documents VALUES ('key', 'k2', NULL, NULL, 2, '{}')"
+                    )  # not held up (a plain CREATE INDEX: canceled after 3 s)
+                assert not upgrade.done()  # the build waits for the open transaction
+                await open_one.commit()
+            assert await upgrade == 3  # then it reads, every write there
+            async with pool.connection() as conn:
+                assert await _valid_indexes(conn) == INDEXES
+
+
+async def test_an_index_whose_build_was_cut_off_is_built_again() -> None:
+    with schema_url("docs") as url:
+        async with open_checkpointer(url) as saver:
+            await documents_for(saver).put("key", "k0", {"id": "k0"})
+            async with saver.conn.connection() as conn:  # as a build killed half-way leaves it
+                await conn.execute(
+                    "UPDATE pg_index SET indisvalid = false "
+                    "WHERE indexrelid = to_regclass('skilldesk_documents_owner')"
+                )
+                assert "skilldesk_documents_owner" not in await _valid_indexes(conn)
+            assert await documents_for(saver).count("key") == 1  # a new process's first use
+            async with saver.conn.connection() as conn:
+                assert await _valid_indexes(conn) == INDEXES
