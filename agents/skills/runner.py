@@ -10,6 +10,8 @@ import re
 import threading
 import time
 import types
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -35,11 +37,12 @@ from agents.skills.threads import HandlerThreads
 from agents.skills.worker import import_handler
 from agents.skills.workers import WorkerCall, WorkerPool
 from agents.state.attachments import AttachmentStore
-from agents.state.calls import CallJournal, MemoryCallJournal
+from agents.state.calls import CallJournal, CallRecord, MemoryCallJournal
 from agents.text import NOT_UNICODE, bad_text
 
 log = structlog.get_logger(__name__)
 _IMPORT_TIMEOUT_S = 60.0
+_SETTLE_POLL_S = 0.2  # how often a call waits on another process's call with its key
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,7 @@ class ToolRunner:
         self.attachments: AttachmentStore | None = None
         self.imported: list[str] = []  # "skill:module" in import order (for tests and bench)
         self._made: set[Path] = set()  # skills' data dirs made by this process
+        self._keyed: dict[str, tuple[asyncio.Lock, int]] = {}  # key -> its lock, its callers
 
     async def call(
         self,
@@ -147,16 +151,60 @@ class ToolRunner:
         )
         if not (spec.side_effects and (idempotency_key or (thread_id and turn_id))):
             return await self._run(skill, spec, args, key, thread_id, run_id, started)
-        earlier = await self.journal.begin(key, thread_id=thread_id, run_id=run_id, tool=spec.name)
-        if earlier is not None and earlier.status == "done" and earlier.content is not None:
-            log.info("tool.replayed", skill=skill.name, tool=tool_name, key=key)
-            ms = (time.perf_counter() - started) * 1000
-            data = _data_of(earlier.content)
-            return ToolResult(tool_name, bool(earlier.ok), earlier.content, data, None, False, ms)
-        result = await self._run(skill, spec, args, key, thread_id, run_id, started)
-        if result.ok:  # a failed call stays "started": a retry runs it again, with its key
-            await self.journal.finish(key, result.content, result.ok)
-        return result
+        # A caller's own key (a request to the tool server) may come again while its first
+        # call runs, here or in another process; a run's keys are its own (one run a thread).
+        given = idempotency_key is not None and run_id is None
+        request = _request_of(spec.name, args)
+        async with self._one_at_a_time(key):
+            earlier = await self.journal.begin(
+                key, thread_id=thread_id, run_id=run_id, tool=spec.name, request=request
+            )
+            if given and earlier is not None:
+                if earlier.request not in (None, request):
+                    why = (
+                        f"the idempotency key came before with another call (another tool or "
+                        f"other arguments); send {tool_name} with a new key"
+                    )
+                    return _error(tool_name, "idempotency_key_reused", why, started)
+                earlier = await self._settled(key, earlier, spec)
+            if earlier is not None and earlier.status == "done" and earlier.content is not None:
+                log.info("tool.replayed", skill=skill.name, tool=tool_name, key=key)
+                ms = (time.perf_counter() - started) * 1000
+                data = _data_of(earlier.content)
+                return ToolResult(
+                    tool_name, bool(earlier.ok), earlier.content, data, None, False, ms
+                )
+            result = await self._run(skill, spec, args, key, thread_id, run_id, started)
+            if result.ok:
+                await self.journal.finish(key, result.content, result.ok)
+            else:  # a retry runs it again, with its key
+                await self.journal.fail(key)
+            return result
+
+    @asynccontextmanager
+    async def _one_at_a_time(self, key: str) -> AsyncIterator[None]:
+        """Calls with one key in this process take turns: the second finds the first's
+        result recorded, instead of running the handler beside it."""
+        lock, users = self._keyed.get(key, (asyncio.Lock(), 0))
+        self._keyed[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._keyed[key]
+            if users == 1:
+                del self._keyed[key]
+            else:
+                self._keyed[key] = (lock, users - 1)
+
+    async def _settled(self, key: str, earlier: CallRecord, spec: ToolSpec) -> CallRecord:
+        """The record once a call with the key that another process started has ended, or
+        could no longer be running (its time is up: it was cut off)."""
+        until = earlier.created + _IMPORT_TIMEOUT_S + spec.timeout_s  # a call's longest
+        while earlier.status == "started" and time.time() < until:
+            await asyncio.sleep(_SETTLE_POLL_S)
+            earlier = await self.journal.get(key) or earlier
+        return earlier
 
     async def _run(
         self,
@@ -407,6 +455,12 @@ def idempotency_key_of(
     else:
         basis = arguments
     return hashlib.sha256(f"{skill}|{tool}|{basis}".encode()).hexdigest()[:32]
+
+
+def _request_of(tool: str, args: dict[str, Any]) -> str:
+    """What a call asks, as the journal keeps it: the tool and its arguments' hash."""
+    arguments = json.dumps(args, sort_keys=True, default=str)
+    return f"{tool}:{hashlib.sha256(arguments.encode()).hexdigest()[:32]}"
 
 
 def _error(tool: str, code: str, message: str, started: float) -> ToolResult:

@@ -3,44 +3,63 @@
 A side effect must happen once, crash or not. Before a side-effecting tool (or, next, a
 workflow node) runs, its idempotency key is recorded durably; a resumed or retried run that
 makes the same call finds the record: a finished call's result is reused without running the
-handler again, and a call that was cut off (the process died mid-call) runs again with the
-same key, so the handler can tell the repeat and refuse it.
+handler again, and a call that failed or was cut off (the process died mid-call) runs again
+with the same key, so the handler can tell the repeat and refuse it. A record names what was
+asked (``request``: the tool and its arguments' hash), so a key sent again with another
+request is told apart from a retry.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from agents.state.sqlite_saver import ThreadedSqliteSaver
 
-CallStatus = Literal["started", "done"]
+CallStatus = Literal["started", "done", "failed"]
 
 
 @dataclass(frozen=True)
 class CallRecord:
-    """A recorded call: ``content`` and ``ok`` once it finished."""
+    """A recorded call: ``content`` and ``ok`` once it finished; what it asked (``request``,
+    None in a record from before requests were kept) and when it started (Unix time)."""
 
     key: str
     status: CallStatus
     content: str | None = None
     ok: bool | None = None
+    request: str | None = None
+    created: float = 0.0
 
 
 class CallJournal(Protocol):
     """Where side-effecting calls are recorded (one table in the checkpoint database)."""
 
     async def begin(
-        self, key: str, *, thread_id: str | None, run_id: str | None, tool: str
+        self,
+        key: str,
+        *,
+        thread_id: str | None,
+        run_id: str | None,
+        tool: str,
+        request: str | None = None,
     ) -> CallRecord | None:
         """Record the call as started; returns the earlier record when the key has one."""
         ...
 
+    async def get(self, key: str) -> CallRecord | None:
+        """The key's record, if it has one."""
+        ...
+
     async def finish(self, key: str, content: str, ok: bool) -> None:
         """Record the call's result."""
+        ...
+
+    async def fail(self, key: str) -> None:
+        """Record that the call failed (a retry runs it again, at once)."""
         ...
 
 
@@ -51,21 +70,48 @@ class MemoryCallJournal:
         self.records: dict[str, CallRecord] = {}
 
     async def begin(
-        self, key: str, *, thread_id: str | None, run_id: str | None, tool: str
+        self,
+        key: str,
+        *,
+        thread_id: str | None,
+        run_id: str | None,
+        tool: str,
+        request: str | None = None,
     ) -> CallRecord | None:
         """See ``CallJournal.begin``."""
         earlier = self.records.get(key)
         if earlier is None:
-            self.records[key] = CallRecord(key, "started")
+            self.records[key] = CallRecord(key, "started", request=request, created=time.time())
         return earlier
+
+    async def get(self, key: str) -> CallRecord | None:
+        """See ``CallJournal.get``."""
+        return self.records.get(key)
 
     async def finish(self, key: str, content: str, ok: bool) -> None:
         """See ``CallJournal.finish``."""
-        self.records[key] = CallRecord(key, "done", content, ok)
+        self._set(key, "done", content, ok)
+
+    async def fail(self, key: str) -> None:
+        """See ``CallJournal.fail``."""
+        self._set(key, "failed", None, None)
+
+    def _set(self, key: str, status: CallStatus, content: str | None, ok: bool | None) -> None:
+        earlier = self.records.get(key) or CallRecord(key, "started", created=time.time())
+        self.records[key] = replace(earlier, status=status, content=content, ok=ok)
 
 
 _TABLE = "skilldesk_calls"
-_COLUMNS = "key, status, content, ok"
+_COLUMNS = "key, status, content, ok, request, created"
+_CREATE = (
+    f"CREATE TABLE IF NOT EXISTS {_TABLE} (key TEXT PRIMARY KEY, status TEXT NOT NULL,"
+    " content TEXT, ok {ok}, thread_id TEXT, run_id TEXT, tool TEXT NOT NULL,"
+    " created {time} NOT NULL, updated {time} NOT NULL, request TEXT)"
+)
+_INSERT = (
+    f"INSERT INTO {_TABLE} (key, status, thread_id, run_id, tool, request, created, updated)"
+    " VALUES ({marks})"
+)
 
 
 class SqliteCallJournal:
@@ -76,26 +122,40 @@ class SqliteCallJournal:
         self._ready = False
 
     async def begin(
-        self, key: str, *, thread_id: str | None, run_id: str | None, tool: str
+        self,
+        key: str,
+        *,
+        thread_id: str | None,
+        run_id: str | None,
+        tool: str,
+        request: str | None = None,
     ) -> CallRecord | None:
         """See ``CallJournal.begin``."""
-        return await self.saver.run(self._begin, key, thread_id, run_id, tool)
+        return await self.saver.run(self._begin, key, thread_id, run_id, tool, request)
+
+    async def get(self, key: str) -> CallRecord | None:
+        """See ``CallJournal.get``."""
+        return await self.saver.run(self._get, key)
 
     async def finish(self, key: str, content: str, ok: bool) -> None:
         """See ``CallJournal.finish``."""
-        await self.saver.run(self._finish, key, content, ok)
+        await self.saver.run(self._set, key, "done", content, int(ok))
+
+    async def fail(self, key: str) -> None:
+        """See ``CallJournal.fail``."""
+        await self.saver.run(self._set, key, "failed", None, None)
 
     def _setup(self) -> None:
         if not self._ready:
-            self.saver.conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {_TABLE} (key TEXT PRIMARY KEY, status TEXT NOT NULL,"
-                " content TEXT, ok INTEGER, thread_id TEXT, run_id TEXT, tool TEXT NOT NULL,"
-                " created REAL NOT NULL, updated REAL NOT NULL)"
-            )
+            conn = self.saver.conn
+            conn.execute(_CREATE.format(ok="INTEGER", time="REAL"))
+            columns = {row[1] for row in conn.execute(f"PRAGMA table_info({_TABLE})")}
+            if "request" not in columns:  # a journal from before requests were kept
+                conn.execute(f"ALTER TABLE {_TABLE} ADD COLUMN request TEXT")
             self._ready = True
 
     def _begin(
-        self, key: str, thread_id: str | None, run_id: str | None, tool: str
+        self, key: str, thread_id: str | None, run_id: str | None, tool: str, request: str | None
     ) -> CallRecord | None:
         self._setup()
         conn = self.saver.conn
@@ -104,19 +164,24 @@ class SqliteCallJournal:
             if row is None:
                 now = time.time()
                 conn.execute(
-                    f"INSERT INTO {_TABLE} (key, status, thread_id, run_id, tool, created, updated)"
-                    " VALUES (?, 'started', ?, ?, ?, ?, ?)",
-                    (key, thread_id, run_id, tool, now, now),
+                    _INSERT.format(marks="?, 'started', ?, ?, ?, ?, ?, ?"),
+                    (key, thread_id, run_id, tool, request, now, now),
                 )
         return None if row is None else _record(row)
 
-    def _finish(self, key: str, content: str, ok: bool) -> None:
+    def _get(self, key: str) -> CallRecord | None:
+        self._setup()
+        row = self.saver.conn.execute(
+            f"SELECT {_COLUMNS} FROM {_TABLE} WHERE key = ?", (key,)
+        ).fetchone()
+        return None if row is None else _record(row)
+
+    def _set(self, key: str, status: str, content: str | None, ok: int | None) -> None:
         self._setup()
         with self.saver.conn as conn:
             conn.execute(
-                f"UPDATE {_TABLE} SET status = 'done', content = ?, ok = ?, updated = ?"
-                " WHERE key = ?",
-                (content, int(ok), time.time(), key),
+                f"UPDATE {_TABLE} SET status = ?, content = ?, ok = ?, updated = ? WHERE key = ?",
+                (status, content, ok, time.time(), key),
             )
 
 
@@ -128,42 +193,64 @@ class PostgresCallJournal:
         self._ready = False
 
     async def begin(
-        self, key: str, *, thread_id: str | None, run_id: str | None, tool: str
+        self,
+        key: str,
+        *,
+        thread_id: str | None,
+        run_id: str | None,
+        tool: str,
+        request: str | None = None,
     ) -> CallRecord | None:
         """See ``CallJournal.begin``."""
         await self._setup()
         now = time.time()
         async with self.pool.connection() as conn:
             inserted = await conn.execute(
-                f"INSERT INTO {_TABLE} (key, status, thread_id, run_id, tool, created, updated)"
-                " VALUES (%s, 'started', %s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING",
-                (key, thread_id, run_id, tool, now, now),
+                _INSERT.format(marks="%s, 'started', %s, %s, %s, %s, %s, %s")
+                + " ON CONFLICT (key) DO NOTHING",
+                (key, thread_id, run_id, tool, request, now, now),
             )
             if inserted.rowcount:
                 return None
+        return await self.get(key)
+
+    async def get(self, key: str) -> CallRecord | None:
+        """See ``CallJournal.get``."""
+        await self._setup()
+        async with self.pool.connection() as conn:
             cursor = await conn.execute(f"SELECT {_COLUMNS} FROM {_TABLE} WHERE key = %s", (key,))
             row = await cursor.fetchone()
         return None if row is None else _record(tuple(row.values()))
 
     async def finish(self, key: str, content: str, ok: bool) -> None:
         """See ``CallJournal.finish``."""
+        await self._set(key, "done", content, ok)
+
+    async def fail(self, key: str) -> None:
+        """See ``CallJournal.fail``."""
+        await self._set(key, "failed", None, None)
+
+    async def _set(self, key: str, status: str, content: str | None, ok: bool | None) -> None:
         await self._setup()
         async with self.pool.connection() as conn:
             await conn.execute(
-                f"UPDATE {_TABLE} SET status = 'done', content = %s, ok = %s, updated = %s"
+                f"UPDATE {_TABLE} SET status = %s, content = %s, ok = %s, updated = %s"
                 " WHERE key = %s",
-                (content, ok, time.time(), key),
+                (status, content, ok, time.time(), key),
             )
 
     async def _setup(self) -> None:
         if self._ready:
             return
         async with self.pool.connection() as conn:
-            await conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {_TABLE} (key TEXT PRIMARY KEY, status TEXT NOT NULL,"
-                " content TEXT, ok BOOLEAN, thread_id TEXT, run_id TEXT, tool TEXT NOT NULL,"
-                " created DOUBLE PRECISION NOT NULL, updated DOUBLE PRECISION NOT NULL)"
+            await conn.execute(_CREATE.format(ok="BOOLEAN", time="DOUBLE PRECISION"))
+            cursor = await conn.execute(
+                "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()"
+                " AND table_name = %s AND column_name = 'request'",
+                (_TABLE,),
             )
+            if await cursor.fetchone() is None:  # a journal from before requests were kept
+                await conn.execute(f"ALTER TABLE {_TABLE} ADD COLUMN IF NOT EXISTS request TEXT")
         self._ready = True
 
 
@@ -178,5 +265,5 @@ def call_journal(saver: BaseCheckpointSaver[Any] | None) -> CallJournal:
 
 
 def _record(row: tuple[Any, ...]) -> CallRecord:
-    key, status, content, ok = row
-    return CallRecord(key, status, content, None if ok is None else bool(ok))
+    key, status, content, ok, request, created = row
+    return CallRecord(key, status, content, None if ok is None else bool(ok), request, created)

@@ -1,0 +1,122 @@
+"""A caller's idempotency key (a request to the tool server) runs a side effect once: calls
+sent together with it take turns, a call another process is making is waited for, and the key
+is bound to what it first asked (tool and arguments)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from agents.skills.registry import SkillRegistry
+from agents.skills.runner import ToolRunner
+from tests.skillkit import tool, write_skill
+
+# Each run of the handler appends a line; a "fail" file makes the next run fail (and go).
+HANDLER = """
+import json, time
+from pathlib import Path
+
+def pay(amount, context):
+    data = Path(context.data_dir)
+    with open(data / "runs.jsonl", "a") as out:
+        out.write(json.dumps({"key": context.idempotency_key, "amount": amount}) + "\\n")
+    if (data / "fail").exists():
+        (data / "fail").unlink()
+        raise RuntimeError("the bank said no")
+    time.sleep(0.3)
+    return {"paid": amount}
+
+def refund(amount, context):
+    return {"refunded": amount}
+"""
+AMOUNT = {"amount": {"type": "number"}}
+
+
+@pytest.fixture(params=["process", "thread"])
+async def runner(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[ToolRunner]:
+    write_skill(
+        tmp_path / "skills",
+        "bank",
+        config={
+            "isolation": request.param,
+            "tools": [
+                tool("pay", "handler:pay", AMOUNT, ["amount"], side_effects=True),
+                tool("refund", "handler:refund", AMOUNT, ["amount"], side_effects=True),
+            ],
+        },
+        handler=HANDLER,
+    )
+    registry = SkillRegistry(tmp_path / "skills")
+    registry.reload()
+    runner = ToolRunner(registry, tmp_path / "data")
+    yield runner
+    await runner.aclose()
+
+
+def runs(runner: ToolRunner) -> list[dict[str, object]]:
+    path = runner.data_dir / "skills" / "bank" / "runs.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+async def test_calls_sent_together_with_one_key_run_the_handler_once(runner: ToolRunner) -> None:
+    calls = [runner.call("pay", {"amount": 5}, idempotency_key="pay-1") for _ in range(3)]
+    results = await asyncio.gather(*calls)
+    assert [r.ok for r in results] == [True, True, True], results
+    assert {r.content for r in results} == {results[0].content}
+    assert runs(runner) == [{"key": "pay-1", "amount": 5}]
+
+
+async def test_a_key_sent_with_another_call_is_refused_not_answered_with_the_first(
+    runner: ToolRunner,
+) -> None:
+    first = await runner.call("pay", {"amount": 5}, idempotency_key="pay-2")
+    assert first.ok, first
+    other_amount = await runner.call("pay", {"amount": 99}, idempotency_key="pay-2")
+    other_tool = await runner.call("refund", {"amount": 5}, idempotency_key="pay-2")
+    for refused in (other_amount, other_tool):
+        assert not refused.ok
+        assert refused.error_code == "idempotency_key_reused"
+        assert "new key" in refused.content
+    assert len(runs(runner)) == 1
+    again = await runner.call("pay", {"amount": 5}, idempotency_key="pay-2")
+    assert (again.ok, again.content) == (True, first.content)  # the retry: its answer
+
+
+async def test_a_failed_call_runs_again_at_once_when_retried(runner: ToolRunner) -> None:
+    (runner.data_dir / "skills" / "bank").mkdir(parents=True, exist_ok=True)
+    (runner.data_dir / "skills" / "bank" / "fail").write_text("once")
+    failed = await runner.call("pay", {"amount": 7}, idempotency_key="pay-3")
+    assert not failed.ok
+    retried = await asyncio.wait_for(
+        runner.call("pay", {"amount": 7}, idempotency_key="pay-3"), timeout=10
+    )  # not held back as if the failed call were still running somewhere
+    assert retried.ok, retried
+    assert [r["key"] for r in runs(runner)] == ["pay-3", "pay-3"]  # the same key both times
+
+
+async def test_a_call_another_process_is_making_is_waited_for_and_its_answer_given(
+    runner: ToolRunner,
+) -> None:
+    journal = runner.journal
+    await runner.call("pay", {"amount": 1}, idempotency_key="warm-up")  # the same request shape
+    request = (await journal.get("warm-up")).request  # type: ignore[union-attr]
+    assert request is not None
+    assert request.startswith("pay:")
+    other = '{"paid": 8, "by": "the other process"}'
+    await journal.begin("pay-4", thread_id=None, run_id=None, tool="pay", request=None)
+
+    async def other_process_finishes() -> None:
+        await asyncio.sleep(0.6)
+        await journal.finish("pay-4", other, True)
+
+    finishing = asyncio.create_task(other_process_finishes())
+    result = await asyncio.wait_for(
+        runner.call("pay", {"amount": 8}, idempotency_key="pay-4"), timeout=10
+    )
+    await finishing
+    assert (result.ok, result.content) == (True, other)
+    assert [r["key"] for r in runs(runner)] == ["warm-up"]  # not run here
