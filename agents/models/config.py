@@ -87,7 +87,17 @@ class ModelProfile(BaseModel):
     )
     temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature.")
     max_tokens: int | None = Field(None, gt=0, description="Cap on tokens per reply.")
-    timeout_s: float = Field(60.0, gt=0, description="Seconds to wait for one attempt.")
+    timeout_s: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds to wait for one attempt (a streamed one: for its first chunk, "
+        "and for each next one).",
+    )
+    stream_limit_s: float = Field(
+        600.0,
+        gt=0,
+        description="Seconds a streamed reply may go on in all: one that never ends is cut there.",
+    )
     retries: int = Field(2, ge=0, le=10, description="Retries of this profile before fallbacks.")
     fallbacks: tuple[str, ...] = Field((), description="Profiles tried, in order, when this fails.")
 

@@ -10,8 +10,9 @@ from typing import Any
 from agents import metrics
 from agents.errors import ModelError, NoModelConfigured, UnreadableReply
 from agents.models.chat_model import GatewayChatModel
-from agents.models.config import ModelsConfig, NodeRole, Price
+from agents.models.config import ModelProfile, ModelsConfig, NodeRole, Price
 from agents.models.cost import micro_usd, price_map, price_of
+from agents.models.deadline import StreamDeadline
 from agents.models.errors import retry_delay, to_model_error
 from agents.models.transports import (
     Transport,
@@ -144,14 +145,21 @@ class ModelGateway:
             metrics.MODEL_FIRST_TOKEN.labels(attempts.current).observe(
                 time.perf_counter() - started
             )
+            deadline = StreamDeadline(timeout, attempts.spec.stream_limit_s)
+            chunks = aiter(stream)
             try:
                 yield self.priced(attempts.current, first)
-                async for chunk in stream:
+                while True:
+                    try:
+                        chunk = await deadline.next(chunks)
+                    except StopAsyncIteration:
+                        break
                     yield self.priced(attempts.current, chunk)
             except Exception as exc:
                 _observed(attempts.current, "failed", started)
                 raise attempts.broken(exc) from exc
             finally:
+                deadline.close()
                 await aclose_stream(stream)
             _observed(attempts.current, "ok", started)
             return
@@ -256,6 +264,7 @@ class _Attempts:
         self.profile = profile
         self.chain = gateway.chain(profile)
         self.current = profile  # the profile of the attempt under way
+        self.spec: ModelProfile  # and its settings (set as the attempts go)
         self._last: Exception | None = None
         self._again = False
         self._retries_left = 0
@@ -265,7 +274,7 @@ class _Attempts:
         for name in self.chain:
             spec = self._gateway.config.get(name)
             transport = self._gateway._transport(name)
-            self.current = name
+            self.current, self.spec = name, spec
             for attempt in range(spec.retries + 1):
                 self._again = False
                 self._retries_left = spec.retries - attempt
@@ -288,4 +297,18 @@ class _Attempts:
 
     def broken(self, exc: Exception) -> ModelError:
         """A stream that failed after its first chunk (not retried: text may be out)."""
-        return to_model_error(exc, self.profile, self.chain)
+        error = to_model_error(exc, self.profile, self.chain)
+        if error.code not in ("model_timeout", "model_unreachable"):
+            return error
+        if error.code == "model_timeout":
+            what = f"was cut off: {exc}" if str(exc) else "stopped mid-way"
+            code, hint = "model_timeout", "if it recurs, check the model server's load"
+        else:  # it was reached: it answered, then the connection broke
+            what, code = f"broke off mid-way ({exc or type(exc).__name__})", "model_unavailable"
+            hint = "if it recurs, check the model server's logs"
+        return ModelError(
+            f"The language model's reply {what} (profile '{self.current}'). The part "
+            f"already streamed is not kept; send the message again; {hint}.",
+            profile=self.profile,
+            code=code,
+        )

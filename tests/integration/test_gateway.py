@@ -3,9 +3,12 @@ through LangChain; retries and fallbacks across both."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
@@ -33,6 +36,7 @@ def gateway_for(
     timeout: float = 5.0,
     retries: int = 1,
     backup_model: str = "openai/backup-model",
+    stream_limit: float = 600.0,
 ) -> ModelGateway:
     text = f"""
 default: main
@@ -42,6 +46,7 @@ profiles:
     api_base: {primary.base_url}/
     api_key_env: FAKE_KEY
     timeout_s: {timeout}
+    stream_limit_s: {stream_limit}
     retries: {retries}
     {"fallbacks: [backup]" if backup else ""}
 """
@@ -295,6 +300,59 @@ async def test_a_stream_that_breaks_after_its_first_chunk_is_reported_not_retrie
     assert len(fake_llm.requests) == 1
     assert not backup_llm.requests
     assert received  # the first chunk had arrived
+
+
+def endless(pause: float, *, tokens: bool) -> Any:
+    """A chat-completions route whose stream sends one token, then, forever, every
+    ``pause`` seconds, a keep-alive comment (``tokens=False``) or another token."""
+    from starlette.responses import StreamingResponse
+
+    def chunk(text: str) -> str:
+        delta = {"role": "assistant", "content": text}
+        body = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+        return "data: " + json.dumps({**body, "choices": [{"index": 0, "delta": delta}]}) + "\n\n"
+
+    async def events() -> AsyncIterator[str]:
+        yield chunk("la")
+        while True:
+            await asyncio.sleep(pause)
+            yield chunk(" la") if tokens else ": keep-alive\n\n"
+
+    return lambda _: StreamingResponse(events(), media_type="text/event-stream")
+
+
+@pytest.mark.parametrize("tokens", [False, True], ids=["keep-alive", "tokens"])
+async def test_a_reply_that_never_ends_is_cut_off_and_named(tmp_path: Path, tokens: bool) -> None:
+    # A socket's read timeout never fires while bytes arrive: a stalled stream that sends
+    # keep-alive comments, or one that sends tokens forever, held its run and thread for as
+    # long as the connection lived.
+    from tests.fakellm.server import Route
+
+    with FakeLLM() as odd:
+        odd._app.router.routes.insert(
+            0, Route("/v1/chat/completions", endless(0.1, tokens=tokens), methods=["POST"])
+        )
+        gateway = gateway_for(tmp_path, odd, timeout=0.5, retries=1, stream_limit=1.5)
+        received: list[str] = []
+
+        async def read() -> None:
+            async for chunk in gateway.chat_model().astream(HELLO):
+                received.append(str(chunk.content))
+
+        started = time.monotonic()
+        with pytest.raises(ModelError) as info:
+            await asyncio.wait_for(read(), 10)  # without the cut: a TimeoutError here
+        took = time.monotonic() - started
+    assert info.value.code == "model_timeout"
+    if tokens:  # 0.1 s apart: never 0.5 s of silence, but 1.5 s in all
+        assert "went on past 1.5 s" in info.value.message
+        assert 1.4 < took < 5, took
+        assert len(received) > 5
+    else:
+        assert "stopped for 0.5 s mid-way" in info.value.message
+        assert 0.4 < took < 4, took
+        assert "".join(received) == "la"
+    assert "send the message again" in info.value.message
 
 
 async def test_a_stream_with_no_events_is_a_bad_reply_not_an_empty_answer(
