@@ -6,6 +6,24 @@
 #   the container against the same data volume or PostgreSQL store)
 # or, on a trusted network only (every caller is then an admin):
 #   docker run -e SKILLDESK_AUTH_DISABLED=true ...
+#
+# The wheel is built in a stage of its own: the image holds the installed package only, with
+# the bundled skills, workflows and prompts inside it (setup.py), as `pip install` gives it,
+# and no source tree beside it that could hide a file the package lacks.
+FROM python:3.11-slim AS wheel
+
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /src
+COPY pyproject.toml setup.py README.md ./
+COPY app ./app
+COPY agents ./agents
+COPY skills ./skills
+COPY workflows ./workflows
+COPY prompts ./prompts
+RUN pip wheel --no-deps --wheel-dir /wheels .
+
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -23,16 +41,13 @@ RUN apt-get update \
     && useradd --create-home --uid 10001 skilldesk
 
 WORKDIR /app
-COPY constraints.txt pyproject.toml README.md ./
+COPY constraints.txt ./
 # torch first, from PyTorch's CPU wheel index, so no multi-GB CUDA build is pulled in.
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 RUN pip install -c constraints.txt --index-url "$TORCH_INDEX_URL" torch==2.13.0
-COPY app ./app
-COPY agents ./agents
-COPY skills ./skills
-COPY workflows ./workflows
-COPY prompts ./prompts
-RUN pip install -c constraints.txt . \
+COPY --from=wheel /wheels /wheels
+RUN pip install -c constraints.txt /wheels/*.whl \
+    && rm -rf /wheels \
     && mkdir -p /app/data && chown skilldesk:skilldesk /app/data
 
 USER skilldesk

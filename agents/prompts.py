@@ -25,9 +25,10 @@ from jinja2 import (
 )
 from jinja2.sandbox import SandboxedEnvironment
 
+from agents.content import content_dir
 from agents.errors import ConfigError
 
-DEFAULT_PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+DEFAULT_PROMPTS_DIR = content_dir("prompts")
 _FIX = "restore it from the repository or point SKILLDESK_PROMPTS_DIR elsewhere"
 
 

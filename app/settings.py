@@ -14,6 +14,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from agents.content import content_dir, installed
 from agents.errors import ConfigError
 from agents.memory.summaries import SummaryOptions
 from agents.models import ModelsConfig, load_models_config
@@ -24,9 +25,15 @@ from agents.state.attachments import DEFAULT_TYPES, AttachmentOptions
 from agents.state.checkpointers import sqlite_url
 from agents.threads import RetentionOptions
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent  # the repository, in a checkout
 ENV_PREFIX = "SKILLDESK_"
 _ON_OFF = {"true": "on", "yes": "on", "1": "on", "false": "off", "no": "off", "0": "off"}
+
+
+def _default_data_dir() -> Path:
+    # An installed package's folder is no place for a database (read-only, or replaced by the
+    # next install): there the data goes where the service runs, as ./data.
+    return Path.cwd() / "data" if installed() else ROOT / "data"
 
 
 class Settings(BaseSettings):
@@ -47,10 +54,16 @@ class Settings(BaseSettings):
     )
     host: str = Field("127.0.0.1", description="Address the HTTP server binds.")
     port: int = Field(8000, ge=1, le=65535, description="Port the HTTP server binds.")
-    data_dir: Path = Field(ROOT / "data", description="Holds the SQLite file and caches.")
-    skills_dir: Path = Field(ROOT / "skills", description="Folder of skill folders.")
-    workflows_dir: Path = Field(ROOT / "workflows", description="Folder of workflow YAML files.")
-    prompts_dir: Path = Field(ROOT / "prompts", description="Folder of prompt templates.")
+    data_dir: Path = Field(
+        default_factory=_default_data_dir,
+        description="Holds the SQLite file and caches: data/ in a checkout, ./data (where the "
+        "service runs) when installed.",
+    )
+    skills_dir: Path = Field(content_dir("skills"), description="Folder of skill folders.")
+    workflows_dir: Path = Field(
+        content_dir("workflows"), description="Folder of workflow YAML files."
+    )
+    prompts_dir: Path = Field(content_dir("prompts"), description="Folder of prompt templates.")
     checkpoint_url: str | None = Field(
         None,
         description="Where thread state is kept: sqlite:///file or postgresql://...; "
