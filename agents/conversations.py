@@ -265,15 +265,17 @@ class Conversations:
         return None if feed is None or _expired(feed, self.retain_s) else feed
 
     def cancel(self, run_id: str) -> RunFeed | None:
-        """Ask a run to stop: a queued one stops at once, a running one at its next step
-        (the steps done are kept, so the history stays valid). None for an unknown id."""
+        """Stop a run now: a queued one before it starts, a running one in the step under
+        way (a model call is cut off, a side-effecting tool call goes on to its end and is
+        recorded for a retry; the steps done are kept, so the history stays valid). None
+        for an unknown id."""
         feed = self.get_run(run_id)
         if feed is None or feed.done:
             return feed
         feed.request_cancel()
         task = self._run_tasks.get(run_id)
-        if feed.started is None and task is not None:
-            task.cancel()  # still waiting for the thread: nothing of it ran
+        if task is not None:
+            task.cancel()
         log.info("run.cancel_requested", run_id=run_id, queued=feed.started is None)
         return feed
 

@@ -124,7 +124,7 @@ class RunFeed:
         self._changed()
 
     def request_cancel(self) -> None:
-        """Ask the run to stop at its next step."""
+        """Mark the run as asked to stop (``Conversations.cancel`` stops it)."""
         self.cancel_requested = True
         self._changed()
 

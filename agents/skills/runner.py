@@ -43,6 +43,7 @@ from agents.text import NOT_UNICODE, bad_text
 log = structlog.get_logger(__name__)
 _IMPORT_TIMEOUT_S = 60.0
 _SETTLE_POLL_S = 0.2  # how often a call waits on another process's call with its key
+_FINISH_S = 10.0  # how long closing waits for side effects under way
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ class ToolRunner:
         self.imported: list[str] = []  # "skill:module" in import order (for tests and bench)
         self._made: set[Path] = set()  # skills' data dirs made by this process
         self._keyed: dict[str, tuple[asyncio.Lock, int]] = {}  # key -> its lock, its callers
+        self._finishing: set[asyncio.Future[ToolResult]] = set()  # side effects under way
 
     async def call(
         self,
@@ -151,6 +153,29 @@ class ToolRunner:
         )
         if not (spec.side_effects and (idempotency_key or (thread_id and turn_id))):
             return await self._run(skill, spec, args, key, thread_id, run_id, started)
+        # A run stopped mid-call (cancelled, its client gone) does not cut a side effect off
+        # half-way: the call goes on to its end and records its result, which the run's
+        # retry then finds, and a call with its key waits for it meanwhile.
+        call = asyncio.ensure_future(
+            self._once(skill, spec, args, key, thread_id, run_id, started, idempotency_key)
+        )
+        self._finishing.add(call)
+        call.add_done_callback(self._finishing.discard)
+        return await asyncio.shield(call)
+
+    async def _once(
+        self,
+        skill: Skill,
+        spec: ToolSpec,
+        args: dict[str, Any],
+        key: str,
+        thread_id: str | None,
+        run_id: str | None,
+        started: float,
+        idempotency_key: str | None,
+    ) -> ToolResult:
+        """A side-effecting call through the journal: run once per key, replayed after."""
+        tool_name = spec.name
         # A caller's own key (a request to the tool server) may come again while its first
         # call runs, here or in another process; a run's keys are its own (one run a thread).
         given = idempotency_key is not None and run_id is None
@@ -274,7 +299,10 @@ class ToolRunner:
         return {**kept, "files": adopted}
 
     async def aclose(self) -> None:
-        """Stop the worker processes."""
+        """Stop the worker processes, once the side effects under way have ended (at most
+        ``_FINISH_S``: one cut off then is run again, with its key, by the run's retry)."""
+        if self._finishing:
+            await asyncio.wait(self._finishing, timeout=_FINISH_S)
         await self._workers.aclose()
 
     async def _in_worker(

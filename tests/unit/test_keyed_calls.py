@@ -120,3 +120,24 @@ async def test_a_call_another_process_is_making_is_waited_for_and_its_answer_giv
     await finishing
     assert (result.ok, result.content) == (True, other)
     assert [r["key"] for r in runs(runner)] == ["warm-up"]  # not run here
+
+
+async def test_a_side_effect_under_way_when_its_run_is_stopped_goes_on_to_its_end(
+    runner: ToolRunner,
+) -> None:
+    # A cancelled run (the user pressed stop) must not cut a payment off half-way: the
+    # call ends and is recorded, and the run's retry gets its answer without paying again.
+    asked = {"thread_id": "t-1", "turn_id": "turn-1"}
+    call = asyncio.create_task(runner.call("pay", {"amount": 3}, **asked))
+    await asyncio.sleep(0.05)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    for _ in range(100):  # the call goes on in the background
+        if runs(runner) and not runner._finishing:
+            break
+        await asyncio.sleep(0.1)
+    assert len(runs(runner)) == 1
+    again = await runner.call("pay", {"amount": 3}, **asked)
+    assert (again.ok, again.data) == (True, {"paid": 3})
+    assert len(runs(runner)) == 1  # replayed from the journal

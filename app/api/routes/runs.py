@@ -134,9 +134,10 @@ async def get_run(
 async def cancel_run(
     services: ServicesDep, principal: PrincipalDep, thread_id: ThreadId, run_id: RunId
 ) -> ChatRunPublic:
-    """Cancel a run: a queued one at once, a running one at its next step (the steps it
-    finished stay in the thread, every tool call with its result), whichever process runs
-    it. An ended run is as it was."""
+    """Cancel a run, whichever process runs it: a queued one never runs, a running one stops
+    in the step under way (a model call is cut off; a side-effecting tool call ends and its
+    result is recorded for a retry). The steps it finished stay in the thread, every tool
+    call with its result. An ended run is as it was."""
     found = await _find(services, principal, thread_id, run_id)
     if isinstance(found, RunFeed):
         services.conversations.cancel(run_id)

@@ -161,6 +161,32 @@ async def test_a_store_failing_around_the_threads_lease_still_ends_the_run_for_i
         assert events[-1].code == "internal_error"  # logged; the user is told it failed
 
 
+async def test_a_cancel_stops_a_model_call_under_way_and_the_thread_goes_on(
+    services: Services, fake_llm: FakeLLM
+) -> None:
+    # Stop means stop: a reply that takes long (or never ends) is not waited out.
+    fake_llm.script(Reply(content="a very long story", delay=20), Reply(content="Short one."))
+    conversations = services.conversations
+    feed = conversations.start("halt", [HumanMessage("tell me a long story")])
+    events = feed.read()
+    await anext(events)  # the run has begun
+    await asyncio.sleep(0.3)  # in the model call
+    conversations.cancel(feed.run_id)
+    ended = await asyncio.wait_for(_last(events), timeout=3)
+    assert isinstance(ended, RunFailed)
+    assert ended.code == "run_cancelled_by_request"
+    assert feed.status == "cancelled"
+    assert (await services.threads.get("halt"))["status"] == "idle"
+    again = await turn(services, "a short one then", "halt")
+    assert final(again).message.content == "Short one."
+    history = await services.conversations.history("halt")
+    assert [m.text for m in history if isinstance(m, AIMessage)] == ["Short one."]
+
+
+async def _last(events: Any) -> Any:
+    return [e async for e in events][-1]
+
+
 async def test_a_run_cancelled_then_cut_by_a_stop_is_not_handed_over(
     services: Services, fake_llm: FakeLLM
 ) -> None:
@@ -169,7 +195,7 @@ async def test_a_run_cancelled_then_cut_by_a_stop_is_not_handed_over(
     feed = conversations.start("cut", [HumanMessage("tell me a long story")])
     events = feed.read()
     await anext(events)  # the run has begun
-    await asyncio.sleep(0.3)  # in the model call: the cancel waits for the step's end
+    await asyncio.sleep(0.3)  # in the model call
     conversations.cancel(feed.run_id)
     assert await conversations.aclose() == []  # the stop comes first: nothing to hand over
     ended = [e async for e in events][-1]
