@@ -234,7 +234,8 @@ class Threads:
     ) -> ThreadRecord:
         """A new thread whose state is the thread's at ``checkpoint_id``; the original is
         not touched. Forking where an earlier message was sent, then sending an edited
-        message to the fork, is how a message is edited.
+        message to the fork, is how a message is edited. A fork mid-turn has that
+        checkpoint's ``next`` steps still to run: resuming the fork runs them.
 
         Raises:
             ThreadNotFound / CheckpointNotFound: nothing to fork from.
@@ -257,14 +258,10 @@ class Threads:
             "forked_from": {"thread_id": thread_id, "checkpoint_id": checkpoint_id},
         }
         config: Any = {"configurable": {"thread_id": target, "checkpoint_ns": ""}}
-        saved = await self.saver.aput(
-            config, checkpoint, metadata, dict(checkpoint["channel_versions"])
-        )
-        by_task: dict[str, list[tuple[str, Any]]] = {}
-        for task_id, channel, value in found.pending_writes or []:
-            by_task.setdefault(task_id, []).append((channel, value))
-        for task_id, writes in by_task.items():
-            await self.saver.aput_writes(saved, writes, task_id)
+        # The checkpoint alone, not its pending writes: those are what its next steps wrote
+        # in the original (a mid-turn checkpoint's answer). As LangGraph's time travel does,
+        # the fork runs those steps again (resume), or a new message starts from it.
+        await self.saver.aput(config, checkpoint, metadata, dict(checkpoint["channel_versions"]))
         values = await self.conversations.state(target)
         summarised = summarised_count(values.get("summary"))
         if self.transcript is not None and summarised:

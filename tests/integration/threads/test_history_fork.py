@@ -4,12 +4,13 @@ leaves the original as it was; an edited earlier message is a fork plus the new 
 from __future__ import annotations
 
 import itertools
+import json
 from typing import Any
 
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from tests.fakellm import FakeLLM, Reply
+from tests.fakellm import FakeLLM, Reply, ToolCall
 from tests.integration.threads.conftest import say
 
 
@@ -173,3 +174,65 @@ def test_summarised_originals_go_with_a_fork_and_leave_with_the_thread(
         assert client.portal.call(services.threads.summarised, "long", 2) == []
         kept = client.portal.call(services.threads.summarised, forked["thread_id"], 2)
         assert [i for i, _ in kept] == [0, 1]
+
+
+def run_events(response: Any) -> list[tuple[str, dict[str, Any]]]:
+    """The events of a streamed run's answer."""
+    assert response.status_code == 200, response.text
+    events = []
+    for block in response.text.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines())
+        events.append((lines["event"], json.loads(lines["data"])))
+    return events
+
+
+def test_a_fork_mid_turn_is_that_checkpoint_and_resume_runs_what_comes_next(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    usage = {"prompt_tokens": 900, "completion_tokens": 10, "total_tokens": 910}
+    fake_llm.script(
+        Reply(tool_calls=[ToolCall("get_order", {"order_id": "ORD1001"})], usage=usage),
+        Reply(content="ORD1001 has shipped.", usage=usage),
+    )
+    ask = {"message": "where is my order ORD1001?", "skill": "order-lookup"}
+    run_events(client.post("/v1/threads/f-src/runs/stream", json=ask))
+    history = client.get("/v1/threads/f-src/history").json()["data"]
+    routed = next(h for h in history if h["node"] == "route")
+    assert routed["change"] == "route skill → order-lookup"
+    assert routed["next"] == ["expert"]
+
+    for fork in ("f-resumed", "f-asked"):
+        forked = client.post(
+            "/v1/threads/f-src/fork",
+            json={"checkpoint_id": routed["checkpoint_id"], "thread_id": fork},
+        )
+        assert forked.status_code == 201, forked.text
+        assert forked.json()["messages"] == routed["messages"] == 1
+        # The fork is the checkpoint: the answer written after it is not there, nor its cost.
+        shown = client.get(f"/v1/threads/{fork}").json()
+        assert [m["content"] for m in shown["messages"]] == [ask["message"]]
+        assert shown["usage"].get("input_tokens", 0) == 0
+        assert client.get(f"/v1/threads/{fork}/history").json()["data"][0]["next"] == ["expert"]
+
+    # Resumed, the fork runs the expert step again, as the checkpoint says comes next.
+    fake_llm.script(
+        Reply(tool_calls=[ToolCall("get_order", {"order_id": "ORD1001"})], usage=usage),
+        Reply(content="ORD1001 is on its way.", usage=usage),
+    )
+    events = run_events(client.post("/v1/threads/f-resumed/resume"))
+    assert events[-1][0] == "run_finished", events[-1]
+    assert events[-1][1]["usage"]["input_tokens"] == 1800
+    resumed = client.get("/v1/threads/f-resumed").json()["messages"]
+    assert [m["role"] for m in resumed] == ["human", "ai", "tool", "ai"]
+    assert resumed[-1]["content"] == "ORD1001 is on its way."
+
+    # A new message to the other fork: no usage taken away that the run did not add.
+    fake_llm.script(Reply(content="Which order?", usage=usage))
+    events = run_events(client.post("/v1/threads/f-asked/runs/stream", json={"message": "Hi"}))
+    assert events[-1][0] == "run_finished", events[-1]
+    assert all(v >= 0 for v in events[-1][1]["usage"].values()), events[-1]
+    asked = client.get("/v1/threads/f-asked").json()["messages"]
+    assert "ORD1001 has shipped." not in [m["content"] for m in asked]
+    # The original is untouched.
+    original = client.get("/v1/threads/f-src").json()["messages"]
+    assert original[-1]["content"] == "ORD1001 has shipped."
