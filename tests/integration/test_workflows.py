@@ -95,6 +95,22 @@ def test_a_rejected_refund_tells_the_customer_why(client: TestClient) -> None:
     assert "refused" in decided["nodes"]
 
 
+def test_a_forked_run_names_its_parent_over_http(client: TestClient) -> None:
+    original = start(client, "refund-request", order_id="ORD1001")
+    assert original["parent"] is None
+    forked = client.post(f"/v1/workflow-runs/{original['id']}/fork", json={"node": "amount"})
+    assert forked.status_code == 200, forked.text
+    fork = forked.json()
+    assert fork["id"] != original["id"]
+    assert fork["parent"] == f"{original['id']}@amount"
+    assert client.get(f"/v1/workflow-runs/{fork['id']}").json()["parent"] == fork["parent"]
+    listed = client.get("/v1/workflow-runs", params={"workflow": "refund-request"}).json()
+    assert {r["id"]: r["parent"] for r in listed["runs"]} == {
+        original["id"]: None,
+        fork["id"]: f"{original['id']}@amount",
+    }
+
+
 def test_a_start_sent_again_with_its_key_answers_the_first_run_and_starts_nothing(
     client: TestClient,
 ) -> None:

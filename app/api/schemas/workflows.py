@@ -93,6 +93,12 @@ class RunPublic(BaseModel):
     workflow: str
     version: int | str
     thread_id: str | None
+    parent: str | None = Field(
+        None,
+        description="The run it came from: `<run id>@<node>` for a fork of that run from "
+        "that node, `<run id>:<node>#<visit>` for a sub-workflow that node ran; none for a "
+        "run started by itself.",
+    )
     status: Literal["RUNNING", "WAITING", "SUCCEEDED", "FAILED", "CANCELLED"]
     started: float
     ended: float | None
