@@ -131,12 +131,15 @@ def test_a_retry_with_the_same_idempotency_key_on_the_other_process_gets_the_fir
             "POST", b.url + url, json={**body, "stream": True}, headers=headers, timeout=60
         ) as retried:
             assert retried.status_code == 200
+            retried_run = retried.headers["X-Run-Id"]
             chunks = [
                 json.loads(line[6:]) for line in retried.iter_lines() if line.startswith("data: {")
             ]
         answered = first.result()
     streamed = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
     assert answered.json()["choices"][0]["message"]["content"] == streamed == "Only once."
+    assert retried_run == answered.headers["X-Run-Id"]  # the stream names the run it reads
+    assert {c["id"] for c in chunks} == {answered.json()["id"]}
     later = httpx.post(b.url + url, json=body, headers=headers, timeout=60)  # after it ended
     assert later.json()["choices"][0]["message"]["content"] == "Only once."
     assert later.headers["X-Run-Id"] == answered.headers["X-Run-Id"]

@@ -157,18 +157,28 @@ async def chat_completions(
     # Read up to the first answer event before answering, so a failure that comes first
     # (all retries and fallbacks exhausted) is a plain HTTP error rather than a broken stream.
     events: AsyncIterator[Event] | None = elsewhere
+    run_id = theirs
     first = await _first_answer(elsewhere) if elsewhere is not None else None
     if events is None or first is None:
-        events = conversations.stream(thread_id, turn, **target)
+        feed = conversations.start(thread_id, turn, **target)  # the run, or the one it joins
+        run_id, events = feed.run_id, feed.read()
         first = await _first_answer(events)  # InvalidTurn comes first: a 400
     assert first is not None  # a run's own events end with RunFinished or RunFailed
+    assert run_id is not None  # a run elsewhere answers only for its claimed id
     if isinstance(first, RunFailed):
         raise model_error(first.code, first.message)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     return StreamingResponse(
-        _sse(first, events, model=body.model, created=created, include_usage=include_usage),
+        _sse(
+            first,
+            events,
+            chunk_id=f"chatcmpl-{run_id}",  # as the answer's id without streaming
+            model=body.model,
+            created=created,
+            include_usage=include_usage,
+        ),
         media_type="text/event-stream",
-        headers={"X-Thread-Id": thread_id, "Cache-Control": "no-cache"},
+        headers={"X-Thread-Id": thread_id, "X-Run-Id": run_id, "Cache-Control": "no-cache"},
     )
 
 
@@ -231,10 +241,14 @@ def _completion(result: RunFinished, model: str, created: int) -> dict[str, Any]
 
 
 async def _sse(
-    first: Event, rest: AsyncIterator[Event], *, model: str, created: int, include_usage: bool
+    first: Event,
+    rest: AsyncIterator[Event],
+    *,
+    chunk_id: str,
+    model: str,
+    created: int,
+    include_usage: bool,
 ) -> AsyncIterator[str]:
-    chunk_id = f"chatcmpl-{uuid.uuid4().hex}"
-
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
         payload = {
             "id": chunk_id,

@@ -195,11 +195,14 @@ def _failed_run(code: str) -> Patch:
 
 
 def _fails_after_a_token(services: Services, mp: pytest.MonkeyPatch) -> None:
-    async def stream(*_: Any, **__: Any) -> AsyncIterator[Event]:
-        yield Token("It ships", "assistant")
-        yield RunFailed("t", "r", "model_unavailable", "the connection dropped")
+    def start(thread_id: str, *_: Any, **__: Any) -> RunFeed:
+        feed = RunFeed("", run_id=str(uuid.uuid4()), thread_id=thread_id)
+        feed.put(Token("It ships", "assistant"))
+        feed.put(RunFailed(thread_id, feed.run_id, "model_unavailable", "the connection dropped"))
+        feed.close()
+        return feed
 
-    mp.setattr(services.conversations, "stream", stream)
+    mp.setattr(services.conversations, "start", start)
 
 
 def _learned_example(client: TestClient) -> dict[str, str]:

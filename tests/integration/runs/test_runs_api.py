@@ -134,6 +134,27 @@ def test_responses_carry_the_request_thread_and_run_ids(
     assert len(chat.headers["X-Run-Id"]) == 36
 
 
+def test_a_streamed_chat_completion_names_its_run_as_the_answer_does(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Hi."), Reply(content="Hello again."))
+    url, user = "/v1/chat/completions", {"role": "user", "content": "hello"}
+    answered = client.post(url, json={"messages": [user]}, headers={"X-Thread-Id": "ids-3"})
+    assert answered.json()["id"] == f"chatcmpl-{answered.headers['X-Run-Id']}"
+    streamed = client.post(
+        url,
+        json={"messages": [{"role": "user", "content": "and?"}], "stream": True},
+        headers={"X-Thread-Id": "ids-3"},
+    )
+    assert streamed.status_code == 200, streamed.text
+    run_id = streamed.headers["X-Run-Id"]
+    assert run_id != answered.headers["X-Run-Id"]
+    chunks = [json.loads(e["data"]) for e in sse_events(streamed.text) if e["data"] != "[DONE]"]
+    assert {c["id"] for c in chunks} == {f"chatcmpl-{run_id}"}
+    # The id is the run's: its status and its answer are found by it.
+    assert wait_for(client, "ids-3", run_id, "succeeded")["answer"] == "Hello again."
+
+
 def test_an_unknown_run_or_one_of_another_thread_is_not_found(
     client: TestClient, fake_llm: FakeLLM
 ) -> None:
