@@ -27,6 +27,15 @@ from agents.threads import RetentionOptions
 
 ROOT = Path(__file__).resolve().parent.parent  # the repository, in a checkout
 ENV_PREFIX = "SKILLDESK_"
+# The bundled skills that run in the service's process (read-only lookups on most turns;
+# each skill.yaml says why): trusted by default, as no skill dropped in is.
+BUNDLED_IN_PROCESS = (
+    "device-alarms",
+    "inventory",
+    "maintenance-kb",
+    "order-query",
+    "sensor-readings",
+)
 _ON_OFF = {"true": "on", "yes": "on", "1": "on", "false": "off", "no": "off", "0": "off"}
 
 
@@ -76,6 +85,12 @@ class Settings(BaseSettings):
     model_api_key: SecretStr | None = Field(None, description="API key of the default model.")
     models_file: Path | None = Field(None, description="YAML file with more model profiles.")
     skills_watch: bool = Field(True, description="Reload skills live when their folder changes.")
+    skills_trusted: list[str] = Field(
+        list(BUNDLED_IN_PROCESS),
+        description="Skills whose handlers may run inside the service's process when their "
+        "skill.yaml asks for isolation: thread (a JSON list); any other skill's handlers run "
+        "in worker processes, whatever it asks. Default: the bundled lookup skills.",
+    )
     skills_embeddings: bool = Field(
         True, description="Dense (MiniLM) retrieval besides keywords; off: keywords only."
     )
@@ -418,6 +433,7 @@ class Settings(BaseSettings):
             embeddings=self.skills_embeddings,
             embedding_precision=self.skills_embedding_precision,
             embedding_model=self.skills_embedding_model,
+            trusted=frozenset(self.skills_trusted),
         )
 
     def learn_options(self) -> LearnOptions:

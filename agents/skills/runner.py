@@ -65,11 +65,19 @@ class ToolRunner:
     Args:
         registry: Where tools are looked up.
         data_dir: Parent of each skill's writable ``data_dir``.
+        trusted: The skills whose handlers may run in this process when their skill.yaml
+            asks for ``isolation: thread``; any other's run in worker processes whatever it
+            asks (a skill dropped in must not choose to run inside the service). None: as
+            each skill asks (tests, benchmarks).
     """
 
-    def __init__(self, registry: SkillRegistry, data_dir: Path) -> None:
+    def __init__(
+        self, registry: SkillRegistry, data_dir: Path, trusted: frozenset[str] | None = None
+    ) -> None:
         self.registry = registry
         self.data_dir = data_dir
+        self.trusted = trusted
+        self._refused: set[str] = set()  # skills told they run in a worker instead
         self._modules: dict[tuple[str, str, str], types.ModuleType] = {}
         self._lock = threading.Lock()
         self._threads = HandlerThreads()
@@ -244,10 +252,10 @@ class ToolRunner:
         tool_name = spec.name
         context = self._context(skill, spec, key, thread_id, run_id)
         try:
-            if skill.config.isolation == "process":
-                value = await self._in_worker(skill, spec, args, context)
-            else:
+            if self._in_process(skill):
                 value = await self._in_thread(skill, spec, args, context)
+            else:
+                value = await self._in_worker(skill, spec, args, context)
         except TimeoutError:
             why = f"{tool_name} did not finish within {spec.timeout_s:g} s"
             return _error(tool_name, "timeout", why, started)
@@ -304,6 +312,23 @@ class ToolRunner:
         if self._finishing:
             await asyncio.wait(self._finishing, timeout=_FINISH_S)
         await self._workers.aclose()
+
+    def _in_process(self, skill: Skill) -> bool:
+        """Whether the skill's handlers run on threads of this process: it asks for it
+        (``isolation: thread``) and is trusted to."""
+        if skill.config.isolation != "thread":
+            return False
+        if self.trusted is None or skill.name in self.trusted:
+            return True
+        if skill.name not in self._refused:
+            self._refused.add(skill.name)
+            log.warning(
+                "skill.isolation_refused",
+                skill=skill.name,
+                why="its skill.yaml asks for isolation: thread, but it is not in "
+                "SKILLDESK_SKILLS_TRUSTED: its handlers run in worker processes",
+            )
+        return False
 
     async def _in_worker(
         self, skill: Skill, spec: ToolSpec, args: dict[str, Any], context: ToolContext

@@ -32,6 +32,9 @@ class SkillsOptions:
     embedding_precision: Precision = "int8"
     embedding_model: Path | None = None  # a local sentence-transformers folder; None: MiniLM
     dense_weight: float = 0.5
+    # Skills whose handlers may run in the service's process (``isolation: thread``); None:
+    # as each skill asks (``ToolRunner``).
+    trusted: frozenset[str] | None = None
 
 
 class SkillService:
@@ -47,7 +50,7 @@ class SkillService:
                 embedder or make_embedder(options.embedding_precision, options.embedding_model),
             )
         self.index = SkillIndex(cache, dense_weight=options.dense_weight)
-        self.runner = ToolRunner(self.registry, options.data_dir)
+        self.runner = ToolRunner(self.registry, options.data_dir, options.trusted)
         self._reload_lock = asyncio.Lock()
         self._build_lock = threading.Lock()
         # Examples the model wrote (agents/skills/written.py), by skill: the version they

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -235,3 +236,44 @@ async def test_a_handler_thread_is_reused_and_leaves_when_idle() -> None:
     alive = {t.ident for t in threading.enumerate() if t.name == "skilldesk-tool"}
     assert not alive & {first, *both}  # idle threads ended
     assert await threads.run(lambda: 5) == 5  # and a new one starts when needed
+
+
+async def test_a_skill_not_trusted_runs_in_a_worker_whatever_its_skill_yaml_asks(
+    tmp_path: Path,
+) -> None:
+    # A skill dropped into the folder must not choose to run inside the service (where an
+    # os._exit takes the service down): only the skills the operator trusts may.
+    skills = tmp_path / "skills"
+    for name in ("asks-in", "trusted-in"):
+        write_skill(
+            skills,
+            name,
+            config={
+                "isolation": "thread",
+                "tools": [tool(f"{name}-pid".replace("-", "_"), "handler:pid")],
+            },
+            handler="import os\n\ndef pid():\n    return {'pid': os.getpid()}\n",
+        )
+    registry = SkillRegistry(skills)
+    registry.reload()
+    runner = ToolRunner(registry, tmp_path / "data", trusted=frozenset({"trusted-in"}))
+    try:
+        refused = await runner.call("asks_in_pid", {})
+        trusted = await runner.call("trusted_in_pid", {})
+    finally:
+        await runner.aclose()
+    assert refused.ok, refused
+    assert refused.data["pid"] != os.getpid()  # a worker process
+    assert trusted.data["pid"] == os.getpid()
+
+
+def test_the_service_trusts_the_bundled_lookup_skills_only() -> None:
+    from app.settings import ROOT, Settings
+
+    trusted = Settings().skills_options().trusted
+    asking = {
+        path.parent.name
+        for path in (ROOT / "skills").glob("*/skill.yaml")
+        if "isolation: thread" in path.read_text()
+    }
+    assert trusted == asking  # each bundled skill that asks is trusted, and no other name
