@@ -147,6 +147,7 @@ class ModelGateway:
             )
             deadline = StreamDeadline(timeout, attempts.spec.stream_limit_s)
             chunks = aiter(stream)
+            answered = _has_choice(first)
             try:
                 yield self.priced(attempts.current, first)
                 while True:
@@ -154,7 +155,10 @@ class ModelGateway:
                         chunk = await deadline.next(chunks)
                     except StopAsyncIteration:
                         break
+                    answered = answered or _has_choice(chunk)
                     yield self.priced(attempts.current, chunk)
+                if not answered:  # an empty answer is not an answer
+                    raise UnreadableReply(_NO_CHOICES)
             except Exception as exc:
                 _observed(attempts.current, "failed", started)
                 raise attempts.broken(exc) from exc
@@ -241,6 +245,15 @@ class ModelGateway:
             transport = transport_for(self.config.get(profile), self._environ)
             self._transports[profile] = transport
         return transport
+
+
+_NO_CHOICES = "the model server's stream ended without a reply (no event had a choice)"
+
+
+def _has_choice(chunk: Any) -> bool:
+    """Whether a streamed chunk carries a choice (a usage-only chunk does not)."""
+    choices = chunk.get("choices") if isinstance(chunk, dict) else getattr(chunk, "choices", None)
+    return bool(choices)
 
 
 _NO_EVENTS = "the model server's stream ended without a single event (is it an OpenAI-style API?)"

@@ -355,6 +355,42 @@ async def test_a_reply_that_never_ends_is_cut_off_and_named(tmp_path: Path, toke
     assert "send the message again" in info.value.message
 
 
+async def test_a_stream_without_a_choice_is_a_bad_reply_not_an_empty_answer(
+    tmp_path: Path,
+) -> None:
+    # Events, but none with a choice (an empty list, then usage): the user got an empty
+    # answer with 200 OK, stored in the thread.
+    from starlette.responses import StreamingResponse
+
+    from tests.fakellm.server import Route
+
+    body = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+    usage = {"prompt_tokens": 3, "completion_tokens": 0, "total_tokens": 3}
+    events = [
+        "data: " + json.dumps({**body, "choices": []}) + "\n\n",
+        "data: " + json.dumps({**body, "choices": [], "usage": usage}) + "\n\n",
+        "data: [DONE]\n\n",
+    ]
+    with FakeLLM() as odd:
+        odd._app.router.routes.insert(
+            0,
+            Route(
+                "/v1/chat/completions",
+                lambda _: StreamingResponse(iter(events), media_type="text/event-stream"),
+                methods=["POST"],
+            ),
+        )
+        model = gateway_for(tmp_path, odd, retries=0).chat_model()
+
+        async def read() -> list[Any]:
+            return [chunk async for chunk in model.astream(HELLO)]
+
+        with pytest.raises(ModelError) as info:
+            await read()
+    assert info.value.code == "model_bad_reply"
+    assert "ended without a reply" in info.value.message
+
+
 async def test_a_stream_with_no_events_is_a_bad_reply_not_an_empty_answer(
     tmp_path: Path,
 ) -> None:
