@@ -319,7 +319,7 @@ def _parse_config(folder: Path, problem: Any) -> SkillConfig | None:
 
 def _check_handlers(folder: Path, config: SkillConfig, problem: Any) -> None:
     """Resolve each 'module:function' statically (ast), so nothing is imported at start-up."""
-    parsed: dict[str, set[str] | None] = {}
+    parsed: dict[str, set[str] | str] = {}
     for i, tool in enumerate(config.tools):
         module, function = tool.handler.split(":")
         file = Path(*module.split(".")).with_suffix(".py")
@@ -327,13 +327,8 @@ def _check_handlers(folder: Path, config: SkillConfig, problem: Any) -> None:
             parsed[module] = _functions(folder / file)
         functions = parsed[module]
         where = f"tools[{i}].handler"
-        if functions is None:
-            problem(
-                CONFIG_FILE,
-                where,
-                f"{tool.handler!r}: {file} is missing or does not "
-                "parse; create it or fix the reference",
-            )
+        if isinstance(functions, str):
+            problem(CONFIG_FILE, where, f"{tool.handler!r}: {file} {functions}")
         elif function not in functions:
             problem(
                 CONFIG_FILE,
@@ -343,11 +338,18 @@ def _check_handlers(folder: Path, config: SkillConfig, problem: Any) -> None:
             )
 
 
-def _functions(path: Path) -> set[str] | None:
+def _functions(path: Path) -> set[str] | str:
+    """The top-level names a handler module defines, or why it cannot be read."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except (OSError, SyntaxError, UnicodeDecodeError):
-        return None
+    except FileNotFoundError:
+        return "is missing; create it or fix the reference"
+    except SyntaxError as exc:
+        return f"does not parse: {exc.msg} (line {exc.lineno}); fix the code"
+    except UnicodeDecodeError:
+        return "is not UTF-8 text; save it as UTF-8"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror}); fix the file"
     names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
     names |= {
         t.id

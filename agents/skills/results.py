@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from agents.skills.spec import ResultLimits
@@ -32,7 +33,10 @@ def trim(value: Any, limits: ResultLimits) -> tuple[str, Any, bool]:
     if isinstance(data, str):
         text = data
     else:  # the data becomes JSON as the model reads it (sets as lists, bytes as text)
-        text = json.dumps(data, ensure_ascii=False, default=_text)
+        try:
+            text = json.dumps(data, ensure_ascii=False, default=_text, allow_nan=False)
+        except ValueError:  # NaN or infinity, which JSON has not: null, as JavaScript writes
+            text = json.dumps(_finite(data), ensure_ascii=False, default=_text, allow_nan=False)
         data = json.loads(text)
     text = mend(text)  # a handler's lone surrogates would break every later write
     if len(text) > limits.max_chars:
@@ -40,6 +44,17 @@ def trim(value: Any, limits: ResultLimits) -> tuple[str, Any, bool]:
         text = text[: limits.max_chars] + f"…[truncated {cut} characters]"
         truncated = True
     return text, data, truncated
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with NaN and infinities as None (in dicts, lists, tuples and sets)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _keep(value: Any, fields: set[str]) -> Any:

@@ -225,7 +225,12 @@ def install_error_handlers(app: FastAPI) -> None:
         )
         message = str(exc.detail)
         if exc.status_code == 400 and message == "There was an error parsing the body":
-            code, message = "invalid_json", "The request body is not valid JSON (UTF-8)."
+            # FastAPI tells no more than that (the parser's error is not kept): both causes.
+            code, message = (
+                "invalid_json",
+                "The request body is not valid JSON in UTF-8, or nests arrays and objects "
+                "deeper than JSON parsers allow (about 1,000 levels).",
+            )
         headers = dict(exc.headers or {})
         if exc.status_code == 405:
             headers["Allow"] = allowed_methods(request)

@@ -172,6 +172,21 @@ def test_handler_reference_is_resolved_without_importing(tmp_path: Path) -> None
     assert not any("nonexistent_module_xyz" in m for m in sys.modules)
 
 
+def test_a_handler_that_does_not_parse_says_where_and_why(tmp_path: Path) -> None:
+    folder = write_skill(
+        tmp_path,
+        "orders",
+        config={"tools": [tool("get_order", "handler:get_order")]},
+        handler="def get_order(:\n    return 1\n",
+    )
+    [problem] = problems_of(folder)
+    assert "handler.py does not parse: " in problem
+    assert "(line 1)" in problem
+    missing = write_skill(tmp_path, "lookup", config={"tools": [tool("find", "lookup:find")]})
+    [problem] = problems_of(missing)
+    assert "lookup.py is missing; create it" in problem
+
+
 def test_invalid_yaml_reports_line_and_column(tmp_path: Path) -> None:
     folder = write_skill(tmp_path, "broken")
     (folder / "skill.yaml").write_text("triggers: [a, b\nexamples: x\n", encoding="utf-8")

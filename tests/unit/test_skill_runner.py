@@ -190,6 +190,17 @@ async def test_results_that_are_not_json_become_their_text(runner: ToolRunner) -
     assert json.loads(result.content) == result.data
 
 
+def test_nan_and_infinity_in_a_result_become_null_not_invalid_json() -> None:
+    from agents.skills.results import trim
+    from agents.skills.spec import ResultLimits
+
+    text, data, _ = trim(
+        {"mean": float("nan"), "rows": [1.5, float("inf"), (float("-inf"),)]}, ResultLimits()
+    )
+    assert json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in {text}")) == data
+    assert data == {"mean": None, "rows": [1.5, None, [None]]}
+
+
 async def test_a_handler_raising_stop_iteration_fails_the_call(runner: ToolRunner) -> None:
     result = await runner.call("stop", {})
     assert (result.error_code, "StopIteration" in result.content) == ("tool_failed", True)
