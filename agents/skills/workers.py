@@ -43,6 +43,43 @@ class WorkerCall:
     import_timeout_s: float
 
 
+# What a worker's handlers print goes to the service's log, attributed to the skill, within
+# bounds: a line is cut at _LINE_CHARS, and past a burst of _BURST lines, _PER_S lines a
+# second are logged; the rest is read (the handler never blocks on a full pipe) and counted.
+_LINE_CHARS = 1000
+_BURST = 50
+_PER_S = 10.0
+
+
+async def relay_output(stream: asyncio.StreamReader, skill: str) -> None:
+    """Log the lines a worker writes to its stderr (``print`` included) until it ends."""
+    allowance, last = float(_BURST), time.monotonic()
+    dropped = dropped_bytes = 0
+    told = 0.0  # when dropped lines were last counted in the log (once a second at most)
+    pending = b""
+    while chunk := await stream.read(65536):
+        lines = (pending + chunk).split(b"\n")
+        pending = lines.pop()[: _LINE_CHARS * 4]  # an unended line: its start is enough
+        now = time.monotonic()
+        allowance, last = min(float(_BURST), allowance + (now - last) * _PER_S), now
+        for line in lines:
+            if allowance < 1:
+                dropped, dropped_bytes = dropped + 1, dropped_bytes + len(line) + 1
+                continue
+            allowance -= 1
+            text = line.decode("utf-8", "replace").rstrip()
+            if text:
+                log.info("skill.output", skill=skill, line=text[:_LINE_CHARS])
+        if dropped and now - told >= 1:
+            log.warning("skill.output_dropped", skill=skill, lines=dropped, bytes=dropped_bytes)
+            dropped = dropped_bytes = 0
+            told = now
+    if pending.strip():
+        log.info("skill.output", skill=skill, line=pending.decode("utf-8", "replace")[:_LINE_CHARS])
+    if dropped:
+        log.warning("skill.output_dropped", skill=skill, lines=dropped, bytes=dropped_bytes)
+
+
 class Worker:
     """One worker process bound to one version of one skill."""
 
@@ -54,6 +91,7 @@ class Worker:
         self.idle_since = time.monotonic()
         self.killed = False
         self._calls = 0
+        self._output: asyncio.Task[None] | None = None  # relays what the handlers print
 
     @classmethod
     async def start(cls, skill: Skill, package: str) -> Worker:
@@ -64,8 +102,11 @@ class Worker:
             "agents.skills.worker",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
         worker = cls(skill, process)
+        assert process.stderr is not None
+        worker._output = asyncio.create_task(relay_output(process.stderr, skill.name))
         config = skill.config
         worker._send(("bind", skill.name, package, str(skill.path), config.memory_mb))
         return worker

@@ -288,3 +288,43 @@ def test_the_service_trusts_the_bundled_lookup_skills_only() -> None:
         if "isolation: thread" in path.read_text()
     }
     assert trusted == asking  # each bundled skill that asks is trusted, and no other name
+
+
+async def test_what_a_worker_prints_is_logged_as_its_skill_within_bounds(tmp_path: Path) -> None:
+    # A handler printing megabytes flooded the service's log, unattributed.
+    from structlog.testing import capture_logs
+
+    write_skill(
+        tmp_path / "skills",
+        "chatty",
+        config={"tools": [tool("talk", "handler:talk")]},
+        handler=(
+            "import sys\n\ndef talk():\n    print('hello from the handler')\n"
+            "    for n in range(5000):\n        print('x' * 1200, n)\n"
+            "    sys.stdout.flush()\n    return {'ok': True}\n"
+        ),
+    )
+    registry = SkillRegistry(tmp_path / "skills")
+    registry.reload()
+    runner = ToolRunner(registry, tmp_path / "data")
+    with capture_logs() as logs:
+        try:
+            result = await runner.call("talk", {})
+        finally:
+            await runner.aclose()  # the worker ends: its output is read to the end
+        for _ in range(100):
+            if any(e["event"] == "skill.output_dropped" for e in logs):
+                break
+            await asyncio.sleep(0.05)
+    assert result.ok, result
+    printed = [e for e in logs if e["event"] == "skill.output"]
+    assert printed[0] == {
+        "event": "skill.output",
+        "skill": "chatty",
+        "line": "hello from the handler",
+        "log_level": "info",
+    }
+    assert len(printed) < 200  # a burst, then a few a second: not 5,001 lines
+    assert all(len(e["line"]) <= 1000 for e in printed)
+    dropped = sum(e["lines"] for e in logs if e["event"] == "skill.output_dropped")
+    assert len(printed) + dropped == 5001
