@@ -44,6 +44,7 @@ log = structlog.get_logger(__name__)
 _IMPORT_TIMEOUT_S = 60.0
 _SETTLE_POLL_S = 0.2  # how often a call waits on another process's call with its key
 _FINISH_S = 10.0  # how long closing waits for side effects under way
+_IMPORT_RETRY_S = 60.0  # a handler module that failed to load is tried again after this
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,8 @@ class ToolRunner:
         self._made: set[Path] = set()  # skills' data dirs made by this process
         self._keyed: dict[str, tuple[asyncio.Lock, int]] = {}  # key -> its lock, its callers
         self._finishing: set[asyncio.Future[ToolResult]] = set()  # side effects under way
+        # (skill, its version, module) -> until when, and why, its import is not tried again
+        self._unloadable: dict[tuple[str, str, str], tuple[float, str]] = {}
 
     async def call(
         self,
@@ -250,6 +253,12 @@ class ToolRunner:
         started: float,
     ) -> ToolResult:
         tool_name = spec.name
+        module = (skill.name, skill.fingerprint, spec.handler.split(":")[0])
+        failed = self._unloadable.get(module)
+        if failed is not None and time.monotonic() < failed[0]:
+            # Not tried again at each call: a module that hangs on import cost every call
+            # (and every retry) the whole import limit.
+            return _error(tool_name, "handler_import_failed", failed[1], started)
         context = self._context(skill, spec, key, thread_id, run_id)
         try:
             if self._in_process(skill):
@@ -263,7 +272,11 @@ class ToolRunner:
             return _error(tool_name, "busy", str(exc), started)
         except HandlerImportFailed as exc:
             log.warning("tool.import_failed", skill=skill.name, tool=tool_name, error=str(exc))
-            why = f"the handler of skill {skill.name!r} could not be loaded ({exc})"
+            why = (
+                f"the handler of skill {skill.name!r} could not be loaded ({exc}); it is "
+                f"tried again in {_IMPORT_RETRY_S:g} s, or when the skill changes"
+            )
+            self._unloadable[module] = (time.monotonic() + _IMPORT_RETRY_S, why)
             return _error(tool_name, "handler_import_failed", why, started)
         except (HandlerFailed, HandlerCrashed) as exc:
             log.info("tool.failed", skill=skill.name, tool=tool_name, error=str(exc))

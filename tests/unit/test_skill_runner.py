@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -111,6 +112,41 @@ async def test_import_error_is_a_tool_error_not_a_crash(
     assert result.error_code == "handler_import_failed"
     assert words in result.content
     assert (await runner.call("get_order", {"order_id": "ORD1"})).ok
+
+
+async def test_a_handler_that_hangs_on_import_is_not_waited_for_at_every_call(
+    tmp_path: Path,
+) -> None:
+    # Each call (and each retry of it) waited out the whole import limit again.
+    skills = tmp_path / "skills"
+    folder = write_skill(
+        skills,
+        "sleepy",
+        config={"tools": [tool("nap", "handler:nap")]},
+        handler="import time\ntime.sleep(30)\n\ndef nap():\n    return 1\n",
+    )
+    registry = SkillRegistry(skills)
+    registry.reload()
+    runner = ToolRunner(registry, tmp_path / "data")
+    runner_module = sys.modules[ToolRunner.__module__]
+    limit = runner_module._IMPORT_TIMEOUT_S
+    runner_module._IMPORT_TIMEOUT_S = 0.5
+    try:
+        first = await runner.call("nap", {})
+        started = time.monotonic()
+        again = await runner.call("nap", {})
+        took = time.monotonic() - started
+        (folder / "handler.py").write_text("def nap():\n    return 1\n")  # fixed
+        registry.reload()
+        fixed = await runner.call("nap", {})
+    finally:
+        runner_module._IMPORT_TIMEOUT_S = limit
+        await runner.aclose()
+    assert first.error_code == again.error_code == "handler_import_failed"
+    assert "did not load within 0.5 s" in first.content
+    assert "tried again in 60 s, or when the skill changes" in again.content
+    assert took < 0.3, took
+    assert fixed.ok, fixed  # a new version is tried at once
 
 
 async def test_unknown_tool_suggests_a_close_name(runner: ToolRunner) -> None:
