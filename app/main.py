@@ -105,9 +105,6 @@ def _gate(settings: Settings, services: Services) -> Gate:
         jwks_file=settings.obo_jwks_file,
         leeway_s=settings.obo_leeway_s,
     )
-    metadata = "/.well-known/oauth-protected-resource"
-    if settings.public_url:
-        metadata = settings.public_url.rstrip("/") + metadata
     return Gate(
         services.keys,
         verifier=verifier,
@@ -120,5 +117,4 @@ def _gate(settings: Settings, services: Services) -> Gate:
         tokens_per_minute=settings.rate_limit_tokens_per_minute,
         spend=services.spend,
         disabled=settings.auth_disabled,
-        resource_metadata=metadata,
     )

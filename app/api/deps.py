@@ -17,7 +17,7 @@ from agents.feed import USAGE_SINK
 from agents.state.spend import seconds_to_midnight
 from agents.turns import ClientTurn, turn_fingerprint
 from app.api.errors import ApiError
-from app.auth.guard import Gate, no_scope
+from app.auth.guard import Gate, metadata_url, no_scope
 from app.auth.principal import Principal
 from app.services import Services
 
@@ -138,9 +138,14 @@ async def authenticate(
     """The one dependency every route uses: the request's principal (401 or 429 if none)."""
     gate: Gate = request.app.state.gate
     del credentials  # read below from the header itself, malformed ones included
-    principal = await gate.authenticate(
-        request.headers.get("authorization"), request.headers.get("x-on-behalf-of")
-    )
+    try:
+        principal = await gate.authenticate(
+            request.headers.get("authorization"), request.headers.get("x-on-behalf-of")
+        )
+    except ApiError as error:  # a 401's challenge names where to learn how to sign in
+        public_url = request.app.state.services.settings.public_url
+        here = metadata_url(public_url, request.url.scheme, request.headers.get("host"))
+        raise Gate.located(error, here) from None
     request.state.principal = principal
     USAGE_SINK.set(gate.usage_sink(principal))  # runs it starts count their tokens
     if principal.key_id is not None:

@@ -28,6 +28,17 @@ FIX = (
     "SKILLDESK_API_KEYS_FILE; on a trusted network only, SKILLDESK_AUTH_DISABLED=true"
 )
 
+# Where this resource's OAuth metadata (RFC 9728) is served.
+METADATA = "/.well-known/oauth-protected-resource"
+
+
+def metadata_url(public_url: str | None, scheme: str, host: str | None) -> str:
+    """The resource metadata's URL as a client reaches it: under SKILLDESK_PUBLIC_URL, or
+    else the request's own scheme and host."""
+    if public_url:
+        return public_url.rstrip("/") + METADATA
+    return f"{scheme}://{host or 'localhost'}{METADATA}"
+
 
 @dataclass
 class Gate:
@@ -38,14 +49,12 @@ class Gate:
         verifier: On-behalf-of tokens' verifier (None: such tokens are refused).
         limiter: Requests per minute per key (None: no limit).
         disabled: The operator turned authentication off (a trusted network).
-        resource_metadata: URL of this resource's OAuth metadata (RFC 9728), for challenges.
     """
 
     keys: ApiKeys
     verifier: OboVerifier | None = None
     limiter: RateLimiter | None = None
     disabled: bool = False
-    resource_metadata: str = "/.well-known/oauth-protected-resource"
     tokens_per_minute: int = 0
     spend: SpendLedger | None = None  # what each user's runs cost, per day
     open: bool = False
@@ -125,11 +134,25 @@ class Gate:
         return self._obo(on_behalf_of, principal) if on_behalf_of else principal
 
     def unauthorized(self, code: str, message: str) -> ApiError:
-        """A 401 with the Bearer challenge (RFC 6750, and RFC 9728's resource metadata)."""
-        challenge = f'Bearer resource_metadata="{self.resource_metadata}"'
+        """A 401 with the Bearer challenge (RFC 6750, and RFC 9728's resource metadata, by
+        its path: ``located`` makes it the URL a client can follow)."""
+        challenge = f'Bearer resource_metadata="{METADATA}"'
         if code != "missing_credentials":
             challenge += ', error="invalid_token"'
         return ApiError(401, code, message, headers={"WWW-Authenticate": challenge})
+
+    @staticmethod
+    def located(error: ApiError, metadata: str) -> ApiError:
+        """``error``, a 401's challenge naming the resource metadata at ``metadata`` (an
+        absolute URL, ``metadata_url``): RFC 9728 clients follow it as it is."""
+        headers = dict(error.headers or {})
+        challenge = headers.get("WWW-Authenticate")
+        if error.status == 401 and challenge is not None:
+            headers["WWW-Authenticate"] = challenge.replace(
+                f'resource_metadata="{METADATA}"', f'resource_metadata="{metadata}"'
+            )
+            error.headers = headers
+        return error
 
     def _obo(self, token: str, agent: Principal | None) -> Principal:
         if self.verifier is None:

@@ -8,10 +8,8 @@ import json
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.errors import ApiError
-from app.auth.guard import Gate, no_scope
+from app.auth.guard import Gate, metadata_url, no_scope
 from app.mcp.server import CALLER_STATE, SINK_STATE
-
-METADATA = "/.well-known/oauth-protected-resource"
 
 
 class McpGate:
@@ -23,34 +21,22 @@ class McpGate:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         gate: Gate = scope["app"].state.gate
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        gate_metadata = _metadata_url(scope, headers)
         try:
             principal = await gate.authenticate(
                 headers.get("authorization"), headers.get("x-on-behalf-of")
             )
             if not principal.can("tools"):
                 raise no_scope(principal, "tools")
-        except ApiError as error:
-            extra = dict(error.headers or {})
-            if error.status == 401:  # the challenge names this resource's metadata
-                extra["WWW-Authenticate"] = extra["WWW-Authenticate"].replace(
-                    f'resource_metadata="{gate.resource_metadata}"',
-                    f'resource_metadata="{gate_metadata}"',
-                )
-            await _respond(send, error.status, error.body(), extra)
+        except ApiError as error:  # a 401's challenge names this resource's metadata
+            public_url = scope["app"].state.services.settings.public_url
+            here = metadata_url(public_url, scope.get("scheme", "http"), headers.get("host"))
+            error = Gate.located(error, here)
+            await _respond(send, error.status, error.body(), dict(error.headers or {}))
             return
         state = scope.setdefault("state", {})
         state[CALLER_STATE] = None if principal.sees_all else principal.user
         state[SINK_STATE] = gate.usage_sink(principal)  # what its workflow runs cost counts
         await self.app(scope, receive, send)
-
-
-def _metadata_url(scope: Scope, headers: dict[str, str]) -> str:
-    settings = scope["app"].state.services.settings
-    if settings.public_url:
-        return str(settings.public_url).rstrip("/") + METADATA
-    host = headers.get("host") or "localhost"
-    return f"{scope.get('scheme', 'http')}://{host}{METADATA}"
 
 
 async def _respond(

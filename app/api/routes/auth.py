@@ -7,11 +7,11 @@ from fastapi import APIRouter, Request
 from app.api.deps import PrincipalDep, needs
 from app.api.errors import error_responses
 from app.api.schemas.auth import PrincipalPublic, ResourceMetadataPublic
+from app.auth.guard import METADATA
 from app.auth.principal import SCOPES
 from app.mcp.transport import PATH as MCP_PATH
 
 router = APIRouter(tags=["auth"])
-METADATA = "/.well-known/oauth-protected-resource"
 
 
 @router.get("/v1/me", dependencies=[needs()], responses=error_responses(500))

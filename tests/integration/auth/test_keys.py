@@ -46,7 +46,12 @@ def test_a_request_without_a_key_is_refused_with_a_bearer_challenge(keyed: TestC
     response = keyed.get("/v1/threads")
     assert response.status_code == 401
     assert response.json()["error"]["code"] == "missing_credentials"
-    assert response.headers["WWW-Authenticate"].startswith("Bearer resource_metadata=")
+    # The URL a client can follow, as the MCP endpoint's challenge gives it (not a path).
+    assert response.headers["WWW-Authenticate"] == (
+        'Bearer resource_metadata="http://testserver/.well-known/oauth-protected-resource"'
+    )
+    mcp = keyed.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert mcp.headers["WWW-Authenticate"] == response.headers["WWW-Authenticate"]
 
 
 def test_a_wrong_key_is_refused(keyed: TestClient) -> None:
