@@ -421,9 +421,12 @@ function fileView(file) {
   return item;
 }
 
+/** To the latest message: the list scrolls on a desktop; at phone width the page does, down
+ * to the message box. */
 function scrollDown() {
   const list = $("messages");
-  list.scrollTop = list.scrollHeight;
+  if (getComputedStyle(list).overflowY === "visible") window.scrollTo(0, document.scrollingElement.scrollHeight);
+  else list.scrollTop = list.scrollHeight;
 }
 
 export function currentThread() {
