@@ -61,3 +61,14 @@ def test_the_page_is_used_from_the_keyboard_alone_in_light_and_dark(page: Any) -
     light = page.evaluate(background)
     page.emulate_media(color_scheme="dark")
     assert page.evaluate(background) != light
+
+
+def test_the_page_loads_without_an_error_in_the_console(page: Any) -> None:
+    said: list[str] = []
+    page.on("console", lambda m: m.type == "error" and said.append(m.text))
+    failed: list[str] = []
+    page.on("response", lambda r: r.status >= 400 and failed.append(f"{r.status} {r.url}"))
+    page.goto("/", wait_until="networkidle")
+    expect(page.locator("#mode")).to_have_text("Development mode (no key needed)")
+    page.wait_for_timeout(500)  # the browser asks for an icon after the page loaded
+    assert (said, failed) == ([], [])
