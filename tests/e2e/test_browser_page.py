@@ -57,3 +57,19 @@ def test_skills_are_searched_with_scores_read_and_workflows_drawn(page: Any) -> 
     expect(graph.locator("g.node")).to_have_count(len(nodes))
     expect(graph).to_contain_text("Agent approval")
     screenshot(page, "skills-browser")
+
+
+def test_a_search_that_matches_no_skill_says_so(page: Any) -> None:
+    page.goto("/#browser")
+    search = page.get_by_role("searchbox", name="Search skills")
+    search.fill("how many bearings are in stock")
+    search.press("Enter")
+    expect(page.locator("#search-results tbody tr").first).to_contain_text("inventory")
+    search.fill("zzzz qqqq")
+    search.press("Enter")
+    expect(page.locator("#search-status")).to_have_text("No skill matches “zzzz qqqq”.")
+    expect(page.locator("#search-results")).to_be_hidden()  # no empty table with its headers
+    search.fill("how many bearings are in stock")
+    search.press("Enter")
+    expect(page.locator("#search-results tbody tr").first).to_contain_text("inventory")
+    expect(page.locator("#search-status")).to_be_empty()

@@ -27,7 +27,8 @@ export function initBrowser({ onError }) {
           ),
         ),
       );
-      table.hidden = false;
+      table.hidden = !results.length; // no empty table with its headers: said instead
+      $("search-status").textContent = results.length ? "" : `No skill matches “${q}”.`;
     } catch (error) {
       report(error);
     }
