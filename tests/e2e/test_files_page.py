@@ -40,3 +40,14 @@ def test_an_uploaded_file_is_listed_and_the_spoken_answer_plays(
         "() => { const a = document.querySelector('#file-list audio');"
         " return a.duration > 0.5 && a.currentTime > 0.1 && !a.error; }"
     )
+
+
+def test_a_file_whose_name_has_quotes_is_listed_under_that_name(page: Any) -> None:
+    page.goto("/")
+    expect(page.locator("#mode")).to_have_text("Development mode (no key needed)")
+    name = 'bad "name" <x>.txt'  # Chromium sends the quotes as %22
+    page.get_by_label("Attach a file").set_input_files(
+        files=[{"name": name, "mimeType": "text/plain", "buffer": b"Some notes."}]
+    )
+    expect(page.locator("#composer-status")).to_have_text(f"{name} attached.")
+    expect(page.locator("#file-list .file-name")).to_have_text(name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -354,9 +355,10 @@ async def upload_attachment(
 ) -> AttachmentPublic:
     """Attach a file to the thread. The model sees its name and caption, never its bytes."""
     await reach_thread(services, principal, thread_id)
+    name = _sent_name(file.filename or "")
     media_type = (file.content_type or "").split(";")[0].strip().lower()
     if not media_type or media_type == "application/octet-stream":
-        media_type = media_type_of(file.filename or "")
+        media_type = media_type_of(name)
 
     async def chunks() -> AsyncIterator[bytes]:
         while chunk := await file.read(UPLOAD_CHUNK):
@@ -364,7 +366,7 @@ async def upload_attachment(
 
     attachment = await services.threads.attach(
         thread_id,
-        name=file.filename or "upload",
+        name=name or "upload",
         media_type=media_type,
         chunks=chunks(),
         caption=caption,
@@ -415,6 +417,17 @@ async def get_attachment(
         filename=attachment.get("name"),
         content_disposition_type="inline",
     )
+
+
+# How browsers escape a file name in multipart/form-data (WHATWG HTML): only these three.
+_NAME_ESCAPES = re.compile("%22|%0D|%0A")
+_UNESCAPED = {"%22": '"', "%0D": "\r", "%0A": "\n"}
+
+
+def _sent_name(name: str) -> str:
+    """An uploaded file's name as the user's file has it: a browser sends ``"`` as ``%22``
+    and CR, LF as ``%0D``, ``%0A`` (and nothing else escaped, so ``%`` comes as it is)."""
+    return _NAME_ESCAPES.sub(lambda m: _UNESCAPED[m.group()], name)
 
 
 def _attachment(thread_id: str, attachment: Attachment) -> AttachmentPublic:

@@ -53,6 +53,32 @@ def test_an_upload_is_stored_served_and_shown_to_the_model_by_reference(
     assert "PNG" not in json.dumps(fake_llm.requests[-1])  # the bytes never reach a prompt
 
 
+def test_a_file_name_with_quotes_and_line_breaks_is_kept_as_the_browser_named_it(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Hi."))
+    say(client, "names", "Hello")
+    # As browsers send it (WHATWG HTML's multipart/form-data encoding): `"` as %22, CR as
+    # %0D, LF as %0A, nothing else escaped, so a % of the name itself comes as it is.
+    sent = "bad %22name%22 <x> 100%25 %0D%0Aend.txt"
+    body = (
+        b"--cut\r\n"
+        b'Content-Disposition: form-data; name="file"; filename="' + sent.encode() + b'"\r\n'
+        b"Content-Type: text/plain\r\n\r\n"
+        b"Some notes.\r\n"
+        b"--cut--\r\n"
+    )
+    upload = client.post(
+        "/v1/threads/names/attachments",
+        content=body,
+        headers={"Content-Type": "multipart/form-data; boundary=cut"},
+    )
+    assert upload.status_code == 201, upload.text
+    assert upload.json()["name"] == 'bad "name" <x> 100%25 \r\nend.txt'
+    listed = client.get("/v1/threads/names/attachments").json()
+    assert [a["name"] for a in listed] == ['bad "name" <x> 100%25 \r\nend.txt']
+
+
 @pytest.mark.parametrize(
     ("name", "content", "media_type", "status", "code"),
     [
