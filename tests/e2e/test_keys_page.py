@@ -194,3 +194,32 @@ def test_older_keys_are_shown_a_page_at_a_time(page: Any, service: Service) -> N
     expect(rows).to_have_count(101 + 3)  # revoked in place: the older keys stay shown
     page.get_by_role("button", name="Sign out").click()
     expect(older).to_be_hidden()
+
+
+def test_signing_out_or_a_revoked_key_leaves_none_of_the_users_threads_on_screen(
+    page: Any, fake_llm: FakeLLM, service: Service
+) -> None:
+    fake_llm.script(Reply(content="Hello Erin."))
+    erin = keys(service, "create", "erin", "--json")
+    page.goto("/")
+    sign_in(page, erin["key"])
+    page.get_by_role("textbox", name="Message").fill("my secret plans")
+    page.keyboard.press("Enter")
+    expect(page.locator(".answer[aria-busy='false']")).to_have_text("Hello Erin.")
+    expect(page.locator("#thread-list .thread")).to_contain_text("my secret plans")
+
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.locator("#mode")).to_have_text("Not signed in")
+    expect(page.locator("#thread-list .thread")).to_have_count(0)
+    expect(page.locator(".message")).to_have_count(0)
+
+    sign_in(page, erin["key"])
+    page.locator("#thread-list .thread").first.click()
+    expect(page.locator(".message.user")).to_contain_text("my secret plans")
+    keys(service, "revoke", erin["id"])
+    page.get_by_role("button", name="New thread").click()  # the list is asked for again
+    page.get_by_role("textbox", name="Message").fill("still there?")
+    page.keyboard.press("Enter")
+    expect(page.locator("#mode")).to_have_text("Key revoked")
+    expect(page.locator("#thread-list")).not_to_contain_text("my secret plans")
+    expect(page.locator("#messages")).not_to_contain_text("my secret plans")

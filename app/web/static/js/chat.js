@@ -50,6 +50,12 @@ export async function loadThreads() {
   addOlder(page);
 }
 
+/** Forget the user's threads on screen (signed out, or the key no longer works). */
+export function forgetThreads() {
+  $("thread-list").replaceChildren();
+  openThread(null);
+}
+
 function threadItem(t) {
   return el(
     "li",

@@ -2,7 +2,7 @@
 import * as api from "./api.js";
 import { clearInbox, loadInbox, waiting } from "./approvals.js";
 import { initBrowser, loadBrowser } from "./browser.js";
-import { engaged, initChat, loadThreads, openThread, setCanApprove } from "./chat.js";
+import { engaged, forgetThreads, initChat, loadThreads, openThread, setCanApprove } from "./chat.js";
 import { clearKeys, initKeys, loadKeys } from "./keys.js";
 
 const $ = (id) => document.getElementById(id);
@@ -36,7 +36,10 @@ function showError(error) {
   else if (error.status === 403) text = `Not allowed: ${error.message}`;
   $("banner-text").textContent = text;
   $("banner").hidden = false;
-  if (error.status === 401) showSignIn(true);
+  if (error.status === 401) {
+    forgetThreads(); // nothing of the user's is left on screen for whoever signs in next
+    showSignIn(true);
+  }
 }
 
 function clearError() {
@@ -127,7 +130,7 @@ function switchUser() {
   clearKeys(); // a key shown once is not left for the next user, in the page or its DOM
   clearInbox($("inbox")); // nor another user's approvals
   sessionStorage.removeItem("skilldesk.thread");
-  openThread(null);
+  forgetThreads(); // nor their threads
   start();
 }
 
