@@ -72,3 +72,48 @@ def test_the_page_loads_without_an_error_in_the_console(page: Any) -> None:
     expect(page.locator("#mode")).to_have_text("Development mode (no key needed)")
     page.wait_for_timeout(500)  # the browser asks for an icon after the page loaded
     assert (said, failed) == ([], [])
+
+
+def test_a_title_of_only_spaces_is_refused_in_the_page_not_sent(
+    page: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Hi."))
+    page.goto("/")
+    page.get_by_role("textbox", name="Message").fill("hello")
+    page.keyboard.press("Enter")
+    expect(page.locator(".answer[aria-busy='false']")).to_have_text("Hi.")
+    renames: list[str] = []
+    page.on("request", lambda r: r.method == "PATCH" and renames.append(r.url))
+    page.get_by_role("button", name="Rename").click()
+    title = page.get_by_label("New title")
+    title.fill("   ")
+    title.press("Enter")
+    expect(title).to_be_visible()  # still asked for
+    assert title.evaluate("input => input.validity.valid") is False
+    assert title.evaluate("input => input.validationMessage") != ""
+    title.press("Escape")
+    expect(page.locator("#thread-title")).to_have_text("hello")
+    expect(page.locator("#banner")).to_be_hidden()
+    assert renames == []
+
+
+def test_an_error_banner_goes_once_a_later_action_succeeds_or_it_is_dismissed(
+    page: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Hi."))
+    page.goto("/#thread=no-such-thread")
+    banner = page.locator("#banner")
+    expect(banner).to_contain_text("That thread does not exist, or it is not yours.")
+    # Starting the page again would not help: no Retry, a way to put it away instead.
+    expect(page.get_by_role("button", name="Retry")).to_be_hidden()
+    page.get_by_role("textbox", name="Message").fill("hello")
+    page.keyboard.press("Enter")
+    expect(page.locator(".answer[aria-busy='false']")).to_have_text("Hi.")
+    expect(banner).to_be_hidden()
+
+    page.goto("about:blank")
+    page.goto("/#thread=no-such-thread")
+    expect(banner).to_be_visible()
+    page.get_by_role("button", name="Dismiss").click()
+    expect(banner).to_be_hidden()
+    expect(page.get_by_role("textbox", name="Message")).to_be_focused()

@@ -5,9 +5,11 @@ import { codeBlock, el, pretty, renderMarkdown } from "./markdown.js";
 
 const $ = (id) => document.getElementById(id);
 let report = () => {};
+let succeeded = () => {};
 
-export function initBrowser({ onError }) {
+export function initBrowser({ onError, onOk }) {
   report = onError;
+  succeeded = onOk;
   $("skill-search").addEventListener("submit", async (event) => {
     event.preventDefault();
     const q = $("skill-query").value.trim();
@@ -29,6 +31,7 @@ export function initBrowser({ onError }) {
       );
       table.hidden = !results.length; // no empty table with its headers: said instead
       $("search-status").textContent = results.length ? "" : `No skill matches “${q}”.`;
+      succeeded();
     } catch (error) {
       report(error);
     }

@@ -8,6 +8,7 @@ const $ = (id) => document.getElementById(id);
 let current = null; // the open thread's id
 let busy = false;
 let report = () => {};
+let succeeded = () => {}; // an action the user asked for went through: an earlier error is old news
 let approvalsChanged = () => {};
 let canApprove = true;
 
@@ -16,8 +17,9 @@ export function setCanApprove(value) {
   canApprove = value;
 }
 
-export function initChat({ onError, onApprovals }) {
+export function initChat({ onError, onOk, onApprovals }) {
   report = onError;
+  succeeded = onOk;
   approvalsChanged = onApprovals;
   $("composer").addEventListener("submit", (event) => {
     event.preventDefault();
@@ -94,6 +96,7 @@ function addOlder(page) {
             const shown = new Set([...document.querySelectorAll(".thread")].map((b) => b.dataset.thread));
             item.replaceWith(...older.data.filter((t) => !shown.has(t.thread_id)).map(threadItem));
             addOlder(older);
+            succeeded();
           } catch (error) {
             button.disabled = false;
             report(error);
@@ -149,6 +152,7 @@ export async function openThread(id) {
     $("messages").append(...live);
     showFiles(thread.attachments);
     scrollDown();
+    succeeded();
   } catch (error) {
     if (mine !== opening) return;
     openThread(null);
@@ -267,6 +271,7 @@ async function send() {
     const thread = await api.threads.get(id);
     showFiles(thread.attachments || []);
     editable(thread.messages);
+    succeeded();
   } catch (error) {
     report(error);
   } finally {
@@ -341,7 +346,10 @@ function decided() {
 
 function startRename() {
   const title = $("thread-title");
-  const input = el("input", { id: "rename-input", value: title.textContent, "aria-label": "New title", required: true });
+  const input = el("input", { id: "rename-input", value: title.textContent, "aria-label": "New title", required: true, maxlength: "200" });
+  // The service refuses a title of only spaces: said here, at the field, instead.
+  const check = () => input.setCustomValidity(input.value.trim() ? "" : "Enter a title: not only spaces.");
+  input.addEventListener("input", check);
   const form = el(
     "form",
     { class: "rename" },
@@ -355,10 +363,13 @@ function startRename() {
   };
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
+    check();
+    if (!input.reportValidity()) return;
     try {
       const record = await api.threads.rename(current, input.value.trim());
       title.textContent = record.title;
       await loadThreads();
+      succeeded();
     } catch (error) {
       report(error);
     }
@@ -376,6 +387,7 @@ async function deleteThread() {
     await openThread(null);
     await loadThreads();
     $("new-thread").focus();
+    succeeded();
   } catch (error) {
     report(error);
   }
@@ -392,6 +404,7 @@ async function upload() {
     showFiles((await api.threads.attachments(id)) || []);
     await loadThreads();
     $("composer-status").textContent = `${file.name} attached.`;
+    succeeded();
   } catch (error) {
     $("composer-status").textContent = `Could not attach ${file.name}: ${error.message}`;
   } finally {

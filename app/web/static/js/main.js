@@ -19,7 +19,9 @@ const KEY_ENDED = {
 let keyEnded = false; // the banner says the key ran out: later refusals of no key keep it
 let wanted = null; // a view the address asked for that needs the user's scopes (keys)
 
-function showError(error) {
+/** Say what went wrong in the banner; `retry` offers to start the page again (when it could
+ * not start, or the service could not be reached: starting again may then help). */
+function showError(error, { retry = false } = {}) {
   if (keyEnded && error.code === "missing_credentials") return;
   let text = `${error.message} (${error.code || "error"})`;
   const ended = error.status === 401 && KEY_ENDED[error.code];
@@ -35,6 +37,7 @@ function showError(error) {
   else if (error.status === 401) text = "This service needs an API key. Sign in with one.";
   else if (error.status === 403) text = `Not allowed: ${error.message}`;
   $("banner-text").textContent = text;
+  $("banner-retry").hidden = !(retry || error.code === "unreachable" || error.status === 401);
   $("banner").hidden = false;
   if (error.status === 401) {
     forgetThreads(); // nothing of the user's is left on screen for whoever signs in next
@@ -85,6 +88,7 @@ async function refreshCount() {
 async function refreshApprovals() {
   try {
     showCount(await loadInbox($("inbox"), refreshCount));
+    clearError();
   } catch (error) {
     showError(error);
   }
@@ -97,8 +101,8 @@ function showView(name) {
   }
   for (const view of document.querySelectorAll(".view")) view.hidden = view.id !== `view-${name}`;
   if (name === "approvals") refreshApprovals();
-  if (name === "browser") loadBrowser().catch(showError);
-  if (name === "keys") loadKeys().catch(showError);
+  if (name === "browser") loadBrowser().then(clearError, showError);
+  if (name === "keys") loadKeys().then(clearError, showError);
   history.replaceState(null, "", name === "chat" ? location.pathname : `#${name}`);
 }
 
@@ -110,7 +114,7 @@ async function start() {
     me = await api.me();
   } catch (error) {
     showMode(null);
-    showError(error);
+    showError(error, { retry: true });
     return;
   }
   showMode(me);
@@ -122,7 +126,7 @@ async function start() {
     if (!engaged()) await openThread(last || null);
     await refreshCount();
   } catch (error) {
-    showError(error);
+    showError(error, { retry: true });
   }
 }
 
@@ -135,12 +139,16 @@ function switchUser() {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
-  initChat({ onError: showError, onApprovals: refreshCount });
-  initBrowser({ onError: showError });
+  initChat({ onError: showError, onOk: clearError, onApprovals: refreshCount });
+  initBrowser({ onError: showError, onOk: clearError });
   initKeys({ onError: showError });
   for (const tab of document.querySelectorAll(".tab")) tab.addEventListener("click", () => showView(tab.dataset.view));
   $("refresh-approvals").addEventListener("click", refreshApprovals);
   $("banner-retry").addEventListener("click", start);
+  $("banner-close").addEventListener("click", () => {
+    clearError();
+    if ($("message").checkVisibility()) $("message").focus(); // not left on a button that is gone
+  });
   $("sign-in-toggle").addEventListener("click", () => showSignIn($("sign-in").hidden));
   $("sign-out").addEventListener("click", () => {
     api.signOut();
