@@ -122,7 +122,8 @@ export async function fileUrl(url) {
 }
 
 /**
- * Run one turn and hand each typed event to `onEvent(type, data)`.
+ * Run one turn and hand each typed event to `onEvent(type, data)`; `onRun(runId)` is told the
+ * run's id as soon as it is known (and again when the run goes on as another).
  *
  * Events are read from the response body as they arrive (Server-Sent Events over fetch, so the
  * key travels as a header). When the stream ends before the run did, it is read again from
@@ -131,12 +132,27 @@ export async function fileUrl(url) {
  * says where to read on: the same run elsewhere (its process stops), or the run that took over
  * one a stopped process cut off; following it is not a failed attempt.
  */
-export async function runStream(threadId, body, onEvent, { signal } = {}) {
-  const state = { lastId: null, runId: null, ended: false, moves: 0 };
+export async function runStream(threadId, body, onEvent, { signal, onRun } = {}) {
   const path = `/v1/threads/${enc(threadId)}/runs/stream`;
+  const first = () => send("POST", path, { json: body, extraHeaders: { Accept: "text/event-stream" } });
+  await follow(threadId, null, first, onEvent, { signal, onRun });
+}
+
+/**
+ * Join a run under way (started elsewhere, or before a reload) from its first event, then read
+ * it as `runStream` does. A run the service no longer has is a `run_not_found` error.
+ */
+export async function joinStream(threadId, runId, onEvent, { signal, onRun } = {}) {
+  const first = () => send("GET", `/v1/threads/${enc(threadId)}/runs/${enc(runId)}/stream`);
+  await follow(threadId, runId, first, onEvent, { signal, onRun });
+}
+
+async function follow(threadId, runId, first, onEvent, { signal, onRun = () => {} }) {
+  const state = { lastId: null, runId, ended: false, moves: 0, onRun };
   try {
-    const response = await send("POST", path, { json: body, extraHeaders: { Accept: "text/event-stream" } });
-    state.runId = response.headers.get("X-Run-Id");
+    const response = await first();
+    state.runId = response.headers.get("X-Run-Id") || state.runId;
+    if (state.runId) onRun(state.runId);
     await readEvents(response, state, onEvent, signal);
   } catch (error) {
     if (error instanceof ApiError && error.status !== 0) throw error;
@@ -194,6 +210,7 @@ function dispatch(block, state, onEvent) {
   const payload = JSON.parse(data.join("\n"));
   if (type === "reconnect") {
     Object.assign(state, { runId: payload.run_id, lastId: payload.last_event_id, moved: true });
+    state.onRun(payload.run_id);
     if (payload.reason === "resumed") onEvent(type, payload); // the answer starts again
     return;
   }

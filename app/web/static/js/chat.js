@@ -6,7 +6,12 @@ import { Trace } from "./trace.js";
 
 const $ = (id) => document.getElementById(id);
 let current = null; // the open thread's id
-let busy = false;
+// The answers under way this page shows, by thread: the nodes showing one (the answer, its
+// approval cards) go back in when its thread is opened again. Only that thread is busy.
+const answering = new Map();
+let starting = false; // a first message is making its new thread
+const statusOf = new Map(); // thread id: its status (`running`...) as the last listing said
+const RUN = "skilldesk.run."; // + thread id: its run under way, kept over a reload
 let report = () => {};
 let succeeded = () => {}; // an action the user asked for went through: an earlier error is old news
 let approvalsChanged = () => {};
@@ -47,6 +52,7 @@ export function initChat({ onError, onOk, onApprovals }) {
 
 export async function loadThreads() {
   const page = await api.threads.list();
+  remember(page.data);
   $("thread-list").replaceChildren(...page.data.map(threadItem));
   if (!page.data.length) $("thread-list").append(el("li", { class: "hint" }, "No threads yet."));
   addOlder(page);
@@ -77,6 +83,10 @@ function threadItem(t) {
   );
 }
 
+function remember(threads) {
+  for (const t of threads) statusOf.set(t.thread_id, t.status);
+}
+
 function addOlder(page) {
   if (!page.next_cursor) return;
   const item = el(
@@ -92,6 +102,7 @@ function addOlder(page) {
           button.disabled = true; // one page at a time
           try {
             const older = await api.threads.list(page.next_cursor);
+            remember(older.data);
             // A thread updated since the first page moved up to it: not shown twice.
             const shown = new Set([...document.querySelectorAll(".thread")].map((b) => b.dataset.thread));
             item.replaceWith(...older.data.filter((t) => !shown.has(t.thread_id)).map(threadItem));
@@ -112,7 +123,7 @@ function addOlder(page) {
 let opening = 0; // which openThread call is the latest: an earlier one still loading gives way
 
 /** Whether a thread was opened (or a new one started) since the page loaded, or a message sent. */
-export const engaged = () => opening > 0 || current !== null || busy;
+export const engaged = () => opening > 0 || current !== null || answering.size > 0 || starting;
 
 export async function openThread(id) {
   const mine = ++opening;
@@ -127,6 +138,7 @@ export async function openThread(id) {
   for (const button of document.querySelectorAll(".thread")) {
     button.toggleAttribute("aria-current", button.dataset.thread === id);
   }
+  showComposer();
   if (!id) return;
   try {
     const [thread, { approvals }] = await Promise.all([
@@ -135,7 +147,8 @@ export async function openThread(id) {
     ]);
     if (mine !== opening) return; // another thread (or a new one) was opened meanwhile
     // A message sent while this loaded is answered in this thread: it goes after the thread's.
-    const live = [...$("messages").children];
+    const early = [...$("messages").children];
+    const run = answering.get(id); // its answer under way, shown as it comes
     $("thread-title").textContent = thread.title || id;
     for (const message of thread.messages) {
       const kept = { index: message.index, summarised: message.summarised };
@@ -146,13 +159,15 @@ export async function openThread(id) {
       }
       if (message.failed_run) addFailure(id, message.failed_run);
     }
-    for (const approval of approvals.filter((a) => a.thread_id === id)) {
-      $("messages").append(el("li", { class: "card" }, approvalCard(approval, decided, { canApprove })));
+    for (const approval of approvals.filter((a) => a.thread_id === id && !run?.approvals.has(a.approval_id))) {
+      $("messages").append(el("li", { class: "card" }, approvalCard(approval, decided(id), { canApprove })));
     }
-    $("messages").append(...live);
+    if (run) $("messages").append(...run.nodes.filter((node) => !early.includes(node)));
+    $("messages").append(...early);
     showFiles(thread.attachments);
     scrollDown();
     succeeded();
+    if (!run && statusOf.get(id) === "running") rejoin(id);
   } catch (error) {
     if (mine !== opening) return;
     openThread(null);
@@ -202,7 +217,7 @@ function editButton(item, text, index) {
 }
 
 function startEdit(item, text, index) {
-  if (busy) return;
+  if (answering.has(current)) return;
   const kept = [...item.childNodes];
   const box = el("textarea", { "aria-label": "Edited message", rows: "3" });
   box.value = text;
@@ -230,7 +245,7 @@ function startEdit(item, text, index) {
 let resending = false;
 
 async function resend(index, text) {
-  if (!text || busy || resending) return;
+  if (!text || answering.has(current) || resending) return;
   resending = true;
   try {
     // Before the first message there is nothing to keep: the edit starts a thread of its own.
@@ -248,38 +263,133 @@ async function resend(index, text) {
 
 async function ensureThread() {
   if (current) return current;
+  const mine = opening;
   const record = await api.threads.create();
-  current = record.thread_id;
-  sessionStorage.setItem("skilldesk.thread", current);
-  $("thread-actions").hidden = false;
-  return current;
+  if (mine === opening) {
+    // Still the open conversation (not left for another thread meanwhile): it is this one.
+    current = record.thread_id;
+    sessionStorage.setItem("skilldesk.thread", current);
+    $("thread-actions").hidden = false;
+  }
+  return record.thread_id;
+}
+
+/** Send and not Answering… unless the open thread (or one being made) has an answer under way. */
+function showComposer() {
+  const busy = starting || (current !== null && answering.has(current));
+  $("send").disabled = busy;
+  const status = $("composer-status");
+  if (busy) status.textContent = "Answering…";
+  else if (status.textContent === "Answering…") status.textContent = "";
+}
+
+function newRun() {
+  return { nodes: [], approvals: new Set(), ended: false };
 }
 
 async function send() {
   const text = $("message").value.trim();
-  if (!text || busy) return;
-  busy = true;
-  $("send").disabled = true;
-  $("composer-status").textContent = "Answering…";
+  if (!text || starting || (current !== null && answering.has(current))) return;
+  $("message").value = ""; // sent once, whatever Enter is pressed meanwhile; put back if refused
+  starting = true;
+  showComposer();
+  const run = newRun();
+  let id = current;
+  let accepted = false;
   try {
-    const id = await ensureThread();
-    $("message").value = "";
-    addMessage("user", text);
-    if ($("thread-title").textContent === "New conversation") $("thread-title").textContent = text.split("\n")[0].slice(0, 60);
-    await stream(id, text);
+    id = await ensureThread();
+    answering.set(id, run);
+    starting = false;
+    showComposer();
+    if (current === id) {
+      addMessage("user", text);
+      if ($("thread-title").textContent === "New conversation") $("thread-title").textContent = text.split("\n")[0].slice(0, 60);
+    }
+    accepted = await stream(id, run, (onEvent, onRun) => api.runStream(id, { message: text }, onEvent, { onRun }));
+    if (!accepted) putBack(id, text);
     await loadThreads();
-    const thread = await api.threads.get(id);
-    showFiles(thread.attachments || []);
-    editable(thread.messages);
-    succeeded();
+    if (current === id) {
+      const thread = await api.threads.get(id);
+      if (current === id) {
+        // Still the open thread: its files and its messages' places (another's are not shown here).
+        showFiles(thread.attachments || []);
+        editable(thread.messages);
+      }
+    }
+    if (accepted) succeeded();
+  } catch (error) {
+    if (!accepted) putBack(id, text);
+    report(error);
+  } finally {
+    starting = false;
+    if (answering.get(id) === run) answering.delete(id);
+    if (run.ended || !accepted) sessionStorage.removeItem(RUN + id);
+    showComposer();
+    // Back to the message, unless the page asks for a key meanwhile or shows another thread.
+    if (current === id && !$("sign-in").contains(document.activeElement)) $("message").focus();
+  }
+}
+
+/** A message not sent (refused, or the service not reached) is not lost: it goes back into the
+ * box, if the box is still its thread's and empty. */
+function putBack(id, text) {
+  if (current === id && !$("message").value.trim()) $("message").value = text;
+}
+
+/**
+ * A run of the thread under way that this page is not following (the page was reloaded, the
+ * service restarted and resumed it, another tab sent the message): joined from its first
+ * event when this tab knows its id, else said to be on its way; the thread is shown as the
+ * service has it once the run ends.
+ */
+async function rejoin(id) {
+  const run = newRun();
+  answering.set(id, run);
+  showComposer();
+  const runId = sessionStorage.getItem(RUN + id);
+  try {
+    let followed = false;
+    if (runId) {
+      try {
+        await stream(id, run, (onEvent, onRun) => api.joinStream(id, runId, onEvent, { onRun }));
+        followed = true;
+      } catch (error) {
+        if (error.code !== "run_not_found") throw error; // ended, or its process restarted
+      }
+    }
+    if (!followed && !(await waitFor(id, run))) return; // left for another thread: no more
+    sessionStorage.removeItem(RUN + id);
+    await loadThreads();
   } catch (error) {
     report(error);
   } finally {
-    busy = false;
-    $("send").disabled = false;
-    $("composer-status").textContent = "";
-    // Back to the message, unless the page asks for a key meanwhile.
-    if (!$("sign-in").contains(document.activeElement)) $("message").focus();
+    if (answering.get(id) === run) answering.delete(id);
+    showComposer();
+  }
+  if (current === id) await openThread(id);
+}
+
+/** Say an answer is on its way, and watch the thread's status until its run ends (true), or
+ * until another thread is opened (false). */
+async function waitFor(id, run) {
+  const note = el("p", { class: "hint" }, "An answer is on its way; it shows here when it is ready.");
+  const item = el(
+    "li",
+    { class: "message assistant streaming" },
+    el("span", { class: "visually-hidden" }, "Answer:"),
+    el("div", { class: "answer", "aria-live": "polite", "aria-busy": "true" }, note),
+  );
+  run.nodes.push(item);
+  if (current === id) {
+    $("messages").append(item);
+    scrollDown();
+  }
+  for (;;) {
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    if (current !== id) return false;
+    const page = await api.threads.list();
+    remember(page.data);
+    if (page.data.find((t) => t.thread_id === id)?.status !== "running") return true;
   }
 }
 
@@ -291,12 +401,18 @@ function addFailure(threadId, run) {
   $("messages").append(item);
 }
 
-async function stream(id, text) {
+/**
+ * Show a run's answer as its events come: `request(onEvent, onRun)` reads them (a message sent,
+ * or a run joined). The answer is shown only while its thread is open (it is put back when
+ * the thread is opened again). Whether any event came (false: the message was not taken).
+ */
+async function stream(id, run, request) {
   const trace = new Trace();
   const words = el("div");
   const answer = el("div", { class: "answer", "aria-live": "polite", "aria-busy": "true" }, words);
   const item = el("li", { class: "message assistant streaming" }, el("span", { class: "visually-hidden" }, "Answer:"), answer, trace.element);
-  $("messages").append(item);
+  run.nodes.push(item);
+  if (current === id) $("messages").append(item);
   const say = (message) => answer.append(el("p", { class: "run-error", role: "alert" }, message));
   let buffer = "";
   let frame = 0;
@@ -304,7 +420,7 @@ async function stream(id, text) {
   const paint = () => {
     frame = 0;
     words.replaceChildren(renderMarkdown(buffer));
-    scrollDown();
+    if (item.isConnected) scrollDown();
   };
   const onEvent = (type, data) => {
     received++;
@@ -314,18 +430,29 @@ async function stream(id, text) {
     } else if (type === "reconnect") {
       buffer = ""; // a stopped process's run resumed elsewhere: its answer is written anew
     } else if (type === "approval_required") {
-      item.after(el("li", { class: "card" }, approvalCard({ ...data, thread_id: id }, decided, { canApprove })));
+      const card = el("li", { class: "card" }, approvalCard({ ...data, thread_id: id }, decided(id), { canApprove }));
+      const last = run.nodes.at(-1);
+      if (last.isConnected) last.after(card);
+      run.nodes.push(card);
+      run.approvals.add(data.approval_id);
       if (canApprove) approvalsChanged();
     } else if (type === "run_finished") {
       buffer = data.answer ?? buffer;
+      run.ended = true;
     } else if (type === "run_failed") {
       say(`The run failed: ${data.message} (${data.code})`);
+      run.ended = true;
     }
     trace.add(type, data);
   };
   try {
-    await api.runStream(id, { message: text }, onEvent);
+    await request(onEvent, (runId) => sessionStorage.setItem(RUN + id, runId));
   } catch (error) {
+    if (error.code === "run_not_found") {
+      item.remove(); // nothing to join: the caller says so another way
+      run.nodes.splice(run.nodes.indexOf(item), 1);
+      throw error;
+    }
     if (error.code !== "unreachable") say(`The message was refused: ${error.message} (${error.code})`);
     else if (received) say("The connection to the service was lost; the answer will be in the thread once it is back.");
     else say("The message was not sent: the service cannot be reached.");
@@ -338,10 +465,11 @@ async function stream(id, text) {
     answer.setAttribute("aria-busy", "false");
     item.classList.remove("streaming");
   }
+  return received > 0;
 }
 
 function decided() {
-  approvalsChanged();
+  return () => approvalsChanged();
 }
 
 function startRename() {
@@ -401,7 +529,8 @@ async function upload() {
   try {
     const id = await ensureThread();
     await api.threads.upload(id, file);
-    showFiles((await api.threads.attachments(id)) || []);
+    const files = (await api.threads.attachments(id)) || [];
+    if (current === id) showFiles(files); // not another thread's, opened meanwhile
     await loadThreads();
     $("composer-status").textContent = `${file.name} attached.`;
     succeeded();

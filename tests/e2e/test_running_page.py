@@ -1,0 +1,145 @@
+"""An answer under way: after a reload or a restart its thread shows it coming and then whole;
+meanwhile the other threads stay usable and keep their own files; a message the service
+refuses goes back into the box."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import httpx
+from playwright.sync_api import expect
+
+from tests.fakellm import FakeLLM, Reply
+from tests.integration.test_server_process import Service
+
+SLOW = " ".join(f"word{n}" for n in range(24)) + " END."
+
+
+def slow(delay: float = 0.3) -> Reply:
+    return Reply(content=SLOW, stream_chunk_delay=delay)
+
+
+def status_of(service: Service, thread_id: str) -> str:
+    listed = httpx.get(f"{service.url}/v1/threads?limit=100", timeout=30).json()["data"]
+    return next(t["status"] for t in listed if t["thread_id"] == thread_id)
+
+
+def wait_idle(service: Service, thread_id: str) -> None:
+    deadline = time.monotonic() + 60
+    while status_of(service, thread_id) == "running":
+        assert time.monotonic() < deadline, "the run did not end"
+        time.sleep(0.2)
+
+
+def test_a_reload_mid_answer_shows_the_answer_streaming_on_and_then_whole(
+    page: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(slow())
+    page.goto("/")
+    page.get_by_role("textbox", name="Message").fill("tell me slowly")
+    page.keyboard.press("Enter")
+    expect(page.locator(".answer[aria-busy='true']")).to_contain_text("word2")
+    page.reload()
+    # The run goes on in the service: the page joins it, from its first event.
+    answer = page.locator(".message.assistant .answer")
+    expect(answer).to_have_attribute("aria-busy", "true")
+    expect(answer).to_contain_text("word0 word1 word2")
+    expect(page.locator("#composer-status")).to_have_text("Answering…")
+    expect(page.get_by_role("button", name="Send")).to_be_disabled()
+    expect(page.locator(".message.assistant")).to_contain_text("END.")
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
+    expect(page.locator("#composer-status")).to_be_empty()
+    expect(page.locator(".message.assistant")).to_have_count(1)  # the answer once, whole
+    expect(page.locator(".message.assistant")).to_contain_text(SLOW)
+
+
+def test_after_a_restart_the_resumed_answer_is_said_to_be_on_its_way_then_shown(
+    page: Any, fake_llm: FakeLLM, service: Service
+) -> None:
+    fake_llm.script(slow(0.4), Reply(content="The answer after the restart.", delay=2.0))
+    page.goto("/")
+    page.get_by_role("textbox", name="Message").fill("tell me slowly")
+    page.keyboard.press("Enter")
+    expect(page.locator(".answer[aria-busy='true']")).to_contain_text("word2")
+    service.proc.kill()  # the process dies mid-answer; a new one resumes the run
+    service.proc.wait(timeout=30)
+    service.restart()
+    page.reload()
+    expect(page.locator(".message.assistant .answer")).to_contain_text("on its way")
+    expect(page.get_by_role("button", name="Send")).to_be_disabled()
+    expect(page.locator(".message.assistant")).to_contain_text("The answer after the restart.")
+    expect(page.locator(".message.assistant")).to_have_count(1)
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
+
+
+def test_another_thread_is_used_while_one_answers_and_the_answer_is_there_on_return(
+    page: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(slow(0.6), Reply(content="A quick answer."))
+    page.goto("/")
+    box = page.get_by_role("textbox", name="Message")
+    box.fill("tell me slowly")
+    page.keyboard.press("Enter")
+    expect(page.locator(".answer[aria-busy='true']")).to_contain_text("word1")
+
+    page.get_by_role("button", name="New thread").click()
+    send = page.get_by_role("button", name="Send")
+    expect(send).to_be_enabled(timeout=3000)  # at once, not when the other answer ends
+    expect(page.locator("#composer-status")).to_be_empty(timeout=3000)
+    box.fill("something quick")
+    page.keyboard.press("Enter")  # not swallowed: this thread is not answering
+    expect(page.locator(".answer[aria-busy='false']")).to_have_text("A quick answer.")
+
+    page.locator("#thread-list .thread", has_text="tell me slowly").click()
+    expect(page.locator(".message.user")).to_have_count(1)
+    answer = page.locator(".message.assistant .answer")
+    expect(answer).to_contain_text("word1")
+    expect(send).to_be_disabled()  # this one still answers
+    expect(answer).to_have_text(SLOW)
+    expect(answer).to_have_attribute("aria-busy", "false")
+    expect(send).to_be_enabled()
+
+
+def test_a_thread_opened_while_another_answers_does_not_get_its_files(
+    page: Any, fake_llm: FakeLLM, service: Service
+) -> None:
+    fake_llm.script(Reply(content="Nothing attached here."), slow(0.2))
+    made = httpx.post(f"{service.url}/v1/threads/plain/runs/stream", json={"message": "hi"})
+    assert "Nothing attached here." in made.text, made.text
+    page.goto("/")
+    page.get_by_label("Attach a file").set_input_files(
+        files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"Line 3 restarts."}]
+    )
+    expect(page.locator("#file-list .file")).to_contain_text("notes.txt")
+    with_files = page.evaluate("sessionStorage.getItem('skilldesk.thread')")
+    page.get_by_role("textbox", name="Message").fill("tell me slowly")
+    page.keyboard.press("Enter")
+    expect(page.locator(".answer[aria-busy='true']")).to_contain_text("word1")
+
+    page.locator("#thread-list .thread", has_text="hi").click()
+    expect(page.locator(".message.assistant")).to_contain_text("Nothing attached here.")
+    expect(page.locator("#files")).to_be_hidden()
+    with page.expect_response(lambda r: "/v1/threads?limit" in r.url):  # the list, after it
+        wait_idle(service, with_files)
+    page.wait_for_timeout(500)
+    expect(page.locator("#files")).to_be_hidden()
+    expect(page.locator("#thread-title")).to_have_text("hi")
+
+
+def test_a_message_the_service_refuses_is_put_back_in_the_box(page: Any) -> None:
+    body = {"error": {"code": "rate_limited", "message": "Too many requests: wait a minute."}}
+    page.route(
+        "**/runs/stream",
+        lambda route: route.fulfill(
+            status=429, content_type="application/json", body=json.dumps(body)
+        ),
+    )
+    page.goto("/")
+    box = page.get_by_role("textbox", name="Message")
+    box.fill("a long question I do not want to type again")
+    page.keyboard.press("Enter")
+    expect(page.locator(".run-error")).to_contain_text("The message was refused")
+    expect(box).to_have_value("a long question I do not want to type again")
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
