@@ -103,3 +103,31 @@ def test_the_inbox_shows_older_approvals_a_page_at_a_time(page: Any, service: Se
     older.click()
     expect(cards).to_have_count(51)
     expect(older).to_be_hidden()
+
+
+def test_a_decision_in_the_inbox_or_on_the_card_shows_its_outcome_in_the_open_thread(
+    page: Any,
+) -> None:
+    page.goto("/")
+    page.get_by_role("textbox", name="Message").fill("I want a refund for order ORD1002.")
+    page.get_by_role("button", name="Send").click()
+    card = page.locator(".messages .approval")
+    expect(card.locator(".approval-summary")).to_contain_text("ORD1002")
+
+    page.get_by_role("button", name="Approvals").click()
+    inbox = page.locator("#inbox .approval")
+    inbox.get_by_label("Comment").fill("Outside the returns window.")
+    inbox.get_by_role("button", name="Reject").click()
+    expect(inbox.locator(".status")).to_contain_text("Rejected.")
+    page.get_by_role("button", name="Chat").click()  # the open thread, as it is now
+    expect(card).to_have_count(0)
+    expect(page.locator(".message.assistant").last).to_contain_text("Outside the returns window.")
+
+    page.get_by_role("textbox", name="Message").fill("I want a refund for order ORD1003.")
+    page.get_by_role("button", name="Send").click()
+    expect(card.locator(".approval-summary")).to_contain_text("ORD1003")
+    card.get_by_role("button", name="Approve").click()
+    # No reload needed: the outcome is in the thread, and the status line says it.
+    expect(page.locator(".message.assistant").last).to_contain_text("approved")
+    expect(card).to_have_count(0)
+    expect(page.locator("#composer-status")).to_contain_text("Approved. Run succeeded")

@@ -5,7 +5,8 @@ import { codeBlock, el, pretty } from "./markdown.js";
 let counter = 0;
 
 /**
- * A card to approve or reject one waiting run; `onDecided(record)` after a decision. Without
+ * A card to approve or reject one waiting run; `onDecided(record, said)` after a decision
+ * (`said`: what the card says of it). Without
  * the `approve` scope it only says that the run waits for an approver.
  */
 export function approvalCard(approval, onDecided = () => {}, { canApprove = true } = {}) {
@@ -21,7 +22,7 @@ export function approvalCard(approval, onDecided = () => {}, { canApprove = true
       const message = record.outputs?.message;
       status.textContent = `${decision === "approve" ? "Approved" : "Rejected"}. Run ${record.status.toLowerCase()}${message ? `: ${message}` : "."}`;
       card.classList.add("decided");
-      onDecided(record);
+      onDecided(record, status.textContent);
     } catch (error) {
       status.textContent = error.code === "already_decided" ? "Someone decided this already." : `Could not decide: ${error.message}`;
       buttons.forEach((b) => (b.disabled = error.code === "already_decided"));

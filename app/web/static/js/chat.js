@@ -468,8 +468,23 @@ async function stream(id, run, request) {
   return received > 0;
 }
 
-function decided() {
-  return () => approvalsChanged();
+/** After a decision on a card in the thread: the thread as it is now (the run's outcome, the
+ * card gone), and what the card said, in the composer's status line. */
+function decided(id) {
+  return (record, said) => {
+    approvalsChanged();
+    if (current !== id || answering.has(id)) return;
+    openThread(id).then(() => {
+      if (current !== id) return;
+      if (said) $("composer-status").textContent = said;
+      $("message").focus();
+    });
+  };
+}
+
+/** The open thread as the service has it now (an approval decided elsewhere shows its outcome). */
+export function refreshThread() {
+  if (current && !answering.has(current)) openThread(current);
 }
 
 function startRename() {

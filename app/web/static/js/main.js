@@ -2,7 +2,7 @@
 import * as api from "./api.js";
 import { clearInbox, loadInbox, waiting } from "./approvals.js";
 import { initBrowser, loadBrowser } from "./browser.js";
-import { engaged, forgetThreads, initChat, loadThreads, openThread, setCanApprove } from "./chat.js";
+import { engaged, forgetThreads, initChat, loadThreads, openThread, refreshThread, setCanApprove } from "./chat.js";
 import { clearKeys, initKeys, loadKeys } from "./keys.js";
 
 const $ = (id) => document.getElementById(id);
@@ -95,11 +95,13 @@ async function refreshApprovals() {
 }
 
 function showView(name) {
+  const back = name === "chat" && $("view-chat").hidden; // from another view: it may be stale
   for (const tab of document.querySelectorAll(".tab")) {
     if (tab.dataset.view === name) tab.setAttribute("aria-current", "page");
     else tab.removeAttribute("aria-current");
   }
   for (const view of document.querySelectorAll(".view")) view.hidden = view.id !== `view-${name}`;
+  if (back) refreshThread(); // an approval decided in the inbox shows its outcome
   if (name === "approvals") refreshApprovals();
   if (name === "browser") loadBrowser().then(clearError, showError);
   if (name === "keys") loadKeys().then(clearError, showError);
