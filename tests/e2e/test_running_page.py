@@ -67,11 +67,35 @@ def test_after_a_restart_the_resumed_answer_is_said_to_be_on_its_way_then_shown(
     service.proc.wait(timeout=30)
     service.restart()
     page.reload()
-    expect(page.locator(".message.assistant .answer")).to_contain_text("on its way")
+    # Joined under the resumed run's id, or said to be on its way while the thread still
+    # names the run that died with its process: either way, being answered.
+    expect(page.locator(".message.assistant .answer[aria-busy='true']")).to_have_count(1)
     expect(page.get_by_role("button", name="Send")).to_be_disabled()
     expect(page.locator(".message.assistant")).to_contain_text("The answer after the restart.")
     expect(page.locator(".message.assistant")).to_have_count(1)
     expect(page.get_by_role("button", name="Send")).to_be_enabled()
+
+
+def test_an_answer_another_client_started_is_shown_streaming_when_its_thread_is_opened(
+    page: Any, fake_llm: FakeLLM, service: Service
+) -> None:
+    # The thread names its run under way, so a tab that did not start it joins it too.
+    fake_llm.script(slow())
+    started = httpx.post(
+        f"{service.url}/v1/threads/elsewhere/runs", json={"message": "tell me slowly"}, timeout=30
+    )
+    assert started.status_code == 202, started.text
+    thread = httpx.get(f"{service.url}/v1/threads/elsewhere", timeout=30).json()
+    assert (thread["status"], thread["run_id"]) == ("running", started.json()["id"])
+    page.goto("/#thread=elsewhere")
+    answer = page.locator(".message.assistant .answer[aria-busy='true']")
+    expect(answer).to_contain_text("word3")
+    assert "on its way" not in answer.inner_text()
+    expect(page.locator(".message.assistant")).to_contain_text("END.")
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
+    wait_idle(service, "elsewhere")
+    listed = httpx.get(f"{service.url}/v1/threads", timeout=30).json()["data"]
+    assert [t["run_id"] for t in listed if t["thread_id"] == "elsewhere"] == [None]
 
 
 def test_another_thread_is_used_while_one_answers_and_the_answer_is_there_on_return(

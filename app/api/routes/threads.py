@@ -15,6 +15,7 @@ from agents.errors import AttachmentNotFound, ThreadNotFound
 from agents.events import Event
 from agents.memory.summaries import summarised_count
 from agents.state.attachments import media_type_of
+from agents.state.records import ThreadRecord
 from agents.state.schema import Attachment
 from agents.state.traces import ThreadRuns
 from app.api.deps import (
@@ -211,7 +212,7 @@ async def get_thread(
     return ThreadPublic.model_validate(
         {
             "thread_id": thread_id,
-            **({"title": record["title"]} if record is not None else {}),
+            **(_record_fields(record) if record is not None else {}),
             "messages": shown + [_message(count + i, m, runs) for i, m in enumerate(messages)],
             "summarised_messages": count,
             "route": state.get("route"),
@@ -417,6 +418,14 @@ async def get_attachment(
         filename=attachment.get("name"),
         content_disposition_type="inline",
     )
+
+
+def _record_fields(record: ThreadRecord) -> dict[str, Any]:
+    """What a thread's record adds to the thread: title, status, and the run under way."""
+    fields: dict[str, Any] = {"title": record["title"], "status": record.get("status", "idle")}
+    if fields["status"] == "running" and record.get("run_id"):
+        fields["run_id"] = record["run_id"]
+    return fields
 
 
 # How browsers escape a file name in multipart/form-data (WHATWG HTML): only these three.

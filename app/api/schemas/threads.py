@@ -186,6 +186,16 @@ class ThreadPublic(BaseModel):
         description="From its first message, or as renamed (left out for a thread "
         "from before titles).",
     )
+    status: Literal["idle", "running", "failed"] | None = Field(
+        None,
+        description="`running` while a message is answered (left out for a thread from "
+        "before records).",
+    )
+    run_id: str | None = Field(
+        None,
+        description="The run under way, while `status` is `running`: join its events at "
+        "`GET /v1/threads/{id}/runs/{run_id}/stream`.",
+    )
     messages: list[ThreadMessagePublic] = Field(
         description="The active messages: those the next answer reads verbatim."
     )
@@ -243,6 +253,17 @@ class ThreadRecordPublic(BaseModel):
     agent: str | None = Field(
         None, description="The agent that made it on the owner's behalf (on-behalf-of), if one."
     )
+    run_id: str | None = Field(
+        None,
+        description="The run under way while `status` is `running` (join its events at "
+        "`GET /v1/threads/{id}/runs/{run_id}/stream`); null otherwise.",
+    )
+
+    @model_validator(mode="after")
+    def _run_under_way(self) -> ThreadRecordPublic:
+        if self.status != "running":
+            self.run_id = None  # the record keeps the last run's id: not one under way
+        return self
 
 
 class ThreadListPublic(BaseModel):

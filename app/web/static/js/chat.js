@@ -167,7 +167,8 @@ export async function openThread(id) {
     showFiles(thread.attachments);
     scrollDown();
     succeeded();
-    if (!run && statusOf.get(id) === "running") rejoin(id);
+    if (thread.status) statusOf.set(id, thread.status);
+    if (!run && statusOf.get(id) === "running") rejoin(id, thread.run_id);
   } catch (error) {
     if (mine !== opening) return;
     openThread(null);
@@ -339,14 +340,14 @@ function putBack(id, text) {
 /**
  * A run of the thread under way that this page is not following (the page was reloaded, the
  * service restarted and resumed it, another tab sent the message): joined from its first
- * event when this tab knows its id, else said to be on its way; the thread is shown as the
- * service has it once the run ends.
+ * event by its id (`running`, as the thread says it, else the one this tab started), else
+ * said to be on its way; the thread is shown as the service has it once the run ends.
  */
-async function rejoin(id) {
+async function rejoin(id, running) {
   const run = newRun();
   answering.set(id, run);
   showComposer();
-  const runId = sessionStorage.getItem(RUN + id);
+  const runId = running || sessionStorage.getItem(RUN + id);
   try {
     let followed = false;
     if (runId) {
