@@ -10,6 +10,7 @@ import structlog
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import StateSnapshot
 
 from agents.bookkeeping import RunBooks
 from agents.endings import cancelled, failed, finished, graph_event
@@ -21,7 +22,7 @@ from agents.run import RunContext, thread_config
 from agents.state.migrations import migrate
 from agents.state.readonce import ReadOnce
 from agents.state.records import ThreadRecords
-from agents.state.schema import SCHEMA_VERSION
+from agents.state.schema import SCHEMA_VERSION, add_usage, usage_since
 from agents.turns import (
     ClientTurn,
     last_user_text,
@@ -82,6 +83,8 @@ class TurnRunner:
             values, upgrade = migrate(dict(snapshot.values)) if snapshot.values else ({}, {})
             history = list(values.get("messages", []))
             before = dict(values.get("usage", {}))
+            if not resuming:  # the writes of tasks a stopped run finished are not taken up
+                before = usage_since(before, _pending_usage(snapshot))
             run_input: dict[str, Any] | None
             if resuming:
                 if not snapshot.next:
@@ -148,3 +151,15 @@ class TurnRunner:
             yield cancelled(ctx)
             return
         yield finished(ctx, values, before)
+
+
+def _pending_usage(snapshot: StateSnapshot) -> dict[str, int]:
+    """What the tasks of the thread's last step that finished before their run stopped
+    used: the state read counts it, a run with new input starts without it."""
+    used: dict[str, int] = {}
+    for task in snapshot.tasks:
+        written = task.result.get("usage") if isinstance(task.result, dict) else None
+        if isinstance(written, dict):  # one write, or several as {"$writes": [...]}
+            for one in written.get("$writes", [written]):
+                used = add_usage(used, one)
+    return used

@@ -148,3 +148,43 @@ async def test_dependent_tasks_run_in_order_with_the_earlier_result(
     assert "plan" in [e.node for e in events if isinstance(e, NodeStarted)]  # the planner's call
     state = await fan_out.conversations.state(final(events).thread_id)
     assert state["workspace"]["tasks"]["t2"]["result"] == "E42 open"
+
+
+async def test_a_new_message_after_a_stop_between_parallel_experts_counts_only_its_own_usage(
+    fan_out: Services, fake_llm: FakeLLM
+) -> None:
+    # Stopped while one expert had answered and the other had not: the thread's last
+    # checkpoint holds the finished expert's writes, which a new message does not take up;
+    # its usage was counted from a total that included them, and came out negative.
+    import asyncio
+
+    from langchain_core.messages import HumanMessage
+
+    from agents.events import RunFailed
+
+    def expert(request: RequestView) -> Reply:
+        if expert_for(request) == "order-lookup":
+            return Reply(
+                content="ORD1234 shipped on 3 May.",
+                usage={"prompt_tokens": 500, "completion_tokens": 50, "total_tokens": 550},
+            )
+        return Reply(content="never", delay=30)
+
+    fake_llm.script(expert, expert, Reply(content="Hello again."))
+    fake_llm.allow_leftovers()
+    conversations = fan_out.conversations
+    feed = conversations.start(
+        "stopped", [HumanMessage("check order ORD1234 and tell me if CNC-001 has open alarms")]
+    )
+    for _ in range(100):  # the quick expert has answered, the slow one has not
+        if any(e.answered is not None for e in fake_llm.exchanges):
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)
+    conversations.cancel(feed.run_id)
+    ended = [e async for e in feed.read()][-1]
+    assert isinstance(ended, RunFailed)
+    again = await turn(fan_out, "hello", "stopped")
+    used = final(again).usage
+    assert all(v >= 0 for v in used.values()), used
+    assert used["model_calls"] == 1, used
