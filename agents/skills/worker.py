@@ -29,6 +29,7 @@ from typing import Any, BinaryIO
 
 _HEADER = struct.Struct("!I")
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
 
 
 def read_frame(stream: BinaryIO) -> Any:
@@ -169,10 +170,13 @@ def _text(value: Any) -> Any:
 
 def _die_with_parent() -> None:
     """Ask the kernel to kill this process when the service dies (Linux), so a handler
-    spinning here cannot outlive a killed service."""
+    spinning here cannot outlive a killed service; and to make this process the parent of
+    every process its handlers start and leave (a daemon, a new session), so the service
+    finds and stops them with the worker (``Worker.kill``)."""
     try:
         libc = ctypes.CDLL(None)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1)
     except (OSError, AttributeError):
         pass
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import pickle
 import signal
 import sys
@@ -78,6 +79,27 @@ async def relay_output(stream: asyncio.StreamReader, skill: str) -> None:
         log.info("skill.output", skill=skill, line=pending.decode("utf-8", "replace")[:_LINE_CHARS])
     if dropped:
         log.warning("skill.output_dropped", skill=skill, lines=dropped, bytes=dropped_bytes)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (from Linux's /proc; none elsewhere)."""
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            threads = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for tid in threads:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children") as children:
+                    kids = [int(p) for p in children.read().split()]
+            except OSError:
+                continue
+            found += kids
+            todo += kids
+    return found
 
 
 class Worker:
@@ -150,9 +172,13 @@ class Worker:
         raise HandlerFailed(str(payload))
 
     def kill(self) -> None:
-        """Stop the process now (a hung or spinning handler cannot be asked)."""
+        """Stop the process now (a hung or spinning handler cannot be asked), and every
+        process its handlers started that still runs."""
         if self.alive:
             self.killed = True
+            for pid in descendants(self.process.pid):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError):
                 self.process.kill()
 

@@ -364,3 +364,42 @@ async def test_what_a_worker_prints_is_logged_as_its_skill_within_bounds(tmp_pat
     assert all(len(e["line"]) <= 1000 for e in printed)
     dropped = sum(e["lines"] for e in logs if e["event"] == "skill.output_dropped")
     assert len(printed) + dropped == 5001
+
+
+async def test_a_process_a_handler_leaves_running_is_stopped_with_its_worker(
+    tmp_path: Path,
+) -> None:
+    # A handler that starts a process in a session of its own left it running after the
+    # call, and after the service stopped.
+    write_skill(
+        tmp_path / "skills",
+        "spawner",
+        config={"tools": [tool("spawn", "handler:spawn")]},
+        handler=(
+            "import subprocess\n\ndef spawn():\n"
+            "    child = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+            "    return {'pid': child.pid}\n"
+        ),
+    )
+    registry = SkillRegistry(tmp_path / "skills")
+    registry.reload()
+    runner = ToolRunner(registry, tmp_path / "data")
+    try:
+        result = await runner.call("spawn", {})
+    finally:  # the child held the worker's pipes: closing waited for it
+        await asyncio.wait_for(runner.aclose(), 10)
+    assert result.ok, result
+    pid = result.data["pid"]
+
+    def running() -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                return stat.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+        except FileNotFoundError:
+            return False
+
+    for _ in range(50):
+        if not running():
+            break
+        await asyncio.sleep(0.1)
+    assert not running(), f"process {pid} still runs"
