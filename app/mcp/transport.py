@@ -39,12 +39,19 @@ class McpEndpoint:
         if self._stateful is None or self._stateless is None:
             await _unavailable(send)
             return
-        headers = dict(scope.get("headers") or ())
-        if b"mcp-session-id" in headers or scope.get("method") != "POST":
+        if scope.get("method") != "POST":
             await self._stateful.handle_request(scope, receive, send)
             return
         body = await _body(receive)
-        manager = self._stateful if _opens_session(body) else self._stateless
+        refused = _bad_call(body)
+        if refused is not None:  # the SDK would say "Invalid request parameters", no more
+            await _reply(send, 200, refused)
+            return
+        headers = dict(scope.get("headers") or ())
+        if b"mcp-session-id" in headers:
+            manager = self._stateful
+        else:
+            manager = self._stateful if _opens_session(body) else self._stateless
         await manager.handle_request(scope, _replay(body, receive), send)
 
     @contextlib.asynccontextmanager
@@ -103,6 +110,63 @@ def _opens_session(body: bytes) -> bool:
     return any(isinstance(m, dict) and m.get("method") == "initialize" for m in messages)
 
 
+def _bad_call(body: bytes) -> dict[str, Any] | None:
+    """A JSON-RPC error naming what is wrong in a ``tools/call`` request's params (the
+    tool's name, its arguments), or None for any other request."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or message.get("method") != "tools/call":
+        return None
+    params = message.get("params")
+    if not isinstance(params, dict):
+        param, problem = (
+            "params",
+            f"must be an object with the tool's name and arguments, not {_kind(params)}",
+        )
+    elif not isinstance(params.get("name"), str):
+        param, problem = (
+            "params.name",
+            f"must be the tool's name (a string), not {_kind(params.get('name'))}",
+        )
+    elif params.get("arguments") is not None and not isinstance(params["arguments"], dict):
+        param = "params.arguments"
+        problem = (
+            f"must be an object of the tool's arguments, not {_kind(params['arguments'])}"
+            " (tools/list gives each tool's inputSchema)"
+        )
+    else:
+        return None
+    error = {
+        "code": -32602,
+        "message": f"Invalid params: {param} {problem}",
+        "data": {"param": param},
+    }
+    return {"jsonrpc": "2.0", "id": message.get("id"), "error": error}
+
+
+def _kind(value: Any) -> str:
+    """How a JSON value is named in an error."""
+    if value is None:
+        return "missing"
+    names = {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "an array",
+    }
+    return names.get(type(value), "an object")
+
+
+async def _reply(send: Send, status: int, message: dict[str, Any]) -> None:
+    body = json.dumps(message).encode()
+    headers: list[Any] = [(b"content-type", b"application/json")]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 async def _body(receive: Receive) -> bytes:
     chunks = []
     while True:
@@ -130,9 +194,5 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 
 async def _unavailable(send: Send) -> None:
-    body = json.dumps(
-        {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": "starting up"}}
-    ).encode()
-    headers: list[Any] = [(b"content-type", b"application/json")]
-    await send({"type": "http.response.start", "status": 503, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    error = {"code": -32603, "message": "starting up"}
+    await _reply(send, 503, {"jsonrpc": "2.0", "id": None, "error": error})

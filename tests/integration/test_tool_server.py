@@ -344,6 +344,37 @@ async def test_mcp_answers_at_exactly_mcp_without_a_session(service: Service) ->
         assert rebound.status_code == 421
 
 
+@pytest.mark.parametrize(
+    ("params", "named", "says"),
+    [
+        (
+            {"name": "get_order", "arguments": '{"order_id": "ORD1001"}'},
+            "params.arguments",
+            "not a string",
+        ),
+        ({"name": "get_order", "arguments": ["ORD1001"]}, "params.arguments", "not an array"),
+        ({"arguments": {}}, "params.name", "not missing"),
+        ({"name": 7, "arguments": {}}, "params.name", "not a number"),
+        ("get_order", "params", "not a string"),
+    ],
+)
+async def test_a_malformed_mcp_tool_call_names_the_field_at_fault(
+    service: Service, params: object, named: str, says: str
+) -> None:
+    # The SDK answered every one of these "Invalid request parameters", naming nothing.
+    request = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params}
+    headers = {"Accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient(base_url=service.url) as http:
+        response = await http.post("/mcp", json=request, headers=headers)
+    assert response.status_code == 200, response.text
+    reply = response.json()
+    assert reply["id"] == 9
+    assert reply["error"]["code"] == -32602
+    assert reply["error"]["data"] == {"param": named}
+    assert reply["error"]["message"].startswith(f"Invalid params: {named} must be")
+    assert says in reply["error"]["message"]
+
+
 async def test_an_mcp_call_with_an_idempotency_key_runs_once(service: Service) -> None:
     headers = {"Accept": "application/json, text/event-stream", "Idempotency-Key": "mcp-1"}
     request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
