@@ -35,7 +35,7 @@ from app.api.schemas.chat import (
     ModelPublic,
     ModelsPublic,
 )
-from app.api.schemas.threads import THREAD_HEADER, THREAD_ID_PATTERN
+from app.api.schemas.threads import RUN_HEADERS, THREAD_ID_PATTERN
 
 # FastAPI writes these bodies with pydantic (no floats in them, so the bytes are json.dumps'):
 # a completion validates and serialises in ~5 µs, where jsonable_encoder + json.dumps took ~33.
@@ -82,7 +82,7 @@ async def list_models(services: ServicesDep) -> ModelsPublic:
             "Server-Sent Events, each a `chat.completion.chunk` (a usage chunk last with "
             "`stream_options.include_usage`), then `data: [DONE]`. A model failure before "
             "the first token is an HTTP error; after it, an error event precedes `[DONE]`.",
-            "headers": THREAD_HEADER,
+            "headers": RUN_HEADERS,
             "content": {
                 "text/event-stream": data_events(
                     [ChatCompletionChunk, ErrorResponse],

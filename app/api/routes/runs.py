@@ -28,7 +28,7 @@ from app.api.errors import error_responses
 from app.api.openapi import named_events
 from app.api.routes.threads import NO_THREAD, ThreadId
 from app.api.schemas.events import RUN_EVENTS
-from app.api.schemas.threads import THREAD_HEADER, ChatRunPublic, RunCreate, RunTracePublic
+from app.api.schemas.threads import RUN_HEADERS, ChatRunPublic, RunCreate, RunTracePublic
 from app.api.sse import follow, follow_shared, run_stream
 from app.services import Services
 
@@ -52,7 +52,7 @@ EVENTS = {
     responses={
         200: {
             "description": "With `stream: true`: the run's events as they come.",
-            "headers": THREAD_HEADER,
+            "headers": RUN_HEADERS,
             "content": EVENTS,
         },
         **error_responses(
@@ -155,7 +155,7 @@ async def cancel_run(
         200: {
             "description": "The run's events after `Last-Event-ID` (all without it), then "
             "each as it comes, to the run's end.",
-            "headers": THREAD_HEADER,
+            "headers": RUN_HEADERS,
             "content": EVENTS,
         },
         **error_responses(400, 404, 500, notes={404: NO_RUN}),

@@ -32,7 +32,7 @@ from app.api.errors import ApiError, error_responses
 from app.api.openapi import named_events
 from app.api.schemas.events import RUN_EVENTS
 from app.api.schemas.threads import (
-    THREAD_HEADER,
+    RUN_HEADERS,
     THREAD_ID_PATTERN,
     AttachmentPublic,
     Cursor,
@@ -234,7 +234,7 @@ async def get_thread(
             "`node_started`, `route_decided`, `tool_called` / `tool_returned` (pair them by "
             "`call_id`), `token`, `error_raised`, `node_finished`, and last `run_finished` or "
             "`run_failed` (a model failure ends the run this way, with status 200).",
-            "headers": THREAD_HEADER,
+            "headers": RUN_HEADERS,
             "content": {
                 "text/event-stream": named_events(
                     RUN_EVENTS,
@@ -302,7 +302,7 @@ async def stream_run(
     responses={
         200: {
             "description": "The resumed run's events, as `runs/stream` sends them.",
-            "headers": THREAD_HEADER,
+            "headers": RUN_HEADERS,
             "content": {"text/event-stream": named_events(RUN_EVENTS, "As `runs/stream`.")},
         },
         **error_responses(
@@ -321,12 +321,13 @@ async def resume_thread(
     cut off completes, its finished steps not run again."""
     await reach_thread(services, principal, thread_id)
     await services.threads.get(thread_id)
-    events = services.conversations.stream(thread_id, RESUME)
+    feed = services.conversations.start(thread_id, RESUME)
+    events = feed.read()
     first = await anext(events)  # NothingToResume comes before any event: a 409
     return StreamingResponse(
         _sse(events, first),
         media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Thread-Id": thread_id},
+        headers={"Cache-Control": "no-cache", "X-Thread-Id": thread_id, "X-Run-Id": feed.run_id},
     )
 
 

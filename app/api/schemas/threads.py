@@ -19,11 +19,15 @@ from agents.skills.spec import NAME_PATTERN
 from agents.turns import MAX_MESSAGE_CHARS
 
 THREAD_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
-THREAD_HEADER = {  # the response header of a turn, as OpenAPI documents it
+RUN_HEADERS = {  # the response headers of a turn, as OpenAPI documents them
     "X-Thread-Id": {
         "description": "The thread that holds the conversation (the request's, or a new one).",
         "schema": {"type": "string", "pattern": THREAD_ID_PATTERN},
-    }
+    },
+    "X-Run-Id": {
+        "description": "The run that answers (`GET /v1/threads/{id}/runs/{run_id}`).",
+        "schema": {"type": "string"},
+    },
 }
 
 # Documented only: a name that breaks the pattern names no installed skill, and the service

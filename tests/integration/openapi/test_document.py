@@ -172,11 +172,14 @@ def _busy(services: Services, mp: pytest.MonkeyPatch) -> None:
 
 
 def _resumable(services: Services, mp: pytest.MonkeyPatch) -> None:
-    async def stream(thread_id: str, *_: Any, **__: Any) -> AsyncIterator[Event]:
-        yield NodeStarted("expert")
-        yield RunFinished(thread_id, "r", AIMessage("Done."), {})
+    def start(thread_id: str, *_: Any, **__: Any) -> RunFeed:
+        feed = RunFeed("", run_id=str(uuid.uuid4()), thread_id=thread_id)
+        feed.put(NodeStarted("expert"))
+        feed.put(RunFinished(thread_id, feed.run_id, AIMessage("Done."), {}))
+        feed.close()
+        return feed
 
-    mp.setattr(services.conversations, "stream", stream)
+    mp.setattr(services.conversations, "start", start)
 
 
 NOTE = {"file": ("note.txt", b"a note", "text/plain")}
