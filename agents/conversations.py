@@ -270,8 +270,8 @@ class Conversations:
         recorded for a retry; the steps done are kept, so the history stays valid). None
         for an unknown id."""
         feed = self.get_run(run_id)
-        if feed is None or feed.done:
-            return feed
+        if feed is None or feed.done or feed.cancel_requested:
+            return feed  # a second cancel must not cut the first one's bookkeeping short
         feed.request_cancel()
         task = self._run_tasks.get(run_id)
         if task is not None:

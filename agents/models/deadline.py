@@ -65,6 +65,8 @@ class StreamDeadline:
             self.why = self._reason("total" if now >= self._ends else "idle")
             self._task.cancel()
             return
+        if since is None and now >= self._ends:
+            return  # past the limit and not waiting: the next wait ends at once (``next``)
         due = (since if since is not None else now) + self.idle_s
         self._timer = self._loop.call_at(min(due, self._ends), self._check)
 

@@ -145,10 +145,11 @@ class ModelGateway:
             metrics.MODEL_FIRST_TOKEN.labels(attempts.current).observe(
                 time.perf_counter() - started
             )
-            deadline = StreamDeadline(timeout, attempts.spec.stream_limit_s)
+            deadline: StreamDeadline | None = None
             chunks = aiter(stream)
             answered = _has_choice(first)
             try:
+                deadline = StreamDeadline(timeout, attempts.spec.stream_limit_s)
                 yield self.priced(attempts.current, first)
                 while True:
                     try:
@@ -163,7 +164,8 @@ class ModelGateway:
                 _observed(attempts.current, "failed", started)
                 raise attempts.broken(exc) from exc
             finally:
-                deadline.close()
+                if deadline is not None:
+                    deadline.close()
                 await aclose_stream(stream)
             _observed(attempts.current, "ok", started)
             return

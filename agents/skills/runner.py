@@ -171,8 +171,15 @@ class ToolRunner:
             self._once(skill, spec, args, key, thread_id, run_id, started, idempotency_key)
         )
         self._finishing.add(call)
-        call.add_done_callback(self._finishing.discard)
+        call.add_done_callback(self._finished)
         return await asyncio.shield(call)
+
+    def _finished(self, call: asyncio.Future[ToolResult]) -> None:
+        """A side-effecting call ended; its error, if it raised, is logged: the run that
+        made it may have stopped waiting for it, and then nobody else reads it."""
+        self._finishing.discard(call)
+        if not call.cancelled() and call.exception() is not None:
+            log.error("tool.journal_failed", error=repr(call.exception()))
 
     async def _once(
         self,

@@ -48,6 +48,7 @@ class WorkerCall:
 # bounds: a line is cut at _LINE_CHARS, and past a burst of _BURST lines, _PER_S lines a
 # second are logged; the rest is read (the handler never blocks on a full pipe) and counted.
 _LINE_CHARS = 1000
+_EXIT_WAIT_S = 2.0  # the longest wait for a worker's exit status, and for its last output
 _BURST = 50
 _PER_S = 10.0
 
@@ -183,10 +184,28 @@ class Worker:
                 self.process.kill()
 
     async def close(self) -> None:
-        """End the process and wait for it."""
+        """End the process and wait for it (its output relayed to the end, for a while)."""
         self.kill()
-        with contextlib.suppress(ProcessLookupError):
-            await self.process.wait()
+        await self._exit_code()
+        if self._output is not None:
+            with contextlib.suppress(TimeoutError):  # a process it left holds the pipe
+                await asyncio.wait_for(asyncio.shield(self._output), _EXIT_WAIT_S)
+            self._output.cancel()
+        # Our ends of its pipes: asyncio closes them only once every holder has (a process
+        # its handler left may live on), and has no public way to close them before.
+        transport = getattr(self.process, "_transport", None)
+        if transport is not None:
+            transport.close()
+
+    async def _exit_code(self) -> int | None:
+        """The process's exit status once it has ended (None if it has not, after a while).
+        Not ``process.wait()``: on Python 3.11 that also waits for its pipes to close, which
+        a process a dead handler left holding them can keep open for as long as it lives."""
+        deadline = time.monotonic() + _EXIT_WAIT_S
+        # Polled: asyncio tells a process's end only with its pipes' (no event of its own).
+        while self.process.returncode is None and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        return self.process.returncode
 
     def _send(self, message: Any) -> None:
         assert self.process.stdin is not None
@@ -206,7 +225,9 @@ class Worker:
         return pickle.loads(data)  # only the worker's own replies
 
     async def _ended(self) -> str:
-        code = await self.process.wait()
+        code = await self._exit_code()
+        if code is None:
+            return "the handler's process stopped answering"
         if code == -signal.SIGXCPU:
             return "the handler used up its CPU time and was stopped"
         if code < 0:

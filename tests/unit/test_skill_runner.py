@@ -403,3 +403,31 @@ async def test_a_process_a_handler_leaves_running_is_stopped_with_its_worker(
             break
         await asyncio.sleep(0.1)
     assert not running(), f"process {pid} still runs"
+
+
+async def test_a_handler_that_dies_leaving_a_process_fails_its_call_at_once(
+    tmp_path: Path,
+) -> None:
+    # The process it left held the worker's pipes: the call waited for that process to end.
+    write_skill(
+        tmp_path / "skills",
+        "quitter",
+        config={"tools": [tool("leave", "handler:leave", timeout_s=5)]},
+        handler=(
+            "import os, subprocess\n\ndef leave():\n"
+            "    subprocess.Popen(['sleep', '20'], start_new_session=True)\n"
+            "    os._exit(3)\n"
+        ),
+    )
+    registry = SkillRegistry(tmp_path / "skills")
+    registry.reload()
+    runner = ToolRunner(registry, tmp_path / "data")
+    started = time.monotonic()
+    try:
+        result = await asyncio.wait_for(runner.call("leave", {}), 15)
+    finally:
+        await asyncio.wait_for(runner.aclose(), 10)
+    took = time.monotonic() - started
+    assert result.error_code == "tool_failed", result
+    assert "exited with status 3" in result.content
+    assert took < 4, took

@@ -183,6 +183,34 @@ async def test_a_cancel_stops_a_model_call_under_way_and_the_thread_goes_on(
     assert [m.text for m in history if isinstance(m, AIMessage)] == ["Short one."]
 
 
+async def test_a_second_cancel_does_not_cut_the_first_ones_bookkeeping_short(
+    services: Services, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A double click: the second cancel interrupted the first's recording that the thread
+    # is idle, and a restarted service then resumed the run the user had stopped.
+    fake_llm.script(Reply(content="a very long story", delay=20))
+    conversations = services.conversations
+    settle = conversations.books.settle_cancelled
+
+    async def slowly(ctx: Any) -> None:
+        await asyncio.sleep(0.3)  # a store that takes its time
+        await settle(ctx)
+
+    monkeypatch.setattr(conversations.books, "settle_cancelled", slowly)
+    feed = conversations.start("twice", [HumanMessage("tell me a long story")])
+    events = feed.read()
+    await anext(events)
+    await asyncio.sleep(0.3)
+    conversations.cancel(feed.run_id)
+    await asyncio.sleep(0.1)  # the first cancel's bookkeeping is under way
+    conversations.cancel(feed.run_id)
+    ended = await asyncio.wait_for(_last(events), timeout=5)
+    assert isinstance(ended, RunFailed)
+    assert ended.code == "run_cancelled_by_request"
+    assert (await services.threads.get("twice"))["status"] == "idle"
+    assert await services.threads.orphans.found() == {}
+
+
 async def _last(events: Any) -> Any:
     return [e async for e in events][-1]
 
