@@ -37,12 +37,14 @@ from agents.skills.threads import HandlerThreads
 from agents.skills.worker import import_handler
 from agents.skills.workers import WorkerCall, WorkerPool
 from agents.state.attachments import AttachmentStore
-from agents.state.calls import CallJournal, CallRecord, MemoryCallJournal
+from agents.state.calls import CallJournal, MemoryCallJournal
 from agents.text import NOT_UNICODE, bad_text
 
 log = structlog.get_logger(__name__)
 _IMPORT_TIMEOUT_S = 60.0
 _SETTLE_POLL_S = 0.2  # how often a call waits on another process's call with its key
+_BEAT_S = 2.0  # how often a side-effecting call under way says so in the journal
+_SILENT_S = 3 * _BEAT_S  # a call not heard of for this long was cut off (its process died)
 _FINISH_S = 10.0  # how long closing waits for side effects under way
 _IMPORT_RETRY_S = 60.0  # a handler module that failed to load is tried again after this
 
@@ -192,37 +194,66 @@ class ToolRunner:
         started: float,
         idempotency_key: str | None,
     ) -> ToolResult:
-        """A side-effecting call through the journal: run once per key, replayed after."""
+        """A side-effecting call through the journal: run once per key, replayed after.
+
+        The call that claims the key makes it and beats (``touch``) while it runs; another
+        with the key (here: after it, in turn; elsewhere: a retry in another process, or
+        a run's resumption while the call it stopped goes on) waits while that one is
+        heard of, then replays its answer, or takes over a call that failed or went silent
+        (its process died).
+        """
         tool_name = spec.name
-        # A caller's own key (a request to the tool server) may come again while its first
-        # call runs, here or in another process; a run's keys are its own (one run a thread).
+        # A caller's own key is bound to what it first asked; a run's keys hold it already.
         given = idempotency_key is not None and run_id is None
         request = _request_of(spec.name, args)
         async with self._one_at_a_time(key):
-            earlier = await self.journal.begin(
-                key, thread_id=thread_id, run_id=run_id, tool=spec.name, request=request
-            )
-            if given and earlier is not None:
-                if earlier.request not in (None, request):
+            while True:
+                earlier = await self.journal.begin(
+                    key,
+                    thread_id=thread_id,
+                    run_id=run_id,
+                    tool=spec.name,
+                    request=request,
+                    stale_before=time.time() - _SILENT_S,
+                )
+                if earlier is None:
+                    break  # this call makes it
+                if given and earlier.request not in (None, request):
                     why = (
                         f"the idempotency key came before with another call (another tool or "
                         f"other arguments); send {tool_name} with a new key"
                     )
                     return _error(tool_name, "idempotency_key_reused", why, started)
-                earlier = await self._settled(key, earlier, spec)
-            if earlier is not None and earlier.status == "done" and earlier.content is not None:
-                log.info("tool.replayed", skill=skill.name, tool=tool_name, key=key)
-                ms = (time.perf_counter() - started) * 1000
-                data = _data_of(earlier.content)
-                return ToolResult(
-                    tool_name, bool(earlier.ok), earlier.content, data, None, False, ms
-                )
-            result = await self._run(skill, spec, args, key, thread_id, run_id, started)
+                if earlier.status == "done" and earlier.content is not None:
+                    log.info("tool.replayed", skill=skill.name, tool=tool_name, key=key)
+                    ms = (time.perf_counter() - started) * 1000
+                    data = _data_of(earlier.content)
+                    return ToolResult(
+                        tool_name, bool(earlier.ok), earlier.content, data, None, False, ms
+                    )
+                if earlier.status != "started":  # failed, asking another request: not this one
+                    why = f"the key of this {tool_name} call belongs to another call"
+                    return _error(tool_name, "idempotency_key_reused", why, started)
+                await self._settled(key)  # under way elsewhere: its end, or its silence
+            beat = asyncio.create_task(self._beat(key))
+            try:
+                result = await self._run(skill, spec, args, key, thread_id, run_id, started)
+            finally:
+                beat.cancel()
             if result.ok:
                 await self.journal.finish(key, result.content, result.ok)
             else:  # a retry runs it again, with its key
                 await self.journal.fail(key)
             return result
+
+    async def _beat(self, key: str) -> None:
+        """Tell the journal, every ``_BEAT_S``, that the call with ``key`` is under way."""
+        while True:
+            await asyncio.sleep(_BEAT_S)
+            try:
+                await self.journal.touch(key)
+            except Exception as exc:  # a missed beat at worst lets a retry take it over
+                log.warning("tool.journal_beat_failed", key=key, error=str(exc))
 
     @asynccontextmanager
     async def _one_at_a_time(self, key: str) -> AsyncIterator[None]:
@@ -240,14 +271,15 @@ class ToolRunner:
             else:
                 self._keyed[key] = (lock, users - 1)
 
-    async def _settled(self, key: str, earlier: CallRecord, spec: ToolSpec) -> CallRecord:
-        """The record once a call with the key that another process started has ended, or
-        could no longer be running (its time is up: it was cut off)."""
-        until = earlier.created + _IMPORT_TIMEOUT_S + spec.timeout_s  # a call's longest
-        while earlier.status == "started" and time.time() < until:
+    async def _settled(self, key: str) -> None:
+        """Wait while another call with ``key`` is under way and heard of."""
+        while True:
             await asyncio.sleep(_SETTLE_POLL_S)
-            earlier = await self.journal.get(key) or earlier
-        return earlier
+            found = await self.journal.get(key)
+            if found is None or found.status != "started":
+                return
+            if found.updated < time.time() - _SILENT_S:
+                return
 
     async def _run(
         self,

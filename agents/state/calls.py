@@ -25,7 +25,8 @@ CallStatus = Literal["started", "done", "failed"]
 @dataclass(frozen=True)
 class CallRecord:
     """A recorded call: ``content`` and ``ok`` once it finished; what it asked (``request``,
-    None in a record from before requests were kept) and when it started (Unix time)."""
+    None in a record from before requests were kept), when it started and when it was last
+    heard of (Unix times)."""
 
     key: str
     status: CallStatus
@@ -33,6 +34,7 @@ class CallRecord:
     ok: bool | None = None
     request: str | None = None
     created: float = 0.0
+    updated: float = 0.0  # its last sign of life: a call under way beats every few seconds
 
 
 class CallJournal(Protocol):
@@ -46,12 +48,21 @@ class CallJournal(Protocol):
         run_id: str | None,
         tool: str,
         request: str | None = None,
+        stale_before: float = 0.0,
     ) -> CallRecord | None:
-        """Record the call as started; returns the earlier record when the key has one."""
+        """Claim the call: None when the caller is to make it (the key is new, or its call
+        failed, or was cut off: started and not heard of since ``stale_before``), recorded
+        as started; else the record that stands (a call done, or one under way elsewhere,
+        or one that asked another ``request``). One claimant wins, whatever the processes.
+        """
         ...
 
     async def get(self, key: str) -> CallRecord | None:
         """The key's record, if it has one."""
+        ...
+
+    async def touch(self, key: str) -> None:
+        """A call under way is alive (its record's ``updated`` is now)."""
         ...
 
     async def finish(self, key: str, content: str, ok: bool) -> None:
@@ -77,16 +88,28 @@ class MemoryCallJournal:
         run_id: str | None,
         tool: str,
         request: str | None = None,
+        stale_before: float = 0.0,
     ) -> CallRecord | None:
         """See ``CallJournal.begin``."""
         earlier = self.records.get(key)
+        now = time.time()
         if earlier is None:
-            self.records[key] = CallRecord(key, "started", request=request, created=time.time())
+            self.records[key] = CallRecord(key, "started", None, None, request, now, now)
+            return None
+        if _claimable(earlier, request, stale_before):
+            self.records[key] = CallRecord(key, "started", None, None, earlier.request, now, now)
+            return None
         return earlier
 
     async def get(self, key: str) -> CallRecord | None:
         """See ``CallJournal.get``."""
         return self.records.get(key)
+
+    async def touch(self, key: str) -> None:
+        """See ``CallJournal.touch``."""
+        earlier = self.records.get(key)
+        if earlier is not None and earlier.status == "started":
+            self.records[key] = replace(earlier, updated=time.time())
 
     async def finish(self, key: str, content: str, ok: bool) -> None:
         """See ``CallJournal.finish``."""
@@ -98,11 +121,32 @@ class MemoryCallJournal:
 
     def _set(self, key: str, status: CallStatus, content: str | None, ok: bool | None) -> None:
         earlier = self.records.get(key) or CallRecord(key, "started", created=time.time())
-        self.records[key] = replace(earlier, status=status, content=content, ok=ok)
+        self.records[key] = replace(
+            earlier, status=status, content=content, ok=ok, updated=time.time()
+        )
+
+
+def _claimable(record: CallRecord, request: str | None, stale_before: float) -> bool:
+    """Whether a call may take over ``record``: it asks the same (or the record does not
+    say), and the record's call failed, or started and was not heard of since."""
+    if record.request not in (None, request):
+        return False
+    return record.status == "failed" or (
+        record.status == "started" and record.updated < stale_before
+    )
 
 
 _TABLE = "skilldesk_calls"
-_COLUMNS = "key, status, content, ok, request, created"
+_COLUMNS = "key, status, content, ok, request, created, updated"
+# Take over a call that failed, or was cut off (started, not heard of since a time), that
+# asked the same: in one statement, so one claimant wins.
+_CLAIM = (
+    f"UPDATE {_TABLE} SET status = 'started', content = NULL, ok = NULL, thread_id = {{m}},"
+    " run_id = {m}, created = {m}, updated = {m} WHERE key = {m}"
+    " AND (status = 'failed' OR (status = 'started' AND updated < {m}))"
+    " AND (request IS NULL OR request = {m})"
+)
+_TOUCH = f"UPDATE {_TABLE} SET updated = {{m}} WHERE key = {{m}} AND status = 'started'"
 _CREATE = (
     f"CREATE TABLE IF NOT EXISTS {_TABLE} (key TEXT PRIMARY KEY, status TEXT NOT NULL,"
     " content TEXT, ok {ok}, thread_id TEXT, run_id TEXT, tool TEXT NOT NULL,"
@@ -129,13 +173,20 @@ class SqliteCallJournal:
         run_id: str | None,
         tool: str,
         request: str | None = None,
+        stale_before: float = 0.0,
     ) -> CallRecord | None:
         """See ``CallJournal.begin``."""
-        return await self.saver.run(self._begin, key, thread_id, run_id, tool, request)
+        return await self.saver.run(
+            self._begin, key, thread_id, run_id, tool, request, stale_before
+        )
 
     async def get(self, key: str) -> CallRecord | None:
         """See ``CallJournal.get``."""
         return await self.saver.run(self._get, key)
+
+    async def touch(self, key: str) -> None:
+        """See ``CallJournal.touch``."""
+        await self.saver.run(self._touch, key)
 
     async def finish(self, key: str, content: str, ok: bool) -> None:
         """See ``CallJournal.finish``."""
@@ -155,19 +206,38 @@ class SqliteCallJournal:
             self._ready = True
 
     def _begin(
-        self, key: str, thread_id: str | None, run_id: str | None, tool: str, request: str | None
+        self,
+        key: str,
+        thread_id: str | None,
+        run_id: str | None,
+        tool: str,
+        request: str | None,
+        stale_before: float,
     ) -> CallRecord | None:
         self._setup()
         conn = self.saver.conn
+        now = time.time()
         with conn:  # one transaction, committed before the handler runs
+            made = conn.execute(
+                _INSERT.format(marks="?, 'started', ?, ?, ?, ?, ?, ?").replace(
+                    "INSERT", "INSERT OR IGNORE", 1
+                ),
+                (key, thread_id, run_id, tool, request, now, now),
+            )
+            if made.rowcount:
+                return None
+            claimed = conn.execute(
+                _CLAIM.format(m="?"), (thread_id, run_id, now, now, key, stale_before, request)
+            )
+            if claimed.rowcount:
+                return None
             row = conn.execute(f"SELECT {_COLUMNS} FROM {_TABLE} WHERE key = ?", (key,)).fetchone()
-            if row is None:
-                now = time.time()
-                conn.execute(
-                    _INSERT.format(marks="?, 'started', ?, ?, ?, ?, ?, ?"),
-                    (key, thread_id, run_id, tool, request, now, now),
-                )
         return None if row is None else _record(row)
+
+    def _touch(self, key: str) -> None:
+        self._setup()
+        with self.saver.conn as conn:
+            conn.execute(_TOUCH.format(m="?"), (time.time(), key))
 
     def _get(self, key: str) -> CallRecord | None:
         self._setup()
@@ -200,6 +270,7 @@ class PostgresCallJournal:
         run_id: str | None,
         tool: str,
         request: str | None = None,
+        stale_before: float = 0.0,
     ) -> CallRecord | None:
         """See ``CallJournal.begin``."""
         await self._setup()
@@ -212,7 +283,18 @@ class PostgresCallJournal:
             )
             if inserted.rowcount:
                 return None
+            claimed = await conn.execute(
+                _CLAIM.format(m="%s"), (thread_id, run_id, now, now, key, stale_before, request)
+            )
+            if claimed.rowcount:
+                return None
         return await self.get(key)
+
+    async def touch(self, key: str) -> None:
+        """See ``CallJournal.touch``."""
+        await self._setup()
+        async with self.pool.connection() as conn:
+            await conn.execute(_TOUCH.format(m="%s"), (time.time(), key))
 
     async def get(self, key: str) -> CallRecord | None:
         """See ``CallJournal.get``."""
@@ -265,5 +347,6 @@ def call_journal(saver: BaseCheckpointSaver[Any] | None) -> CallJournal:
 
 
 def _record(row: tuple[Any, ...]) -> CallRecord:
-    key, status, content, ok, request, created = row
-    return CallRecord(key, status, content, None if ok is None else bool(ok), request, created)
+    key, status, content, ok, request, created, updated = row
+    ok = None if ok is None else bool(ok)
+    return CallRecord(key, status, content, ok, request, created, updated)

@@ -6,6 +6,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,26 +42,41 @@ async def test_a_call_is_recorded_once_and_its_result_found_again(journal: CallJ
     before = time.time()
     assert await journal.begin(key, thread_id="t", run_id="r1", tool="file_claim") is None
     again = await journal.begin(key, thread_id="t", run_id="r2", tool="file_claim")
-    assert again is not None
-    assert (again.status, again.request) == ("started", None)  # cut off: run again, same key
-    assert before <= again.created <= time.time()
+    assert again is not None  # under way, and heard of: not taken over
+    assert (again.status, again.request) == ("started", None)
+    assert before <= again.created == again.updated <= time.time()
     await journal.finish(key, '{"claim": "C1"}', True)
     done = await journal.begin(key, thread_id="t", run_id="r3", tool="file_claim")
-    assert done == CallRecord(key, "done", '{"claim": "C1"}', True, None, again.created)
+    assert done is not None
+    assert (done.status, done.content, done.ok) == ("done", '{"claim": "C1"}', True)
     assert await journal.get(key) == done
 
 
-async def test_a_call_names_its_request_and_a_failure_is_recorded(journal: CallJournal) -> None:
+async def test_a_failed_or_silent_call_is_taken_over_by_one_claimant(journal: CallJournal) -> None:
     key = uuid.uuid4().hex
-    assert await journal.get(key) is None
-    await journal.begin(key, thread_id=None, run_id=None, tool="pay", request="pay:abc")
+    asked: dict[str, Any] = {"thread_id": None, "run_id": None, "tool": "pay"}
+    assert await journal.begin(key, **asked, request="pay:a") is None
     found = await journal.get(key)
     assert found is not None
-    assert (found.status, found.request) == ("started", "pay:abc")
+    assert (found.status, found.request) == ("started", "pay:a")
     await journal.fail(key)
-    failed = await journal.begin(key, thread_id=None, run_id=None, tool="pay", request="pay:abc")
-    assert failed is not None
-    assert (failed.status, failed.content, failed.ok) == ("failed", None, None)
+    other = await journal.begin(key, **asked, request="pay:b")  # another request: not its
+    assert other is not None
+    assert other.status == "failed"
+    claims = [await journal.begin(key, **asked, request="pay:a") for _ in range(2)]
+    assert claims[0] is None  # the first takes it over
+    assert claims[1] is not None  # the second finds it under way
+    assert claims[1].status == "started"
+    # Silent since a time (its process died): taken over; heard of since: not.
+    taken = await journal.get(key)
+    assert taken is not None
+    mine = {**asked, "request": "pay:a"}
+    assert await journal.begin(key, **mine, stale_before=taken.updated - 1) is not None
+    assert await journal.begin(key, **mine, stale_before=taken.updated + 1) is None
+    await journal.touch(key)
+    touched = await journal.get(key)
+    assert touched is not None
+    assert touched.updated >= taken.updated
 
 
 async def test_a_journal_from_before_requests_were_kept_is_read_and_written(
@@ -79,7 +95,7 @@ async def test_a_journal_from_before_requests_were_kept_is_read_and_written(
                 "INSERT INTO skilldesk_calls VALUES ('k', 'done', 'C1', 1, 't', 'r', 'a', 1, 2)"
             )
         journal = call_journal(saver)
-        assert await journal.get("k") == CallRecord("k", "done", "C1", True, None, 1.0)
+        assert await journal.get("k") == CallRecord("k", "done", "C1", True, None, 1.0, 2.0)
         await journal.begin("k2", thread_id=None, run_id=None, tool="a", request="a:1")
         found = await journal.get("k2")
         assert found is not None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,58 @@ async def test_a_side_effect_under_way_when_its_run_is_stopped_goes_on_to_its_en
     again = await runner.call("pay", {"amount": 3}, **asked)
     assert (again.ok, again.data) == (True, {"paid": 3})
     assert len(runs(runner)) == 1  # replayed from the journal
+
+
+async def test_retries_in_two_processes_after_a_failure_run_it_once_more_not_twice(
+    runner: ToolRunner,
+) -> None:
+    other = ToolRunner(runner.registry, runner.data_dir)  # another process, the same journal
+    other.journal = runner.journal
+    (runner.data_dir / "skills" / "bank").mkdir(parents=True, exist_ok=True)
+    (runner.data_dir / "skills" / "bank" / "fail").write_text("once")
+    assert not (await runner.call("pay", {"amount": 4}, idempotency_key="pay-5")).ok
+    try:
+        retries = await asyncio.gather(
+            runner.call("pay", {"amount": 4}, idempotency_key="pay-5"),
+            other.call("pay", {"amount": 4}, idempotency_key="pay-5"),
+        )
+    finally:
+        await other.aclose()
+    assert [r.ok for r in retries] == [True, True], retries
+    assert len(runs(runner)) == 2  # the failed run, and one retry: the other waited for it
+
+
+async def test_a_run_resumed_in_another_process_waits_for_the_call_its_stop_left_going(
+    runner: ToolRunner,
+) -> None:
+    # A run stopped mid-call: the call goes on where it was, and the run's resumption in
+    # another process finds it under way (heard of): it waits for its answer.
+    asked = {"thread_id": "t-2", "turn_id": "turn-2"}
+    other = ToolRunner(runner.registry, runner.data_dir)
+    other.journal = runner.journal
+    try:
+        first = asyncio.create_task(other.call("pay", {"amount": 6}, **asked))
+        await asyncio.sleep(0.1)  # under way in "the other process"
+        again = await asyncio.wait_for(runner.call("pay", {"amount": 6}, **asked), 15)
+        made = await first
+    finally:
+        await other.aclose()
+    assert (again.ok, again.data) == (True, {"paid": 6})
+    assert made.ok
+    assert len(runs(runner)) == 1
+
+
+async def test_a_call_whose_process_went_silent_is_taken_over_at_once(
+    runner: ToolRunner,
+) -> None:
+    journal = runner.journal
+    await journal.begin("pay-6", thread_id=None, run_id=None, tool="pay", request=None)
+    record = await journal.get("pay-6")
+    assert record is not None
+    silent = replace(record, created=record.created - 60, updated=record.updated - 60)
+    journal.records["pay-6"] = silent  # type: ignore[attr-defined]  # its process died
+    result = await asyncio.wait_for(
+        runner.call("pay", {"amount": 9}, idempotency_key="pay-6"), timeout=5
+    )
+    assert (result.ok, result.data) == (True, {"paid": 9})
+    assert len(runs(runner)) == 1
