@@ -167,3 +167,33 @@ def test_a_message_the_service_refuses_is_put_back_in_the_box(page: Any) -> None
     expect(page.locator(".run-error")).to_contain_text("The message was refused")
     expect(box).to_have_value("a long question I do not want to type again")
     expect(page.get_by_role("button", name="Send")).to_be_enabled()
+
+
+def test_a_thread_that_still_says_it_runs_a_finished_run_is_not_joined_over_and_over(
+    page: Any, fake_llm: FakeLLM, service: Service
+) -> None:
+    # A record left saying "running" (its last bookkeeping cut short): the page joined the
+    # ended run, reopened the thread, saw "running" again, and joined it again, in a loop.
+    import sqlite3
+
+    fake_llm.script(Reply(content="Long done."))
+    made = httpx.post(
+        f"{service.url}/v1/threads/stale/runs/stream", json={"message": "hi"}, timeout=60
+    )
+    assert "Long done." in made.text, made.text
+    run_id = made.headers["X-Run-Id"]
+    with sqlite3.connect(service.data_dir / "skilldesk.sqlite", timeout=10) as db:
+        db.execute(
+            "UPDATE skilldesk_documents SET status = 'running', "
+            "body = json_set(body, '$.status', 'running', '$.run_id', ?) "
+            "WHERE kind = 'thread' AND id = 'stale'",
+            (run_id,),
+        )
+    joined: list[str] = []
+    page.on(
+        "request", lambda r: joined.append(r.url) if f"/runs/{run_id}/stream" in r.url else None
+    )
+    page.goto("/#thread=stale")
+    expect(page.locator(".message.assistant").first).to_contain_text("Long done.")
+    page.wait_for_timeout(2000)
+    assert len(joined) <= 1, joined

@@ -11,6 +11,7 @@ let current = null; // the open thread's id
 const answering = new Map();
 let starting = false; // a first message is making its new thread
 const statusOf = new Map(); // thread id: its status (`running`...) as the last listing said
+const followedRuns = new Set(); // runs this page joined and read to their end
 const RUN = "skilldesk.run."; // + thread id: its run under way, kept over a reload
 let report = () => {};
 let succeeded = () => {}; // an action the user asked for went through: an earlier error is old news
@@ -168,7 +169,9 @@ export async function openThread(id) {
     scrollDown();
     succeeded();
     if (thread.status) statusOf.set(id, thread.status);
-    if (!run && statusOf.get(id) === "running") rejoin(id, thread.run_id);
+    // A run followed to its end is not joined again, should the thread still say it runs.
+    const stale = thread.run_id && followedRuns.has(thread.run_id);
+    if (!run && !stale && statusOf.get(id) === "running") rejoin(id, thread.run_id);
   } catch (error) {
     if (mine !== opening) return;
     openThread(null);
@@ -354,6 +357,7 @@ async function rejoin(id, running) {
       try {
         await stream(id, run, (onEvent, onRun) => api.joinStream(id, runId, onEvent, { onRun }));
         followed = true;
+        followedRuns.add(runId);
       } catch (error) {
         if (error.code !== "run_not_found") throw error; // ended, or its process restarted
       }
