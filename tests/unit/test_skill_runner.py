@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,6 +48,14 @@ async def runner(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterato
     runner = ToolRunner(registry, tmp_path / "data")
     yield runner
     await runner.aclose()
+
+
+def runner_of(tmp_path: Path, name: str, entry: dict[str, Any], handler: str) -> ToolRunner:
+    """A runner over one skill ``name`` with one tool, its handler's code ``handler``."""
+    write_skill(tmp_path / "skills", name, config={"tools": [entry]}, handler=handler)
+    registry = SkillRegistry(tmp_path / "skills")
+    registry.reload()
+    return ToolRunner(registry, tmp_path / "data")
 
 
 async def test_nothing_is_imported_until_the_first_call(runner: ToolRunner) -> None:
@@ -330,19 +339,16 @@ async def test_what_a_worker_prints_is_logged_as_its_skill_within_bounds(tmp_pat
     # A handler printing megabytes flooded the service's log, unattributed.
     from structlog.testing import capture_logs
 
-    write_skill(
-        tmp_path / "skills",
+    runner = runner_of(
+        tmp_path,
         "chatty",
-        config={"tools": [tool("talk", "handler:talk")]},
-        handler=(
+        tool("talk", "handler:talk"),
+        (
             "import sys\n\ndef talk():\n    print('hello from the handler')\n"
             "    for n in range(5000):\n        print('x' * 1200, n)\n"
             "    sys.stdout.flush()\n    return {'ok': True}\n"
         ),
     )
-    registry = SkillRegistry(tmp_path / "skills")
-    registry.reload()
-    runner = ToolRunner(registry, tmp_path / "data")
     with capture_logs() as logs:
         try:
             result = await runner.call("talk", {})
@@ -371,19 +377,16 @@ async def test_a_process_a_handler_leaves_running_is_stopped_with_its_worker(
 ) -> None:
     # A handler that starts a process in a session of its own left it running after the
     # call, and after the service stopped.
-    write_skill(
-        tmp_path / "skills",
+    runner = runner_of(
+        tmp_path,
         "spawner",
-        config={"tools": [tool("spawn", "handler:spawn")]},
-        handler=(
+        tool("spawn", "handler:spawn"),
+        (
             "import subprocess\n\ndef spawn():\n"
             "    child = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
             "    return {'pid': child.pid}\n"
         ),
     )
-    registry = SkillRegistry(tmp_path / "skills")
-    registry.reload()
-    runner = ToolRunner(registry, tmp_path / "data")
     try:
         result = await runner.call("spawn", {})
     finally:  # the child held the worker's pipes: closing waited for it
@@ -409,19 +412,16 @@ async def test_a_handler_that_dies_leaving_a_process_fails_its_call_at_once(
     tmp_path: Path,
 ) -> None:
     # The process it left held the worker's pipes: the call waited for that process to end.
-    write_skill(
-        tmp_path / "skills",
+    runner = runner_of(
+        tmp_path,
         "quitter",
-        config={"tools": [tool("leave", "handler:leave", timeout_s=5)]},
-        handler=(
+        tool("leave", "handler:leave", timeout_s=5),
+        (
             "import os, subprocess\n\ndef leave():\n"
             "    subprocess.Popen(['sleep', '20'], start_new_session=True)\n"
             "    os._exit(3)\n"
         ),
     )
-    registry = SkillRegistry(tmp_path / "skills")
-    registry.reload()
-    runner = ToolRunner(registry, tmp_path / "data")
     started = time.monotonic()
     try:
         result = await asyncio.wait_for(runner.call("leave", {}), 15)
