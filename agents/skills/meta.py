@@ -17,7 +17,7 @@ from agents.models.structured import function_tool
 from agents.prompts import Prompts
 from agents.skills.index import brief
 from agents.skills.loader import REFERENCE_DIRS, Skill
-from agents.skills.runner import ToolResult
+from agents.skills.results import ToolResult
 from agents.skills.service import SkillService
 from agents.skills.spec import ToolSpec
 

@@ -4,10 +4,31 @@ from __future__ import annotations
 
 import json
 import math
+import time
+from dataclasses import dataclass
 from typing import Any
 
 from agents.skills.spec import ResultLimits
 from agents.text import mend
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool call produced: the text the model reads, and whether it worked."""
+
+    tool: str
+    ok: bool
+    content: str
+    data: Any = None
+    error_code: str | None = None
+    truncated: bool = False
+    ms: float = 0.0
+
+
+def tool_error(tool: str, code: str, message: str, started: float) -> ToolResult:
+    """A failed call's result: ``error (code): message``, timed from ``started``."""
+    ms = (time.perf_counter() - started) * 1000
+    return ToolResult(tool, False, f"error ({code}): {message}", None, code, False, ms)
 
 
 def effective_limits(skill: ResultLimits, tool: ResultLimits | None) -> ResultLimits:

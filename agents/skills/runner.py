@@ -10,9 +10,6 @@ import re
 import threading
 import time
 import types
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,36 +27,20 @@ from agents.errors import (
 )
 from agents.skills.context import ToolContext
 from agents.skills.loader import Skill
+from agents.skills.once import KeyedCall, OnceCalls
 from agents.skills.registry import SkillRegistry
-from agents.skills.results import effective_limits, trim
+from agents.skills.results import ToolResult, effective_limits, tool_error, trim
 from agents.skills.spec import ToolSpec
 from agents.skills.threads import HandlerThreads
 from agents.skills.worker import import_handler
 from agents.skills.workers import WorkerCall, WorkerPool
 from agents.state.attachments import AttachmentStore
-from agents.state.calls import CallJournal, MemoryCallJournal
+from agents.state.calls import CallJournal
 from agents.text import NOT_UNICODE, bad_text
 
 log = structlog.get_logger(__name__)
 _IMPORT_TIMEOUT_S = 60.0
-_SETTLE_POLL_S = 0.2  # how often a call waits on another process's call with its key
-_BEAT_S = 2.0  # how often a side-effecting call under way says so in the journal
-_SILENT_S = 3 * _BEAT_S  # a call not heard of for this long was cut off (its process died)
-_FINISH_S = 10.0  # how long closing waits for side effects under way
 _IMPORT_RETRY_S = 60.0  # a handler module that failed to load is tried again after this
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    """What a tool call produced: the text the model reads, and whether it worked."""
-
-    tool: str
-    ok: bool
-    content: str
-    data: Any = None
-    error_code: str | None = None
-    truncated: bool = False
-    ms: float = 0.0
 
 
 class ToolRunner:
@@ -85,14 +66,11 @@ class ToolRunner:
         self._lock = threading.Lock()
         self._threads = HandlerThreads()
         self._workers = WorkerPool()
-        # Where side-effecting calls are recorded; the service puts it beside its checkpoints.
-        self.journal: CallJournal = MemoryCallJournal()
+        self.once = OnceCalls()  # side-effecting calls, once per key (``journal``)
         # Where files a handler makes become its thread's attachments (the service sets it).
         self.attachments: AttachmentStore | None = None
         self.imported: list[str] = []  # "skill:module" in import order (for tests and bench)
         self._made: set[Path] = set()  # skills' data dirs made by this process
-        self._keyed: dict[str, tuple[asyncio.Lock, int]] = {}  # key -> its lock, its callers
-        self._finishing: set[asyncio.Future[ToolResult]] = set()  # side effects under way
         # (skill, its version, module) -> until when, and why, its import is not tried again
         self._unloadable: dict[tuple[str, str, str], tuple[float, str]] = {}
 
@@ -125,7 +103,7 @@ class ToolRunner:
         try:
             skill, spec = self.registry.tool(tool_name)
         except SkillNotFound as exc:
-            return _error(tool_name, "unknown_tool", str(exc), started)
+            return tool_error(tool_name, "unknown_tool", str(exc), started)
         result = await self._call(
             skill,
             spec,
@@ -160,126 +138,27 @@ class ToolRunner:
         tool_name = spec.name
         args, problem = parse_arguments(spec.name, spec.parameters, arguments)
         if problem is not None:
-            return _error(tool_name, "invalid_arguments", problem, started)
+            return tool_error(tool_name, "invalid_arguments", problem, started)
         key = idempotency_key or idempotency_key_of(
             skill.name, spec.name, args, thread_id, turn_id, occurrence, call_id
         )
         if not (spec.side_effects and (idempotency_key or (thread_id and turn_id))):
             return await self._run(skill, spec, args, key, thread_id, run_id, started)
-        # A run stopped mid-call (cancelled, its client gone) does not cut a side effect off
-        # half-way: the call goes on to its end and records its result, which the run's
-        # retry then finds, and a call with its key waits for it meanwhile.
-        call = asyncio.ensure_future(
-            self._once(skill, spec, args, key, thread_id, run_id, started, idempotency_key)
+        bound = idempotency_key is not None and run_id is None  # a caller's own key
+        call = KeyedCall(key, spec.name, args, thread_id, run_id, bound)
+        return await self.once.call(
+            call, lambda: self._run(skill, spec, args, key, thread_id, run_id, started), started
         )
-        self._finishing.add(call)
-        call.add_done_callback(self._finished)
-        return await asyncio.shield(call)
 
-    def _finished(self, call: asyncio.Future[ToolResult]) -> None:
-        """A side-effecting call ended; its error, if it raised, is logged: the run that
-        made it may have stopped waiting for it, and then nobody else reads it."""
-        self._finishing.discard(call)
-        if not call.cancelled() and call.exception() is not None:
-            log.error("tool.journal_failed", error=repr(call.exception()))
+    @property
+    def journal(self) -> CallJournal:
+        """Where side-effecting calls are recorded (the service puts it beside its
+        checkpoints; in memory until then)."""
+        return self.once.journal
 
-    async def _once(
-        self,
-        skill: Skill,
-        spec: ToolSpec,
-        args: dict[str, Any],
-        key: str,
-        thread_id: str | None,
-        run_id: str | None,
-        started: float,
-        idempotency_key: str | None,
-    ) -> ToolResult:
-        """A side-effecting call through the journal: run once per key, replayed after.
-
-        The call that claims the key makes it and beats (``touch``) while it runs; another
-        with the key (here: after it, in turn; elsewhere: a retry in another process, or
-        a run's resumption while the call it stopped goes on) waits while that one is
-        heard of, then replays its answer, or takes over a call that failed or went silent
-        (its process died).
-        """
-        tool_name = spec.name
-        # A caller's own key is bound to what it first asked; a run's keys hold it already.
-        given = idempotency_key is not None and run_id is None
-        request = _request_of(spec.name, args)
-        async with self._one_at_a_time(key):
-            while True:
-                earlier = await self.journal.begin(
-                    key,
-                    thread_id=thread_id,
-                    run_id=run_id,
-                    tool=spec.name,
-                    request=request,
-                    stale_before=time.time() - _SILENT_S,
-                )
-                if earlier is None:
-                    break  # this call makes it
-                if given and earlier.request not in (None, request):
-                    why = (
-                        f"the idempotency key came before with another call (another tool or "
-                        f"other arguments); send {tool_name} with a new key"
-                    )
-                    return _error(tool_name, "idempotency_key_reused", why, started)
-                if earlier.status == "done" and earlier.content is not None:
-                    log.info("tool.replayed", skill=skill.name, tool=tool_name, key=key)
-                    ms = (time.perf_counter() - started) * 1000
-                    data = _data_of(earlier.content)
-                    return ToolResult(
-                        tool_name, bool(earlier.ok), earlier.content, data, None, False, ms
-                    )
-                if earlier.status != "started":  # failed, asking another request: not this one
-                    why = f"the key of this {tool_name} call belongs to another call"
-                    return _error(tool_name, "idempotency_key_reused", why, started)
-                await self._settled(key)  # under way elsewhere: its end, or its silence
-            beat = asyncio.create_task(self._beat(key))
-            try:
-                result = await self._run(skill, spec, args, key, thread_id, run_id, started)
-            finally:
-                beat.cancel()
-            if result.ok:
-                await self.journal.finish(key, result.content, result.ok)
-            else:  # a retry runs it again, with its key
-                await self.journal.fail(key)
-            return result
-
-    async def _beat(self, key: str) -> None:
-        """Tell the journal, every ``_BEAT_S``, that the call with ``key`` is under way."""
-        while True:
-            await asyncio.sleep(_BEAT_S)
-            try:
-                await self.journal.touch(key)
-            except Exception as exc:  # a missed beat at worst lets a retry take it over
-                log.warning("tool.journal_beat_failed", key=key, error=str(exc))
-
-    @asynccontextmanager
-    async def _one_at_a_time(self, key: str) -> AsyncIterator[None]:
-        """Calls with one key in this process take turns: the second finds the first's
-        result recorded, instead of running the handler beside it."""
-        lock, users = self._keyed.get(key, (asyncio.Lock(), 0))
-        self._keyed[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._keyed[key]
-            if users == 1:
-                del self._keyed[key]
-            else:
-                self._keyed[key] = (lock, users - 1)
-
-    async def _settled(self, key: str) -> None:
-        """Wait while another call with ``key`` is under way and heard of."""
-        while True:
-            await asyncio.sleep(_SETTLE_POLL_S)
-            found = await self.journal.get(key)
-            if found is None or found.status != "started":
-                return
-            if found.updated < time.time() - _SILENT_S:
-                return
+    @journal.setter
+    def journal(self, journal: CallJournal) -> None:
+        self.once.journal = journal
 
     async def _run(
         self,
@@ -297,7 +176,7 @@ class ToolRunner:
         if failed is not None and time.monotonic() < failed[0]:
             # Not tried again at each call: a module that hangs on import cost every call
             # (and every retry) the whole import limit.
-            return _error(tool_name, "handler_import_failed", failed[1], started)
+            return tool_error(tool_name, "handler_import_failed", failed[1], started)
         context = self._context(skill, spec, key, thread_id, run_id)
         try:
             if self._in_process(skill):
@@ -306,9 +185,9 @@ class ToolRunner:
                 value = await self._in_worker(skill, spec, args, context)
         except TimeoutError:
             why = f"{tool_name} did not finish within {spec.timeout_s:g} s"
-            return _error(tool_name, "timeout", why, started)
+            return tool_error(tool_name, "timeout", why, started)
         except HandlersBusy as exc:
-            return _error(tool_name, "busy", str(exc), started)
+            return tool_error(tool_name, "busy", str(exc), started)
         except HandlerImportFailed as exc:
             log.warning("tool.import_failed", skill=skill.name, tool=tool_name, error=str(exc))
             why = (
@@ -316,18 +195,18 @@ class ToolRunner:
                 f"tried again in {_IMPORT_RETRY_S:g} s, or when the skill changes"
             )
             self._unloadable[module] = (time.monotonic() + _IMPORT_RETRY_S, why)
-            return _error(tool_name, "handler_import_failed", why, started)
+            return tool_error(tool_name, "handler_import_failed", why, started)
         except (HandlerFailed, HandlerCrashed) as exc:
             log.info("tool.failed", skill=skill.name, tool=tool_name, error=str(exc))
-            return _error(tool_name, "tool_failed", f"{tool_name} failed: {exc}", started)
+            return tool_error(tool_name, "tool_failed", f"{tool_name} failed: {exc}", started)
         except Exception as exc:
             log.info("tool.failed", skill=skill.name, tool=tool_name, error=str(exc))
             why = f"{tool_name} failed: {type(exc).__name__}: {exc}"
-            return _error(tool_name, "tool_failed", why, started)
+            return tool_error(tool_name, "tool_failed", why, started)
         try:
             value = await self._adopt_files(value, context)
         except ValueError as exc:
-            return _error(tool_name, "tool_failed", f"{tool_name}: {exc}", started)
+            return tool_error(tool_name, "tool_failed", f"{tool_name}: {exc}", started)
         return self._result(skill, spec, value, started)
 
     async def _adopt_files(self, value: Any, context: ToolContext) -> Any:
@@ -359,10 +238,9 @@ class ToolRunner:
         return {**kept, "files": adopted}
 
     async def aclose(self) -> None:
-        """Stop the worker processes, once the side effects under way have ended (at most
-        ``_FINISH_S``: one cut off then is run again, with its key, by the run's retry)."""
-        if self._finishing:
-            await asyncio.wait(self._finishing, timeout=_FINISH_S)
+        """Stop the worker processes, once the side effects under way have ended (for a
+        while: ``OnceCalls.aclose``)."""
+        await self.once.aclose()
         await self._workers.aclose()
 
     def _in_process(self, skill: Skill) -> bool:
@@ -441,7 +319,7 @@ class ToolRunner:
             content, data, truncated = trim(value, limits)
         except (TypeError, ValueError) as exc:
             why = f"{spec.name} returned data that is not JSON: {exc}"
-            return _error(spec.name, "tool_failed", why, started)
+            return tool_error(spec.name, "tool_failed", why, started)
         ms = (time.perf_counter() - started) * 1000
         log.info(
             "tool.called", skill=skill.name, tool=spec.name, ms=round(ms, 1), truncated=truncated
@@ -531,14 +409,6 @@ def parse_arguments(
     return dict(arguments), None
 
 
-def _data_of(content: str) -> Any:
-    """A recorded result's data: its JSON, or the text itself."""
-    try:
-        return json.loads(content)
-    except ValueError:
-        return content
-
-
 def idempotency_key_of(
     skill: str,
     tool: str,
@@ -560,21 +430,3 @@ def idempotency_key_of(
     else:
         basis = arguments
     return hashlib.sha256(f"{skill}|{tool}|{basis}".encode()).hexdigest()[:32]
-
-
-def _request_of(tool: str, args: dict[str, Any]) -> str:
-    """What a call asks, as the journal keeps it: the tool and its arguments' hash."""
-    arguments = json.dumps(args, sort_keys=True, default=str)
-    return f"{tool}:{hashlib.sha256(arguments.encode()).hexdigest()[:32]}"
-
-
-def _error(tool: str, code: str, message: str, started: float) -> ToolResult:
-    return ToolResult(
-        tool,
-        False,
-        f"error ({code}): {message}",
-        None,
-        code,
-        False,
-        (time.perf_counter() - started) * 1000,
-    )

@@ -16,7 +16,8 @@ from agents.skills.embeddings import Embedder, EmbeddingCache, Precision, make_e
 from agents.skills.index import SearchHit, SkillEntry, SkillIndex
 from agents.skills.loader import Skill
 from agents.skills.registry import ReloadReport, SkillRegistry
-from agents.skills.runner import ToolResult, ToolRunner
+from agents.skills.results import ToolResult
+from agents.skills.runner import ToolRunner
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")

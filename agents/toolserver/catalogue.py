@@ -20,10 +20,11 @@ from agents.errors import SkillNotFound, SkillReferenceError
 from agents.prompts import Prompts
 from agents.skills.loader import Skill
 from agents.skills.meta import read_reference
-from agents.skills.runner import ToolResult, parse_arguments
+from agents.skills.results import ToolResult, tool_error
+from agents.skills.runner import parse_arguments
 from agents.skills.service import SkillService
 from agents.skills.spec import ToolSpec
-from agents.toolserver.results import error_result, ok_result
+from agents.toolserver.results import ok_result
 from agents.toolserver.runs import WorkflowTools
 from agents.toolserver.strict import loosen, strict_schema
 
@@ -197,7 +198,7 @@ class ToolCatalogue:
         if isinstance(arguments, str):
             args, problem = parse_arguments(name, {"type": "object"}, arguments)
             if problem is not None:
-                return error_result(name, "invalid_arguments", problem, started)
+                return tool_error(name, "invalid_arguments", problem, started)
             arguments = args
         arguments = loosen(entry.parameters, arguments)
         if entry.kind == "skill":
@@ -208,7 +209,7 @@ class ToolCatalogue:
             )
         args, problem = parse_arguments(name, entry.parameters, arguments)
         if problem is not None:
-            return error_result(name, "invalid_arguments", problem, started)
+            return tool_error(name, "invalid_arguments", problem, started)
         if name == SEARCH_SKILLS:
             return await self._search(str(args["query"]), int(args.get("k", 5)), started)
         if name == LOAD_SKILL:
@@ -238,7 +239,7 @@ class ToolCatalogue:
         try:
             skill = self.skills.registry.get(name)
         except SkillNotFound as exc:
-            return error_result(LOAD_SKILL, exc.code, str(exc), started)
+            return tool_error(LOAD_SKILL, exc.code, str(exc), started)
         names = {e.tool: e.name for e in self.all().values() if e.kind == "skill"}
         tools = [
             {
@@ -270,7 +271,7 @@ class ToolCatalogue:
         try:
             text = read_reference(self.skills.registry.get(name), path)
         except (SkillNotFound, SkillReferenceError) as exc:
-            return error_result(READ_REFERENCE, exc.code, str(exc), started)
+            return tool_error(READ_REFERENCE, exc.code, str(exc), started)
         data = {"skill": name, "path": path, "text": text}
         return ok_result(READ_REFERENCE, text, data, started)
 
@@ -281,7 +282,7 @@ class ToolCatalogue:
         try:
             skill = self.skills.registry.get(skill_name)
         except SkillNotFound as exc:
-            return error_result(CALL_SKILL_TOOL, exc.code, str(exc), started)
+            return tool_error(CALL_SKILL_TOOL, exc.code, str(exc), started)
         entries = self.all()
         spec = next(
             (t for t in skill.tools if tool in (t.name, _public(entries, skill.name, t.name))),
@@ -290,7 +291,7 @@ class ToolCatalogue:
         if spec is None:
             having = [t.name for t in skill.tools]
             why = f"skill {skill_name!r} has no tool {tool!r}; it has {having}"
-            return error_result(CALL_SKILL_TOOL, "tool_not_found", why, started)
+            return tool_error(CALL_SKILL_TOOL, "tool_not_found", why, started)
         arguments = loosen(spec.parameters, args.get("arguments") or {})
         return await self.skills.call(spec.name, arguments, idempotency_key=idempotency_key)
 

@@ -5,15 +5,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from agents.skills.runner import ToolResult
+from agents.skills.results import ToolResult
 
 
 def ok_result(tool: str, text: str, data: Any, started: float) -> ToolResult:
     """A call that worked: the text a caller reads and the data behind it."""
     return ToolResult(tool, True, text, data, None, False, (time.perf_counter() - started) * 1000)
-
-
-def error_result(tool: str, code: str, message: str, started: float) -> ToolResult:
-    """A call that failed, as ``error (<code>): <message>``."""
-    ms = (time.perf_counter() - started) * 1000
-    return ToolResult(tool, False, f"error ({code}): {message}", None, code, False, ms)

@@ -16,8 +16,8 @@ from typing import Any
 from agents.errors import BadInputs, KeyReused, RunNotFound, WorkflowNotFound
 from agents.feed import USAGE_SINK
 from agents.prompts import Prompts
-from agents.skills.runner import ToolResult
-from agents.toolserver.results import error_result, ok_result
+from agents.skills.results import ToolResult, tool_error
+from agents.toolserver.results import ok_result
 from agents.workflows.engine import WorkflowEngine
 from agents.workflows.registry import WorkflowRegistry
 
@@ -79,7 +79,7 @@ class WorkflowTools:
             if name == RUN_WORKFLOW:
                 refused = await self.budget(caller) if self.budget is not None else None
                 if refused is not None:
-                    return error_result(name, "spending_limit_reached", refused, started)
+                    return tool_error(name, "spending_limit_reached", refused, started)
                 workflow, inputs = str(args["workflow"]), args.get("inputs") or {}
                 record = await self.engine.run(
                     workflow,
@@ -93,7 +93,7 @@ class WorkflowTools:
                 if caller is not None and record.get("user") != caller:
                     raise RunNotFound(f"there is no workflow run {args['run_id']!r}")
         except (WorkflowNotFound, BadInputs, KeyReused, RunNotFound) as exc:
-            return error_result(name, exc.code, str(exc), started)
+            return tool_error(name, exc.code, str(exc), started)
         run = run_summary(record)
         return ok_result(name, json.dumps(run, ensure_ascii=False, default=str), run, started)
 

@@ -27,9 +27,8 @@ from agents.errors import SkillNotFound, SkillReferenceError
 from agents.feed import USAGE_SINK
 from agents.skills.loader import SKILL_FILE, Skill
 from agents.skills.meta import read_reference
-from agents.skills.runner import ToolResult
+from agents.skills.results import ToolResult, tool_error
 from agents.toolserver.catalogue import ToolCatalogue, ToolEntry
-from agents.toolserver.results import error_result
 from agents.toolserver.runs import CALLER
 
 RESOURCE_NOT_FOUND = -32002  # the MCP specification's code for an unknown resource
@@ -237,7 +236,7 @@ def call_result(
                 f"the result of {result.tool} does not match its output_schema ({where}: "
                 f"{broken.message}); fix the handler or the output_schema in skill.yaml"
             )
-            result = error_result(result.tool, "invalid_output", why, time.perf_counter())
+            result = tool_error(result.tool, "invalid_output", why, time.perf_counter())
     text = [types.TextContent(type="text", text=result.content)]
     if not result.ok:
         error = {"error": {"code": result.error_code, "message": result.content}}

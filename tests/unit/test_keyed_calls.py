@@ -135,7 +135,7 @@ async def test_a_side_effect_under_way_when_its_run_is_stopped_goes_on_to_its_en
     with pytest.raises(asyncio.CancelledError):
         await call
     for _ in range(100):  # the call goes on in the background
-        if runs(runner) and not runner._finishing:
+        if runs(runner) and not runner.once._finishing:
             break
         await asyncio.sleep(0.1)
     assert len(runs(runner)) == 1

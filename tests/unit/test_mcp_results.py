@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agents.skills.runner import ToolResult
+from agents.skills.results import ToolResult
 from app.mcp.server import call_result
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}

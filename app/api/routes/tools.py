@@ -12,7 +12,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from agents.errors import SkillNotFound
-from agents.skills.runner import ToolResult
+from agents.skills.results import ToolResult
 from agents.toolserver.runs import CALLER
 from app.api.deps import IdempotencyKey, PrincipalDep, ServicesDep
 from app.api.errors import ApiError, error_responses

@@ -1,0 +1,168 @@
+"""Side-effecting calls made once per key, whatever crashes, retries and processes: each is
+claimed in the call journal (``agents/state/calls.py``) before its handler runs.
+
+The call that claims a key makes it and beats (``CallJournal.touch``) while it runs; another
+with the key (here: after it, in turn; elsewhere: a retry that reached another process, or a
+stopped run resumed while the call it stopped goes on) waits while that one is heard of, then
+gets its recorded answer, or takes over a call that failed or went silent (its process died).
+A run that stops mid-call does not cut the side effect off half-way: the call runs to its end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from agents.skills.results import ToolResult, tool_error
+from agents.state.calls import CallJournal, CallRecord, MemoryCallJournal
+
+log = structlog.get_logger(__name__)
+_SETTLE_POLL_S = 0.2  # how often a call waits on another one with its key
+_BEAT_S = 2.0  # how often a call under way says so in the journal
+_SILENT_S = 3 * _BEAT_S  # a call not heard of for this long was cut off (its process died)
+_FINISH_S = 10.0  # how long closing waits for calls under way
+
+
+@dataclass(frozen=True)
+class KeyedCall:
+    """One side-effecting call: its key, what it asks, and for whom."""
+
+    key: str
+    tool: str
+    args: dict[str, Any]
+    thread_id: str | None
+    run_id: str | None
+    bound: bool  # a caller's own key: bound to what it first asked (a run's keys hold it)
+
+    @property
+    def request(self) -> str:
+        """What the call asks, as the journal keeps it: the tool and its arguments' hash."""
+        arguments = json.dumps(self.args, sort_keys=True, default=str)
+        return f"{self.tool}:{hashlib.sha256(arguments.encode()).hexdigest()[:32]}"
+
+
+class OnceCalls:
+    """Makes side-effecting calls once per key through the journal (the service puts it
+    beside its checkpoints; in memory until then)."""
+
+    def __init__(self) -> None:
+        self.journal: CallJournal = MemoryCallJournal()
+        self._keyed: dict[str, tuple[asyncio.Lock, int]] = {}  # key -> its lock, its callers
+        self._finishing: set[asyncio.Future[ToolResult]] = set()  # calls under way
+
+    async def call(
+        self, call: KeyedCall, make: Callable[[], Awaitable[ToolResult]], started: float
+    ) -> ToolResult:
+        """``make()``'s result, made once for ``call.key`` (or the result recorded for it)."""
+        # A caller that stops waiting (a cancelled run) does not stop the call: shielded.
+        task = asyncio.ensure_future(self._once(call, make, started))
+        self._finishing.add(task)
+        task.add_done_callback(self._finished)
+        return await asyncio.shield(task)
+
+    async def aclose(self) -> None:
+        """Wait for the calls under way (at most ``_FINISH_S``: one cut off then is made
+        again, with its key, by its retry)."""
+        if self._finishing:
+            await asyncio.wait(self._finishing, timeout=_FINISH_S)
+
+    def _finished(self, task: asyncio.Future[ToolResult]) -> None:
+        """A call ended; its error, if it raised, is logged: its caller may have stopped
+        waiting for it, and then nobody else reads it."""
+        self._finishing.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("tool.journal_failed", error=repr(task.exception()))
+
+    async def _once(
+        self, call: KeyedCall, make: Callable[[], Awaitable[ToolResult]], started: float
+    ) -> ToolResult:
+        key, tool, request = call.key, call.tool, call.request
+        async with self._one_at_a_time(key):
+            while True:
+                earlier = await self.journal.begin(
+                    key,
+                    thread_id=call.thread_id,
+                    run_id=call.run_id,
+                    tool=tool,
+                    request=request,
+                    stale_before=time.time() - _SILENT_S,
+                )
+                if earlier is None:
+                    break  # this call makes it
+                if call.bound and earlier.request not in (None, request):
+                    why = (
+                        f"the idempotency key came before with another call (another tool or "
+                        f"other arguments); send {tool} with a new key"
+                    )
+                    return tool_error(tool, "idempotency_key_reused", why, started)
+                if earlier.status == "done" and earlier.content is not None:
+                    log.info("tool.replayed", tool=tool, key=key)
+                    return _replayed(tool, earlier, started)
+                if earlier.status != "started":  # failed, asking another request: not this one
+                    why = f"the key of this {tool} call belongs to another call"
+                    return tool_error(tool, "idempotency_key_reused", why, started)
+                await self._settled(key)  # under way elsewhere: its end, or its silence
+            beat = asyncio.create_task(self._beat(key))
+            try:
+                result = await make()
+            finally:
+                beat.cancel()
+            if result.ok:
+                await self.journal.finish(key, result.content, result.ok)
+            else:  # a retry makes it again, with its key
+                await self.journal.fail(key)
+            return result
+
+    async def _beat(self, key: str) -> None:
+        """Tell the journal, every ``_BEAT_S``, that the call with ``key`` is under way."""
+        while True:
+            await asyncio.sleep(_BEAT_S)
+            try:
+                await self.journal.touch(key)
+            except Exception as exc:  # a missed beat at worst lets a retry take it over
+                log.warning("tool.journal_beat_failed", key=key, error=str(exc))
+
+    @asynccontextmanager
+    async def _one_at_a_time(self, key: str) -> AsyncIterator[None]:
+        """Calls with one key in this process take turns: the second finds the first's
+        result recorded, instead of running the handler beside it."""
+        lock, users = self._keyed.get(key, (asyncio.Lock(), 0))
+        self._keyed[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._keyed[key]
+            if users == 1:
+                del self._keyed[key]
+            else:
+                self._keyed[key] = (lock, users - 1)
+
+    async def _settled(self, key: str) -> None:
+        """Wait while another call with ``key`` is under way and heard of."""
+        while True:
+            await asyncio.sleep(_SETTLE_POLL_S)
+            found = await self.journal.get(key)
+            if found is None or found.status != "started":
+                return
+            if found.updated < time.time() - _SILENT_S:
+                return
+
+
+def _replayed(tool: str, record: CallRecord, started: float) -> ToolResult:
+    """A recorded call's result, as the call gave it (its data: its JSON, or the text)."""
+    content = record.content or ""
+    try:
+        data: Any = json.loads(content)
+    except ValueError:
+        data = content
+    ms = (time.perf_counter() - started) * 1000
+    return ToolResult(tool, bool(record.ok), content, data, None, False, ms)
