@@ -4,6 +4,7 @@ few fields a listing filters on."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import time
@@ -296,6 +297,7 @@ class PostgresDocuments:
     def __init__(self, pool: Any) -> None:
         self.pool = pool
         self._ready = False
+        self._setting_up = asyncio.Lock()  # the first requests wait for one set-up, not each
 
     async def put(self, kind: str, doc_id: str, body: dict[str, Any], **index: Any) -> None:
         """See ``Documents.put``."""
@@ -371,7 +373,11 @@ class PostgresDocuments:
             return bool(cursor.rowcount)
 
     async def _setup(self) -> None:
-        if not self._ready:
+        if self._ready:
+            return
+        async with self._setting_up:
+            if self._ready:
+                return
             async with self.pool.connection() as conn:
                 await conn.execute(_POSTGRES_TABLE)
                 for name, columns in _POSTGRES_INDEXES.items():

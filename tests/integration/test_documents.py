@@ -171,3 +171,24 @@ async def test_an_index_whose_build_was_cut_off_is_built_again() -> None:
             assert await documents_for(saver).count("key") == 1  # a new process's first use
             async with saver.conn.connection() as conn:
                 assert await _valid_indexes(conn) == INDEXES
+
+
+async def test_the_first_requests_at_once_set_the_table_up_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each first request checked (and could build) every index again, concurrently.
+    from agents.state import documents as module
+
+    built: list[str] = []
+    build = module._build_index
+
+    async def counted(conn: Any, name: str, columns: str) -> None:
+        built.append(name)
+        await build(conn, name, columns)
+
+    monkeypatch.setattr(module, "_build_index", counted)
+    with schema_url("docs") as url:
+        async with open_checkpointer(url) as saver:
+            store = documents_for(saver)
+            assert await asyncio.gather(*(store.count("key") for _ in range(5))) == [0] * 5
+    assert sorted(built) == INDEXES
