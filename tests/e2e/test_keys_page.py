@@ -223,3 +223,29 @@ def test_signing_out_or_a_revoked_key_leaves_none_of_the_users_threads_on_screen
     expect(page.locator("#mode")).to_have_text("Key revoked")
     expect(page.locator("#thread-list")).not_to_contain_text("my secret plans")
     expect(page.locator("#messages")).not_to_contain_text("my secret plans")
+
+
+def test_a_thread_link_opened_before_signing_in_opens_the_thread_after_it(
+    page: Any, fake_llm: FakeLLM, service: Service
+) -> None:
+    # Signing in forgot the page's state and counted that as the user having moved on: the
+    # linked thread was dropped for a new conversation.
+    fake_llm.script(Reply(content="Your parcel left today."), Reply(content="Another one."))
+    alice = {"Authorization": f"Bearer {ALICE}"}
+    for thread in ("linked-a", "linked-b"):
+        made = httpx.post(
+            f"{service.url}/v1/threads/{thread}/runs/stream",
+            json={"message": f"where is my parcel? ({thread})"},
+            headers=alice,
+            timeout=60,
+        )
+        assert made.status_code == 200, made.text
+    page.goto("/#thread=linked-a")
+    expect(page.locator("#banner")).to_contain_text("This service needs an API key")
+    sign_in(page, ALICE)
+    expect(page.locator("#thread-title")).to_have_text("where is my parcel? (linked-a)")
+    expect(page.locator(".message.assistant")).to_contain_text("Your parcel left today.")
+    # A link pasted into the address of the open page opens its thread too.
+    page.evaluate("location.hash = '#thread=linked-b'")
+    expect(page.locator("#thread-title")).to_have_text("where is my parcel? (linked-b)")
+    expect(page.locator(".message.assistant")).to_contain_text("Another one.")

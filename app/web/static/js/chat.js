@@ -63,6 +63,7 @@ export async function loadThreads() {
 export function forgetThreads() {
   $("thread-list").replaceChildren();
   openThread(null);
+  forgotAt = opening; // what the next user does counts as engagement, not this
 }
 
 function threadItem(t) {
@@ -122,9 +123,11 @@ function addOlder(page) {
 }
 
 let opening = 0; // which openThread call is the latest: an earlier one still loading gives way
+let forgotAt = 0; // `opening` when the last user's threads were forgotten (sign-out)
 
-/** Whether a thread was opened (or a new one started) since the page loaded, or a message sent. */
-export const engaged = () => opening > 0 || current !== null || answering.size > 0 || starting;
+/** Whether a thread was opened (or a new one started) since the page loaded or the user
+ * changed, or a message sent. */
+export const engaged = () => opening > forgotAt || current !== null || answering.size > 0 || starting;
 
 export async function openThread(id) {
   const mine = ++opening;

@@ -140,6 +140,14 @@ function switchUser() {
   start();
 }
 
+// A thread link typed or pasted into the address of an open page opens that thread.
+window.addEventListener("hashchange", () => {
+  if (!location.hash.startsWith("#thread=")) return;
+  const id = decodeURIComponent(location.hash.slice(8));
+  showView("chat");
+  openThread(id);
+});
+
 document.addEventListener("DOMContentLoaded", () => {
   initChat({ onError: showError, onOk: clearError, onApprovals: refreshCount });
   initBrowser({ onError: showError, onOk: clearError });
