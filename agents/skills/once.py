@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -85,8 +86,13 @@ class OnceCalls:
         self, call: KeyedCall, make: Callable[[], Awaitable[ToolResult]], started: float
     ) -> ToolResult:
         key, tool, request = call.key, call.tool, call.request
-        async with self._one_at_a_time(key):
+        async with self._one_at_a_time(key) as waited:
             while True:
+                if waited:  # for a call with this key: one that failed answers them all
+                    found = await self.journal.get(key)
+                    if _failed_asking(found, request):
+                        assert found is not None
+                        return _replayed(tool, found, started)
                 earlier = await self.journal.begin(
                     key,
                     thread_id=call.thread_id,
@@ -110,6 +116,7 @@ class OnceCalls:
                     why = f"the key of this {tool} call belongs to another call"
                     return tool_error(tool, "idempotency_key_reused", why, started)
                 await self._settled(key)  # under way elsewhere: its end, or its silence
+                waited = True
             beat = asyncio.create_task(self._beat(key))
             try:
                 result = await make()
@@ -117,8 +124,8 @@ class OnceCalls:
                 beat.cancel()
             if result.ok:
                 await self.journal.finish(key, result.content, result.ok)
-            else:  # a retry makes it again, with its key
-                await self.journal.fail(key)
+            else:  # a later retry makes it again, with its key
+                await self.journal.fail(key, result.content)
             return result
 
     async def _beat(self, key: str) -> None:
@@ -131,14 +138,16 @@ class OnceCalls:
                 log.warning("tool.journal_beat_failed", key=key, error=str(exc))
 
     @asynccontextmanager
-    async def _one_at_a_time(self, key: str) -> AsyncIterator[None]:
+    async def _one_at_a_time(self, key: str) -> AsyncIterator[bool]:
         """Calls with one key in this process take turns: the second finds the first's
-        result recorded, instead of running the handler beside it."""
+        result recorded, instead of running the handler beside it. Yields whether this one
+        waited for another."""
         lock, users = self._keyed.get(key, (asyncio.Lock(), 0))
         self._keyed[key] = (lock, users + 1)
         try:
+            waited = lock.locked()
             async with lock:
-                yield
+                yield waited
         finally:
             lock, users = self._keyed[key]
             if users == 1:
@@ -157,12 +166,26 @@ class OnceCalls:
                 return
 
 
+def _failed_asking(record: CallRecord | None, request: str) -> bool:
+    """Whether ``record`` is a call that failed, asking ``request`` (or not saying)."""
+    return (
+        record is not None
+        and record.status == "failed"
+        and bool(record.content)
+        and record.request in (None, request)
+    )
+
+
 def _replayed(tool: str, record: CallRecord, started: float) -> ToolResult:
-    """A recorded call's result, as the call gave it (its data: its JSON, or the text)."""
+    """A recorded call's result, as the call gave it (its data: its JSON, or the text; a
+    failure's code from its ``error (<code>): ...`` text)."""
     content = record.content or ""
+    ms = (time.perf_counter() - started) * 1000
+    if record.status == "failed":
+        code = re.match(r"error \(([\w.-]+)\)", content)
+        return ToolResult(tool, False, content, None, code[1] if code else "tool_failed", False, ms)
     try:
         data: Any = json.loads(content)
     except ValueError:
         data = content
-    ms = (time.perf_counter() - started) * 1000
     return ToolResult(tool, bool(record.ok), content, data, None, False, ms)

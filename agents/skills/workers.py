@@ -59,7 +59,19 @@ async def relay_output(stream: asyncio.StreamReader, skill: str) -> None:
     dropped = dropped_bytes = 0
     told = 0.0  # when dropped lines were last counted in the log (once a second at most)
     pending = b""
-    while chunk := await stream.read(65536):
+    while True:
+        if dropped:  # told after a quiet second at the latest, not at the next output
+            try:
+                chunk = await asyncio.wait_for(stream.read(65536), 1.0)
+            except TimeoutError:
+                log.warning("skill.output_dropped", skill=skill, lines=dropped, bytes=dropped_bytes)
+                dropped = dropped_bytes = 0
+                told = time.monotonic()
+                continue
+        else:
+            chunk = await stream.read(65536)
+        if not chunk:
+            break
         lines = (pending + chunk).split(b"\n")
         pending = lines.pop()[: _LINE_CHARS * 4]  # an unended line: its start is enough
         now = time.monotonic()

@@ -69,8 +69,9 @@ class CallJournal(Protocol):
         """Record the call's result."""
         ...
 
-    async def fail(self, key: str) -> None:
-        """Record that the call failed (a retry runs it again, at once)."""
+    async def fail(self, key: str, content: str | None = None) -> None:
+        """Record that the call failed, and what it answered (the calls that waited for it
+        get that answer; a later retry runs it again, at once)."""
         ...
 
 
@@ -115,9 +116,9 @@ class MemoryCallJournal:
         """See ``CallJournal.finish``."""
         self._set(key, "done", content, ok)
 
-    async def fail(self, key: str) -> None:
+    async def fail(self, key: str, content: str | None = None) -> None:
         """See ``CallJournal.fail``."""
-        self._set(key, "failed", None, None)
+        self._set(key, "failed", content, False)
 
     def _set(self, key: str, status: CallStatus, content: str | None, ok: bool | None) -> None:
         earlier = self.records.get(key) or CallRecord(key, "started", created=time.time())
@@ -192,9 +193,9 @@ class SqliteCallJournal:
         """See ``CallJournal.finish``."""
         await self.saver.run(self._set, key, "done", content, int(ok))
 
-    async def fail(self, key: str) -> None:
+    async def fail(self, key: str, content: str | None = None) -> None:
         """See ``CallJournal.fail``."""
-        await self.saver.run(self._set, key, "failed", None, None)
+        await self.saver.run(self._set, key, "failed", content, 0)
 
     def _setup(self) -> None:
         if not self._ready:
@@ -308,9 +309,9 @@ class PostgresCallJournal:
         """See ``CallJournal.finish``."""
         await self._set(key, "done", content, ok)
 
-    async def fail(self, key: str) -> None:
+    async def fail(self, key: str, content: str | None = None) -> None:
         """See ``CallJournal.fail``."""
-        await self._set(key, "failed", None, None)
+        await self._set(key, "failed", content, False)
 
     async def _set(self, key: str, status: str, content: str | None, ok: bool | None) -> None:
         await self._setup()

@@ -197,3 +197,22 @@ async def test_a_call_whose_process_went_silent_is_taken_over_at_once(
     )
     assert (result.ok, result.data) == (True, {"paid": 9})
     assert len(runs(runner)) == 1
+
+
+async def test_calls_sent_together_share_a_failure_and_a_later_retry_runs_again(
+    runner: ToolRunner,
+) -> None:
+    # Each call that had waited for a failed one ran the handler again in turn: one
+    # request sent three times was made three times.
+    (runner.data_dir / "skills" / "bank").mkdir(parents=True, exist_ok=True)
+    (runner.data_dir / "skills" / "bank" / "fail").write_text("once")
+    calls = [runner.call("pay", {"amount": 2}, idempotency_key="pay-7") for _ in range(3)]
+    failed = await asyncio.gather(*calls)
+    assert [r.ok for r in failed] == [False, False, False], failed
+    assert {r.content for r in failed} == {failed[0].content}
+    assert "the bank said no" in failed[0].content
+    assert {r.error_code for r in failed} == {"tool_failed"}
+    assert len(runs(runner)) == 1
+    retried = await runner.call("pay", {"amount": 2}, idempotency_key="pay-7")
+    assert (retried.ok, retried.data) == (True, {"paid": 2})
+    assert len(runs(runner)) == 2
