@@ -17,7 +17,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
@@ -58,6 +58,7 @@ class OnceCalls:
         self.journal: CallJournal = MemoryCallJournal()
         self._keyed: dict[str, tuple[asyncio.Lock, int]] = {}  # key -> its lock, its callers
         self._finishing: set[asyncio.Future[ToolResult]] = set()  # calls under way
+        self._failures: dict[str, ToolResult] = {}  # a failed call's, for those that waited
 
     async def call(
         self, call: KeyedCall, make: Callable[[], Awaitable[ToolResult]], started: float
@@ -85,10 +86,17 @@ class OnceCalls:
     async def _once(
         self, call: KeyedCall, make: Callable[[], Awaitable[ToolResult]], started: float
     ) -> ToolResult:
-        key, tool, request = call.key, call.tool, call.request
+        key, tool = call.key, call.tool
+        # Only a caller's own key is bound to its request; a run's key names its call already
+        # (a workflow node's, whatever its arguments render to when it is resumed).
+        request = call.request if call.bound else None
         async with self._one_at_a_time(key) as waited:
+            failure = self._failures.get(key)
+            if waited and failure is not None:  # sent together with a call that failed
+                return replace(failure, ms=(time.perf_counter() - started) * 1000)
+            settled = False
             while True:
-                if waited:  # for a call with this key: one that failed answers them all
+                if settled:  # waited for a call elsewhere: one that failed answers this too
                     found = await self.journal.get(key)
                     if _failed_asking(found, request):
                         assert found is not None
@@ -103,7 +111,7 @@ class OnceCalls:
                 )
                 if earlier is None:
                     break  # this call makes it
-                if call.bound and earlier.request not in (None, request):
+                if request is not None and earlier.request not in (None, request):
                     why = (
                         f"the idempotency key came before with another call (another tool or "
                         f"other arguments); send {tool} with a new key"
@@ -116,16 +124,17 @@ class OnceCalls:
                     why = f"the key of this {tool} call belongs to another call"
                     return tool_error(tool, "idempotency_key_reused", why, started)
                 await self._settled(key)  # under way elsewhere: its end, or its silence
-                waited = True
+                settled = True
             beat = asyncio.create_task(self._beat(key))
             try:
                 result = await make()
             finally:
                 beat.cancel()
             if result.ok:
-                await self.journal.finish(key, result.content, result.ok)
-            else:  # a later retry makes it again, with its key
-                await self.journal.fail(key, result.content)
+                await _recorded(lambda: self.journal.finish(key, result.content, True), key)
+            else:  # the calls waiting here share it; a later retry makes it again
+                self._failures[key] = result
+                await _recorded(lambda: self.journal.fail(key, result.content), key)
             return result
 
     async def _beat(self, key: str) -> None:
@@ -152,6 +161,7 @@ class OnceCalls:
             lock, users = self._keyed[key]
             if users == 1:
                 del self._keyed[key]
+                self._failures.pop(key, None)  # shared by the calls sent with it, no later
             else:
                 self._keyed[key] = (lock, users - 1)
 
@@ -166,13 +176,26 @@ class OnceCalls:
                 return
 
 
-def _failed_asking(record: CallRecord | None, request: str) -> bool:
+async def _recorded(write: Callable[[], Awaitable[None]], key: str) -> None:
+    """A call's end written to the journal, tried three times: a side effect is done by
+    now, and an end not recorded lets a retry make it again once the call goes silent."""
+    for attempt in range(3):
+        try:
+            await write()
+            return
+        except Exception as exc:
+            log.warning("tool.journal_write_failed", key=key, attempt=attempt, error=str(exc))
+            await asyncio.sleep(0.2 * (attempt + 1))
+    log.error("tool.journal_write_lost", key=key)
+
+
+def _failed_asking(record: CallRecord | None, request: str | None) -> bool:
     """Whether ``record`` is a call that failed, asking ``request`` (or not saying)."""
     return (
         record is not None
         and record.status == "failed"
         and bool(record.content)
-        and record.request in (None, request)
+        and (request is None or record.request in (None, request))
     )
 
 

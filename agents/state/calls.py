@@ -11,6 +11,7 @@ request is told apart from a retry.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
@@ -53,8 +54,8 @@ class CallJournal(Protocol):
         """Claim the call: None when the caller is to make it (the key is new, or its call
         failed, or was cut off: started and not heard of since ``stale_before``), recorded
         as started; else the record that stands (a call done, or one under way elsewhere,
-        or one that asked another ``request``). One claimant wins, whatever the processes.
-        """
+        or one that asked another ``request``; None: any). One claimant wins, whatever the
+        processes."""
         ...
 
     async def get(self, key: str) -> CallRecord | None:
@@ -128,9 +129,9 @@ class MemoryCallJournal:
 
 
 def _claimable(record: CallRecord, request: str | None, stale_before: float) -> bool:
-    """Whether a call may take over ``record``: it asks the same (or the record does not
+    """Whether a call may take over ``record``: it asks the same (or one of them does not
     say), and the record's call failed, or started and was not heard of since."""
-    if record.request not in (None, request):
+    if request is not None and record.request not in (None, request):
         return False
     return record.status == "failed" or (
         record.status == "started" and record.updated < stale_before
@@ -145,7 +146,7 @@ _CLAIM = (
     f"UPDATE {_TABLE} SET status = 'started', content = NULL, ok = NULL, thread_id = {{m}},"
     " run_id = {m}, created = {m}, updated = {m} WHERE key = {m}"
     " AND (status = 'failed' OR (status = 'started' AND updated < {m}))"
-    " AND (request IS NULL OR request = {m})"
+    " AND (request IS NULL OR request = {m} OR CAST({m} AS TEXT) IS NULL)"
 )
 _TOUCH = f"UPDATE {_TABLE} SET updated = {{m}} WHERE key = {{m}} AND status = 'started'"
 _CREATE = (
@@ -228,7 +229,8 @@ class SqliteCallJournal:
             if made.rowcount:
                 return None
             claimed = conn.execute(
-                _CLAIM.format(m="?"), (thread_id, run_id, now, now, key, stale_before, request)
+                _CLAIM.format(m="?"),
+                (thread_id, run_id, now, now, key, stale_before, request, request),
             )
             if claimed.rowcount:
                 return None
@@ -262,6 +264,7 @@ class PostgresCallJournal:
     def __init__(self, pool: Any) -> None:
         self.pool = pool
         self._ready = False
+        self._setting_up = asyncio.Lock()
 
     async def begin(
         self,
@@ -285,7 +288,8 @@ class PostgresCallJournal:
             if inserted.rowcount:
                 return None
             claimed = await conn.execute(
-                _CLAIM.format(m="%s"), (thread_id, run_id, now, now, key, stale_before, request)
+                _CLAIM.format(m="%s"),
+                (thread_id, run_id, now, now, key, stale_before, request, request),
             )
             if claimed.rowcount:
                 return None
@@ -325,6 +329,11 @@ class PostgresCallJournal:
     async def _setup(self) -> None:
         if self._ready:
             return
+        async with self._setting_up:  # the first calls at once: one set-up, not a race
+            if not self._ready:
+                await self._create()
+
+    async def _create(self) -> None:
         async with self.pool.connection() as conn:
             await conn.execute(_CREATE.format(ok="BOOLEAN", time="DOUBLE PRECISION"))
             cursor = await conn.execute(

@@ -216,3 +216,42 @@ async def test_calls_sent_together_share_a_failure_and_a_later_retry_runs_again(
     retried = await runner.call("pay", {"amount": 2}, idempotency_key="pay-7")
     assert (retried.ok, retried.data) == (True, {"paid": 2})
     assert len(runs(runner)) == 2
+
+
+async def test_a_run_resumed_with_other_arguments_takes_over_its_silent_call(
+    runner: ToolRunner,
+) -> None:
+    # A workflow node's key names the run, node and visit, not the arguments: resumed after
+    # its process died mid-call, its arguments may render otherwise. The call looped for
+    # ever, neither allowed to take the record over nor waiting for anything.
+    journal = runner.journal
+    await journal.begin("wf-1", thread_id="t", run_id="r", tool="pay", request="pay:before")
+    record = await journal.get("wf-1")
+    assert record is not None
+    silent = replace(record, created=record.created - 60, updated=record.updated - 60)
+    journal.records["wf-1"] = silent  # type: ignore[attr-defined]
+    result = await asyncio.wait_for(
+        runner.call("pay", {"amount": 11}, thread_id="t", run_id="r", idempotency_key="wf-1"), 5
+    )
+    assert (result.ok, result.data) == (True, {"paid": 11})
+
+
+async def test_a_calls_end_is_recorded_though_the_journal_fails_once(
+    runner: ToolRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The side effect was done; an end not recorded let a retry make it again.
+    journal = runner.journal
+    finish = journal.finish
+    failures = [RuntimeError("database restarting")]
+
+    async def flaky(key: str, content: str, ok: bool) -> None:
+        if failures:
+            raise failures.pop()
+        await finish(key, content, ok)
+
+    monkeypatch.setattr(journal, "finish", flaky)
+    made = await runner.call("pay", {"amount": 12}, idempotency_key="pay-8")
+    assert made.ok, made
+    record = await journal.get("pay-8")
+    assert record is not None
+    assert record.status == "done"

@@ -360,7 +360,7 @@ async function rejoin(id, running) {
       try {
         await stream(id, run, (onEvent, onRun) => api.joinStream(id, runId, onEvent, { onRun }));
         followed = true;
-        followedRuns.add(runId);
+        if (run.ended) followedRuns.add(runId); // not one whose stream was lost on the way
       } catch (error) {
         if (error.code !== "run_not_found") throw error; // ended, or its process restarted
       }
