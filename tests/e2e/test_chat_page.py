@@ -206,3 +206,10 @@ def test_older_threads_are_listed_a_page_at_a_time_and_open_with_their_title(
     threads.last.click()
     # The oldest thread was on no first page: its title comes with the thread itself.
     expect(page.locator("#thread-title")).to_have_text("Trip 00")
+
+
+def test_a_malformed_thread_link_still_starts_the_page(page: Any) -> None:
+    # decodeURIComponent threw on a bad escape before anything started: a blank page.
+    page.goto("/#thread=%E0%A4%A")
+    expect(page.locator("#mode")).to_have_text("Development mode (no key needed)")
+    expect(page.locator("#thread-title")).to_have_text("New conversation")

@@ -8,7 +8,18 @@ import { clearKeys, initKeys, loadKeys } from "./keys.js";
 const $ = (id) => document.getElementById(id);
 let canApprove = false;
 // A link to a thread (#thread=ID), read before the views rewrite the address.
-let linked = location.hash.startsWith("#thread=") ? decodeURIComponent(location.hash.slice(8)) : null;
+let linked = linkedThread();
+
+/** The thread a `#thread=ID` address names; null for none, or for a malformed escape (a
+ * thread id is never one: the service answers an unknown id as not found). */
+function linkedThread() {
+  if (!location.hash.startsWith("#thread=")) return null;
+  try {
+    return decodeURIComponent(location.hash.slice(8));
+  } catch {
+    return null;
+  }
+}
 
 // A key that worked and no longer does: said plainly, and the page asks for another.
 const KEY_ENDED = {
@@ -142,8 +153,8 @@ function switchUser() {
 
 // A thread link typed or pasted into the address of an open page opens that thread.
 window.addEventListener("hashchange", () => {
-  if (!location.hash.startsWith("#thread=")) return;
-  const id = decodeURIComponent(location.hash.slice(8));
+  const id = linkedThread();
+  if (id === null) return;
   showView("chat");
   openThread(id);
 });
