@@ -30,6 +30,7 @@ from agents.skills.worker import frame
 
 log = structlog.get_logger(__name__)
 _HEADER_SIZE = 4
+_TREE_ROUNDS = 100  # looks for processes still starting others, at most
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,28 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def kill_tree(pid: int) -> None:
+    """Kill ``pid`` and every process below it. Stopped first, then killed: a process that
+    keeps starting others cannot start one between the look at the tree and the kill (that
+    one, orphaned to init once the worker died, would live on)."""
+    stopped: set[int] = set()
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGSTOP)
+    for _ in range(_TREE_ROUNDS):  # until a look finds no process not yet stopped
+        found = [p for p in descendants(pid) if p not in stopped]
+        if not found:
+            break
+        for child in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(child, signal.SIGSTOP)
+            stopped.add(child)
+    for child in stopped:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(child, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
 class Worker:
     """One worker process bound to one version of one skill."""
 
@@ -189,11 +212,7 @@ class Worker:
         process its handlers started that still runs."""
         if self.alive:
             self.killed = True
-            for pid in descendants(self.process.pid):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(ProcessLookupError):
-                self.process.kill()
+            kill_tree(self.process.pid)
 
     async def close(self) -> None:
         """End the process and wait for it (its output relayed to the end, for a while)."""

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -414,6 +416,64 @@ async def test_a_process_a_handler_leaves_running_is_stopped_with_its_worker(
             break
         await asyncio.sleep(0.1)
     assert not running(), f"process {pid} still runs"
+
+
+# Started by the handler below in sessions of their own: each starts `sleep` after `sleep`.
+_BREEDER = r'''
+import subprocess, sys
+
+LOOP = """
+import subprocess, sys
+while True:
+    child = subprocess.Popen(["sleep", "300"])
+    with open(sys.argv[1], "a") as pids:
+        pids.write(f"{child.pid}\\n")
+"""
+
+def breed(path):
+    loops = [
+        subprocess.Popen([sys.executable, "-c", LOOP, path], start_new_session=True)
+        for _ in range(3)
+    ]
+    return {"loops": [loop.pid for loop in loops]}
+'''
+
+
+async def test_processes_a_handler_keeps_starting_are_all_stopped_with_its_worker(
+    tmp_path: Path,
+) -> None:
+    # Processes starting others in a loop: those started between the worker's look at its
+    # descendants and their kill lived on (to init, once the worker had died).
+    pids = tmp_path / "pids"
+    runner = runner_of(
+        tmp_path,
+        "breeder",
+        tool("breed", "handler:breed", {"path": {"type": "string"}}, ["path"]),
+        _BREEDER,
+    )
+    try:
+        result = await runner.call("breed", {"path": str(pids)})
+        assert result.ok, result
+        await asyncio.sleep(0.7)  # the loops under way
+    finally:
+        await asyncio.wait_for(runner.aclose(), 10)
+    started = [*result.data["loops"], *(int(p) for p in pids.read_text().split())]
+    assert len(started) > 20
+    await asyncio.sleep(0.5)
+    running = [pid for pid in started if _runs(pid)]
+    for pid in running:  # not left to slow the tests after it
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert not running, f"{len(running)} of {len(started)} processes still run"
+
+
+def _runs(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 async def test_a_handler_that_dies_leaving_a_process_fails_its_call_at_once(
