@@ -16,6 +16,7 @@ from app.api.openapi import install_openapi, operation_id
 from app.api.routes import (
     admin,
     approvals,
+    attachments,
     auth,
     chat,
     feedback,
@@ -83,6 +84,7 @@ def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -
     app.include_router(skills.router, dependencies=[needs()])
     app.include_router(tools.router, dependencies=[needs("tools")])
     app.include_router(threads.router, dependencies=[needs("chat")])
+    app.include_router(attachments.router, dependencies=[needs("chat")])
     app.include_router(feedback.router, dependencies=[needs("chat")])
     app.include_router(runs.router, dependencies=[needs("chat")])
     app.include_router(workflows.router, dependencies=[needs("chat")])

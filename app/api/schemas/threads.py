@@ -16,6 +16,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from agents.skills.spec import NAME_PATTERN
+from agents.state.schema import Attachment
 from agents.turns import MAX_MESSAGE_CHARS
 
 THREAD_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
@@ -235,6 +236,12 @@ class AttachmentPublic(BaseModel):
     caption: str = Field("", description="What it is, in a few words (the model reads this).")
     created: float | None = Field(None, description="When it was stored (Unix time).")
     url: str = Field(description="Where to fetch it: `GET /v1/threads/{id}/attachments/{aid}`.")
+
+    @classmethod
+    def of(cls, thread_id: str, attachment: Attachment) -> AttachmentPublic:
+        """The thread's stored ``attachment``, with where to fetch it."""
+        url = f"/v1/threads/{thread_id}/attachments/{attachment.get('id')}"
+        return cls.model_validate({**attachment, "url": url})
 
 
 class ThreadRecordPublic(BaseModel):
