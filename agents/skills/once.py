@@ -4,8 +4,10 @@ claimed in the call journal (``agents/state/calls.py``) before its handler runs.
 The call that claims a key makes it and beats (``CallJournal.touch``) while it runs; another
 with the key (here: after it, in turn; elsewhere: a retry that reached another process, or a
 stopped run resumed while the call it stopped goes on) waits while that one is heard of, then
-gets its recorded answer, or takes over a call that failed or went silent (its process died).
-A run that stops mid-call does not cut the side effect off half-way: the call runs to its end.
+gets its recorded answer, or takes over a call that failed or went silent (its process died,
+or its beats were lost). A claim taken over is fenced: its late beats and end write nothing
+over the claim that took it (the caller still gets its own result). A run that stops mid-call
+does not cut the side effect off half-way: the call runs to its end.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 import structlog
 
 from agents.skills.results import ToolResult, tool_error
-from agents.state.calls import CallJournal, CallRecord, MemoryCallJournal
+from agents.state.calls import CallJournal, CallRecord, Claim, MemoryCallJournal
 
 log = structlog.get_logger(__name__)
 _SETTLE_POLL_S = 0.2  # how often a call waits on another one with its key
@@ -107,10 +109,11 @@ class OnceCalls:
                     run_id=call.run_id,
                     tool=tool,
                     request=request,
-                    stale_before=time.time() - _SILENT_S,
+                    silent_s=_SILENT_S,
                 )
-                if earlier is None:
-                    break  # this call makes it
+                if isinstance(earlier, Claim):
+                    claim = earlier  # this call makes it
+                    break
                 if request is not None and earlier.request not in (None, request):
                     why = (
                         f"the idempotency key came before with another call (another tool or "
@@ -125,26 +128,31 @@ class OnceCalls:
                     return tool_error(tool, "idempotency_key_reused", why, started)
                 await self._settled(key)  # under way elsewhere: its end, or its silence
                 settled = True
-            beat = asyncio.create_task(self._beat(key))
+            beat = asyncio.create_task(self._beat(claim, tool))
             try:
                 result = await make()
             finally:
                 beat.cancel()
             if result.ok:
-                await _recorded(lambda: self.journal.finish(key, result.content, True), key)
+                await _recorded(lambda: self.journal.finish(claim, result.content, True), call)
             else:  # the calls waiting here share it; a later retry makes it again
                 self._failures[key] = result
-                await _recorded(lambda: self.journal.fail(key, result.content), key)
+                await _recorded(lambda: self.journal.fail(claim, result.content), call)
             return result
 
-    async def _beat(self, key: str) -> None:
-        """Tell the journal, every ``_BEAT_S``, that the call with ``key`` is under way."""
+    async def _beat(self, claim: Claim, tool: str) -> None:
+        """Tell the journal, every ``_BEAT_S``, that the call ``claim`` makes is under way;
+        stop once another caller has taken it over."""
         while True:
             await asyncio.sleep(_BEAT_S)
             try:
-                await self.journal.touch(key)
+                alive = await self.journal.touch(claim)
             except Exception as exc:  # a missed beat at worst lets a retry take it over
-                log.warning("tool.journal_beat_failed", key=key, error=str(exc))
+                log.warning("tool.journal_beat_failed", key=claim.key, error=str(exc))
+                continue
+            if not alive:  # silent too long (beats lost): the call is being made again
+                log.error("tool.journal_claim_taken_over", tool=tool, key=claim.key)
+                return
 
     @asynccontextmanager
     async def _one_at_a_time(self, key: str) -> AsyncIterator[bool]:
@@ -166,27 +174,35 @@ class OnceCalls:
                 self._keyed[key] = (lock, users - 1)
 
     async def _settled(self, key: str) -> None:
-        """Wait while another call with ``key`` is under way and heard of."""
+        """Wait while another call with ``key`` is under way and heard of: its beats change
+        its record. Silence is timed on this process's clock, never against the journal's
+        times (the journal decides the take-over on its own clock)."""
+        heard: tuple[str | None, float] | None = None
+        since = time.monotonic()
         while True:
             await asyncio.sleep(_SETTLE_POLL_S)
             found = await self.journal.get(key)
             if found is None or found.status != "started":
                 return
-            if found.updated < time.time() - _SILENT_S:
+            if (found.owner, found.updated) != heard:
+                heard, since = (found.owner, found.updated), time.monotonic()
+            elif time.monotonic() - since > _SILENT_S:
                 return
 
 
-async def _recorded(write: Callable[[], Awaitable[None]], key: str) -> None:
+async def _recorded(write: Callable[[], Awaitable[bool]], call: KeyedCall) -> None:
     """A call's end written to the journal, tried three times: a side effect is done by
-    now, and an end not recorded lets a retry make it again once the call goes silent."""
+    now, and an end not recorded lets a retry make it again once the call goes silent. An
+    end whose claim was taken over is not written: the claim that took it stands."""
     for attempt in range(3):
         try:
-            await write()
+            if not await write():
+                log.error("tool.journal_lost_claim", tool=call.tool, key=call.key)
             return
         except Exception as exc:
-            log.warning("tool.journal_write_failed", key=key, attempt=attempt, error=str(exc))
+            log.warning("tool.journal_write_failed", key=call.key, attempt=attempt, error=str(exc))
             await asyncio.sleep(0.2 * (attempt + 1))
-    log.error("tool.journal_write_lost", key=key)
+    log.error("tool.journal_write_lost", key=call.key)
 
 
 def _failed_asking(record: CallRecord | None, request: str | None) -> bool:

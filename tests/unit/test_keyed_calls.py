@@ -11,12 +11,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
+from agents.skills import once
 from agents.skills.registry import SkillRegistry
 from agents.skills.runner import ToolRunner
+from agents.state.calls import Claim, MemoryCallJournal
 from tests.skillkit import tool, write_skill
 
-# Each run of the handler appends a line; a "fail" file makes the next run fail (and go).
+# Each run of the handler appends a line; a "fail" file makes the next run fail (and go), a
+# "late" file fail after a while.
 HANDLER = """
 import json, time
 from pathlib import Path
@@ -28,6 +32,10 @@ def pay(amount, context):
     if (data / "fail").exists():
         (data / "fail").unlink()
         raise RuntimeError("the bank said no")
+    if (data / "late").exists():  # this run's bank answers late, and says no
+        (data / "late").unlink()
+        time.sleep(1.5)
+        raise RuntimeError("the bank timed out")
     time.sleep(0.3)
     return {"paid": amount}
 
@@ -108,11 +116,12 @@ async def test_a_call_another_process_is_making_is_waited_for_and_its_answer_giv
     assert request is not None
     assert request.startswith("pay:")
     other = '{"paid": 8, "by": "the other process"}'
-    await journal.begin("pay-4", thread_id=None, run_id=None, tool="pay", request=None)
+    claim = await journal.begin("pay-4", thread_id=None, run_id=None, tool="pay", request=None)
+    assert isinstance(claim, Claim)
 
     async def other_process_finishes() -> None:
         await asyncio.sleep(0.6)
-        await journal.finish("pay-4", other, True)
+        assert await journal.finish(claim, other, True)
 
     finishing = asyncio.create_task(other_process_finishes())
     result = await asyncio.wait_for(
@@ -244,10 +253,10 @@ async def test_a_calls_end_is_recorded_though_the_journal_fails_once(
     finish = journal.finish
     failures = [RuntimeError("database restarting")]
 
-    async def flaky(key: str, content: str, ok: bool) -> None:
+    async def flaky(claim: Claim, content: str, ok: bool) -> bool:
         if failures:
             raise failures.pop()
-        await finish(key, content, ok)
+        return await finish(claim, content, ok)
 
     monkeypatch.setattr(journal, "finish", flaky)
     made = await runner.call("pay", {"amount": 12}, idempotency_key="pay-8")
@@ -255,3 +264,65 @@ async def test_a_calls_end_is_recorded_though_the_journal_fails_once(
     record = await journal.get("pay-8")
     assert record is not None
     assert record.status == "done"
+
+
+class LostBeats(MemoryCallJournal):
+    """Another process's view of a journal its beats do not reach (its pool is saturated, or
+    the database blinked): they fail, or get through only after a while."""
+
+    def __init__(self, shared: MemoryCallJournal, stall_s: float | None) -> None:
+        super().__init__()
+        self.records = shared.records
+        self.stall_s = stall_s
+
+    async def touch(self, claim: Claim) -> bool:
+        if self.stall_s is None:
+            raise TimeoutError("couldn't get a connection after 30.00 sec")
+        await asyncio.sleep(self.stall_s)
+        return await super().touch(claim)
+
+
+@pytest.mark.parametrize("beats", ["fail", "stall"])
+async def test_a_call_taken_over_after_its_beats_were_lost_does_not_undo_the_one_that_took_it(
+    runner: ToolRunner, monkeypatch: pytest.MonkeyPatch, beats: str
+) -> None:
+    # The first process's beats were lost while its handler ran, so a retry in another
+    # process took the call over (as if the first had died) and paid. The first's late
+    # failure then marked the call failed over the second's record: a third retry paid again.
+    monkeypatch.setattr(once, "_BEAT_S", 0.1)
+    monkeypatch.setattr(once, "_SILENT_S", 0.4)
+    monkeypatch.setattr(once, "_SETTLE_POLL_S", 0.05)
+    shared = runner.journal
+    assert isinstance(shared, MemoryCallJournal)
+    first_process = ToolRunner(runner.registry, runner.data_dir)
+    first_process.journal = LostBeats(shared, None if beats == "fail" else 0.6)
+    (runner.data_dir / "skills" / "bank").mkdir(parents=True, exist_ok=True)
+    (runner.data_dir / "skills" / "bank" / "late").write_text("once")
+    try:
+        with capture_logs() as logs:
+            first = asyncio.create_task(
+                first_process.call("pay", {"amount": 13}, idempotency_key="pay-9")
+            )
+            for _ in range(100):  # its handler under way
+                if runs(runner):
+                    break
+                await asyncio.sleep(0.05)
+            second = await asyncio.wait_for(
+                runner.call("pay", {"amount": 13}, idempotency_key="pay-9"), 10
+            )
+            late = await asyncio.wait_for(first, 10)
+    finally:
+        await first_process.aclose()
+    assert (second.ok, second.data) == (True, {"paid": 13})
+    assert not late.ok  # the first caller gets its own answer
+    assert "the bank timed out" in late.content
+    record = await shared.get("pay-9")
+    assert record is not None
+    assert (record.status, record.content) == ("done", second.content)
+    third = await runner.call("pay", {"amount": 13}, idempotency_key="pay-9")
+    assert (third.ok, third.content) == (True, second.content)  # replayed, not paid again
+    assert len(runs(runner)) == 2
+    events = {(e["event"], e.get("key")) for e in logs if e["log_level"] == "error"}
+    assert ("tool.journal_lost_claim", "pay-9") in events
+    if beats == "stall":  # its beat, late, found the call taken over
+        assert ("tool.journal_claim_taken_over", "pay-9") in events
