@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from agents.errors import WorkflowLoadError, WorkflowProblem
+from agents.errors import WorkflowLoadError, WorkflowNotFound, WorkflowProblem
 from agents.workflows.flow import Flow, flow_of
 from agents.workflows.loader import load_workflow
 from agents.workflows.spec import WorkflowSpec
@@ -32,10 +32,24 @@ class Workflows:
     def __init__(self, *texts: str) -> None:
         specs = [WorkflowSpec.model_validate(yaml.safe_load(t)) for t in texts]
         self.loaded = {s.name: Loaded(s.name, s, flow_of(s)) for s in specs}
+        self.withdrawn: dict[str, str] = {}
 
     def get(self, name: str) -> Loaded:
-        """The workflow ``name``."""
-        return self.loaded[name]
+        """The workflow ``name``; raises WorkflowNotFound as the registry does."""
+        try:
+            return self.loaded[name]
+        except KeyError:
+            raise WorkflowNotFound(name, list(self.loaded), self.withdrawn.get(name, "")) from None
+
+    def edit(self, text: str, fingerprint: str) -> None:
+        """Serve a new version of a workflow (its file saved again)."""
+        spec = WorkflowSpec.model_validate(yaml.safe_load(text))
+        self.loaded[spec.name] = Loaded(spec.name, spec, flow_of(spec), fingerprint)
+
+    def withdraw(self, name: str, reason: str) -> None:
+        """Stop serving ``name`` (its file broken, a skill it needs gone)."""
+        del self.loaded[name]
+        self.withdrawn[name] = reason
 
 
 # Writing a workflow file and reading what its loading reports.

@@ -4,7 +4,8 @@ checkpointer (one checkpoint after every node), on a thread of its own per run.
 Each node's output is kept in state under its id; a node runs through its kind's executor
 with its retries, timeout and ``on_error``; an approval is an interrupt that waits across
 restarts; every run leaves an execution record (status, and per node: status, time, output or
-error) beside the checkpoints.
+error) beside the checkpoints. A run goes on under the definition it started with (kept
+beside the records, by its fingerprint), whatever its file says by the time it resumes.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import hashlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import structlog
@@ -23,7 +25,13 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from agents import metrics
-from agents.errors import AlreadyDecided, KeyReused, RunNotFound, WorkflowFailed
+from agents.errors import (
+    AlreadyDecided,
+    KeyReused,
+    RunNotFound,
+    WorkflowFailed,
+    WorkflowNotFound,
+)
 from agents.models import ModelGateway
 from agents.prompts import Prompts
 from agents.skills.service import SkillService
@@ -31,13 +39,15 @@ from agents.state.documents import Documents, MemoryDocuments
 from agents.state.schema import usage_since
 from agents.workflows.compile import WorkflowContext, compile_workflow
 from agents.workflows.executors import RunInfo, load_executors
-from agents.workflows.flow import Flow
+from agents.workflows.flow import Flow, flow_of
 from agents.workflows.inputs import check_inputs
 from agents.workflows.spec import WorkflowSpec
 from agents.workflows.templates import render
 
 log = structlog.get_logger(__name__)
 RUN = "workflow_run"  # the documents' kind
+DEFINITION = "workflow_definition"  # the kind of the definitions runs started with
+_GRAPHS = 32  # compiled graphs kept (a workflow's versions that runs still go on under)
 FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 _PAGE = 200  # records read at a time by a listing that filters them
 
@@ -56,6 +66,16 @@ class LoadedWorkflow(Protocol):
 
     @property
     def fingerprint(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Definition:
+    """A workflow as a run started with it, read back from the store."""
+
+    name: str
+    spec: WorkflowSpec
+    flow: Flow
+    fingerprint: str
 
 
 class WorkflowSource(Protocol):
@@ -97,6 +117,7 @@ class WorkflowEngine:
         self._graphs: dict[tuple[str, str], CompiledStateGraph[Any, Any, Any, Any]] = {}
         self._records: dict[str, dict[str, Any]] = {}  # runs under way, written through
         self._locks: dict[str, asyncio.Lock] = {}
+        self._definitions: dict[str, LoadedWorkflow] = {}  # kept in the store, by id
 
     def flow(self, name: str) -> Flow:
         """The flow of workflow ``name``."""
@@ -172,8 +193,11 @@ class WorkflowEngine:
                 "nodes": {},
                 "waiting": None,
             }
+            await self._keep_definition(workflow)
             await self._save(record)
-            async for event in self._drive(record, {"inputs": values}, usage_sink=usage_sink):
+            async for event in self._drive(
+                record, {"inputs": values}, workflow=workflow, usage_sink=usage_sink
+            ):
                 yield event
 
     async def run(
@@ -210,9 +234,13 @@ class WorkflowEngine:
         """Decide a pending approval; the run resumes with no new input. Yields the resumed
         run's events, the last ``workflow_ended``.
 
+        Nothing changes when the decision cannot be applied: the approval stays pending.
+
         Raises:
             RunNotFound: no pending or past approval by that id.
             AlreadyDecided: it was decided before (a 409 for the API).
+            WorkflowNotFound: the run's definition is neither kept nor serving (a run started
+                before definitions were kept, whose workflow is withdrawn).
         """
         run_id = approval_id.split("-", 1)[0]
         lock = self._locks.setdefault(run_id, asyncio.Lock())
@@ -228,11 +256,13 @@ class WorkflowEngine:
                 if decided or record["status"] in FINAL:
                     raise AlreadyDecided(f"approval {approval_id} was decided already")
                 raise RunNotFound(f"there is no pending approval {approval_id}")
+            workflow = await self._definition(record)
+            self._graph(workflow)  # compiled before the record changes
             decision = {"approved": approved, "by": by, "comment": comment, "at": time.time()}
             record = {**record, "status": "RUNNING", "waiting": None}
             await self._save(record)
             metrics.APPROVALS_WAITING.dec()
-        async for event in self._drive(record, Command(resume=decision)):
+        async for event in self._drive(record, Command(resume=decision), workflow=workflow):
             yield event
 
     async def resume(self, run_id: str) -> dict[str, Any]:
@@ -266,7 +296,7 @@ class WorkflowEngine:
         old = await self.get_run(run_id)
         if old["status"] not in FINAL:
             raise AlreadyDecided(f"run {run_id} is {old['status']}; fork it once it has ended")
-        workflow = self.workflows.get(old["workflow"])
+        workflow = await self._definition(old)
         graph = self._graph(workflow)
         thread: Any = {"configurable": {"thread_id": _thread(old)}}
         target = None
@@ -297,7 +327,9 @@ class WorkflowEngine:
             "usage_before": dict(target.values.get("usage") or {}),
         }
         await self._save(record)
-        async for event in self._drive(record, None, config, usage_sink=usage_sink):
+        async for event in self._drive(
+            record, None, config, workflow=workflow, usage_sink=usage_sink
+        ):
             yield event
 
     async def orphans(self) -> list[str]:
@@ -418,15 +450,53 @@ class WorkflowEngine:
         ]
         return pending, rows[-1][0] if more else None
 
-    # The graph.
+    # The definitions runs started with, and their graphs.
+
+    async def _keep_definition(self, workflow: LoadedWorkflow) -> None:
+        """Store the definition a run starts with (once per version)."""
+        key = _definition_id(workflow.name, workflow.fingerprint)
+        if key in self._definitions:
+            return
+        if await self.documents.get(DEFINITION, key) is None:
+            body = {
+                "name": workflow.name,
+                "fingerprint": workflow.fingerprint,
+                "spec": workflow.spec.model_dump(mode="json", by_alias=True),
+            }
+            await self.documents.put(DEFINITION, key, body)
+        self._definitions[key] = workflow
+
+    async def _definition(self, record: dict[str, Any]) -> LoadedWorkflow:
+        """The definition ``record``'s run started with: a run goes on under it, whatever the
+        workflow's file says now (renamed nodes, a new version, a file withdrawn).
+
+        Raises:
+            WorkflowNotFound: a run from before definitions were kept, whose workflow is not
+                serving.
+        """
+        name, fingerprint = record["workflow"], str(record.get("fingerprint"))
+        key = _definition_id(name, fingerprint)
+        known = self._definitions.get(key)
+        if known is not None:
+            return known
+        with contextlib.suppress(WorkflowNotFound):
+            serving = self.workflows.get(name)
+            if serving.fingerprint == fingerprint:
+                return serving
+        kept = await self.documents.get(DEFINITION, key)
+        if kept is None:
+            return self.workflows.get(name)  # a run started before definitions were kept
+        spec = WorkflowSpec.model_validate(kept["spec"])
+        definition = Definition(name, spec, flow_of(spec), fingerprint)
+        self._definitions[key] = definition
+        return definition
 
     def _graph(self, workflow: LoadedWorkflow) -> CompiledStateGraph[Any, Any, Any, Any]:
         key = (workflow.name, workflow.fingerprint)
-        graph = self._graphs.get(key)
-        if graph is None:
-            graph = compile_workflow(self, workflow)
-            self._graphs = {k: v for k, v in self._graphs.items() if k[0] != workflow.name}
-            self._graphs[key] = graph
+        graph = self._graphs.pop(key, None) or compile_workflow(self, workflow)
+        self._graphs[key] = graph  # the newest used last
+        while len(self._graphs) > _GRAPHS:
+            del self._graphs[next(iter(self._graphs))]
         return graph
 
     async def _drive(
@@ -434,10 +504,12 @@ class WorkflowEngine:
         record: dict[str, Any],
         start: Any,
         config: Any = None,
+        *,
+        workflow: LoadedWorkflow | None = None,
         usage_sink: Callable[[dict[str, int]], None] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         run_id = record["id"]
-        workflow = self.workflows.get(record["workflow"])
+        workflow = workflow or await self._definition(record)
         graph = self._graph(workflow)
         config = config or {"configurable": {"thread_id": _thread(record)}}
         info = RunInfo(run_id, record["workflow"], record.get("thread_id"), record.get("profile"))
@@ -504,6 +576,10 @@ class WorkflowEngine:
         await self.documents.put(
             RUN, record["id"], record, owner=record.get("thread_id"), status=record["status"]
         )
+
+
+def _definition_id(name: str, fingerprint: str) -> str:
+    return f"{name}@{fingerprint}"
 
 
 def _thread(record: dict[str, Any]) -> str:

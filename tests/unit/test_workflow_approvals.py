@@ -1,0 +1,110 @@
+"""Approval gates over a run's life: a waiting run goes on under the definition it started
+with, a decision that cannot be applied changes nothing, a fork with new inputs asks again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from agents.errors import WorkflowNotFound
+from agents.models import ModelGateway
+from agents.prompts import Prompts
+from agents.state.documents import MemoryDocuments
+from agents.workflows.engine import WorkflowEngine
+from tests.workflowkit import Workflows
+
+PAY = """
+name: pay
+version: 1
+description: Pays after an approval.
+inputs: {amount: {type: number}}
+nodes:
+  - {id: approve, kind: approval, summary: "Pay {{ inputs.amount }}?", next: pay}
+  - {id: pay, kind: set, values: {paid: "{{ inputs.amount }}"}, next: done}
+  - {id: done, kind: set, values: {by: "{{ nodes.approve.output.by }}"}}
+outputs: {message: "paid {{ nodes.pay.output.paid }} for {{ nodes.done.output.by }}"}
+"""
+RENAMED = """
+name: pay
+version: 2
+description: Pays after an approval, its nodes renamed.
+inputs: {amount: {type: number}}
+nodes:
+  - {id: gate, kind: approval, summary: "Pay {{ inputs.amount }}?", next: pay_it}
+  - {id: pay_it, kind: set, values: {paid: "{{ inputs.amount }}"}, next: done}
+  - {id: done, kind: set, values: {by: v2}}
+outputs: {message: "v2 paid {{ nodes.pay_it.output.paid }}"}
+"""
+
+
+def engine_of(
+    workflows: Workflows, saver: InMemorySaver, documents: MemoryDocuments
+) -> WorkflowEngine:
+    return WorkflowEngine(
+        workflows,
+        saver,
+        skills=None,
+        gateway=ModelGateway(None),
+        prompts=Prompts(),
+        documents=documents,
+    )
+
+
+@pytest.fixture
+def workflows() -> Workflows:
+    return Workflows(PAY)
+
+
+@pytest.fixture
+def engine(workflows: Workflows) -> WorkflowEngine:
+    return engine_of(workflows, InMemorySaver(), MemoryDocuments())
+
+
+async def decide(engine: WorkflowEngine, approval_id: str) -> dict[str, Any]:
+    events = [e async for e in engine.decide(approval_id, approved=True, by="ann")]
+    return dict(events[-1]["record"])
+
+
+async def test_a_waiting_run_goes_on_under_the_definition_it_started_with_after_an_edit(
+    workflows: Workflows, engine: WorkflowEngine
+) -> None:
+    waiting = await engine.run("pay", {"amount": 12.5})
+    assert waiting["waiting"]["node"] == "approve"
+    workflows.edit(RENAMED, fingerprint="v2")  # the file renamed its nodes meanwhile
+    # A restart, too: the new process knows the run's definition from the store alone.
+    restarted = engine_of(workflows, engine.checkpointer, engine.documents)
+    ended = await decide(restarted, waiting["waiting"]["approval_id"])
+    assert ended["status"] == "SUCCEEDED"
+    assert ended["outputs"] == {"message": "paid 12.5 for ann"}
+    assert list(ended["nodes"]) == ["approve", "pay", "done"]
+    assert ended["version"] == 1
+    # A run started now runs the new version.
+    fresh = await restarted.run("pay", {"amount": 3})
+    assert (fresh["version"], fresh["waiting"]["node"]) == (2, "gate")
+
+
+async def test_a_decision_applies_while_the_workflow_is_withdrawn(
+    workflows: Workflows, engine: WorkflowEngine
+) -> None:
+    waiting = await engine.run("pay", {"amount": 12.5})
+    workflows.withdraw("pay", "tool 'refund' is not installed")
+    ended = await decide(engine, waiting["waiting"]["approval_id"])
+    assert (ended["status"], ended["outputs"]) == ("SUCCEEDED", {"message": "paid 12.5 for ann"})
+
+
+async def test_a_decision_that_cannot_be_applied_leaves_the_approval_pending(
+    workflows: Workflows, engine: WorkflowEngine
+) -> None:
+    waiting = await engine.run("pay", {"amount": 12.5})
+    # A run from before definitions were kept, its workflow withdrawn since.
+    await engine.documents.delete("workflow_definition", f"pay@{waiting['fingerprint']}")
+    workflows.withdraw("pay", "tool 'refund' is not installed")
+    restarted = engine_of(workflows, engine.checkpointer, engine.documents)
+    with pytest.raises(WorkflowNotFound, match="not installed"):
+        await decide(restarted, waiting["waiting"]["approval_id"])
+    assert await restarted.get_run(waiting["id"]) == waiting
+    assert [a["approval_id"] for a in await restarted.approvals()] == [
+        waiting["waiting"]["approval_id"]
+    ]
