@@ -48,7 +48,8 @@ def suggest(name: str, known: Collection[str], what: str) -> str:
 
 def check_graph(spec: WorkflowSpec, flow: Flow) -> list[Finding]:
     """Duplicate ids, edges to missing nodes, unreachable nodes, unbounded cycles, joins that
-    cannot fire, a workflow that runs itself."""
+    cannot fire, approvals that could wait at once or with a time limit, a workflow that runs
+    itself."""
     found: list[Finding] = []
     first: dict[str, int] = {}
     for i, node in enumerate(spec.nodes):
@@ -69,6 +70,15 @@ def check_graph(spec: WorkflowSpec, flow: Flow) -> list[Finding]:
                     node.id,
                     f"nodes.{i}.workflow",
                     "workflow: runs its own workflow; a workflow cannot nest in itself",
+                )
+            )
+        if isinstance(node, ApprovalNode) and node.timeout_s is not None:
+            found.append(
+                (
+                    node.id,
+                    f"nodes.{i}.timeout_s",
+                    "timeout_s: an approval waits for a person's decision without a time "
+                    "limit; remove timeout_s from this node",
                 )
             )
     found += _missing_targets(spec, set(first))
@@ -93,6 +103,7 @@ def check_graph(spec: WorkflowSpec, flow: Flow) -> list[Finding]:
             )
     found += _unbounded_cycles(spec, flow, first)
     found += _joins(spec, flow, first)
+    found += _parallel_approvals(spec, flow, first)
     return found
 
 
@@ -284,6 +295,44 @@ def _conflict(
                     "run, or let the branches meet at a plain node"
                 )
     return ""
+
+
+def _parallel_approvals(spec: WorkflowSpec, flow: Flow, first: dict[str, int]) -> list[Finding]:
+    """Approvals on parallel branches: both could wait at once, and a run waits for one
+    decision at a time."""
+    guards = _guards(spec, flow, first)
+    gates = [n.id for n in spec.nodes if isinstance(n, ApprovalNode) and n.id in guards]
+    after = {gate: _after(flow, gate) for gate in gates}
+    found: list[Finding] = []
+    for j, b in enumerate(gates):
+        for a in gates[:j]:
+            ordered = b in after[a] or a in after[b]
+            exclusive = any(d[0] == r[0] and d[1] != r[1] for d in guards[a] for r in guards[b])
+            if ordered or exclusive:
+                continue
+            found.append(
+                (
+                    b,
+                    f"nodes.{first[b]}",
+                    f"is an approval on a branch parallel to approval {a!r}: both could wait "
+                    "at once, and a run waits for one decision at a time — put one after the "
+                    f"other (an edge {a} → {b}), or ask both in one approval",
+                )
+            )
+            break
+    return found
+
+
+def _after(flow: Flow, node: str) -> set[str]:
+    """The nodes a run can reach after ``node``."""
+    seen: set[str] = set()
+    todo = list(flow.targets(node))
+    while todo:
+        current = todo.pop()
+        if current not in seen:
+            seen.add(current)
+            todo += flow.targets(current)
+    return seen
 
 
 # The installed world.

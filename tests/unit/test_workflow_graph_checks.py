@@ -215,3 +215,57 @@ nodes:
         )
     )
     assert workflow.flow.incoming["both"] == ["a", "b"]
+
+
+def test_approvals_on_parallel_branches_are_refused(tmp_path: Path) -> None:
+    found = one(
+        tmp_path,
+        HEAD
+        + """\
+nodes:
+  - {id: fan, kind: set, values: {}, next: [ga, gb]}
+  - {id: ga, kind: approval, summary: A?, next: both}
+  - {id: gb, kind: approval, summary: B?, next: both}
+  - {id: both, kind: join}
+""",
+    )
+    assert (found.node, found.line) == ("gb", 8)
+    assert found.message == (
+        "is an approval on a branch parallel to approval 'ga': both could wait at once, and a "
+        "run waits for one decision at a time — put one after the other (an edge ga → gb), "
+        "or ask both in one approval"
+    )
+
+
+def test_approvals_in_a_row_or_on_two_cases_of_a_switch_load(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        HEAD
+        + """\
+nodes:
+  - {id: pick, kind: switch, cases: [{when: inputs.device_id, goto: ga}], otherwise: gb}
+  - {id: ga, kind: approval, summary: A?, next: gc}
+  - {id: gb, kind: approval, summary: B?}
+  - {id: gc, kind: approval, summary: C?}
+""",
+    )
+    assert load_workflow(path).name == "demo"
+
+
+def test_a_time_limit_on_an_approval_is_refused(tmp_path: Path) -> None:
+    found = one(
+        tmp_path,
+        HEAD
+        + """\
+nodes:
+  - id: ask
+    kind: approval
+    summary: Go?
+    timeout_s: 60
+""",
+    )
+    assert (found.node, found.line) == ("ask", 9)
+    assert found.message == (
+        "timeout_s: an approval waits for a person's decision without a time limit; remove "
+        "timeout_s from this node"
+    )
