@@ -344,10 +344,12 @@ def check_installed(
     tools: Tools | None = None,
     skills: Collection[str] | None = None,
     profiles: Collection[str] | None = None,
-    workflows: Collection[str] | None = None,
+    workflows: Mapping[str, WorkflowSpec] | Collection[str] | None = None,
 ) -> list[Finding]:
     """Tools, skills, model profiles and sub-workflows the nodes name; each collection is
-    checked only when given. ``tools`` mapping to parameter schemas checks the arguments."""
+    checked only when given. ``tools`` mapping to parameter schemas checks the arguments;
+    ``workflows`` mapping names to specs checks that no sub-workflow can wait for an
+    approval."""
     found: list[Finding] = []
     for i, node in enumerate(spec.nodes):
         at = f"nodes.{i}"
@@ -400,7 +402,39 @@ def check_installed(
                     + suggest(node.workflow, workflows, "the workflows"),
                 )
             )
+        elif isinstance(node, WorkflowNode) and isinstance(workflows, Mapping):
+            found += _waiting_child(node, at, workflows)
     return found
+
+
+def _waiting_child(
+    node: WorkflowNode, at: str, workflows: Mapping[str, WorkflowSpec]
+) -> list[Finding]:
+    """A finding when the sub-workflow, or one it runs, has an approval: a sub-workflow runs
+    to its end inside the node, and the parent cannot wait for its child's decision."""
+    todo, seen = [[node.workflow]], {node.workflow}
+    while todo:
+        chain = todo.pop()
+        spec = workflows.get(chain[-1])
+        for child in spec.nodes if spec is not None else ():
+            if isinstance(child, ApprovalNode):
+                where = f"its node {child.id!r}"
+                if len(chain) > 1:
+                    where = f"node {child.id!r} of {' → '.join(chain)}"
+                return [
+                    (
+                        node.id,
+                        f"{at}.workflow",
+                        f"workflow: {node.workflow!r} can wait for an approval ({where}), "
+                        "and a sub-workflow must run to its end inside this node; move the "
+                        "approval into this workflow, "
+                        f"before {node.id!r}, or run {node.workflow!r} on its own",
+                    )
+                ]
+            if isinstance(child, WorkflowNode) and child.workflow not in seen:
+                seen.add(child.workflow)
+                todo.append([*chain, child.workflow])
+    return []
 
 
 def _arguments(node: ToolNode, at: str, schema: Mapping[str, Any]) -> list[Finding]:

@@ -265,6 +265,23 @@ class WorkflowEngine:
         async for event in self._drive(record, Command(resume=decision), workflow=workflow):
             yield event
 
+    async def cancel(self, run_id: str, reason: str) -> dict[str, Any]:
+        """End a waiting run without a decision: its approval leaves the inbox and it never
+        resumes (a run not waiting is left as it is). Returns its record."""
+        lock = self._locks.setdefault(run_id, asyncio.Lock())
+        async with lock:
+            record = await self.get_run(run_id)
+            if record["status"] != "WAITING":
+                return record
+            ended = time.time()
+            record = {**record, "status": "CANCELLED", "waiting": None, "error": reason}
+            record["ended"] = ended
+            await self._save(record)
+            metrics.APPROVALS_WAITING.dec()
+            metrics.WORKFLOW_RUNS.labels(record["workflow"], "CANCELLED").inc()
+        log.info("workflow.cancelled", run_id=run_id, reason=reason)
+        return record
+
     async def resume(self, run_id: str) -> dict[str, Any]:
         """Go on with a run from its last checkpoint (its process died mid-way); finished
         nodes are not run again, side effects are not repeated."""

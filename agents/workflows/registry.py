@@ -210,8 +210,9 @@ class WorkflowRegistry:
         """Withdraw workflows that run a workflow that is not serving, or run each other."""
         while True:
             dropped: dict[str, list[WorkflowProblem]] = {}
+            specs = {n: w.spec for n, w in serving.items()}
             for name, workflow in serving.items():
-                found = check_installed(workflow.spec, workflows=serving.keys())
+                found = check_installed(workflow.spec, workflows=specs)
                 found += _nesting_loop(workflow, serving)
                 if found:
                     dropped[name] = [workflow.problem(f) for f in found]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agents.errors import WorkflowNotFound
+from agents.errors import AlreadyDecided, WorkflowNotFound
 from agents.models import ModelGateway
 from agents.prompts import Prompts
 from agents.state.documents import MemoryDocuments
@@ -108,3 +108,24 @@ async def test_a_decision_that_cannot_be_applied_leaves_the_approval_pending(
     assert [a["approval_id"] for a in await restarted.approvals()] == [
         waiting["waiting"]["approval_id"]
     ]
+
+
+PARENT = """
+name: parent
+description: Runs pay inside.
+nodes:
+  - {id: child, kind: workflow, workflow: pay, inputs: {amount: 5}}
+"""
+
+
+async def test_a_child_that_waits_for_an_approval_is_cancelled_with_its_failed_parent() -> None:
+    engine = engine_of(Workflows(PAY, PARENT), InMemorySaver(), MemoryDocuments())
+    parent = await engine.run("parent", {})
+    assert parent["status"] == "FAILED"
+    assert "waits for an approval, which a sub-workflow cannot do" in parent["error"]
+    [child] = [r for r in await engine.list_runs(workflow="pay")]
+    assert (child["status"], child["waiting"]) == ("CANCELLED", None)
+    assert await engine.approvals() == []
+    with pytest.raises(AlreadyDecided):  # a decision taken later pays nothing
+        await decide(engine, f"{child['id']}-approve-0")
+    assert "pay" not in (await engine.get_run(child["id"]))["nodes"]

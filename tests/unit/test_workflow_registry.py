@@ -206,3 +206,32 @@ def test_a_broken_file_whose_last_good_version_lost_its_tool_says_both(tmp_path:
     assert "'create_work_order' is not installed" in messages[1]
     with pytest.raises(WorkflowNotFound, match="'create_work_order' is not installed"):
         registry.get("order")
+
+
+def test_a_sub_workflow_that_can_wait_for_an_approval_is_refused(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "outer.yaml",
+        flow("outer", extra="  - {id: call, kind: workflow, workflow: middle}\n"),
+    )
+    write(
+        tmp_path,
+        "middle.yaml",
+        flow("middle", extra="  - {id: sub, kind: workflow, workflow: inner}\n"),
+    )
+    write(
+        tmp_path, "inner.yaml", flow("inner", extra="  - {id: ok, kind: approval, summary: Go?}\n")
+    )
+    registry = WorkflowRegistry(tmp_path)
+    registry.reload()
+    assert registry.names() == ["inner"]
+    problems = {p.node: p for p in registry.errors}
+    assert (problems["sub"].file, problems["sub"].line) == (str(tmp_path / "middle.yaml"), 5)
+    assert problems["sub"].message == (
+        "workflow: 'inner' can wait for an approval (its node 'ok'), and a sub-workflow "
+        "must run to its end inside this node; move the approval into this workflow, before "
+        "'sub', or run 'inner' on its own"
+    )
+    assert problems["call"].message.startswith(
+        "workflow: 'middle' can wait for an approval (node 'ok' of middle → inner)"
+    )

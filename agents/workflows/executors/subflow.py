@@ -19,6 +19,16 @@ class SubWorkflowExecutor:
             thread_id=ctx.run.thread_id,
             parent=f"{ctx.run.run_id}:{ctx.node.id}#{ctx.visit}",
         )
+        if record["status"] == "WAITING":
+            # The parent cannot wait for its child's approval: the child is cancelled, so a
+            # decision taken later makes none of its side effects.
+            await ctx.engine.cancel(
+                record["id"], f"its parent run {ctx.run.run_id} cannot wait for its approval"
+            )
+            raise HandlerFailed(
+                f"workflow {ctx.node.workflow!r} did not succeed: it waits for an approval, "
+                "which a sub-workflow cannot do; it was cancelled"
+            )
         if record["status"] != "SUCCEEDED":
             why = record.get("error") or f"it ended {record['status']}"
             raise HandlerFailed(f"workflow {ctx.node.workflow!r} did not succeed: {why}")
