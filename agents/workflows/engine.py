@@ -303,7 +303,9 @@ class WorkflowEngine:
         keep their outputs (they do not run again), ``node`` and what follows run anew, as a
         run of its own. Yields its events, the last ``workflow_ended``. Its record's usage,
         and what ``usage_sink`` gets (as for ``stream``), are its own calls: the kept nodes'
-        were the original's.
+        were the original's. With inputs changed, an approval given before ``node`` is not
+        kept: the fork goes back to the first such approval, which asks again (it was given for
+        other inputs).
 
         Raises:
             RunNotFound: no such run, or it never reached ``node``.
@@ -315,15 +317,17 @@ class WorkflowEngine:
             raise AlreadyDecided(f"run {run_id} is {old['status']}; fork it once it has ended")
         workflow = await self._definition(old)
         graph = self._graph(workflow)
-        thread: Any = {"configurable": {"thread_id": _thread(old)}}
         target = None
-        async for snapshot in graph.aget_state_history(thread):
+        async for snapshot in _lineage(graph, old):
             if node in snapshot.next:
                 target = snapshot  # newest first: the last time the run was about to run it
                 break
         if target is None:
             raise RunNotFound(f"run {run_id} never reached node {node!r}")
         values = check_inputs(workflow.spec, {**target.values.get("inputs", {}), **(inputs or {})})
+        if values != target.values.get("inputs"):
+            gates = {n.id for n in workflow.spec.nodes if n.kind == "approval"}
+            target = await _first_to_decide(graph, target, gates & set(target.values["nodes"]))
         config = await graph.aupdate_state(target.config, {"inputs": values})
         kept = set(target.values.get("nodes", {}))
         record = {
@@ -331,6 +335,7 @@ class WorkflowEngine:
             "id": uuid.uuid4().hex,
             "parent": f"{run_id}@{node}",
             "graph_thread": _thread(old),
+            "checkpoint": config["configurable"]["checkpoint_id"],
             "status": "RUNNING",
             "started": time.time(),
             "ended": None,
@@ -538,12 +543,15 @@ class WorkflowEngine:
                 start,
                 config,
                 context=WorkflowContext(info),
-                stream_mode=["custom", "updates", "values"],
+                stream_mode=["custom", "updates", "values", "checkpoints"],
             ):
                 if mode == "custom" and isinstance(payload, dict):
                     yield payload
                 elif mode == "values" and isinstance(payload, dict):
                     values = payload  # the run's state after each step: the last one is final
+                elif mode == "checkpoints" and isinstance(payload, dict):
+                    # The run's own last state: its thread holds its forks' states too.
+                    record["checkpoint"] = payload["config"]["configurable"]["checkpoint_id"]
                 elif mode == "updates" and isinstance(payload, dict):
                     pending += [i.value for i in payload.get("__interrupt__", ())]
                     self._note(record, payload)
@@ -593,6 +601,39 @@ class WorkflowEngine:
         await self.documents.put(
             RUN, record["id"], record, owner=record.get("thread_id"), status=record["status"]
         )
+
+
+async def _lineage(
+    graph: CompiledStateGraph[Any, Any, Any, Any], record: dict[str, Any]
+) -> AsyncIterator[Any]:
+    """The states a run went through, newest first: from its last checkpoint back (the
+    thread's history holds the states of its forks too); the thread's whole history for a
+    record from before the last checkpoint was kept."""
+    thread: Any = {"configurable": {"thread_id": _thread(record)}}
+    if not record.get("checkpoint"):
+        async for snapshot in graph.aget_state_history(thread):
+            yield snapshot
+        return
+    config: Any = {
+        "configurable": {**thread["configurable"], "checkpoint_id": record["checkpoint"]}
+    }
+    while config is not None:
+        snapshot = await graph.aget_state(config)
+        yield snapshot
+        config = snapshot.parent_config
+
+
+async def _first_to_decide(
+    graph: CompiledStateGraph[Any, Any, Any, Any], target: Any, gates: set[str]
+) -> Any:
+    """The oldest state before ``target`` that was about to run one of ``gates`` (``target``
+    itself when none was)."""
+    earliest, snapshot = target, target
+    while gates and snapshot.parent_config is not None:
+        snapshot = await graph.aget_state(snapshot.parent_config)
+        if gates & set(snapshot.next):
+            earliest = snapshot
+    return earliest
 
 
 def _definition_id(name: str, fingerprint: str) -> str:

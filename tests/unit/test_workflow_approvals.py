@@ -129,3 +129,25 @@ async def test_a_child_that_waits_for_an_approval_is_cancelled_with_its_failed_p
     with pytest.raises(AlreadyDecided):  # a decision taken later pays nothing
         await decide(engine, f"{child['id']}-approve-0")
     assert "pay" not in (await engine.get_run(child["id"]))["nodes"]
+
+
+async def test_a_fork_with_new_inputs_asks_its_approval_again(engine: WorkflowEngine) -> None:
+    waiting = await engine.run("pay", {"amount": 12.5})
+    paid = await decide(engine, waiting["waiting"]["approval_id"])
+    assert paid["outputs"] == {"message": "paid 12.5 for ann"}
+
+    events = [e async for e in engine.fork(paid["id"], "pay", {"amount": 77})]
+    forked = events[-1]["record"]
+    assert (forked["status"], forked["waiting"]["summary"]) == ("WAITING", "Pay 77?")
+    assert "pay" not in forked["nodes"]
+    events = [
+        e async for e in engine.decide(forked["waiting"]["approval_id"], approved=True, by="bo")
+    ]
+    assert events[-1]["record"]["outputs"] == {"message": "paid 77 for bo"}
+
+    # Without changed inputs, the approval given stands.
+    for same in (None, {"amount": 12.5}):
+        events = [e async for e in engine.fork(paid["id"], "pay", same)]
+        kept = events[-1]["record"]
+        assert (kept["status"], kept["outputs"]) == ("SUCCEEDED", {"message": "paid 12.5 for ann"})
+        assert [e["node"] for e in events if e.get("type") == "node_started"] == ["pay", "done"]
