@@ -83,7 +83,8 @@ WORKFLOW_RUNS = Counter(
 )
 APPROVALS_WAITING = Gauge(
     "skilldesk_approvals_waiting",
-    "Approvals requested in this process and not decided yet.",
+    "Approvals waiting for a decision, in all (every process's; counted in the database "
+    "when scraped).",
     registry=REGISTRY,
 )
 RUNS_ACTIVE = Gauge(

@@ -184,6 +184,7 @@ async def open_services(
                 prompts=prompts,
                 documents=documents,
                 max_rounds=settings.max_tool_rounds,
+                lease_s=settings.run_lease_s,
             )
             spend = SpendLedger(documents)
             turns = WorkflowTurns(engine, gateway, prompts, spend, records)
@@ -233,17 +234,18 @@ async def open_services(
             threads = Threads(
                 conversations, records, attachments, settings.retention(), transcript=transcript
             )
-            # Runs a stop cut off, found before any new run can start (a new one is RUNNING too).
+            # Workflow runs a stopped process left (on PostgreSQL: only those whose lease
+            # expired or whose process, on this machine, is gone; one process claims each).
             tasks: list[asyncio.Task[Any]] = []
             if background:
-                orphans = await engine.orphans()
-                tasks.append(asyncio.create_task(engine.resume_orphans(orphans)))
+                tasks.append(asyncio.create_task(engine.resume_orphans()))
                 # Conversation runs a stopped or killed process left: resumed here; on
                 # PostgreSQL also those of another process whose lease expired.
                 tasks.append(asyncio.create_task(threads.orphans.resume()))
                 if settings.resolved_checkpoint_url.startswith(("postgresql:", "postgres:")):
                     every = settings.run_lease_s
                     tasks.append(asyncio.create_task(threads.orphans.keep_resuming(every)))
+                    tasks.append(asyncio.create_task(engine.keep_resuming(every)))
                 # What other processes learn or delete reaches this one.
                 tasks.append(asyncio.create_task(learned.keep_fresh()))
             if background and settings.retention_interval_s > 0:

@@ -56,13 +56,19 @@ _HELD: set[str] = set()  # the leases this process holds
 
 
 def _dead(holder: str) -> bool:
-    """Whether a lease's holder is a process of this machine that is gone (it need not wait
-    for the lease to expire: a restarted service takes its predecessor's runs at once)."""
+    """Whether a thread lease's holder is gone (see ``holder_gone``)."""
+    return holder_gone(holder, _HELD)
+
+
+def holder_gone(holder: str, live: set[str]) -> bool:
+    """Whether a lease's holder (``host:pid:token``) is a process of this machine that is
+    gone (it need not wait for the lease to expire: a restarted service takes its
+    predecessor's runs at once); ``live``: the holders this process has now."""
     host, pid, _ = [*holder.rsplit(":", 2), "", ""][:3]
     if host != socket.gethostname() or not pid.isdigit():
         return False
     if int(pid) == os.getpid():
-        return holder not in _HELD  # an earlier process that had this pid
+        return holder not in live  # an earlier process that had this pid
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:

@@ -36,11 +36,13 @@ from agents.models import ModelGateway
 from agents.prompts import Prompts
 from agents.skills.service import SkillService
 from agents.state.documents import Documents, MemoryDocuments
+from agents.state.leases import LEASE_S
 from agents.state.schema import usage_since
 from agents.workflows.compile import WorkflowContext, compile_workflow
 from agents.workflows.executors import RunInfo, load_executors
 from agents.workflows.flow import Flow, flow_of
 from agents.workflows.inputs import check_inputs
+from agents.workflows.leases import RunLeases
 from agents.workflows.spec import WorkflowSpec
 from agents.workflows.templates import render
 
@@ -93,6 +95,7 @@ class WorkflowEngine:
         documents: Where execution records are kept (beside the checkpoints).
         skills, gateway, prompts: What the nodes use.
         max_rounds: Tool-calling rounds of an expert node.
+        lease_s: How long a run's lease outlives its process (see ``RunLeases``).
     """
 
     def __init__(
@@ -105,6 +108,7 @@ class WorkflowEngine:
         prompts: Prompts,
         documents: Documents | None = None,
         max_rounds: int = 5,
+        lease_s: float = LEASE_S,
     ) -> None:
         self.workflows = workflows
         self.checkpointer = checkpointer
@@ -118,6 +122,7 @@ class WorkflowEngine:
         self._records: dict[str, dict[str, Any]] = {}  # runs under way, written through
         self._locks: dict[str, asyncio.Lock] = {}
         self._definitions: dict[str, LoadedWorkflow] = {}  # kept in the store, by id
+        self.leases = RunLeases(checkpointer, lease_s)  # which process runs a run
 
     def flow(self, name: str) -> Flow:
         """The flow of workflow ``name``."""
@@ -261,7 +266,6 @@ class WorkflowEngine:
             decision = {"approved": approved, "by": by, "comment": comment, "at": time.time()}
             record = {**record, "status": "RUNNING", "waiting": None}
             await self._save(record)
-            metrics.APPROVALS_WAITING.dec()
         async for event in self._drive(record, Command(resume=decision), workflow=workflow):
             yield event
 
@@ -277,7 +281,6 @@ class WorkflowEngine:
             record = {**record, "status": "CANCELLED", "waiting": None, "error": reason}
             record["ended"] = ended
             await self._save(record)
-            metrics.APPROVALS_WAITING.dec()
             metrics.WORKFLOW_RUNS.labels(record["workflow"], "CANCELLED").inc()
         log.info("workflow.cancelled", run_id=run_id, reason=reason)
         return record
@@ -355,22 +358,49 @@ class WorkflowEngine:
             yield event
 
     async def orphans(self) -> list[str]:
-        """Runs left RUNNING by a process that stopped: call at start-up, before any run
-        starts (a run under way is RUNNING too)."""
-        return [r["id"] for r in await self.documents.find(RUN, status="RUNNING", limit=None)]
+        """Runs left RUNNING that no process runs: not this one, nor (PostgreSQL) another
+        whose lease on them is alive; their process stopped or died."""
+        found = [r["id"] for r in await self.documents.find(RUN, status="RUNNING", limit=None)]
+        live = await self.leases.live(found)
+        return [run_id for run_id in found if run_id not in live and run_id not in self._records]
 
     async def resume_orphans(self, run_ids: list[str] | None = None) -> list[str]:
-        """Resume the runs ``orphans`` found (by default, looks now); never one under way."""
+        """Resume the runs ``orphans`` found (by default, looks now), each one this process
+        claims (of several processes looking at once, one resumes a run); returns those."""
         found = await self.orphans() if run_ids is None else run_ids
-        resumed = [run_id for run_id in found if run_id not in self._records]
-        for run_id in resumed:
+        resumed = await asyncio.gather(
+            *(self._resume_orphan(r) for r in found if r not in self._records)
+        )
+        return [run_id for run_id in resumed if run_id is not None]
+
+    async def keep_resuming(self, interval_s: float) -> None:
+        """Look for runs a dead process left every ``interval_s`` (several processes on
+        PostgreSQL: a lease that expired means its process died)."""
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await self.resume_orphans()
+            except Exception:
+                log.exception("workflow.orphans_failed")
+
+    async def _resume_orphan(self, run_id: str) -> str | None:
+        if not await self.leases.claim(run_id):
+            return None
+        try:
+            stored = await self.documents.get(RUN, run_id)  # it may have ended since it was found
+            if stored is None or stored["status"] != "RUNNING":
+                await self.leases.release(run_id)
+                return None
             log.info("workflow.resuming", run_id=run_id)
             await self.resume(run_id)
-        return resumed
+        except Exception:  # one run's trouble must not stop the others'
+            log.exception("workflow.resume_failed", run_id=run_id)
+            await self.leases.release(run_id)
+        return run_id
 
     async def waiting(self) -> int:
         """How many approvals wait, in all (the store's count is the true one: every
-        process's runs)."""
+        process's runs); sets the gauge to it (``GET /metrics`` asks first)."""
         count = await self.documents.count(RUN, status="WAITING")
         metrics.APPROVALS_WAITING.set(count)
         return count
@@ -581,8 +611,6 @@ class WorkflowEngine:
         await self._save(record)
         self._records.pop(run_id, None)
         metrics.WORKFLOW_RUNS.labels(record["workflow"], record["status"]).inc()
-        if record["status"] == "WAITING":
-            metrics.APPROVALS_WAITING.inc()
         log.info("workflow.ended", run_id=run_id, status=record["status"], error=record["error"])
         if usage_sink is not None:
             usage_sink(dict(record.get("usage") or {}))
@@ -598,9 +626,16 @@ class WorkflowEngine:
                     record["nodes"][node_id] = _node_record(state)
 
     async def _save(self, record: dict[str, Any]) -> None:
+        # Held before it is stored RUNNING and let go once it is not: a process looking for
+        # orphans never finds a run under way without its lease.
+        running = record["status"] == "RUNNING"
+        if running:
+            await self.leases.take(record["id"])
         await self.documents.put(
             RUN, record["id"], record, owner=record.get("thread_id"), status=record["status"]
         )
+        if not running:
+            await self.leases.release(record["id"])
 
 
 async def _lineage(

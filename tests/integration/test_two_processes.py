@@ -220,6 +220,95 @@ def test_a_workflow_started_on_one_process_is_approved_through_the_other(
         f"{a.url}/v1/approvals/{inbox[0]['approval_id']}", json={"decision": "reject"}, timeout=60
     )
     assert again.status_code == 409  # decided once, whichever process is asked
+    assert [approvals_waiting(s) for s in (a, b)] == [0, 0]  # A asked, B was told: none waits
+
+
+def test_every_process_counts_every_approval_that_waits(pair: tuple[Service, Service]) -> None:
+    a, b = pair
+    started = httpx.post(
+        f"{a.url}/v1/workflows/refund-request/runs",
+        json={"inputs": {"order_id": "ORD1002"}},
+        timeout=60,
+    ).json()
+    assert started["status"] == "WAITING"
+    assert [approvals_waiting(s) for s in (a, b)] == [1, 1]
+    approval = started["waiting"]["approval_id"]
+    decided = httpx.post(
+        f"{b.url}/v1/approvals/{approval}", json={"decision": "reject"}, timeout=60
+    ).json()
+    assert decided["status"] == "SUCCEEDED", decided
+    assert [approvals_waiting(s) for s in (a, b)] == [0, 0]
+
+
+def approvals_waiting(service: Service) -> float:
+    """``skilldesk_approvals_waiting`` as ``service`` reports it to a scrape."""
+    text = httpx.get(f"{service.url}/metrics").text
+    return float(text.split("\nskilldesk_approvals_waiting ", 1)[1].split()[0])
+
+
+def workflow_run(service: Service, status: str) -> dict[str, Any]:
+    """The one workflow run ``service`` lists with ``status``, once there is one."""
+    deadline = time.monotonic() + 30
+    while True:
+        runs = httpx.get(f"{service.url}/v1/workflow-runs", params={"status": status}).json()
+        if runs["runs"] or time.monotonic() > deadline:
+            (run,) = runs["runs"]
+            return dict(run)
+        time.sleep(0.1)
+
+
+def test_a_process_that_starts_leaves_a_workflow_run_another_process_runs_alone(
+    pair: tuple[Service, Service], fake_llm: FakeLLM
+) -> None:
+    a, b = pair
+    fake_llm.script(Reply(content="Returnable for 30 days.", delay=6))
+    with ThreadPoolExecutor(1) as pool:
+        started = pool.submit(
+            httpx.post,
+            f"{b.url}/v1/workflows/order-overview/runs",
+            json={"inputs": {"order_id": "ORD1002"}},
+            timeout=60,
+        )
+        run_id = workflow_run(a, "RUNNING")["id"]  # B waits for the expert's answer
+        a.restart()  # A's look at start-up finds B's run RUNNING, its lease alive
+        time.sleep(1)
+        record = started.result().json()
+    assert record["id"] == run_id
+    assert record["status"] == "SUCCEEDED", record
+    assert "Returnable for 30 days." in record["outputs"]["message"]
+    assert len(fake_llm.requests) == 1  # one model call: A did not run it again
+    assert not [x for x in a.logs() if x.get("event") == "workflow.resuming"]
+    assert httpx.get(f"{a.url}/v1/workflow-runs/{run_id}").json()["status"] == "SUCCEEDED"
+
+
+def test_a_workflow_run_of_a_killed_process_is_finished_by_the_survivor(
+    start_pair: PairStarter, fake_llm: FakeLLM
+) -> None:
+    a, b = start_pair(run_lease_s="2")  # the survivor looks every 2 s
+    fake_llm.script(Reply(content="Too late.", delay=15), Reply(content="Returnable for 30 days."))
+    with ThreadPoolExecutor(1) as pool:
+        cut = pool.submit(
+            httpx.post,
+            f"{a.url}/v1/workflows/order-overview/runs",
+            json={"inputs": {"order_id": "ORD1002"}},
+            timeout=60,
+        )
+        run_id = workflow_run(b, "RUNNING")["id"]
+        while not fake_llm.requests:  # A waits for the expert's answer
+            time.sleep(0.05)
+        a.proc.kill()
+        a.proc.wait(timeout=20)
+        with pytest.raises(httpx.HTTPError):
+            cut.result()
+    deadline = time.monotonic() + 30
+    while True:  # nobody asks: the survivor finds the run and finishes it
+        record = httpx.get(f"{b.url}/v1/workflow-runs/{run_id}").json()
+        if record["status"] != "RUNNING" or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert record["status"] == "SUCCEEDED", record
+    assert "Returnable for 30 days." in record["outputs"]["message"]
+    assert [x["run_id"] for x in b.logs() if x.get("event") == "workflow.resuming"] == [run_id]
 
 
 def test_a_run_of_a_killed_process_is_finished_by_the_other(

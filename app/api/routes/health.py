@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 
+import structlog
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -13,6 +14,7 @@ from app.api.deps import ServicesDep
 from app.api.errors import ApiError, error_responses
 from app.api.schemas.health import HealthPublic, ReadinessPublic
 
+log = structlog.get_logger(__name__)
 router = APIRouter(tags=["operations"])
 
 
@@ -85,4 +87,8 @@ async def metrics_text(services: ServicesDep, request: Request) -> Response:
                 "GET /metrics needs the metrics token: Authorization: Bearer <token>.",
                 headers={"WWW-Authenticate": 'Bearer realm="metrics"'},
             )
+    try:  # approvals wait in the store, whichever process asked for them: counted there
+        await services.engine.waiting()
+    except Exception:
+        log.warning("metrics.approvals_uncounted", exc_info=True)
     return PlainTextResponse(generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)
