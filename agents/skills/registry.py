@@ -44,6 +44,7 @@ class SkillRegistry:
         self._skills: dict[str, Skill] = {}
         self._tools: dict[str, tuple[Skill, ToolSpec]] = {}
         self._fingerprints: dict[str, str] = {}
+        self._load_errors: list[SkillProblem] = []  # the folders' own, kept until fixed
         self.errors: list[SkillProblem] = []
 
     def reload(self) -> ReloadReport:
@@ -71,14 +72,16 @@ class SkillRegistry:
                 if name not in folders:
                     del skills[name]
                     report.removed.append(name)
-            # Errors of unchanged broken skills stay reported until they are fixed.
+            # Errors of unchanged broken skills stay reported until they are fixed; duplicate
+            # tool names are found again at every reload, as the skills around them change.
             kept = [
                 p
-                for p in self.errors
+                for p in self._load_errors
                 if p.skill in folders
                 and self._fingerprints.get(p.skill) == fingerprints.get(p.skill)
             ]
-            errors = [*kept, *report.errors]
+            load_errors = [*kept, *report.errors]
+            errors = list(load_errors)
             tools, duplicates = _tool_table(skills, self._tools)
             for skill_name in duplicates:
                 report.errors.extend(duplicates[skill_name])
@@ -89,6 +92,7 @@ class SkillRegistry:
                         listed.remove(skill_name)
             self._skills, self._tools = skills, tools
             self._fingerprints, self.errors = fingerprints, _unique(errors)
+            self._load_errors = _unique(load_errors)
             if report.changed_anything:
                 self.version += 1
         for problem in report.errors:

@@ -87,7 +87,7 @@ class WorkflowRegistry:
         self._world = _World(tools, skills, profiles)
         self._files: dict[Path, _File] = {}
         self._serving: dict[str, Workflow] = {}
-        self._owners: dict[str, Path] = {}  # name → the file that serves it
+        self._owners: dict[str, Path] = {}  # name → the file that serves it, or is withdrawn
         self._unavailable: dict[str, str] = {}  # name → why it is not serving
 
     def reload(self) -> WorkflowReport:
@@ -140,6 +140,8 @@ class WorkflowRegistry:
         errors: list[WorkflowProblem] = []
         unavailable: dict[str, str] = {}
         chosen: dict[Path, Workflow] = {}
+        withdrawn: dict[Path, Workflow] = {}
+        reasons: dict[Path, str] = {}
         for path, entry in self._files.items():
             errors += entry.problems
             latest = self._world_problems(entry.latest) if entry.latest else []
@@ -153,11 +155,14 @@ class WorkflowRegistry:
                 continue
             if entry.latest is None:
                 errors += good  # why the last good version does not serve either
-            withdrawn = entry.latest or entry.good
-            if withdrawn is not None:
-                reason = (latest or good or entry.problems)[0].message
-                unavailable[withdrawn.name] = reason
-        serving, owners = self._unique_names(chosen, errors)
+            held = entry.latest or entry.good
+            if held is not None:
+                withdrawn[path] = held
+                reasons[path] = (latest or good or entry.problems)[0].message
+        serving, owners = self._unique_names(chosen, withdrawn, errors)
+        for path, held in withdrawn.items():
+            if owners.get(held.name) == path or held.name not in owners:
+                unavailable[held.name] = reasons[path]
         self._sub_workflows(serving, errors, unavailable)
         for name, workflow in serving.items():
             self._files[owners[name]].good = workflow
@@ -178,15 +183,25 @@ class WorkflowRegistry:
         return [workflow.problem(f) for f in found]
 
     def _unique_names(
-        self, chosen: dict[Path, Workflow], errors: list[WorkflowProblem]
+        self,
+        chosen: dict[Path, Workflow],
+        withdrawn: dict[Path, Workflow],
+        errors: list[WorkflowProblem],
     ) -> tuple[dict[str, Workflow], dict[str, Path]]:
-        """One file per name: the file that served it keeps it, else the first by name."""
+        """One file per name: the file that served it keeps it, else the first by name.
+
+        A file that served a name keeps it while withdrawn (``withdrawn``: the files that do
+        not serve, with what they hold), so that it serves again once valid and a duplicate
+        stays refused meanwhile; ``owners`` names it, ``serving`` does not.
+        """
         serving: dict[str, Workflow] = {}
-        owners: dict[str, Path] = {}
+        owners: dict[str, Path] = {
+            w.name: p for p, w in withdrawn.items() if self._owners.get(w.name) == p
+        }
         incumbents = [p for p in chosen if self._owners.get(chosen[p].name) == p]
         for path in [*incumbents, *(p for p in chosen if p not in incumbents)]:
             workflow = chosen[path]
-            if workflow.name in serving:
+            if workflow.name in owners:
                 other = owners[workflow.name]
                 errors.append(
                     WorkflowProblem(

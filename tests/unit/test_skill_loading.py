@@ -299,6 +299,30 @@ def test_a_newcomer_cannot_take_over_a_live_tool(tmp_path: Path) -> None:
     assert "already defined by skill 'z-orders'" in report.errors[0].message
 
 
+def test_a_refused_duplicate_is_listed_only_while_it_is_refused(tmp_path: Path) -> None:
+    import shutil
+
+    handler = "def f():\n    return 1\n"
+    counter = {"tools": [tool("counter", "handler:f")]}
+    write_skill(tmp_path, "qa-ledger", config=counter, handler=handler)
+    registry = SkillRegistry(tmp_path)
+    registry.reload()
+    write_skill(tmp_path, "dup-tool", config=counter, handler=handler)
+    registry.reload()
+    assert [p.skill for p in registry.errors] == ["dup-tool"]
+    shutil.rmtree(tmp_path / "qa-ledger")
+    assert registry.reload().added == ["dup-tool"]
+    assert registry.errors == []  # serving, so no longer refused
+    write_skill(tmp_path, "qa-ledger", config=counter, handler=handler)
+    registry.reload()
+    [problem] = registry.errors
+    assert problem.skill == "qa-ledger"
+    assert "already defined by skill 'dup-tool'" in problem.message
+    shutil.rmtree(tmp_path / "dup-tool")
+    assert registry.reload().added == ["qa-ledger"]
+    assert registry.errors == []
+
+
 def test_references_that_link_out_of_the_skill_are_not_listed(tmp_path: Path) -> None:
     outside = tmp_path / "system-docs"
     (outside / "deep").mkdir(parents=True)

@@ -102,6 +102,28 @@ def test_a_duplicate_name_names_both_files_and_the_first_keeps_it(tmp_path: Path
     )
 
 
+def test_a_withdrawn_workflow_keeps_its_name_and_serves_again(tmp_path: Path) -> None:
+    owner = write(tmp_path, "qa-loop.yaml", flow("qa-loop", tool="create_work_order"))
+    registry = WorkflowRegistry(tmp_path, tools=TOOLS)
+    registry.reload()
+    write(tmp_path, "dup-name.yaml", flow("qa-loop", description="The duplicate"))
+    registry.reload()
+    duplicate = f"workflow 'qa-loop' is already defined by {owner}"
+    assert [duplicate in p.message for p in registry.errors] == [True]
+    registry.recheck(tools={"list_alarms"})  # the owner's tool is gone
+    with pytest.raises(WorkflowNotFound, match="'create_work_order' is not installed"):
+        registry.get("qa-loop")
+    assert any(duplicate in p.message for p in registry.errors)  # still refused
+    report = registry.recheck(tools=TOOLS)
+    assert report.added == ["qa-loop"]
+    assert registry.get("qa-loop").path == owner
+    assert [duplicate in p.message for p in registry.errors] == [True]
+    (tmp_path / "qa-loop.yaml").unlink()  # a removed file gives up its name
+    registry.reload()
+    assert registry.get("qa-loop").path == tmp_path / "dup-name.yaml"
+    assert registry.errors == []
+
+
 def test_get_suggests_close_names(tmp_path: Path) -> None:
     write(tmp_path, "refund-request.yaml", flow("refund-request"))
     registry = WorkflowRegistry(tmp_path)
