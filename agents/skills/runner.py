@@ -394,19 +394,26 @@ def parse_arguments(
     where = bad_text(arguments)
     if where is not None:
         return {}, f"invalid arguments for {tool}: {where or 'the arguments'} {NOT_UNICODE}"
-    validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
-    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
-    if errors:
-        parts = []
-        for err in errors[:5]:
-            where = ".".join(str(p) for p in err.absolute_path)
-            message = err.message
-            if err.context:  # anyOf/oneOf: say what each alternative wanted
-                options = sorted({e.message for e in err.context})[:4]
-                message = "expected one of: " + " | ".join(options)
-            parts.append(f"{where}: {message}" if where else message)
+    parts = schema_problems(schema, arguments)
+    if parts:
         return {}, f"invalid arguments for {tool}: " + "; ".join(parts)
     return dict(arguments), None
+
+
+def schema_problems(schema: dict[str, Any], value: Any, most: int = 5) -> list[str]:
+    """Where ``value`` breaks ``schema``, one ``field: what is wrong`` each (the first
+    ``most``); empty when it matches."""
+    validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    parts = []
+    for err in errors[:most]:
+        where = ".".join(str(p) for p in err.absolute_path)
+        message = err.message
+        if err.context:  # anyOf/oneOf: say what each alternative wanted
+            options = sorted({e.message for e in err.context})[:4]
+            message = "expected one of: " + " | ".join(options)
+        parts.append(f"{where}: {message}" if where else message)
+    return parts
 
 
 def idempotency_key_of(

@@ -7,30 +7,43 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from agents.errors import HandlerFailed, SkillNotFound
+from agents.errors import HandlerFailed, ModelError, SkillNotFound
 from agents.loop import complete, expert_system, run_tool_loop
-from agents.models.structured import forced_call, function_tool
+from agents.models.structured import checked_call, function_tool
 from agents.models.usage import call_usage
 from agents.run import RunContext
 from agents.skills.meta import Scope, SkillTools
+from agents.skills.runner import schema_problems
 from agents.workflows.executors import NodeContext, Outcome, executor
 from agents.workflows.templates import render
 
 
 @executor("llm")
 class LlmExecutor:
-    """One model call; with ``schema``, a forced function call fills the object."""
+    """One model call; with ``schema``, a forced function call fills the object, which must
+    match the schema: the model is asked again once with what was wrong, then the node fails."""
 
     async def run(self, ctx: NodeContext) -> Outcome:
         gateway = ctx.engine.gateway
         prompt = str(render(ctx.node.prompt, ctx.values, "prompt"))
         system = str(render(ctx.node.system, ctx.values, "system"))
         profile = ctx.node.model or ctx.run.profile
-        if ctx.node.output_schema is not None:
-            tool = function_tool(
-                "answer", "The answer, as the schema asks.", ctx.node.output_schema
+        schema = ctx.node.output_schema
+        if schema is not None:
+            tool = function_tool("answer", "The answer, as the schema asks.", schema)
+
+            def check(args: dict[str, Any]) -> str | None:
+                return "; ".join(schema_problems(schema, args)) or None
+
+            args, usage, problem = await checked_call(
+                gateway, profile, tool, system, prompt, {}, check
             )
-            args, usage = await forced_call(gateway, profile, tool, system, prompt, {})
+            if problem is not None:
+                raise ModelError(
+                    f"the model's answer for node {ctx.node.id!r} does not match the node's "
+                    f"schema, also when asked again: {problem}",
+                    profile=profile or "default",
+                )
             return Outcome(args, usage=usage)
         messages: list[Any] = [HumanMessage(prompt)]
         if system:
