@@ -120,6 +120,19 @@ class RunBooks:
             log.exception("run.bookkeeping_failed")
         return values
 
+    async def posted(self, thread_id: str) -> None:
+        """A message written outside a run (``Conversations.post``, the caller holding the
+        thread): the thread's record counts it and moves up, as after a turn."""
+        if self.records is None:
+            return
+        try:
+            snapshot = await self.graph.aget_state(thread_config(thread_id))
+            values = migrate(dict(snapshot.values))[0] if snapshot.values else {}
+            count = len(values.get("messages", [])) + summarised_count(values.get("summary"))
+            await self.records.update(thread_id, messages=count)
+        except Exception:  # the message is written; the listing catches up at the next turn
+            log.exception("thread.record_not_updated", thread_id=thread_id)
+
     async def traced(self, feed: RunFeed, ending: Event | None) -> None:
         """Keep the run's trace, ``ending`` its last event (before the feed tells the end: a
         client that saw the end finds it)."""

@@ -144,6 +144,7 @@ class Conversations:
             if usage:
                 written["usage"] = usage
             await self.graph.aupdate_state(thread_config(thread_id), written)
+            await self.books.posted(thread_id)
             if self.traces is None or not events or not isinstance(message, AIMessage):
                 return
             run_id = str(uuid.uuid4())

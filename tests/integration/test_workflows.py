@@ -331,3 +331,23 @@ def test_the_inbox_is_read_a_page_at_a_time_and_by_thread(client: TestClient) ->
     assert ([a["run_id"] for a in on_one["approvals"]], on_one["total"]) == (made[:1], 3)
     wrong = client.get("/v1/approvals", params={"cursor": "yesterday"})
     assert wrong.status_code == 400
+
+
+def test_the_decision_told_to_the_thread_counts_in_its_record_and_moves_it_up(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    chat = {
+        "model": "skilldesk",
+        "messages": [{"role": "user", "content": "I want a refund for order ORD1017."}],
+    }
+    client.post("/v1/chat/completions", json=chat, headers={"X-Thread-Id": "wf-chat-1"})
+    assert client.post("/v1/threads", json={"title": "Later"}).status_code in (200, 201)
+    listed = client.get("/v1/threads").json()["data"]
+    assert [t["thread_id"] for t in listed][1] == "wf-chat-1"
+    [pending] = client.get("/v1/approvals").json()["approvals"]
+    client.post(f"/v1/approvals/{pending['approval_id']}", json={"decision": "approve"})
+    thread = client.get("/v1/threads/wf-chat-1").json()
+    [first, *_] = client.get("/v1/threads").json()["data"]
+    assert first["thread_id"] == "wf-chat-1"
+    assert first["messages"] == len(thread["messages"]) == 3
+    assert first["updated"] > listed[1]["updated"]
