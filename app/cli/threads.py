@@ -14,6 +14,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from agents.errors import SkilldeskError
+from agents.memory.summaries import summarised_count
 from app.cli.common import load_cli_settings
 from app.logging import configure_logging
 from app.settings import Settings
@@ -94,14 +95,20 @@ def show(thread_id: ThreadArg, checkpoint_url: StoreUrl = None, as_json: JsonFla
     async def job(services: Any) -> dict[str, Any]:
         record = await services.threads.get(thread_id)
         values = await services.conversations.state(thread_id)
+        first = summarised_count(values.get("summary"))  # as GET /v1/threads/{id} numbers
         summary = values.get("summary") or {}
-        first = len(summary.get("entries", []))
         messages = [
             {"index": first + i, "role": m.type, "content": m.text, "name": m.name}
             for i, m in enumerate(values.get("messages", []))
         ]
         attachments = values.get("attachments", [])
-        return {**record, "summary": summary, "active": messages, "attachments": attachments}
+        return {
+            **record,
+            "summary": summary,
+            "summarised_messages": first,
+            "active": messages,
+            "attachments": attachments,
+        }
 
     found = _run(checkpoint_url, job)
     if as_json:
@@ -109,7 +116,7 @@ def show(thread_id: ThreadArg, checkpoint_url: StoreUrl = None, as_json: JsonFla
         return
     typer.echo(f"{found['title']}  ({found['thread_id']}, {found['messages']} messages)")
     if found["summary"]:
-        typer.echo(f"  [summary of {len(found['summary']['entries'])} earlier messages]")
+        typer.echo(f"  [summary of {found['summarised_messages']} earlier messages]")
     for m in found["active"]:
         who = m["role"] + (f":{m['name']}" if m["name"] else "")
         typer.echo(f"  {m['index']:>4} {who:<16} {' '.join(str(m['content']).split())[:100]}")

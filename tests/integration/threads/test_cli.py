@@ -92,3 +92,27 @@ def test_list_show_history_fork_prune_and_delete(thread_settings: Any, fake_llm:
     missing = cli(thread_settings, "show", "other")
     assert missing.returncode == 1
     assert "There is no thread 'other'" in missing.stderr
+
+
+def test_show_numbers_messages_as_the_api_does_when_a_summary_has_folded_entries(
+    thread_settings: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Noted."))
+    summary = {
+        "text": "Earlier, the user asked about orders.",
+        "entries": [{"index": 5, "speaker": "assistant", "text": "ORD1003 has shipped."}],
+        "folded": {"count": 5, "speakers": {"user": 3, "assistant": 2}},
+    }
+    with TestClient(create_app(thread_settings)) as client:
+        say(client, "folded", "Remember ORD1007.")
+        services = client.app.state.services  # type: ignore[attr-defined]
+        client.portal.call(services.conversations.update, "folded", {"summary": summary})  # type: ignore[union-attr]
+        api = client.get("/v1/threads/folded", params={"summarised": False}).json()
+    shown = cli(thread_settings, "show", "folded", "--json")
+    assert shown.returncode == 0, shown.stderr
+    found = json.loads(shown.stdout)
+    assert [m["index"] for m in found["active"]] == [m["index"] for m in api["messages"]]
+    assert [m["index"] for m in found["active"]] == [6, 7]
+    text = cli(thread_settings, "show", "folded").stdout
+    assert "[summary of 6 earlier messages]" in text
+    assert "     6 human" in text
