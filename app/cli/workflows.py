@@ -7,7 +7,7 @@ import contextlib
 import json
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 import typer
 
@@ -16,6 +16,7 @@ from agents.skills.registry import SkillRegistry
 from agents.workflows.loader import SUFFIXES, Workflow, line_of, load_workflow, read_workflow
 from agents.workflows.mermaid import mermaid
 from agents.workflows.registry import WorkflowRegistry, skills_world
+from app.api.schemas.workflows import RunStatus
 from app.cli.common import load_cli_settings, report_validation
 from app.logging import configure_logging
 from app.settings import Settings
@@ -203,11 +204,20 @@ def run(
 @cli.command()
 def runs(
     name: Annotated[str | None, typer.Argument(help="Only this workflow's runs.")] = None,
-    status: Annotated[str | None, typer.Option(help="RUNNING, WAITING, SUCCEEDED...")] = None,
+    status: Annotated[
+        str | None, typer.Option(help="RUNNING, WAITING, SUCCEEDED, FAILED or CANCELLED.")
+    ] = None,
     data_dir: DataDir = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Execution records, newest first."""
+    allowed = get_args(RunStatus)
+    if status is not None and status not in allowed:
+        typer.echo(
+            f"skilldesk: --status {status!r} is not a run status; use one of " + ", ".join(allowed),
+            err=True,
+        )
+        raise typer.Exit(2)
     settings = load_cli_settings(data_dir=data_dir)
     records = asyncio.run(_runs(settings, name, status))
     if as_json:

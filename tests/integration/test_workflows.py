@@ -111,6 +111,30 @@ def test_a_forked_run_names_its_parent_over_http(client: TestClient) -> None:
     }
 
 
+def test_a_fork_from_a_node_the_run_did_not_run_is_a_bad_request_naming_its_nodes(
+    client: TestClient,
+) -> None:
+    original = start(client, "refund-request", order_id="ORD1001")
+    forked = client.post(f"/v1/workflow-runs/{original['id']}/fork", json={"node": "nowhere"})
+    assert forked.status_code == 400, forked.text
+    error = forked.json()["error"]
+    assert (error["code"], error["param"]) == ("invalid_request", "node")
+    assert "'nowhere'" in error["message"]
+    assert ", ".join(original["nodes"]) in error["message"]
+
+
+@pytest.mark.parametrize("status", ["bogus", "waiting"])
+def test_runs_listed_by_a_status_that_is_not_one_are_a_bad_request(
+    client: TestClient, status: str
+) -> None:
+    listed = client.get("/v1/workflow-runs", params={"status": status})
+    assert listed.status_code == 400, listed.text
+    error = listed.json()["error"]
+    assert error["param"] == "query.status"
+    assert "'RUNNING', 'WAITING', 'SUCCEEDED', 'FAILED' or 'CANCELLED'" in error["message"]
+    assert client.get("/v1/workflow-runs", params={"status": "WAITING"}).status_code == 200
+
+
 def test_a_start_sent_again_with_its_key_answers_the_first_run_and_starts_nothing(
     client: TestClient,
 ) -> None:

@@ -29,3 +29,10 @@ def test_a_bad_setting_exits_2_naming_it(monkeypatch: pytest.MonkeyPatch) -> Non
     done = CliRunner().invoke(cli, ["serve"], prog_name="skilldesk")
     assert done.exit_code == 2
     assert "SKILLDESK_PORT" in done.output
+
+
+def test_workflows_runs_refuses_a_status_that_is_not_one_with_status_2() -> None:
+    done = CliRunner().invoke(cli, ["workflows", "runs", "--status", "bogus"], prog_name="x")
+    assert done.exit_code == 2
+    assert "'bogus' is not a run status" in done.output
+    assert "RUNNING, WAITING, SUCCEEDED, FAILED, CANCELLED" in done.output

@@ -20,6 +20,7 @@ from app.api.schemas.workflows import (
     RunPublic,
     RunsPublic,
     RunStart,
+    RunStatus,
     WorkflowDefinitionPublic,
     WorkflowProblemPublic,
     WorkflowPublic,
@@ -110,12 +111,17 @@ async def start_run(
     )
 
 
-@router.get("/v1/workflow-runs", responses=error_responses(400, 500))
+@router.get(
+    "/v1/workflow-runs",
+    responses=error_responses(
+        400, 500, notes={400: "A query it cannot take: a `status` that is not a run status, say."}
+    ),
+)
 async def list_runs(
     services: ServicesDep,
     principal: PrincipalDep,
     workflow: str | None = None,
-    status: str | None = None,
+    status: RunStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     cursor: Cursor = None,
 ) -> RunsPublic:
@@ -155,8 +161,9 @@ async def get_run(services: ServicesDep, principal: PrincipalDep, run_id: str) -
         409,
         500,
         notes={
-            400: "Inputs it cannot take (`invalid_inputs`).",
-            404: "No such run, or it never reached the node (`run_not_found`).",
+            400: "Inputs it cannot take (`invalid_inputs`), or a node the run did not run "
+            "(`invalid_request`).",
+            404: "No such run (`run_not_found`).",
             409: "The run has not ended yet (`already_decided`).",
         },
     ),
@@ -166,7 +173,16 @@ async def fork_run(
 ) -> RunPublic:
     """Run a finished run again from ``node`` with some inputs changed, as a new run: the
     nodes before it keep their outputs, the rest run anew (the original is untouched)."""
-    await _run_of(services, principal, run_id)
+    record = await _run_of(services, principal, run_id)
+    ran = list(record.get("nodes") or {})
+    if record["status"] not in ("RUNNING", "WAITING") and body.node not in ran:  # else a 409
+        raise ApiError(
+            400,
+            "invalid_request",
+            f"Run {run_id} did not run a node {body.node!r}; fork it from one of the nodes "
+            f"it ran: {', '.join(ran) or '(none)'}.",
+            param="node",
+        )
     last: dict[str, Any] = {}
     sink = USAGE_SINK.get()  # its cost counts against the day of who forked it
     async for event in services.engine.fork(run_id, body.node, body.inputs, usage_sink=sink):

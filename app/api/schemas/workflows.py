@@ -8,6 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.schemas.threads import THREAD_ID_PATTERN
 
+RunStatus = Literal["RUNNING", "WAITING", "SUCCEEDED", "FAILED", "CANCELLED"]
+"""A workflow run's status."""
+
 
 class WorkflowProblemPublic(BaseModel):
     """Why a workflow file failed to load (it is skipped; the others serve)."""
@@ -99,7 +102,7 @@ class RunPublic(BaseModel):
         "that node, `<run id>:<node>#<visit>` for a sub-workflow that node ran; none for a "
         "run started by itself.",
     )
-    status: Literal["RUNNING", "WAITING", "SUCCEEDED", "FAILED", "CANCELLED"]
+    status: RunStatus
     started: float
     ended: float | None
     inputs: dict[str, Any]
