@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -93,9 +94,28 @@ def _lists(value: Any) -> Any:
     return list(value) if isinstance(value, tuple | set | frozenset) else value
 
 
+class NotData(TypeError):
+    """A handler's result holds what has no JSON form (an object, a generator)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(
+            f"the handler returned a {kind}, not JSON data: return dicts, lists, strings, "
+            "numbers, booleans or None"
+        )
+
+
 def _text(value: Any) -> Any:
+    """What JSON has not, as JSON: sets as lists, bytes and what has a text of its own (a
+    path, a date) as text. What has none (an object, a generator) is refused: its text would
+    be a memory address."""
     if isinstance(value, set | frozenset):
         return list(value)
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
-    return str(value)
+    text = str(value)
+    if _ADDRESS.search(text):
+        raise NotData(type(value).__name__)
+    return text
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")  # object's own text: <Foo object at 0x7f...>

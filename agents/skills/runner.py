@@ -29,7 +29,7 @@ from agents.skills.context import ToolContext
 from agents.skills.loader import Skill
 from agents.skills.once import KeyedCall, OnceCalls
 from agents.skills.registry import SkillRegistry
-from agents.skills.results import ToolResult, effective_limits, tool_error, trim
+from agents.skills.results import NotData, ToolResult, effective_limits, tool_error, trim
 from agents.skills.spec import ToolSpec
 from agents.skills.threads import HandlerThreads
 from agents.skills.worker import import_handler
@@ -317,6 +317,8 @@ class ToolRunner:
         limits = effective_limits(skill.config.limits, spec.limits)
         try:
             content, data, truncated = trim(value, limits)
+        except NotData as exc:
+            return tool_error(spec.name, "tool_failed", str(exc), started)
         except (TypeError, ValueError) as exc:
             why = f"{spec.name} returned data that is not JSON: {exc}"
             return tool_error(spec.name, "tool_failed", why, started)

@@ -20,6 +20,7 @@ import inspect
 import json
 import os
 import pickle
+import re
 import resource
 import signal
 import struct
@@ -112,6 +113,9 @@ class Worker:
             return
         try:
             text = json.dumps(value, ensure_ascii=False, default=_text)
+        except _NotData as exc:
+            self.send(("result", number, False, "tool_failed", str(exc)))
+            return
         except (TypeError, ValueError) as exc:
             self.send(("result", number, False, "not_json", str(exc)))
             return
@@ -160,12 +164,29 @@ def import_handler(package: str, path: str, module: str) -> types.ModuleType:
     return loaded
 
 
+class _NotData(TypeError):
+    """As ``agents.skills.results.NotData``."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(
+            f"the handler returned a {kind}, not JSON data: return dicts, lists, strings, "
+            "numbers, booleans or None"
+        )
+
+
 def _text(value: Any) -> Any:
+    """As ``agents.skills.results._text`` (this module imports only the standard library)."""
     if isinstance(value, set | frozenset):
         return list(value)
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
-    return str(value)
+    text = str(value)
+    if _ADDRESS.search(text):
+        raise _NotData(type(value).__name__)
+    return text
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")
 
 
 def _die_with_parent() -> None:

@@ -237,6 +237,18 @@ async def test_results_that_are_not_json_become_their_text(runner: ToolRunner) -
     assert json.loads(result.content) == result.data
 
 
+@pytest.mark.parametrize(
+    ("kind", "named"), [("object", "Order"), ("generator", "generator"), ("nested", "Order")]
+)
+async def test_a_result_with_no_json_form_is_a_tool_error_naming_its_type(
+    runner: ToolRunner, kind: str, named: str
+) -> None:
+    result = await runner.call("opaque", {"kind": kind})
+    assert (result.ok, result.error_code) == (False, "tool_failed")
+    assert f"the handler returned a {named}, not JSON data" in result.content
+    assert "0x" not in result.content
+
+
 def test_nan_and_infinity_in_a_result_become_null_not_invalid_json() -> None:
     from agents.skills.results import trim
     from agents.skills.spec import ResultLimits
