@@ -24,6 +24,7 @@ from typing import Any, Literal, Protocol
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from agents.state.schema_lock import schema_lock
 from agents.state.sqlite_saver import ThreadedSqliteSaver
 
 CallStatus = Literal["started", "done", "failed"]
@@ -396,7 +397,7 @@ class PostgresCallJournal:
                 await self._create()
 
     async def _create(self) -> None:
-        async with self.pool.connection() as conn:
+        async with schema_lock(self.pool), self.pool.connection() as conn:
             await conn.execute(_CREATE.format(ok="BOOLEAN", time="DOUBLE PRECISION"))
             cursor = await conn.execute(
                 "SELECT column_name FROM information_schema.columns"

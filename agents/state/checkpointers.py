@@ -24,6 +24,7 @@ from agents.errors import ConfigError
 from agents.state.codec import KeptCodec
 from agents.state.leases import LEASES
 from agents.state.readonce import ReadOnce
+from agents.state.schema_lock import schema_lock
 from agents.state.sqlite_saver import ReadOnceSqliteSaver
 
 T = TypeVar("T")
@@ -156,12 +157,13 @@ async def _postgres(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
         # workflow turn waited 0.8 s at 40 turns a second). Each operation takes a
         # connection of its own from the pool, so as many may run as it holds.
         saver.lock = asyncio.Semaphore(POOL_SIZE)  # type: ignore[assignment]
-        await saver.setup()
-        async with pool.connection() as conn:  # the leases that hold a thread for one run
-            await conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {LEASES} (thread_id TEXT PRIMARY KEY, "
-                "holder TEXT NOT NULL, expires DOUBLE PRECISION NOT NULL)"
-            )
+        async with schema_lock(pool):  # processes started together: one sets up at a time
+            await saver.setup()
+            async with pool.connection() as conn:  # the leases that hold a thread for one run
+                await conn.execute(
+                    f"CREATE TABLE IF NOT EXISTS {LEASES} (thread_id TEXT PRIMARY KEY, "
+                    "holder TEXT NOT NULL, expires DOUBLE PRECISION NOT NULL)"
+                )
         yield saver
     finally:
         await pool.close()

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import structlog
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from agents.state.schema_lock import schema_lock
 from agents.state.sqlite_saver import ThreadedSqliteSaver
 from agents.text import json_bytes
 
@@ -378,7 +379,7 @@ class PostgresDocuments:
         async with self._setting_up:
             if self._ready:
                 return
-            async with self.pool.connection() as conn:
+            async with schema_lock(self.pool), self.pool.connection() as conn:
                 await conn.execute(_POSTGRES_TABLE)
                 for name, columns in _POSTGRES_INDEXES.items():
                     await _build_index(conn, name, columns)
