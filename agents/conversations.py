@@ -34,7 +34,7 @@ from agents.router.learned import LearnedExamples
 from agents.router.router import Router
 from agents.run import RunBudget, RunContext, RunLimits, RunOptions, StartOptions, thread_config
 from agents.state.attachments import AttachmentStore
-from agents.state.leases import LEASE_S, ThreadLocks
+from agents.state.leases import LEASE_S, ThreadLocks, lease_alive
 from agents.state.migrations import migrate
 from agents.state.records import ThreadRecords
 from agents.state.traces import RunTraces
@@ -115,6 +115,33 @@ class Conversations:
     def busy(self, thread_id: str) -> bool:
         """Whether a run of the thread is under way in this process."""
         return bool(self._feeds.get(thread_id))
+
+    async def busy_anywhere(self, thread_id: str) -> bool:
+        """Whether a run of the thread is under way in this process or, on PostgreSQL, in
+        another one (a process holds the thread's lease: a run, or a change between runs)."""
+        return self.busy(thread_id) or await self._leased(thread_id)
+
+    async def begin(
+        self,
+        thread_id: str,
+        messages: Sequence[BaseMessage] | ClientTurn,
+        **options: Unpack[StartOptions],
+    ) -> RunFeed:
+        """``start``, with ``if_busy="reject"`` applied across processes: a thread another
+        process is answering raises ThreadBusy too (``start`` alone sees this process's
+        runs only). Two requests reaching two idle processes at the same instant may both
+        pass; the second then waits for the first, as ``enqueue`` would."""
+        if (
+            options.get("if_busy", "enqueue") == "reject"
+            and not self.busy(thread_id)  # this process's own: start joins or rejects
+            and await self._leased(thread_id)
+        ):
+            raise _busy(thread_id)
+        return self.start(thread_id, messages, **options)
+
+    async def _leased(self, thread_id: str) -> bool:
+        saver: Any = self.graph.checkpointer  # lease_alive tells PostgreSQL from the rest
+        return await lease_alive(saver, thread_id)
 
     async def history(self, thread_id: str) -> list[BaseMessage]:
         """Messages of a thread so far (empty for a new thread)."""
@@ -228,10 +255,7 @@ class Conversations:
                 "again (another process answers it)."
             )
         if options.get("if_busy", "enqueue") == "reject" and self.busy(thread_id):
-            raise ThreadBusy(
-                f"thread {thread_id!r} is answering another message; send this one after it "
-                "ends, or with if_busy=enqueue to run it then"
-            )
+            raise _busy(thread_id)
         ctx = RunContext(
             thread_id=thread_id,
             run_id=options.get("run_id") or str(uuid.uuid4()),
@@ -414,3 +438,10 @@ class Conversations:
 def _expired(feed: RunFeed, retain_s: float) -> bool:
     """Whether a run ended over ``retain_s`` ago."""
     return feed.done and time.monotonic() - feed.ended_at >= retain_s
+
+
+def _busy(thread_id: str) -> ThreadBusy:
+    return ThreadBusy(
+        f"thread {thread_id!r} is answering another message; send this one after it "
+        "ends, or with if_busy=enqueue to run it then"
+    )

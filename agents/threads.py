@@ -143,10 +143,10 @@ class Threads:
 
         Raises:
             ThreadNotFound: no such thread.
-            ThreadBusy: a run of the thread is under way.
+            ThreadBusy: a run of the thread is under way (in any process).
         """
         await self.get(thread_id)
-        if self.conversations.busy(thread_id):
+        if await self.conversations.busy_anywhere(thread_id):
             raise ThreadBusy(f"thread {thread_id!r} is answering a message; delete it after")
         async with self.conversations.hold(thread_id):
             await self._delete(thread_id)
@@ -329,7 +329,7 @@ class Threads:
             cutoff = now - policy.idle_days * 86400
             for record in await self.records.idle_since(cutoff, limit=10_000):
                 thread_id = record["thread_id"]
-                if self.conversations.busy(thread_id):
+                if await self.conversations.busy_anywhere(thread_id):
                     report.skipped_busy.append(thread_id)
                     continue
                 report.threads_deleted.append(thread_id)
@@ -356,7 +356,7 @@ class Threads:
         keep = self.retention.keep_checkpoints
         if thread_id in report.threads_deleted:
             return
-        if self.conversations.busy(thread_id):
+        if await self.conversations.busy_anywhere(thread_id):
             report.skipped_busy.append(thread_id)
             return
         if report.dry_run:

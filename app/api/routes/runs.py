@@ -91,7 +91,7 @@ async def create_run(
         answer = await _elsewhere(services, thread_id, theirs, stream=body.stream)
         if answer is not None:
             return answer
-    feed = services.conversations.start(
+    feed = await services.conversations.begin(  # if_busy=reject: any process's run
         thread_id,
         turn,
         **target,
