@@ -26,7 +26,7 @@ from typing import Any
 
 import structlog
 
-from agents.errors import KeyReused
+from agents.errors import ConfigError, KeyReused
 from agents.events import (
     Event,
     RunFailed,
@@ -59,6 +59,46 @@ def reconnect_data(thread_id: str, run_id: str, last_event_id: int, reason: str)
         "last_event_id": str(last_event_id),
         "reason": reason,
     }
+
+
+async def check_redis(url: str) -> None:
+    """Reach Redis at ``url`` once (a PING, in its database), at start.
+
+    Raises:
+        ConfigError: naming ``SKILLDESK_REDIS_URL``, when Redis cannot be reached or refuses
+            (a wrong host or port, a database number it does not have, a password).
+    """
+    import redis.asyncio as redis
+
+    shown = redact(url)
+    try:
+        client: Any = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=5)
+    except ValueError as exc:
+        raise ConfigError(
+            f"Redis URL {shown} (SKILLDESK_REDIS_URL) is not valid: {exc}",
+            fix="use redis://host:6379/0, or leave SKILLDESK_REDIS_URL unset for one process",
+        ) from None
+    try:
+        await client.ping()
+    except Exception as exc:
+        raise ConfigError(
+            f"cannot reach Redis at {shown} (SKILLDESK_REDIS_URL): {exc}",
+            fix="check that Redis is running and that SKILLDESK_REDIS_URL names its host, "
+            "port and database number (redis://host:6379/0)",
+        ) from None
+    finally:
+        with contextlib.suppress(Exception):
+            await client.aclose()
+
+
+def redact(url: str) -> str:
+    """``url`` without its password."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url
+    creds, host = rest.rsplit("@", 1)
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}{':***' if ':' in creds else ''}@{host}"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from agents.bus import RunBus
+from agents.bus import RunBus, check_redis
 from agents.conversations import Conversations
 from agents.errors import NO_MODEL_HINT
 from agents.graph.builder import build_graph
@@ -30,7 +30,7 @@ from agents.skills.watcher import start_watcher, stop_watcher
 from agents.skills.written import WrittenExamples
 from agents.state.attachments import AttachmentStore
 from agents.state.calls import call_journal
-from agents.state.checkpointers import open_checkpointer
+from agents.state.checkpointers import check_checkpoint_store, open_checkpointer
 from agents.state.documents import documents_for
 from agents.state.records import ThreadRecords
 from agents.state.spend import SpendLedger
@@ -102,6 +102,17 @@ class Services:
         return self.threads.attachments
 
 
+async def check_stores(settings: Settings) -> None:
+    """Reach the checkpoint store and Redis the settings name, before a server starts.
+
+    Raises:
+        ConfigError: naming the setting whose store cannot be reached.
+    """
+    await check_checkpoint_store(settings.resolved_checkpoint_url)
+    if settings.redis_url:
+        await check_redis(settings.redis_url)
+
+
 @asynccontextmanager
 async def open_services(
     settings: Settings, *, watch: bool | None = None, background: bool = True
@@ -164,6 +175,8 @@ async def open_services(
 
     watcher = start_watcher(skills, recheck) if watching else None
     workflow_watcher = start_workflow_watcher(registry) if watching else None
+    if settings.redis_url:  # a wrong URL stops start-up naming the setting, not a traceback
+        await check_redis(settings.redis_url)
     bus = (
         RunBus(settings.redis_url, settings.redis_prefix, settings.run_events_retain_s)
         if settings.redis_url

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
@@ -388,10 +389,28 @@ class Settings(BaseSettings):
             return _ON_OFF.get(word, word)
         return value
 
-    @field_validator("checkpoint_url", mode="before")
+    @field_validator("checkpoint_url", "redis_url", mode="before")
     @classmethod
     def _blank_is_default(cls, value: Any) -> Any:
         return (value.strip() or None) if isinstance(value, str) else value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(
+                "not a Redis URL; use redis://host:6379/0 (rediss:// for TLS, "
+                "unix:///path/to/redis.sock for a socket), or leave it unset for one process"
+            )
+        db = urlsplit(value).path.strip("/") if not value.startswith("unix://") else ""
+        if db and not db.isdigit():
+            raise ValueError(
+                f"the database {db!r} is not a number; use redis://host:6379/0 (0 to 15 "
+                "on a default Redis)"
+            )
+        return value
 
     @field_validator("checkpoint_url")
     @classmethod

@@ -62,6 +62,28 @@ async def open_checkpointer(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]
         )
 
 
+async def check_checkpoint_store(url: str) -> None:
+    """Connect once to a PostgreSQL checkpoint store (nothing to do for SQLite's file).
+
+    Raises:
+        ConfigError: naming ``SKILLDESK_CHECKPOINT_URL``, when it cannot be reached.
+    """
+    if not url.startswith(("postgresql://", "postgres://")):
+        return
+    import psycopg
+
+    try:
+        probe = await psycopg.AsyncConnection.connect(url, connect_timeout=5)
+        await probe.close()
+    except Exception as exc:
+        raise ConfigError(
+            f"cannot connect to PostgreSQL at {_redact(url)} (SKILLDESK_CHECKPOINT_URL): "
+            f"{str(exc).strip()}",
+            fix="check that the server is running and that SKILLDESK_CHECKPOINT_URL names "
+            "its host, port, user and database (postgresql://user@host:5432/db)",
+        ) from None
+
+
 @asynccontextmanager
 async def _sqlite(path: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     target = path
@@ -91,19 +113,11 @@ async def _sqlite(path: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
 
 @asynccontextmanager
 async def _postgres(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    import psycopg
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
 
-    try:  # one direct connection first: a refused or misspelt URL fails now, not after a pool wait
-        probe = await psycopg.AsyncConnection.connect(url, connect_timeout=5)
-        await probe.close()
-    except Exception as exc:
-        raise ConfigError(
-            f"cannot connect to PostgreSQL at {_redact(url)} (SKILLDESK_CHECKPOINT_URL): {exc}",
-            fix="check that the server is running and the URL, user and database are right",
-        ) from exc
+    await check_checkpoint_store(url)  # a refused or misspelt URL fails now, not after a pool wait
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         url,
         min_size=1,

@@ -32,6 +32,7 @@ def serve(
 
     from app.auth.guard import refusal
     from app.main import create_app
+    from app.services import check_stores
     from app.shutdown import StoppingServer
 
     settings = load_cli_settings(
@@ -43,6 +44,7 @@ def serve(
     )
     configure_logging(settings.log_level, settings.log_format)
     try:
+        asyncio.run(check_stores(settings))  # PostgreSQL and Redis answer, else say which
         problem = asyncio.run(refusal(settings))
     except ConfigError as exc:
         problem = str(exc)

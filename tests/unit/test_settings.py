@@ -88,10 +88,12 @@ def test_bad_value_names_the_environment_variable(monkeypatch: pytest.MonkeyPatc
     ("variable", "value", "words"),
     [
         ("SKILLDESK_CHECKPOINT_URL", "mysql://x", "postgresql://"),
+        ("SKILLDESK_REDIS_URL", "http://127.0.0.1:6379/0", "redis://host:6379/0"),
+        ("SKILLDESK_REDIS_URL", "redis://127.0.0.1:6379/cache", "not a number"),
         ("SKILLDESK_SKILLS_EMBEDDING_PRECISION", "fp16", "int8"),
     ],
 )
-def test_an_unknown_store_or_precision_stops_start_up_naming_it(
+def test_an_unknown_store_redis_or_precision_stops_start_up_naming_it(
     monkeypatch: pytest.MonkeyPatch, variable: str, value: str, words: str
 ) -> None:
     monkeypatch.setenv(variable, value)
