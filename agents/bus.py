@@ -130,6 +130,10 @@ class RunBus:
         self._writer: asyncio.Task[None] | None = None
         self._listener: asyncio.Task[None] | None = None
 
+    async def ping(self, timeout_s: float = 2.0) -> None:
+        """Raise when Redis does not answer within ``timeout_s`` (``/readyz``)."""
+        await asyncio.wait_for(self.client.ping(), timeout_s)
+
     @property
     def channel(self) -> str:
         """The pub/sub channel every process listens to."""

@@ -369,6 +369,12 @@ class ShuttingDown(SkilldeskError):
     code = "shutting_down"
 
 
+class DependencyUnavailable(SkilldeskError):
+    """A server the service needs (Redis) does not answer; the request was not done."""
+
+    code = "dependency_unavailable"
+
+
 class ThreadBusy(SkilldeskError):
     """The thread is answering a message; the request needs it idle (delete, fork)."""
 

@@ -11,6 +11,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import iter_route_contexts
 from pydantic import BaseModel, Field
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -20,6 +22,7 @@ from agents.errors import (
     AttachmentRejected,
     BadInputs,
     CheckpointNotFound,
+    DependencyUnavailable,
     HandlersBusy,
     InvalidTurn,
     KeyReused,
@@ -37,6 +40,11 @@ from agents.errors import (
 )
 
 log = structlog.get_logger(__name__)
+
+REDIS_LOST = (
+    "Redis (SKILLDESK_REDIS_URL) is unreachable, so this request could not be completed; "
+    "try again shortly. /readyz answers 503 until it is back."
+)
 
 # The one place where an error of the agents gets its HTTP status: by class, most specific
 # first, then (for a run that failed, which reports a code) by code.
@@ -57,6 +65,7 @@ _BY_CLASS: tuple[tuple[type[SkilldeskError], int, str], ...] = (
     (SkillReferenceError, 404, "invalid_request_error"),
     (HandlersBusy, 503, "server_error"),
     (ShuttingDown, 503, "server_error"),
+    (DependencyUnavailable, 503, "server_error"),
     (NoModelConfigured, 503, "model_error"),
     (ModelError, 502, "model_error"),
     (SkilldeskError, 500, "server_error"),
@@ -191,6 +200,15 @@ def install_error_handlers(app: FastAPI) -> None:
         error = api_error(exc)
         if error.status >= 500:
             log.error("http.agents_error", code=exc.code, error=exc.message)
+        return JSONResponse(error.body(), status_code=error.status)
+
+    @app.exception_handler(RedisConnectionError)
+    @app.exception_handler(RedisTimeoutError)
+    async def _redis_lost(_: Request, exc: Exception) -> JSONResponse:
+        # Redis went away under a request (the rate limit, an idempotency key, a run's
+        # events): a 503 the client may retry, not an internal error.
+        log.error("http.redis_unreachable", error=str(exc))
+        error = api_error(DependencyUnavailable(REDIS_LOST))
         return JSONResponse(error.body(), status_code=error.status)
 
     @app.exception_handler(RequestValidationError)

@@ -33,8 +33,8 @@ async def healthz() -> HealthPublic:
     },
 )
 async def readyz(services: ServicesDep, request: Request) -> JSONResponse:
-    """Ready when the checkpoint store answers; says whether a model is configured and how
-    callers are authenticated."""
+    """Ready when the checkpoint store and Redis (when configured) answer; says whether a
+    model is configured and how callers are authenticated."""
     body = ReadinessPublic(
         status="ready",
         checkpointer=type(services.checkpointer).__name__,
@@ -50,6 +50,16 @@ async def readyz(services: ServicesDep, request: Request) -> JSONResponse:
     except Exception as exc:
         body.status, body.error = "not ready", f"checkpoint store unreachable: {exc}"
         status = 503
+    if status == 200 and services.bus is not None:  # keyed requests need it (rate limits)
+        try:
+            await services.bus.ping()
+        except Exception as exc:
+            problem = str(exc) or type(exc).__name__
+            body.status, body.error = (
+                "not ready",
+                f"Redis (SKILLDESK_REDIS_URL) unreachable: {problem}",
+            )
+            status = 503
     return JSONResponse(body.model_dump(exclude_none=True), status_code=status)
 
 
