@@ -54,12 +54,13 @@ def load_workflow(
     tools: Tools | None = None,
     skills: Collection[str] | None = None,
     profiles: Collection[str] | None = None,
-    workflows: Collection[str] | None = None,
+    workflows: Mapping[str, WorkflowSpec] | Collection[str] | None = None,
 ) -> Workflow:
     """Load and check one workflow file.
 
     The installed world is optional: each of ``tools``, ``skills``, ``profiles`` (model
-    profile names) and ``workflows`` (loaded workflow names) is checked only when given.
+    profile names) and ``workflows`` (loaded workflows' names, or their specs by name, which
+    also check that no sub-workflow can wait for an approval) is checked only when given.
 
     Raises:
         WorkflowLoadError: listing every problem, each naming the file, the node and the line.

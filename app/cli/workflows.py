@@ -16,6 +16,7 @@ from agents.skills.registry import SkillRegistry
 from agents.workflows.loader import SUFFIXES, Workflow, line_of, load_workflow, read_workflow
 from agents.workflows.mermaid import mermaid
 from agents.workflows.registry import WorkflowRegistry, skills_world
+from agents.workflows.spec import WorkflowSpec
 from app.api.schemas.workflows import RunStatus
 from app.cli.common import load_cli_settings, report_validation
 from app.logging import configure_logging
@@ -119,11 +120,14 @@ def _validate_files(
             sorted(f for f in path.iterdir() if f.suffix in SUFFIXES) if path.is_dir() else [path]
         )
     ]
-    names: dict[Path, str] = {}
+    # Each sub-workflow by its definition, so a child that can wait for an approval is found.
+    known: dict[str, WorkflowSpec] = {
+        w.name: w.spec for w in _registry(settings, world=False).all()
+    }
     for path in paths:
         with contextlib.suppress(WorkflowLoadError):
-            names[path] = read_workflow(path).name
-    known = {*names.values(), *_registry(settings, world=False).names()}
+            read = read_workflow(path)
+            known[read.name] = read.spec
     loaded: dict[str, Workflow] = {}
     errors: list[WorkflowProblem] = []
     for path in paths:

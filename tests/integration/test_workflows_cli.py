@@ -128,6 +128,27 @@ def test_validate_a_file_outside_the_folder_with_a_model_profile_check(tmp_path:
     assert run("validate", str(draft), tmp_path=tmp_path).returncode == 0
 
 
+def test_validate_a_file_whose_sub_workflow_can_wait_for_an_approval(tmp_path: Path) -> None:
+    # As the service refuses it: the file's child (in the folder) would wait inside the node.
+    folder = setup(tmp_path)
+    (folder / "gated.yaml").write_text(
+        "name: gated\ndescription: Asks first.\nnodes:\n"
+        "  - {id: ok, kind: approval, summary: Go?}\n",
+        encoding="utf-8",
+    )
+    draft = tmp_path / "draft.yaml"
+    draft.write_text(
+        "name: draft\ndescription: Runs the gated one.\nnodes:\n"
+        "  - {id: sub, kind: workflow, workflow: gated}\n",
+        encoding="utf-8",
+    )
+    done = run("validate", str(draft), "--json", tmp_path=tmp_path)
+    assert done.returncode == 1, done.stdout
+    [error] = json.loads(done.stdout)["errors"]
+    assert (error["node"], error["line"]) == ("sub", 4)
+    assert error["message"].startswith("workflow: 'gated' can wait for an approval")
+
+
 def test_list_json(tmp_path: Path) -> None:
     setup(tmp_path)
     done = run("list", "--json", tmp_path=tmp_path)
