@@ -162,8 +162,7 @@ class WorkflowEngine:
         if idempotency_key is None:
             run_id = uuid.uuid4().hex
         else:
-            keyed = "\x1f".join((user or "", name, idempotency_key)).encode()
-            run_id = hashlib.sha256(keyed).hexdigest()[:32]
+            run_id = keyed_run_id(name, idempotency_key, user)
         keyed_lock = self._locks.setdefault(run_id, asyncio.Lock()) if idempotency_key else None
         async with keyed_lock or contextlib.nullcontext():
             if idempotency_key is not None:
@@ -293,6 +292,21 @@ class WorkflowEngine:
         async for event in self._drive(record, None):
             last = event
         return dict(last["record"])
+
+    async def carry_on(self, run_id: str) -> dict[str, Any]:
+        """A run left RUNNING (cut off with the run that started it) to its end: gone on
+        with here from its last checkpoint, or, while another process holds it, once that
+        one lets it go. Returns its record."""
+        await self.leases.take(run_id)
+        try:
+            stored = await self.documents.get(RUN, run_id)
+        except BaseException:
+            await self.leases.release(run_id)
+            raise
+        if stored is None or stored["status"] != "RUNNING":  # ended meanwhile, elsewhere
+            await self.leases.release(run_id)
+            return await self.get_run(run_id)
+        return await self.resume(run_id)
 
     async def fork(
         self,
@@ -673,6 +687,11 @@ async def _first_to_decide(
 
 def _definition_id(name: str, fingerprint: str) -> str:
     return f"{name}@{fingerprint}"
+
+
+def keyed_run_id(name: str, key: str, user: str | None = None) -> str:
+    """The id of the run of workflow ``name`` that ``user`` started with ``key``."""
+    return hashlib.sha256("\x1f".join((user or "", name, key)).encode()).hexdigest()[:32]
 
 
 def _thread(record: dict[str, Any]) -> str:

@@ -13,6 +13,8 @@ from agents.errors import AlreadyDecided, BadInputs, RunNotFound
 from agents.models import ModelGateway
 from agents.prompts import Prompts
 from agents.workflows.engine import WorkflowEngine
+from agents.workflows.executors import NodeContext, RunInfo
+from agents.workflows.executors.subflow import SubWorkflowExecutor
 from tests.workflowkit import Workflows
 
 REFUND = """
@@ -315,3 +317,36 @@ async def test_the_inbox_shows_the_newest_and_counts_every_approval_that_waits(
     )
     mine, _ = await engine.approvals_page(1, thread_id="t-9")
     assert [a["run_id"] for a in mine] == ["run-t"]
+
+
+async def test_a_sub_workflow_node_run_again_goes_on_with_its_child_not_a_second_one(
+    engine: WorkflowEngine,
+) -> None:
+    # A parent resumed after its process died runs its unfinished `workflow` node again: it
+    # started a second child, whose side effects (keyed by its own run) happened again.
+    node = next(n for n in engine.workflows.get("parent").spec.nodes if n.id == "child")
+    ctx = NodeContext(node, {"inputs": {}, "nodes": {}}, RunInfo("p-1", "parent"), engine)
+    first = await SubWorkflowExecutor().run(ctx)
+    [child] = await engine.list_runs(workflow="fan")
+    # The child cut off with its parent: left RUNNING (its checkpoint is where it stopped).
+    await engine.documents.put("workflow_run", child["id"], {**child, "status": "RUNNING"})
+    again = await SubWorkflowExecutor().run(ctx)
+    assert again.output == first.output == {"message": "L2R"}
+    assert [r["id"] for r in await engine.list_runs(workflow="fan")] == [child["id"]]
+    assert (await engine.get_run(child["id"]))["status"] == "SUCCEEDED"
+    # Another visit of the node is another child.
+    await SubWorkflowExecutor().run(NodeContext(node, ctx.values, ctx.run, engine, visit=1))
+    assert len(await engine.list_runs(workflow="fan")) == 2
+
+
+async def test_a_sub_workflow_node_retried_after_its_child_failed_starts_a_new_child(
+    engine: WorkflowEngine,
+) -> None:
+    node = next(n for n in engine.workflows.get("parent").spec.nodes if n.id == "child")
+    ctx = NodeContext(node, {"inputs": {}, "nodes": {}}, RunInfo("p-2", "parent"), engine)
+    await SubWorkflowExecutor().run(ctx)
+    [child] = await engine.list_runs(workflow="fan")
+    await engine.documents.put("workflow_run", child["id"], {**child, "status": "FAILED"})
+    again = await SubWorkflowExecutor().run(ctx)  # the node's retry
+    assert again.output == {"message": "L2R"}
+    assert len(await engine.list_runs(workflow="fan")) == 2

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from agents.errors import HandlerFailed
+from agents.errors import HandlerFailed, RunNotFound
+from agents.workflows.engine import keyed_run_id
 from agents.workflows.executors import NodeContext, Outcome, executor
 from agents.workflows.templates import render
 
@@ -13,12 +14,20 @@ class SubWorkflowExecutor:
 
     async def run(self, ctx: NodeContext) -> Outcome:
         inputs = render(ctx.node.inputs, ctx.values, "inputs")
+        # The child's id is made from this node's visit: a parent resumed after its process
+        # died runs the node again and finds the child it started, not a second one (whose
+        # side effects, keyed by its own run, would happen again).
+        parent = f"{ctx.run.run_id}:{ctx.node.id}#{ctx.visit}"
+        key = await _attempt_key(ctx, parent)
         record = await ctx.engine.run(
             ctx.node.workflow,
             inputs,
             thread_id=ctx.run.thread_id,
-            parent=f"{ctx.run.run_id}:{ctx.node.id}#{ctx.visit}",
+            parent=parent,
+            idempotency_key=key,
         )
+        if record["status"] == "RUNNING":  # cut off with this run: goes on from where it was
+            record = await ctx.engine.carry_on(record["id"])
         if record["status"] == "WAITING":
             # The parent cannot wait for its child's approval: the child is cancelled, so a
             # decision taken later makes none of its side effects.
@@ -33,3 +42,20 @@ class SubWorkflowExecutor:
             why = record.get("error") or f"it ended {record['status']}"
             raise HandlerFailed(f"workflow {ctx.node.workflow!r} did not succeed: {why}")
         return Outcome(record.get("outputs", {}))
+
+
+async def _attempt_key(ctx: NodeContext, parent: str) -> str:
+    """The key of this node's child: the first attempt's, unless that child failed (a retry
+    of the node, or a run resumed after a retry: then the next attempt's)."""
+    for attempt in range(_ATTEMPTS):
+        key = f"sub-workflow:{parent}/{attempt}"
+        try:
+            earlier = await ctx.engine.get_run(keyed_run_id(ctx.node.workflow, key))
+        except RunNotFound:
+            return key
+        if earlier["status"] not in ("FAILED", "CANCELLED"):
+            return key
+    raise HandlerFailed(f"workflow {ctx.node.workflow!r} failed {_ATTEMPTS} times here")
+
+
+_ATTEMPTS = 100  # children one node's visit may start (its retries)
