@@ -98,6 +98,9 @@ class WorkflowTools:
         return ok_result(name, json.dumps(run, ensure_ascii=False, default=str), run, started)
 
 
+_NOT_ASKED = ("run_id", "workflow", "thread_id", "interrupt_id")  # the run's, or the engine's
+
+
 def run_summary(record: dict[str, Any]) -> dict[str, Any]:
     """What a caller needs of an execution record: id, status, outputs, error, and the
     approval it waits for (decided at ``/v1/approvals``)."""
@@ -110,5 +113,5 @@ def run_summary(record: dict[str, Any]) -> dict[str, Any]:
         "error": record.get("error"),
         "approval": None
         if waiting is None
-        else {k: v for k, v in waiting.items() if k not in ("run_id", "workflow", "thread_id")},
+        else {k: v for k, v in waiting.items() if k not in _NOT_ASKED},
     }

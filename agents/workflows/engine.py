@@ -166,11 +166,16 @@ class WorkflowEngine:
         keyed_lock = self._locks.setdefault(run_id, asyncio.Lock()) if idempotency_key else None
         async with keyed_lock or contextlib.nullcontext():
             if idempotency_key is not None:
+                # Held before the look: a start of the same key in another process, whose
+                # look came first, stores its record before this one looks.
+                await self.leases.take(run_id)
                 try:
-                    earlier = await self.get_run(run_id)
-                except RunNotFound:
-                    pass
-                else:
+                    earlier = await self.documents.get(RUN, run_id)
+                except BaseException:
+                    await self.leases.release(run_id)
+                    raise
+                if earlier is not None:
+                    await self.leases.release(run_id)
                     if earlier["inputs"] != values:
                         raise KeyReused(
                             f"Idempotency-Key {idempotency_key!r} started a run of "
@@ -197,8 +202,12 @@ class WorkflowEngine:
                 "nodes": {},
                 "waiting": None,
             }
-            await self._keep_definition(workflow)
-            await self._save(record)
+            try:
+                await self._keep_definition(workflow)
+                await self._save(record)
+            except BaseException:
+                await self.leases.release(run_id)
+                raise
             async for event in self._drive(
                 record, {"inputs": values}, workflow=workflow, usage_sink=usage_sink
             ):
@@ -249,23 +258,24 @@ class WorkflowEngine:
         run_id = approval_id.split("-", 1)[0]
         lock = self._locks.setdefault(run_id, asyncio.Lock())
         async with lock:
-            record = await self.get_run(run_id)
-            waiting = record.get("waiting") or {}
-            if waiting.get("approval_id") != approval_id:
-                decided = any(
-                    (node.get("output") or {}).get("approval_id") == approval_id
-                    for node in record["nodes"].values()
-                    if isinstance(node.get("output"), dict)
-                )
-                if decided or record["status"] in FINAL:
-                    raise AlreadyDecided(f"approval {approval_id} was decided already")
-                raise RunNotFound(f"there is no pending approval {approval_id}")
-            workflow = await self._definition(record)
-            self._graph(workflow)  # compiled before the record changes
-            decision = {"approved": approved, "by": by, "comment": comment, "at": time.time()}
-            record = {**record, "status": "RUNNING", "waiting": None}
-            await self._save(record)
-        async for event in self._drive(record, Command(resume=decision), workflow=workflow):
+            _pending(await self.get_run(run_id), approval_id)  # at once, without waiting
+            # Held, then looked at again as stored: a process that decided it meanwhile has
+            # stored the run's next state before letting it go.
+            await self.leases.take(run_id)
+            try:
+                record = _pending(await self._stored(run_id), approval_id)
+                workflow = await self._definition(record)
+                self._graph(workflow)  # compiled before the record changes
+                decision = {"approved": approved, "by": by, "comment": comment, "at": time.time()}
+                interrupt_id = record["waiting"].get("interrupt_id")
+                record = {**record, "status": "RUNNING", "waiting": None}
+                await self._save(record)
+            except BaseException:
+                await self.leases.release(run_id)
+                raise
+        # Addressed to its interrupt: a decision can never answer another gate.
+        resume = decision if interrupt_id is None else {interrupt_id: decision}
+        async for event in self._drive(record, Command(resume=resume), workflow=workflow):
             yield event
 
     async def cancel(self, run_id: str, reason: str) -> dict[str, Any]:
@@ -276,10 +286,19 @@ class WorkflowEngine:
             record = await self.get_run(run_id)
             if record["status"] != "WAITING":
                 return record
-            ended = time.time()
-            record = {**record, "status": "CANCELLED", "waiting": None, "error": reason}
-            record["ended"] = ended
-            await self._save(record)
+            await self.leases.take(run_id)  # then looked at again: it may be decided by now
+            try:
+                record = await self._stored(run_id)
+                if record["status"] != "WAITING":
+                    await self.leases.release(run_id)
+                    return record
+                ended = time.time()
+                record = {**record, "status": "CANCELLED", "waiting": None, "error": reason}
+                record["ended"] = ended
+                await self._save(record)
+            except BaseException:
+                await self.leases.release(run_id)
+                raise
             metrics.WORKFLOW_RUNS.labels(record["workflow"], "CANCELLED").inc()
         log.info("workflow.cancelled", run_id=run_id, reason=reason)
         return record
@@ -428,6 +447,13 @@ class WorkflowEngine:
             RunNotFound: for an unknown id.
         """
         record = self._records.get(run_id) or await self.documents.get(RUN, run_id)
+        if record is None:
+            raise RunNotFound(f"there is no workflow run {run_id!r}")
+        return dict(record)
+
+    async def _stored(self, run_id: str) -> dict[str, Any]:
+        """A run's record as stored (what another process did to it included)."""
+        record = await self.documents.get(RUN, run_id)
         if record is None:
             raise RunNotFound(f"there is no workflow run {run_id!r}")
         return dict(record)
@@ -597,7 +623,9 @@ class WorkflowEngine:
                     # The run's own last state: its thread holds its forks' states too.
                     record["checkpoint"] = payload["config"]["configurable"]["checkpoint_id"]
                 elif mode == "updates" and isinstance(payload, dict):
-                    pending += [i.value for i in payload.get("__interrupt__", ())]
+                    pending += [
+                        {**i.value, "interrupt_id": i.id} for i in payload.get("__interrupt__", ())
+                    ]
                     self._note(record, payload)
             # Every node the run has, those run before a crash included (the state holds them).
             ran = dict(values.get("nodes") or {})
@@ -608,7 +636,8 @@ class WorkflowEngine:
                 where = {"run_id": run_id, "workflow": record["workflow"]}
                 waiting = {**pending[0], **where, "thread_id": record.get("thread_id")}
                 record.update(status="WAITING", waiting=waiting)
-                yield {"type": "approval_required", "run_id": run_id, **pending[0]}
+                asked = {k: v for k, v in pending[0].items() if k != "interrupt_id"}
+                yield {"type": "approval_required", "run_id": run_id, **asked}
             else:
                 record.update(status="SUCCEEDED", outputs=_outputs(workflow.spec, values, info))
         except WorkflowFailed as exc:
@@ -683,6 +712,26 @@ async def _first_to_decide(
         if gates & set(snapshot.next):
             earliest = snapshot
     return earliest
+
+
+def _pending(record: dict[str, Any], approval_id: str) -> dict[str, Any]:
+    """``record``, whose run waits for approval ``approval_id``.
+
+    Raises:
+        AlreadyDecided: it was decided, or the run ended.
+        RunNotFound: the run never asked for it.
+    """
+    waiting = record.get("waiting") or {}
+    if waiting.get("approval_id") == approval_id and record["status"] == "WAITING":
+        return record
+    decided = any(
+        (node.get("output") or {}).get("approval_id") == approval_id
+        for node in record["nodes"].values()
+        if isinstance(node.get("output"), dict)
+    )
+    if decided or record["status"] in FINAL:
+        raise AlreadyDecided(f"approval {approval_id} was decided already")
+    raise RunNotFound(f"there is no pending approval {approval_id}")
 
 
 def _definition_id(name: str, fingerprint: str) -> str:

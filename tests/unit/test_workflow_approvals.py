@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agents.errors import AlreadyDecided, WorkflowNotFound
+from agents.errors import AlreadyDecided, RunNotFound, WorkflowNotFound
 from agents.models import ModelGateway
 from agents.prompts import Prompts
 from agents.state.documents import MemoryDocuments
@@ -151,3 +151,91 @@ async def test_a_fork_with_new_inputs_asks_its_approval_again(engine: WorkflowEn
         kept = events[-1]["record"]
         assert (kept["status"], kept["outputs"]) == ("SUCCEEDED", {"message": "paid 12.5 for ann"})
         assert [e["node"] for e in events if e.get("type") == "node_started"] == ["pay", "done"]
+
+
+TWO_GATES = """
+name: two
+description: Two gates in a row.
+nodes:
+  - {id: first, kind: approval, summary: "First?", next: second}
+  - {id: second, kind: approval, summary: "Second?", next: done}
+  - {id: done, kind: set, values: {by: "{{ nodes.first.output.by }}+{{ nodes.second.output.by }}"}}
+outputs: {message: "{{ nodes.done.output.by }}"}
+"""
+THREE = """
+name: three
+description: A step, a gate, a step.
+nodes:
+  - {id: a, kind: set, values: {x: 1}, next: gate}
+  - {id: gate, kind: approval, summary: "ok?", next: b}
+  - {id: b, kind: set, values: {x: 2}}
+outputs: {message: "{{ nodes.b.output.x }}"}
+"""
+
+
+def two_processes(*texts: str) -> tuple[WorkflowEngine, WorkflowEngine]:
+    """Two engines on one store, as two processes would be."""
+    workflows, saver, documents = Workflows(*texts), InMemorySaver(), MemoryDocuments()
+    return engine_of(workflows, saver, documents), engine_of(workflows, saver, documents)
+
+
+def seen_before(engine: WorkflowEngine, record: dict[str, Any]) -> None:
+    """``engine`` looks at ``record`` as it was (its look came before another's change)."""
+
+    async def stale(run_id: str) -> dict[str, Any]:
+        return dict(record)
+
+    engine.get_run = stale  # type: ignore[method-assign]
+
+
+async def test_a_late_decision_of_a_decided_gate_from_another_process_is_refused() -> None:
+    a, b = two_processes(TWO_GATES)
+    waiting = await a.run("two", {})
+    first = waiting["waiting"]["approval_id"]
+    seen_before(b, waiting)
+    at_second = [e async for e in a.decide(first, approved=True, by="ann")][-1]["record"]
+    assert at_second["waiting"]["node"] == "second"
+    with pytest.raises(AlreadyDecided):
+        [e async for e in b.decide(first, approved=True, by="bob")]
+    stored = await a.get_run(waiting["id"])
+    assert (stored["status"], stored["waiting"]["node"]) == ("WAITING", "second")
+    done = await decide(a, stored["waiting"]["approval_id"])
+    assert done["outputs"] == {"message": "ann+ann"}
+
+
+async def test_a_stale_decision_resumes_only_the_gate_it_was_taken_for() -> None:
+    a, b = two_processes(TWO_GATES)
+    waiting = await a.run("two", {})
+    first = waiting["waiting"]["approval_id"]
+    await decide(a, first)
+    # Even were every look B takes stale, its decision is addressed to the first gate's
+    # interrupt, not to whatever gate the run waits at.
+    seen_before(b, waiting)
+    b._stored = b.get_run  # type: ignore[method-assign]
+    late = [e async for e in b.decide(first, approved=True, by="bob")][-1]["record"]
+    assert (late["status"], late["waiting"]["node"]) == ("WAITING", "second")
+    assert "second" not in late["nodes"]
+
+
+async def test_a_cancel_from_another_process_leaves_a_run_decided_meanwhile_as_it_is() -> None:
+    a, b = two_processes(PAY)
+    waiting = await a.run("pay", {"amount": 5})
+    seen_before(b, waiting)
+    await decide(a, waiting["waiting"]["approval_id"])
+    kept = await b.cancel(waiting["id"], "no longer needed")
+    assert (kept["status"], kept["error"]) == ("SUCCEEDED", None)
+    assert (await a.get_run(waiting["id"]))["status"] == "SUCCEEDED"
+
+
+async def test_a_keyed_start_whose_look_came_first_elsewhere_replays_the_stored_run() -> None:
+    a, b = two_processes(THREE)
+    started = await a.run("three", {}, idempotency_key="k1", user="u")
+    done = await decide(a, started["waiting"]["approval_id"])
+
+    async def not_yet(run_id: str) -> dict[str, Any]:
+        raise RunNotFound(run_id)
+
+    b.get_run = not_yet  # type: ignore[method-assign]
+    again = await b.run("three", {}, idempotency_key="k1", user="u")
+    assert (again["id"], again["status"]) == (started["id"], "SUCCEEDED")
+    assert await a.documents.get("workflow_run", started["id"]) == done
