@@ -208,10 +208,12 @@ class WorkflowEngine:
             except BaseException:
                 await self.leases.release(run_id)
                 raise
-            async for event in self._drive(
+            driven = self._drive(
                 record, {"inputs": values}, workflow=workflow, usage_sink=usage_sink
-            ):
-                yield event
+            )
+            async with contextlib.aclosing(driven) as events:
+                async for event in events:
+                    yield event
 
     async def run(
         self,
@@ -275,8 +277,10 @@ class WorkflowEngine:
                 raise
         # Addressed to its interrupt: a decision can never answer another gate.
         resume = decision if interrupt_id is None else {interrupt_id: decision}
-        async for event in self._drive(record, Command(resume=resume), workflow=workflow):
-            yield event
+        driven = self._drive(record, Command(resume=resume), workflow=workflow)
+        async with contextlib.aclosing(driven) as events:
+            async for event in events:
+                yield event
 
     async def cancel(self, run_id: str, reason: str) -> dict[str, Any]:
         """End a waiting run without a decision: its approval leaves the inbox and it never
@@ -308,8 +312,9 @@ class WorkflowEngine:
         nodes are not run again, side effects are not repeated."""
         record = await self.get_run(run_id)
         last: dict[str, Any] = {"record": record}
-        async for event in self._drive(record, None):
-            last = event
+        async with contextlib.aclosing(self._drive(record, None)) as events:
+            async for event in events:
+                last = event
         return dict(last["record"])
 
     async def carry_on(self, run_id: str) -> dict[str, Any]:
@@ -385,10 +390,10 @@ class WorkflowEngine:
             "usage_before": dict(target.values.get("usage") or {}),
         }
         await self._save(record)
-        async for event in self._drive(
-            record, None, config, workflow=workflow, usage_sink=usage_sink
-        ):
-            yield event
+        driven = self._drive(record, None, config, workflow=workflow, usage_sink=usage_sink)
+        async with contextlib.aclosing(driven) as events:
+            async for event in events:
+                yield event
 
     async def orphans(self) -> list[str]:
         """Runs left RUNNING that no process runs: not this one, nor (PostgreSQL) another
@@ -446,7 +451,10 @@ class WorkflowEngine:
         Raises:
             RunNotFound: for an unknown id.
         """
-        record = self._records.get(run_id) or await self.documents.get(RUN, run_id)
+        # What this process holds is written through; else the store's (another's, or one
+        # cut off here) is the truth.
+        live = self._records.get(run_id) if self.leases.holds(run_id) else None
+        record = live or await self.documents.get(RUN, run_id)
         if record is None:
             raise RunNotFound(f"there is no workflow run {run_id!r}")
         return dict(record)
@@ -601,32 +609,59 @@ class WorkflowEngine:
         usage_sink: Callable[[dict[str, int]], None] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         run_id = record["id"]
+        self._records[run_id] = record
+        stored = False
+        try:
+            steps = self._steps(record, start, config, workflow, usage_sink)
+            async with contextlib.aclosing(steps) as events:
+                async for event in events:
+                    if event["type"] == "workflow_ended" and event["record"]["id"] == run_id:
+                        stored = True  # its last state is stored
+                    yield event
+        finally:
+            # Cut off (its stream closed, its task cancelled, its last save failed): its
+            # stored RUNNING record is the truth now, and the run is let go to be resumed.
+            self._records.pop(run_id, None)
+            if not stored and self.leases.holds(run_id):
+                await self.leases.release(run_id)
+
+    async def _steps(
+        self,
+        record: dict[str, Any],
+        start: Any,
+        config: Any,
+        workflow: LoadedWorkflow | None,
+        usage_sink: Callable[[dict[str, int]], None] | None,
+    ) -> AsyncIterator[dict[str, Any]]:
+        run_id = record["id"]
         workflow = workflow or await self._definition(record)
         graph = self._graph(workflow)
         config = config or {"configurable": {"thread_id": _thread(record)}}
         info = RunInfo(run_id, record["workflow"], record.get("thread_id"), record.get("profile"))
-        self._records[run_id] = record
         values: dict[str, Any] = {}
         try:
             pending: list[Any] = []
-            async for mode, payload in graph.astream(
+            stream = graph.astream(
                 start,
                 config,
                 context=WorkflowContext(info),
                 stream_mode=["custom", "updates", "values", "checkpoints"],
-            ):
-                if mode == "custom" and isinstance(payload, dict):
-                    yield payload
-                elif mode == "values" and isinstance(payload, dict):
-                    values = payload  # the run's state after each step: the last one is final
-                elif mode == "checkpoints" and isinstance(payload, dict):
-                    # The run's own last state: its thread holds its forks' states too.
-                    record["checkpoint"] = payload["config"]["configurable"]["checkpoint_id"]
-                elif mode == "updates" and isinstance(payload, dict):
-                    pending += [
-                        {**i.value, "interrupt_id": i.id} for i in payload.get("__interrupt__", ())
-                    ]
-                    self._note(record, payload)
+            )
+            async with contextlib.aclosing(stream) as chunks:
+                async for mode, payload in chunks:
+                    if mode == "custom" and isinstance(payload, dict):
+                        yield payload
+                    elif mode == "values" and isinstance(payload, dict):
+                        values = payload  # the run's state after each step: the last one is final
+                    elif mode == "checkpoints" and isinstance(payload, dict):
+                        # The run's own last state: its thread holds its forks' states too.
+                        record["checkpoint"] = payload["config"]["configurable"]["checkpoint_id"]
+                    elif mode == "updates" and isinstance(payload, dict):
+                        pending += [
+                            {**i.value, "interrupt_id": i.id}
+                            for i in payload.get("__interrupt__", ())
+                        ]
+                        self._note(record, payload)
             # Every node the run has, those run before a crash included (the state holds them).
             ran = dict(values.get("nodes") or {})
             record["nodes"] = {k: _node_record(v) for k, v in ran.items()} | {
@@ -652,7 +687,6 @@ class WorkflowEngine:
         if record["status"] in FINAL:
             record["ended"] = time.time()
         await self._save(record)
-        self._records.pop(run_id, None)
         metrics.WORKFLOW_RUNS.labels(record["workflow"], record["status"]).inc()
         log.info("workflow.ended", run_id=run_id, status=record["status"], error=record["error"])
         if usage_sink is not None:

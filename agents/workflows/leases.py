@@ -72,6 +72,10 @@ class RunLeases:
             await asyncio.sleep(wait)
             wait = min(wait * 2, 0.5)
 
+    def holds(self, run_id: str) -> bool:
+        """Whether this engine holds ``run_id`` (runs it, or is about to)."""
+        return run_id in self._held
+
     async def claim(self, run_id: str) -> bool:
         """Take ``run_id`` if no process holds it (its lease expired, or its process, on this
         machine, ended); of several claimants at once, one wins."""

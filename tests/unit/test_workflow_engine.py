@@ -350,3 +350,37 @@ async def test_a_sub_workflow_node_retried_after_its_child_failed_starts_a_new_c
     again = await SubWorkflowExecutor().run(ctx)  # the node's retry
     assert again.output == {"message": "L2R"}
     assert len(await engine.list_runs(workflow="fan")) == 2
+
+
+async def test_a_run_whose_stream_was_closed_mid_way_is_left_to_be_resumed(
+    engine: WorkflowEngine,
+) -> None:
+    events = engine.stream("fan", {})
+    await anext(events)  # its first node has started
+    await events.aclose()  # the request that drove it went away
+    [cut] = await engine.list_runs(workflow="fan")
+    assert (await engine.get_run(cut["id"])) == cut  # the store's, RUNNING
+    assert cut["status"] == "RUNNING"
+    assert await engine.orphans() == [cut["id"]]
+    assert await engine.resume_orphans() == [cut["id"]]
+    done = await engine.get_run(cut["id"])
+    assert (done["status"], done["outputs"]) == ("SUCCEEDED", {"message": "L2R"})
+
+
+async def test_a_run_whose_last_save_failed_is_left_to_be_resumed(
+    engine: WorkflowEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    put = engine.documents.put
+
+    async def failing(kind: str, key: str, body: dict[str, Any], **kw: Any) -> None:
+        if kw.get("status") not in (None, "RUNNING"):
+            raise OSError("disk full")
+        await put(kind, key, body, **kw)
+
+    monkeypatch.setattr(engine.documents, "put", failing)
+    with pytest.raises(OSError, match="disk full"):
+        await engine.run("fan", {})
+    monkeypatch.undo()
+    [cut] = await engine.list_runs(workflow="fan")
+    assert (await engine.get_run(cut["id"]))["status"] == "RUNNING"
+    assert await engine.orphans() == [cut["id"]]
