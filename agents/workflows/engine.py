@@ -15,9 +15,9 @@ import contextlib
 import hashlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import structlog
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -607,7 +607,7 @@ class WorkflowEngine:
         *,
         workflow: LoadedWorkflow | None = None,
         usage_sink: Callable[[dict[str, int]], None] | None = None,
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncGenerator[dict[str, Any], None]:
         run_id = record["id"]
         self._records[run_id] = record
         stored = False
@@ -632,7 +632,7 @@ class WorkflowEngine:
         config: Any,
         workflow: LoadedWorkflow | None,
         usage_sink: Callable[[dict[str, int]], None] | None,
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncGenerator[dict[str, Any], None]:
         run_id = record["id"]
         workflow = workflow or await self._definition(record)
         graph = self._graph(workflow)
@@ -647,7 +647,7 @@ class WorkflowEngine:
                 context=WorkflowContext(info),
                 stream_mode=["custom", "updates", "values", "checkpoints"],
             )
-            async with contextlib.aclosing(stream) as chunks:
+            async with contextlib.aclosing(cast(AsyncGenerator[Any, None], stream)) as chunks:
                 async for mode, payload in chunks:
                     if mode == "custom" and isinstance(payload, dict):
                         yield payload
