@@ -174,9 +174,22 @@ class RunLeases:
                     kept = {r["run_id"] for r in await cursor.fetchall()}
                 for run_id in set(held) - kept:
                     if run_id in self._held:  # taken over: this process was silent too long
-                        log.warning("workflow.lease_lost", run_id=run_id)
+                        self._lost(run_id)
             except Exception:
                 log.warning("workflow.lease_renew_failed", exc_info=True)
+
+    def _lost(self, run_id: str) -> None:
+        """Another process holds ``run_id`` now (it claimed the run once this one's lease
+        expired): the task driving it here is cancelled, so one process runs it, not two."""
+        task = self._held.pop(run_id, None)
+        log.error(
+            "workflow.lease_lost",
+            run_id=run_id,
+            why="its lease expired unrenewed and another process claimed it; its driver here "
+            "is cancelled, the run is that process's now",
+        )
+        if task is not None and not task.done():
+            task.cancel()
 
     async def _setup(self) -> None:
         if self._ready:

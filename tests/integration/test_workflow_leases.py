@@ -18,7 +18,7 @@ from agents.prompts import Prompts
 from agents.state.checkpointers import open_checkpointer
 from agents.state.documents import documents_for
 from agents.workflows.engine import WorkflowEngine
-from agents.workflows.leases import LEASES
+from agents.workflows.leases import LEASES, RunLeases
 from tests.fakellm import FakeLLM, Reply
 from tests.pgkit import schema_url
 from tests.workflowkit import Workflows
@@ -164,3 +164,32 @@ async def test_a_run_held_on_another_machine_is_resumed_once_its_lease_expires(
         record = await b.get_run(run_id)
     assert record["status"] == "SUCCEEDED"
     assert len(fake_llm.requests) == 2
+
+
+async def test_a_driver_whose_lease_another_process_claimed_is_cancelled(
+    postgres_url: str,
+) -> None:
+    async with (
+        open_checkpointer(postgres_url) as saver_a,
+        open_checkpointer(postgres_url) as saver_b,
+    ):
+        a, b = RunLeases(saver_a, lease_s=0.6), RunLeases(saver_b, lease_s=0.6)
+        holding = asyncio.Event()
+
+        async def drive() -> None:
+            await a.take("run-1")
+            holding.set()
+            await asyncio.sleep(30)  # the run under way
+
+        driver = asyncio.create_task(drive())
+        await holding.wait()
+        # A was silent past its lease (a long pause): B claimed the run meanwhile.
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(f"UPDATE {LEASES} SET expires = 0")
+        assert await b.claim("run-1")
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(driver, 5)  # A's next renewal finds it lost
+        assert not a.holds("run-1")
+        assert await a.live(["run-1"]) == {"run-1"}  # B's
+        a.abandon()
+        b.abandon()
