@@ -194,6 +194,11 @@ class HandlerFailed(SkilldeskError):
     code = "tool_failed"
 
 
+class FailedForGood(HandlerFailed):
+    """A workflow node failed in a way its retries cannot mend (a sub-workflow that waits
+    for an approval): the node fails at once, its ``on_error`` applies."""
+
+
 class HandlerCrashed(SkilldeskError):
     """A handler's worker process died during the call (a crash, a CPU or memory limit)."""
 

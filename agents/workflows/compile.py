@@ -15,7 +15,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import get_runtime
 
 from agents import failpoints
-from agents.errors import SkilldeskError, WorkflowFailed
+from agents.errors import FailedForGood, SkilldeskError, WorkflowFailed
 from agents.run import emit
 from agents.state.schema import add_usage
 from agents.workflows.executors import Executor, NodeContext, Outcome, RunInfo
@@ -152,7 +152,7 @@ async def _attempts(executor: Executor, ctx: NodeContext) -> Outcome:
             if node.timeout_s is None or node.kind == "approval":
                 return await executor.run(ctx)
             return await asyncio.wait_for(executor.run(ctx), node.timeout_s)
-        except GraphBubbleUp:
+        except (GraphBubbleUp, FailedForGood):
             raise
         except TimeoutError:
             if attempt + 1 == node.retry.attempts:

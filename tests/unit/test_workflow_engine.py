@@ -3,13 +3,14 @@ skill, branches, joins, approvals, errors and their handling, execution records.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agents import metrics
-from agents.errors import AlreadyDecided, BadInputs, RunNotFound
+from agents.errors import AlreadyDecided, BadInputs, FailedForGood, RunNotFound
 from agents.models import ModelGateway
 from agents.prompts import Prompts
 from agents.workflows.engine import WorkflowEngine
@@ -384,3 +385,95 @@ async def test_a_run_whose_last_save_failed_is_left_to_be_resumed(
     [cut] = await engine.list_runs(workflow="fan")
     assert (await engine.get_run(cut["id"]))["status"] == "RUNNING"
     assert await engine.orphans() == [cut["id"]]
+
+
+GATED_CHILD = """
+name: kid
+description: A side effect, then a gate.
+nodes:
+  - {id: effect, kind: set, values: {x: 1}, next: gate}
+  - {id: gate, kind: approval, summary: "ok?"}
+"""
+TWO_STEP_CHILD = """
+name: kid
+description: A side effect, then another step.
+nodes:
+  - {id: effect, kind: set, values: {x: 1}, next: later}
+  - {id: later, kind: set, values: {y: 2}}
+outputs: {message: "{{ nodes.effect.output.x }}{{ nodes.later.output.y }}"}
+"""
+RETRIED_PARENT = """
+name: parent
+description: Runs kid inside, retried.
+nodes:
+  - {id: child, kind: workflow, workflow: kid, retry: {attempts: 3, backoff_s: 0}}
+"""
+
+
+def counting(
+    engine: WorkflowEngine, block: str | None = None
+) -> tuple[dict[str, int], asyncio.Event]:
+    """How often each `set` node ran; ``block``'s first run never ends (cut off there), the
+    event says it began."""
+    counts: dict[str, int] = {}
+    blocked = asyncio.Event()
+    plain = engine._executors["set"]
+
+    class Counting:
+        async def run(self, ctx: NodeContext) -> Any:
+            counts[ctx.node.id] = counts.get(ctx.node.id, 0) + 1
+            if ctx.node.id == block and counts[block] == 1:
+                blocked.set()
+                await asyncio.Event().wait()
+            return await plain.run(ctx)
+
+    engine._executors["set"] = Counting()
+    return counts, blocked
+
+
+def child_node(engine: WorkflowEngine, parent_id: str) -> NodeContext:
+    node = engine.workflows.get("parent").spec.nodes[0]
+    return NodeContext(node, {"inputs": {}, "nodes": {}}, RunInfo(parent_id, "parent"), engine)
+
+
+async def test_a_sub_workflow_that_waits_for_an_approval_is_not_started_again() -> None:
+    engine = WorkflowEngine(
+        Workflows(RETRIED_PARENT, GATED_CHILD),
+        InMemorySaver(),
+        skills=None,
+        gateway=ModelGateway(None),
+        prompts=Prompts(),
+    )
+    counts, _ = counting(engine)
+    parent = await engine.run("parent", {})
+    assert parent["status"] == "FAILED"
+    assert "waits for an approval" in parent["error"]
+    assert counts == {"effect": 1}  # not once per retry
+    [child] = await engine.list_runs(workflow="kid")
+    # The parent resumed (its process died before its failure was stored) runs the node
+    # again: it fails with the child it cancelled, and starts none.
+    with pytest.raises(FailedForGood, match="cannot wait for its approval"):
+        await SubWorkflowExecutor().run(child_node(engine, parent["id"]))
+    assert [r["id"] for r in await engine.list_runs(workflow="kid")] == [child["id"]]
+    assert counts == {"effect": 1}
+
+
+async def test_a_sub_workflow_cut_off_mid_way_goes_on_with_only_what_it_had_left() -> None:
+    engine = WorkflowEngine(
+        Workflows(PARENT.replace("fan", "kid"), TWO_STEP_CHILD),
+        InMemorySaver(),
+        skills=None,
+        gateway=ModelGateway(None),
+        prompts=Prompts(),
+    )
+    counts, blocked = counting(engine, block="later")
+    cut = asyncio.create_task(SubWorkflowExecutor().run(child_node(engine, "p-9")))
+    await blocked.wait()
+    cut.cancel()  # the parent's process stops with the child half done
+    await asyncio.gather(cut, return_exceptions=True)
+    [child] = await engine.list_runs(workflow="kid")
+    assert child["status"] == "RUNNING"
+    again = await SubWorkflowExecutor().run(child_node(engine, "p-9"))
+    assert again.output == {"message": "12"}
+    assert counts == {"effect": 1, "later": 2}  # the cut-off step again, the one before not
+    assert [r["id"] for r in await engine.list_runs(workflow="kid")] == [child["id"]]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agents.errors import HandlerFailed, RunNotFound
+from agents.errors import FailedForGood, HandlerFailed, RunNotFound
 from agents.workflows.engine import keyed_run_id
 from agents.workflows.executors import NodeContext, Outcome, executor
 from agents.workflows.templates import render
@@ -34,10 +34,14 @@ class SubWorkflowExecutor:
             await ctx.engine.cancel(
                 record["id"], f"its parent run {ctx.run.run_id} cannot wait for its approval"
             )
-            raise HandlerFailed(
+            # Not retried: a new child would run the nodes before its gate again.
+            raise FailedForGood(
                 f"workflow {ctx.node.workflow!r} did not succeed: it waits for an approval, "
                 "which a sub-workflow cannot do; it was cancelled"
             )
+        if record["status"] == "CANCELLED":  # this node's run before this one cancelled it
+            why = record.get("error") or "it was cancelled"
+            raise FailedForGood(f"workflow {ctx.node.workflow!r} did not succeed: {why}")
         if record["status"] != "SUCCEEDED":
             why = record.get("error") or f"it ended {record['status']}"
             raise HandlerFailed(f"workflow {ctx.node.workflow!r} did not succeed: {why}")
@@ -46,14 +50,16 @@ class SubWorkflowExecutor:
 
 async def _attempt_key(ctx: NodeContext, parent: str) -> str:
     """The key of this node's child: the first attempt's, unless that child failed (a retry
-    of the node, or a run resumed after a retry: then the next attempt's)."""
+    of the node, or a run resumed after a retry: then the next attempt's). A child that was
+    cancelled (it waited for an approval) is the last: the node fails with it again rather
+    than start another that repeats what came before its gate."""
     for attempt in range(_ATTEMPTS):
         key = f"sub-workflow:{parent}/{attempt}"
         try:
             earlier = await ctx.engine.get_run(keyed_run_id(ctx.node.workflow, key))
         except RunNotFound:
             return key
-        if earlier["status"] not in ("FAILED", "CANCELLED"):
+        if earlier["status"] != "FAILED":
             return key
     raise HandlerFailed(f"workflow {ctx.node.workflow!r} failed {_ATTEMPTS} times here")
 
