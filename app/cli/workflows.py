@@ -265,7 +265,9 @@ def _services(settings: Settings) -> Any:
     # Lazy: the whole service (skills, graph, checkpointer) loads only for these commands.
     from app.services import open_services
 
-    return open_services(settings, watch=False)
+    # Without background work: beside a live server (on SQLite especially, where no lease
+    # tells its runs apart) a command must not resume the runs it has under way.
+    return open_services(settings, watch=False, background=False)
 
 
 def _ending(record: dict[str, Any]) -> str:
