@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import time
 import uuid
@@ -52,6 +53,7 @@ DEFINITION = "workflow_definition"  # the kind of the definitions runs started w
 _GRAPHS = 32  # compiled graphs kept (a workflow's versions that runs still go on under)
 FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 _PAGE = 200  # records read at a time by a listing that filters them
+_RESUMING = 4  # orphaned runs resumed at once (each holds a store connection at times)
 
 
 class LoadedWorkflow(Protocol):
@@ -123,6 +125,8 @@ class WorkflowEngine:
         self._locks: dict[str, asyncio.Lock] = {}
         self._definitions: dict[str, LoadedWorkflow] = {}  # kept in the store, by id
         self.leases = RunLeases(checkpointer, lease_s)  # which process runs a run
+        self._resuming: dict[str, asyncio.Task[str | None]] = {}  # orphans being resumed
+        self._resume_slots = asyncio.Semaphore(_RESUMING)
 
     def flow(self, name: str) -> Flow:
         """The flow of workflow ``name``."""
@@ -406,35 +410,58 @@ class WorkflowEngine:
         """Resume the runs ``orphans`` found (by default, looks now), each one this process
         claims (of several processes looking at once, one resumes a run); returns those."""
         found = await self.orphans() if run_ids is None else run_ids
-        resumed = await asyncio.gather(
-            *(self._resume_orphan(r) for r in found if r not in self._records)
-        )
+        resumed = await asyncio.gather(*self._resume_each(found))
         return [run_id for run_id in resumed if run_id is not None]
 
     async def keep_resuming(self, interval_s: float) -> None:
         """Look for runs a dead process left every ``interval_s`` (several processes on
-        PostgreSQL: a lease that expired means its process died)."""
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                await self.resume_orphans()
-            except Exception:
-                log.exception("workflow.orphans_failed")
+        PostgreSQL: a lease that expired means its process died); each is resumed in a task
+        of its own, a few at a time, and the next look does not wait for them."""
+        try:
+            while True:
+                await asyncio.sleep(interval_s)
+                try:
+                    self._resume_each(await self.orphans())
+                except Exception:
+                    log.exception("workflow.orphans_failed")
+        finally:
+            resuming = list(self._resuming.values())
+            for task in resuming:
+                task.cancel()
+            await asyncio.gather(*resuming, return_exceptions=True)
+
+    def _resume_each(self, run_ids: list[str]) -> list[asyncio.Task[str | None]]:
+        """A task resuming each of ``run_ids`` not under way here nor being resumed."""
+        tasks = []
+        for run_id in run_ids:
+            if run_id in self._records or run_id in self._resuming:
+                continue
+            task = asyncio.create_task(self._resume_orphan(run_id))
+            self._resuming[run_id] = task
+            task.add_done_callback(functools.partial(self._resumed, run_id))
+            tasks.append(task)
+        return tasks
+
+    def _resumed(self, run_id: str, _: asyncio.Task[str | None]) -> None:
+        self._resuming.pop(run_id, None)
 
     async def _resume_orphan(self, run_id: str) -> str | None:
-        if not await self.leases.claim(run_id):
-            return None
-        try:
-            stored = await self.documents.get(RUN, run_id)  # it may have ended since it was found
-            if stored is None or stored["status"] != "RUNNING":
+        """Resume ``run_id`` if this process claims it; its id once resumed, else None."""
+        async with self._resume_slots:  # claimed only when it can go on: others may take it
+            if not await self.leases.claim(run_id):
+                return None
+            try:
+                stored = await self.documents.get(RUN, run_id)  # it may have ended since
+                if stored is None or stored["status"] != "RUNNING":
+                    await self.leases.release(run_id)
+                    return None
+                log.info("workflow.resuming", run_id=run_id)
+                await self.resume(run_id)
+            except Exception:  # one run's trouble must not stop the others'
+                log.exception("workflow.resume_failed", run_id=run_id)
                 await self.leases.release(run_id)
                 return None
-            log.info("workflow.resuming", run_id=run_id)
-            await self.resume(run_id)
-        except Exception:  # one run's trouble must not stop the others'
-            log.exception("workflow.resume_failed", run_id=run_id)
-            await self.leases.release(run_id)
-        return run_id
+            return run_id
 
     async def waiting(self) -> int:
         """How many approvals wait, in all (the store's count is the true one: every
@@ -634,7 +661,15 @@ class WorkflowEngine:
         usage_sink: Callable[[dict[str, int]], None] | None,
     ) -> AsyncGenerator[dict[str, Any], None]:
         run_id = record["id"]
-        workflow = workflow or await self._definition(record)
+        try:
+            workflow = workflow or await self._definition(record)
+        except WorkflowNotFound as exc:  # it could only stay RUNNING, looked at forever
+            why = f"its definition cannot be found, so it cannot go on: {exc}"
+            record.update(status="FAILED", error=why, ended=time.time())
+            await self._save(record)
+            log.error("workflow.definition_lost", run_id=run_id, error=why)
+            yield {"type": "workflow_ended", "record": dict(record)}
+            return
         graph = self._graph(workflow)
         config = config or {"configurable": {"thread_id": _thread(record)}}
         info = RunInfo(run_id, record["workflow"], record.get("thread_id"), record.get("profile"))

@@ -477,3 +477,34 @@ async def test_a_sub_workflow_cut_off_mid_way_goes_on_with_only_what_it_had_left
     assert again.output == {"message": "12"}
     assert counts == {"effect": 1, "later": 2}  # the cut-off step again, the one before not
     assert [r["id"] for r in await engine.list_runs(workflow="kid")] == [child["id"]]
+
+
+async def test_the_periodic_look_does_not_wait_for_the_runs_it_resumes() -> None:
+    engine = WorkflowEngine(
+        Workflows(TWO_STEP_CHILD),
+        InMemorySaver(),
+        skills=None,
+        gateway=ModelGateway(None),
+        prompts=Prompts(),
+    )
+    _, blocked = counting(engine, block="later")
+    events = engine.stream("kid", {})
+    await anext(events)
+    await events.aclose()  # left RUNNING: the look resumes it, and it runs on and on
+    looking = asyncio.create_task(engine.keep_resuming(0.01))
+    await asyncio.wait_for(blocked.wait(), 5)
+    # Found by a later look: a run whose workflow's definition is gone for good.
+    gone = {"id": "r-gone", "workflow": "gone", "status": "RUNNING", "nodes": {}}
+    gone |= {"thread_id": None, "error": None, "waiting": None}
+    await engine.documents.put("workflow_run", "r-gone", gone, status="RUNNING")
+    for _ in range(500):
+        if (await engine.get_run("r-gone"))["status"] != "RUNNING":
+            break
+        await asyncio.sleep(0.01)
+    failed = await engine.get_run("r-gone")
+    assert failed["status"] == "FAILED"
+    assert "its definition cannot be found" in failed["error"]
+    assert await engine.orphans() == []
+    looking.cancel()  # the service stops: the run it resumes is cut off with it
+    await asyncio.gather(looking, return_exceptions=True)
+    assert engine._resuming == {}
