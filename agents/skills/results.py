@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from agents.skills.spec import ResultLimits
+from agents.skills.worker import as_json
 from agents.text import mend
 
 
@@ -56,9 +56,9 @@ def trim(value: Any, limits: ResultLimits) -> tuple[str, Any, bool]:
         text = data
     else:  # the data becomes JSON as the model reads it (sets as lists, bytes as text)
         try:
-            text = json.dumps(data, ensure_ascii=False, default=_text, allow_nan=False)
+            text = json.dumps(data, ensure_ascii=False, default=as_json, allow_nan=False)
         except ValueError:  # NaN or infinity, which JSON has not: null, as JavaScript writes
-            text = json.dumps(_finite(data), ensure_ascii=False, default=_text, allow_nan=False)
+            text = json.dumps(_finite(data), ensure_ascii=False, default=as_json, allow_nan=False)
         data = json.loads(text)
     text = mend(text)  # a handler's lone surrogates would break every later write
     if len(text) > limits.max_chars:
@@ -92,30 +92,3 @@ def _keep(value: Any, fields: set[str]) -> Any:
 def _lists(value: Any) -> Any:
     """A top-level tuple or set as a list, so the item limit applies to it."""
     return list(value) if isinstance(value, tuple | set | frozenset) else value
-
-
-class NotData(TypeError):
-    """A handler's result holds what has no JSON form (an object, a generator)."""
-
-    def __init__(self, kind: str) -> None:
-        super().__init__(
-            f"the handler returned a {kind}, not JSON data: return dicts, lists, strings, "
-            "numbers, booleans or None"
-        )
-
-
-def _text(value: Any) -> Any:
-    """What JSON has not, as JSON: sets as lists, bytes and what has a text of its own (a
-    path, a date) as text. What has none (an object, a generator) is refused: its text would
-    be a memory address."""
-    if isinstance(value, set | frozenset):
-        return list(value)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    text = str(value)
-    if _ADDRESS.search(text):
-        raise NotData(type(value).__name__)
-    return text
-
-
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")  # object's own text: <Foo object at 0x7f...>

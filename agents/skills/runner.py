@@ -29,10 +29,10 @@ from agents.skills.context import ToolContext
 from agents.skills.loader import Skill
 from agents.skills.once import KeyedCall, OnceCalls
 from agents.skills.registry import SkillRegistry
-from agents.skills.results import NotData, ToolResult, effective_limits, tool_error, trim
+from agents.skills.results import ToolResult, effective_limits, tool_error, trim
 from agents.skills.spec import ToolSpec
 from agents.skills.threads import HandlerThreads
-from agents.skills.worker import import_handler
+from agents.skills.worker import NotData, import_handler
 from agents.skills.workers import WorkerCall, WorkerPool
 from agents.state.attachments import AttachmentStore
 from agents.state.calls import CallJournal

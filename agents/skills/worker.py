@@ -112,8 +112,8 @@ class Worker:
             self.send(("result", number, True, "text", value))
             return
         try:
-            text = json.dumps(value, ensure_ascii=False, default=_text)
-        except _NotData as exc:
+            text = json.dumps(value, ensure_ascii=False, default=as_json)
+        except NotData as exc:
             self.send(("result", number, False, "tool_failed", str(exc)))
             return
         except (TypeError, ValueError) as exc:
@@ -164,8 +164,8 @@ def import_handler(package: str, path: str, module: str) -> types.ModuleType:
     return loaded
 
 
-class _NotData(TypeError):
-    """As ``agents.skills.results.NotData``."""
+class NotData(TypeError):
+    """A handler's result holds what has no JSON form (an object, a generator)."""
 
     def __init__(self, kind: str) -> None:
         super().__init__(
@@ -174,19 +174,25 @@ class _NotData(TypeError):
         )
 
 
-def _text(value: Any) -> Any:
-    """As ``agents.skills.results._text`` (this module imports only the standard library)."""
+def as_json(value: Any) -> Any:
+    """``json.dumps``'s ``default``: what JSON has not, as JSON: sets as lists, bytes and what
+    has a text of its own (a path, a date) as text. What has none (an object, a generator) is
+    refused (``NotData``): its text would be a memory address.
+
+    Here, not in ``agents.skills.results`` (which uses it too), because this module imports
+    only the standard library.
+    """
     if isinstance(value, set | frozenset):
         return list(value)
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     text = str(value)
     if _ADDRESS.search(text):
-        raise _NotData(type(value).__name__)
+        raise NotData(type(value).__name__)
     return text
 
 
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")  # object's own text: <Foo object at 0x7f...>
 
 
 def _die_with_parent() -> None:
