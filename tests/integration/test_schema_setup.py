@@ -7,8 +7,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+import psycopg
 import pytest
+from structlog.testing import capture_logs
 
+from agents.errors import ConfigError
+from agents.state import schema_lock
 from agents.state.calls import call_journal
 from agents.state.checkpointers import open_checkpointer
 from agents.state.documents import documents_for
@@ -52,3 +56,28 @@ async def test_processes_setting_documents_up_together_all_build_the_indexes(att
                 *(documents_for(s).get("probe", "none") for s in savers), return_exceptions=True
             )
         assert [r for r in results if r is not None] == []
+
+
+async def test_a_schema_lock_held_by_a_stuck_process_is_warned_of_then_given_up_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(schema_lock, "WARN_AFTER_S", 0.2, raising=False)
+    monkeypatch.setattr(schema_lock, "GIVE_UP_AFTER_S", 1.0, raising=False)
+    with schema_url() as url, psycopg.connect(url, autocommit=True) as stuck:
+        # A process hung mid set-up: it holds the schema's lock and never lets go.
+        stuck.execute(
+            "SELECT pg_advisory_lock(hashtext(%s || current_schema()))", (schema_lock._KEY,)
+        )
+        schema = url.rpartition("%3D")[2]
+        with capture_logs() as logs, pytest.raises(ConfigError) as raised:
+            await asyncio.wait_for(_start(url), timeout=10)  # not forever
+    error = str(raised.value)
+    assert "SKILLDESK_CHECKPOINT_URL" in error
+    assert schema in error
+    assert "pg_locks" in error
+    assert "advisory" in error
+    waiting = [e for e in logs if e["event"] == "schema.setup_waiting"]
+    assert len(waiting) == 1
+    assert waiting[0]["log_level"] == "warning"
+    assert waiting[0]["schema"] == schema
+    assert "another process" in waiting[0]["reason"]
