@@ -162,11 +162,15 @@ class Conversations:
         """Add a message the service writes outside a run (a workflow that ended after an
         approval tells the thread), between runs of the thread; ``events`` (what led to
         it, from ``started``) are kept as its trace, as a run's are, and ``usage`` (the
-        model calls that led to it) joins the thread's."""
+        model calls that led to it) joins the thread's. A thread that is not there (deleted
+        while the workflow waited) is not told: writing would make it again."""
         started = started or time.time()
         if isinstance(message, AIMessage) and not message.id:
             message = message.model_copy(update={"id": str(uuid.uuid4())})
         async with self.hold(thread_id):
+            if not await self._exists(thread_id):
+                log.warning("thread.post_skipped", thread_id=thread_id, reason="no such thread")
+                return
             written: dict[str, Any] = {"messages": [message]}
             if usage:
                 written["usage"] = usage
@@ -180,6 +184,13 @@ class Conversations:
                 await self.traces.save(thread_id, run_id, told, started=started)
             except Exception:  # the message is written; a trace lost is not worth failing for
                 log.exception("run.trace_not_saved")
+
+    async def _exists(self, thread_id: str) -> bool:
+        """Whether the thread is there: its record, or (a thread from before records) its
+        state."""
+        if self.records is not None and await self.records.get(thread_id) is not None:
+            return True
+        return bool(await self.state(thread_id))
 
     async def update(self, thread_id: str, values: dict[str, Any]) -> None:
         """Write ``values`` to the thread's state between runs (an attachment's reference)."""

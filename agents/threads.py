@@ -11,7 +11,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from langchain_core.messages import BaseMessage
@@ -50,6 +50,20 @@ class RetentionOptions:
     interval_s: float = 3600
 
 
+class WaitingRuns(Protocol):
+    """The workflow runs waiting for a decision, by thread (``WorkflowEngine``)."""
+
+    async def approvals_page(
+        self, limit: int = ..., after: str | None = ..., thread_id: str | None = ...
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """Pending approvals of runs on ``thread_id``, a page at a time, and the next cursor."""
+        ...
+
+    async def cancel(self, run_id: str, reason: str) -> dict[str, Any]:
+        """End a waiting run without a decision: its approval leaves the inbox."""
+        ...
+
+
 @dataclass
 class PruneReport:
     """What one pass of retention did (or, dry, would do)."""
@@ -63,7 +77,8 @@ class PruneReport:
 
 
 class Threads:
-    """The threads of one service."""
+    """The threads of one service; ``workflows``: the runs started from them that wait for
+    an approval, cancelled when their thread is deleted."""
 
     def __init__(
         self,
@@ -73,8 +88,10 @@ class Threads:
         retention: RetentionOptions | None = None,
         *,
         transcript: Transcript | None = None,
+        workflows: WaitingRuns | None = None,
     ) -> None:
         self.conversations = conversations
+        self.workflows = workflows
         self.records = records
         self.attachments = attachments
         self.retention = retention or RetentionOptions()
@@ -139,7 +156,8 @@ class Threads:
 
     async def delete(self, thread_id: str) -> None:
         """Delete the thread: checkpoints, writes, journalled calls, record, attachments,
-        and the examples routing learned from it.
+        the examples routing learned from it, and the approvals its workflow runs wait for
+        (the runs are cancelled).
 
         Raises:
             ThreadNotFound: no such thread.
@@ -152,6 +170,7 @@ class Threads:
             await self._delete(thread_id)
 
     async def _delete(self, thread_id: str) -> None:
+        await self._cancel_waiting(thread_id)
         await delete_thread(self.saver, thread_id)
         await self.attachments.delete_thread(thread_id)
         if self.transcript is not None:
@@ -162,6 +181,19 @@ class Threads:
         if self.conversations.learner is not None:  # users' words go with their thread
             await self.conversations.learner.forget_thread(thread_id)
         log.info("thread.deleted", thread_id=thread_id)
+
+    async def _cancel_waiting(self, thread_id: str) -> None:
+        """Cancel the thread's runs waiting for an approval: a decision would resume a run
+        whose thread is gone, and the inbox would keep asking for it."""
+        if self.workflows is None:
+            return
+        after: str | None = None
+        while True:
+            pending, after = await self.workflows.approvals_page(500, after, thread_id)
+            for approval in pending:
+                await self.workflows.cancel(approval["run_id"], "its thread was deleted")
+            if after is None:
+                break
 
     async def summarised(self, thread_id: str, count: int) -> list[tuple[int, BaseMessage]]:
         """The originals of the thread's first ``count`` messages, which a summary took out

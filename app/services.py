@@ -245,7 +245,12 @@ async def open_services(
                 mirror=bus,
             )
             threads = Threads(
-                conversations, records, attachments, settings.retention(), transcript=transcript
+                conversations,
+                records,
+                attachments,
+                settings.retention(),
+                transcript=transcript,
+                workflows=engine,
             )
             # Workflow runs a stopped process left (on PostgreSQL: only those whose lease
             # expired or whose process, on this machine, is gone; one process claims each).

@@ -375,3 +375,42 @@ def test_the_decision_told_to_the_thread_counts_in_its_record_and_moves_it_up(
     assert first["thread_id"] == "wf-chat-1"
     assert first["messages"] == len(thread["messages"]) == 3
     assert first["updated"] > listed[1]["updated"]
+
+
+def _refund_waiting_on(client: TestClient, thread_id: str) -> dict[str, Any]:
+    chat = {
+        "model": "skilldesk",
+        "messages": [{"role": "user", "content": "I want a refund for order ORD1017."}],
+    }
+    client.post("/v1/chat/completions", json=chat, headers={"X-Thread-Id": thread_id})
+    [pending] = client.get("/v1/approvals").json()["approvals"]
+    assert pending["thread_id"] == thread_id
+    return dict(pending)
+
+
+def test_deleting_a_thread_takes_its_waiting_approvals_out_of_the_inbox(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    pending = _refund_waiting_on(client, "wf-gone")
+    assert client.delete("/v1/threads/wf-gone").status_code == 204
+    assert client.get("/v1/approvals").json() == {"approvals": [], "total": 0, "next_cursor": None}
+    run = client.get(f"/v1/workflow-runs/{pending['run_id']}").json()
+    assert run["status"] == "CANCELLED"
+    late = client.post(f"/v1/approvals/{pending['approval_id']}", json={"decision": "approve"})
+    assert late.status_code == 409
+    assert client.get("/v1/threads/wf-gone").status_code == 404
+
+
+def test_an_outcome_told_to_a_thread_deleted_meanwhile_does_not_make_it_again(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    _refund_waiting_on(client, "wf-raced")
+    services = client.app.state.services  # type: ignore[attr-defined]
+    # The decision raced the delete: the run resumed before the delete cancelled it.
+    services.threads.workflows = None
+    assert client.delete("/v1/threads/wf-raced").status_code == 204
+    [pending] = client.get("/v1/approvals").json()["approvals"]
+    decided = client.post(f"/v1/approvals/{pending['approval_id']}", json={"decision": "approve"})
+    assert decided.json()["status"] == "SUCCEEDED"
+    assert client.get("/v1/threads/wf-raced").status_code == 404
+    assert client.get("/v1/threads").json()["data"] == []
