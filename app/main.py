@@ -38,19 +38,22 @@ from app.settings import Settings, load_settings
 from app.web import mount as mount_web
 
 
-def create_app(settings: Settings | None = None, *, freeze_heap: bool = False) -> FastAPI:
+def create_app(
+    settings: Settings | None = None, *, freeze_heap: bool = False, stores_checked: bool = False
+) -> FastAPI:
     """Build the app; services open in the lifespan, so a bad configuration stops start-up.
 
     ``freeze_heap``: the server process (``skilldesk serve``) warms up (``warm_up``), then
     freezes what start-up built (``freeze_startup_heap``); an app made in tests or embedded
-    elsewhere does neither.
+    elsewhere does neither. ``stores_checked``: the caller reached the stores already
+    (``skilldesk serve``: ``check_stores``, for its clean exit before the server starts).
     """
     settings = settings or load_settings()
     mcp = McpEndpoint()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with open_services(settings) as services:
+        async with open_services(settings, stores_checked=stores_checked) as services:
             app.state.services = services
             loop = asyncio.get_running_loop()
             # Called from a signal handler (``skilldesk serve`` on SIGTERM): stop taking runs.

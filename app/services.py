@@ -103,7 +103,8 @@ class Services:
 
 
 async def check_stores(settings: Settings) -> None:
-    """Reach the checkpoint store and Redis the settings name, before a server starts.
+    """Reach the checkpoint store and Redis the settings name, before a server starts (the
+    server's services are then opened with ``stores_checked``).
 
     Raises:
         ConfigError: naming the setting whose store cannot be reached.
@@ -115,12 +116,18 @@ async def check_stores(settings: Settings) -> None:
 
 @asynccontextmanager
 async def open_services(
-    settings: Settings, *, watch: bool | None = None, background: bool = True
+    settings: Settings,
+    *,
+    watch: bool | None = None,
+    background: bool = True,
+    stores_checked: bool = False,
 ) -> AsyncIterator[Services]:
     """Validate the model profiles, load the skills, open the checkpointer, compile the graph.
 
     ``background`` (the server's): resume workflow runs a stop cut off and apply retention
     on its interval; a command-line tool opening the same store beside a server does not.
+    ``stores_checked``: the caller reached Redis already (``check_stores``: ``skilldesk
+    serve``, before the server starts), so it is not reached again here.
     """
     secret = settings.api_keys.get_secret_value() if settings.api_keys else None
     bootstrap = bootstrap_keys(secret, settings.api_keys_file)  # a bad entry stops start-up
@@ -175,7 +182,7 @@ async def open_services(
 
     watcher = start_watcher(skills, recheck) if watching else None
     workflow_watcher = start_workflow_watcher(registry) if watching else None
-    if settings.redis_url:  # a wrong URL stops start-up naming the setting, not a traceback
+    if settings.redis_url and not stores_checked:  # a wrong URL: an error naming the setting
         await check_redis(settings.redis_url)
     bus = (
         RunBus(settings.redis_url, settings.redis_prefix, settings.run_events_retain_s)

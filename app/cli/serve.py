@@ -52,7 +52,7 @@ def serve(
         typer.echo(f"skilldesk: configuration error: {problem}", err=True)
         raise typer.Exit(2)
     config = uvicorn.Config(
-        create_app(settings, freeze_heap=True),
+        create_app(settings, freeze_heap=True, stores_checked=True),
         host=settings.host,
         port=settings.port,
         log_config=None,

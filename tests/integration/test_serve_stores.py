@@ -1,16 +1,25 @@
 """`skilldesk serve` with a store it cannot reach (Redis, PostgreSQL) stops before it serves,
-with a configuration error naming the setting, not a traceback."""
+with a configuration error naming the setting, not a traceback; it reaches each once. An app
+made by the factory (as in tests) stops its start-up with the same error."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+import app.services
+from agents.errors import ConfigError
+from app.cli import cli
+from app.main import create_app
+from app.shutdown import StoppingServer
 from tests.integration.test_server_process import SKILLDESK, free_port
-from tests.pgkit import POSTGRES
+from tests.pgkit import POSTGRES, REDIS
 
 pytestmark = pytest.mark.integration
 
@@ -67,3 +76,50 @@ def test_a_postgresql_it_cannot_reach_stops_start_up_naming_the_setting(
     assert "configuration error" in done.stderr
     assert "SKILLDESK_CHECKPOINT_URL" in done.stderr
     assert "Traceback" not in done.stderr + done.stdout
+
+
+def test_serve_reaches_redis_once_as_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reached: list[str] = []
+    check = app.services.check_redis
+
+    async def counted(url: str) -> None:
+        reached.append(url)
+        await check(url)
+
+    def start_then_stop(server: StoppingServer) -> None:  # the app's start-up, no server
+        async def lifespan() -> None:
+            async with server.config.app.router.lifespan_context(server.config.app):
+                pass
+
+        asyncio.run(lifespan())
+
+    monkeypatch.setattr(app.services, "check_redis", counted)
+    monkeypatch.setattr(StoppingServer, "run", start_then_stop)
+    monkeypatch.setattr("app.main.warm_up", lambda services: asyncio.sleep(0))
+    monkeypatch.setattr("app.main.freeze_startup_heap", lambda: None)
+    for name in [n for n in os.environ if n.startswith("SKILLDESK_")]:
+        monkeypatch.delenv(name)
+    (tmp_path / "skills").mkdir()
+    for name, value in {
+        "SKILLDESK_SKILLS_DIR": str(tmp_path / "skills"),
+        "SKILLDESK_SKILLS_EMBEDDINGS": "false",
+        "SKILLDESK_SKILLS_WATCH": "false",
+        "SKILLDESK_DATA_DIR": str(tmp_path / "data"),
+        "SKILLDESK_REDIS_URL": REDIS,
+    }.items():
+        monkeypatch.setenv(name, value)
+    done = CliRunner().invoke(cli, ["serve", "--port", str(free_port())], prog_name="skilldesk")
+    assert done.exit_code == 0, done.output
+    assert reached == [REDIS]
+
+
+async def test_an_app_made_by_the_factory_stops_its_start_up_naming_redis(
+    make_settings: Any,
+) -> None:
+    settings = make_settings(redis_url=f"redis://127.0.0.1:{free_port()}/0")
+    made = create_app(settings)
+    with pytest.raises(ConfigError, match="SKILLDESK_REDIS_URL"):
+        async with made.router.lifespan_context(made):
+            pass
