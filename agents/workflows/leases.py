@@ -15,6 +15,7 @@ import structlog
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from agents.state.leases import LEASE_S, holder_gone
+from agents.state.schema_lock import schema_lock
 
 log = structlog.get_logger(__name__)
 
@@ -198,8 +199,8 @@ class RunLeases:
             if self._ready:
                 return
             try:
-                async with self.pool.connection() as conn:
-                    await conn.execute(_CREATE)
+                async with schema_lock(self.pool), self.pool.connection() as conn:
+                    await conn.execute(_CREATE)  # one process at a time, as the other tables
             except psycopg.errors.UniqueViolation:
-                pass  # another process created it at the same moment
+                pass  # created at the same moment by a process of a version without the lock
             self._ready = True
