@@ -21,7 +21,8 @@ from agents.state.schema import add_usage
 from agents.workflows.executors import Executor, NodeContext, Outcome, RunInfo
 
 if TYPE_CHECKING:
-    from agents.workflows.engine import LoadedWorkflow, WorkflowEngine
+    from agents.workflows.definitions import LoadedWorkflow
+    from agents.workflows.engine import WorkflowEngine
 
 
 def merge(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:

@@ -211,7 +211,7 @@ async def test_a_stale_decision_resumes_only_the_gate_it_was_taken_for() -> None
     # Even were every look B takes stale, its decision is addressed to the first gate's
     # interrupt, not to whatever gate the run waits at.
     seen_before(b, waiting)
-    b._stored = b.get_run  # type: ignore[method-assign]
+    b.runs.stored = b.get_run  # type: ignore[method-assign]
     late = [e async for e in b.decide(first, approved=True, by="bob")][-1]["record"]
     assert (late["status"], late["waiting"]["node"]) == ("WAITING", "second")
     assert "second" not in late["nodes"]

@@ -239,7 +239,7 @@ async def test_orphans_found_at_start_up_are_resumed_and_a_new_run_is_not(
     found = await engine.orphans()
     assert found == [orphan["id"]]
     # A run that starts after start-up is RUNNING too, but under way: never resumed.
-    engine._records["new-run"] = {"id": "new-run"}
+    engine.runs.under_way["new-run"] = {"id": "new-run"}
     assert await engine.resume_orphans([*found, "new-run"]) == [orphan["id"]]
     assert (await engine.get_run(orphan["id"]))["status"] == "WAITING"
 
@@ -507,4 +507,4 @@ async def test_the_periodic_look_does_not_wait_for_the_runs_it_resumes() -> None
     assert await engine.orphans() == []
     looking.cancel()  # the service stops: the run it resumes is cut off with it
     await asyncio.gather(looking, return_exceptions=True)
-    assert engine._resuming == {}
+    assert engine._orphans.resuming == {}

@@ -1,0 +1,217 @@
+"""Execution records: what a workflow run did, kept beside its checkpoints.
+
+A record says a run's status (RUNNING, WAITING for an approval, or one of ``FINAL``) and, per
+node, its status, time and output or error. While a run goes on here its record is held in
+memory and written through (``under_way``); otherwise the stored one is the truth, whatever
+process wrote it. Listings page through the store, newest first; the approvals inbox is the
+pending approvals of the runs stored WAITING.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from agents import metrics
+from agents.errors import AlreadyDecided, RunNotFound
+from agents.state.documents import Documents
+from agents.workflows.definitions import LoadedWorkflow
+from agents.workflows.leases import RunLeases
+
+RUN = "workflow_run"  # the documents' kind
+FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
+_PAGE = 200  # records read at a time by a listing that filters them
+
+
+class RunRecords:
+    """The execution records of workflow runs: those under way here, and the stored ones.
+
+    Args:
+        documents: Where records are kept (beside the checkpoints).
+        leases: Which process runs a run (a stored RUNNING record always has a live lease).
+    """
+
+    def __init__(self, documents: Documents, leases: RunLeases) -> None:
+        self.documents = documents
+        self.leases = leases
+        self.under_way: dict[str, dict[str, Any]] = {}  # runs going on here, written through
+
+    async def get(self, run_id: str) -> dict[str, Any]:
+        """A run's execution record.
+
+        Raises:
+            RunNotFound: for an unknown id.
+        """
+        # What this process holds is written through; else the store's (another's, or one
+        # cut off here) is the truth.
+        live = self.under_way.get(run_id) if self.leases.holds(run_id) else None
+        record = live or await self.documents.get(RUN, run_id)
+        if record is None:
+            raise RunNotFound(f"there is no workflow run {run_id!r}")
+        return dict(record)
+
+    async def stored(self, run_id: str) -> dict[str, Any]:
+        """A run's record as stored (what another process did to it included)."""
+        record = await self.documents.get(RUN, run_id)
+        if record is None:
+            raise RunNotFound(f"there is no workflow run {run_id!r}")
+        return dict(record)
+
+    async def save(self, record: dict[str, Any]) -> None:
+        """Store ``record``, its run's lease held while it is RUNNING."""
+        # Held before it is stored RUNNING and let go once it is not: a process looking for
+        # orphans never finds a run under way without its lease.
+        running = record["status"] == "RUNNING"
+        if running:
+            await self.leases.take(record["id"])
+        await self.documents.put(
+            RUN, record["id"], record, owner=record.get("thread_id"), status=record["status"]
+        )
+        if not running:
+            await self.leases.release(record["id"])
+
+    async def listed(
+        self, *, workflow: str | None = None, status: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        """Execution records, newest first: the ``limit`` newest of ``workflow`` (and
+        ``status``), however many other runs are newer."""
+        kept: list[dict[str, Any]] = []
+        after: str | None = None
+        while len(kept) < limit:
+            page, after = await self.page(
+                workflow=workflow, status=status, limit=limit - len(kept), after=after
+            )
+            kept += page
+            if after is None:
+                break
+        return kept
+
+    async def page(
+        self,
+        *,
+        workflow: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+        where: Callable[[dict[str, Any]], Awaitable[bool]] | None = None,
+        after: str | None = None,
+        scan: int = 2_000,
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """At most ``limit`` execution records of ``workflow`` (and ``status``) that ``where``
+        keeps, newest first, from ``after`` (a cursor) on, reading at most ``scan`` records
+        (the store indexes neither the workflow nor who may see a run); and the cursor to go
+        on from, None once every record was read. A page may hold fewer than ``limit`` (none,
+        even) with a cursor: the records read so far held no more.
+
+        Raises:
+            ValueError: for a malformed cursor.
+        """
+        kept: list[dict[str, Any]] = []
+        read = 0
+        while read < scan:
+            rows, more = await self.documents.find_page(
+                RUN, status=status, limit=min(_PAGE, scan - read), after=after
+            )
+            read += len(rows)
+            for n, (cursor, record) in enumerate(rows, 1):
+                after = cursor
+                if workflow not in (None, record["workflow"]):
+                    continue
+                if where is not None and not await where(record):
+                    continue
+                kept.append(record)
+                if len(kept) == limit:
+                    return kept, after if more or n < len(rows) else None
+            if not more:
+                return kept, None
+        return kept, after
+
+    async def approvals_page(
+        self, limit: int = 500, after: str | None = None, thread_id: str | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """Pending approvals (of runs on ``thread_id`` when given), newest first, from the
+        cursor ``after`` on, each with its run, workflow and thread (the inbox); and the next
+        page's cursor (None after the last). ``waiting`` says how many there are in all.
+
+        Raises:
+            ValueError: for a malformed cursor.
+        """
+        rows, more = await self.documents.find_page(
+            RUN, owner=thread_id, status="WAITING", limit=limit, after=after
+        )
+        pending = [_approval(r) for _, r in rows if r.get("waiting")]
+        return pending, rows[-1][0] if more else None
+
+    async def waiting(self) -> int:
+        """How many approvals wait, in all (the store's count is the true one: every
+        process's runs); sets the gauge to it (``GET /metrics`` asks first)."""
+        count = await self.documents.count(RUN, status="WAITING")
+        metrics.APPROVALS_WAITING.set(count)
+        return count
+
+
+def new_record(
+    run_id: str,
+    name: str,
+    workflow: LoadedWorkflow,
+    inputs: dict[str, Any],
+    thread_id: str | None,
+    user: str | None,
+    parent: str | None,
+    profile: str | None,
+) -> dict[str, Any]:
+    """The record of a run of ``workflow`` (by ``name``) that starts now (``user``: who
+    started it, recorded for isolation; ``parent``: the run whose node started it)."""
+    return {
+        "id": run_id,
+        "workflow": name,
+        "version": workflow.spec.version,
+        "fingerprint": workflow.fingerprint,
+        "thread_id": thread_id,
+        "user": user,
+        "parent": parent,
+        "profile": profile,
+        "status": "RUNNING",
+        "started": time.time(),
+        "ended": None,
+        "inputs": inputs,
+        "outputs": {},
+        "error": None,
+        "nodes": {},
+        "waiting": None,
+    }
+
+
+def pending_approval(record: dict[str, Any], approval_id: str) -> dict[str, Any]:
+    """``record``, whose run waits for approval ``approval_id``.
+
+    Raises:
+        AlreadyDecided: it was decided, or the run ended.
+        RunNotFound: the run never asked for it.
+    """
+    waiting = record.get("waiting") or {}
+    if waiting.get("approval_id") == approval_id and record["status"] == "WAITING":
+        return record
+    decided = any(
+        (node.get("output") or {}).get("approval_id") == approval_id
+        for node in record["nodes"].values()
+        if isinstance(node.get("output"), dict)
+    )
+    if decided or record["status"] in FINAL:
+        raise AlreadyDecided(f"approval {approval_id} was decided already")
+    raise RunNotFound(f"there is no pending approval {approval_id}")
+
+
+def _approval(record: dict[str, Any]) -> dict[str, Any]:
+    """A pending approval as the inbox lists it."""
+    return {
+        **record["waiting"],
+        "run_id": record["id"],
+        "workflow": record["workflow"],
+        "thread_id": record["thread_id"],
+    }
+
+
+def thread_of(record: dict[str, Any]) -> str:
+    """The LangGraph thread of a run (a fork shares the thread of the run it came from)."""
+    return str(record.get("graph_thread") or f"workflow:{record['id']}")
