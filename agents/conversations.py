@@ -29,7 +29,7 @@ from agents.events import (
     RunFailed,
     RunFinished,
 )
-from agents.feed import FeedMirror, RunFeed
+from agents.feed import STOP_ASKED, FeedMirror, RunFeed
 from agents.router.learned import LearnedExamples
 from agents.router.router import Router
 from agents.run import RunBudget, RunContext, RunLimits, RunOptions, StartOptions, thread_config
@@ -370,6 +370,7 @@ class Conversations:
         The run's end is told once the thread is free again: a client that sends its next
         message the moment it reads the answer (to another process, behind a load balancer)
         finds the thread free, rather than waiting out a lease poll."""
+        STOP_ASKED.set(lambda: feed.cancel_requested)  # this run's task and those it starts
         try:
             ending: Event | None = None
             async with self.hold(ctx.thread_id):

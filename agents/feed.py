@@ -24,6 +24,12 @@ CANCELLED = "run_cancelled_by_request"
 USAGE_SINK: ContextVar[Callable[[dict[str, int]], None] | None] = ContextVar(
     "skilldesk_usage_sink", default=None
 )
+# Whether the run answered in this context was asked to stop (a cancel), rather than cut off
+# by the service stopping: what it started (a workflow run) ends with it instead of being
+# left to be resumed. Set by the run's task, seen by the tasks it starts.
+STOP_ASKED: ContextVar[Callable[[], bool]] = ContextVar(
+    "skilldesk_stop_asked", default=lambda: False
+)
 
 
 class FeedMirror(Protocol):

@@ -21,6 +21,7 @@ import structlog
 
 from agents import metrics
 from agents.errors import WorkflowFailed, WorkflowNotFound
+from agents.feed import STOP_ASKED
 from agents.state.schema import usage_since
 from agents.workflows.compile import WorkflowContext
 from agents.workflows.definitions import Definitions, LoadedWorkflow
@@ -68,10 +69,26 @@ class RunDriver:
                     yield event
         finally:
             # Cut off (its stream closed, its task cancelled, its last save failed): its
-            # stored RUNNING record is the truth now, and the run is let go to be resumed.
+            # stored RUNNING record is the truth now, and the run is let go to be resumed;
+            # unless the chat run it answers was asked to stop: then it ends here, cancelled.
             self.runs.under_way.pop(run_id, None)
             if not stored and self.runs.leases.holds(run_id):
-                await self.runs.leases.release(run_id)
+                if STOP_ASKED.get()():
+                    await self._cancelled(record)
+                else:
+                    await self.runs.leases.release(run_id)
+
+    async def _cancelled(self, record: dict[str, Any]) -> None:
+        """End ``record``'s run as cancelled, stored (its lease let go with it)."""
+        record.update(status="CANCELLED", error="its run was cancelled by request")
+        record["ended"] = time.time()
+        try:
+            await self.runs.save(record)
+        except Exception:  # its lease expires: then it is resumed, as a run cut off is
+            log.exception("workflow.cancel_failed", run_id=record["id"])
+            return
+        metrics.WORKFLOW_RUNS.labels(record["workflow"], "CANCELLED").inc()
+        log.info("workflow.cancelled", run_id=record["id"], reason="its run was cancelled")
 
     async def _steps(
         self,

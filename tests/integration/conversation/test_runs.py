@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,10 +19,12 @@ from agents.bus import RunBus
 from agents.events import RunFailed
 from agents.feed import RunFeed
 from agents.state import leases
-from app.services import Services
+from app.services import Services, open_services
 from tests.fakellm import FakeLLM, Reply
 from tests.integration.conversation.kit import final, turn
 from tests.pgkit import REDIS
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 async def test_a_model_failure_keeps_the_thread_usable(
@@ -286,3 +290,41 @@ async def test_every_thread_a_stopped_process_left_running_is_found(services: Se
     found = await services.threads.orphans.found()
     assert len(found) == 1_200
     assert found["left-0"] == "run-0"
+
+
+@pytest.fixture
+async def bundled(model_settings: Any) -> AsyncIterator[Services]:
+    """Services over the bundled skills and workflows."""
+    settings = model_settings.model_copy(
+        update={"skills_dir": ROOT / "skills", "workflows_dir": ROOT / "workflows"}
+    )
+    async with open_services(settings) as opened:
+        yield opened
+
+
+async def test_a_cancel_stops_the_workflow_its_run_was_running(
+    bundled: Services, fake_llm: FakeLLM
+) -> None:
+    # The workflow was let go as if its process had stopped: resumed by the next look for
+    # orphans, it made its model call again and went on to its side effects.
+    services = bundled
+    fake_llm.script(Reply(content="Returnable within 30 days.", delay=20))
+    conversations = services.conversations
+    feed = conversations.start(
+        "halt-flow",
+        [HumanMessage("Give me an overview of order ORD1001")],
+        workflow="order-overview",
+    )
+    events = feed.read()
+    await anext(events)
+    for _ in range(100):  # in the expert's model call
+        if fake_llm.requests:
+            break
+        await asyncio.sleep(0.05)
+    conversations.cancel(feed.run_id)
+    ended = await asyncio.wait_for(_last(events), timeout=3)
+    assert ended.code == "run_cancelled_by_request"
+    [run] = await services.engine.list_runs(workflow="order-overview")
+    assert run["status"] == "CANCELLED"
+    assert await services.engine.resume_orphans() == []
+    assert len(fake_llm.requests) == 1
