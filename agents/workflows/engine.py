@@ -219,7 +219,8 @@ class WorkflowEngine:
                 self.definitions.graph(workflow)  # compiled before the record changes
                 decision = {"approved": approved, "by": by, "comment": comment, "at": time.time()}
                 interrupt_id = record["waiting"].get("interrupt_id")
-                record = {**record, "status": "RUNNING", "waiting": None}
+                decided = [*record.get("decided", []), approval_id]  # a late one: a 409
+                record = {**record, "status": "RUNNING", "waiting": None, "decided": decided}
                 await self.runs.save(record)
             except BaseException:
                 await self.leases.release(run_id)

@@ -192,7 +192,7 @@ def pending_approval(record: dict[str, Any], approval_id: str) -> dict[str, Any]
     waiting = record.get("waiting") or {}
     if waiting.get("approval_id") == approval_id and record["status"] == "WAITING":
         return record
-    decided = any(
+    decided = approval_id in record.get("decided", ()) or any(  # going on, or done since
         (node.get("output") or {}).get("approval_id") == approval_id
         for node in record["nodes"].values()
         if isinstance(node.get("output"), dict)

@@ -3,6 +3,7 @@ with, a decision that cannot be applied changes nothing, a fork with new inputs 
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from agents.models import ModelGateway
 from agents.prompts import Prompts
 from agents.state.documents import MemoryDocuments
 from agents.workflows.engine import WorkflowEngine
+from agents.workflows.records import pending_approval
 from tests.workflowkit import Workflows
 
 PAY = """
@@ -239,3 +241,23 @@ async def test_a_keyed_start_whose_look_came_first_elsewhere_replays_the_stored_
     again = await b.run("three", {}, idempotency_key="k1", user="u")
     assert (again["id"], again["status"]) == (started["id"], "SUCCEEDED")
     assert await a.documents.get("workflow_run", started["id"]) == done
+
+
+async def test_a_decision_while_the_decided_run_goes_on_elsewhere_is_already_decided() -> None:
+    # The stored record of a run going on after its decision (RUNNING, no gate waiting, the
+    # gate's node not yet stored) read as "never asked": a 404 to a late decision.
+    a, _ = two_processes(PAY)
+    waiting = await a.run("pay", {"amount": 5})
+    approval = waiting["waiting"]["approval_id"]
+    saved: list[dict[str, Any]] = []
+    save = a.runs.save
+
+    async def keep(record: dict[str, Any]) -> None:
+        saved.append(copy.deepcopy(record))  # as stored then
+        await save(record)
+
+    a.runs.save = keep  # type: ignore[method-assign]
+    await decide(a, approval)
+    going_on = next(r for r in saved if r["status"] == "RUNNING")
+    with pytest.raises(AlreadyDecided):
+        pending_approval(going_on, approval)
