@@ -54,6 +54,14 @@ async def schema_lock(pool: Any) -> AsyncIterator[None]:
             if row is not None and (row["got"] if isinstance(row, dict) else row[0]):
                 break
             schema = (row["schema"] if isinstance(row, dict) else row[1]) if row else "?"
+            if schema is None:  # no lock to wait for: hashtext(NULL) is no key
+                path = await (await conn.execute("SHOW search_path")).fetchone() or ["?"]
+                raise ConfigError(
+                    "the PostgreSQL search_path of SKILLDESK_CHECKPOINT_URL "
+                    f"({_first(path)}) names no schema that exists",
+                    fix="create the schema (CREATE SCHEMA <name>) or correct the "
+                    "search_path in SKILLDESK_CHECKPOINT_URL's options",
+                )
             waited = time.monotonic() - started
             if waited >= GIVE_UP_AFTER_S:
                 raise ConfigError(
@@ -82,3 +90,8 @@ async def schema_lock(pool: Any) -> AsyncIterator[None]:
             await conn.execute(
                 "SELECT pg_advisory_unlock(hashtext(%s || current_schema()))", (_KEY,)
             )
+
+
+def _first(row: Any) -> Any:
+    """The one value of a row, a tuple's or a dict's."""
+    return next(iter(row.values())) if isinstance(row, dict) else row[0]

@@ -16,7 +16,7 @@ from agents.state import schema_lock
 from agents.state.calls import call_journal
 from agents.state.checkpointers import open_checkpointer
 from agents.state.documents import documents_for
-from tests.pgkit import schema_url
+from tests.pgkit import POSTGRES, schema_url
 
 pytestmark = pytest.mark.integration
 
@@ -81,3 +81,18 @@ async def test_a_schema_lock_held_by_a_stuck_process_is_warned_of_then_given_up_
     assert waiting[0]["log_level"] == "warning"
     assert waiting[0]["schema"] == schema
     assert "another process" in waiting[0]["reason"]
+
+
+async def test_a_search_path_naming_no_schema_stops_start_up_at_once_saying_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # current_schema() was NULL, so the lock (keyed by it) was never taken: start-up waited
+    # the whole give-up time, then blamed "another process" holding it.
+    monkeypatch.setattr(schema_lock, "GIVE_UP_AFTER_S", 5.0, raising=False)
+    url = f"{POSTGRES}?options=-csearch_path%3Dno_such_schema_here"
+    with pytest.raises(ConfigError) as raised:
+        await asyncio.wait_for(_start(url), timeout=3)
+    error = str(raised.value)
+    assert "SKILLDESK_CHECKPOINT_URL" in error
+    assert "no_such_schema_here" in error
+    assert "names no schema that exists" in error
