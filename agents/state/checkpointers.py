@@ -74,7 +74,10 @@ async def check_checkpoint_store(url: str) -> None:
 
     try:
         probe = await psycopg.AsyncConnection.connect(url, connect_timeout=5)
-        await probe.close()
+        try:
+            row = await (await probe.execute("SELECT current_schema()")).fetchone()
+        finally:
+            await probe.close()
     except Exception as exc:
         raise ConfigError(
             f"cannot connect to PostgreSQL at {_redact(url)} (SKILLDESK_CHECKPOINT_URL): "
@@ -82,6 +85,13 @@ async def check_checkpoint_store(url: str) -> None:
             fix="check that the server is running and that SKILLDESK_CHECKPOINT_URL names "
             "its host, port, user and database (postgresql://user@host:5432/db)",
         ) from None
+    if row is None or row[0] is None:  # a search_path naming no schema that exists
+        raise ConfigError(
+            f"the search_path of SKILLDESK_CHECKPOINT_URL ({_redact(url)}) names no schema "
+            "that exists in that database",
+            fix="create the schema (CREATE SCHEMA <name>) or correct the search_path in the "
+            "URL's options",
+        )
 
 
 @asynccontextmanager

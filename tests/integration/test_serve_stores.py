@@ -65,8 +65,12 @@ def test_a_redis_it_cannot_reach_stops_start_up_naming_the_setting(
 
 @pytest.mark.parametrize(
     "url",
-    [f"{POSTGRES}_no_such_db", f"postgresql://postgres@127.0.0.1:{free_port()}/test"],
-    ids=["no-such-db", "refused"],
+    [
+        f"{POSTGRES}_no_such_db",
+        f"postgresql://postgres@127.0.0.1:{free_port()}/test",
+        f"{POSTGRES}?options=-csearch_path%3Dno_such_schema",
+    ],
+    ids=["no-such-db", "refused", "no-such-schema"],
 )
 def test_a_postgresql_it_cannot_reach_stops_start_up_naming_the_setting(
     tmp_path: Path, url: str
