@@ -27,8 +27,12 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
         if use_json
         else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     )
+    # The list kept, its content replaced: a logger already used holds the list it was first
+    # used with (``cache_logger_on_first_use``), and would not follow a new one.
+    processors = structlog.get_config()["processors"]
+    processors[:] = [*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter]
     structlog.configure(
-        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        processors=processors,
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,
