@@ -51,3 +51,30 @@ def test_a_file_whose_name_has_quotes_is_listed_under_that_name(page: Any) -> No
     )
     expect(page.locator("#composer-status")).to_have_text(f"{name} attached.")
     expect(page.locator("#file-list .file-name")).to_have_text(name)
+
+
+def test_a_file_attached_while_the_page_still_loads_is_listed(page: Any) -> None:
+    # The page's start opened "no thread" over the thread the upload was making, so the
+    # upload said "attached" and its file was never listed.
+    me: list[Any] = []
+    made: list[Any] = []
+    page.route("**/v1/me", lambda route: me.append(route))  # start() waits on who the user is
+    page.route(
+        "**/v1/threads",
+        lambda route: made.append(route) if route.request.method == "POST" else route.continue_(),
+    )
+    page.goto("/")
+    page.get_by_label("Attach a file").set_input_files(
+        files=[{"name": "early.txt", "mimeType": "text/plain", "buffer": b"Attached early."}]
+    )
+    for _ in range(100):  # the upload asks for its thread
+        if made:
+            break
+        page.wait_for_timeout(50)
+    assert made, "the upload did not ask for a thread"
+    me[0].continue_()
+    expect(page.locator("#mode")).to_have_text("Development mode (no key needed)")
+    page.wait_for_timeout(300)  # start() has listed the threads and chosen what to open
+    made[0].continue_()
+    expect(page.locator("#composer-status")).to_have_text("early.txt attached.")
+    expect(page.locator("#file-list .file")).to_contain_text("early.txt (text/plain, 15 B)")

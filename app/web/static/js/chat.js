@@ -10,6 +10,7 @@ let current = null; // the open thread's id
 // approval cards) go back in when its thread is opened again. Only that thread is busy.
 const answering = new Map();
 let starting = false; // a first message is making its new thread
+let attaching = 0; // uploads under way (one may be making its new thread)
 const statusOf = new Map(); // thread id: its status (`running`...) as the last listing said
 const followedRuns = new Set(); // runs this page joined and read to their end
 const RUN = "skilldesk.run."; // + thread id: its run under way, kept over a reload
@@ -127,7 +128,8 @@ let forgotAt = 0; // `opening` when the last user's threads were forgotten (sign
 
 /** Whether a thread was opened (or a new one started) since the page loaded or the user
  * changed, or a message sent. */
-export const engaged = () => opening > forgotAt || current !== null || answering.size > 0 || starting;
+export const engaged = () =>
+  opening > forgotAt || current !== null || answering.size > 0 || starting || attaching > 0;
 
 export async function openThread(id) {
   const mine = ++opening;
@@ -549,6 +551,7 @@ async function upload() {
   const file = input.files[0];
   if (!file) return;
   $("composer-status").textContent = `Uploading ${file.name}…`;
+  attaching += 1; // the page's start must not open another thread over the one it makes
   try {
     const id = await ensureThread();
     await api.threads.upload(id, file);
@@ -560,6 +563,7 @@ async function upload() {
   } catch (error) {
     $("composer-status").textContent = `Could not attach ${file.name}: ${error.message}`;
   } finally {
+    attaching -= 1;
     input.value = "";
   }
 }
