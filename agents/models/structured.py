@@ -32,11 +32,10 @@ async def forced_call(
 ) -> tuple[dict[str, Any], dict[str, int]]:
     """Make the model call ``tool`` once; returns its arguments ({} if it did not) and the
     call's usage. Model failures raise ModelError."""
-    name = tool["function"]["name"]
-    model: Any = gateway.chat_model(profile).bind_tools([tool], tool_choice=name)
-    reply = await model.ainvoke([SystemMessage(content=system), HumanMessage(text)], config)
-    calls = [c for c in reply.tool_calls if c["name"] == name]
-    return (dict(calls[0]["args"]) if calls else {}), call_usage(reply)
+    args, usage, _ = await checked_call(
+        gateway, profile, tool, system, text, config, check=lambda _: None
+    )
+    return args, usage
 
 
 async def checked_call(
