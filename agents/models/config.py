@@ -98,6 +98,12 @@ class ModelProfile(BaseModel):
         gt=0,
         description="Seconds a streamed reply may go on in all: one that never ends is cut there.",
     )
+    max_connections: int = Field(
+        1000,
+        ge=1,
+        description="Calls open at once to this profile's server; more wait for a free "
+        "connection (the OpenAI SDK's and litellm's default).",
+    )
     retries: int = Field(2, ge=0, le=10, description="Retries of this profile before fallbacks.")
     fallbacks: tuple[str, ...] = Field((), description="Profiles tried, in order, when this fails.")
 

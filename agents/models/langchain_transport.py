@@ -64,7 +64,12 @@ class LangChainTransport:
             if "http_async_client" in fields and "http_async_client" not in self._profile.kwargs:
                 import openai
 
-                client = openai.DefaultAsyncHttpxClient(timeout=self._profile.timeout_s)
+                from agents.models.transports import connection_limits
+
+                client = openai.DefaultAsyncHttpxClient(
+                    timeout=self._profile.timeout_s,
+                    limits=connection_limits(self._profile.max_connections),
+                )
                 model = build_chat_model(self._profile, self._key, http_async_client=client)
             self._async = (loop, model, client)
         return self._async[1]

@@ -194,3 +194,43 @@ async def test_text_read_together_with_an_error_event_reaches_the_reader_before_
     assert (await anext(aiter(events)))["choices"][0]["delta"]["content"] == "Hello"
     with pytest.raises(StreamError, match="overloaded"):
         await anext(aiter(events))
+
+
+async def test_calls_are_not_held_to_a_hundred_connections(fake_llm: FakeLLM) -> None:
+    # aiohttp's own pool opens 100 connections: with a model taking seconds a call, the 101st
+    # call of a busy service waited for a free one (a p99 of 345 ms in bench/load at 42
+    # turns/s). The profile's limit applies instead (1000, as the OpenAI SDK and litellm).
+    import asyncio
+
+    from agents.models.config import ModelProfile
+    from agents.models.transports import OpenAITransport
+
+    calls = 120
+    fake_llm.script(*[Reply(content="hi", together=calls, hold_timeout=3) for _ in range(calls)])
+    transport = OpenAITransport(
+        ModelProfile(model="openai/fake-model", api_base=fake_llm.base_url), "sk-test", {}
+    )
+    capped = OpenAITransport(
+        ModelProfile(model="openai/fake-model", api_base=fake_llm.base_url, max_connections=2),
+        "sk-test",
+        {},
+    )
+    request = {"messages": [{"role": "user", "content": "hi"}]}
+    try:
+        await asyncio.gather(*[transport.acreate(request) for _ in range(calls)])
+        fake_llm.script(*[Reply(content="hi", delay=0.1) for _ in range(6)])
+        await asyncio.gather(*[capped.acreate(request) for _ in range(6)])
+    finally:
+        await transport.aclose()
+        await capped.aclose()
+
+    def most_at_once(spans: list[tuple[float, float]]) -> int:
+        marks = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+        open_now, most = 0, 0
+        for _, step in marks:
+            open_now += step
+            most = max(most, open_now)
+        return most
+
+    assert most_at_once(fake_llm.answering[:calls]) == calls
+    assert most_at_once(fake_llm.answering[calls:]) == 2
