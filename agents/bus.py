@@ -379,7 +379,8 @@ class RunBus:
 
     async def publish(self, op: str, **fields: Any) -> int:
         """Tell every process (this one skips it): ``cancel`` (``run_id``), ``reload``,
-        ``orphans``. Returns how many processes listen."""
+        ``orphans`` (``threads``), ``workflow_orphans`` (``runs``). Returns how many processes
+        listen."""
         message = json.dumps({"op": op, "origin": self.origin, **fields})
         return int(await self.client.publish(self.channel, message))
 

@@ -303,9 +303,16 @@ async def open_services(
                 # Before the store closes under a run; told to stop (SIGTERM), runs get
                 # their grace, and those it cuts off are resumed by another process now.
                 cut = await conversations.aclose(settings.shutdown_grace_s)
+                # Workflow runs the server cut off (requests past the grace period) let go
+                # of while the store is open, then resumed elsewhere at once too.
+                cut_runs = await engine.aclose()
                 if cut and bus is not None:
                     await bus.publish("orphans", threads=cut)
-                log.info("service.stopped", runs_cut_off=len(cut))
+                if cut_runs and bus is not None:
+                    await bus.publish("workflow_orphans", runs=cut_runs)
+                log.info(
+                    "service.stopped", runs_cut_off=len(cut), workflow_runs_cut_off=len(cut_runs)
+                )
     finally:
         if bus is not None:
             await bus.aclose()
@@ -330,10 +337,15 @@ def _handlers(services: Services, tasks: list[asyncio.Task[Any]]) -> dict[str, A
         if services.conversations.stopping is None:
             spawn(services.threads.orphans.resume())
 
+    def workflow_orphans(body: dict[str, Any]) -> None:  # a stopping process let them go
+        if services.conversations.stopping is None:
+            spawn(services.engine.resume_orphans([str(r) for r in body.get("runs", [])]))
+
     return {
         "cancel": lambda body: services.conversations.cancel(str(body.get("run_id"))),
         "reload": lambda _: spawn(services.reload()),
         "orphans": orphans,
+        "workflow_orphans": workflow_orphans,
     }
 
 

@@ -6,7 +6,9 @@ event (the run's stream URL and ``Last-Event-ID``: another process serves the re
 Redis). uvicorn stops listening and waits for the open responses; runs under way then get
 ``SKILLDESK_SHUTDOWN_GRACE_S`` to finish, counted from the signal. Those still going are
 stopped: their leases are released and every other process is told (over Redis) to resume
-them from their last checkpoint at once.
+them from their last checkpoint at once. A workflow run driven by a request that uvicorn cuts
+off at the end of the grace is let go the same way, before the store closes, and the request
+answers 503 ``shutting_down`` naming the run (``app.api.routes.workflows.handed_over``).
 """
 
 from __future__ import annotations

@@ -107,12 +107,15 @@ class WorkflowEngine:
         user: str | None = None,
         idempotency_key: str | None = None,
         usage_sink: Callable[[dict[str, int]], None] | None = None,
+        on_start: Callable[[str], None] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """Start a run and yield its events; the last one is ``workflow_ended`` with the
         record (status SUCCEEDED, FAILED or WAITING for an approval).
 
         ``usage_sink`` gets what the run's model calls used once it ends or waits (its
         starter's daily spending: a run started by a request; a chat turn counts its own).
+        ``on_start`` gets the run's id once its record is stored (a request cut off while
+        the run goes on can say which run it was).
 
         With ``idempotency_key``, the run's id is made from the user, the workflow and the
         key: the same start sent again (a retry after a timeout, by any process) yields the
@@ -157,6 +160,8 @@ class WorkflowEngine:
             except BaseException:
                 await self.leases.release(run_id)
                 raise
+            if on_start is not None:
+                on_start(run_id)
             driven = self._driver.drive(
                 record, {"inputs": values}, workflow=workflow, usage_sink=usage_sink
             )
@@ -330,6 +335,17 @@ class WorkflowEngine:
         """Look for orphans every ``interval_s`` and resume them (see
         ``Orphans.keep_resuming``)."""
         await self._orphans.keep_resuming(interval_s)
+
+    async def aclose(self, wait_s: float = 5.0) -> list[str]:
+        """Stop running workflows (the service stops, its grace period over): the runs under
+        way here are let go while the store is still open (see ``RunLeases.let_go``). Returns
+        those left RUNNING, cut off: another process resumes them from their last step."""
+        cut = []
+        for run_id in await self.leases.let_go(wait_s):
+            record = await self.documents.get(RUN, run_id)
+            if record is not None and record.get("status") == "RUNNING":
+                cut.append(run_id)
+        return cut
 
     # Records (see ``RunRecords``).
 

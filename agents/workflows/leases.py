@@ -126,6 +126,26 @@ class RunLeases:
             rows = await cursor.fetchall()
         return here | {r["run_id"] for r in rows if not holder_gone(r["holder"], _LIVE)}
 
+    async def let_go(self, wait_s: float) -> list[str]:
+        """Stop holding runs (the service stops): the tasks driving them get ``wait_s`` to
+        let them go (requests the server cut off are cancelled already), those still going are
+        then cancelled, and every lease still held is released, so that another process may
+        resume the runs at once rather than once their leases expire. Returns the runs held."""
+        held = list(self._held)
+        me = asyncio.current_task()
+        driving = {t for t in self._held.values() if t is not None and t is not me}
+        if driving:
+            _, going = await asyncio.wait(driving, timeout=wait_s)
+            for task in going:
+                task.cancel()
+            if going:
+                await asyncio.wait(going, timeout=wait_s)
+        for run_id in list(self._held):
+            await self.release(run_id)
+        if self._renewing is not None:
+            self._renewing.cancel()
+        return held
+
     def abandon(self) -> None:
         """Stop holding and renewing anything, as a process that died would (its runs are
         another's once their leases expire, at once for a process of this machine)."""

@@ -558,3 +558,46 @@ def test_a_run_a_stopping_process_cuts_off_is_resumed_by_the_other_and_its_reade
     assert [m["content"] for m in messages] == ["hello", "Resumed answer."]
     assert time.monotonic() - stopped_at < 15  # not the 30 s of a lease expiring
     assert [x for x in b.logs() if x.get("event") == "run.resumed"]
+
+
+def test_a_workflow_run_a_stopping_process_cuts_off_is_handed_to_the_other_at_once(
+    start_pair: PairStarter, fake_llm: FakeLLM
+) -> None:
+    # A run started by a request that waits for its record (not streamed), still going when
+    # the grace period ends: its client is told where the run goes on, its lease is let go
+    # while the store is still open, and the other process resumes it at once (not when the
+    # lease of 30 s expires). Was: a plain 500, `workflow.lease_release_failed` (the pool had
+    # closed first), the run taken over 23-26 s later.
+    a, b = start_pair(shutdown_grace_s="1")
+    fake_llm.script(Reply(content="Too late.", delay=8), Reply(content="Returnable for 30 days."))
+    with ThreadPoolExecutor(1) as pool:
+        cut = pool.submit(
+            httpx.post,
+            f"{a.url}/v1/workflows/order-overview/runs",
+            json={"inputs": {"order_id": "ORD1002"}},
+            timeout=60,
+        )
+        run_id = workflow_run(b, "RUNNING")["id"]
+        while not fake_llm.requests:  # A waits for the expert's answer
+            time.sleep(0.05)
+        stopped_at = time.monotonic()
+        a.proc.send_signal(signal.SIGTERM)
+        answer = cut.result()
+    assert answer.status_code == 503, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == "shutting_down"
+    assert f"/v1/workflow-runs/{run_id}" in error["message"]
+    deadline = time.monotonic() + 30
+    while True:  # nobody asks: the other process was told and finishes the run
+        record = httpx.get(f"{b.url}/v1/workflow-runs/{run_id}").json()
+        if record["status"] != "RUNNING" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert record["status"] == "SUCCEEDED", record
+    assert "Returnable for 30 days." in record["outputs"]["message"]
+    assert time.monotonic() - stopped_at < 15  # not the 30 s of a lease expiring
+    a.proc.wait(timeout=20)
+    assert not [x for x in a.logs() if x.get("event") == "workflow.lease_release_failed"]
+    stopped = [x for x in a.logs() if x.get("event") == "service.stopped"]
+    assert [x.get("workflow_runs_cut_off") for x in stopped] == [1]
+    assert [x["run_id"] for x in b.logs() if x.get("event") == "workflow.resuming"] == [run_id]

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 
 from app.api.deps import ApproverDep, ServicesDep
 from app.api.errors import error_responses
+from app.api.routes.workflows import CUT_OFF, handed_over
 from app.api.schemas.threads import THREAD_ID_PATTERN, Cursor
 from app.api.schemas.workflows import ApprovalPublic, ApprovalsPublic, Decision, RunPublic
 
@@ -41,9 +42,11 @@ async def list_approvals(
         404,
         409,
         500,
+        503,
         notes={
             404: "No pending approval by that id (`run_not_found`).",
             409: "It was decided already (`already_decided`).",
+            503: CUT_OFF,
         },
     ),
 )
@@ -52,11 +55,12 @@ async def decide(
 ) -> RunPublic:
     """Approve or reject; the run resumes with no new input (a rejection follows the gate's
     reject branch) and the thread it came from is told how it ended."""
-    record = await services.workflow_turns.decide(
-        approval_id,
-        approved=body.decision == "approve",
-        by=approver or body.by,
-        comment=body.comment,
-        post=services.conversations.post,
-    )
+    with handed_over(services, [approval_id.split("-", 1)[0]]):
+        record = await services.workflow_turns.decide(
+            approval_id,
+            approved=body.decision == "approve",
+            by=approver or body.by,
+            comment=body.comment,
+            post=services.conversations.post,
+        )
     return RunPublic.model_validate(record)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
-from agents.errors import RunNotFound, ThreadNotFound, WorkflowNotFound
+from agents.errors import RunNotFound, ShuttingDown, ThreadNotFound, WorkflowNotFound
 from agents.feed import USAGE_SINK
 from agents.workflows.mermaid import mermaid
 from app.api.deps import IdempotencyKey, PrincipalDep, ServicesDep, WithinBudget, reach_thread
@@ -30,6 +32,10 @@ from app.auth.principal import Principal
 
 router = APIRouter(tags=["workflows"])
 NO_WORKFLOW = "No such workflow (`workflow_not_found`)."
+CUT_OFF = (
+    "This process stopped during the run (`shutting_down`): the message names the run, "
+    "which another process goes on with."
+)
 
 
 @router.get("/v1/workflows", responses=error_responses(500))
@@ -62,7 +68,9 @@ async def get_workflow(services: ServicesDep, name: str) -> WorkflowDefinitionPu
             404,
             500,
             409,
+            503,
             notes={
+                503: CUT_OFF,
                 400: "Inputs it cannot start with (`invalid_inputs`).",
                 404: NO_WORKFLOW,
                 409: "The `Idempotency-Key` started a run of other inputs "
@@ -92,6 +100,7 @@ async def start_run(
         except ThreadNotFound as exc:
             raise ApiError(400, "invalid_request", str(exc), param="thread_id") from None
     engine = services.engine
+    started: list[str] = []
     events = engine.stream(
         name,
         body.inputs,
@@ -99,13 +108,15 @@ async def start_run(
         user=principal.user,
         idempotency_key=idempotency_key,
         usage_sink=USAGE_SINK.get(),  # its cost counts against the starter's day
+        on_start=started.append,
     )
-    first = await anext(events)  # bad inputs are a 400 before anything runs
     if not body.stream:
-        last = first
-        async for event in events:
-            last = event
+        last: dict[str, Any] = {}
+        with handed_over(services, started):
+            async for event in events:
+                last = event
         return RunPublic.model_validate(last["record"])
+    first = await anext(events)  # bad inputs are a 400 before anything runs
     return StreamingResponse(
         _sse(first, events), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
     )
@@ -216,6 +227,26 @@ async def _run_of(services: Any, principal: Principal, run_id: str) -> dict[str,
     if not await _mine(services, principal, record):
         raise RunNotFound(f"there is no workflow run {run_id!r}")
     return dict(record)
+
+
+@contextlib.contextmanager
+def handed_over(services: Any, run_ids: list[str]) -> Iterator[None]:
+    """A request that drove a workflow run and was cut off by the process's stop (its grace
+    period over) answers 503 ``shutting_down`` naming the run, which another process resumes
+    from its last step, rather than a bare 500. ``run_ids``: the run, once it started."""
+    try:
+        yield
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if services.conversations.stopping is None or task is None or not run_ids:
+            raise
+        task.uncancel()  # the request answers; the run was let go (see WorkflowEngine.aclose)
+        run_id = run_ids[-1]
+        raise ShuttingDown(
+            f"This service process stopped during workflow run {run_id}; another process "
+            "(or this one when it starts again) goes on with it from its last step: "
+            f"GET /v1/workflow-runs/{run_id} for its record."
+        ) from None
 
 
 def _workflow(services: Any, name: str) -> Any:

@@ -228,6 +228,24 @@ def _stopping(services: Services, mp: pytest.MonkeyPatch) -> None:
     mp.setattr(services.conversations, "stopping", 1.0)  # told to stop (SIGTERM)
 
 
+def _cut_off(services: Services, mp: pytest.MonkeyPatch) -> None:
+    """The process stops (SIGTERM) and its grace period ends while a request drives a
+    workflow run: the server cancels the request."""
+    mp.setattr(services.conversations, "stopping", 1.0)
+
+    async def started_then_cut(*_: Any, on_start: Any = None, **__: Any) -> AsyncIterator[Any]:
+        if on_start is not None:
+            on_start("r-cut")
+        raise asyncio.CancelledError
+        yield  # an async generator, as the engine's stream is
+
+    async def cut(*_: Any, **__: Any) -> Any:
+        raise asyncio.CancelledError
+
+    mp.setattr(services.engine, "stream", started_then_cut)
+    mp.setattr(services.workflow_turns, "decide", cut)
+
+
 def _raises(name: str) -> Patch:
     async def broken(*_: Any, **__: Any) -> Any:
         raise RuntimeError("a bug")
@@ -500,6 +518,7 @@ PROBES = [
     Probe("start a workflow", "POST", START[0], 200, START[1]),
     Probe("start without inputs", "POST", START[0], 400, {"inputs": {}}),
     Probe("start an unknown workflow", "POST", "/v1/workflows/nope/runs", 404, {}),
+    Probe("a start cut off by a stop", "POST", START[0], 503, START[1], patch=_cut_off),
     Probe(
         "start again, other inputs, same key",
         "POST",
@@ -527,6 +546,14 @@ PROBES = [
         before=(START, ("/v1/approvals/{approval}", {"decision": "approve"})),
     ),
     Probe("approve nothing", "POST", "/v1/approvals/nope-x-0", 404, {"decision": "approve"}),
+    Probe(
+        "a decision cut off by a stop",
+        "POST",
+        "/v1/approvals/r1-gate-0",
+        503,
+        {"decision": "approve"},
+        patch=_cut_off,
+    ),
     Probe(
         "fork",
         "POST",
