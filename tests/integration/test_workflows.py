@@ -178,6 +178,22 @@ def test_bad_inputs_and_unknown_ids_are_clear_errors(client: TestClient) -> None
     assert client.post("/v1/approvals/nope-x-0", json={"decision": "approve"}).status_code == 404
 
 
+def test_a_run_started_over_http_on_a_new_thread_tells_that_thread_the_decision(
+    client: TestClient,
+) -> None:
+    bad = {"inputs": {}, "thread_id": "wf-never"}
+    assert client.post("/v1/workflows/refund-request/runs", json=bad).status_code == 400
+    assert client.get("/v1/threads/wf-never").status_code == 404  # a refused start makes none
+    body = {"inputs": {"order_id": "ORD1002"}, "thread_id": "wf-new"}  # 488 CNY: it waits
+    run = client.post("/v1/workflows/refund-request/runs", json=body).json()
+    assert run["status"] == "WAITING"
+    [pending] = client.get("/v1/approvals").json()["approvals"]
+    client.post(f"/v1/approvals/{pending['approval_id']}", json={"decision": "approve"})
+    thread = client.get("/v1/threads/wf-new").json()
+    assert thread["title"] == "Workflow refund-request"
+    assert "is approved" in thread["messages"][-1]["content"]
+
+
 def test_a_refund_from_chat_waits_and_the_thread_hears_the_decision(
     client: TestClient, fake_llm: FakeLLM
 ) -> None:

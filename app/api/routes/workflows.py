@@ -13,6 +13,7 @@ from fastapi.responses import StreamingResponse
 
 from agents.errors import RunNotFound, ShuttingDown, ThreadNotFound, WorkflowNotFound
 from agents.feed import USAGE_SINK
+from agents.workflows.inputs import check_inputs
 from agents.workflows.mermaid import mermaid
 from app.api.deps import IdempotencyKey, PrincipalDep, ServicesDep, WithinBudget, reach_thread
 from app.api.errors import ApiError, error_responses
@@ -93,12 +94,15 @@ async def start_run(
     """Run a workflow: to its end or its first approval (the record), or streamed. Sent
     again with the same ``Idempotency-Key``, it answers the first run's record as it stands
     (streamed: its last event) and starts nothing."""
-    _workflow(services, name)
+    workflow = _workflow(services, name)
     if body.thread_id is not None:
         try:
             await reach_thread(services, principal, body.thread_id, may_be_new=True)
         except ThreadNotFound as exc:
             raise ApiError(400, "invalid_request", str(exc), param="thread_id") from None
+        check_inputs(workflow.spec, body.inputs)  # a 400 makes no thread
+        title = f"Workflow {name}"  # the caller's, told how the run ends
+        await services.threads.ensure(body.thread_id, owner=principal.user, title=title)
     engine = services.engine
     started: list[str] = []
     events = engine.stream(
