@@ -13,6 +13,7 @@ import typer
 
 from agents.errors import BadInputs, WorkflowLoadError, WorkflowNotFound, WorkflowProblem
 from agents.skills.registry import SkillRegistry
+from agents.workflows.inputs import check_inputs
 from agents.workflows.loader import SUFFIXES, Workflow, line_of, load_workflow, read_workflow
 from agents.workflows.mermaid import mermaid
 from agents.workflows.registry import WorkflowRegistry, skills_world
@@ -240,6 +241,9 @@ async def _run(
     async with _services(settings) as services:
         record: dict[str, Any] = {}
         try:
+            if thread is not None:  # made, so that it is told how the run ends after approval
+                check_inputs(services.workflow_registry.get(name).spec, inputs)
+                await services.threads.ensure(thread, owner=None, title=f"Workflow {name}")
             async for event in services.engine.stream(name, inputs, thread_id=thread):
                 kind = event.get("type")
                 if kind == "workflow_ended":

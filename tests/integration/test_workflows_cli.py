@@ -228,6 +228,41 @@ def test_workflows_run_and_runs_with_the_bundled_refund(tmp_path: Path) -> None:
     assert [r["status"] for r in records] == ["WAITING", "SUCCEEDED"]
 
 
+def test_a_run_on_a_new_thread_makes_the_thread_it_is_to_be_told_in(tmp_path: Path) -> None:
+    bundled = {
+        "SKILLDESK_SKILLS_DIR": str(ROOT / "skills"),
+        "SKILLDESK_WORKFLOWS_DIR": str(ROOT / "workflows"),
+    }
+    refused = run("run", "refund-request", "--thread", "wf-x", tmp_path=tmp_path, **bundled)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    started = run(
+        "run",
+        "refund-request",
+        "--input",
+        '{"order_id": "ORD1002"}',
+        "--thread",
+        "wf-cli",
+        tmp_path=tmp_path,
+        **bundled,
+    )
+    assert started.returncode == 0, started.stderr
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
+    env["SKILLDESK_DATA_DIR"] = str(tmp_path / "data")
+    shown = [
+        subprocess.run(
+            [SKILLDESK, "threads", "show", thread, "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        for thread in ("wf-cli", "wf-x")
+    ]
+    assert shown[0].returncode == 0, shown[0].stderr
+    assert json.loads(shown[0].stdout)["title"] == "Workflow refund-request"
+    assert shown[1].returncode != 0  # a refused start makes no thread
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [
