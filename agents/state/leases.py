@@ -4,18 +4,16 @@ that every process sees."""
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-LEASES = "skilldesk_thread_leases"
+from agents.state.lease_table import LeaseTable, new_holder, set_live, shared_pool, until
+
+LEASES = "skilldesk_thread_leases"  # created with the checkpoint tables (``checkpointers``)
 LEASE_S = 30.0  # a holder that stops renewing (its process died) loses the thread after this
-_NOW = "extract(epoch from clock_timestamp())"  # the database's clock: one for every process
 
 
 @asynccontextmanager
@@ -32,103 +30,38 @@ async def thread_lock(
     concurrent runs emptied the pool that their own checkpoint writes needed. SQLite is one
     process's embedded store: its in-process lock is enough.
     """
-    pool: Any = getattr(saver, "conn", None)
-    if not hasattr(pool, "connection") or not type(saver).__name__.startswith("AsyncPostgres"):
+    pool = shared_pool(saver)
+    if pool is None:
         yield
         return
-    holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    await _lease(pool, thread_id, holder, lease_s)
-    _HELD.add(holder)
-    renewing = asyncio.create_task(_renew(pool, thread_id, holder, lease_s))
+    leases = LeaseTable(pool, LEASES, "thread_id")
+    holder = new_holder()  # one per run: a lease this process left behind is free at once
+    await until(lambda: leases.claim(thread_id, holder, lease_s))
+    set_live(holder, True)
+    renewing = asyncio.create_task(_renew(leases, thread_id, holder, lease_s))
     try:
         yield
     finally:
-        _HELD.discard(holder)
+        set_live(holder, False)
         renewing.cancel()
         await asyncio.gather(renewing, return_exceptions=True)
-        async with pool.connection() as conn:
-            await conn.execute(
-                f"DELETE FROM {LEASES} WHERE thread_id = %s AND holder = %s", (thread_id, holder)
-            )
-
-
-_HELD: set[str] = set()  # the leases this process holds
-
-
-def _dead(holder: str) -> bool:
-    """Whether a thread lease's holder is gone (see ``holder_gone``)."""
-    return holder_gone(holder, _HELD)
-
-
-def holder_gone(holder: str, live: set[str]) -> bool:
-    """Whether a lease's holder (``host:pid:token``) is a process of this machine that is
-    gone (it need not wait for the lease to expire: a restarted service takes its
-    predecessor's runs at once); ``live``: the holders this process has now."""
-    host, pid, _ = [*holder.rsplit(":", 2), "", ""][:3]
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    if int(pid) == os.getpid():
-        return holder not in live  # an earlier process that had this pid
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+        await leases.release(thread_id, holder)
 
 
 async def lease_alive(saver: BaseCheckpointSaver[Any], thread_id: str) -> bool:
     """Whether a process holds the thread now (its lease unexpired and, on this machine, its
     process running); always False for a store of one process (SQLite, memory): a run it
     left marked running has no process."""
-    pool: Any = getattr(saver, "conn", None)
-    if not hasattr(pool, "connection") or not type(saver).__name__.startswith("AsyncPostgres"):
+    pool = shared_pool(saver)
+    if pool is None:
         return False
-    async with pool.connection() as conn:
-        cursor = await conn.execute(
-            f"SELECT holder FROM {LEASES} WHERE thread_id = %s AND expires >= {_NOW}",
-            (thread_id,),
-        )
-        row = await cursor.fetchone()
-    return row is not None and not _dead(str(row["holder"]))
+    return thread_id in await LeaseTable(pool, LEASES, "thread_id").alive([thread_id])
 
 
-async def _lease(pool: Any, thread_id: str, holder: str, lease_s: float) -> None:
-    """Wait until the thread's lease is free (or expired), then take it."""
-    wait = 0.02
-    while True:
-        async with pool.connection() as conn:
-            cursor = await conn.execute(
-                f"INSERT INTO {LEASES} VALUES (%s, %s, {_NOW} + %s) ON CONFLICT (thread_id) "
-                f"DO UPDATE SET holder = EXCLUDED.holder, expires = EXCLUDED.expires "
-                f"WHERE {LEASES}.expires < {_NOW} RETURNING holder",
-                (thread_id, holder, lease_s),
-            )
-            if await cursor.fetchone() is not None:
-                return
-            cursor = await conn.execute(
-                f"SELECT holder FROM {LEASES} WHERE thread_id = %s", (thread_id,)
-            )
-            row = await cursor.fetchone()
-            if row is not None and _dead(str(row["holder"])):  # its process is gone: free it
-                await conn.execute(
-                    f"DELETE FROM {LEASES} WHERE thread_id = %s AND holder = %s",
-                    (thread_id, row["holder"]),
-                )
-                continue
-        await asyncio.sleep(wait)
-        wait = min(wait * 2, 0.5)
-
-
-async def _renew(pool: Any, thread_id: str, holder: str, lease_s: float) -> None:
+async def _renew(leases: LeaseTable, thread_id: str, holder: str, lease_s: float) -> None:
     while True:
         await asyncio.sleep(lease_s / 3)
-        async with pool.connection() as conn:
-            await conn.execute(
-                f"UPDATE {LEASES} SET expires = {_NOW} + %s WHERE thread_id = %s AND holder = %s",
-                (lease_s, thread_id, holder),
-            )
+        await leases.renew([thread_id], holder, lease_s)
 
 
 class ThreadLocks:

@@ -5,33 +5,19 @@ which resumes it. A run that waits for an approval runs nowhere and has no lease
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
-import uuid
 from typing import Any
 
 import psycopg
 import structlog
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from agents.state.leases import LEASE_S, holder_gone
+from agents.state.lease_table import LeaseTable, new_holder, set_live, shared_pool, until
+from agents.state.leases import LEASE_S
 from agents.state.schema_lock import schema_lock
 
 log = structlog.get_logger(__name__)
 
 LEASES = "skilldesk_workflow_leases"
-_NOW = "extract(epoch from clock_timestamp())"  # the database's clock: one for every process
-_CREATE = (
-    f"CREATE TABLE IF NOT EXISTS {LEASES} (run_id TEXT PRIMARY KEY, holder TEXT NOT NULL, "
-    "expires DOUBLE PRECISION NOT NULL)"
-)
-# Take the run if nobody holds it or its lease expired: in one statement, so one claimant wins.
-_CLAIM = (
-    f"INSERT INTO {LEASES} VALUES (%s, %s, {_NOW} + %s) ON CONFLICT (run_id) DO UPDATE "
-    "SET holder = EXCLUDED.holder, expires = EXCLUDED.expires "
-    f"WHERE {LEASES}.expires < {_NOW} OR {LEASES}.holder = EXCLUDED.holder RETURNING run_id"
-)
-_LIVE: set[str] = set()  # the holders of this process (one per engine)
 
 
 class RunLeases:
@@ -52,26 +38,22 @@ class RunLeases:
     def __init__(
         self, checkpointer: BaseCheckpointSaver[Any] | None, lease_s: float = LEASE_S
     ) -> None:
-        pool: Any = getattr(checkpointer, "conn", None)
-        shared = type(checkpointer).__name__.startswith("AsyncPostgres")
-        self.pool: Any = pool if shared and hasattr(pool, "connection") else None
+        self.pool: Any = shared_pool(checkpointer)
+        self._table = LeaseTable(self.pool, LEASES, "run_id")
         self.lease_s = lease_s
-        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.holder = new_holder()
         self._held: dict[str, asyncio.Task[Any] | None] = {}  # run id: the task driving it
         self._renewing: asyncio.Task[None] | None = None
         self._ready = False
         self._setting_up = asyncio.Lock()
-        _LIVE.add(self.holder)
+        set_live(self.holder, True)
 
     async def take(self, run_id: str) -> None:
         """Hold ``run_id`` for a run that starts or goes on after its approval, waiting while
         another holds it (a process that claimed it to look at it)."""
         if self._held.get(run_id, False) is asyncio.current_task():
             return
-        wait = 0.02
-        while not await self.claim(run_id):
-            await asyncio.sleep(wait)
-            wait = min(wait * 2, 0.5)
+        await until(lambda: self.claim(run_id))
 
     def holds(self, run_id: str) -> bool:
         """Whether this engine holds ``run_id`` (runs it, or is about to)."""
@@ -101,11 +83,7 @@ class RunLeases:
         if self.pool is None:
             return
         try:
-            async with self.pool.connection() as conn:
-                await conn.execute(
-                    f"DELETE FROM {LEASES} WHERE run_id = %s AND holder = %s",
-                    (run_id, self.holder),
-                )
+            await self._table.release(run_id, self.holder)
         except Exception:
             log.warning("workflow.lease_release_failed", run_id=run_id, exc_info=True)
 
@@ -118,13 +96,7 @@ class RunLeases:
         if self.pool is None or not run_ids:
             return here
         await self._setup()
-        async with self.pool.connection() as conn:
-            cursor = await conn.execute(
-                f"SELECT run_id, holder FROM {LEASES} WHERE run_id = ANY(%s) AND expires >= {_NOW}",
-                (run_ids,),
-            )
-            rows = await cursor.fetchall()
-        return here | {r["run_id"] for r in rows if not holder_gone(r["holder"], _LIVE)}
+        return here | await self._table.alive(run_ids)
 
     async def let_go(self, wait_s: float) -> list[str]:
         """Stop holding runs (the service stops): the tasks driving them get ``wait_s`` to
@@ -149,7 +121,7 @@ class RunLeases:
     def abandon(self) -> None:
         """Stop holding and renewing anything, as a process that died would (its runs are
         another's once their leases expire, at once for a process of this machine)."""
-        _LIVE.discard(self.holder)
+        set_live(self.holder, False)
         self._held.clear()
         if self._renewing is not None:
             self._renewing.cancel()
@@ -160,22 +132,7 @@ class RunLeases:
 
     async def _claim(self, run_id: str) -> bool:
         await self._setup()
-        while True:
-            async with self.pool.connection() as conn:
-                cursor = await conn.execute(_CLAIM, (run_id, self.holder, self.lease_s))
-                if await cursor.fetchone() is not None:
-                    return True
-                cursor = await conn.execute(
-                    f"SELECT holder FROM {LEASES} WHERE run_id = %s", (run_id,)
-                )
-                row = await cursor.fetchone()
-                if row is not None and not holder_gone(row["holder"], _LIVE):
-                    return False
-                if row is not None:  # its process is gone: free the run, then claim it
-                    await conn.execute(
-                        f"DELETE FROM {LEASES} WHERE run_id = %s AND holder = %s",
-                        (run_id, row["holder"]),
-                    )
+        return await self._table.claim(run_id, self.holder, self.lease_s)
 
     async def _renew(self) -> None:
         """Renew this holder's leases every third of ``lease_s`` while it holds any."""
@@ -186,13 +143,7 @@ class RunLeases:
                     log.warning("workflow.lease_abandoned", run_id=run_id)
                     await self.release(run_id)
                 held = list(self._held)
-                async with self.pool.connection() as conn:
-                    cursor = await conn.execute(
-                        f"UPDATE {LEASES} SET expires = {_NOW} + %s "
-                        "WHERE holder = %s AND run_id = ANY(%s) RETURNING run_id",
-                        (self.lease_s, self.holder, held),
-                    )
-                    kept = {r["run_id"] for r in await cursor.fetchall()}
+                kept = await self._table.renew(held, self.holder, self.lease_s)
                 for run_id in set(held) - kept:
                     if run_id in self._held:  # taken over: this process was silent too long
                         self._lost(run_id)
@@ -219,8 +170,8 @@ class RunLeases:
             if self._ready:
                 return
             try:
-                async with schema_lock(self.pool), self.pool.connection() as conn:
-                    await conn.execute(_CREATE)  # one process at a time, as the other tables
+                async with schema_lock(self.pool):  # one process at a time, as the other tables
+                    await self._table.create()
             except psycopg.errors.UniqueViolation:
                 pass  # created at the same moment by a process of a version without the lock
             self._ready = True
