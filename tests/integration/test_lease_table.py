@@ -1,0 +1,67 @@
+"""The lease rows that thread and workflow run leases share, on a real PostgreSQL: one
+claimant wins, an expired lease is anyone's, only its holder lets it go."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from agents.state.checkpointers import open_checkpointer
+from agents.state.lease_table import LeaseTable, new_holder, set_live, shared_pool
+from tests.pgkit import schema_url
+
+# Holders of another machine: their pids say nothing here, only their leases' expiry counts.
+A, B = "elsewhere:1:aaaa", "elsewhere:2:bbbb"
+
+
+@pytest.fixture
+async def leases() -> AsyncIterator[LeaseTable]:
+    with schema_url("lease_table") as url:
+        async with open_checkpointer(url) as saver:
+            table = LeaseTable(shared_pool(saver), "test_leases", "name")
+            await table.create()
+            yield table
+
+
+async def test_of_several_claimants_at_once_exactly_one_wins(leases: LeaseTable) -> None:
+    holders = [f"elsewhere:{n}:cafe" for n in range(1, 11)]
+    won = await asyncio.gather(*[leases.claim("k", h, 30) for h in holders])
+    assert won.count(True) == 1
+    winner = holders[won.index(True)]
+    assert await leases.claim("k", winner, 30)  # its own lease, claimed again
+    assert await leases.alive(["k", "other"]) == {"k"}
+
+
+async def test_an_expired_lease_is_claimed_and_its_former_holder_keeps_nothing(
+    leases: LeaseTable,
+) -> None:
+    assert await leases.claim("k", A, 0.2)
+    assert not await leases.claim("k", B, 30)
+    await asyncio.sleep(0.4)
+    assert await leases.alive(["k"]) == set()
+    assert await leases.claim("k", B, 30)
+    assert await leases.renew(["k"], A, 30) == set()  # A finds it lost
+    assert await leases.renew(["k"], B, 30) == {"k"}
+
+
+async def test_a_release_by_another_holder_changes_nothing(leases: LeaseTable) -> None:
+    assert await leases.claim("k", A, 30)
+    await leases.release("k", B)
+    assert await leases.alive(["k"]) == {"k"}
+    assert not await leases.claim("k", B, 30)
+    await leases.release("k", A)
+    assert await leases.claim("k", B, 30)
+
+
+async def test_a_lease_of_a_holder_here_that_is_no_longer_live_is_free_at_once(
+    leases: LeaseTable,
+) -> None:
+    holder = new_holder()
+    set_live(holder, True)
+    assert await leases.claim("k", holder, 30)
+    assert not await leases.claim("k", B, 30)
+    set_live(holder, False)  # as a run that ended without deleting its lease
+    assert await leases.alive(["k"]) == set()
+    assert await leases.claim("k", B, 30)
