@@ -8,9 +8,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import structlog
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from agents.state.lease_table import LeaseTable, new_holder, set_live, shared_pool, until
+
+log = structlog.get_logger(__name__)
 
 LEASES = "skilldesk_thread_leases"  # created with the checkpoint tables (``checkpointers``)
 LEASE_S = 30.0  # a holder that stops renewing (its process died) loses the thread after this
@@ -59,9 +62,15 @@ async def lease_alive(saver: BaseCheckpointSaver[Any], thread_id: str) -> bool:
 
 
 async def _renew(leases: LeaseTable, thread_id: str, holder: str, lease_s: float) -> None:
+    # A renewal that fails (the pool timed out, PostgreSQL restarting) is tried again at the
+    # next beat: ending here would let the lease expire under the run and another process
+    # take the thread while it goes on.
     while True:
         await asyncio.sleep(lease_s / 3)
-        await leases.renew([thread_id], holder, lease_s)
+        try:
+            await leases.renew([thread_id], holder, lease_s)
+        except Exception as exc:
+            log.warning("thread.lease_renew_failed", thread_id=thread_id, error=str(exc))
 
 
 class ThreadLocks:
