@@ -7,7 +7,6 @@ Runs (a message, a resume) go through ``Conversations``; this is what happens ar
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -117,14 +116,19 @@ class Threads:
             raise ThreadBusy(f"thread {thread_id!r} exists already", code="thread_exists")
         return await self.records.create(thread_id, owner=owner, title=title, agent=agent)
 
-    async def ensure(self, thread_id: str, *, owner: str | None, title: str) -> None:
-        """Make the thread, empty, unless it is there: a workflow run started on a new
-        thread is told its outcome there later (a message is never written into a thread
-        that is not there, which a deleted one is not)."""
-        if await self.exists(thread_id):
-            return
-        with contextlib.suppress(ThreadBusy):  # made meanwhile, by another request
-            await self.create(owner=owner, title=title, thread_id=thread_id)
+    async def ensure(self, thread_id: str, *, owner: str | None, title: str) -> str | None:
+        """Make the thread, empty, unless it is there, and return its owner: a workflow run
+        started on a new thread is told its outcome there later (a message is never written
+        into a thread that is not there, which a deleted one is not). Made while holding the
+        thread (every process): of two callers naming one new id at once, one makes it and
+        the other finds it made, with its owner, rather than both writing the record."""
+        if not await self.exists(thread_id):
+            async with self.conversations.hold(thread_id):
+                if not await self.exists(thread_id):
+                    await self.records.create(thread_id, owner=owner, title=title)
+                    return owner
+        record = await self.records.get(thread_id)
+        return record.get("owner") if record is not None else None
 
     async def get(self, thread_id: str) -> ThreadRecord:
         """A thread's record (made up from its state for a thread from before records).

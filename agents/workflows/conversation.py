@@ -117,12 +117,13 @@ class WorkflowTurns:
         by: str,
         comment: str,
         post: Callable[[str, BaseMessage, Sequence[Event], float, dict[str, int]], Awaitable[None]],
+        on_start: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
         """Decide an approval; the run goes on, and when it ends (or waits again) the thread
         it was started from is told, through ``post(thread_id, message, events, started,
         usage)``: the events of the nodes that ran after the decision are that message's
         trace, their model calls its usage (paid by whoever started the run, not the
-        approver).
+        approver). ``on_start``: as ``WorkflowEngine.decide``'s.
 
         Raises:
             RunNotFound, AlreadyDecided: as ``WorkflowEngine.decide``.
@@ -132,7 +133,7 @@ class WorkflowTurns:
         events: list[Event] = []
         started = time.time()
         async for event in self.engine.decide(
-            approval_id, approved=approved, by=by, comment=comment
+            approval_id, approved=approved, by=by, comment=comment, on_start=on_start
         ):
             if event.get("type") == "workflow_ended":
                 record = event["record"]

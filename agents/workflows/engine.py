@@ -198,10 +198,17 @@ class WorkflowEngine:
         return dict(last["record"])
 
     async def decide(
-        self, approval_id: str, *, approved: bool, by: str = "", comment: str = ""
+        self,
+        approval_id: str,
+        *,
+        approved: bool,
+        by: str = "",
+        comment: str = "",
+        on_start: Callable[[str], None] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """Decide a pending approval; the run resumes with no new input. Yields the resumed
-        run's events, the last ``workflow_ended``.
+        run's events, the last ``workflow_ended``. ``on_start`` gets the run's id once the
+        decision is stored and the run goes on (as for ``stream``).
 
         Nothing changes when the decision cannot be applied: the approval stays pending.
 
@@ -230,6 +237,8 @@ class WorkflowEngine:
             except BaseException:
                 await self.leases.release(run_id)
                 raise
+        if on_start is not None:
+            on_start(run_id)
         # Addressed to its interrupt: a decision can never answer another gate.
         resume = decision if interrupt_id is None else {interrupt_id: decision}
         driven = self._driver.drive(record, Command(resume=resume), workflow=workflow)
@@ -339,13 +348,10 @@ class WorkflowEngine:
     async def aclose(self, wait_s: float = 5.0) -> list[str]:
         """Stop running workflows (the service stops, its grace period over): the runs under
         way here are let go while the store is still open (see ``RunLeases.let_go``). Returns
-        those left RUNNING, cut off: another process resumes them from their last step."""
-        cut = []
-        for run_id in await self.leases.let_go(wait_s):
-            record = await self.documents.get(RUN, run_id)
-            if record is not None and record.get("status") == "RUNNING":
-                cut.append(run_id)
-        return cut
+        every run no process runs now (those cut off here, whether their task let go before
+        this or in it, and any other orphan), for the other processes to resume at once."""
+        await self.leases.let_go(wait_s)
+        return await self.orphans()
 
     # Records (see ``RunRecords``).
 

@@ -98,12 +98,13 @@ class RunLeases:
         await self._setup()
         return here | await self._table.alive(run_ids)
 
-    async def let_go(self, wait_s: float) -> list[str]:
+    async def let_go(self, wait_s: float) -> None:
         """Stop holding runs (the service stops): the tasks driving them get ``wait_s`` to
         let them go (requests the server cut off are cancelled already), those still going are
-        then cancelled, and every lease still held is released, so that another process may
-        resume the runs at once rather than once their leases expire. Returns the runs held."""
-        held = list(self._held)
+        then cancelled and get ``wait_s`` more, and the lease of every run whose task is over
+        is released, so that another process may resume it at once rather than once its lease
+        expires. A task still going after that (stuck in a handler's thread, say) keeps its
+        lease: its run is another's only once the lease expires, never twice at once."""
         me = asyncio.current_task()
         driving = {t for t in self._held.values() if t is not None and t is not me}
         if driving:
@@ -112,11 +113,10 @@ class RunLeases:
                 task.cancel()
             if going:
                 await asyncio.wait(going, timeout=wait_s)
-        for run_id in list(self._held):
+        for run_id in self._abandoned():
             await self.release(run_id)
-        if self._renewing is not None:
+        if not self._held and self._renewing is not None:
             self._renewing.cancel()
-        return held
 
     def abandon(self) -> None:
         """Stop holding and renewing anything, as a process that died would (its runs are

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import contextlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import structlog
@@ -280,3 +282,35 @@ def allowed_methods(request: Request) -> str:
         if match is not Match.NONE:
             methods |= route.methods or set()
     return ", ".join(sorted(methods))
+
+
+CUT_OFF = (
+    "This process stopped during the request (`shutting_down`): the message says whether a "
+    "workflow run goes on in another process (naming it) or the request is to be sent again."
+)
+
+
+@contextlib.contextmanager
+def handed_over(services: Any, run_ids: list[str]) -> Iterator[None]:
+    """A request driving a workflow run that the process's stop cuts off (its grace period
+    over: uvicorn cancels the request) answers 503 ``shutting_down`` rather than a bare 500:
+    naming the run, which another process resumes from its last step, once it is under way
+    (``run_ids``, filled when it is), else saying the request changed nothing."""
+    try:
+        yield
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if services.conversations.stopping is None or task is None:
+            raise
+        task.uncancel()  # the request answers; its run was let go (WorkflowEngine.aclose)
+        if not run_ids:
+            raise ShuttingDown(
+                "This service process stopped before the request was done; nothing was "
+                "changed: send it again."
+            ) from None
+        run_id = run_ids[-1]
+        raise ShuttingDown(
+            f"This service process stopped during workflow run {run_id}; another process "
+            "(or this one when it starts again) goes on with it from its last step: "
+            f"GET /v1/workflow-runs/{run_id} for its record."
+        ) from None

@@ -7,8 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from app.api.deps import ApproverDep, ServicesDep
-from app.api.errors import error_responses
-from app.api.routes.workflows import CUT_OFF, handed_over
+from app.api.errors import CUT_OFF, error_responses, handed_over
 from app.api.schemas.threads import THREAD_ID_PATTERN, Cursor
 from app.api.schemas.workflows import ApprovalPublic, ApprovalsPublic, Decision, RunPublic
 
@@ -55,12 +54,14 @@ async def decide(
 ) -> RunPublic:
     """Approve or reject; the run resumes with no new input (a rejection follows the gate's
     reject branch) and the thread it came from is told how it ended."""
-    with handed_over(services, [approval_id.split("-", 1)[0]]):
+    resumed: list[str] = []
+    with handed_over(services, resumed):
         record = await services.workflow_turns.decide(
             approval_id,
             approved=body.decision == "approve",
             by=approver or body.by,
             comment=body.comment,
             post=services.conversations.post,
+            on_start=resumed.append,
         )
     return RunPublic.model_validate(record)

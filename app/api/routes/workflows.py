@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
-from agents.errors import RunNotFound, ShuttingDown, ThreadNotFound, WorkflowNotFound
+from agents.errors import RunNotFound, ThreadNotFound, WorkflowNotFound
 from agents.feed import USAGE_SINK
 from agents.workflows.inputs import check_inputs
 from agents.workflows.mermaid import mermaid
 from app.api.deps import IdempotencyKey, PrincipalDep, ServicesDep, WithinBudget, reach_thread
-from app.api.errors import ApiError, error_responses
+from app.api.errors import CUT_OFF, ApiError, error_responses, handed_over
 from app.api.schemas.threads import Cursor
 from app.api.schemas.workflows import (
     ForkRequest,
@@ -33,10 +31,6 @@ from app.auth.principal import Principal
 
 router = APIRouter(tags=["workflows"])
 NO_WORKFLOW = "No such workflow (`workflow_not_found`)."
-CUT_OFF = (
-    "This process stopped during the run (`shutting_down`): the message names the run, "
-    "which another process goes on with."
-)
 
 
 @router.get("/v1/workflows", responses=error_responses(500))
@@ -102,7 +96,14 @@ async def start_run(
             raise ApiError(400, "invalid_request", str(exc), param="thread_id") from None
         check_inputs(workflow.spec, body.inputs)  # a 400 makes no thread
         title = f"Workflow {name}"  # the caller's, told how the run ends
-        await services.threads.ensure(body.thread_id, owner=principal.user, title=title)
+        owner = await services.threads.ensure(body.thread_id, owner=principal.user, title=title)
+        if not principal.sees_all and owner != principal.user:  # another made it meanwhile
+            raise ApiError(
+                400,
+                "invalid_request",
+                f"There is no thread {body.thread_id!r}.",
+                param="thread_id",
+            )
     engine = services.engine
     started: list[str] = []
     events = engine.stream(
@@ -231,26 +232,6 @@ async def _run_of(services: Any, principal: Principal, run_id: str) -> dict[str,
     if not await _mine(services, principal, record):
         raise RunNotFound(f"there is no workflow run {run_id!r}")
     return dict(record)
-
-
-@contextlib.contextmanager
-def handed_over(services: Any, run_ids: list[str]) -> Iterator[None]:
-    """A request that drove a workflow run and was cut off by the process's stop (its grace
-    period over) answers 503 ``shutting_down`` naming the run, which another process resumes
-    from its last step, rather than a bare 500. ``run_ids``: the run, once it started."""
-    try:
-        yield
-    except asyncio.CancelledError:
-        task = asyncio.current_task()
-        if services.conversations.stopping is None or task is None or not run_ids:
-            raise
-        task.uncancel()  # the request answers; the run was let go (see WorkflowEngine.aclose)
-        run_id = run_ids[-1]
-        raise ShuttingDown(
-            f"This service process stopped during workflow run {run_id}; another process "
-            "(or this one when it starts again) goes on with it from its last step: "
-            f"GET /v1/workflow-runs/{run_id} for its record."
-        ) from None
 
 
 def _workflow(services: Any, name: str) -> Any:

@@ -146,3 +146,32 @@ async def test_a_record_just_read_is_saved_without_reading_it_again() -> None:
     stored = await records.get("t1")
     assert stored is not None
     assert stored["status"] == "running"
+
+
+async def test_two_callers_making_one_new_thread_at_once_agree_on_its_owner(
+    model_settings: Any, monkeypatch: Any
+) -> None:
+    # A workflow started on a new thread makes it for its caller (``Threads.ensure``); two
+    # users naming the same new id at once both wrote the record (the last one owning it),
+    # and each went on as if the thread were theirs: one's outcome was told in the other's.
+    import asyncio
+
+    from app.services import open_services
+
+    async with open_services(model_settings) as services:
+        threads = services.threads
+        exists = threads.exists
+
+        async def slow_exists(thread_id: str) -> bool:
+            found = await exists(thread_id)
+            await asyncio.sleep(0.05)  # both look before either writes
+            return found
+
+        monkeypatch.setattr(threads, "exists", slow_exists)
+        owners = await asyncio.gather(
+            threads.ensure("shared", owner="alice", title="Workflow a"),
+            threads.ensure("shared", owner="bob", title="Workflow b"),
+        )
+        record = await threads.records.get("shared")
+    assert record is not None
+    assert owners == [record["owner"], record["owner"]]
