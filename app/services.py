@@ -251,6 +251,8 @@ async def open_services(
                 traces=RunTraces(documents),
                 mirror=bus,
             )
+            # A decided run resumed here after its deciding process stopped: its thread told.
+            engine.after_decision = partial(turns.resumed, post=conversations.post)
             threads = Threads(
                 conversations,
                 records,

@@ -29,6 +29,10 @@ from agents.workflows.spec import WorkflowSpec
 CANCEL = re.compile(r"^\s*(cancel|stop|never ?mind|abort|取消)\W*$", re.IGNORECASE)
 
 
+# Writes a message into a thread between runs (``Conversations.post``).
+Post = Callable[[str, BaseMessage, Sequence[Event], float, dict[str, int]], Awaitable[None]]
+
+
 class WorkflowAnswer(NamedTuple):
     """A chat turn's answer from a workflow: the reply, what the thread keeps pending (None:
     nothing), and the turn's model usage (its inputs taken by the model, the run's calls)."""
@@ -116,7 +120,7 @@ class WorkflowTurns:
         approved: bool,
         by: str,
         comment: str,
-        post: Callable[[str, BaseMessage, Sequence[Event], float, dict[str, int]], Awaitable[None]],
+        post: Post,
         on_start: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
         """Decide an approval; the run goes on, and when it ends (or waits again) the thread
@@ -139,14 +143,38 @@ class WorkflowTurns:
                 record = event["record"]
             elif (typed := from_custom(event)) is not None:
                 events.append(typed)
-        after = record.get("usage") or {}
-        usage = usage_since(after, before)
+        await self._tell(record, before, events, started, post)
+        return record
+
+    async def resumed(
+        self,
+        before: dict[str, Any],
+        record: dict[str, Any],
+        events: list[dict[str, Any]],
+        started: float,
+        *,
+        post: Post,
+    ) -> None:
+        """A run that went on from a decision, resumed by this process (the one that decided
+        stopped or died mid-way: ``WorkflowEngine.after_decision``), ended or waits again: its
+        thread is told and its starter pays, as ``decide`` does."""
+        typed = [t for e in events if (t := from_custom(e)) is not None]
+        await self._tell(record, before.get("usage") or {}, typed, started, post)
+
+    async def _tell(
+        self,
+        record: dict[str, Any],
+        before: dict[str, int],
+        events: Sequence[Event],
+        started: float,
+        post: Post,
+    ) -> None:
+        usage = usage_since(record.get("usage") or {}, before)
         if usage.get("cost_micro_usd"):
             await self._charge_starter(record, usage["cost_micro_usd"])
         if record.get("thread_id") and not record.get("parent"):
             told = AIMessage(content=self.reply(record))
             await post(record["thread_id"], told, events, started, usage)
-        return record
 
     async def _charge_starter(self, record: dict[str, Any], cost: int) -> None:
         owner = record.get("user")

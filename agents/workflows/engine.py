@@ -89,6 +89,10 @@ class WorkflowEngine:
         self.definitions = Definitions(workflows, self.documents, compile_graph)
         self._driver = RunDriver(self.runs, self.definitions)
         self._orphans = Orphans(self.runs, self.resume)
+        # Told how a run that goes on from a decision ends (or waits again) when it is
+        # resumed here, its deciding process having stopped or died mid-way: the record
+        # before and after, the events since, when it started (``WorkflowTurns.resumed``).
+        self.after_decision: ResumedHook | None = None
 
     def flow(self, name: str) -> Flow:
         """The flow of workflow ``name``."""
@@ -276,10 +280,20 @@ class WorkflowEngine:
         nodes are not run again, side effects are not repeated."""
         record = await self.get_run(run_id)
         last: dict[str, Any] = {"record": record}
+        seen: list[dict[str, Any]] = []
+        started = time.time()
         async with contextlib.aclosing(self._driver.drive(record, None)) as events:
             async for event in events:
                 last = event
-        return dict(last["record"])
+                seen.append(event)
+        ended = dict(last["record"])
+        ran = bool(seen) and seen[-1].get("type") == "workflow_ended"
+        if self.after_decision is not None and record.get("decided") and ran:
+            try:
+                await self.after_decision(record, ended, seen[:-1], started)
+            except Exception:  # the run is stored; only its telling is lost
+                log.exception("workflow.outcome_not_told", run_id=run_id)
+        return ended
 
     async def carry_on(self, run_id: str) -> dict[str, Any]:
         """A run left RUNNING (cut off with the run that started it) to its end: gone on
@@ -396,6 +410,11 @@ class WorkflowEngine:
     async def waiting(self) -> int:
         """How many approvals wait, in all (see ``RunRecords.waiting``)."""
         return await self.runs.waiting()
+
+
+ResumedHook = Callable[
+    [dict[str, Any], dict[str, Any], list[dict[str, Any]], float], Awaitable[None]
+]
 
 
 def keyed_run_id(name: str, key: str, user: str | None = None) -> str:

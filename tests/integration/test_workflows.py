@@ -430,3 +430,30 @@ def test_an_outcome_told_to_a_thread_deleted_meanwhile_does_not_make_it_again(
     assert decided.json()["status"] == "SUCCEEDED"
     assert client.get("/v1/threads/wf-raced").status_code == 404
     assert client.get("/v1/threads").json()["data"] == []
+
+
+async def test_a_decided_run_cut_off_and_resumed_elsewhere_still_tells_its_thread(
+    model_settings: Any,
+) -> None:
+    # The process that took the decision stopped mid-way (its request cut off); the run is
+    # resumed as an orphan: the thread it came from is told how it ended all the same (only
+    # the deciding request used to tell it).
+    from app.services import open_services
+
+    settings = model_settings.model_copy(
+        update={"skills_dir": ROOT / "skills", "workflows_dir": ROOT / "workflows"}
+    )
+    async with open_services(settings) as services:
+        await services.threads.ensure("wf-cut", owner=None, title="Workflow refund-request")
+        record = await services.engine.run(
+            "refund-request", {"order_id": "ORD1002"}, thread_id="wf-cut"
+        )
+        approval = record["waiting"]["approval_id"]
+        going = services.engine.decide(approval, approved=True, by="sam")
+        await anext(going)  # the run goes on from the decision ...
+        await going.aclose()  # ... and its request is cut off
+        assert (await services.engine.get_run(record["id"]))["status"] == "RUNNING"
+        assert await services.engine.resume_orphans() == [record["id"]]
+        messages = (await services.conversations.state("wf-cut")).get("messages", [])
+    assert messages, "the thread was not told"
+    assert "is approved" in messages[-1].content
