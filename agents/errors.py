@@ -265,6 +265,13 @@ class AlreadyDecided(SkilldeskError):
     code = "already_decided"
 
 
+class RunNotEnded(SkilldeskError):
+    """A workflow run asked for what needs it ended (a fork) has not: it waits for a decision
+    (``run_waiting``) or is under way (``run_running``)."""
+
+    code = "run_running"
+
+
 class ModelError(SkilldeskError):
     """A model call failed after its retries and fallbacks.
 

@@ -30,7 +30,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
 from agents import metrics
-from agents.errors import AlreadyDecided, KeyReused
+from agents.errors import KeyReused
 from agents.models import ModelGateway
 from agents.prompts import Prompts
 from agents.skills.service import SkillService
@@ -41,7 +41,7 @@ from agents.workflows.definitions import Definitions, WorkflowSource
 from agents.workflows.driver import RunDriver
 from agents.workflows.executors import load_executors
 from agents.workflows.flow import Flow
-from agents.workflows.forks import fork_record
+from agents.workflows.forks import fork_record, not_ended
 from agents.workflows.inputs import check_inputs
 from agents.workflows.leases import RunLeases
 from agents.workflows.orphans import Orphans
@@ -328,12 +328,12 @@ class WorkflowEngine:
 
         Raises:
             RunNotFound: no such run, or it never reached ``node``.
-            AlreadyDecided: the run has not ended (wait for it, or decide its approval).
+            RunNotEnded: the run has not ended (wait for it, or decide its approval).
             BadInputs: the changed inputs are not ones it can take.
         """
         old = await self.get_run(run_id)
         if old["status"] not in FINAL:
-            raise AlreadyDecided(f"run {run_id} is {old['status']}; fork it once it has ended")
+            raise not_ended(old)
         workflow = await self.definitions.of(old)
         graph = self.definitions.graph(workflow)
         record, config = await fork_record(graph, workflow.spec, old, node, inputs)

@@ -123,6 +123,22 @@ def test_a_fork_from_a_node_the_run_did_not_run_is_a_bad_request_naming_its_node
     assert ", ".join(original["nodes"]) in error["message"]
 
 
+def test_a_fork_of_a_run_waiting_for_a_decision_says_so_and_forks_once_it_has_ended(
+    client: TestClient,
+) -> None:
+    waiting = start(client, "refund-request", order_id="ORD1002")  # 488 CNY: it waits
+    approval = waiting["waiting"]["approval_id"]
+    refused = client.post(f"/v1/workflow-runs/{waiting['id']}/fork", json={"node": "amount"})
+    assert refused.status_code == 409, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "run_waiting"  # nothing was decided
+    assert f"waiting for a decision on approval {approval}" in error["message"]
+    assert "forked once it has ended" in error["message"]
+    client.post(f"/v1/approvals/{approval}", json={"decision": "approve"})
+    forked = client.post(f"/v1/workflow-runs/{waiting['id']}/fork", json={"node": "amount"})
+    assert forked.status_code == 200, forked.text
+
+
 @pytest.mark.parametrize("status", ["bogus", "waiting"])
 def test_runs_listed_by_a_status_that_is_not_one_are_a_bad_request(
     client: TestClient, status: str

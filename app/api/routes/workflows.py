@@ -180,7 +180,8 @@ async def get_run(services: ServicesDep, principal: PrincipalDep, run_id: str) -
             400: "Inputs it cannot take (`invalid_inputs`), or a node the run did not run "
             "(`invalid_request`).",
             404: "No such run (`run_not_found`).",
-            409: "The run has not ended yet (`already_decided`).",
+            409: "The run has not ended: it waits for a decision on an approval "
+            "(`run_waiting`) or is under way (`run_running`); it can be forked once it ends.",
         },
     ),
 )
