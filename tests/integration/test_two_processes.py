@@ -451,6 +451,10 @@ def test_a_cancel_sent_to_one_process_stops_the_run_on_the_other(
         ended = run_status(service, "halt", run_id, "cancelled", "succeeded", "failed")
         assert ended["status"] == "cancelled", ended
         assert ended["error"]["code"] == "run_cancelled_by_request"
+    again = httpx.post(f"{b.url}/v1/threads/halt/runs/{run_id}/cancel")  # read through Redis
+    assert again.status_code == 409, again.text
+    assert again.json()["error"]["code"] == "run_not_active"
+    assert "ended (cancelled)" in again.json()["error"]["message"]
     assert say(b, "halt", "and then?") == "Next answer."  # the thread goes on
 
 

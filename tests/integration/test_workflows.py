@@ -473,3 +473,22 @@ async def test_a_decided_run_cut_off_and_resumed_elsewhere_still_tells_its_threa
         messages = (await services.conversations.state("wf-cut")).get("messages", [])
     assert messages, "the thread was not told"
     assert "is approved" in messages[-1].content
+
+
+def test_a_cancel_of_a_chat_run_waiting_for_an_approval_says_it_is_not_under_way(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    body = {"message": "I want a refund for order ORD1017.", "stream": True}
+    streamed = client.post("/v1/threads/wf-stop/runs", json=body)
+    run_id = streamed.headers["X-Run-Id"]
+    run = client.get(f"/v1/threads/wf-stop/runs/{run_id}").json()
+    assert run["status"] == "interrupted"
+    refused = client.post(f"/v1/threads/wf-stop/runs/{run_id}/cancel")
+    assert refused.status_code == 409, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "run_not_active"
+    assert "interrupted" in error["message"]
+    assert "GET /v1/approvals?thread_id=wf-stop" in error["message"]
+    [pending] = client.get("/v1/approvals").json()["approvals"]  # nothing changed
+    assert pending["thread_id"] == "wf-stop"
+    assert client.get(f"/v1/threads/wf-stop/runs/{run_id}").json() == run

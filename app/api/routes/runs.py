@@ -24,7 +24,7 @@ from app.api.deps import (
     reach_thread,
     run_target,
 )
-from app.api.errors import error_responses
+from app.api.errors import ApiError, error_responses
 from app.api.openapi import named_events
 from app.api.routes.threads import NO_THREAD, ThreadId
 from app.api.schemas.events import RUN_EVENTS
@@ -129,22 +129,37 @@ async def get_run(
 
 @router.post(
     "/{thread_id}/runs/{run_id}/cancel",
-    responses=error_responses(400, 404, 500, notes={404: NO_RUN}),
+    responses=error_responses(
+        400,
+        404,
+        409,
+        500,
+        notes={
+            404: NO_RUN,
+            409: "The run is not under way (`run_not_active`; the message names its status): "
+            "it ended, or it is `interrupted`, its workflow waiting for an approval, which a "
+            "rejection ends. Nothing was changed.",
+        },
+    ),
 )
 async def cancel_run(
     services: ServicesDep, principal: PrincipalDep, thread_id: ThreadId, run_id: RunId
 ) -> ChatRunPublic:
-    """Cancel a run, whichever process runs it: a queued one never runs, a running one stops
-    in the step under way (a model call is cut off; a side-effecting tool call ends and its
-    result is recorded for a retry). The steps it finished stay in the thread, every tool
-    call with its result. An ended run is as it was."""
+    """Cancel a queued or running run, whichever process runs it: a queued one never runs, a
+    running one stops in the step under way (a model call is cut off; a side-effecting tool
+    call ends and its result is recorded for a retry). The steps it finished stay in the
+    thread, every tool call with its result. Any other run is a 409 `run_not_active` naming
+    its status, and stays as it was."""
     found = await _find(services, principal, thread_id, run_id)
+    run = found.summary() if isinstance(found, RunFeed) else found
+    if run["status"] not in ("queued", "running"):
+        raise ApiError(409, "run_not_active", _not_active(thread_id, run))
     if isinstance(found, RunFeed):
         services.conversations.cancel(run_id)
         return _public(found.summary())
-    if found["status"] in ("queued", "running") and services.bus is not None:
-        await services.bus.publish("cancel", run_id=run_id)  # its process stops it
-        found["cancel_requested"] = True
+    assert services.bus is not None  # a run found elsewhere was found through it
+    await services.bus.publish("cancel", run_id=run_id)  # its process stops it
+    found["cancel_requested"] = True
     return _public(found)
 
 
@@ -265,6 +280,23 @@ def _stream(
 
 def _public(summary: dict[str, Any]) -> ChatRunPublic:
     return ChatRunPublic.model_validate(summary)
+
+
+def _not_active(thread_id: str, run: dict[str, Any]) -> str:
+    """Why a run that is not under way cannot be cancelled, and what to do instead."""
+    run_id, status = run["id"], run["status"]
+    if status == "interrupted":
+        return (
+            f"Run {run_id} is not under way: it is interrupted, its workflow waiting for an "
+            "approval, and nothing was cancelled. To end that workflow, an approver rejects "
+            f"the approval (GET /v1/approvals?thread_id={thread_id} lists it)."
+        )
+    if run.get("resumed_as"):  # cut off by a process that stopped, gone on as another run
+        return (
+            f"Run {run_id} is not under way: it was cut off and went on as run "
+            f"{run['resumed_as']}; cancel that one."
+        )
+    return f"Run {run_id} is not under way: it ended ({status}); there is nothing to cancel."
 
 
 __all__ = ["NO_THREAD", "router"]

@@ -182,6 +182,23 @@ def _resumable(services: Services, mp: pytest.MonkeyPatch) -> None:
     mp.setattr(services.conversations, "start", start)
 
 
+UNDER_WAY = "/v1/threads/p-way/runs/11111111-1111-4111-8111-111111111111"
+
+
+def _way(client: TestClient) -> dict[str, str]:
+    """Thread ``p-way``, where ``_under_way`` has a run."""
+    made = client.post("/v1/threads", json={"thread_id": "p-way"})
+    assert made.status_code in (201, 409), made.text  # made by an earlier probe
+    return {}
+
+
+def _under_way(services: Services, mp: pytest.MonkeyPatch) -> None:
+    """Run ``UNDER_WAY`` of thread ``p-way`` is running in this process (nothing drives it)."""
+    feed = RunFeed("", run_id=UNDER_WAY.rsplit("/", 1)[1], thread_id="p-way")
+    feed.begin()
+    mp.setattr(services.conversations, "get_run", {feed.run_id: feed}.get)
+
+
 NOTE = {"file": ("note.txt", b"a note", "text/plain")}
 THREAD = "/v1/threads/{thread}"
 RUNS = "/v1/threads/{}/runs"
@@ -491,7 +508,15 @@ PROBES = [
     get("a run", A_RUN, 200, setup=_ran, replies=(Reply(content="Hi."),)),
     get("a run, bad id", THREAD + "/runs/nope", 400, setup=_new_thread),
     get("no such run", NO_SUCH_RUN, 404, setup=_new_thread),
-    Probe("cancel", "POST", A_RUN + "/cancel", 200, setup=_ran, replies=(Reply(content="Hi."),)),
+    Probe("cancel", "POST", UNDER_WAY + "/cancel", 200, setup=_way, patch=_under_way),
+    Probe(
+        "cancel an ended run",
+        "POST",
+        A_RUN + "/cancel",
+        409,
+        setup=_ran,
+        replies=(Reply(content="Hi."),),
+    ),
     Probe("cancel, bad id", "POST", THREAD + "/runs/nope/cancel", 400, setup=_new_thread),
     Probe("cancel nothing", "POST", NO_SUCH_RUN + "/cancel", 404, setup=_new_thread),
     get("join", A_RUN + "/stream", 200, setup=_ran, replies=(Reply(content="Hi."),)),

@@ -108,6 +108,28 @@ def test_a_running_run_stops_at_its_next_step_and_the_thread_goes_on(
     assert history.status_code == 200
 
 
+def test_a_run_that_is_not_under_way_is_not_cancelled_and_the_answer_names_its_status(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="First answer.", delay=0.5))
+    first = start(client, "r-7", "first")
+    queued = start(client, "r-7", "second")
+    cancel = f"/v1/threads/r-7/runs/{queued['id']}/cancel"
+    assert client.post(cancel).status_code == 200  # queued: taken
+    wait_for(client, "r-7", queued["id"], "cancelled")
+    again = client.post(cancel)  # a cancel of a run that ended changes nothing, and says so
+    assert again.status_code == 409, again.text
+    error = again.json()["error"]
+    assert error["code"] == "run_not_active"
+    assert "ended (cancelled)" in error["message"]
+    wait_for(client, "r-7", first["id"], "succeeded")
+    refused = client.post(f"/v1/threads/r-7/runs/{first['id']}/cancel")
+    assert refused.status_code == 409, refused.text
+    assert "ended (succeeded)" in refused.json()["error"]["message"]
+    after = client.get(f"/v1/threads/r-7/runs/{first['id']}").json()
+    assert (after["status"], after["cancel_requested"]) == ("succeeded", False)
+
+
 def test_responses_carry_the_request_thread_and_run_ids(
     client: TestClient, fake_llm: FakeLLM
 ) -> None:
