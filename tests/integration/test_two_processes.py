@@ -426,6 +426,13 @@ def test_a_client_that_drops_on_one_process_reads_the_rest_from_the_other_exactl
     done = run_status(b, "relay", run_id, "succeeded")
     assert done["answer"] == WORDS
     assert done["events"] == len(before + after)
+    joined = f"{b.url}/v1/threads/relay/runs/{run_id}/stream"  # read through Redis
+    at_the_end = httpx.get(joined, headers={"Last-Event-ID": str(done["events"])})
+    assert (at_the_end.status_code, at_the_end.text) == (200, "")
+    past = httpx.get(joined, headers={"Last-Event-ID": str(done["events"] + 1)})
+    assert past.status_code == 400, past.text
+    assert past.json()["error"]["param"] == "Last-Event-ID"
+    assert f"the last is {done['events']}" in past.json()["error"]["message"]
     # A's log lines of the run carry the request, thread and run ids.
     lines = [x for x in a.logs() if x.get("event") == "run.finished"]
     assert lines

@@ -173,7 +173,16 @@ async def cancel_run(
             "headers": RUN_HEADERS,
             "content": EVENTS,
         },
-        **error_responses(400, 404, 500, notes={404: NO_RUN}),
+        **error_responses(
+            400,
+            404,
+            500,
+            notes={
+                400: "A malformed run id, or a `Last-Event-ID` past the run's last event "
+                "(`invalid_request`, `param` `Last-Event-ID`; the message names the last id).",
+                404: NO_RUN,
+            },
+        ),
     },
 )
 async def join_run(
@@ -191,11 +200,19 @@ async def join_run(
     ] = None,
 ) -> StreamingResponse:
     """Join a run's events (a reconnect: what was missed, then the live events), from
-    whichever process runs it."""
+    whichever process runs it. A `Last-Event-ID` past the run's last event is a 400 naming
+    the last; the last one itself reads what follows it (nothing, once the run ended)."""
     found = await _find(services, principal, thread_id, run_id)
     after = int(last_event_id) if last_event_id and last_event_id.strip().isdigit() else 0
     if isinstance(found, RunFeed):
-        return _stream(services, found, min(after, len(found.events)))
+        if after > len(found.events):  # this process numbers the run's events: none came
+            raise _past_the_end(run_id, after, len(found.events))
+        return _stream(services, found, after)
+    # Elsewhere, the count written may lag the events while the run goes on: only the count
+    # of a run that ended is its last id.
+    last = found.get("events")
+    if found["status"] not in ("queued", "running") and last is not None and after > last:
+        raise _past_the_end(run_id, after, last)
     assert services.bus is not None  # a run found elsewhere was found through it
     events = follow_shared(
         services.bus,
@@ -280,6 +297,18 @@ def _stream(
 
 def _public(summary: dict[str, Any]) -> ChatRunPublic:
     return ChatRunPublic.model_validate(summary)
+
+
+def _past_the_end(run_id: str, after: int, last: int) -> ApiError:
+    """A ``Last-Event-ID`` the run never sent: a client's mistake, not a stream to wait on."""
+    there = f"the last is {last}" if last else "it has sent none yet"
+    return ApiError(
+        400,
+        "invalid_request",
+        f"Last-Event-ID {after} is past the events of run {run_id}: {there}. Send the id of "
+        "the last event received (or none, to read them all).",
+        param="Last-Event-ID",
+    )
 
 
 def _not_active(thread_id: str, run: dict[str, Any]) -> str:

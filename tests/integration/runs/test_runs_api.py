@@ -130,6 +130,25 @@ def test_a_run_that_is_not_under_way_is_not_cancelled_and_the_answer_names_its_s
     assert (after["status"], after["cancel_requested"]) == ("succeeded", False)
 
 
+def test_a_last_event_id_past_the_runs_events_is_a_bad_request_naming_the_last(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Hi."))
+    run = start(client, "r-8", "hi")
+    done = wait_for(client, "r-8", run["id"], "succeeded")
+    url, last = f"/v1/threads/r-8/runs/{run['id']}/stream", done["events"]
+    past = client.get(url, headers={"Last-Event-ID": str(last + 1)})
+    assert past.status_code == 400, past.text
+    error = past.json()["error"]
+    assert (error["code"], error["param"]) == ("invalid_request", "Last-Event-ID")
+    assert f"Last-Event-ID {last + 1} is past" in error["message"]
+    assert f"the last is {last}" in error["message"]
+    at_the_end = client.get(url, headers={"Last-Event-ID": str(last)})  # nothing more to read
+    assert (at_the_end.status_code, at_the_end.text) == (200, "")
+    [final] = sse_events(client.get(url, headers={"Last-Event-ID": str(last - 1)}).text)
+    assert (final["event"], final["id"]) == ("run_finished", str(last))
+
+
 def test_responses_carry_the_request_thread_and_run_ids(
     client: TestClient, fake_llm: FakeLLM
 ) -> None:
