@@ -51,7 +51,7 @@ class WorkflowTurns:
         prompts: The replies the service writes.
         spend: Where the model calls a run makes after an approval count against the day of
             whoever started it (the run's user, else its thread's owner in ``records``).
-        records: The threads' records.
+        records: The threads' records (a run started in a thread is recorded as its owner's).
     """
 
     def __init__(
@@ -104,8 +104,10 @@ class WorkflowTurns:
             reply = self.prompts.reply("workflow_failed", name=name, error=exc.message)
             return WorkflowAnswer(reply, None, usage)
         record: dict[str, Any] = {}
+        # The run is its thread's owner's, recorded so: it stays theirs once the thread is gone.
+        owner = await self._owner(ctx.thread_id)
         async for event in self.engine.stream(
-            name, inputs, thread_id=ctx.thread_id or None, profile=ctx.profile
+            name, inputs, thread_id=ctx.thread_id or None, profile=ctx.profile, user=owner
         ):
             if event.get("type") == "workflow_ended":
                 record = event["record"]
@@ -178,10 +180,16 @@ class WorkflowTurns:
 
     async def _charge_starter(self, record: dict[str, Any], cost: int) -> None:
         owner = record.get("user")
-        if owner is None and record.get("thread_id") and self.records is not None:
-            owner = ((await self.records.get(record["thread_id"])) or {}).get("owner")
+        if owner is None:  # a run recorded before its starter was
+            owner = await self._owner(record.get("thread_id"))
         if owner and self.spend is not None:
             await self.spend.add(owner, cost)
+
+    async def _owner(self, thread_id: str | None) -> str | None:
+        """Who thread ``thread_id`` belongs to (None: no thread, or no owner known)."""
+        if not thread_id or self.records is None:
+            return None
+        return ((await self.records.get(thread_id)) or {}).get("owner")
 
     def reply(self, record: dict[str, Any]) -> str:
         """What the user is told of a run as it stands."""

@@ -213,8 +213,9 @@ async def _mine(
     record: dict[str, Any],
     owners: dict[str, str | None] | None = None,
 ) -> bool:
-    """Whether a run is the principal's: started by them, or on a thread of theirs
-    (``owners``: threads' owners read before, kept for the next runs)."""
+    """Whether a run is the principal's: started by them (a chat's run: by its thread's
+    owner), or, recorded without who started it (from before they were), on a thread of
+    theirs (``owners``: threads' owners read before, kept for the next runs)."""
     if principal.sees_all or record.get("user") == principal.user:
         return True
     thread_id = record.get("thread_id")

@@ -15,7 +15,7 @@ from langchain_core.messages import HumanMessage
 
 from agents.errors import ThreadNotFound
 from app.main import create_app
-from tests.fakellm import FakeLLM, Reply
+from tests.fakellm import FakeLLM, Reply, ToolCall
 from tests.integration.auth.conftest import bearer
 from tests.integration.threads.conftest import store_url  # noqa: F401  (a fixture)
 
@@ -239,3 +239,28 @@ def test_a_run_racing_to_a_new_thread_id_does_not_write_into_the_winners_thread(
         client.portal.call(bobs_run)  # type: ignore[union-attr]
     thread = client.get("/v1/threads/race-1", headers=bearer("alice")).json()
     assert [m["content"] for m in thread["messages"]] == [SECRET_TEXT, SECRET_ANSWER]
+
+
+def test_a_workflow_run_started_in_a_chat_stays_the_thread_owners_once_the_thread_is_deleted(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    alice, admin, bob = bearer("alice"), bearer("admin"), bearer("bob")
+    made = client.post("/v1/threads", json={"title": "Order"}, headers=alice).json()
+    runs = f"/v1/threads/{made['thread_id']}/runs"
+    fake_llm.script(Reply(tool_calls=[ToolCall("workflow_inputs", {})]))  # no order id in it
+    asked = {"message": "look my order up", "workflow": "lookup", "stream": True}
+    assert "order_id" in client.post(runs, json=asked, headers=alice).text  # asked for
+    # The admin gives the input on alice's thread: the run is the thread owner's, not theirs.
+    given = client.post(runs, json={"message": "ORD1001", "stream": True}, headers=admin)
+    assert "approval_required" in given.text
+    [run] = client.get("/v1/workflow-runs", headers=alice).json()["runs"]
+    assert run["status"] == "WAITING"
+    assert client.delete(f"/v1/threads/{made['thread_id']}", headers=alice).status_code == 204
+    mine = client.get(f"/v1/workflow-runs/{run['id']}", headers=alice)
+    assert mine.status_code == 200, mine.text  # hers still, the thread gone
+    assert mine.json()["status"] == "CANCELLED"
+    assert [r["id"] for r in client.get("/v1/workflow-runs", headers=alice).json()["runs"]] == [
+        run["id"]
+    ]
+    assert client.get(f"/v1/workflow-runs/{run['id']}", headers=bob).status_code == 404
+    assert client.get("/v1/workflow-runs", headers=bob).json()["runs"] == []
