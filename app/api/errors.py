@@ -48,6 +48,12 @@ REDIS_LOST = (
     "Redis (SKILLDESK_REDIS_URL) is unreachable, so this request could not be completed; "
     "try again shortly. /readyz answers 503 until it is back."
 )
+# The 503 every operation behind the gate documents (``app.api.openapi.as_served``).
+REDIS_LOST_DOC = (
+    "Redis (`SKILLDESK_REDIS_URL`, when set: every key's rate limit is counted there, "
+    "idempotency keys and runs' events are kept there) is unreachable "
+    "(`dependency_unavailable`): the request was not done; try again shortly."
+)
 
 # The one place where an error of the agents gets its HTTP status: by class, most specific
 # first, then (for a run that failed, which reports a code) by code.

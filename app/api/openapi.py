@@ -13,7 +13,7 @@ from fastapi.routing import APIRoute, iter_route_contexts
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from app.api.errors import ERROR_STATUSES, ErrorResponse
+from app.api.errors import ERROR_STATUSES, REDIS_LOST_DOC, ErrorResponse
 
 REF = "#/components/schemas/"
 _CHALLENGE = {
@@ -116,9 +116,9 @@ def as_served(
     document: dict[str, Any], scoped: Mapping[tuple[str, str], set[str]] | None = None
 ) -> dict[str, Any]:
     """FastAPI's document, corrected: no 422 (the error handlers answer 400), a 400 on every
-    operation with a body (it may be malformed JSON), 401 and 429 on every operation behind
-    the gate and 403 on those that need a scope (``scoped``), and the streamed models'
-    schemas."""
+    operation with a body (it may be malformed JSON), 401, 429 and 503 (Redis lost: the
+    gate's rate limit is counted there) on every operation behind the gate and 403 on those
+    that need a scope (``scoped``), and the streamed models' schemas."""
     scoped = scoped or {}
     for path, path_item in document.get("paths", {}).items():
         for method, operation in path_item.items():
@@ -142,6 +142,7 @@ def as_served(
                             },
                         },
                     )
+                _add_redis_lost(responses)
             if "requestBody" in operation and "400" not in responses:
                 responses["400"] = {
                     "description": ERROR_STATUSES[400],
@@ -159,6 +160,18 @@ def as_served(
         if unused in schemas and REF + unused not in json.dumps(document):
             del schemas[unused]
     return document
+
+
+def _add_redis_lost(responses: dict[str, Any]) -> None:
+    """The gate's 503 (Redis lost), beside what the operation's own 503 says, if it has one."""
+    own = responses.get("503")
+    if own is None:
+        responses["503"] = {
+            "description": REDIS_LOST_DOC,
+            "content": {"application/json": {"schema": {"$ref": REF + "ErrorResponse"}}},
+        }
+    elif REDIS_LOST_DOC not in own["description"]:
+        own["description"] = f"{own['description']} {REDIS_LOST_DOC}"
 
 
 def _without_none(value: Any) -> Any:

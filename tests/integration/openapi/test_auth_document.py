@@ -14,11 +14,13 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
+from app.auth.ratelimit import RedisRateLimiter
 from app.main import create_app
 from app.settings import Settings
 from tests.contract import Document, check_documented
 from tests.fakellm import FakeLLM
 from tests.integration.openapi.kit import CHAT, RUN, USER
+from tests.integration.test_server_process import free_port
 from tests.skillkit import copy_fixture_skill
 
 KEYS = {"alice": "sdk_alice-0123456789abcdef", "bob": "sdk_bob-0123456789abcdef00"}
@@ -150,3 +152,23 @@ def test_every_operation_behind_the_gate_answers_a_key_over_its_rate_with_429(
         response = keyed.request(method, path, json=body, headers=_auth(KEYS["alice"]))
         assert response.status_code == 429, (method, template, response.text)
         check_documented(keyed_document, method, path, response)
+
+
+def test_every_operation_behind_the_gate_answers_with_redis_lost_with_its_documented_503(
+    keyed: TestClient, keyed_document: Document, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = keyed.app.state.gate  # type: ignore[attr-defined]
+    lost = RedisRateLimiter(1000, f"redis://127.0.0.1:{free_port()}/0")  # nothing answers there
+    monkeypatch.setattr(gate, "limiter", lost)
+    operations = _operations(keyed_document, "429")  # every one whose key's rate is counted
+    assert set(operations) <= set(_operations(keyed_document, "503"))
+    try:
+        for method, template in operations:
+            path = _path(template)
+            body = {} if method != "GET" else None
+            response = keyed.request(method, path, json=body, headers=_auth(KEYS["alice"]))
+            assert response.status_code == 503, (method, template, response.text)
+            assert response.json()["error"]["code"] == "dependency_unavailable"
+            check_documented(keyed_document, method, path, response)
+    finally:
+        keyed.portal.call(lost.aclose)  # type: ignore[union-attr]
