@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 
-from agents.errors import ModelError, SkilldeskError
+from agents.errors import ModelError, RunNotEnded, SkilldeskError
 from agents.events import Event, from_custom
 from agents.models import ModelGateway
 from agents.models.structured import forced_call, function_tool
@@ -148,6 +148,28 @@ class WorkflowTurns:
         await self._tell(record, before, events, started, post)
         return record
 
+    async def cancel(self, run_id: str, *, by: str, post: Post) -> dict[str, Any]:
+        """Cancel a run waiting for an approval (its approval leaves the inbox, it never goes
+        on) and tell the thread it came from. Returns its record.
+
+        Raises:
+            RunNotEnded: it is not waiting (``run_not_waiting``, naming its status).
+        """
+        record = await self.engine.get_run(run_id)
+        waited = record["status"] == "WAITING"
+        if waited:  # decided meanwhile, it is left as it is
+            record = await self.engine.cancel(run_id, f"cancelled by {by}")
+        if not waited or record["status"] != "CANCELLED":
+            raise RunNotEnded(
+                f"workflow run {run_id} is {record['status']}, not waiting for a decision: "
+                "only a run waiting for an approval can be cancelled",
+                code="run_not_waiting",
+            )
+        if record.get("thread_id") and not record.get("parent"):
+            told = AIMessage(content=self.reply(record))
+            await post(record["thread_id"], told, [], time.time(), {})
+        return record
+
     async def resumed(
         self,
         before: dict[str, Any],
@@ -201,6 +223,10 @@ class WorkflowTurns:
                 name=name,
                 summary=waiting.get("summary", ""),
                 approval=waiting.get("approval_id", ""),
+            )
+        if record.get("status") == "CANCELLED":
+            return self.prompts.reply(
+                "workflow_withdrawn", name=name, reason=record.get("error") or "cancelled"
             )
         if record.get("status") == "SUCCEEDED":
             message = (record.get("outputs") or {}).get("message")

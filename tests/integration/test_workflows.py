@@ -492,3 +492,21 @@ def test_a_cancel_of_a_chat_run_waiting_for_an_approval_says_it_is_not_under_way
     [pending] = client.get("/v1/approvals").json()["approvals"]  # nothing changed
     assert pending["thread_id"] == "wf-stop"
     assert client.get(f"/v1/threads/wf-stop/runs/{run_id}").json() == run
+
+
+def test_a_waiting_run_is_cancelled_by_its_starter_and_its_thread_is_told(
+    client: TestClient,
+) -> None:
+    pending = _refund_waiting_on(client, "wf-withdrawn")
+    run_id = pending["run_id"]
+    cancelled = client.post(f"/v1/workflow-runs/{run_id}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    assert cancelled.json()["status"] == "CANCELLED"
+    assert client.get("/v1/approvals").json()["approvals"] == []
+    thread = client.get("/v1/threads/wf-withdrawn").json()
+    assert "was cancelled while it waited for approval" in thread["messages"][-1]["content"]
+    again = client.post(f"/v1/workflow-runs/{run_id}/cancel")
+    assert (again.status_code, again.json()["error"]["code"]) == (409, "run_not_waiting")
+    late = client.post(f"/v1/approvals/{pending['approval_id']}", json={"decision": "approve"})
+    assert late.status_code == 409
+    assert client.get(f"/v1/workflow-runs/{run_id}").json()["status"] == "CANCELLED"

@@ -137,8 +137,8 @@ async def get_run(
         notes={
             404: NO_RUN,
             409: "The run is not under way (`run_not_active`; the message names its status): "
-            "it ended, or it is `interrupted`, its workflow waiting for an approval, which a "
-            "rejection ends. Nothing was changed.",
+            "it ended, or it is `interrupted`, its workflow waiting for an approval (a "
+            "rejection or `POST /v1/workflow-runs/{id}/cancel` ends it). Nothing was changed.",
         },
     ),
 )
@@ -317,8 +317,9 @@ def _not_active(thread_id: str, run: dict[str, Any]) -> str:
     if status == "interrupted":
         return (
             f"Run {run_id} is not under way: it is interrupted, its workflow waiting for an "
-            "approval, and nothing was cancelled. To end that workflow, an approver rejects "
-            f"the approval (GET /v1/approvals?thread_id={thread_id} lists it)."
+            "approval, and nothing was cancelled. To end that workflow, cancel its run (POST "
+            "/v1/workflow-runs/{id}/cancel) or have an approver reject the approval (GET "
+            f"/v1/approvals?thread_id={thread_id} lists both)."
         )
     if run.get("resumed_as"):  # cut off by a process that stopped, gone on as another run
         return (

@@ -207,6 +207,27 @@ async def fork_run(
     return RunPublic.model_validate(last["record"])
 
 
+@router.post(
+    "/v1/workflow-runs/{run_id}/cancel",
+    responses=error_responses(
+        404,
+        409,
+        500,
+        notes={
+            404: "No such run (`run_not_found`).",
+            409: "The run is not waiting for a decision (`run_not_waiting`, naming its status).",
+        },
+    ),
+)
+async def cancel_run(services: ServicesDep, principal: PrincipalDep, run_id: str) -> RunPublic:
+    """Cancel a run of one's own that waits for an approval: the approval leaves the inbox,
+    the run never goes on (status ``CANCELLED``), and the thread it came from is told."""
+    await _run_of(services, principal, run_id)
+    by = principal.user or "the local user"
+    record = await services.workflow_turns.cancel(run_id, by=by, post=services.conversations.post)
+    return RunPublic.model_validate(record)
+
+
 async def _mine(
     services: Any,
     principal: Principal,

@@ -605,6 +605,15 @@ PROBES = [
         before=(START,),
     ),
     Probe("fork nothing", "POST", "/v1/workflow-runs/nope/fork", 404, {"node": "ok"}),
+    Probe("cancel a waiting run", "POST", "/v1/workflow-runs/{run}/cancel", 200, before=(START,)),
+    Probe(
+        "cancel a run twice",
+        "POST",
+        "/v1/workflow-runs/{run}/cancel",
+        409,
+        before=(START, ("/v1/workflow-runs/{run}/cancel", {})),
+    ),
+    Probe("cancel nothing", "POST", "/v1/workflow-runs/nope/cancel", 404),
     Probe("fork how?", "POST", "/v1/workflow-runs/nope/fork", 400, {"node": ""}),
     Probe(
         "approve how?",
