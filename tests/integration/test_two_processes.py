@@ -281,31 +281,46 @@ def test_a_process_that_starts_leaves_a_workflow_run_another_process_runs_alone(
     assert httpx.get(f"{a.url}/v1/workflow-runs/{run_id}").json()["status"] == "SUCCEEDED"
 
 
+def overview_waiting_for_the_model(
+    a: Service, b: Service, fake_llm: FakeLLM, pool: ThreadPoolExecutor
+) -> tuple[Any, str]:
+    """An order overview started on A (its request in ``pool``), once A waits for the
+    expert's answer: the request's future and the run's id (as B lists it)."""
+    started = pool.submit(
+        httpx.post,
+        f"{a.url}/v1/workflows/order-overview/runs",
+        json={"inputs": {"order_id": "ORD1002"}},
+        timeout=60,
+    )
+    run_id = workflow_run(b, "RUNNING")["id"]
+    while not fake_llm.requests:
+        time.sleep(0.05)
+    return started, run_id
+
+
+def finished_by(service: Service, run_id: str) -> dict[str, Any]:
+    """The run as ``service`` reports it, once it is no longer RUNNING (nobody asks it to
+    go on: a process finds it), within 30 s."""
+    deadline = time.monotonic() + 30
+    while True:
+        record: dict[str, Any] = httpx.get(f"{service.url}/v1/workflow-runs/{run_id}").json()
+        if record["status"] != "RUNNING" or time.monotonic() > deadline:
+            return record
+        time.sleep(0.2)
+
+
 def test_a_workflow_run_of_a_killed_process_is_finished_by_the_survivor(
     start_pair: PairStarter, fake_llm: FakeLLM
 ) -> None:
     a, b = start_pair(run_lease_s="2")  # the survivor looks every 2 s
     fake_llm.script(Reply(content="Too late.", delay=15), Reply(content="Returnable for 30 days."))
     with ThreadPoolExecutor(1) as pool:
-        cut = pool.submit(
-            httpx.post,
-            f"{a.url}/v1/workflows/order-overview/runs",
-            json={"inputs": {"order_id": "ORD1002"}},
-            timeout=60,
-        )
-        run_id = workflow_run(b, "RUNNING")["id"]
-        while not fake_llm.requests:  # A waits for the expert's answer
-            time.sleep(0.05)
+        cut, run_id = overview_waiting_for_the_model(a, b, fake_llm, pool)
         a.proc.kill()
         a.proc.wait(timeout=20)
         with pytest.raises(httpx.HTTPError):
             cut.result()
-    deadline = time.monotonic() + 30
-    while True:  # nobody asks: the survivor finds the run and finishes it
-        record = httpx.get(f"{b.url}/v1/workflow-runs/{run_id}").json()
-        if record["status"] != "RUNNING" or time.monotonic() > deadline:
-            break
-        time.sleep(0.3)
+    record = finished_by(b, run_id)  # the survivor finds the run and finishes it
     assert record["status"] == "SUCCEEDED", record
     assert "Returnable for 30 days." in record["outputs"]["message"]
     assert [x["run_id"] for x in b.logs() if x.get("event") == "workflow.resuming"] == [run_id]
@@ -582,15 +597,7 @@ def test_a_workflow_run_a_stopping_process_cuts_off_is_handed_to_the_other_at_on
     a, b = start_pair(shutdown_grace_s="1")
     fake_llm.script(Reply(content="Too late.", delay=8), Reply(content="Returnable for 30 days."))
     with ThreadPoolExecutor(1) as pool:
-        cut = pool.submit(
-            httpx.post,
-            f"{a.url}/v1/workflows/order-overview/runs",
-            json={"inputs": {"order_id": "ORD1002"}},
-            timeout=60,
-        )
-        run_id = workflow_run(b, "RUNNING")["id"]
-        while not fake_llm.requests:  # A waits for the expert's answer
-            time.sleep(0.05)
+        cut, run_id = overview_waiting_for_the_model(a, b, fake_llm, pool)
         stopped_at = time.monotonic()
         a.proc.send_signal(signal.SIGTERM)
         answer = cut.result()
@@ -598,12 +605,7 @@ def test_a_workflow_run_a_stopping_process_cuts_off_is_handed_to_the_other_at_on
     error = answer.json()["error"]
     assert error["code"] == "shutting_down"
     assert f"/v1/workflow-runs/{run_id}" in error["message"]
-    deadline = time.monotonic() + 30
-    while True:  # nobody asks: the other process was told and finishes the run
-        record = httpx.get(f"{b.url}/v1/workflow-runs/{run_id}").json()
-        if record["status"] != "RUNNING" or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+    record = finished_by(b, run_id)  # the other process was told and finishes the run
     assert record["status"] == "SUCCEEDED", record
     assert "Returnable for 30 days." in record["outputs"]["message"]
     assert time.monotonic() - stopped_at < 15  # not the 30 s of a lease expiring
