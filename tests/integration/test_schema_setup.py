@@ -6,6 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -16,6 +24,7 @@ from agents.state import schema_lock
 from agents.state.calls import call_journal
 from agents.state.checkpointers import open_checkpointer
 from agents.state.documents import documents_for
+from tests.integration.test_server_process import SKILLDESK, free_port
 from tests.pgkit import POSTGRES, schema_url
 
 pytestmark = pytest.mark.integration
@@ -96,3 +105,70 @@ async def test_a_search_path_naming_no_schema_stops_start_up_at_once_saying_so(
     assert "SKILLDESK_CHECKPOINT_URL" in error
     assert "no_such_schema_here" in error
     assert "names no schema that exists" in error
+
+
+def _waiting_for_the_lock(stuck: psycopg.Connection[Any], name: str) -> bool:
+    """Whether the process whose connections are named `name` polls the schema's lock."""
+    row = stuck.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+        " AND query LIKE 'SELECT pg_try_advisory_lock%%'",
+        (name,),
+    ).fetchone()
+    return row is not None and row[0] > 0
+
+
+@pytest.mark.parametrize(
+    ("sig", "status"),
+    [(signal.SIGTERM, -signal.SIGTERM), (signal.SIGINT, 130)],
+    ids=["SIGTERM", "SIGINT"],
+)
+def test_serve_told_to_stop_while_it_waits_for_the_schema_lock_stops_at_once(
+    tmp_path: Path, sig: signal.Signals, status: int
+) -> None:
+    # uvicorn only noted the signal: start-up waited for the lock (up to 120 s), then failed.
+    name = f"skilldesk-{uuid.uuid4().hex[:8]}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
+    (tmp_path / "skills").mkdir()
+    env.update(
+        SKILLDESK_SKILLS_DIR=str(tmp_path / "skills"),
+        SKILLDESK_SKILLS_EMBEDDINGS="false",
+        SKILLDESK_DATA_DIR=str(tmp_path / "data"),
+        SKILLDESK_LOG_FORMAT="json",
+    )
+    with schema_url() as url, psycopg.connect(url, autocommit=True) as stuck:
+        stuck.execute(
+            "SELECT pg_advisory_lock(hashtext(%s || current_schema()))", (schema_lock._KEY,)
+        )
+        env["SKILLDESK_CHECKPOINT_URL"] = f"{url}&application_name={name}"
+        serve = subprocess.Popen(
+            [SKILLDESK, "serve", "--port", str(free_port())],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while not _waiting_for_the_lock(stuck, name):
+                assert serve.poll() is None, serve.communicate()[0]
+                assert time.monotonic() < deadline, "serve never waited for the lock"
+                time.sleep(0.05)
+            serve.send_signal(sig)
+            told = time.monotonic()
+            output = serve.communicate(timeout=10)[0]
+            took = time.monotonic() - told
+        finally:
+            if serve.poll() is None:
+                serve.kill()
+                serve.wait()
+        left = stuck.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (name,)
+        ).fetchone()
+    assert took < 5, output
+    assert serve.returncode == status, output  # as any stop of `skilldesk serve`
+    assert "Traceback" not in output
+    events = [json.loads(line).get("event") for line in output.splitlines() if line[:1] == "{"]
+    assert "service.stopped_while_starting" in events, output
+    assert "service.ready" not in events
+    assert "Application startup failed. Exiting." not in events
+    assert left == (0,)  # its connections, the one polling the lock too, closed
