@@ -126,8 +126,9 @@ async def open_services(
 
     ``background`` (the server's): resume workflow runs a stop cut off and apply retention
     on its interval; a command-line tool opening the same store beside a server does not.
-    ``stores_checked``: the caller reached Redis already (``check_stores``: ``skilldesk
-    serve``, before the server starts), so it is not reached again here.
+    ``stores_checked``: the caller reached the checkpoint store and Redis already
+    (``check_stores``: ``skilldesk serve``, before the server starts), so neither is probed
+    again here.
     """
     secret = settings.api_keys.get_secret_value() if settings.api_keys else None
     bootstrap = bootstrap_keys(secret, settings.api_keys_file)  # a bad entry stops start-up
@@ -190,7 +191,8 @@ async def open_services(
         else None
     )
     try:
-        async with open_checkpointer(settings.resolved_checkpoint_url) as checkpointer:
+        url = settings.resolved_checkpoint_url
+        async with open_checkpointer(url, checked=stores_checked) as checkpointer:
             skills.runner.journal = call_journal(checkpointer)
             documents = documents_for(checkpointer)
             attachments = AttachmentStore(documents, settings.attachment_options())

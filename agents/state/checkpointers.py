@@ -39,11 +39,15 @@ def sqlite_url(path: Path) -> str:
 
 
 @asynccontextmanager
-async def open_checkpointer(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+async def open_checkpointer(
+    url: str, *, checked: bool = False
+) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """Open (and set up) the checkpointer a URL names; close it on exit.
 
     ``sqlite:///relative/file.sqlite``, ``sqlite:////absolute/file.sqlite`` (the SQLAlchemy
     convention), ``sqlite:///:memory:`` and ``postgresql://user@host:port/db`` are understood.
+    ``checked``: the caller reached the store already (``check_checkpoint_store``), so
+    PostgreSQL is not probed again before its pool opens.
 
     Raises:
         ConfigError: for any other scheme, or when the store cannot be opened.
@@ -53,7 +57,7 @@ async def open_checkpointer(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]
         async with _sqlite(path or ":memory:") as saver:
             yield saver
     elif url.startswith(("postgresql://", "postgres://")):
-        async with _postgres(url) as saver:
+        async with _postgres(url, checked=checked) as saver:
             yield saver
     else:
         raise ConfigError(
@@ -122,12 +126,13 @@ async def _sqlite(path: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
 
 
 @asynccontextmanager
-async def _postgres(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+async def _postgres(url: str, *, checked: bool) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
 
-    await check_checkpoint_store(url)  # a refused or misspelt URL fails now, not after a pool wait
+    if not checked:  # a refused or misspelt URL fails now, not after a pool wait
+        await check_checkpoint_store(url)
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         url,
         min_size=1,

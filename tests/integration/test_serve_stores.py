@@ -15,11 +15,12 @@ from typer.testing import CliRunner
 
 import app.services
 from agents.errors import ConfigError
+from agents.state import checkpointers
 from app.cli import cli
 from app.main import create_app
 from app.shutdown import StoppingServer
 from tests.integration.test_server_process import SKILLDESK, free_port
-from tests.pgkit import POSTGRES, REDIS
+from tests.pgkit import POSTGRES, REDIS, schema_url
 
 pytestmark = pytest.mark.integration
 
@@ -82,24 +83,17 @@ def test_a_postgresql_it_cannot_reach_stops_start_up_naming_the_setting(
     assert "Traceback" not in done.stderr + done.stdout
 
 
-def test_serve_reaches_redis_once_as_it_starts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    reached: list[str] = []
-    check = app.services.check_redis
+def _start_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **more: str) -> None:
+    """`skilldesk serve` through its entry point, but the server: the app's start-up (its
+    lifespan) runs, then it stops."""
 
-    async def counted(url: str) -> None:
-        reached.append(url)
-        await check(url)
-
-    def start_then_stop(server: StoppingServer) -> None:  # the app's start-up, no server
+    def start_then_stop(server: StoppingServer) -> None:
         async def lifespan() -> None:
             async with server.config.app.router.lifespan_context(server.config.app):
                 pass
 
         asyncio.run(lifespan())
 
-    monkeypatch.setattr(app.services, "check_redis", counted)
     monkeypatch.setattr(StoppingServer, "run", start_then_stop)
     monkeypatch.setattr("app.main.warm_up", lambda services: asyncio.sleep(0))
     monkeypatch.setattr("app.main.freeze_startup_heap", lambda: None)
@@ -111,12 +105,44 @@ def test_serve_reaches_redis_once_as_it_starts(
         "SKILLDESK_SKILLS_EMBEDDINGS": "false",
         "SKILLDESK_SKILLS_WATCH": "false",
         "SKILLDESK_DATA_DIR": str(tmp_path / "data"),
-        "SKILLDESK_REDIS_URL": REDIS,
+        **more,
     }.items():
         monkeypatch.setenv(name, value)
     done = CliRunner().invoke(cli, ["serve", "--port", str(free_port())], prog_name="skilldesk")
     assert done.exit_code == 0, done.output
+
+
+def test_serve_reaches_redis_once_as_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reached: list[str] = []
+    check = app.services.check_redis
+
+    async def counted(url: str) -> None:
+        reached.append(url)
+        await check(url)
+
+    monkeypatch.setattr(app.services, "check_redis", counted)
+    _start_up(tmp_path, monkeypatch, SKILLDESK_REDIS_URL=REDIS)
     assert reached == [REDIS]
+
+
+def test_serve_reaches_postgresql_once_as_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The checks before the server starts reached it, then opening the store did again.
+    reached: list[str] = []
+    check = checkpointers.check_checkpoint_store
+
+    async def counted(url: str) -> None:
+        reached.append(url)
+        await check(url)
+
+    for module in (app.services, checkpointers):
+        monkeypatch.setattr(module, "check_checkpoint_store", counted)
+    with schema_url() as url:
+        _start_up(tmp_path, monkeypatch, SKILLDESK_CHECKPOINT_URL=url)
+    assert reached == [url]
 
 
 async def test_an_app_made_by_the_factory_stops_its_start_up_naming_redis(
