@@ -6,7 +6,10 @@ with the event's sequence number as the entry id (``0-<seq>``), so a reader reco
 ``Last-Event-ID: n`` reads from ``0-n`` on (``XREAD BLOCK``); the run's status sits in a key
 beside it. Both are written in batches off the run's path (a run never waits for Redis) and
 expire ``retain_s`` after the run ends (``LIVE_TTL_S`` while it runs: a killed process's keys
-go too); the stream keeps at most ``STREAM_MAXLEN`` events. A pub/sub channel carries what
+go too); the stream keeps at most ``STREAM_MAXLEN`` events. A process says it is alive in a
+key of its own, renewed while it lives and expiring ``alive_s`` (the run lease's time) after
+it dies; the status of a run still queued (never begun) whose process is gone is ended, by the
+first process that reads it, as failed: its message was never kept. A pub/sub channel carries what
 every process must hear: cancel a run wherever it runs, reload skills and workflows, resume
 the runs a stopping process handed over. Without Redis none of this exists: one process keeps
 its runs' events in memory (``RunFeed``).
@@ -37,6 +40,7 @@ from agents.events import (
     event_name,
 )
 from agents.feed import RunFeed
+from agents.state.leases import LEASE_S
 
 log = structlog.get_logger(__name__)
 
@@ -44,6 +48,10 @@ STREAM_MAXLEN = 10_000  # events kept per run (approximately: Redis trims whole 
 LIVE_TTL_S = 3600  # a running run's keys, renewed at every write
 POLL_S = 1.0  # a shared reader's longest block: it looks whether its process is stopping
 ENDS = frozenset({"run_finished", "run_failed", "reconnect"})  # a stream's last event
+NEVER_BEGAN = (
+    "The service process this run waited in stopped before the run began; its message was "
+    "not kept: send it again."
+)
 
 Handler = Callable[[dict[str, Any]], object]  # quick: long work goes into a task of its own
 
@@ -117,18 +125,29 @@ class RunBus:
         url: Redis, ``redis://host:6379/0``.
         prefix: Starts every key and the channel (several services may share one Redis).
         retain_s: How long an ended run's events and status stay readable.
+        alive_s: How long after its last word this process counts as gone (it says it is
+            alive every third of it): the run lease's time, ``SKILLDESK_RUN_LEASE_S``.
     """
 
-    def __init__(self, url: str, prefix: str = "skilldesk", retain_s: float = 600) -> None:
+    def __init__(
+        self,
+        url: str,
+        prefix: str = "skilldesk",
+        retain_s: float = 600,
+        *,
+        alive_s: float = LEASE_S,
+    ) -> None:
         import redis.asyncio as redis
 
         self.client: Any = redis.Redis.from_url(url)
         self.prefix = prefix
         self.retain_s = retain_s
+        self.alive_s = alive_s
         self.origin = uuid.uuid4().hex  # this process, so it skips what it sent itself
         self._pending: list[tuple[RunFeed, int, Event | None]] = []
         self._writer: asyncio.Task[None] | None = None
         self._listener: asyncio.Task[None] | None = None
+        self._alive: asyncio.Task[None] | None = None
 
     async def ping(self, timeout_s: float = 2.0) -> None:
         """Raise when Redis does not answer within ``timeout_s`` (``/readyz``)."""
@@ -145,6 +164,9 @@ class RunBus:
     def _status(self, run_id: str) -> str:
         return f"{self.prefix}:run:{run_id}"
 
+    def _process(self, origin: str) -> str:
+        return f"{self.prefix}:process:{origin}"
+
     # The process running a run.
 
     def changed(self, feed: RunFeed, event: Event | None = None) -> None:
@@ -152,6 +174,22 @@ class RunBus:
         self._pending.append((feed, len(feed.events), event))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.get_running_loop().create_task(self._write())
+        if self._alive is None:
+            self._alive = asyncio.get_running_loop().create_task(self._keep_alive())
+
+    async def _keep_alive(self) -> None:
+        """Say this process is alive (its runs' statuses name it), every third of
+        ``alive_s``, until ``aclose``."""
+        while True:
+            try:
+                await self.client.set(self._process(self.origin), "1", px=self._alive_ms)
+            except Exception as exc:  # Redis away: said again at the next turn
+                log.warning("bus.alive_not_written", error=str(exc))
+            await asyncio.sleep(self.alive_s / 3)
+
+    @property
+    def _alive_ms(self) -> int:
+        return max(1, int(self.alive_s * 1000))
 
     async def _write(self) -> None:
         """Write what is pending, in order, a pipeline at a time, until nothing is."""
@@ -159,6 +197,8 @@ class RunBus:
             batch, self._pending = self._pending, []
             latest: dict[str, RunFeed] = {}
             async with self.client.pipeline(transaction=False) as pipe:
+                # Alive before any status naming this process is read.
+                pipe.set(self._process(self.origin), "1", px=self._alive_ms)
                 for feed, seq, event in batch:
                     latest[feed.run_id] = feed
                     if event is None:
@@ -178,7 +218,8 @@ class RunBus:
                     if feed.mirror is not self:  # handed over: the resumer says how it went
                         continue
                     ttl = max(1, int(self.retain_s)) if feed.done else LIVE_TTL_S
-                    pipe.set(self._status(run_id), json.dumps(feed.summary()), ex=ttl)
+                    status = {**feed.summary(), "process": self.origin}
+                    pipe.set(self._status(run_id), json.dumps(status), ex=ttl)
                     pipe.expire(self._events(run_id), ttl)
                 try:
                     await pipe.execute()
@@ -204,7 +245,7 @@ class RunBus:
                 return  # told already (another process resumed it, or it ended)
             seq = int(_text(last[0][0]).rsplit("-", 1)[1]) + 1 if last else 1
             now = time.time()
-            status = await self.status(run_id) or {
+            status = await self._stored(run_id) or {
                 "id": run_id,
                 "thread_id": thread_id,
                 "created": now,
@@ -247,9 +288,32 @@ class RunBus:
     # Any process.
 
     async def status(self, run_id: str) -> dict[str, Any] | None:
-        """A run's status as its process last wrote it (``RunFeed.summary``), or None."""
+        """A run's status as its process last wrote it (``RunFeed.summary``), or None.
+
+        A run still queued whose process is gone (killed: it could not say how the run
+        ended) never began and never will: it is ended here as failed (``run_cancelled``,
+        send the message again), its stream with it, for every reader; it said ``queued``
+        until its keys expired, an hour on."""
+        found = await self._stored(run_id)
+        if found is None or found.get("status") != "queued" or not await self._gone(found):
+            return found
+        thread_id = str(found.get("thread_id", ""))
+        log.info("run.ended_with_its_process", run_id=run_id, thread_id=thread_id)
+        ended = RunFailed(thread_id, run_id, "run_cancelled", NEVER_BEGAN)
+        await self.resumed(run_id, thread_id, None, ended)
+        return await self._stored(run_id) or found
+
+    async def _stored(self, run_id: str) -> dict[str, Any] | None:
         raw = await self.client.get(self._status(run_id))
         return dict(json.loads(raw)) if raw else None
+
+    async def _gone(self, status: dict[str, Any]) -> bool:
+        """Whether the process that wrote ``status`` is gone (said nothing for
+        ``alive_s``); unknown (no process named, or this one): no."""
+        origin = status.get("process")
+        if not origin or origin == self.origin:
+            return False
+        return not await self.client.exists(self._process(str(origin)))
 
     async def events(self, run_id: str, after: int = 0) -> AsyncIterator[SharedEvent | None]:
         """The run's events after sequence ``after``, then each as it comes, to the run's end
@@ -417,11 +481,16 @@ class RunBus:
                 await pubsub.aclose()
 
     async def aclose(self) -> None:
-        """Write what is pending, stop listening, release the connections."""
+        """Write what is pending, stop listening, say this process is gone, release the
+        connections."""
         await self.flushed()
-        if self._listener is not None:
-            self._listener.cancel()
-            await asyncio.gather(self._listener, return_exceptions=True)
+        for task in (self._listener, self._alive):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        if self._alive is not None:  # its runs ended (or were handed over) as it stopped
+            with contextlib.suppress(Exception):
+                await self.client.delete(self._process(self.origin))
         await self.client.aclose()
 
 

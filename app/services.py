@@ -186,7 +186,12 @@ async def open_services(
     if settings.redis_url and not stores_checked:  # a wrong URL: an error naming the setting
         await check_redis(settings.redis_url)
     bus = (
-        RunBus(settings.redis_url, settings.redis_prefix, settings.run_events_retain_s)
+        RunBus(
+            settings.redis_url,
+            settings.redis_prefix,
+            settings.run_events_retain_s,
+            alive_s=settings.run_lease_s,
+        )
         if settings.redis_url
         else None
     )

@@ -614,3 +614,37 @@ def test_a_workflow_run_a_stopping_process_cuts_off_is_handed_to_the_other_at_on
     stopped = [x for x in a.logs() if x.get("event") == "service.stopped"]
     assert [x.get("workflow_runs_cut_off") for x in stopped] == [1]
     assert [x["run_id"] for x in b.logs() if x.get("event") == "workflow.resuming"] == [run_id]
+
+
+def test_a_run_queued_in_a_killed_process_is_reported_failed_by_the_other(
+    start_pair: PairStarter, fake_llm: FakeLLM
+) -> None:
+    # It said `queued` through the survivor for an hour (its Redis status's time to live),
+    # and a reader of its stream there waited as long: no process was left to end it.
+    a, b = start_pair(run_lease_s="2")
+    fake_llm.script(Reply(content="The first answer.", delay=8))
+    first = httpx.post(f"{b.url}/v1/threads/q/runs", json={"message": "first"}).json()
+    assert run_status(b, "q", first["id"], "running")["status"] == "running"
+    queued = httpx.post(f"{a.url}/v1/threads/q/runs", json={"message": "second"})
+    assert queued.status_code == 202, queued.text
+    run_id = queued.json()["id"]
+    time.sleep(3)  # longer than the lease: its process, alive, keeps it queued
+    assert run_status(b, "q", run_id, "queued")["status"] == "queued"
+    a.proc.kill()
+    a.proc.wait(timeout=20)
+    killed = time.monotonic()
+    deadline = killed + 15
+    while True:
+        run = httpx.get(f"{b.url}/v1/threads/q/runs/{run_id}").json()
+        if run["status"] != "queued" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert run["status"] == "failed", run
+    assert run["started"] is None
+    assert run["error"]["code"] == "run_cancelled"
+    assert "send it again" in run["error"]["message"]
+    assert time.monotonic() - killed < 6  # the lease's time (2 s), not an hour
+    with httpx.Client(timeout=10) as http:  # its stream, read through the survivor, ends
+        _, events = stream_from(http, "GET", f"{b.url}/v1/threads/q/runs/{run_id}/stream")
+    assert [e["event"] for e in events] == ["run_failed"]
+    assert run_status(b, "q", first["id"], "succeeded")["answer"] == "The first answer."
