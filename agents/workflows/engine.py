@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import structlog
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
@@ -45,7 +46,14 @@ from agents.workflows.forks import fork_record, not_ended
 from agents.workflows.inputs import check_inputs
 from agents.workflows.leases import RunLeases
 from agents.workflows.orphans import Orphans
-from agents.workflows.records import FINAL, RUN, RunRecords, new_record, pending_approval
+from agents.workflows.records import (
+    FINAL,
+    RUN,
+    RunRecords,
+    new_record,
+    pending_approval,
+    thread_of,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -237,6 +245,9 @@ class WorkflowEngine:
                 interrupt_id = record["waiting"].get("interrupt_id")
                 decided = [*record.get("decided", []), approval_id]  # a late one: a 409
                 record = {**record, "status": "RUNNING", "waiting": None, "decided": decided}
+                # Kept until the run has taken it (see ``resume``): a process that dies
+                # before its first step would otherwise lose the decision.
+                record["decision"] = {"interrupt_id": interrupt_id, "value": decision}
                 await self.runs.save(record)
             except BaseException:
                 await self.leases.release(run_id)
@@ -282,7 +293,8 @@ class WorkflowEngine:
         last: dict[str, Any] = {"record": record}
         seen: list[dict[str, Any]] = []
         started = time.time()
-        async with contextlib.aclosing(self._driver.drive(record, None)) as events:
+        start = await self._decision_not_taken(record)
+        async with contextlib.aclosing(self._driver.drive(record, start)) as events:
             async for event in events:
                 last = event
                 seen.append(event)
@@ -294,6 +306,24 @@ class WorkflowEngine:
             except Exception:  # the run is stored; only its telling is lost
                 log.exception("workflow.outcome_not_told", run_id=run_id)
         return ended
+
+    async def _decision_not_taken(self, record: dict[str, Any]) -> Command[Any] | None:
+        """The decision a run was resumed with, when its process died before the run took it
+        (its checkpoint still waits at that gate): given again, rather than the run waiting
+        for a decision that every approver is told was made (a 409). None otherwise."""
+        decision = record.get("decision")
+        if not decision or record.get("status") != "RUNNING":
+            return None
+        workflow = await self.definitions.of(record)
+        config: RunnableConfig = {"configurable": {"thread_id": thread_of(record)}}
+        state = await self.definitions.graph(workflow).aget_state(config)
+        interrupt_id = decision.get("interrupt_id")
+        if interrupt_id is None:  # a run from before interrupts had ids: its one gate
+            return Command(resume=decision["value"]) if state.interrupts else None
+        if any(i.id == interrupt_id for i in state.interrupts):
+            log.info("workflow.decision_given_again", run_id=record["id"])
+            return Command(resume={interrupt_id: decision["value"]})
+        return None
 
     async def carry_on(self, run_id: str) -> dict[str, Any]:
         """A run left RUNNING (cut off with the run that started it) to its end: gone on

@@ -508,3 +508,31 @@ async def test_the_periodic_look_does_not_wait_for_the_runs_it_resumes() -> None
     looking.cancel()  # the service stops: the run it resumes is cut off with it
     await asyncio.gather(looking, return_exceptions=True)
     assert engine._orphans.resuming == {}
+
+
+async def test_a_decision_its_process_died_before_the_run_took_is_given_again(
+    engine: WorkflowEngine,
+) -> None:
+    waiting = await engine.run("refund", {"amount": 200}, thread_id="t-d")
+    approval = waiting["waiting"]["approval_id"]
+    going = engine.decide(approval, approved=True, by="sam")
+    stored = {}
+
+    async def died(record: dict[str, Any]) -> None:  # the decision stored, then the end
+        stored.update(record)
+        raise asyncio.CancelledError
+
+    original = engine.runs.save
+    engine.runs.save = died  # type: ignore[method-assign]
+    with pytest.raises(asyncio.CancelledError):
+        await anext(going)
+    engine.runs.save = original  # type: ignore[method-assign]
+    await original(stored)  # stored, as the dying process did, its lease let go with it
+    await engine.leases.release(stored["id"])
+    assert await engine.resume_orphans() == [stored["id"]]
+    done = await engine.get_run(stored["id"])
+    assert done["status"] == "SUCCEEDED", done
+    assert done["outputs"] == {"message": "Refunded 200"}
+    late = engine.decide(approval, approved=False)
+    with pytest.raises(AlreadyDecided):
+        await anext(late)
