@@ -26,7 +26,7 @@ from agents.state.schema import usage_since
 from agents.workflows.compile import WorkflowContext
 from agents.workflows.definitions import Definitions, LoadedWorkflow
 from agents.workflows.executors import RunInfo
-from agents.workflows.records import FINAL, RunRecords, thread_of
+from agents.workflows.records import FINAL, RunRecords, graph_config
 from agents.workflows.spec import WorkflowSpec
 from agents.workflows.templates import render
 
@@ -109,7 +109,7 @@ class RunDriver:
             yield {"type": "workflow_ended", "record": dict(record)}
             return
         graph = self.definitions.graph(workflow)
-        config = config or {"configurable": {"thread_id": thread_of(record)}}
+        config = config or graph_config(record)
         info = RunInfo(run_id, record["workflow"], record.get("thread_id"), record.get("profile"))
         values: dict[str, Any] = {}
         try:
@@ -159,6 +159,7 @@ class RunDriver:
             record["usage"] = usage_since(values["usage"], record.get("usage_before"))
         if record["status"] in FINAL:
             record["ended"] = time.time()
+        record.pop("decision", None)  # taken: its gate is passed (see WorkflowEngine.resume)
         await self.runs.save(record)
         metrics.WORKFLOW_RUNS.labels(record["workflow"], record["status"]).inc()
         log.info("workflow.ended", run_id=run_id, status=record["status"], error=record["error"])

@@ -23,7 +23,7 @@ import hashlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import structlog
 from langchain_core.runnables import RunnableConfig
@@ -50,9 +50,9 @@ from agents.workflows.records import (
     FINAL,
     RUN,
     RunRecords,
+    graph_config,
     new_record,
     pending_approval,
-    thread_of,
 )
 
 log = structlog.get_logger(__name__)
@@ -315,11 +315,11 @@ class WorkflowEngine:
         if not decision or record.get("status") != "RUNNING":
             return None
         workflow = await self.definitions.of(record)
-        config: RunnableConfig = {"configurable": {"thread_id": thread_of(record)}}
+        config = cast(RunnableConfig, graph_config(record))
         state = await self.definitions.graph(workflow).aget_state(config)
         interrupt_id = decision.get("interrupt_id")
         if interrupt_id is None:  # a run from before interrupts had ids: its one gate
-            return Command(resume=decision["value"]) if state.interrupts else None
+            return Command(resume=decision["value"]) if len(state.interrupts) == 1 else None
         if any(i.id == interrupt_id for i in state.interrupts):
             log.info("workflow.decision_given_again", run_id=record["id"])
             return Command(resume={interrupt_id: decision["value"]})

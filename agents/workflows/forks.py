@@ -49,7 +49,7 @@ async def fork_record(
     config = await graph.aupdate_state(target.config, {"inputs": values})
     kept = set(target.values.get("nodes", {}))
     record = {
-        **old,
+        **{k: v for k, v in old.items() if k not in ("decision", "decided")},
         "id": uuid.uuid4().hex,
         "parent": f"{old['id']}@{node}",
         "graph_thread": thread_of(old),

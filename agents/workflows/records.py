@@ -215,3 +215,13 @@ def _approval(record: dict[str, Any]) -> dict[str, Any]:
 def thread_of(record: dict[str, Any]) -> str:
     """The LangGraph thread of a run (a fork shares the thread of the run it came from)."""
     return str(record.get("graph_thread") or f"workflow:{record['id']}")
+
+
+def graph_config(record: dict[str, Any]) -> dict[str, Any]:
+    """The LangGraph config a run goes on from: its thread's newest checkpoint, but for a fork
+    (which shares its thread with the run it came from and that run's other forks) its own
+    last stored checkpoint: the newest may be another fork's."""
+    configurable = {"thread_id": thread_of(record)}
+    if record.get("graph_thread") and record.get("checkpoint"):
+        configurable["checkpoint_id"] = str(record["checkpoint"])
+    return {"configurable": configurable}

@@ -536,3 +536,26 @@ async def test_a_decision_its_process_died_before_the_run_took_is_given_again(
     late = engine.decide(approval, approved=False)
     with pytest.raises(AlreadyDecided):
         await anext(late)
+
+
+async def test_a_decision_on_a_fork_goes_on_from_that_forks_state_not_anothers(
+    engine: WorkflowEngine,
+) -> None:
+    # Forks share their original's graph thread: a decision went on from the thread's newest
+    # checkpoint, another fork's (it came back waiting with the other fork's amount).
+    first = await engine.run("refund", {"amount": 200})
+    async for _ in engine.decide(first["waiting"]["approval_id"], approved=True):
+        pass
+    forks = []
+    for amount in (300, 400):
+        async for event in engine.fork(first["id"], "check", {"amount": amount}):
+            last = event
+        forks.append(last["record"])
+    assert [f["status"] for f in forks] == ["WAITING", "WAITING"]
+    assert [f["waiting"]["summary"] for f in forks] == ["Refund 300?", "Refund 400?"]
+    for fork, amount in zip(forks, (300, 400), strict=True):
+        async for event in engine.decide(fork["waiting"]["approval_id"], approved=True):
+            last = event
+        done = last["record"]
+        assert done["status"] == "SUCCEEDED", done
+        assert done["outputs"] == {"message": f"Refunded {amount}"}
