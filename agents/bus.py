@@ -183,9 +183,11 @@ class RunBus:
         while True:
             try:
                 await self.client.set(self._process(self.origin), "1", px=self._alive_ms)
-            except Exception as exc:  # Redis away: said again at the next turn
-                log.warning("bus.alive_not_written", error=str(exc))
-            await asyncio.sleep(self.alive_s / 3)
+                wait = self.alive_s / 3
+            except Exception as exc:  # Redis away: said again as soon as it is back, so that
+                log.warning("bus.alive_not_written", error=str(exc))  # its queued runs are
+                wait = min(0.5, self.alive_s / 3)  # not taken for a dead process's then
+            await asyncio.sleep(wait)
 
     @property
     def _alive_ms(self) -> int:
