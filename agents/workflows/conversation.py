@@ -157,8 +157,9 @@ class WorkflowTurns:
         """
         record = await self.engine.get_run(run_id)
         waited = record["status"] == "WAITING"
-        if waited:  # decided meanwhile, it is left as it is
-            record = await self.engine.cancel(run_id, f"cancelled by {by}")
+        if waited:  # decided meanwhile (even to wait at another approval): left as it is
+            seen = (record.get("waiting") or {}).get("approval_id")
+            record = await self.engine.cancel(run_id, f"cancelled by {by}", approval_id=seen)
         if not waited or record["status"] != "CANCELLED":
             raise RunNotEnded(
                 f"workflow run {run_id} is {record['status']}, not waiting for a decision: "

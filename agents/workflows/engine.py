@@ -261,9 +261,12 @@ class WorkflowEngine:
             async for event in events:
                 yield event
 
-    async def cancel(self, run_id: str, reason: str) -> dict[str, Any]:
+    async def cancel(
+        self, run_id: str, reason: str, *, approval_id: str | None = None
+    ) -> dict[str, Any]:
         """End a waiting run without a decision: its approval leaves the inbox and it never
-        resumes (a run not waiting is left as it is). Returns its record."""
+        resumes (a run not waiting, or with ``approval_id`` waiting at another approval than
+        that one, is left as it is). Returns its record."""
         lock = self._locks.setdefault(run_id, asyncio.Lock())
         async with lock:
             record = await self.get_run(run_id)
@@ -272,7 +275,8 @@ class WorkflowEngine:
             await self.leases.take(run_id)  # then looked at again: it may be decided by now
             try:
                 record = await self.runs.stored(run_id)
-                if record["status"] != "WAITING":
+                waits_at = (record.get("waiting") or {}).get("approval_id")
+                if record["status"] != "WAITING" or approval_id not in (None, waits_at):
                     await self.leases.release(run_id)
                     return record
                 ended = time.time()

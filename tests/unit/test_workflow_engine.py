@@ -559,3 +559,17 @@ async def test_a_decision_on_a_fork_goes_on_from_that_forks_state_not_anothers(
         done = last["record"]
         assert done["status"] == "SUCCEEDED", done
         assert done["outputs"] == {"message": f"Refunded {amount}"}
+
+
+async def test_a_cancel_for_one_approval_leaves_a_run_that_waits_at_another(
+    engine: WorkflowEngine,
+) -> None:
+    # A cancel asked while the run waited at one gate, taken after a decision moved it on to
+    # another, would have cancelled that one, which nobody had seen.
+    waiting = await engine.run("refund", {"amount": 200})
+    other = f"{waiting['id']}-elsewhere-0"
+    kept = await engine.cancel(waiting["id"], "cancelled by sam", approval_id=other)
+    assert (kept["status"], kept["waiting"]) == ("WAITING", waiting["waiting"])
+    seen = waiting["waiting"]["approval_id"]
+    cancelled = await engine.cancel(waiting["id"], "cancelled by sam", approval_id=seen)
+    assert cancelled["status"] == "CANCELLED"
