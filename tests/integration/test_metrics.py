@@ -65,7 +65,9 @@ def test_a_turn_with_a_tool_call_is_counted(client: TestClient, fake_llm: FakeLL
     assert grew(before, after, "skilldesk_tool_call_seconds_count", skill="order-lookup") == 1
     assert grew(before, after, "skilldesk_checkpoint_write_seconds_count", store="sqlite") >= 3
     assert grew(before, after, "skilldesk_model_first_token_seconds_count", profile="default") == 2
-    assert after[("skilldesk_runs_active", ())] == 0
+    # The gauge is the process's: back where it was (another test's stand-in run may count).
+    active = ("skilldesk_runs_active", ())
+    assert after[active] == before[active]
 
 
 def test_a_failed_turn_and_a_refused_tool_call_are_counted_by_code(
