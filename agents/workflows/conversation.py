@@ -166,9 +166,7 @@ class WorkflowTurns:
                 "only a run waiting for an approval can be cancelled",
                 code="run_not_waiting",
             )
-        if record.get("thread_id") and not record.get("parent"):
-            told = AIMessage(content=self.reply(record))
-            await post(record["thread_id"], told, [], time.time(), {})
+        await self._tell(record, record.get("usage") or {}, [], time.time(), post)  # nothing used
         return record
 
     async def resumed(

@@ -23,10 +23,9 @@ import hashlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, cast
+from typing import Any
 
 import structlog
-from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
@@ -319,8 +318,7 @@ class WorkflowEngine:
         if not decision or record.get("status") != "RUNNING":
             return None
         workflow = await self.definitions.of(record)
-        config = cast(RunnableConfig, graph_config(record))
-        state = await self.definitions.graph(workflow).aget_state(config)
+        state = await self.definitions.graph(workflow).aget_state(graph_config(record))
         interrupt_id = decision.get("interrupt_id")
         if interrupt_id is None:  # a run from before interrupts had ids: its one gate
             return Command(resume=decision["value"]) if len(state.interrupts) == 1 else None

@@ -13,6 +13,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+
 from agents import metrics
 from agents.errors import AlreadyDecided, RunNotFound
 from agents.state.documents import Documents
@@ -217,11 +219,11 @@ def thread_of(record: dict[str, Any]) -> str:
     return str(record.get("graph_thread") or f"workflow:{record['id']}")
 
 
-def graph_config(record: dict[str, Any]) -> dict[str, Any]:
+def graph_config(record: dict[str, Any]) -> RunnableConfig:
     """The LangGraph config a run goes on from: its thread's newest checkpoint, but for a fork
     (which shares its thread with the run it came from and that run's other forks) its own
     last stored checkpoint: the newest may be another fork's."""
-    configurable = {"thread_id": thread_of(record)}
+    configurable: dict[str, Any] = {"thread_id": thread_of(record)}
     if record.get("graph_thread") and record.get("checkpoint"):
         configurable["checkpoint_id"] = str(record["checkpoint"])
     return {"configurable": configurable}

@@ -178,8 +178,9 @@ async def cancel_run(
             404,
             500,
             notes={
-                400: "A malformed run id, or a `Last-Event-ID` past the run's last event "
-                "(`invalid_request`, `param` `Last-Event-ID`; the message names the last id).",
+                400: "A malformed run id, or a `Last-Event-ID` that is not a number or is past "
+                "the run's last event (`invalid_request`, `param` `Last-Event-ID`; the message "
+                "names the last id).",
                 404: NO_RUN,
             },
         ),
@@ -203,7 +204,17 @@ async def join_run(
     whichever process runs it. A `Last-Event-ID` past the run's last event is a 400 naming
     the last; the last one itself reads what follows it (nothing, once the run ended)."""
     found = await _find(services, principal, thread_id, run_id)
-    after = int(last_event_id) if last_event_id and last_event_id.strip().isdigit() else 0
+    after = 0
+    if last_event_id and last_event_id.strip():
+        if not last_event_id.strip().isdigit():  # read as 0, it sent every event again
+            raise ApiError(
+                400,
+                "invalid_request",
+                f"Last-Event-ID {last_event_id!r} is not an event id of this stream: send the "
+                "number in the `id:` line of the last event received (or none, to read all).",
+                param="Last-Event-ID",
+            )
+        after = int(last_event_id)
     if isinstance(found, RunFeed):
         if after > len(found.events):  # this process numbers the run's events: none came
             raise _past_the_end(run_id, after, len(found.events))

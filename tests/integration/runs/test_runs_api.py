@@ -147,6 +147,9 @@ def test_a_last_event_id_past_the_runs_events_is_a_bad_request_naming_the_last(
     assert (at_the_end.status_code, at_the_end.text) == (200, "")
     [final] = sse_events(client.get(url, headers={"Last-Event-ID": str(last - 1)}).text)
     assert (final["event"], final["id"]) == ("run_finished", str(last))
+    garbled = client.get(url, headers={"Last-Event-ID": "abc"})  # was read as 0: all again
+    assert garbled.status_code == 400, garbled.text
+    assert garbled.json()["error"]["param"] == "Last-Event-ID"
 
 
 def test_responses_carry_the_request_thread_and_run_ids(
