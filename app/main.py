@@ -27,6 +27,7 @@ from app.api.routes import (
     tools,
     workflows,
 )
+from app.api.sse import Cutoffs
 from app.auth.guard import Gate
 from app.auth.obo import load_verifier
 from app.auth.ratelimit import rate_limiter
@@ -56,8 +57,14 @@ def create_app(
         async with open_services(settings, stores_checked=stores_checked) as services:
             app.state.services = services
             loop = asyncio.get_running_loop()
-            # Called from a signal handler (``skilldesk serve`` on SIGTERM): stop taking runs.
-            app.state.drain = lambda: loop.call_soon_threadsafe(services.conversations.drain)
+            cutoffs = app.state.cutoffs = Cutoffs(settings.shutdown_grace_s)
+
+            def stop() -> None:  # take no new runs; streamed workflow runs end by the grace
+                services.conversations.drain()
+                cutoffs.stop()
+
+            # Called from a signal handler (``skilldesk serve`` on SIGTERM).
+            app.state.drain = lambda: loop.call_soon_threadsafe(stop)
             gate = _gate(settings, services)
             await gate.start(settings.host)  # no keys on a public address: refuses to start
             app.state.gate = gate

@@ -8,7 +8,9 @@ Redis). uvicorn stops listening and waits for the open responses; runs under way
 stopped: their leases are released and every other process is told (over Redis) to resume
 them from their last checkpoint at once. A workflow run driven by a request that uvicorn cuts
 off at the end of the grace is let go the same way, before the store closes, and the request
-answers 503 ``shutting_down`` naming the run (``app.api.routes.workflows.handed_over``).
+answers 503 ``shutting_down`` naming the run (``app.api.errors.handed_over``); a streamed one
+is let go by its response at the grace's end, whose last event, ``handed_over``, names it
+(``app.api.sse.Cutoffs``).
 
 Told to stop while it still starts (waiting for PostgreSQL's schema set-up lock, say), the
 process stops its start-up at once: what it opened is closed, it logs

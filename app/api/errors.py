@@ -316,9 +316,13 @@ def handed_over(services: Any, run_ids: list[str]) -> Iterator[None]:
                 "This service process stopped before the request was done; nothing was "
                 "changed: send it again."
             ) from None
-        run_id = run_ids[-1]
-        raise ShuttingDown(
-            f"This service process stopped during workflow run {run_id}; another process "
-            "(or this one when it starts again) goes on with it from its last step: "
-            f"GET /v1/workflow-runs/{run_id} for its record."
-        ) from None
+        raise ShuttingDown(cut_off_message(run_ids[-1])) from None
+
+
+def cut_off_message(run_id: str) -> str:
+    """What a client is told of a workflow run its process stopped before it ended."""
+    return (
+        f"This service process stopped during workflow run {run_id}; another process (or "
+        "this one when it starts again) goes on with it from its last step: "
+        f"GET /v1/workflow-runs/{run_id} for its record."
+    )

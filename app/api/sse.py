@@ -1,9 +1,12 @@
 """A run's events as Server-Sent Events: from this process's memory (``RunFeed``) or from
 another process's through Redis (``RunBus``), with keep-alives on an idle stream and, when
-this process is stopping, a last ``reconnect`` event saying where to read on."""
+this process is stopping, a last ``reconnect`` event saying where to read on; ``Cutoffs``,
+the deadline of a response that drives its run itself (a streamed workflow run)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -41,6 +44,38 @@ class EventStream(StreamingResponse):
                     await aclose()
                 return
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+class Cutoffs:
+    """When the responses that drive their work themselves (a streamed workflow run) stop
+    waiting for it: never, until the process is told to stop; then at the end of its grace
+    period, a moment before uvicorn cuts them off (``skilldesk serve`` gives uvicorn the
+    grace rounded up to a whole second), so that such a response can let its run go to be
+    resumed and end with an event saying where the run goes on, rather than just end."""
+
+    def __init__(self, grace_s: float) -> None:
+        self.grace_s = grace_s
+        self._at: float | None = None  # the loop's time of the cut-off, once told to stop
+        self._waits: set[asyncio.Timeout] = set()
+
+    def stop(self) -> None:
+        """The process was told to stop (on the event loop): every wait ends by the grace
+        period's end."""
+        if self._at is None:
+            self._at = asyncio.get_running_loop().time() + self.grace_s
+        for wait in self._waits:
+            wait.reschedule(self._at)
+
+    @contextlib.asynccontextmanager
+    async def wait(self) -> AsyncIterator[None]:
+        """Bound what is awaited inside by the cut-off: cancelled there, it raises
+        ``TimeoutError``."""
+        async with asyncio.timeout_at(self._at) as wait:
+            self._waits.add(wait)
+            try:
+                yield
+            finally:
+                self._waits.discard(wait)
 
 
 def run_stream(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -58,7 +59,8 @@ def serve(
         log_config=None,
         access_log=False,
         timeout_keep_alive=max(1, round(settings.keep_alive_s)),
-        # Streams that cannot hand over (no Redis) may follow their run this long.
-        timeout_graceful_shutdown=max(1, round(settings.shutdown_grace_s)),
+        # Streams that cannot hand over (no Redis) may follow their run this long; rounded
+        # up, so streamed workflow runs end on their own at the grace's end (``Cutoffs``).
+        timeout_graceful_shutdown=max(1, math.ceil(settings.shutdown_grace_s)),
     )
     StoppingServer(config).run()

@@ -616,6 +616,52 @@ def test_a_workflow_run_a_stopping_process_cuts_off_is_handed_to_the_other_at_on
     assert [x["run_id"] for x in b.logs() if x.get("event") == "workflow.resuming"] == [run_id]
 
 
+def streamed_events(url: str, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Every event of a Server-Sent Events response to POST ``url``, to its end."""
+    events: list[tuple[str, dict[str, Any]]] = []
+    with httpx.stream("POST", url, json=body, timeout=60) as response:
+        assert response.status_code == 200, response.read()
+        kind = ""
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                kind = line[7:]
+            elif line.startswith("data: "):
+                events.append((kind, json.loads(line[6:])))
+    return events
+
+
+def test_a_streamed_workflow_run_a_stopping_process_cuts_off_ends_saying_where_it_goes_on(
+    start_pair: PairStarter, fake_llm: FakeLLM
+) -> None:
+    # Its stream just ended when uvicorn cut the request off at the grace period's end: no
+    # event said what became of the run. Now the stream lets the run go a moment before
+    # and ends with `handed_over`; the other process is told and finishes the run at once.
+    a, b = start_pair(shutdown_grace_s="1")
+    fake_llm.script(Reply(content="Too late.", delay=8), Reply(content="Returnable for 30 days."))
+    body = {"inputs": {"order_id": "ORD1002"}, "stream": True}
+    with ThreadPoolExecutor(1) as pool:
+        cut = pool.submit(streamed_events, f"{a.url}/v1/workflows/order-overview/runs", body)
+        run_id = workflow_run(b, "RUNNING")["id"]
+        while not fake_llm.requests:
+            time.sleep(0.05)
+        stopped_at = time.monotonic()
+        a.proc.send_signal(signal.SIGTERM)
+        events = cut.result()
+    kind, last = events[-1]
+    assert kind == "handed_over", events
+    assert last["run_id"] == run_id
+    assert last["url"] == f"/v1/workflow-runs/{run_id}"
+    assert last["reason"] == "shutting_down"
+    assert "workflow_ended" not in [k for k, _ in events]
+    record = finished_by(b, run_id)
+    assert record["status"] == "SUCCEEDED", record
+    assert "Returnable for 30 days." in record["outputs"]["message"]
+    assert time.monotonic() - stopped_at < 15  # not the 30 s of a lease expiring
+    a.proc.wait(timeout=20)
+    assert not [x for x in a.logs() if x.get("event") == "workflow.lease_release_failed"]
+    assert [x["run_id"] for x in b.logs() if x.get("event") == "workflow.resuming"] == [run_id]
+
+
 def test_a_run_queued_in_a_killed_process_is_reported_failed_by_the_other(
     start_pair: PairStarter, fake_llm: FakeLLM
 ) -> None:

@@ -1,7 +1,9 @@
-"""A run's events as Server-Sent Events: those that came together go out in one chunk."""
+"""A run's events as Server-Sent Events: those that came together go out in one chunk; a
+streamed workflow run's wait ends at the grace period's end once the process stops."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -9,7 +11,7 @@ from langchain_core.messages import AIMessage
 
 from agents.events import RunFinished, Token
 from agents.feed import RunFeed
-from app.api.sse import follow
+from app.api.sse import Cutoffs, follow
 from tests.contract import sse_events
 
 
@@ -84,3 +86,25 @@ async def test_a_retried_chat_across_a_hand_over_gets_only_the_text_past_what_it
     text = "".join(e.text for e in got if isinstance(e, Token))
     assert text == "Your order has shipped."
     assert [type(e).__name__ for e in got][-1] == "RunFinished"
+
+
+async def waited(cutoffs: Cutoffs, seconds: float) -> bool:
+    """Whether a wait of ``seconds`` bounded by ``cutoffs`` ran to its end."""
+    try:
+        async with cutoffs.wait():
+            await asyncio.sleep(seconds)
+    except TimeoutError:
+        return False
+    return True
+
+
+async def test_a_cutoff_wait_ends_only_at_the_end_of_the_grace_period_after_a_stop() -> None:
+    cutoffs = Cutoffs(grace_s=0.2)
+    assert await waited(cutoffs, 0.05)  # not stopping: no deadline
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    loop.call_later(0.05, cutoffs.stop)  # told to stop while waiting
+    assert not await waited(cutoffs, 5)
+    assert 0.2 <= loop.time() - began < 1.0
+    assert not await waited(cutoffs, 5)  # after the stop: by the same deadline, passed
+    assert loop.time() - began < 1.0

@@ -6,7 +6,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
 from agents.errors import RunNotFound, ThreadNotFound, WorkflowNotFound
@@ -14,7 +14,7 @@ from agents.feed import USAGE_SINK
 from agents.workflows.inputs import check_inputs
 from agents.workflows.mermaid import mermaid
 from app.api.deps import IdempotencyKey, PrincipalDep, ServicesDep, WithinBudget, reach_thread
-from app.api.errors import CUT_OFF, ApiError, error_responses, handed_over
+from app.api.errors import CUT_OFF, ApiError, cut_off_message, error_responses, handed_over
 from app.api.schemas.threads import Cursor
 from app.api.schemas.workflows import (
     ForkRequest,
@@ -27,6 +27,7 @@ from app.api.schemas.workflows import (
     WorkflowPublic,
     WorkflowsPublic,
 )
+from app.api.sse import Cutoffs
 from app.auth.principal import Principal
 
 router = APIRouter(tags=["workflows"])
@@ -79,6 +80,7 @@ async def get_workflow(services: ServicesDep, name: str) -> WorkflowDefinitionPu
     },
 )
 async def start_run(
+    request: Request,
     services: ServicesDep,
     principal: PrincipalDep,
     name: str,
@@ -123,7 +125,9 @@ async def start_run(
         return RunPublic.model_validate(last["record"])
     first = await anext(events)  # bad inputs are a 400 before anything runs
     return StreamingResponse(
-        _sse(first, events), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        _sse(first, events, request.app.state.cutoffs, started),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache"},
     )
 
 
@@ -274,9 +278,33 @@ def _public(workflow: Any) -> WorkflowPublic:
     )
 
 
-async def _sse(first: dict[str, Any], events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:
+async def _sse(
+    first: dict[str, Any],
+    events: AsyncIterator[dict[str, Any]],
+    cutoffs: Cutoffs,
+    run_ids: list[str],
+) -> AsyncIterator[str]:
+    """The run's events; if the process stops before the run ends, the run is let go at the
+    end of the grace period (another process, or this one's next start, resumes it from its
+    last step) and the last event, ``handed_over``, says where to follow it."""
     event: dict[str, Any] | None = first
     while event is not None:
         kind = str(event.get("type", "event"))
         yield f"event: {kind}\ndata: {json.dumps(event, default=str)}\n\n"
-        event = await anext(events, None)
+        try:
+            async with cutoffs.wait():
+                event = await anext(events, None)
+        except TimeoutError:  # the run's step was cancelled: it let the run go
+            yield f"event: handed_over\ndata: {json.dumps(handed_over_event(run_ids[-1]))}\n\n"
+            return
+
+
+def handed_over_event(run_id: str) -> dict[str, Any]:
+    """The last event of a streamed workflow run its process stopped before it ended."""
+    return {
+        "type": "handed_over",
+        "run_id": run_id,
+        "url": f"/v1/workflow-runs/{run_id}",
+        "reason": "shutting_down",
+        "message": cut_off_message(run_id),
+    }
