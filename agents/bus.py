@@ -48,6 +48,15 @@ STREAM_MAXLEN = 10_000  # events kept per run (approximately: Redis trims whole 
 LIVE_TTL_S = 3600  # a running run's keys, renewed at every write
 POLL_S = 1.0  # a shared reader's longest block: it looks whether its process is stopping
 ENDS = frozenset({"run_finished", "run_failed", "reconnect"})  # a stream's last event
+# A key's run replaced by another if it still is the one named (ARGV[1]): the key's value after.
+TAKE_OVER = """
+local found = redis.call('GET', KEYS[1])
+if found and string.sub(found, 1, string.len(ARGV[1]) + 1) ~= ARGV[1] .. ' ' then
+  return found
+end
+redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+return ARGV[2]
+"""
 NEVER_BEGAN = (
     "The service process this run waited in stopped before the run began; its message was "
     "not kept: send it again."
@@ -387,7 +396,14 @@ class RunBus:
                     return mine, None
                 if digest and digest != _digest(asks):
                     raise KeyReused.for_message(key, thread_id, owner)
-                return None, owner
+                if not _never_began(status):
+                    return None, owner
+                # Its process died with it queued and its message was not kept: the retry
+                # the failure asks for is a new run (unless another retry's came first).
+                owner, digest = await self._take_over(thread_id, key, owner, mine, asks)
+                if owner == mine:
+                    return mine, None
+                continue
             await asyncio.sleep(0.05)
         await self.reclaim(thread_id, key, mine, asks)  # its run never started, or is gone
         return mine, None
@@ -420,6 +436,17 @@ class RunBus:
         with contextlib.suppress(Exception):
             name = self._key_name(thread_id, key)
             await self.client.set(name, f"{run_id} {_digest(asks)}", ex=LIVE_TTL_S)
+
+    async def _take_over(
+        self, thread_id: str, key: str, was: str, run_id: str, asks: str
+    ) -> tuple[str, str]:
+        """The key's run is ``run_id`` if it still is ``was`` (one of two retries at once
+        wins); returns the key's run and its request's digest after."""
+        mine = f"{run_id} {_digest(asks)}"
+        name = self._key_name(thread_id, key)
+        found = await self.client.eval(TAKE_OVER, 1, name, was, mine, LIVE_TTL_S)
+        owner, _, digest = _text(found).partition(" ")
+        return owner, digest
 
     def _key_name(self, thread_id: str, key: str) -> str:
         digest = hashlib.sha256(json.dumps([thread_id, key]).encode()).hexdigest()
@@ -503,3 +530,14 @@ def _text(value: bytes | str) -> str:
 def _digest(asks: str) -> str:
     """A request's fingerprint, short ("" for none: a resume asks nothing)."""
     return hashlib.sha256(asks.encode()).hexdigest()[:16] if asks else ""
+
+
+def _never_began(status: dict[str, Any]) -> bool:
+    """Whether a run's status says it ended before it began because its process went away
+    (its message was not kept: sending it again is a new run)."""
+    error = status.get("error") or {}
+    return (
+        status.get("status") == "failed"
+        and status.get("started") is None
+        and error.get("code") == "run_cancelled"
+    )

@@ -668,10 +668,11 @@ def test_a_run_queued_in_a_killed_process_is_reported_failed_by_the_other(
     # It said `queued` through the survivor for an hour (its Redis status's time to live),
     # and a reader of its stream there waited as long: no process was left to end it.
     a, b = start_pair(run_lease_s="2")
-    fake_llm.script(Reply(content="The first answer.", delay=8))
+    fake_llm.script(Reply(content="The first answer.", delay=8), Reply(content="The second."))
     first = httpx.post(f"{b.url}/v1/threads/q/runs", json={"message": "first"}).json()
     assert run_status(b, "q", first["id"], "running")["status"] == "running"
-    queued = httpx.post(f"{a.url}/v1/threads/q/runs", json={"message": "second"})
+    keyed = {"Idempotency-Key": "second-try"}
+    queued = httpx.post(f"{a.url}/v1/threads/q/runs", json={"message": "second"}, headers=keyed)
     assert queued.status_code == 202, queued.text
     run_id = queued.json()["id"]
     time.sleep(3)  # longer than the lease: its process, alive, keeps it queued
@@ -694,3 +695,14 @@ def test_a_run_queued_in_a_killed_process_is_reported_failed_by_the_other(
         _, events = stream_from(http, "GET", f"{b.url}/v1/threads/q/runs/{run_id}/stream")
     assert [e["event"] for e in events] == ["run_failed"]
     assert run_status(b, "q", first["id"], "succeeded")["answer"] == "The first answer."
+    # Sent again with its key, as the error says: a new run answers it (it got the failed
+    # run back for an hour, the key's run, which never began); sent once more, the same run.
+    again = httpx.post(f"{b.url}/v1/threads/q/runs", json={"message": "second"}, headers=keyed)
+    assert again.status_code == 202, again.text
+    assert again.json()["id"] != run_id
+    assert run_status(b, "q", again.json()["id"], "succeeded")["answer"] == "The second."
+    once_more = httpx.post(
+        f"{b.url}/v1/threads/q/runs", json={"message": "second"}, headers=keyed
+    ).json()
+    assert once_more["id"] == again.json()["id"]
+    assert len(fake_llm.requests) == 2
