@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Unpack
+from typing import Any, TypeVar, Unpack
 
 import structlog
 from langchain_core.callbacks import BaseCallbackHandler
@@ -51,6 +51,8 @@ RETAIN_S = 600.0  # how long a run stays joinable by its idempotency key after i
 RESUME: tuple[BaseMessage, ...] = ()
 RESUMED = "resumed:"  # ended resumed runs, by the fingerprint of the message they answered
 PRUNE_S = 1.0  # how often runs past their retention are forgotten
+K = TypeVar("K")  # what kept runs are found by
+PACK_AFTER_S = 30.0  # an ended run's events packed (``RunFeed.pack``) once read, as a rule
 
 
 class Conversations:
@@ -322,8 +324,8 @@ class Conversations:
         now = time.monotonic()
         if now - self._pruned >= PRUNE_S:
             self._pruned = now
-            self._runs = {k: f for k, f in self._runs.items() if not _expired(f, self.retain_s)}
-            self._recent = {k: f for k, f in self._recent.items() if not _expired(f, RETAIN_S)}
+            self._runs = _still_kept(self._runs, self.retain_s)
+            self._recent = _still_kept(self._recent, RETAIN_S)
         if feed is not None:
             self._runs[feed.run_id] = feed
 
@@ -445,6 +447,17 @@ class Conversations:
             self._recent[(thread_id, feed.key)] = feed
         if feed.resumed and feed.fingerprint:  # a client resending the message it lost
             self._recent[(thread_id, RESUMED + feed.fingerprint)] = feed
+
+
+def _still_kept(runs: dict[K, RunFeed], retain_s: float) -> dict[K, RunFeed]:
+    """``runs`` but those that ended over ``retain_s`` ago; those that ended over
+    ``PACK_AFTER_S`` ago are packed for the rest of their retention (``RunFeed.pack``)."""
+    kept = {k: f for k, f in runs.items() if not _expired(f, retain_s)}
+    now = time.monotonic()
+    for feed in kept.values():
+        if feed.done and now - feed.ended_at >= PACK_AFTER_S:
+            feed.pack()
+    return kept
 
 
 def _expired(feed: RunFeed, retain_s: float) -> bool:

@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import pickle
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextvars import ContextVar
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, overload
+
+import structlog
 
 from agents import metrics
 from agents.events import ApprovalRequired, Event, RunFailed, RunFinished
+
+log = structlog.get_logger(__name__)
 
 RunStatus = Literal["queued", "running", "interrupted", "succeeded", "failed", "cancelled"]
 CANCELLED = "run_cancelled_by_request"
@@ -75,7 +80,7 @@ class RunFeed:
         self.resumed = False  # a run that went on from a crash (no new input)
         self.key = key
         self.run_id, self.thread_id = run_id, thread_id
-        self.events: list[Event] = []
+        self.events: Sequence[Event] = []  # a list, until ``pack``
         self.error: BaseException | None = None
         self.done = False
         self.created = time.time()
@@ -86,6 +91,7 @@ class RunFeed:
         self.guard: str | None = None  # the user the thread must belong to
         self.sink = USAGE_SINK.get()
         self._waiters: list[asyncio.Future[None]] = []
+        self._final: RunStatus | None = None  # how it ended, once packed
         self.mirror = mirror
         metrics.RUNS_ACTIVE.inc()
         if mirror is not None:
@@ -97,6 +103,8 @@ class RunFeed:
         (interrupted: it waits for an approval)."""
         if not self.done:
             return "running" if self.started is not None else "queued"
+        if self._final is not None:
+            return self._final
         last = self.events[-1] if self.events else None
         if isinstance(last, RunFailed):
             return "cancelled" if last.code == CANCELLED else "failed"
@@ -142,7 +150,9 @@ class RunFeed:
 
     def put(self, event: Event) -> None:
         """Add an event; readers waiting for one wake up."""
-        self.events.append(event)
+        events = self.events if isinstance(self.events, list) else list(self.events)
+        events.append(event)
+        self.events = events
         if isinstance(event, RunFinished) and self.sink is not None:
             self.sink(event.usage)
         self._changed(event)
@@ -156,6 +166,25 @@ class RunFeed:
         self.ended = time.time()
         self._changed()
         self.wake()
+
+    def pack(self) -> None:
+        """Keep the events of this ended run as one pickled blob (``PackedEvents``). A run
+        is kept ``retain_s`` after it ends (ten minutes: tens of thousands of runs at load),
+        and each of its events is a few objects the garbage collector walks at every
+        collection of the generation they sit in: ~70 a run, 1.8 million at 43 turns a
+        second, a full collection that stalled the service for a second or more. Packed,
+        a run is a handful. Its readers see the same events (unpickled as they read)."""
+        if not self.done or isinstance(self.events, PackedEvents):
+            return
+        status = self.status
+        try:
+            packed = PackedEvents(list(self.events))
+        except Exception as exc:  # an event that does not pickle: kept as it is
+            log.debug("run.events_not_packed", run_id=self.run_id, error=str(exc))
+            return
+        self.events, self._final, self.sink = packed, status, None
+        if self.error is not None:  # its frames (and their locals) need not be kept
+            self.error.__traceback__ = None
 
     async def wait(self, seen: int, patience_s: float) -> None:
         """Return when there are more than ``seen`` events, the run ended, or ``patience_s``
@@ -193,6 +222,36 @@ class RunFeed:
             if not waiter.done():
                 waiter.set_result(None)
         self._waiters.clear()
+
+
+class PackedEvents(Sequence[Event]):
+    """An ended run's events as one pickled blob, unpickled whenever they are read."""
+
+    __slots__ = ("_blob", "_count")
+
+    def __init__(self, events: list[Event]) -> None:
+        self._blob = pickle.dumps(events, protocol=pickle.HIGHEST_PROTOCOL)
+        self._count = len(events)
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> Event: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Event]: ...
+
+    def __getitem__(self, index: int | slice) -> Event | list[Event]:
+        return self.unpacked()[index]
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self.unpacked())
+
+    def unpacked(self) -> list[Event]:
+        """The events, unpickled anew."""
+        events: list[Event] = pickle.loads(self._blob)  # pickled by this process
+        return events
 
 
 def fingerprint(content: Any) -> str:

@@ -6,6 +6,7 @@ from bench import (
     cold_start,
     conversation,
     model_client,
+    retained_runs,
     retrieval_latency,
     retrieval_quality,
     routing_learning,
@@ -31,6 +32,7 @@ if __name__ == "__main__":
         model_client,
         conversation,
         threads,
+        retained_runs,
     )
     for module in modules:
         print(f"\n== {module.__name__} ==")

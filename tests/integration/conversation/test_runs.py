@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from agents import conversations as conversations_module
 from agents.bus import RunBus
 from agents.events import RunFailed
-from agents.feed import RunFeed
+from agents.feed import PackedEvents, RunFeed
 from agents.state import leases
 from app.services import Services, open_services
 from tests.fakellm import FakeLLM, Reply
@@ -137,6 +137,25 @@ async def test_starting_runs_does_not_walk_every_run_kept(
         await turn(services, f"hello {n}", f"busy-{n}")
     assert len(walked) <= 2000 + 20  # one walk at most in this second, and a few lookups
     assert conversations.get_run("old-7") is not None  # still within its retention
+
+
+async def test_an_ended_run_is_packed_for_the_rest_of_its_retention_and_reads_the_same(
+    services: Services, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ten minutes of ended runs, each dozens of objects, were walked by every collection of
+    # the garbage collector: full collections of a second and more under load.
+    conversations = services.conversations
+    monkeypatch.setattr(conversations_module, "PACK_AFTER_S", 0.0)
+    fake_llm.script(Reply(content="Done, and well."))
+    run_id = final(await turn(services, "hello", "packed")).run_id
+    feed = conversations.get_run(run_id)
+    assert feed is not None
+    before = (list(feed.events), feed.status, feed.summary())
+    await asyncio.sleep(conversations_module.PRUNE_S + 0.1)
+    assert conversations.get_run(run_id) is feed  # the walk packs it
+    assert isinstance(feed.events, PackedEvents)
+    assert (list(feed.events), feed.status, feed.summary()) == before
+    assert final(list(feed.events)).message.content == "Done, and well."
 
 
 @pytest.mark.parametrize("fails", ["letting go", "taking"])
