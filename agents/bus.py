@@ -48,11 +48,15 @@ STREAM_MAXLEN = 10_000  # events kept per run (approximately: Redis trims whole 
 LIVE_TTL_S = 3600  # a running run's keys, renewed at every write
 POLL_S = 1.0  # a shared reader's longest block: it looks whether its process is stopping
 ENDS = frozenset({"run_finished", "run_failed", "reconnect"})  # a stream's last event
-# A key's run replaced by another if it still is the one named (ARGV[1]): the key's value after.
+# A key's run (KEYS[1]) replaced by another if it still is the one named (ARGV[1]) and that
+# run's process (its alive key, KEYS[2]) is still gone: the key's value after.
 TAKE_OVER = """
 local found = redis.call('GET', KEYS[1])
 if found and string.sub(found, 1, string.len(ARGV[1]) + 1) ~= ARGV[1] .. ' ' then
   return found
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  return ARGV[1] .. ' '
 end
 redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
 return ARGV[2]
@@ -400,10 +404,14 @@ class RunBus:
                     return None, owner
                 # Its process died with it queued and its message was not kept: the retry
                 # the failure asks for is a new run (unless another retry's came first).
-                owner, digest = await self._take_over(thread_id, key, owner, mine, asks)
+                process = str(status["process"])
+                was = owner
+                owner, digest = await self._take_over(thread_id, key, was, process, mine, asks)
                 if owner == mine:
                     return mine, None
-                continue
+                if owner == was:  # its process is back after all: the run is its
+                    return None, owner
+                continue  # another retry's run took the key: this one joins it
             await asyncio.sleep(0.05)
         await self.reclaim(thread_id, key, mine, asks)  # its run never started, or is gone
         return mine, None
@@ -438,13 +446,14 @@ class RunBus:
             await self.client.set(name, f"{run_id} {_digest(asks)}", ex=LIVE_TTL_S)
 
     async def _take_over(
-        self, thread_id: str, key: str, was: str, run_id: str, asks: str
+        self, thread_id: str, key: str, was: str, process: str, run_id: str, asks: str
     ) -> tuple[str, str]:
-        """The key's run is ``run_id`` if it still is ``was`` (one of two retries at once
-        wins); returns the key's run and its request's digest after."""
+        """The key's run is ``run_id`` if it still is ``was`` and ``was``'s process is still
+        gone (one of two retries at once wins; a process that only lost Redis for a while
+        keeps its run); returns the key's run and its request's digest after."""
         mine = f"{run_id} {_digest(asks)}"
-        name = self._key_name(thread_id, key)
-        found = await self.client.eval(TAKE_OVER, 1, name, was, mine, LIVE_TTL_S)
+        keys = (self._key_name(thread_id, key), self._process(process))
+        found = await self.client.eval(TAKE_OVER, 2, *keys, was, mine, LIVE_TTL_S)
         owner, _, digest = _text(found).partition(" ")
         return owner, digest
 
@@ -539,5 +548,7 @@ def _never_began(status: dict[str, Any]) -> bool:
     return (
         status.get("status") == "failed"
         and status.get("started") is None
+        and status.get("resumed_as") is None  # else it goes on as another run
+        and bool(status.get("process"))
         and error.get("code") == "run_cancelled"
     )

@@ -92,6 +92,7 @@ class RunFeed:
         self.sink = USAGE_SINK.get()
         self._waiters: list[asyncio.Future[None]] = []
         self._final: RunStatus | None = None  # how it ended, once packed
+        self._unpackable = False  # an event did not pickle
         self.mirror = mirror
         metrics.RUNS_ACTIVE.inc()
         if mirror is not None:
@@ -152,7 +153,7 @@ class RunFeed:
         """Add an event; readers waiting for one wake up."""
         events = self.events if isinstance(self.events, list) else list(self.events)
         events.append(event)
-        self.events = events
+        self.events, self._final = events, None
         if isinstance(event, RunFinished) and self.sink is not None:
             self.sink(event.usage)
         self._changed(event)
@@ -174,12 +175,13 @@ class RunFeed:
         collection of the generation they sit in: ~70 a run, 1.8 million at 43 turns a
         second, a full collection that stalled the service for a second or more. Packed,
         a run is a handful. Its readers see the same events (unpickled as they read)."""
-        if not self.done or isinstance(self.events, PackedEvents):
+        if not self.done or self._unpackable or isinstance(self.events, PackedEvents):
             return
         status = self.status
         try:
             packed = PackedEvents(list(self.events))
-        except Exception as exc:  # an event that does not pickle: kept as it is
+        except Exception as exc:  # an event that does not pickle: kept as it is, once tried
+            self._unpackable = True
             log.debug("run.events_not_packed", run_id=self.run_id, error=str(exc))
             return
         self.events, self._final, self.sink = packed, status, None
@@ -200,9 +202,11 @@ class RunFeed:
         to the end."""
         seen = after
         while True:
-            while seen < len(self.events):
+            # A packed run's events unpickled once, not once an event.
+            events = self.events if isinstance(self.events, list) else list(self.events)
+            while seen < len(events):
                 seen += 1
-                yield self.events[seen - 1]
+                yield events[seen - 1]
             if self.done:
                 if self.error is not None:
                     raise self.error

@@ -78,14 +78,15 @@ class RunLeases:
         return True
 
     async def release(self, run_id: str) -> None:
-        """Let ``run_id`` go (it ended or waits); a failure is logged: the lease expires."""
+        """Let ``run_id`` go (it ended or waits); a failure is logged: the lease expires. A
+        release cut off (its task cancelled) leaves the run held, for ``let_go`` or the next
+        look for runs whose task ended (``_abandoned``) to release."""
+        if self.pool is not None:
+            try:
+                await self._table.release(run_id, self.holder)
+            except Exception:
+                log.warning("workflow.lease_release_failed", run_id=run_id, exc_info=True)
         self._held.pop(run_id, None)
-        if self.pool is None:
-            return
-        try:
-            await self._table.release(run_id, self.holder)
-        except Exception:
-            log.warning("workflow.lease_release_failed", run_id=run_id, exc_info=True)
 
     async def live(self, run_ids: list[str]) -> set[str]:
         """Those of ``run_ids`` a process runs now: this one, or (PostgreSQL) another whose

@@ -61,19 +61,21 @@ class Cutoffs:
     def stop(self) -> None:
         """The process was told to stop (on the event loop): every wait ends by the grace
         period's end."""
-        if self._at is None:
-            self._at = asyncio.get_running_loop().time() + self.grace_s
+        if self._at is not None:  # a second signal: the first one's deadline holds
+            return
+        self._at = asyncio.get_running_loop().time() + self.grace_s
         for wait in self._waits:
             wait.reschedule(self._at)
 
     @contextlib.asynccontextmanager
-    async def wait(self) -> AsyncIterator[None]:
+    async def wait(self) -> AsyncIterator[asyncio.Timeout]:
         """Bound what is awaited inside by the cut-off: cancelled there, it raises
-        ``TimeoutError``."""
+        ``TimeoutError`` and the yielded timeout says ``expired()`` (another TimeoutError
+        from inside does not)."""
         async with asyncio.timeout_at(self._at) as wait:
             self._waits.add(wait)
             try:
-                yield
+                yield wait
             finally:
                 self._waits.discard(wait)
 

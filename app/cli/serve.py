@@ -59,8 +59,9 @@ def serve(
         log_config=None,
         access_log=False,
         timeout_keep_alive=max(1, round(settings.keep_alive_s)),
-        # Streams that cannot hand over (no Redis) may follow their run this long; rounded
-        # up, so streamed workflow runs end on their own at the grace's end (``Cutoffs``).
-        timeout_graceful_shutdown=max(1, math.ceil(settings.shutdown_grace_s)),
+        # Streams that cannot hand over (no Redis) may follow their run this long; a second
+        # more, so that streamed workflow runs, let go at the grace's end (``Cutoffs``), have
+        # time to release their runs and say so before uvicorn cuts them off.
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_s) + 1,
     )
     StoppingServer(config).run()

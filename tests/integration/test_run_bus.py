@@ -4,8 +4,11 @@ keys expire ``retain_s`` after the run ends (an hour after the last write while 
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage
@@ -118,3 +121,62 @@ async def test_a_cut_off_run_is_told_once_where_it_went_on_with_a_whole_status(
     from app.api.schemas.threads import ChatRunPublic
 
     ChatRunPublic.model_validate(status)  # GET .../runs/{id} can show it
+
+
+def never_began(run_id: str, thread_id: str, process: str) -> str:
+    """The status of a run that waited in ``process``, which went away before it began."""
+    error = {"code": "run_cancelled", "message": "send it again"}
+    return json.dumps(
+        {"id": run_id, "thread_id": thread_id, "status": "failed", "started": None}
+        | {"error": error, "process": process, "resumed_as": None}
+    )
+
+
+async def test_retries_of_a_run_that_never_began_start_one_run(
+    bus: RunBus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, _ = await bus.claim_run("t-retry", "k1", lambda _: False, asks="hello")
+    assert first is not None
+    await bus.client.set(bus._status(first), never_began(first, "t-retry", "gone-process"))
+    # Every retry reads that the run never began before any takes the key over: a race.
+    read, everyone = bus.status, asyncio.Event()
+    readers: list[str] = []
+
+    async def status_once_all_read(run_id: str) -> Any:
+        found = await read(run_id)
+        if run_id == first:
+            readers.append(run_id)
+            if len(readers) >= 5:
+                everyone.set()
+            await everyone.wait()
+        return found
+
+    monkeypatch.setattr(bus, "status", status_once_all_read)
+
+    async def retry() -> str | None:
+        mine, joined = await bus.claim_run("t-retry", "k1", lambda _: False, asks="hello")
+        if mine is not None:  # it starts: its status is written at once, as a run's is
+            queued = {"id": mine, "thread_id": "t-retry", "status": "queued", "started": None}
+            await bus.client.set(bus._status(mine), json.dumps(queued | {"process": bus.origin}))
+        return mine or joined
+
+    runs = await asyncio.gather(*(retry() for _ in range(5)))
+    assert len(set(runs)) == 1  # five retries at once: one new run, the others join it
+    assert runs[0] != first
+
+
+async def test_a_retry_joins_a_run_whose_process_is_back_and_one_that_went_on_elsewhere(
+    bus: RunBus,
+) -> None:
+    # Its process only lost Redis for longer than its alive key lasts: it still runs it.
+    back, _ = await bus.claim_run("t-back", "k2", lambda _: False, asks="hello")
+    assert back is not None
+    await bus.client.set(bus._status(back), never_began(back, "t-back", "back-process"))
+    await bus.client.set(bus._process("back-process"), "1", ex=30)
+    assert await bus.claim_run("t-back", "k2", lambda _: False, asks="hello") == (None, back)
+    # A run that went on as another (resumed) is not one that never began.
+    went_on, _ = await bus.claim_run("t-on", "k3", lambda _: False, asks="hello")
+    assert went_on is not None
+    resumed = json.loads(never_began(went_on, "t-on", "gone-process")) | {"resumed_as": "r2"}
+    await bus.client.set(bus._status(went_on), json.dumps(resumed))
+    assert await bus.claim_run("t-on", "k3", lambda _: False, asks="hello") == (None, went_on)

@@ -4,14 +4,17 @@ same events, the garbage collector walks a handful of objects instead of dozens 
 from __future__ import annotations
 
 import gc
+import pickle
 from typing import Any
 
+import pytest
 from langchain_core.messages import AIMessage
 
 from agents.events import (
     NodeFinished,
     NodeStarted,
     RouteDecided,
+    RunFailed,
     RunFinished,
     Token,
     ToolCalled,
@@ -77,3 +80,29 @@ def test_only_an_ended_run_is_packed_and_a_late_event_unpacks_it() -> None:
     feed.pack()
     feed.put(Token(text="lo", node="assistant"))
     assert [e.text for e in feed.events if isinstance(e, Token)] == ["Hel", "lo"]
+
+
+async def test_a_packed_run_read_from_its_start_is_unpickled_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    feed = ended_run()
+    events = list(feed.events)
+    feed.pack()
+    loads = pickle.loads
+    calls: list[bytes] = []
+
+    def counted(blob: bytes) -> Any:
+        calls.append(blob)
+        return loads(blob)
+
+    monkeypatch.setattr(pickle, "loads", counted)
+    assert [e async for e in feed.read()] == events
+    assert len(calls) == 1  # was once an event: a long answer's thousands of tokens
+
+
+def test_an_event_after_the_pack_is_counted_in_the_status() -> None:
+    feed = ended_run()
+    feed.pack()
+    assert feed.status == "succeeded"
+    feed.put(RunFailed("t1", "r1", "internal_error", "it broke"))
+    assert feed.status == "failed"

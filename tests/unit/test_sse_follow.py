@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 from langchain_core.messages import AIMessage
 
 from agents.events import RunFinished, Token
 from agents.feed import RunFeed
+from app.api.routes import workflows
 from app.api.sse import Cutoffs, follow
 from tests.contract import sse_events
 
@@ -108,3 +111,26 @@ async def test_a_cutoff_wait_ends_only_at_the_end_of_the_grace_period_after_a_st
     assert 0.2 <= loop.time() - began < 1.0
     assert not await waited(cutoffs, 5)  # after the stop: by the same deadline, passed
     assert loop.time() - began < 1.0
+
+
+async def test_a_streamed_workflow_run_ends_with_handed_over_only_when_cut_off() -> None:
+    async def stuck() -> AsyncIterator[dict[str, Any]]:
+        await asyncio.sleep(30)  # a step under way
+        yield {"type": "never"}
+
+    async def store_times_out() -> AsyncIterator[dict[str, Any]]:
+        raise TimeoutError("the store did not answer")
+        yield {}
+
+    first = {"type": "node_started", "node": "lookup"}
+    cutoffs = Cutoffs(grace_s=0.05)
+    cut = workflows._sse(first, stuck(), cutoffs, ["run-1"])
+    assert "node_started" in await anext(cut)
+    asyncio.get_running_loop().call_later(0.05, cutoffs.stop)
+    last = await anext(cut)
+    assert last.startswith("event: handed_over\n")
+    assert json.loads(last.split("data: ", 1)[1])["url"] == "/v1/workflow-runs/run-1"
+    failing = workflows._sse(first, store_times_out(), Cutoffs(grace_s=5), ["run-2"])
+    await anext(failing)
+    with pytest.raises(TimeoutError, match="store"):  # the run's own error, not a cut-off
+        await anext(failing)

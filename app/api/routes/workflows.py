@@ -292,9 +292,12 @@ async def _sse(
         kind = str(event.get("type", "event"))
         yield f"event: {kind}\ndata: {json.dumps(event, default=str)}\n\n"
         try:
-            async with cutoffs.wait():
+            async with cutoffs.wait() as wait:
                 event = await anext(events, None)
-        except TimeoutError:  # the run's step was cancelled: it let the run go
+        except TimeoutError:
+            if not wait.expired():  # the run's own (a store timing out): not a cut-off
+                raise
+            # The run's step was cancelled at the cut-off: the run was let go.
             yield f"event: handed_over\ndata: {json.dumps(handed_over_event(run_ids[-1]))}\n\n"
             return
 
