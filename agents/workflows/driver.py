@@ -110,7 +110,13 @@ class RunDriver:
             return
         graph = self.definitions.graph(workflow)
         config = config or graph_config(record)
-        info = RunInfo(run_id, record["workflow"], record.get("thread_id"), record.get("profile"))
+        info = RunInfo(
+            run_id,
+            record["workflow"],
+            record.get("thread_id"),
+            record.get("profile"),
+            record.get("user"),
+        )
         values: dict[str, Any] = {}
         try:
             pending: list[Any] = []

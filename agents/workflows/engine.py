@@ -141,8 +141,8 @@ class WorkflowEngine:
         values = check_inputs(workflow.spec, inputs)
         if idempotency_key is None:
             run_id = uuid.uuid4().hex
-        else:
-            run_id = keyed_run_id(name, idempotency_key, user)
+        else:  # a sub-workflow's key names its parent's node visit: unique without the user
+            run_id = keyed_run_id(name, idempotency_key, None if parent else user)
         keyed_lock = self._locks.setdefault(run_id, asyncio.Lock()) if idempotency_key else None
         async with keyed_lock or contextlib.nullcontext():
             if idempotency_key is not None:

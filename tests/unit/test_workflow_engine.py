@@ -162,11 +162,12 @@ async def test_a_loop_stops_at_its_bound(engine: WorkflowEngine) -> None:
     assert record["nodes"]["count"]["visits"] == 3
 
 
-async def test_a_sub_workflow_runs_to_its_end(engine: WorkflowEngine) -> None:
-    record = await engine.run("parent", {})
+async def test_a_sub_workflow_runs_to_its_end_as_its_starters_run(engine: WorkflowEngine) -> None:
+    record = await engine.run("parent", {}, user="ada")
     assert record["outputs"] == {"message": "child said L2R"}
     child = [r for r in await engine.list_runs(workflow="fan")]
     assert child[0]["parent"].startswith(record["id"])
+    assert child[0]["user"] == "ada"  # hers to see, as the parent (was: nobody's)
 
 
 async def test_inputs_are_checked_before_a_run_starts(engine: WorkflowEngine) -> None:

@@ -23,6 +23,7 @@ class RunInfo:
     workflow: str
     thread_id: str | None = None
     profile: str | None = None
+    user: str | None = None  # who started it (a sub-workflow's run is theirs too)
 
 
 @dataclass(frozen=True)

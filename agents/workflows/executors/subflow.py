@@ -24,6 +24,7 @@ class SubWorkflowExecutor:
             inputs,
             thread_id=ctx.run.thread_id,
             parent=parent,
+            user=ctx.run.user,  # its starter's, as the parent is
             idempotency_key=key,
         )
         if record["status"] == "RUNNING":  # cut off with this run: goes on from where it was
