@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any, Protocol
 
+from agents.bus import redis_client
+
 
 class RateLimiter(Protocol):
     """Counts a key's requests in the current minute."""
@@ -70,11 +72,9 @@ class RedisRateLimiter:
     their counts apart)."""
 
     def __init__(self, per_minute: int, url: str, prefix: str = "skilldesk") -> None:
-        import redis.asyncio as redis
-
         self.per_minute = per_minute
         self.prefix = prefix
-        self.client: Any = redis.Redis.from_url(url)
+        self.client: Any = redis_client(url)
 
     async def hit(self, key: str) -> float | None:
         """See ``RateLimiter.hit``."""

@@ -180,3 +180,19 @@ async def test_a_retry_joins_a_run_whose_process_is_back_and_one_that_went_on_el
     resumed = json.loads(never_began(went_on, "t-on", "gone-process")) | {"resumed_as": "r2"}
     await bus.client.set(bus._status(went_on), json.dumps(resumed))
     assert await bus.claim_run("t-on", "k3", lambda _: False, asks="hello") == (None, went_on)
+
+
+async def test_readers_waiting_for_events_do_not_starve_the_writes(bus: RunBus) -> None:
+    # Each reader of a run another process runs waits for its next event on a connection
+    # of its own; redis-py's default pool failed the 101st command ("Too many connections"):
+    # at load, Idempotency-Keys went unclaimed and run events unwritten.
+    run_id = str(uuid.uuid4())
+    readers = [
+        asyncio.create_task(bus.client.xread({bus._events(run_id): "0-0"}, block=1500))
+        for _ in range(150)
+    ]
+    await asyncio.sleep(0.3)  # every reader waits on its connection now
+    claimed, _ = await bus.claim("t-many", "k-many", "run-many", "hi")
+    assert claimed == "run-many"
+    assert await bus.client.get(bus._key_name("t-many", "k-many")) is not None
+    assert await asyncio.gather(*readers) == [[]] * 150  # each waited its time out, unfailed
