@@ -265,9 +265,10 @@ class AlreadyDecided(SkilldeskError):
     code = "already_decided"
 
 
-class RunNotEnded(SkilldeskError):
-    """A workflow run asked for what needs it ended (a fork) has not: it waits for a decision
-    (``run_waiting``) or is under way (``run_running``)."""
+class RunStatusConflict(SkilldeskError):
+    """A workflow run is not in the status a request needs: a fork needs it ended (it waits
+    for a decision, ``run_waiting``, or is under way, ``run_running``); a cancel needs it
+    waiting for a decision (``run_not_waiting``)."""
 
     code = "run_running"
 

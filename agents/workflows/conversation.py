@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 
-from agents.errors import ModelError, RunNotEnded, SkilldeskError
+from agents.errors import ModelError, RunStatusConflict, SkilldeskError
 from agents.events import Event, from_custom
 from agents.models import ModelGateway
 from agents.models.structured import forced_call, function_tool
@@ -153,7 +153,7 @@ class WorkflowTurns:
         on) and tell the thread it came from. Returns its record.
 
         Raises:
-            RunNotEnded: it is not waiting (``run_not_waiting``, naming its status).
+            RunStatusConflict: it is not waiting (``run_not_waiting``, naming its status).
         """
         record = await self.engine.get_run(run_id)
         waited = record["status"] == "WAITING"
@@ -161,7 +161,7 @@ class WorkflowTurns:
             seen = (record.get("waiting") or {}).get("approval_id")
             record = await self.engine.cancel(run_id, f"cancelled by {by}", approval_id=seen)
         if not waited or record["status"] != "CANCELLED":
-            raise RunNotEnded(
+            raise RunStatusConflict(
                 f"workflow run {run_id} is {record['status']}, not waiting for a decision: "
                 "only a run waiting for an approval can be cancelled",
                 code="run_not_waiting",

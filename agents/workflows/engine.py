@@ -360,7 +360,7 @@ class WorkflowEngine:
 
         Raises:
             RunNotFound: no such run, or it never reached ``node``.
-            RunNotEnded: the run has not ended (wait for it, or decide its approval).
+            RunStatusConflict: the run has not ended (wait for it, or decide its approval).
             BadInputs: the changed inputs are not ones it can take.
         """
         old = await self.get_run(run_id)

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agents.errors import RunNotEnded, RunNotFound
+from agents.errors import RunNotFound, RunStatusConflict
 from agents.workflows.definitions import Graph
 from agents.workflows.inputs import check_inputs
 from agents.workflows.records import thread_of
@@ -69,18 +69,18 @@ async def fork_record(
     return record, config
 
 
-def not_ended(record: dict[str, Any]) -> RunNotEnded:
+def not_ended(record: dict[str, Any]) -> RunStatusConflict:
     """Why run ``record``, which has not ended, cannot be forked yet: it waits for a decision
     (``run_waiting``, naming the approval) or is under way (``run_running``)."""
     run_id, waiting = record["id"], record.get("waiting") or {}
     if record["status"] == "WAITING":
         approval = waiting.get("approval_id", "?")
-        return RunNotEnded(
+        return RunStatusConflict(
             f"workflow run {run_id} is waiting for a decision on approval {approval}; it can "
             "be forked once it has ended: decide the approval, then fork it",
             code="run_waiting",
         )
-    return RunNotEnded(
+    return RunStatusConflict(
         f"workflow run {run_id} is under way ({record['status']}); it can be forked once it "
         "has ended"
     )

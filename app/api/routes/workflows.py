@@ -297,8 +297,10 @@ async def _sse(
         except TimeoutError:
             if not wait.expired():  # the run's own (a store timing out): not a cut-off
                 raise
-            # The run's step was cancelled at the cut-off: the run was let go.
-            yield f"event: handed_over\ndata: {json.dumps(handed_over_event(run_ids[-1]))}\n\n"
+            # The run's step was cancelled at the cut-off: the run (if it started) was let go.
+            if run_ids:
+                data = json.dumps(handed_over_event(run_ids[-1]))
+                yield f"event: handed_over\ndata: {data}\n\n"
             return
 
 
