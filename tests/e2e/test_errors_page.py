@@ -40,6 +40,8 @@ def test_a_failed_run_and_an_unreachable_service_are_said_plainly(
 
 def test_the_page_is_used_from_the_keyboard_alone_in_light_and_dark(page: Any) -> None:
     page.goto("/")
+    # The admin's tab is shown once the page has learned who it is (an async call).
+    expect(page.get_by_role("button", name="API keys")).to_be_visible()
     order = []
     for _ in range(6):
         page.keyboard.press("Tab")
