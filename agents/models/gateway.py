@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
@@ -266,6 +267,18 @@ def _observed(profile: str, outcome: str, started: float) -> None:
     metrics.MODEL_SECONDS.labels(profile).observe(time.perf_counter() - started)
 
 
+RETRY_BASE_S = 0.25  # the first retry's wait; it doubles with each retry of a profile
+RETRY_MAX_S = 4.0
+
+
+def retry_backoff(retry: int) -> float:
+    """The wait before a profile's ``retry``-th retry (0 for the first): exponential, with a
+    random part so that calls that failed together do not come back together. A retry at
+    once would meet the same overloaded server, or the next stale connection of the pool a
+    server closed while it was being reused (seen at load: "Can not write request body")."""
+    return min(RETRY_BASE_S * 2.0**retry, RETRY_MAX_S) * random.uniform(0.75, 1.0)
+
+
 class _Attempts:
     """The attempts of one call: each profile of the chain, once plus its retries.
 
@@ -303,7 +316,9 @@ class _Attempts:
         self._last = exc
         delay = retry_delay(exc)
         self._again = delay is not None
-        return delay if delay is not None and self._retries_left > 0 else 0.0
+        if delay is None or self._retries_left <= 0:
+            return 0.0
+        return max(delay, retry_backoff(self.spec.retries - self._retries_left))
 
     def error(self) -> ModelError:
         """What the caller raises when every attempt failed."""

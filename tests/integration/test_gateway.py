@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 
 from agents.errors import ModelError
 from agents.models import ModelGateway, load_models_config
+from agents.models.gateway import RETRY_BASE_S, RETRY_MAX_S, retry_backoff
 from tests.fakellm import FakeLLM, Reply, ToolCall
 
 HELLO = [HumanMessage(content="hello")]
@@ -148,11 +149,25 @@ async def test_malformed_tool_call_json_becomes_an_invalid_tool_call(
     assert reply.invalid_tool_calls[0]["args"] == '{"order_id": '
 
 
-async def test_http_500_is_retried_then_answers(tmp_path: Path, fake_llm: FakeLLM) -> None:
+async def test_http_500_is_retried_after_a_short_pause_then_answers(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
     fake_llm.script(Reply(status=500), Reply(content="second try"))
     reply = await gateway_for(tmp_path, fake_llm, retries=1).chat_model().ainvoke(HELLO)
     assert reply.content == "second try"
     assert len(fake_llm.requests) == 2
+    # Not at once: a server failing now is given a moment (RETRY_BASE_S, less a random part).
+    (_, failed), (again, _) = fake_llm.answering
+    assert again - failed >= 0.75 * RETRY_BASE_S
+
+
+def test_retries_wait_longer_each_time_with_a_random_part_and_a_ceiling() -> None:
+    first = [retry_backoff(0) for _ in range(200)]
+    second = [retry_backoff(1) for _ in range(200)]
+    assert 0.75 * RETRY_BASE_S <= min(first) < max(first) <= RETRY_BASE_S
+    assert min(second) >= 1.5 * RETRY_BASE_S
+    assert max(second) <= 2 * RETRY_BASE_S
+    assert max(retry_backoff(20) for _ in range(50)) <= RETRY_MAX_S
 
 
 async def test_timeouts_fall_back_to_the_backup_profile(
