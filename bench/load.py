@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -40,6 +41,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import httpx
@@ -91,6 +93,33 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
+def family(pid: int) -> list[int]:
+    """A process and its descendants (a server's query encoder and skill workers)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*/children"):
+            with contextlib.suppress(OSError):
+                todo += [int(child) for child in task.read_text().split()]
+    return found
+
+
+def _gone_too(read: Any, pid: int) -> float:
+    """``read(pid)``, or 0 for a process that ended meanwhile."""
+    try:
+        return float(read(pid))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 class Server:
     """One `skilldesk serve` process."""
 
@@ -116,13 +145,12 @@ class Server:
         raise RuntimeError(f"the service did not start; see {self.log.name}")
 
     def cpu_s(self) -> float:
-        return cpu_s(self.proc.pid)
+        """The server's CPU seconds, with its child processes' (query encoder, workers)."""
+        return sum(_gone_too(cpu_s, pid) for pid in family(self.proc.pid))
 
     def rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return 0.0
+        """The server's resident memory, with its child processes'."""
+        return sum(_gone_too(_rss_mb, pid) for pid in family(self.proc.pid))
 
     def stop(self) -> None:
         self.proc.terminate()
