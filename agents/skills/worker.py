@@ -14,7 +14,9 @@ payload)`` where ``kind`` is ``text`` or ``json`` (ok) or an error code (not ok)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
+import gc
 import importlib.util
 import inspect
 import json
@@ -24,13 +26,17 @@ import re
 import resource
 import signal
 import struct
+import subprocess
 import sys
+import threading
+import time
 import types
 from typing import Any, BinaryIO
 
 _HEADER = struct.Struct("!I")
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
+_REAPER_STACK = 256 * 1024
 
 
 def read_frame(stream: BinaryIO) -> Any:
@@ -208,9 +214,82 @@ def _die_with_parent() -> None:
         pass
 
 
+class Reaper:
+    """Reaps the ended processes this worker adopted. As the subreaper of its handlers'
+    processes (``_die_with_parent``), the worker becomes the parent of every daemon they
+    leave; each that ends stays a zombie, holding a slot of the process table, until its
+    parent waits for it, and a handler's daemon that keeps starting short-lived processes
+    would fill the table while the worker idles.
+
+    A thread looks every ``every_s``, not a ``SIGCHLD`` handler: a signal would interrupt the
+    handlers' own system calls. A zombie is reaped when it was one at the look before too
+    and nothing refers to it: a child a handler still holds (a ``Popen``, its own or
+    asyncio's, or a multiprocessing process) keeps its exit status for the handler to read,
+    and one that has just ended cannot be taken between its start and its ``Popen`` knowing
+    its pid.
+    """
+
+    def __init__(self, every_s: float = 1.0) -> None:
+        self.every_s = every_s
+        self._seen: set[int] = set()
+
+    def start(self) -> None:
+        """Look from now on, for the worker's life (a daemon thread)."""
+        # A small stack: the skill's memory limit (RLIMIT_DATA) counts it.
+        default = threading.stack_size(_REAPER_STACK)
+        try:
+            threading.Thread(target=self._run, name="skilldesk-reaper", daemon=True).start()
+        finally:
+            threading.stack_size(default)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self.every_s)
+            self.look()
+
+    def look(self) -> list[int]:
+        """Reap what has ended since the look before and nothing refers to; the pids reaped."""
+        ended = {pid for pid in _children() if _state(pid) == "Z"}
+        ripe, self._seen = ended & self._seen, ended
+        if not ripe:
+            return []
+        held = {getattr(o, "pid", None) for o in gc.get_objects() if _is_process(o)}
+        reaped = []
+        for pid in ripe - held:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+                reaped.append(pid)
+        return reaped
+
+
+def _children() -> list[int]:
+    found: list[int] = []
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/children") as kids:
+            found += [int(pid) for pid in kids.read().split()]
+    return found
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+def _is_process(value: object) -> bool:
+    kind = type(value)
+    return kind is subprocess.Popen or (
+        kind.__name__ == "Popen" and kind.__module__.startswith("multiprocessing.popen")
+    )
+
+
 def main() -> None:
     """Serve calls from standard input until the service closes it."""
     _die_with_parent()
+    if os.path.isdir("/proc/self/task"):  # Linux: where the worker is a subreaper
+        Reaper().start()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the service's to handle
     # The protocol keeps private copies of stdin and stdout; a handler's print() goes to the
     # service's log (stderr) and its input() reads nothing, so neither can break a frame.

@@ -511,3 +511,75 @@ async def test_a_handler_that_dies_leaving_a_process_fails_its_call_at_once(
     assert result.error_code == "tool_failed", result
     assert "exited with status 3" in result.content
     assert took < 4, took
+
+
+def _zombie_of(pid: int) -> int | None:
+    """The parent of ``pid`` while it is a zombie (ended, not yet waited for), else None."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return None
+    return int(fields[1]) if fields[0] == "Z" else None
+
+
+def _listed(pid: int) -> bool:
+    return os.path.exists(f"/proc/{pid}")
+
+
+async def test_a_daemon_a_handler_left_is_waited_for_by_its_worker_once_it_ends(
+    tmp_path: Path,
+) -> None:
+    # The worker adopts what its handlers leave (it is their subreaper); one that ended stayed
+    # a zombie for the worker's life, and a daemon starting short-lived processes filled the
+    # process table.
+    runner = runner_of(
+        tmp_path,
+        "daemons",
+        tool("leave", "handler:leave"),
+        (
+            "import os, subprocess\n\ndef leave():\n"
+            "    shell = subprocess.run(['sh', '-c', 'sleep 0.1 & echo $!'], capture_output=True,"
+            " text=True, check=True)\n"
+            "    return {'pid': int(shell.stdout), 'worker': os.getpid()}\n"
+        ),
+    )
+    try:
+        result = await runner.call("leave", {})
+        assert result.ok, result
+        pid, worker = result.data["pid"], result.data["worker"]
+        for _ in range(40):  # ended after 0.1 s; reaped within two looks of the worker's
+            await asyncio.sleep(0.1)
+            if not _listed(pid):
+                break
+        assert _zombie_of(pid) is None, f"process {pid} is a zombie of {_zombie_of(pid)}"
+        assert not _listed(pid)  # ended and waited for: gone from the process table
+        assert worker != os.getpid()
+    finally:
+        await asyncio.wait_for(runner.aclose(), 10)
+
+
+async def test_a_child_a_handler_still_holds_keeps_its_exit_status_for_the_handler(
+    tmp_path: Path,
+) -> None:
+    runner = runner_of(
+        tmp_path,
+        "holder",
+        tool("hold", "handler:hold"),
+        (
+            "import subprocess\n\nHELD = []\n\ndef hold():\n"
+            "    if not HELD:\n"
+            "        HELD.append(subprocess.Popen(['sh', '-c', 'exit 3']))\n"
+            "        return {'pid': HELD[0].pid}\n"
+            "    return {'status': HELD[0].wait()}\n"
+        ),
+    )
+    try:
+        first = await runner.call("hold", {})
+        assert first.ok, first
+        await asyncio.sleep(2.5)  # two looks and more: the worker leaves it to the handler
+        assert _zombie_of(first.data["pid"]) is not None
+        second = await runner.call("hold", {})
+        assert second.data == {"status": 3}
+    finally:
+        await asyncio.wait_for(runner.aclose(), 10)
