@@ -19,8 +19,10 @@ millisecond of a call is a millisecond of every turn's CPU.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -417,9 +419,17 @@ def _error_message(body: str) -> str:
 
 
 class LiteLLMTransport:
-    """Any other provider through litellm (imported on first use: it is slow to import)."""
+    """Any other provider through litellm (imported on first use: it is slow to import).
+
+    litellm keeps its own HTTP clients, shared across profiles, with no per-call cap: the
+    profile's ``max_connections`` is kept here instead, as calls open at once (a streamed one
+    holds its slot until the stream is closed), the others waiting for a slot.
+    """
 
     def __init__(self, profile: ModelProfile, key: str | None) -> None:
+        self._max_connections = profile.max_connections
+        self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+        self._sync_slots = threading.BoundedSemaphore(profile.max_connections)
         self._params: dict[str, Any] = {
             "model": profile.litellm_model,
             "api_base": profile.api_base,
@@ -439,17 +449,34 @@ class LiteLLMTransport:
         litellm.drop_params = True  # a provider that lacks a parameter ignores it
         return litellm
 
+    def _async_slots(self) -> asyncio.Semaphore:
+        # A semaphore belongs to the loop it was first awaited on (tests and CLI commands may
+        # run several loops in one process).
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._slots[0] is not loop:
+            self._slots = (loop, asyncio.Semaphore(self._max_connections))
+        return self._slots[1]
+
     async def acreate(self, request: dict[str, Any]) -> Any:
-        reply = await self._litellm().acompletion(**self._params, **request)
-        if request.get("stream"):
-            return _AsyncDicts(reply)
-        return reply.model_dump()
+        slots = self._async_slots()
+        async with contextlib.AsyncExitStack() as held:
+            await slots.acquire()
+            held.callback(slots.release)
+            reply = await self._litellm().acompletion(**self._params, **request)
+            if not request.get("stream"):
+                return reply.model_dump()
+            held.pop_all()  # the stream releases its slot when it is closed
+            return _AsyncDicts(reply, slots.release)
 
     def create(self, request: dict[str, Any]) -> Any:
-        reply = self._litellm().completion(**self._params, **request)
-        if request.get("stream"):
-            return (chunk.model_dump() for chunk in reply)
-        return reply.model_dump()
+        with contextlib.ExitStack() as held:
+            self._sync_slots.acquire()
+            held.callback(self._sync_slots.release)
+            reply = self._litellm().completion(**self._params, **request)
+            if not request.get("stream"):
+                return reply.model_dump()
+            held.pop_all()
+            return _Dicts(reply, self._sync_slots.release)
 
     async def aclose(self) -> None:
         """litellm keeps its own clients."""
@@ -458,12 +485,33 @@ class LiteLLMTransport:
         self._litellm()
 
 
-class _AsyncDicts:
-    """litellm's chunk objects as dicts."""
+class _Dicts:
+    """litellm's chunk objects as dicts (blocking); ``release`` once closed."""
 
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: Any, release: Callable[[], Any]) -> None:
+        self._stream = stream
+        self._chunks = (chunk.model_dump() for chunk in stream)
+        self._release: Callable[[], Any] | None = release
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return self._chunks
+
+    def close(self) -> None:
+        try:
+            close_stream(self._stream)
+        finally:
+            release, self._release = self._release, None
+            if release is not None:
+                release()
+
+
+class _AsyncDicts:
+    """litellm's chunk objects as dicts; ``release`` once closed."""
+
+    def __init__(self, stream: Any, release: Callable[[], Any]) -> None:
         self._stream = stream
         self._chunks = self._dicts()
+        self._release: Callable[[], Any] | None = release
 
     async def _dicts(self) -> AsyncIterator[dict[str, Any]]:
         async for chunk in self._stream:
@@ -473,7 +521,12 @@ class _AsyncDicts:
         return self._chunks
 
     async def close(self) -> None:
-        await aclose_stream(self._stream)
+        try:
+            await aclose_stream(self._stream)
+        finally:
+            release, self._release = self._release, None
+            if release is not None:
+                release()
 
 
 async def aclose_stream(stream: AsyncIterator[Any]) -> None:

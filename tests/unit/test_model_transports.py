@@ -224,13 +224,53 @@ async def test_calls_are_not_held_to_a_hundred_connections(fake_llm: FakeLLM) ->
         await transport.aclose()
         await capped.aclose()
 
-    def most_at_once(spans: list[tuple[float, float]]) -> int:
-        marks = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
-        open_now, most = 0, 0
-        for _, step in marks:
-            open_now += step
-            most = max(most, open_now)
-        return most
-
     assert most_at_once(fake_llm.answering[:calls]) == calls
     assert most_at_once(fake_llm.answering[calls:]) == 2
+
+
+def most_at_once(spans: list[tuple[float, float]]) -> int:
+    """The most of ``spans`` (the server answering each request) open at one moment."""
+    marks = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    open_now, most = 0, 0
+    for _, step in marks:
+        open_now += step
+        most = max(most, open_now)
+    return most
+
+
+async def test_a_litellm_profile_keeps_to_its_max_connections_streams_included(
+    fake_llm: FakeLLM,
+) -> None:
+    # litellm's clients are its own and shared, with no cap per call: the setting was
+    # silently ignored for every provider but OpenAI's API.
+    import asyncio
+
+    from agents.models.config import ModelProfile
+    from agents.models.transports import LiteLLMTransport, aclose_stream
+
+    profile = ModelProfile(
+        model="hosted_vllm/vllm-model", api_base=fake_llm.base_url, max_connections=2
+    )
+    transport = LiteLLMTransport(profile, "sk-test")
+    request = {"messages": [{"role": "user", "content": "hi"}]}
+    fake_llm.script(*[Reply(content="hi", delay=0.1) for _ in range(6)])
+    await asyncio.gather(*[transport.acreate(request) for _ in range(6)])
+    assert most_at_once(fake_llm.answering) == 2
+
+    async def streamed() -> str:
+        stream = await transport.acreate({**request, "stream": True})
+        try:
+            parts = [c["choices"][0]["delta"].get("content") or "" async for c in stream]
+            return "".join(parts)
+        finally:
+            await aclose_stream(stream)
+
+    fake_llm.reset()
+    fake_llm.script(*[Reply(content="a streamed reply", stream_chunk_delay=0.03) for _ in range(4)])
+    assert await asyncio.gather(*[streamed() for _ in range(4)]) == ["a streamed reply"] * 4
+    assert most_at_once(fake_llm.answering) == 2
+    # Every slot came back: as many calls as the cap go at once again.
+    fake_llm.reset()
+    fake_llm.script(*[Reply(content="hi", together=2, hold_timeout=3) for _ in range(2)])
+    await asyncio.wait_for(asyncio.gather(*[transport.acreate(request) for _ in range(2)]), 10)
+    assert most_at_once(fake_llm.answering) == 2
