@@ -1,18 +1,22 @@
 """What every service process must see of the others, through Redis: run events, run status,
 cancels, reloads and runs handed over.
 
-The process running a run appends each of its events to a Redis Stream of the run's own,
-with the event's sequence number as the entry id (``0-<seq>``), so a reader reconnecting with
+The process running a run appends each of its events to a Redis Stream of the run's own, with
+the event's sequence number as the entry id (``0-<seq>``), so a reader reconnecting with
 ``Last-Event-ID: n`` reads from ``0-n`` on (``XREAD BLOCK``); the run's status sits in a key
-beside it. Both are written in batches off the run's path (a run never waits for Redis) and
-expire ``retain_s`` after the run ends (``LIVE_TTL_S`` while it runs: a killed process's keys
-go too); the stream keeps at most ``STREAM_MAXLEN`` events. A process says it is alive in a
-key of its own, renewed while it lives and expiring ``alive_s`` (the run lease's time) after
-it dies; the status of a run still queued (never begun) whose process is gone is ended, by the
-first process that reads it, as failed: its message was never kept. A pub/sub channel carries what
-every process must hear: cancel a run wherever it runs, reload skills and workflows, resume
-the runs a stopping process handed over. Without Redis none of this exists: one process keeps
-its runs' events in memory (``RunFeed``).
+beside it. Both are written in batches off the run's path (a run waits for Redis only once, as
+it begins: ``RunBus.begin``) and expire ``retain_s`` after the run ends (``LIVE_TTL_S`` while it
+runs: a killed process's keys go too); the stream keeps at most ``STREAM_MAXLEN`` events. A
+process says it is alive in a key of its own, renewed while it lives and expiring ``alive_s``
+(the run lease's time) after it dies; the status of a run still queued (never begun) whose
+process is gone is ended, by the first process that reads it, as failed: its message was never
+kept. A process that was only out of Redis's reach for that long may still hold the run: it
+begins a queued run only if its status still says queued, and the other ends it only if it still
+says queued with the alive key still absent, each in one script, so exactly one of the two
+happens (such an end is kept ``LIVE_TTL_S``, as long as the run could still wait there). A
+pub/sub channel carries what every process must hear: cancel a run wherever it runs, reload
+skills and workflows, resume the runs a stopping process handed over. Without Redis none of this
+exists: one process keeps its runs' events in memory (``RunFeed``).
 """
 
 from __future__ import annotations
@@ -48,19 +52,47 @@ STREAM_MAXLEN = 10_000  # events kept per run (approximately: Redis trims whole 
 LIVE_TTL_S = 3600  # a running run's keys, renewed at every write
 POLL_S = 1.0  # a shared reader's longest block: it looks whether its process is stopping
 ENDS = frozenset({"run_finished", "run_failed", "reconnect"})  # a stream's last event
-# A key's run (KEYS[1]) replaced by another if it still is the one named (ARGV[1]) and that
-# run's process (its alive key, KEYS[2]) is still gone: the key's value after.
+# A key's run (KEYS[1]) replaced by another (ARGV[2], for ARGV[3] s) if it still is the one
+# named (ARGV[1]): the key's value after. Its process being back does not matter: a run that
+# never began never will (``BEGIN``).
 TAKE_OVER = """
 local found = redis.call('GET', KEYS[1])
 if found and string.sub(found, 1, string.len(ARGV[1]) + 1) ~= ARGV[1] .. ' ' then
   return found
 end
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  return ARGV[1] .. ' '
-end
 redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
 return ARGV[2]
 """
+# A queued run begins: its status (KEYS[1]) says so (ARGV[1], for ARGV[2] s) unless another
+# process ended it meanwhile (``END_QUEUED``): nil, else the status that says how it ended.
+# 'running' is its own earlier try, one that timed out here but reached Redis; no status yet:
+# its first write has not landed (nobody can have ended it), or it expired an hour on.
+BEGIN = """
+local found = redis.call('GET', KEYS[1])
+if found then
+  local status = cjson.decode(found)['status']
+  if status ~= 'queued' and status ~= 'running' then
+    return found
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+return false
+"""
+# A queued run whose process is gone ended: its status (KEYS[1]) set to ARGV[2] and its stream
+# (KEYS[2]) closed with the event ARGV[5], ARGV[6] (id ARGV[4]), for ARGV[3] s, only if the
+# status still is the queued one read (ARGV[1]) and the process's alive key (KEYS[3]) is still
+# absent: 1 if ended, 0 if it began or its process spoke meanwhile. The XADD comes first: an id
+# taken fails the script before anything is written.
+END_QUEUED = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] or redis.call('EXISTS', KEYS[3]) == 1 then
+  return 0
+end
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], ARGV[4], 't', ARGV[5], 'd', ARGV[6])
+redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+return 1
+"""
+BEGIN_WAIT_S = 2.0  # a run's start waits this long for Redis's word, then goes by its own
 NEVER_BEGAN = (
     "The service process this run waited in stopped before the run began; its message was "
     "not kept: send it again."
@@ -269,47 +301,57 @@ class RunBus:
         when nothing was left to run, with how it had ended (``ended``: its answer, found in
         the thread, or why there is none; by default ``run_failed``); its status says so.
         Readers in any process follow."""
-        key = self._events(run_id)
         try:
-            last = await self.client.xrevrange(key, count=1)
-            if last and _text(last[0][1].get(b"t", b"")) in ENDS:
+            seq = await self._closing_seq(run_id)
+            if seq is None:
                 return  # told already (another process resumed it, or it ended)
-            seq = int(_text(last[0][0]).rsplit("-", 1)[1]) + 1 if last else 1
-            now = time.time()
-            status = await self._stored(run_id) or {
-                "id": run_id,
-                "thread_id": thread_id,
-                "created": now,
-                "started": None,
-                "answer": None,
-                "cancel_requested": False,
-            }
-            message = "The service stopped during the run; the conversation so far is kept."
-            if to is not None:
-                kind = "reconnect"
-                data = reconnect_data(thread_id, to.run_id, 0, "resumed")
-                message += f" It went on from its last step as run {to.run_id}."
-            else:
-                ended = ended or RunFailed(thread_id, run_id, "run_cancelled", message)
-                kind, data = event_name(ended), event_data(ended)
-            if isinstance(ended, RunFinished) and to is None:
-                status.update(status="succeeded", answer=ended.message.text, error=None)
-            else:
-                failure = ended if isinstance(ended, RunFailed) and to is None else None
-                error = {"code": "run_cancelled", "message": message}
-                if failure is not None:
-                    error = {"code": failure.code, "message": failure.message}
-                status.update(status="failed", error=error)
-            status.update(events=seq, ended=now, resumed_as=to.run_id if to is not None else None)
-            ttl = max(1, int(self.retain_s))
+            stored = await self._stored(run_id)
+            fields, status = _ending(run_id, thread_id, stored, seq, to, ended)
+            key, ttl = self._events(run_id), max(1, int(self.retain_s))
             async with self.client.pipeline(transaction=False) as pipe:
-                fields = {"t": kind, "d": json.dumps(data, ensure_ascii=False)}
                 pipe.xadd(key, fields, id=f"0-{seq}", maxlen=STREAM_MAXLEN, approximate=True)
                 pipe.set(self._status(run_id), json.dumps(status), ex=ttl)
                 pipe.expire(key, ttl)
                 await pipe.execute()
         except Exception as exc:  # its readers wait for the keys to expire; the run goes on
             log.warning("bus.resumed_not_written", run_id=run_id, error=str(exc))
+
+    async def _closing_seq(self, run_id: str) -> int | None:
+        """The sequence number a closing event of the run's stream takes; None when the
+        stream is closed already."""
+        last = await self.client.xrevrange(self._events(run_id), count=1)
+        if last and _text(last[0][1].get(b"t", b"")) in ENDS:
+            return None
+        return int(_text(last[0][0]).rsplit("-", 1)[1]) + 1 if last else 1
+
+    async def begin(self, feed: RunFeed) -> RunFailed | None:
+        """Say that queued run ``feed`` begins: its status says ``running`` for every process
+        from now on (``status`` no longer ends it). None when it may begin; else how another
+        process ended it meanwhile, having taken this one for gone (its alive key lapsed
+        while Redis was out of its reach): it must not run, its readers having been told
+        that it failed and its client to send the message again.
+
+        Redis unreachable: it begins if it waited less than half ``alive_s``, as nobody can
+        have ended it yet (that takes this process's alive key absent, and the write that
+        stored its status ``queued`` set the key for ``alive_s``). Having waited longer, it
+        may have been ended while this process was cut off from Redis too, and only Redis
+        can say: running it blind is the double answer this guards against, so Redis is
+        asked again until it answers (the run stays queued; a cancel or a stop ends it)."""
+        status = {**feed.summary(), "status": "running", "started": time.time()}
+        running = json.dumps({**status, "process": self.origin})
+        while True:
+            try:
+                found = await asyncio.wait_for(
+                    self.client.eval(BEGIN, 1, self._status(feed.run_id), running, LIVE_TTL_S),
+                    BEGIN_WAIT_S,
+                )
+            except Exception as exc:
+                if time.monotonic() - feed.queued_at < self.alive_s / 2:
+                    return None
+                log.warning("bus.begin_not_written", run_id=feed.run_id, error=str(exc))
+                await asyncio.sleep(min(0.5, self.alive_s / 3))
+                continue
+            return None if found is None else _failure(feed, json.loads(found))
 
     async def flushed(self) -> None:
         """Return once everything pending is written."""
@@ -324,15 +366,37 @@ class RunBus:
         A run still queued whose process is gone (killed: it could not say how the run
         ended) never began and never will: it is ended here as failed (``run_cancelled``,
         send the message again), its stream with it, for every reader; it said ``queued``
-        until its keys expired, an hour on."""
-        found = await self._stored(run_id)
+        until its keys expired, an hour on. Only while it still says queued and its process
+        is still silent, checked as it is written: a process that was only out of Redis's
+        reach and began the run meanwhile keeps it; one that had not, never begins it."""
+        raw = await self.client.get(self._status(run_id))
+        found = dict(json.loads(raw)) if raw else None
         if found is None or found.get("status") != "queued" or not await self._gone(found):
             return found
-        thread_id = str(found.get("thread_id", ""))
-        log.info("run.ended_with_its_process", run_id=run_id, thread_id=thread_id)
-        ended = RunFailed(thread_id, run_id, "run_cancelled", NEVER_BEGAN)
-        await self.resumed(run_id, thread_id, None, ended)
+        await self._end_queued(run_id, raw, found)
         return await self._stored(run_id) or found
+
+    async def _end_queued(self, run_id: str, raw: bytes, found: dict[str, Any]) -> None:
+        """End queued run ``run_id`` as failed, its process gone, unless its status changed
+        since it was read as ``raw`` (it began: ``begin``) or its process spoke meanwhile."""
+        thread_id = str(found.get("thread_id", ""))
+        ended = RunFailed(thread_id, run_id, "run_cancelled", NEVER_BEGAN)
+        try:
+            seq = await self._closing_seq(run_id)
+            if seq is None:
+                return
+            fields, status = _ending(run_id, thread_id, found, seq, None, ended)
+            process = self._process(str(found["process"]))
+            keys = (self._status(run_id), self._events(run_id), process)
+            # Kept as long as its status said queued could be (``LIVE_TTL_S``), not
+            # ``retain_s``: a process that still holds the run must find it ended.
+            args = (raw, json.dumps(status), LIVE_TTL_S, f"0-{seq}", fields["t"], fields["d"])
+            done = await self.client.eval(END_QUEUED, 3, *keys, *args, STREAM_MAXLEN)
+        except Exception as exc:  # its readers go on waiting; the next look tries again
+            log.warning("bus.end_not_written", run_id=run_id, error=str(exc))
+            return
+        if done:
+            log.info("run.ended_with_its_process", run_id=run_id, thread_id=thread_id)
 
     async def _stored(self, run_id: str) -> dict[str, Any] | None:
         raw = await self.client.get(self._status(run_id))
@@ -418,15 +482,12 @@ class RunBus:
                     raise KeyReused.for_message(key, thread_id, owner)
                 if not _never_began(status):
                     return None, owner
-                # Its process died with it queued and its message was not kept: the retry
-                # the failure asks for is a new run (unless another retry's came first).
-                process = str(status["process"])
-                was = owner
-                owner, digest = await self._take_over(thread_id, key, was, process, mine, asks)
+                # Its process died (or was taken for dead) with it queued and its message was
+                # not kept: it never runs (``begin``), and the retry the failure asks for is a
+                # new run (unless another retry's came first).
+                owner, digest = await self._take_over(thread_id, key, owner, mine, asks)
                 if owner == mine:
                     return mine, None
-                if owner == was:  # its process is back after all: the run is its
-                    return None, owner
                 continue  # another retry's run took the key: this one joins it
             await asyncio.sleep(0.05)
         await self.reclaim(thread_id, key, mine, asks)  # its run never started, or is gone
@@ -462,14 +523,13 @@ class RunBus:
             await self.client.set(name, f"{run_id} {_digest(asks)}", ex=LIVE_TTL_S)
 
     async def _take_over(
-        self, thread_id: str, key: str, was: str, process: str, run_id: str, asks: str
+        self, thread_id: str, key: str, was: str, run_id: str, asks: str
     ) -> tuple[str, str]:
-        """The key's run is ``run_id`` if it still is ``was`` and ``was``'s process is still
-        gone (one of two retries at once wins; a process that only lost Redis for a while
-        keeps its run); returns the key's run and its request's digest after."""
+        """The key's run is ``run_id`` if it still is ``was`` (one of two retries at once
+        wins); returns the key's run and its request's digest after."""
         mine = f"{run_id} {_digest(asks)}"
-        keys = (self._key_name(thread_id, key), self._process(process))
-        found = await self.client.eval(TAKE_OVER, 2, *keys, was, mine, LIVE_TTL_S)
+        name = self._key_name(thread_id, key)
+        found = await self.client.eval(TAKE_OVER, 1, name, was, mine, LIVE_TTL_S)
         owner, _, digest = _text(found).partition(" ")
         return owner, digest
 
@@ -555,6 +615,52 @@ def _text(value: bytes | str) -> str:
 def _digest(asks: str) -> str:
     """A request's fingerprint, short ("" for none: a resume asks nothing)."""
     return hashlib.sha256(asks.encode()).hexdigest()[:16] if asks else ""
+
+
+def _ending(
+    run_id: str,
+    thread_id: str,
+    stored: dict[str, Any] | None,
+    seq: int,
+    to: RunFeed | None,
+    ended: RunFinished | RunFailed | None,
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """The closing event (its stream fields) and the status of a run that ``resumed`` or
+    ``status`` ends: ``stored``, its status so far (None: expired, a whole one is made)."""
+    now = time.time()
+    status = stored or {
+        "id": run_id,
+        "thread_id": thread_id,
+        "created": now,
+        "started": None,
+        "answer": None,
+        "cancel_requested": False,
+    }
+    message = "The service stopped during the run; the conversation so far is kept."
+    if to is not None:
+        kind = "reconnect"
+        data = reconnect_data(thread_id, to.run_id, 0, "resumed")
+        message += f" It went on from its last step as run {to.run_id}."
+    else:
+        ended = ended or RunFailed(thread_id, run_id, "run_cancelled", message)
+        kind, data = event_name(ended), event_data(ended)
+    if isinstance(ended, RunFinished) and to is None:
+        status.update(status="succeeded", answer=ended.message.text, error=None)
+    else:
+        failure = ended if isinstance(ended, RunFailed) and to is None else None
+        error = {"code": "run_cancelled", "message": message}
+        if failure is not None:
+            error = {"code": failure.code, "message": failure.message}
+        status.update(status="failed", error=error)
+    status.update(events=seq, ended=now, resumed_as=to.run_id if to is not None else None)
+    return {"t": kind, "d": json.dumps(data, ensure_ascii=False)}, status
+
+
+def _failure(feed: RunFeed, status: dict[str, Any]) -> RunFailed:
+    """How run ``feed`` ended, as its ``status`` (written by another process) says."""
+    error = status.get("error") or {}
+    code = str(error.get("code") or "run_cancelled")
+    return RunFailed(feed.thread_id, feed.run_id, code, str(error.get("message") or NEVER_BEGAN))
 
 
 def _never_began(status: dict[str, Any]) -> bool:

@@ -373,9 +373,13 @@ class Conversations:
         message the moment it reads the answer (to another process, behind a load balancer)
         finds the thread free, rather than waiting out a lease poll."""
         STOP_ASKED.set(lambda: feed.cancel_requested)  # this run's task and those it starts
+        joinable = True  # by its key, once ended
         try:
             ending: Event | None = None
             async with self.hold(ctx.thread_id):
+                if await self._ended_elsewhere(feed):
+                    joinable = False
+                    return  # never begun: the thread goes to its next run
                 feed.begin()
                 try:
                     async for event in self._turns.run(ctx, turn, callbacks, owner, agent, feed):
@@ -394,6 +398,8 @@ class Conversations:
         except (InvalidTurn, NothingToResume, ThreadNotFound) as exc:
             feed.close(exc)
         except asyncio.CancelledError:
+            if feed.done:  # ended elsewhere before it began, then stopped as it let go
+                raise
             if ending is not None:  # stopped as it let go of the thread: the run had ended
                 feed.put(ending)
                 feed.close()
@@ -419,7 +425,24 @@ class Conversations:
         else:
             feed.close()
         finally:
-            self._forget(ctx.thread_id, feed)
+            self._forget(ctx.thread_id, feed, joinable)
+
+    async def _ended_elsewhere(self, feed: RunFeed) -> bool:
+        """Whether queued run ``feed``, holding its thread now, was ended meanwhile by another
+        process (``FeedMirror.begin``), which took this one for gone while it could not
+        reach Redis: then it ends here too, as it ended there, and never runs (its readers
+        everywhere were told it failed, its client to send the message again)."""
+        ended = await feed.mirror.begin(feed) if feed.mirror is not None else None
+        if ended is None:
+            return False
+        log.warning("run.ended_elsewhere_before_it_began", run_id=feed.run_id)
+        feed.mirror = None  # its shared status and stream say so already: not written over
+        feed.put(ended)
+        feed.close()
+        # Found by its id as the mirror has it; the message sent again with its key is a
+        # new run, in whichever process (a run kept here would answer it with this failure).
+        self._runs.pop(feed.run_id, None)
+        return True
 
     def _joinable(self, thread_id: str, wanted: str, key: str | None) -> RunFeed | None:
         """A run of the thread that a request for ``wanted`` (with ``key``) should join: one
@@ -437,12 +460,14 @@ class Conversations:
             return None
         return None if ended is None or _expired(ended, RETAIN_S) else ended
 
-    def _forget(self, thread_id: str, feed: RunFeed) -> None:
+    def _forget(self, thread_id: str, feed: RunFeed, joinable: bool = True) -> None:
         feeds = self._feeds.get(thread_id, [])
         if feed in feeds:
             feeds.remove(feed)
         if not feeds:
             self._feeds.pop(thread_id, None)
+        if not joinable:
+            return
         if feed.key is not None:  # a retry with the key gets this run's events for a while
             self._recent[(thread_id, feed.key)] = feed
         if feed.resumed and feed.fingerprint:  # a client resending the message it lost

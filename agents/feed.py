@@ -56,6 +56,12 @@ class FeedMirror(Protocol):
         elsewhere are told."""
         ...
 
+    async def begin(self, feed: RunFeed) -> RunFailed | None:
+        """Queued run ``feed`` holds its thread and is about to begin: None when it may (every
+        process sees it running from now on), else how another process ended it meanwhile
+        (it must not run: its readers there were told it failed)."""
+        ...
+
 
 class RunFeed:
     """The events of one run so far, and the end of it.
@@ -84,6 +90,7 @@ class RunFeed:
         self.error: BaseException | None = None
         self.done = False
         self.created = time.time()
+        self.queued_at = time.monotonic()  # how long it waited for its thread, clock-proof
         self.started: float | None = None
         self.ended: float | None = None
         self.ended_at = 0.0

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage
 
-from agents.bus import LIVE_TTL_S, STREAM_MAXLEN, RunBus
+from agents.bus import LIVE_TTL_S, NEVER_BEGAN, STREAM_MAXLEN, RunBus
 from agents.errors import KeyReused
 from agents.events import RunFinished, Token
 from agents.feed import RunFeed
@@ -165,21 +165,55 @@ async def test_retries_of_a_run_that_never_began_start_one_run(
     assert runs[0] != first
 
 
-async def test_a_retry_joins_a_run_whose_process_is_back_and_one_that_went_on_elsewhere(
+async def test_a_retry_of_a_run_that_never_began_is_a_new_run_even_with_its_process_back(
     bus: RunBus,
 ) -> None:
-    # Its process only lost Redis for longer than its alive key lasts: it still runs it.
+    # Its process only lost Redis for longer than its alive key lasts: it finds the run
+    # ended when its turn comes and never runs it (``RunBus.begin``), so the retry the
+    # failure asked for is a new run; joining the failed one would fail it again and again.
     back, _ = await bus.claim_run("t-back", "k2", lambda _: False, asks="hello")
     assert back is not None
     await bus.client.set(bus._status(back), never_began(back, "t-back", "back-process"))
     await bus.client.set(bus._process("back-process"), "1", ex=30)
-    assert await bus.claim_run("t-back", "k2", lambda _: False, asks="hello") == (None, back)
+    again, joined = await bus.claim_run("t-back", "k2", lambda _: False, asks="hello")
+    assert (again is not None, again != back, joined) == (True, True, None)
+
+
+async def test_a_retry_joins_a_run_that_went_on_elsewhere(bus: RunBus) -> None:
     # A run that went on as another (resumed) is not one that never began.
     went_on, _ = await bus.claim_run("t-on", "k3", lambda _: False, asks="hello")
     assert went_on is not None
     resumed = json.loads(never_began(went_on, "t-on", "gone-process")) | {"resumed_as": "r2"}
     await bus.client.set(bus._status(went_on), json.dumps(resumed))
     assert await bus.claim_run("t-on", "k3", lambda _: False, asks="hello") == (None, went_on)
+
+
+async def test_a_queued_run_ended_as_its_process_seemed_gone_is_not_begun_after(
+    bus: RunBus,
+) -> None:
+    elsewhere = RunBus(REDIS, prefix=bus.prefix)
+    try:
+        ended = RunFeed("hi", run_id=str(uuid.uuid4()), thread_id="t", mirror=bus)
+        waits = RunFeed("hi", run_id=str(uuid.uuid4()), thread_id="t", mirror=bus)
+        await bus.flushed()
+        await bus.client.delete(bus._process(bus.origin))  # lapsed: Redis was out of reach
+        told = await elsewhere.status(ended.run_id)
+        assert told is not None
+        assert told["status"] == "failed"
+        refused = await bus.begin(ended)
+        assert refused is not None
+        assert (refused.run_id, refused.code, refused.message) == (
+            ended.run_id,
+            "run_cancelled",
+            NEVER_BEGAN,
+        )
+        assert await bus._stored(ended.run_id) == told  # not written over
+        assert await bus.begin(waits) is None  # no one ended this one: it begins
+        began = await elsewhere.status(waits.run_id)  # its process still silent: kept
+        assert began is not None
+        assert began["status"] == "running"
+    finally:
+        await elsewhere.aclose()
 
 
 async def test_readers_waiting_for_events_do_not_starve_the_writes(bus: RunBus) -> None:
