@@ -1,40 +1,31 @@
-"""What every service process must see of the others, through Redis: run events, run status,
-cancels, reloads and runs handed over.
-
-The process running a run appends each of its events to a Redis Stream of the run's own, with
-the event's sequence number as the entry id (``0-<seq>``), so a reader reconnecting with
-``Last-Event-ID: n`` reads from ``0-n`` on (``XREAD BLOCK``); the run's status sits in a key
-beside it. Both are written in batches off the run's path (a run never waits for Redis, but one
-that waited long for its thread asks it once as it begins: ``RunBus.begin``) and expire
-``retain_s`` after the run ends (``LIVE_TTL_S`` while it runs: a killed process's keys go too);
-the stream keeps at most ``STREAM_MAXLEN`` events. A process says it is alive in a key of its
-own, renewed while it lives and expiring ``alive_s`` (the run lease's time) after it dies; the
-status of a run still queued (never begun) whose process is gone is ended, by the first process
-that reads it, as failed: its message was never kept. A process that was only out of Redis's
-reach for that long may still hold the run: it begins a queued run only if its status still
-says queued, and the other ends it only if it still says queued with the alive key still
-absent, each in one script, so exactly one of the two happens (such an end is kept
-``LIVE_TTL_S``, as long as the run could still wait there). A pub/sub channel carries what
-every process must hear: cancel a run wherever it runs, reload skills and workflows, resume the
-runs a stopping process handed over. Without Redis none of this exists: one process keeps its
-runs' events in memory (``RunFeed``).
-"""
+"""``RunBus``: one process's connection to the others through Redis (see ``agents.bus``)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
-from agents.errors import ConfigError, KeyReused
+from agents.bus.common import (
+    ENDS,
+    LIVE_TTL_S,
+    NEVER_BEGAN,
+    POLL_S,
+    STREAM_MAXLEN,
+    SharedEvent,
+    as_text,
+    closing_status,
+    failure_of,
+)
+from agents.bus.connection import redis_client
+from agents.bus.keys import KeyClaims
+from agents.bus.scripts import BEGIN, END_QUEUED
 from agents.events import (
     Event,
     RunFailed,
@@ -49,140 +40,12 @@ from agents.state.leases import LEASE_S
 
 log = structlog.get_logger(__name__)
 
-STREAM_MAXLEN = 10_000  # events kept per run (approximately: Redis trims whole nodes)
-LIVE_TTL_S = 3600  # a running run's keys, renewed at every write
-POLL_S = 1.0  # a shared reader's longest block: it looks whether its process is stopping
-ENDS = frozenset({"run_finished", "run_failed", "reconnect"})  # a stream's last event
-# A key's run (KEYS[1]) replaced by another (ARGV[2], for ARGV[3] s) if it still is the one
-# named (ARGV[1]): the key's value after. Its process being back does not matter: a run that
-# never began never will (``BEGIN``).
-TAKE_OVER = """
-local found = redis.call('GET', KEYS[1])
-if found and string.sub(found, 1, string.len(ARGV[1]) + 1) ~= ARGV[1] .. ' ' then
-  return found
-end
-redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
-return ARGV[2]
-"""
-# A queued run begins: its status (KEYS[1]) says so (ARGV[1], for ARGV[2] s) unless another
-# process ended it meanwhile (``END_QUEUED``): nil, else the status that says how it ended.
-# 'running' is its own earlier try, one that timed out here but reached Redis; no status yet:
-# its first write has not landed (nobody can have ended it), or it expired an hour on.
-BEGIN = """
-local found = redis.call('GET', KEYS[1])
-if found then
-  local status = cjson.decode(found)['status']
-  if status ~= 'queued' and status ~= 'running' then
-    return found
-  end
-end
-redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-return false
-"""
-# A queued run whose process is gone ended: its status (KEYS[1]) set to ARGV[2] and its stream
-# (KEYS[2]) closed with the event ARGV[5], ARGV[6] (id ARGV[4]), for ARGV[3] s, only if the
-# status still is the queued one read (ARGV[1]) and the process's alive key (KEYS[3]) is still
-# absent: 1 if ended, 0 if it began or its process spoke meanwhile. The XADD comes first: an id
-# taken fails the script before anything is written.
-END_QUEUED = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] or redis.call('EXISTS', KEYS[3]) == 1 then
-  return 0
-end
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], ARGV[4], 't', ARGV[5], 'd', ARGV[6])
-redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
-redis.call('EXPIRE', KEYS[2], ARGV[3])
-return 1
-"""
 BEGIN_WAIT_S = 2.0  # a run's start waits this long for Redis's word, then goes by its own
-NEVER_BEGAN = (
-    "The service process this run waited in stopped before the run began; its message was "
-    "not kept: send it again."
-)
 
 Handler = Callable[[dict[str, Any]], object]  # quick: long work goes into a task of its own
 
 
-REDIS_CONNECTIONS = 1000  # a process's connections to Redis at most (readers block on one)
-REDIS_WAIT_S = 10.0  # a command waits this long for a free one, then fails as Redis down
-
-
-def redis_client(url: str) -> Any:
-    """A client of the Redis at ``url`` whose commands wait for a free connection (up to
-    ``REDIS_WAIT_S``) rather than fail. redis-py's default pool fails the 101st command at
-    once ("Too many connections"), and every reader of a run another process runs holds a
-    connection while it waits for the next event: at load, 200 chats alternating between
-    two processes, claims of Idempotency-Keys and run events went unwritten."""
-    import redis.asyncio as redis
-
-    pool = redis.BlockingConnectionPool.from_url(
-        url, max_connections=REDIS_CONNECTIONS, timeout=REDIS_WAIT_S
-    )
-    return redis.Redis.from_pool(pool)  # the client closes its pool with it
-
-
-def reconnect_data(thread_id: str, run_id: str, last_event_id: int, reason: str) -> dict[str, Any]:
-    """What a ``reconnect`` event says: read run ``run_id`` on at its stream's URL, after
-    ``last_event_id``. ``reason``: ``shutting_down`` (this process stops; the run goes on
-    elsewhere) or ``resumed`` (the run was cut off and goes on as this other run)."""
-    return {
-        "thread_id": thread_id,
-        "run_id": run_id,
-        "url": f"/v1/threads/{thread_id}/runs/{run_id}/stream",
-        "last_event_id": str(last_event_id),
-        "reason": reason,
-    }
-
-
-async def check_redis(url: str) -> None:
-    """Reach Redis at ``url`` once (a PING, in its database), at start.
-
-    Raises:
-        ConfigError: naming ``SKILLDESK_REDIS_URL``, when Redis cannot be reached or refuses
-            (a wrong host or port, a database number it does not have, a password).
-    """
-    import redis.asyncio as redis
-
-    shown = redact(url)
-    try:
-        client: Any = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=5)
-    except ValueError as exc:
-        raise ConfigError(
-            f"Redis URL {shown} (SKILLDESK_REDIS_URL) is not valid: {exc}",
-            fix="use redis://host:6379/0, or leave SKILLDESK_REDIS_URL unset for one process",
-        ) from None
-    try:
-        await client.ping()
-    except Exception as exc:
-        raise ConfigError(
-            f"cannot reach Redis at {shown} (SKILLDESK_REDIS_URL): {exc}",
-            fix="check that Redis is running and that SKILLDESK_REDIS_URL names its host, "
-            "port and database number (redis://host:6379/0)",
-        ) from None
-    finally:
-        with contextlib.suppress(Exception):
-            await client.aclose()
-
-
-def redact(url: str) -> str:
-    """``url`` without its password."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or "@" not in rest:
-        return url
-    creds, host = rest.rsplit("@", 1)
-    user = creds.split(":", 1)[0]
-    return f"{scheme}://{user}{':***' if ':' in creds else ''}@{host}"
-
-
-@dataclass(frozen=True)
-class SharedEvent:
-    """A run's event as another process wrote it: its sequence id, type and JSON data."""
-
-    seq: int
-    type: str
-    data: str
-
-
-class RunBus:
+class RunBus(KeyClaims):
     """One process's connection to the others (see the module's description).
 
     Args:
@@ -307,7 +170,7 @@ class RunBus:
             if seq is None:
                 return  # told already (another process resumed it, or it ended)
             stored = await self._stored(run_id)
-            fields, status = _ending(run_id, thread_id, stored, seq, to, ended)
+            fields, status = closing_status(run_id, thread_id, stored, seq, to, ended)
             key, ttl = self._events(run_id), max(1, int(self.retain_s))
             async with self.client.pipeline(transaction=False) as pipe:
                 pipe.xadd(key, fields, id=f"0-{seq}", maxlen=STREAM_MAXLEN, approximate=True)
@@ -321,9 +184,9 @@ class RunBus:
         """The sequence number a closing event of the run's stream takes; None when the
         stream is closed already."""
         last = await self.client.xrevrange(self._events(run_id), count=1)
-        if last and _text(last[0][1].get(b"t", b"")) in ENDS:
+        if last and as_text(last[0][1].get(b"t", b"")) in ENDS:
             return None
-        return int(_text(last[0][0]).rsplit("-", 1)[1]) + 1 if last else 1
+        return int(as_text(last[0][0]).rsplit("-", 1)[1]) + 1 if last else 1
 
     async def begin(self, feed: RunFeed) -> RunFailed | None:
         """Say that queued run ``feed`` begins: its status says ``running`` for every process
@@ -354,7 +217,7 @@ class RunBus:
                 log.warning("bus.begin_not_written", run_id=feed.run_id, error=str(exc))
                 await asyncio.sleep(min(0.5, self.alive_s / 3))
                 continue
-            return None if found is None else _failure(feed, json.loads(found))
+            return None if found is None else failure_of(feed, json.loads(found))
 
     async def flushed(self) -> None:
         """Return once everything pending is written."""
@@ -388,7 +251,7 @@ class RunBus:
             seq = await self._closing_seq(run_id)
             if seq is None:
                 return
-            fields, status = _ending(run_id, thread_id, found, seq, None, ended)
+            fields, status = closing_status(run_id, thread_id, found, seq, None, ended)
             process = self._process(str(found["process"]))
             keys = (self._status(run_id), self._events(run_id), process)
             # Kept as long as its status said queued could be (``LIVE_TTL_S``), not
@@ -421,9 +284,9 @@ class RunBus:
             found = await self.client.xread({key: f"0-{last}"}, count=500, block=int(POLL_S * 1000))
             entries = found[0][1] if found else []
             for entry_id, fields in entries:
-                last = int(_text(entry_id).rsplit("-", 1)[1])
-                kind = _text(fields[b"t"])
-                yield SharedEvent(last, kind, _text(fields[b"d"]))
+                last = int(as_text(entry_id).rsplit("-", 1)[1])
+                kind = as_text(fields[b"t"])
+                yield SharedEvent(last, kind, as_text(fields[b"d"]))
                 if kind in ENDS:
                     return
             if entries:
@@ -433,68 +296,6 @@ class RunBus:
             if ended and (status is None or status["events"] <= last):
                 return  # ended (with no closing event: refused before it ran) or expired
             yield None
-
-    async def claim(self, thread_id: str, key: str, run_id: str, asks: str = "") -> tuple[str, str]:
-        """The run that answers the client's ``key`` on the thread, in whichever process, and
-        what its request asked (a digest of ``asks``, its fingerprint): ``run_id`` when no
-        request brought the key before (it is claimed for ``retain_s``), else the run that
-        request started. Redis unreachable: ``run_id`` (this process still joins the key's
-        runs it has itself)."""
-        name = self._key_name(thread_id, key)
-        mine = f"{run_id} {_digest(asks)}"
-        try:
-            # Kept while its run may still go on; the run's status expiring says it ended long ago.
-            if await self.client.set(name, mine, nx=True, ex=LIVE_TTL_S):
-                return run_id, _digest(asks)
-            found = await self.client.get(name)
-        except Exception as exc:
-            log.warning("bus.key_not_claimed", thread_id=thread_id, error=str(exc))
-            return run_id, _digest(asks)
-        owner, _, digest = _text(found or mine).partition(" ")
-        return owner, digest
-
-    async def claim_run(
-        self, thread_id: str, key: str, here: Callable[[str], object], asks: str = ""
-    ) -> tuple[str | None, str | None]:
-        """Where a request with the client's ``key`` is answered: ``(run_id, None)``, the id
-        of the run it starts (the key is claimed for it), or ``(None, run_id)``, the run a
-        request with the same key started in another process (a client's retry sent
-        elsewhere by the load balancer: one run, whatever process each try reached);
-        ``(None, None)`` when ``here(run_id)`` finds the key's run in this process (which
-        joins it by the key). A key whose run never started (its request was refused) or
-        ended long ago is claimed again for the new run.
-
-        Raises:
-            KeyReused: the key's first request asked something else than ``asks`` (the
-                turn's fingerprint).
-        """
-        mine = str(uuid.uuid4())
-        owner, digest = await self.claim(thread_id, key, mine, asks)
-        if owner == mine:
-            return mine, None
-        if here(owner):  # this process joins it by the key (or refuses another message)
-            return None, None
-        # The run's status is written just after its claim: a retry close behind waits for it.
-        # Its status kept (while it runs, and ``retain_s`` after) is how long the key holds.
-        for _ in range(20):
-            status = await self.status(owner)
-            if status is not None:
-                if status.get("thread_id") != thread_id:
-                    return mine, None
-                if digest and digest != _digest(asks):
-                    raise KeyReused.for_message(key, thread_id, owner)
-                if not _never_began(status):
-                    return None, owner
-                # Its process died (or was taken for dead) with it queued and its message was
-                # not kept: it never runs (``begin``), and the retry the failure asks for is a
-                # new run (unless another retry's came first).
-                owner, digest = await self._take_over(thread_id, key, owner, mine, asks)
-                if owner == mine:
-                    return mine, None
-                continue  # another retry's run took the key: this one joins it
-            await asyncio.sleep(0.05)
-        await self.reclaim(thread_id, key, mine, asks)  # its run never started, or is gone
-        return mine, None
 
     async def answer(self, run_id: str) -> AsyncIterator[Token | RunFinished | RunFailed]:
         """The answer's events (tokens, the end) of a run another process runs.
@@ -518,27 +319,6 @@ class RunBus:
                     yield Token(answer[len(sent) :], "")
             if event is not None:
                 yield event
-
-    async def reclaim(self, thread_id: str, key: str, run_id: str, asks: str = "") -> None:
-        """The key's run is ``run_id`` after all (the run it named never started)."""
-        with contextlib.suppress(Exception):
-            name = self._key_name(thread_id, key)
-            await self.client.set(name, f"{run_id} {_digest(asks)}", ex=LIVE_TTL_S)
-
-    async def _take_over(
-        self, thread_id: str, key: str, was: str, run_id: str, asks: str
-    ) -> tuple[str, str]:
-        """The key's run is ``run_id`` if it still is ``was`` (one of two retries at once
-        wins); returns the key's run and its request's digest after."""
-        mine = f"{run_id} {_digest(asks)}"
-        name = self._key_name(thread_id, key)
-        found = await self.client.eval(TAKE_OVER, 1, name, was, mine, LIVE_TTL_S)
-        owner, _, digest = _text(found).partition(" ")
-        return owner, digest
-
-    def _key_name(self, thread_id: str, key: str) -> str:
-        digest = hashlib.sha256(json.dumps([thread_id, key]).encode()).hexdigest()
-        return f"{self.prefix}:key:{digest}"  # a thread id and a key may both hold ':'
 
     async def follow(self, run_id: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         """A run another process runs, from its first event to its end, as (type, data):
@@ -609,71 +389,3 @@ class RunBus:
             with contextlib.suppress(Exception):
                 await self.client.delete(self._process(self.origin))
         await self.client.aclose()
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _digest(asks: str) -> str:
-    """A request's fingerprint, short ("" for none: a resume asks nothing)."""
-    return hashlib.sha256(asks.encode()).hexdigest()[:16] if asks else ""
-
-
-def _ending(
-    run_id: str,
-    thread_id: str,
-    stored: dict[str, Any] | None,
-    seq: int,
-    to: RunFeed | None,
-    ended: RunFinished | RunFailed | None,
-) -> tuple[dict[str, str], dict[str, Any]]:
-    """The closing event (its stream fields) and the status of a run that ``resumed`` or
-    ``status`` ends: ``stored``, its status so far (None: expired, a whole one is made)."""
-    now = time.time()
-    status = stored or {
-        "id": run_id,
-        "thread_id": thread_id,
-        "created": now,
-        "started": None,
-        "answer": None,
-        "cancel_requested": False,
-    }
-    message = "The service stopped during the run; the conversation so far is kept."
-    if to is not None:
-        kind = "reconnect"
-        data = reconnect_data(thread_id, to.run_id, 0, "resumed")
-        message += f" It went on from its last step as run {to.run_id}."
-    else:
-        ended = ended or RunFailed(thread_id, run_id, "run_cancelled", message)
-        kind, data = event_name(ended), event_data(ended)
-    if isinstance(ended, RunFinished) and to is None:
-        status.update(status="succeeded", answer=ended.message.text, error=None)
-    else:
-        failure = ended if isinstance(ended, RunFailed) and to is None else None
-        error = {"code": "run_cancelled", "message": message}
-        if failure is not None:
-            error = {"code": failure.code, "message": failure.message}
-        status.update(status="failed", error=error)
-    status.update(events=seq, ended=now, resumed_as=to.run_id if to is not None else None)
-    return {"t": kind, "d": json.dumps(data, ensure_ascii=False)}, status
-
-
-def _failure(feed: RunFeed, status: dict[str, Any]) -> RunFailed:
-    """How run ``feed`` ended, as its ``status`` (written by another process) says."""
-    error = status.get("error") or {}
-    code = str(error.get("code") or "run_cancelled")
-    return RunFailed(feed.thread_id, feed.run_id, code, str(error.get("message") or NEVER_BEGAN))
-
-
-def _never_began(status: dict[str, Any]) -> bool:
-    """Whether a run's status says it ended before it began because its process went away
-    (its message was not kept: sending it again is a new run)."""
-    error = status.get("error") or {}
-    return (
-        status.get("status") == "failed"
-        and status.get("started") is None
-        and status.get("resumed_as") is None  # else it goes on as another run
-        and bool(status.get("process"))
-        and error.get("code") == "run_cancelled"
-    )
