@@ -195,16 +195,17 @@ class RunBus(KeyClaims):
         while Redis was out of its reach): it must not run, its readers having been told
         that it failed and its client to send the message again.
 
-        A run that waited less than half ``alive_s`` (nearly every run: most never wait)
-        begins without asking, as nobody can have ended it yet: that takes this process's
-        alive key absent, and the write that stored its status ``queued`` set the key for
-        ``alive_s`` (a process frozen that long has waited that long on the monotonic clock
-        too). Having waited longer, it may have been ended while this process was cut off
-        from Redis, and only Redis can say: running it blind is the double answer this
-        guards against, so with Redis unreachable it is asked again until it answers (the
-        run stays queued; a cancel or a stop ends it)."""
-        if time.monotonic() - feed.queued_at < self.alive_s / 2:
-            return None
+        Its ``running`` is written here, in the script, not later by the batched writer: a
+        process cut off from Redis right after it began would otherwise leave ``queued``
+        stored, and once its alive key lapsed another process would end a run that runs.
+        Redis unreachable: it begins if it waited less than half ``alive_s``, as nobody can
+        have ended it yet (that takes this process's alive key absent, and the write that
+        stored its status ``queued`` set the key for ``alive_s``), so an outage of Redis does
+        not stop every conversation; it stays exposed only if this process then stays cut off
+        for ``alive_s`` while the others reach Redis. Having waited longer, it may have been
+        ended while this process was cut off, and only Redis can say: running it blind is the
+        double answer this guards against, so Redis is asked again until it answers (the run
+        stays queued; a cancel or a stop ends it)."""
         status = {**feed.summary(), "status": "running", "started": time.time()}
         running = json.dumps({**status, "process": self.origin})
         while True:
@@ -214,6 +215,8 @@ class RunBus(KeyClaims):
                     BEGIN_WAIT_S,
                 )
             except Exception as exc:
+                if time.monotonic() - feed.queued_at < self.alive_s / 2:
+                    return None
                 log.warning("bus.begin_not_written", run_id=feed.run_id, error=str(exc))
                 await asyncio.sleep(min(0.5, self.alive_s / 3))
                 continue
