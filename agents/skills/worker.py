@@ -3,7 +3,9 @@
 Started by ``agents.skills.workers``; talks over its standard input and output in frames of
 a 4-byte length and a pickle. It imports only the standard library and the skill's
 own modules, so it starts in tens of milliseconds, and a handler that spins, blocks, leaks
-or crashes takes only this process down: the service kills and replaces it.
+or crashes takes only this process down: the service kills and replaces it. On Linux it is
+two processes (``_serve_beside_a_reaper``): the one the service started waits for the
+orphans its handlers leave, its child serves the calls.
 
 Messages in: ``("bind", skill, package, path, memory_mb)`` once, then
 ``("call", number, module, function, arguments, context, cpu_s)``. Messages out: ``("imported",
@@ -16,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import gc
 import importlib.util
 import inspect
 import json
@@ -26,17 +27,13 @@ import re
 import resource
 import signal
 import struct
-import subprocess
 import sys
-import threading
-import time
 import types
 from typing import Any, BinaryIO
 
 _HEADER = struct.Struct("!I")
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
-_REAPER_STACK = 256 * 1024
 
 
 def read_frame(stream: BinaryIO) -> Any:
@@ -201,96 +198,59 @@ def as_json(value: Any) -> Any:
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")  # object's own text: <Foo object at 0x7f...>
 
 
-def _die_with_parent() -> None:
-    """Ask the kernel to kill this process when the service dies (Linux), so a handler
-    spinning here cannot outlive a killed service; and to make this process the parent of
-    every process its handlers start and leave (a daemon, a new session), so the service
-    finds and stops them with the worker (``Worker.kill``)."""
+def _die_with_parent(subreaper: bool = True) -> bool:
+    """Ask the kernel to kill this process when its parent dies (Linux), so a handler
+    spinning here cannot outlive a killed service; and (``subreaper``) to make this process
+    the parent of every process its handlers start and leave (a daemon, a new session), so
+    the service finds and stops them with the worker (``Worker.kill``). False where the
+    kernel has no such calls."""
     try:
         libc = ctypes.CDLL(None)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
+            return False
+        return not subreaper or libc.prctl(_PR_SET_CHILD_SUBREAPER, 1) == 0
     except (OSError, AttributeError):
-        pass
+        return False
 
 
-class Reaper:
-    """Reaps the ended processes this worker adopted. As the subreaper of its handlers'
-    processes (``_die_with_parent``), the worker becomes the parent of every daemon they
-    leave; each that ends stays a zombie, holding a slot of the process table, until its
-    parent waits for it, and a handler's daemon that keeps starting short-lived processes
-    would fill the table while the worker idles.
+def _serve_beside_a_reaper() -> None:
+    """Split the worker in two (Linux): this process, the subreaper, only waits for what ends
+    below it, while a child of it serves the calls and returns here.
 
-    A thread looks every ``every_s``, not a ``SIGCHLD`` handler: a signal would interrupt the
-    handlers' own system calls. A zombie is reaped when it was one at the look before too
-    and nothing refers to it: a child a handler still holds (a ``Popen``, its own or
-    asyncio's, or a multiprocessing process) keeps its exit status for the handler to read,
-    and one that has just ended cannot be taken between its start and its ``Popen`` knowing
-    its pid.
+    The daemons a handler leaves are handed to the subreaper; each that ends stays a zombie,
+    holding a slot of the process table, until the subreaper waits for it, and a daemon that
+    keeps starting short-lived processes would fill the table. Waiting for every child in the
+    process that runs the handlers would take the exit statuses of the handlers' own
+    children (``os.fork``, ``os.posix_spawn``, a ``Popen``) from under them; here the
+    handlers' children are the serving process's own, and only orphans reach the subreaper.
+    The subreaper ends as the serving process ends (its status, or its signal), so the
+    service sees one worker.
     """
-
-    def __init__(self, every_s: float = 1.0) -> None:
-        self.every_s = every_s
-        self._seen: set[int] = set()
-
-    def start(self) -> None:
-        """Look from now on, for the worker's life (a daemon thread)."""
-        # A small stack: the skill's memory limit (RLIMIT_DATA) counts it.
-        default = threading.stack_size(_REAPER_STACK)
-        try:
-            threading.Thread(target=self._run, name="skilldesk-reaper", daemon=True).start()
-        finally:
-            threading.stack_size(default)
-
-    def _run(self) -> None:
-        while True:
-            time.sleep(self.every_s)
-            self.look()
-
-    def look(self) -> list[int]:
-        """Reap what has ended since the look before and nothing refers to; the pids reaped."""
-        ended = {pid for pid in _children() if _state(pid) == "Z"}
-        ripe, self._seen = ended & self._seen, ended
-        if not ripe:
-            return []
-        held = {getattr(o, "pid", None) for o in gc.get_objects() if _is_process(o)}
-        reaped = []
-        for pid in ripe - held:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
-                reaped.append(pid)
-        return reaped
-
-
-def _children() -> list[int]:
-    found: list[int] = []
-    for task in os.listdir("/proc/self/task"):
-        with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/children") as kids:
-            found += [int(pid) for pid in kids.read().split()]
-    return found
-
-
-def _state(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return ""
-
-
-def _is_process(value: object) -> bool:
-    kind = type(value)
-    return kind is subprocess.Popen or (
-        kind.__name__ == "Popen" and kind.__module__.startswith("multiprocessing.popen")
-    )
+    reaper = os.getpid()
+    child = os.fork()
+    if child == 0:
+        _die_with_parent(subreaper=False)
+        if os.getppid() != reaper:  # the subreaper died before the call above
+            os._exit(1)
+        return
+    os.close(0)  # the service's pipes are the serving process's: they close when it ends
+    os.close(1)
+    while True:
+        pid, status = os.wait()
+        if pid != child:
+            continue  # an orphan that ended: waited for, gone from the table
+        if os.WIFSIGNALED(status):  # killed (a limit, a timeout): the same end here
+            with contextlib.suppress(OSError, ValueError):  # SIGKILL has no handler to reset
+                signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+            os.kill(reaper, os.WTERMSIG(status))
+        os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
 
 
 def main() -> None:
     """Serve calls from standard input until the service closes it."""
-    _die_with_parent()
-    if os.path.isdir("/proc/self/task"):  # Linux: where the worker is a subreaper
-        Reaper().start()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the service's to handle
+    if _die_with_parent():
+        _serve_beside_a_reaper()
     # The protocol keeps private copies of stdin and stdout; a handler's print() goes to the
     # service's log (stderr) and its input() reads nothing, so neither can break a frame.
     inbox = os.fdopen(os.dup(0), "rb", buffering=0)

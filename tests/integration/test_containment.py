@@ -66,8 +66,11 @@ def cpu_seconds(pid: int) -> float:
 
 
 def workers_cpu(service: Service) -> dict[int, float]:
-    """CPU seconds used so far by each worker process of the service."""
-    out: dict[int, float] = {}
+    """CPU seconds used so far by each worker of the service: its process (the one the
+    service started, a subreaper) and every process below it (the one serving the calls)."""
+    cpu: dict[int, float] = {}
+    parents: dict[int, int] = {}
+    workers: set[int] = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -77,8 +80,22 @@ def workers_cpu(service: Service) -> dict[int, float]:
         except OSError:
             continue
         fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[1]) == service.proc.pid and b"agents.skills.worker" in cmdline:
-            out[int(entry.name)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        cpu[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        if parents[pid] == service.proc.pid and b"agents.skills.worker" in cmdline:
+            workers.add(pid)
+
+    def worker_of(pid: int) -> int | None:
+        while pid in parents and pid not in workers:
+            pid = parents[pid]
+        return pid if pid in workers else None
+
+    out = dict.fromkeys(workers, 0.0)
+    for pid, seconds in cpu.items():
+        worker = worker_of(pid)
+        if worker is not None:
+            out[worker] += seconds
     return out
 
 
