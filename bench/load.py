@@ -113,9 +113,15 @@ def _gone_too(read: Any, pid: int) -> float:
         return 0.0
 
 
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+def _with_ended(pid: int) -> float:
+    """``cpu_s``, with the CPU of the process's children that ended and were waited for."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15]) / TICK
+
+
+def _pss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
             return int(line.split()[1]) / 1024
     return 0.0
 
@@ -145,12 +151,14 @@ class Server:
         raise RuntimeError(f"the service did not start; see {self.log.name}")
 
     def cpu_s(self) -> float:
-        """The server's CPU seconds, with its child processes' (query encoder, workers)."""
-        return sum(_gone_too(cpu_s, pid) for pid in family(self.proc.pid))
+        """The server's CPU seconds, with its child processes' (skill workers), those that
+        ended too (a process's waited-for children are in its own count)."""
+        return sum(_gone_too(_with_ended, pid) for pid in family(self.proc.pid))
 
     def rss_mb(self) -> float:
-        """The server's resident memory, with its child processes'."""
-        return sum(_gone_too(_rss_mb, pid) for pid in family(self.proc.pid))
+        """The server's memory, with its child processes' (proportional set size: a page
+        shared by several is shared out, not counted in each)."""
+        return sum(_gone_too(_pss_mb, pid) for pid in family(self.proc.pid))
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -360,7 +368,7 @@ def report(label: str, load: Load, out: Outcome) -> None:
         f"cpu {out.cpu_ms / max(out.turns, 1):>5.1f} ms/turn  added p50 "
         f"{statistics.median(added):>6.1f} p99 {p99:>7.1f} ms  first token p50 "
         f"{statistics.median(first):>6.1f} ms  errors {len(out.errors)}  lost {out.lost} "
-        f"dup {out.duplicated}  rss {out.rss_mb:.0f} MB",
+        f"dup {out.duplicated}  memory (PSS) {out.rss_mb:.0f} MB",
         flush=True,
     )
     turns = max(out.turns, 1)
