@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -45,13 +46,31 @@ class LangChainTransport:
         self._profile = profile
         self._key = key
         self._model: BaseChatModel | None = None
+        self._lock = threading.Lock()
         self._async: tuple[asyncio.AbstractEventLoop, BaseChatModel, Any] | None = None
 
     def chat_model(self) -> BaseChatModel:
-        """The profile's LangChain chat model (its construction errors surface in a call)."""
-        if self._model is None:
-            self._model = build_chat_model(self._profile, self._key)
-        return self._model
+        """The profile's LangChain chat model (its construction errors surface in a call),
+        its blocking connection pool capped at the profile's ``max_connections`` where the
+        model takes one (OpenAI's; the async one is per loop, ``_async_model``)."""
+        with self._lock:  # calls on several threads at once: one model, one pool
+            if self._model is None:
+                self._model = self._capped_model()
+            return self._model
+
+    def _capped_model(self) -> BaseChatModel:
+        model = build_chat_model(self._profile, self._key)
+        if "http_client" not in type(model).model_fields or "http_client" in self._profile.kwargs:
+            return model
+        import openai
+
+        from agents.models.transports import connection_limits
+
+        client = openai.DefaultHttpxClient(
+            timeout=self._profile.timeout_s,
+            limits=connection_limits(self._profile.max_connections),
+        )
+        return build_chat_model(self._profile, self._key, http_client=client)
 
     def _async_model(self) -> BaseChatModel:
         # An async connection pool belongs to the loop it was opened on, and langchain-openai

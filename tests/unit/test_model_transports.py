@@ -274,3 +274,27 @@ async def test_a_litellm_profile_keeps_to_its_max_connections_streams_included(
     fake_llm.script(*[Reply(content="hi", together=2, hold_timeout=3) for _ in range(2)])
     await asyncio.wait_for(asyncio.gather(*[transport.acreate(request) for _ in range(2)]), 10)
     assert most_at_once(fake_llm.answering) == 2
+
+
+def test_a_langchain_profile_keeps_to_its_max_connections_on_the_blocking_path_too(
+    fake_llm: FakeLLM,
+) -> None:
+    # The async pool was capped, the blocking one kept the SDK's default (1000).
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agents.models.config import ModelProfile
+    from agents.models.langchain_transport import LangChainTransport
+
+    profile = ModelProfile(
+        provider="langchain",
+        model="openai:fake-model",
+        api_base=fake_llm.base_url,
+        max_connections=2,
+    )
+    transport = LangChainTransport(profile, "sk-test")
+    request = {"messages": [{"role": "user", "content": "hi"}]}
+    fake_llm.script(*[Reply(content="hi", delay=0.1) for _ in range(6)])
+    with ThreadPoolExecutor(6) as pool:
+        replies = list(pool.map(lambda _: transport.create(request), range(6)))
+    assert [r["choices"][0]["message"]["content"] for r in replies] == ["hi"] * 6
+    assert most_at_once(fake_llm.answering) == 2
