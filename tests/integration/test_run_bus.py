@@ -218,6 +218,26 @@ async def test_a_queued_run_ended_as_its_process_seemed_gone_is_not_begun_after(
         await elsewhere.aclose()
 
 
+async def test_a_run_that_began_says_so_at_once_so_its_end_elsewhere_is_refused(
+    bus: RunBus,
+) -> None:
+    # Its 'running' written by the batched writer later, a process cut off from Redis just
+    # after it began left 'queued' stored: once its alive key lapsed, another process ended
+    # a run that was running (the client told to send it again, the run going on).
+    elsewhere = RunBus(REDIS, prefix=bus.prefix)
+    try:
+        feed = RunFeed("hi", run_id=str(uuid.uuid4()), thread_id="t", mirror=bus)
+        await bus.flushed()  # stored as queued
+        assert await bus.begin(feed) is None  # it begins; the writer writes nothing more
+        await bus.client.delete(bus._process(bus.origin))  # then cut off that long
+        seen = await elsewhere.status(feed.run_id)
+        assert seen is not None
+        assert seen["status"] == "running"
+        assert seen["process"] == bus.origin
+    finally:
+        await elsewhere.aclose()
+
+
 async def test_readers_waiting_for_events_do_not_starve_the_writes(bus: RunBus) -> None:
     # Each reader of a run another process runs waits for its next event on a connection
     # of its own; redis-py's default pool failed the 101st command ("Too many connections"):
