@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar, Unpack
+from typing import Any, Unpack
 
 import structlog
 from langchain_core.callbacks import BaseCallbackHandler
@@ -30,6 +30,7 @@ from agents.events import (
     RunFinished,
 )
 from agents.feed import STOP_ASKED, FeedMirror, RunFeed
+from agents.kept_runs import RETAIN_S, KeptRuns
 from agents.router.learned import LearnedExamples
 from agents.router.router import Router
 from agents.run import RunBudget, RunContext, RunLimits, RunOptions, StartOptions, thread_config
@@ -46,13 +47,8 @@ from agents.turns import (
 
 log = structlog.get_logger(__name__)
 
-RETAIN_S = 600.0  # how long a run stays joinable by its idempotency key after it ends
 # A turn with no new input: go on from the thread's latest checkpoint (after a crash).
 RESUME: tuple[BaseMessage, ...] = ()
-RESUMED = "resumed:"  # ended resumed runs, by the fingerprint of the message they answered
-PRUNE_S = 1.0  # how often runs past their retention are forgotten
-K = TypeVar("K")  # what kept runs are found by
-PACK_AFTER_S = 30.0  # an ended run's events packed (``RunFeed.pack``) once read, as a rule
 
 
 class Conversations:
@@ -87,9 +83,8 @@ class Conversations:
         self.traces = traces
         self.mirror = mirror
         self.stopping: float | None = None  # when the process was told to stop (monotonic)
-        self.retain_s = retain_s
         self.learner = learner
-        self._runs: dict[str, RunFeed] = {}  # every run by id, ended ones for retain_s
+        self.kept = KeptRuns(retain_s)  # the runs under way and those that ended lately
         self.limits = limits or RunLimits()
         self.router = router
         self.records = records
@@ -97,11 +92,17 @@ class Conversations:
         self._locks = ThreadLocks(lease_s)
         self.books = RunBooks(graph, records, attachments, learner, traces)
         self._turns = TurnRunner(graph, router, records, self.books)
-        self._feeds: dict[str, list[RunFeed]] = {}  # runs under way, per thread
-        self._recent: dict[tuple[str, str], RunFeed] = {}  # ended runs, by idempotency key
-        self._pruned = 0.0  # when runs past their retention were last forgotten
         self._tasks: set[asyncio.Task[None]] = set()
         self._run_tasks: dict[str, asyncio.Task[None]] = {}
+
+    @property
+    def retain_s(self) -> float:
+        """How long an ended run stays readable by its id."""
+        return self.kept.retain_s
+
+    @retain_s.setter
+    def retain_s(self, seconds: float) -> None:
+        self.kept.retain_s = seconds
 
     async def state(self, thread_id: str) -> dict[str, Any]:
         """The thread's state values in the current schema (empty for a new thread)."""
@@ -116,7 +117,7 @@ class Conversations:
 
     def busy(self, thread_id: str) -> bool:
         """Whether a run of the thread is under way in this process."""
-        return bool(self._feeds.get(thread_id))
+        return self.kept.busy(thread_id)
 
     async def busy_anywhere(self, thread_id: str) -> bool:
         """Whether a run of the thread is under way in this process or, on PostgreSQL, in
@@ -254,7 +255,7 @@ class Conversations:
             raise TypeError(f"unknown run option(s) {sorted(unknown)}; see RunOptions")
         idempotency_key = options.get("idempotency_key")
         wanted = turn_fingerprint(messages)
-        joined = self._joinable(thread_id, wanted, idempotency_key)
+        joined = self.kept.joinable(thread_id, wanted, idempotency_key)
         if joined is not None and idempotency_key is not None and wanted != joined.fingerprint:
             raise KeyReused.for_message(idempotency_key, thread_id, joined.run_id)
         if joined is not None:
@@ -279,8 +280,7 @@ class Conversations:
         )
         feed = RunFeed(wanted, idempotency_key, ctx.run_id, thread_id, self.mirror)
         feed.guard = options.get("guard")
-        self._feeds.setdefault(thread_id, []).append(feed)
-        self._keep(feed)
+        self.kept.add(feed)
         drive = self._drive(
             ctx,
             messages,
@@ -298,9 +298,7 @@ class Conversations:
 
     def get_run(self, run_id: str) -> RunFeed | None:
         """A run under way, or one that ended less than ``retain_s`` ago, by its id."""
-        self._keep(None)
-        feed = self._runs.get(run_id)
-        return None if feed is None or _expired(feed, self.retain_s) else feed
+        return self.kept.get(run_id)
 
     def cancel(self, run_id: str) -> RunFeed | None:
         """Stop a run now: a queued one before it starts, a running one in the step under
@@ -317,24 +315,12 @@ class Conversations:
         log.info("run.cancel_requested", run_id=run_id, queued=feed.started is None)
         return feed
 
-    def _keep(self, feed: RunFeed | None) -> None:
-        """Remember ``feed`` by its run id; forget runs that ended over ``retain_s`` ago (and
-        keyed ones over ``RETAIN_S``) at most once every ``PRUNE_S``: a walk over every run
-        kept, which at 50 turns a second holds 30,000 of them."""
-        now = time.monotonic()
-        if now - self._pruned >= PRUNE_S:
-            self._pruned = now
-            self._runs = _still_kept(self._runs, self.retain_s)
-            self._recent = _still_kept(self._recent, RETAIN_S)
-        if feed is not None:
-            self._runs[feed.run_id] = feed
-
     def drain(self) -> None:
         """Take no new runs (the process was told to stop); readers of the runs under way
         wake up to see it. The runs go on: ``aclose`` gives them their grace period."""
         if self.stopping is None:
             self.stopping = time.monotonic()
-        for feed in self._runs.values():
+        for feed in self.kept.by_id.values():
             feed.wake()
 
     async def aclose(self, grace_s: float = 0.0) -> list[str]:
@@ -350,7 +336,7 @@ class Conversations:
             await asyncio.wait(list(self._tasks), timeout=left)
         cut = [
             thread
-            for thread, feeds in self._feeds.items()
+            for thread, feeds in self.kept.under_way.items()
             if any(f.started and not f.cancel_requested for f in feeds)  # asked to stop: not cut
         ]
         for task in list(self._tasks):
@@ -425,7 +411,7 @@ class Conversations:
         else:
             feed.close()
         finally:
-            self._forget(ctx.thread_id, feed, joinable)
+            self.kept.forget(feed, joinable)
 
     async def _ended_elsewhere(self, feed: RunFeed) -> bool:
         """Whether queued run ``feed``, holding its thread now, was ended meanwhile by another
@@ -441,53 +427,8 @@ class Conversations:
         feed.close()
         # Found by its id as the mirror has it; the message sent again with its key is a
         # new run, in whichever process (a run kept here would answer it with this failure).
-        self._runs.pop(feed.run_id, None)
+        self.kept.by_id.pop(feed.run_id, None)
         return True
-
-    def _joinable(self, thread_id: str, wanted: str, key: str | None) -> RunFeed | None:
-        """A run of the thread that a request for ``wanted`` (with ``key``) should join: one
-        under way for the same message, or one that ended lately for the same key."""
-        for feed in self._feeds.get(thread_id, []):
-            if feed.matches(wanted, key):
-                return feed
-        if key is not None:
-            ended = self._recent.get((thread_id, key))
-        elif wanted:
-            # A run resumed after a crash answered a message its client never got the answer
-            # of: the client resending it gets that answer, not a second turn.
-            ended = self._recent.get((thread_id, RESUMED + wanted))
-        else:
-            return None
-        return None if ended is None or _expired(ended, RETAIN_S) else ended
-
-    def _forget(self, thread_id: str, feed: RunFeed, joinable: bool = True) -> None:
-        feeds = self._feeds.get(thread_id, [])
-        if feed in feeds:
-            feeds.remove(feed)
-        if not feeds:
-            self._feeds.pop(thread_id, None)
-        if not joinable:
-            return
-        if feed.key is not None:  # a retry with the key gets this run's events for a while
-            self._recent[(thread_id, feed.key)] = feed
-        if feed.resumed and feed.fingerprint:  # a client resending the message it lost
-            self._recent[(thread_id, RESUMED + feed.fingerprint)] = feed
-
-
-def _still_kept(runs: dict[K, RunFeed], retain_s: float) -> dict[K, RunFeed]:
-    """``runs`` but those that ended over ``retain_s`` ago; those that ended over
-    ``PACK_AFTER_S`` ago are packed for the rest of their retention (``RunFeed.pack``)."""
-    kept = {k: f for k, f in runs.items() if not _expired(f, retain_s)}
-    now = time.monotonic()
-    for feed in kept.values():
-        if feed.done and now - feed.ended_at >= PACK_AFTER_S:
-            feed.pack()
-    return kept
-
-
-def _expired(feed: RunFeed, retain_s: float) -> bool:
-    """Whether a run ended over ``retain_s`` ago."""
-    return feed.done and time.monotonic() - feed.ended_at >= retain_s
 
 
 def _busy(thread_id: str) -> ThreadBusy:

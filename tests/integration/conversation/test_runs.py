@@ -14,7 +14,7 @@ import pytest
 from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage
 
-from agents import conversations as conversations_module
+from agents import kept_runs
 from agents.bus import RunBus
 from agents.events import RunFailed
 from agents.feed import PackedEvents, RunFeed
@@ -123,15 +123,15 @@ async def test_starting_runs_does_not_walk_every_run_kept(
     for n in range(2000):
         old = RunFeed("earlier", run_id=f"old-{n}", thread_id=f"t{n}")
         old.close()
-        conversations._runs[old.run_id] = old
+        conversations.kept.by_id[old.run_id] = old
     walked: list[RunFeed] = []
-    expired = conversations_module._expired
+    expired = kept_runs._expired
 
     def counted(feed: RunFeed, retain_s: float) -> bool:
         walked.append(feed)
         return expired(feed, retain_s)
 
-    monkeypatch.setattr(conversations_module, "_expired", counted)
+    monkeypatch.setattr(kept_runs, "_expired", counted)
     fake_llm.script(*[Reply(content="Hi.")] * 5)
     for n in range(5):
         await turn(services, f"hello {n}", f"busy-{n}")
@@ -145,13 +145,13 @@ async def test_an_ended_run_is_packed_for_the_rest_of_its_retention_and_reads_th
     # Ten minutes of ended runs, each dozens of objects, were walked by every collection of
     # the garbage collector: full collections of a second and more under load.
     conversations = services.conversations
-    monkeypatch.setattr(conversations_module, "PACK_AFTER_S", 0.0)
+    monkeypatch.setattr(kept_runs, "PACK_AFTER_S", 0.0)
     fake_llm.script(Reply(content="Done, and well."))
     run_id = final(await turn(services, "hello", "packed")).run_id
     feed = conversations.get_run(run_id)
     assert feed is not None
     before = (list(feed.events), feed.status, feed.summary())
-    await asyncio.sleep(conversations_module.PRUNE_S + 0.1)
+    await asyncio.sleep(kept_runs.PRUNE_S + 0.1)
     assert conversations.get_run(run_id) is feed  # the walk packs it
     assert isinstance(feed.events, PackedEvents)
     assert (list(feed.events), feed.status, feed.summary()) == before
