@@ -210,10 +210,12 @@ class RunBus(KeyClaims):
         running = json.dumps({**status, "process": self.origin})
         while True:
             try:
-                found = await asyncio.wait_for(
-                    self.client.eval(BEGIN, 1, self._status(feed.run_id), running, LIVE_TTL_S),
-                    BEGIN_WAIT_S,
-                )
+                # Not ``wait_for``: on 3.11 it returns the result of a call that ended just as
+                # the run was cancelled (a stop, a cancel), and the run would begin.
+                async with asyncio.timeout(BEGIN_WAIT_S):
+                    found = await self.client.eval(
+                        BEGIN, 1, self._status(feed.run_id), running, LIVE_TTL_S
+                    )
             except Exception as exc:
                 if time.monotonic() - feed.queued_at < self.alive_s / 2:
                     return None

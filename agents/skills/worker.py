@@ -28,12 +28,15 @@ import resource
 import signal
 import struct
 import sys
+import time
 import types
 from typing import Any, BinaryIO
 
 _HEADER = struct.Struct("!I")
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
+_TREE_ROUNDS = 50  # looks at the tree until one finds no process not yet stopped
+_REAP_WAIT_S = 2.0  # how long the subreaper waits for what it killed
 
 
 def read_frame(stream: BinaryIO) -> Any:
@@ -239,11 +242,62 @@ def _serve_beside_a_reaper() -> None:
         pid, status = os.wait()
         if pid != child:
             continue  # an orphan that ended: waited for, gone from the table
+        # What the handlers left running goes with the worker, however the serving process
+        # ended (closed, or dead of its own: a crash, a limit), not on to the machine's init.
+        _stop_below()
         if os.WIFSIGNALED(status):  # killed (a limit, a timeout): the same end here
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # its core, not a second one
             with contextlib.suppress(OSError, ValueError):  # SIGKILL has no handler to reset
                 signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
             os.kill(reaper, os.WTERMSIG(status))
         os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+
+
+def _stop_below() -> None:
+    """Stop every process below this one, then kill them and wait for them (as the service's
+    ``kill_tree`` does: stopped first, so one that keeps starting others cannot slip one out
+    between the look and the kill)."""
+    stopped: set[int] = set()
+    for _ in range(_TREE_ROUNDS):
+        found = [pid for pid in descendants(os.getpid()) if pid not in stopped]
+        if not found:
+            break
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+            stopped.add(pid)
+    for pid in stopped:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + _REAP_WAIT_S  # one that cannot be killed is left behind
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return  # none left
+        if pid == 0:
+            time.sleep(0.01)
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below ``root`` (from Linux's /proc)."""
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        parent = todo.pop()
+        try:
+            threads = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for tid in threads:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children") as children:
+                    kids = [int(p) for p in children.read().split()]
+            except OSError:
+                continue
+            found += kids
+            todo += kids
+    return found
 
 
 def main() -> None:

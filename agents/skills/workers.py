@@ -26,7 +26,7 @@ from agents.errors import HandlerCrashed, HandlerFailed, HandlerImportFailed, Ha
 from agents.skills.context import ToolContext
 from agents.skills.loader import Skill
 from agents.skills.spec import ToolSpec
-from agents.skills.worker import frame
+from agents.skills.worker import descendants, frame
 
 log = structlog.get_logger(__name__)
 _HEADER_SIZE = 4
@@ -93,27 +93,6 @@ async def relay_output(stream: asyncio.StreamReader, skill: str) -> None:
         log.info("skill.output", skill=skill, line=pending.decode("utf-8", "replace")[:_LINE_CHARS])
     if dropped:
         log.warning("skill.output_dropped", skill=skill, lines=dropped, bytes=dropped_bytes)
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (from Linux's /proc; none elsewhere)."""
-    found: list[int] = []
-    todo = [pid]
-    while todo:
-        parent = todo.pop()
-        try:
-            threads = os.listdir(f"/proc/{parent}/task")
-        except OSError:
-            continue
-        for tid in threads:
-            try:
-                with open(f"/proc/{parent}/task/{tid}/children") as children:
-                    kids = [int(p) for p in children.read().split()]
-            except OSError:
-                continue
-            found += kids
-            todo += kids
-    return found
 
 
 def kill_tree(pid: int) -> None:

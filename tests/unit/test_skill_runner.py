@@ -523,6 +523,11 @@ def _zombie_of(pid: int) -> int | None:
     return int(fields[1]) if fields[0] == "Z" else None
 
 
+def _parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[1])
+
+
 def _listed(pid: int) -> bool:
     return os.path.exists(f"/proc/{pid}")
 
@@ -539,41 +544,34 @@ async def test_a_daemon_a_handler_left_is_waited_for_by_its_worker_once_it_ends(
         tool("leave", "handler:leave"),
         (
             "import os, subprocess\n\ndef leave():\n"
-            "    shell = subprocess.run(['sh', '-c', 'sleep 0.1 & echo $!'], capture_output=True,"
+            "    shell = subprocess.run(['sh', '-c', 'sleep 1 & echo $!'], capture_output=True,"
             " text=True, check=True)\n"
-            "    return {'pid': int(shell.stdout), 'worker': os.getpid()}\n"
+            "    return {'pid': int(shell.stdout), 'worker': os.getpid(), 'reaper': os.getppid()}\n"
         ),
     )
     try:
         result = await runner.call("leave", {})
         assert result.ok, result
         pid, worker = result.data["pid"], result.data["worker"]
-        for _ in range(40):  # ended after 0.1 s, and waited for at once
+        # Orphaned by its shell, it went to the worker's subreaper, not to the machine's init.
+        assert _parent_of(pid) == result.data["reaper"]
+        for _ in range(40):  # ended after 1 s, and waited for at once
             await asyncio.sleep(0.1)
             if not _listed(pid):
                 break
         assert _zombie_of(pid) is None, f"process {pid} is a zombie of {_zombie_of(pid)}"
         assert not _listed(pid)  # ended and waited for: gone from the process table
         assert worker != os.getpid()
-        # The orphan went to the worker's first process (the subreaper), not to the machine's
-        # init: the service still stops what a handler leaves running (tests above).
     finally:
         await asyncio.wait_for(runner.aclose(), 10)
 
 
-@pytest.mark.parametrize(
-    "start",
-    [
-        "subprocess.Popen(['sh', '-c', 'exit 3']).pid",
-        "os.posix_spawn('/bin/sh', ['sh', '-c', 'exit 3'], dict(os.environ))",
-        "os.fork() or os._exit(3)",
-    ],
-)
-async def test_a_handlers_own_child_keeps_its_exit_status_for_the_handler(
-    tmp_path: Path, start: str
+async def test_a_handlers_own_children_keep_their_exit_statuses_for_the_handler(
+    tmp_path: Path,
 ) -> None:
     # Waiting for every ended child in the process that runs the handlers would take these
-    # from under them (ChildProcessError, or a Popen's status read as 0).
+    # from under them (ChildProcessError, or a Popen's status read as 0); 2.5 s spans what
+    # a reaper looking every second would need to see them ended twice.
     runner = runner_of(
         tmp_path,
         "holder",
@@ -581,13 +579,56 @@ async def test_a_handlers_own_child_keeps_its_exit_status_for_the_handler(
         (
             "import os, subprocess, time\n\n"
             "def hold():\n"
-            f"    pid = {start}\n"
-            "    time.sleep(0.5)  # ended meanwhile: a zombie until this handler waits\n"
-            "    return {'status': os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])}\n"
+            "    forked = os.fork() or os._exit(3)\n"
+            "    spawned = os.posix_spawn('/bin/sh', ['sh', '-c', 'exit 4'], dict(os.environ))\n"
+            "    kept = subprocess.Popen(['sh', '-c', 'exit 5'])  # held: Python waits for none\n"
+            "    time.sleep(2.5)  # all ended meanwhile: zombies until this handler waits\n"
+            "    waited = [os.waitpid(p, 0)[1] for p in (forked, spawned)]\n"
+            "    codes = [os.waitstatus_to_exitcode(w) for w in waited]\n"
+            "    return {'statuses': [*codes, kept.wait()]}\n"
         ),
     )
     try:
         result = await runner.call("hold", {})
-        assert result.data == {"status": 3}, result
+        assert result.data == {"statuses": [3, 4, 5]}, result
     finally:
         await asyncio.wait_for(runner.aclose(), 10)
+
+
+async def test_what_a_handler_left_running_goes_with_a_worker_that_died_of_its_own(
+    tmp_path: Path,
+) -> None:
+    # The serving process crashed (or hit a limit): what its handlers had left running went
+    # on under the machine's init, out of the service's reach.
+    pids = tmp_path / "pids"
+    runner = runner_of(
+        tmp_path,
+        "crasher",
+        tool("leave", "handler:leave", {"path": {"type": "string"}}, ["path"], timeout_s=5),
+        (
+            "import os, subprocess\n\ndef leave(path):\n"
+            "    child = subprocess.Popen(['sleep', '60'], start_new_session=True)\n"
+            "    with open(path, 'w') as out:\n"
+            "        out.write(str(child.pid))\n"
+            "    os._exit(3)\n"
+        ),
+    )
+    try:
+        result = await asyncio.wait_for(runner.call("leave", {"path": str(pids)}), 15)
+        assert result.error_code == "tool_failed", result
+        pid = int(pids.read_text())
+        for _ in range(30):
+            if not _running(pid):
+                break
+            await asyncio.sleep(0.1)
+        assert not _running(pid), f"process {pid} lives on under {_parent_of(pid)}"
+    finally:
+        await asyncio.wait_for(runner.aclose(), 10)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
