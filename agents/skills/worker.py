@@ -35,7 +35,7 @@ from typing import Any, BinaryIO
 _HEADER = struct.Struct("!I")
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
-_TREE_ROUNDS = 50  # looks at the tree until one finds no process not yet stopped
+_TREE_ROUNDS = 100  # looks for processes still starting others, at most
 _REAP_WAIT_S = 2.0  # how long the subreaper waits for what it killed
 
 
@@ -254,12 +254,26 @@ def _serve_beside_a_reaper() -> None:
 
 
 def _stop_below() -> None:
-    """Stop every process below this one, then kill them and wait for them (as the service's
-    ``kill_tree`` does: stopped first, so one that keeps starting others cannot slip one out
-    between the look and the kill)."""
+    """Kill every process below this one (``kill_below``), then wait for them."""
+    kill_below(os.getpid())
+    deadline = time.monotonic() + _REAP_WAIT_S  # one that cannot be killed is left behind
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return  # none left
+        if pid == 0:
+            time.sleep(0.01)
+
+
+def kill_below(root: int) -> None:
+    """Kill every process below ``root``. Stopped first, then killed: a process that keeps
+    starting others cannot start one between the look at the tree and the kill (that one,
+    orphaned to init once its parent died, would live on). The service's ``kill_tree`` and a
+    worker's subreaper both use it (this module imports only the standard library)."""
     stopped: set[int] = set()
-    for _ in range(_TREE_ROUNDS):
-        found = [pid for pid in descendants(os.getpid()) if pid not in stopped]
+    for _ in range(_TREE_ROUNDS):  # until a look finds no process not yet stopped
+        found = [pid for pid in descendants(root) if pid not in stopped]
         if not found:
             break
         for pid in found:
@@ -269,14 +283,6 @@ def _stop_below() -> None:
     for pid in stopped:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + _REAP_WAIT_S  # one that cannot be killed is left behind
-    while time.monotonic() < deadline:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return  # none left
-        if pid == 0:
-            time.sleep(0.01)
 
 
 def descendants(root: int) -> list[int]:

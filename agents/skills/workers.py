@@ -26,11 +26,10 @@ from agents.errors import HandlerCrashed, HandlerFailed, HandlerImportFailed, Ha
 from agents.skills.context import ToolContext
 from agents.skills.loader import Skill
 from agents.skills.spec import ToolSpec
-from agents.skills.worker import descendants, frame
+from agents.skills.worker import frame, kill_below
 
 log = structlog.get_logger(__name__)
 _HEADER_SIZE = 4
-_TREE_ROUNDS = 100  # looks for processes still starting others, at most
 
 
 @dataclass(frozen=True)
@@ -96,23 +95,10 @@ async def relay_output(stream: asyncio.StreamReader, skill: str) -> None:
 
 
 def kill_tree(pid: int) -> None:
-    """Kill ``pid`` and every process below it. Stopped first, then killed: a process that
-    keeps starting others cannot start one between the look at the tree and the kill (that
-    one, orphaned to init once the worker died, would live on)."""
-    stopped: set[int] = set()
+    """Kill ``pid`` and every process below it, ``pid`` stopped first (``kill_below``)."""
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGSTOP)
-    for _ in range(_TREE_ROUNDS):  # until a look finds no process not yet stopped
-        found = [p for p in descendants(pid) if p not in stopped]
-        if not found:
-            break
-        for child in found:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(child, signal.SIGSTOP)
-            stopped.add(child)
-    for child in stopped:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(child, signal.SIGKILL)
+    kill_below(pid)
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
 

@@ -544,8 +544,8 @@ async def test_a_daemon_a_handler_left_is_waited_for_by_its_worker_once_it_ends(
         tool("leave", "handler:leave"),
         (
             "import os, subprocess\n\ndef leave():\n"
-            "    shell = subprocess.run(['sh', '-c', 'sleep 1 & echo $!'], capture_output=True,"
-            " text=True, check=True)\n"
+            "    daemon = 'sleep 1 >/dev/null 2>&1 & echo $!'  # the shell's pipes not held\n"
+            "    shell = subprocess.run(['sh', '-c', daemon], capture_output=True, text=True)\n"
             "    return {'pid': int(shell.stdout), 'worker': os.getpid(), 'reaper': os.getppid()}\n"
         ),
     )
