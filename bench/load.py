@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import random
@@ -47,6 +46,7 @@ import aiohttp
 import httpx
 import psycopg
 
+from agents.skills.worker import descendants
 from bench.common import ROOT
 from bench.replies import load_reply
 from tests.fakellm.process import FakeLLMProcess
@@ -91,18 +91,6 @@ def cpu_s(pid: int) -> float:
     """User + system CPU seconds of a process (all its threads)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK
-
-
-def family(pid: int) -> list[int]:
-    """A process and its descendants (a server's query encoder and skill workers)."""
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        for task in Path(f"/proc/{current}/task").glob("*/children"):
-            with contextlib.suppress(OSError):
-                todo += [int(child) for child in task.read_text().split()]
-    return found
 
 
 def _gone_too(read: Any, pid: int) -> float:
@@ -153,12 +141,14 @@ class Server:
     def cpu_s(self) -> float:
         """The server's CPU seconds, with its child processes' (skill workers), those that
         ended too (a process's waited-for children are in its own count)."""
-        return sum(_gone_too(_with_ended, pid) for pid in family(self.proc.pid))
+        return sum(
+            _gone_too(_with_ended, pid) for pid in [self.proc.pid, *descendants(self.proc.pid)]
+        )
 
     def rss_mb(self) -> float:
         """The server's memory, with its child processes' (proportional set size: a page
         shared by several is shared out, not counted in each)."""
-        return sum(_gone_too(_pss_mb, pid) for pid in family(self.proc.pid))
+        return sum(_gone_too(_pss_mb, pid) for pid in [self.proc.pid, *descendants(self.proc.pid)])
 
     def stop(self) -> None:
         self.proc.terminate()
