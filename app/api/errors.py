@@ -192,6 +192,21 @@ def api_error(exc: SkilldeskError) -> ApiError:
     return ApiError(status, exc.code, exc.message, type_=kind, param=getattr(exc, "param", None))
 
 
+INTERNAL = "Internal error; the request was not completed. It has been logged."
+
+
+def error_of(exc: Exception) -> ApiError:
+    """Any exception as the HTTP error it answers: an error of the agents by its class,
+    Redis gone as ``dependency_unavailable``, anything else ``internal_error``."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, SkilldeskError):
+        return api_error(exc)
+    if isinstance(exc, RedisConnectionError | RedisTimeoutError):
+        return api_error(DependencyUnavailable(REDIS_LOST))
+    return ApiError(500, "internal_error", INTERNAL, type_="server_error")
+
+
 def model_error(code: str, message: str) -> ApiError:
     """A failed run (its code: a model failure, mostly) as an ApiError; 502 unless the code
     says otherwise."""
@@ -218,7 +233,7 @@ def install_error_handlers(app: FastAPI) -> None:
         # Redis went away under a request (the rate limit, an idempotency key, a run's
         # events): a 503 the client may retry, not an internal error.
         log.error("http.redis_unreachable", error=str(exc))
-        error = api_error(DependencyUnavailable(REDIS_LOST))
+        error = error_of(exc)
         return JSONResponse(error.body(), status_code=error.status)
 
     @app.exception_handler(RequestValidationError)
@@ -271,14 +286,8 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("http.unhandled_error")
-        return JSONResponse(
-            error_body(
-                "Internal error; the request was not completed. It has been logged.",
-                "server_error",
-                "internal_error",
-            ),
-            status_code=500,
-        )
+        error = error_of(exc)
+        return JSONResponse(error.body(), status_code=error.status)
 
 
 def allowed_methods(request: Request) -> str:

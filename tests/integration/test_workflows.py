@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from app.main import create_app
 from tests.fakellm import FakeLLM, Reply
@@ -510,3 +511,47 @@ def test_a_waiting_run_is_cancelled_by_its_starter_and_its_thread_is_told(
     late = client.post(f"/v1/approvals/{pending['approval_id']}", json={"decision": "approve"})
     assert late.status_code == 409
     assert client.get(f"/v1/workflow-runs/{run_id}").json()["status"] == "CANCELLED"
+
+
+@pytest.mark.parametrize(
+    ("failure", "code"),
+    [
+        (TimeoutError("the store did not answer"), "internal_error"),
+        (RedisConnectionError("Connection refused"), "dependency_unavailable"),
+    ],
+)
+def test_a_streamed_run_whose_store_fails_ends_its_stream_with_an_error_event(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch, failure: Exception, code: str
+) -> None:
+    # The run's last save fails (a store timing out, Redis gone): the stream, whose status
+    # line went out long ago, ends with an event saying so and where the run goes on, not cut
+    # off without a word; the run is let go, and resumed from its last step.
+    engine = client.app.state.services.engine  # type: ignore[attr-defined]
+    put = engine.documents.put
+
+    async def failing(kind: str, key: str, body: dict[str, Any], **kw: Any) -> None:
+        if kw.get("status") not in (None, "RUNNING"):
+            raise failure
+        await put(kind, key, body, **kw)
+
+    monkeypatch.setattr(engine.documents, "put", failing)
+    body = {"inputs": {"order_id": "ORD1001"}, "stream": True}
+    stream = client.post("/v1/workflows/refund-request/runs", json=body)
+    assert stream.status_code == 200
+    blocks = [b for b in stream.text.split("\n\n") if b.strip()]
+    assert blocks[-1].startswith("event: error\n"), blocks[-1]
+    last = json.loads(blocks[-1].split("data: ", 1)[1])
+    run_id = last["run_id"]
+    assert (last["type"], last["code"], last["url"]) == (
+        "error",
+        code,
+        f"/v1/workflow-runs/{run_id}",
+    )
+    assert f"Workflow run {run_id} stopped" in last["message"]
+    assert "goes on from its last step" in last["message"]
+    assert [b for b in blocks if b.startswith("event: node_finished")]  # it had run
+    monkeypatch.undo()
+    assert client.get(f"/v1/workflow-runs/{run_id}").json()["status"] == "RUNNING"
+    assert client.portal.call(engine.resume_orphans) == [run_id]  # type: ignore[union-attr]
+    resumed = client.get(f"/v1/workflow-runs/{run_id}").json()
+    assert resumed["status"] == "SUCCEEDED", resumed

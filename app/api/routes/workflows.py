@@ -6,6 +6,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
+import structlog
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
@@ -14,7 +15,14 @@ from agents.feed import USAGE_SINK
 from agents.workflows.inputs import check_inputs
 from agents.workflows.mermaid import mermaid
 from app.api.deps import IdempotencyKey, PrincipalDep, ServicesDep, WithinBudget, reach_thread
-from app.api.errors import CUT_OFF, ApiError, cut_off_message, error_responses, handed_over
+from app.api.errors import (
+    CUT_OFF,
+    ApiError,
+    cut_off_message,
+    error_of,
+    error_responses,
+    handed_over,
+)
 from app.api.schemas.threads import Cursor
 from app.api.schemas.workflows import (
     ForkRequest,
@@ -30,6 +38,7 @@ from app.api.schemas.workflows import (
 from app.api.sse import Cutoffs
 from app.auth.principal import Principal
 
+log = structlog.get_logger(__name__)
 router = APIRouter(tags=["workflows"])
 NO_WORKFLOW = "No such workflow (`workflow_not_found`)."
 
@@ -286,7 +295,9 @@ async def _sse(
 ) -> AsyncIterator[str]:
     """The run's events; if the process stops before the run ends, the run is let go at the
     end of the grace period (another process, or this one's next start, resumes it from its
-    last step) and the last event, ``handed_over``, says where to follow it."""
+    last step) and the last event, ``handed_over``, says where to follow it. If the run fails
+    here (its store, say), the last event, ``error``, says what happened and where the run,
+    let go, goes on: the response's status went out with the first event."""
     event: dict[str, Any] | None = first
     while event is not None:
         kind = str(event.get("type", "event"))
@@ -294,14 +305,36 @@ async def _sse(
         try:
             async with cutoffs.wait() as wait:
                 event = await anext(events, None)
-        except TimeoutError:
-            if not wait.expired():  # the run's own (a store timing out): not a cut-off
-                raise
-            # The run's step was cancelled at the cut-off: the run (if it started) was let go.
-            if run_ids:
-                data = json.dumps(handed_over_event(run_ids[-1]))
-                yield f"event: handed_over\ndata: {data}\n\n"
+        except Exception as exc:
+            if isinstance(exc, TimeoutError) and wait.expired():
+                # The run's step was cancelled at the cut-off: the run (if it started) was
+                # let go.
+                if run_ids:
+                    data = json.dumps(handed_over_event(run_ids[-1]))
+                    yield f"event: handed_over\ndata: {data}\n\n"
+                return
+            # The run's own failure (a store timing out or refusing): logged, and told.
+            log.exception("workflow.stream_failed", run_id=run_ids[-1] if run_ids else None)
+            yield f"event: error\ndata: {json.dumps(stopped_event(exc, run_ids))}\n\n"
             return
+
+
+def stopped_event(exc: Exception, run_ids: list[str]) -> dict[str, Any]:
+    """The last event of a streamed workflow run that failed in this process: the error, and
+    (once the run was under way) that it goes on from its last step, where to follow it."""
+    error = error_of(exc)
+    why = "An internal error (logged)." if error.code == "internal_error" else error.message
+    if not run_ids:
+        message = f"{why} No run was started: send the request again."
+        return {"type": "error", "code": error.code, "message": message}
+    run_id = run_ids[-1]
+    message = (
+        f"Workflow run {run_id} stopped in this process. {why} It goes on from its last step "
+        f"when this or another process resumes it: GET /v1/workflow-runs/{run_id} for its "
+        "record."
+    )
+    url = f"/v1/workflow-runs/{run_id}"
+    return {"type": "error", "code": error.code, "message": message, "run_id": run_id, "url": url}
 
 
 def handed_over_event(run_id: str) -> dict[str, Any]:
