@@ -10,6 +10,11 @@ from agents.errors import ConfigError
 
 REDIS_CONNECTIONS = 1000  # a process's connections to Redis at most (readers block on one)
 REDIS_WAIT_S = 10.0  # a command waits this long for a free one, then fails as Redis down
+# A command's reply (or a connection's start) waits this long, then fails as Redis down:
+# without it, a Redis that stops answering without closing (stopped, a dead link) holds
+# every request behind it for as long as TCP takes to give up. Above the longest blocking
+# read (a reader's ``XREAD BLOCK``, ``POLL_S``).
+REDIS_SOCKET_TIMEOUT_S = 5.0
 
 
 def redis_client(url: str) -> Any:
@@ -17,11 +22,20 @@ def redis_client(url: str) -> Any:
     ``REDIS_WAIT_S``) rather than fail. redis-py's default pool fails the 101st command at
     once ("Too many connections"), and every reader of a run another process runs holds a
     connection while it waits for the next event: at load, 200 chats alternating between
-    two processes, claims of Idempotency-Keys and run events went unwritten."""
+    two processes, claims of Idempotency-Keys and run events went unwritten.
+
+    A command to a Redis that stops answering fails after ``REDIS_SOCKET_TIMEOUT_S``; an
+    idle connection (a pub/sub listener's too) is checked with a PING before it is used
+    again after twice that, so a link that died silently is found rather than waited on."""
     import redis.asyncio as redis
 
     pool = redis.BlockingConnectionPool.from_url(
-        url, max_connections=REDIS_CONNECTIONS, timeout=REDIS_WAIT_S
+        url,
+        max_connections=REDIS_CONNECTIONS,
+        timeout=REDIS_WAIT_S,
+        socket_timeout=REDIS_SOCKET_TIMEOUT_S,
+        socket_connect_timeout=REDIS_SOCKET_TIMEOUT_S,
+        health_check_interval=2 * REDIS_SOCKET_TIMEOUT_S,
     )
     return redis.Redis.from_pool(pool)  # the client closes its pool with it
 
