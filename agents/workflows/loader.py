@@ -1,4 +1,4 @@
-"""Read one workflow file: YAML with line marks, the schema, then every check of checks.py.
+"""Read one workflow file: YAML with line marks, the schema, then every check of checks/.
 
 Every problem names the file, the node id ("" for the file as a whole) and the line where the
 YAML parser puts the node or field, so an author goes straight to it.
@@ -17,7 +17,9 @@ import yaml
 from pydantic import ValidationError
 
 from agents.errors import WorkflowLoadError, WorkflowProblem
-from agents.workflows.checks import Finding, Tools, check_graph, check_installed
+from agents.workflows.checks.findings import Finding
+from agents.workflows.checks.graph import check_graph
+from agents.workflows.checks.installed import Tools, check_installed
 from agents.workflows.flow import Flow, flow_of
 from agents.workflows.spec import NODE_KINDS, NODE_TYPES, WorkflowSpec
 from agents.workflows.templates import check_templates
@@ -44,7 +46,7 @@ class Workflow:
     lines: Mapping[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def problem(self, finding: Finding) -> WorkflowProblem:
-        """A finding of checks.py as a problem naming this file and the line."""
+        """A finding of checks/ as a problem naming this file and the line."""
         return _problem(str(self.path), self.lines, finding)
 
 

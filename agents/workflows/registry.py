@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from agents.errors import WorkflowLoadError, WorkflowNotFound, WorkflowProblem
-from agents.workflows.checks import Finding, Tools, check_installed
+from agents.workflows.checks.findings import Finding
+from agents.workflows.checks.installed import Tools, check_installed
 from agents.workflows.loader import SUFFIXES, Workflow, line_of, read_workflow
 from agents.workflows.spec import WorkflowNode
 

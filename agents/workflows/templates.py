@@ -20,7 +20,7 @@ from jinja2 import ChainableUndefined, TemplateError, TemplateSyntaxError, Undef
 from jinja2.sandbox import SandboxedEnvironment
 
 from agents.errors import TemplateFailed
-from agents.workflows.checks import Finding, suggest
+from agents.workflows.checks.findings import Finding, suggest
 from agents.workflows.flow import Flow
 from agents.workflows.spec import TEMPLATE_GLOBALS, SwitchNode, WorkflowSpec
 

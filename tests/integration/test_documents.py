@@ -177,7 +177,7 @@ async def test_the_first_requests_at_once_set_the_table_up_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Each first request checked (and could build) every index again, concurrently.
-    from agents.state import documents as module
+    from agents.state.documents import postgres as module
 
     built: list[str] = []
     build = module._build_index

@@ -1,0 +1,123 @@
+"""Documents in the SQLite checkpoint file: every statement on the saver's own thread, the
+table and its indexes made on first use."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from agents.state.documents.common import index_of, paged
+from agents.state.documents.sql import INDEXES, SQLITE_TABLE, TABLE, dump, page_query, where
+from agents.state.sqlite_saver import ThreadedSqliteSaver
+
+
+class SqliteDocuments:
+    """Documents in the SQLite checkpoint file, through its saver (``ThreadedSqliteSaver.run``)."""
+
+    def __init__(self, saver: ThreadedSqliteSaver) -> None:
+        self.saver = saver
+        self._ready = False
+
+    async def put(self, kind: str, doc_id: str, body: dict[str, Any], **index: Any) -> None:
+        """See ``Documents.put``."""
+        row = (
+            kind,
+            doc_id,
+            index.get("owner"),
+            index.get("status"),
+            index.get("updated") or time.time(),
+            dump(body),
+        )
+        await self.saver.run(self._write, row)
+
+    async def get(self, kind: str, doc_id: str) -> dict[str, Any] | None:
+        """See ``Documents.get``."""
+        rows = await self.saver.run(
+            self._read, f"SELECT body FROM {TABLE} WHERE kind = ? AND id = ?", (kind, doc_id)
+        )
+        return json.loads(rows[0][0]) if rows else None
+
+    async def merge(self, kind: str, doc_id: str, changes: dict[str, Any]) -> dict[str, Any] | None:
+        """See ``Documents.merge``: the read and the write in one trip to the saver's thread."""
+        return await self.saver.run(self._merge, kind, doc_id, changes)
+
+    async def find(
+        self,
+        kind: str,
+        *,
+        owner: str | None = None,
+        status: str | None = None,
+        limit: int | None = 100,
+        before: float | None = None,
+        id_prefix: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """See ``Documents.find``."""
+        clause, args = where(kind, owner, status, before, id_prefix, "?")
+        sql = f"SELECT body FROM {TABLE} WHERE {clause} ORDER BY updated DESC LIMIT ?"
+        rows = await self.saver.run(self._read, sql, (*args, -1 if limit is None else limit))
+        return [json.loads(row[0]) for row in rows]
+
+    async def find_page(
+        self,
+        kind: str,
+        *,
+        owner: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> tuple[list[tuple[str, dict[str, Any]]], bool]:
+        """See ``Documents.find_page``."""
+        sql, args = page_query(kind, owner, status, limit, after, "?")
+        rows = await self.saver.run(self._read, sql, args)
+        return paged([(row[0], row[1], row[2]) for row in rows], limit)
+
+    async def count(self, kind: str, *, status: str | None = None) -> int:
+        """See ``Documents.count``."""
+        clause, args = where(kind, None, status, None, None, "?")
+        rows = await self.saver.run(
+            self._read, f"SELECT COUNT(*) FROM {TABLE} WHERE {clause}", args
+        )
+        return int(rows[0][0])
+
+    async def delete(self, kind: str, doc_id: str) -> bool:
+        """See ``Documents.delete``."""
+        return await self.saver.run(self._delete, kind, doc_id)
+
+    def _delete(self, kind: str, doc_id: str) -> bool:
+        self._setup()
+        with self.saver.conn as conn:
+            cursor = conn.execute(f"DELETE FROM {TABLE} WHERE kind = ? AND id = ?", (kind, doc_id))
+            return cursor.rowcount > 0
+
+    def _setup(self) -> None:
+        if not self._ready:
+            self.saver.conn.execute(SQLITE_TABLE)
+            for name, columns in INDEXES.items():
+                self.saver.conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {TABLE} {columns}")
+            self._ready = True
+
+    def _write(self, row: tuple[Any, ...]) -> None:
+        self._setup()
+        with self.saver.conn as conn:
+            conn.execute(f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?)", row)
+
+    def _read(self, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        self._setup()
+        return list(self.saver.conn.execute(sql, args).fetchall())
+
+    def _merge(self, kind: str, doc_id: str, changes: dict[str, Any]) -> dict[str, Any] | None:
+        self._setup()
+        with self.saver.conn as conn:
+            row = conn.execute(
+                f"SELECT body FROM {TABLE} WHERE kind = ? AND id = ?", (kind, doc_id)
+            ).fetchone()
+            if row is None:
+                return None
+            body = {**json.loads(row[0]), **changes}
+            index = index_of(body)
+            conn.execute(
+                f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?)",
+                (kind, doc_id, index["owner"], index["status"], index["updated"], dump(body)),
+            )
+            return body
