@@ -3,10 +3,12 @@ messages of a request are new, and what a stored history needs before a provider
 
 from __future__ import annotations
 
+import binascii
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import structlog
 from langchain_core.messages import (
@@ -74,15 +76,44 @@ def _part_problem(part: dict[str, Any], allowed: tuple[str, ...], role: str) -> 
         return None if isinstance(value, str) else f"a {kind!r} part needs a string {kind!r}"
     if not isinstance(value, dict):
         if kind == "image_url" and isinstance(value, str) and value:
-            return None  # the short form LangChain accepts
+            return _image_url_problem(value)  # the short form LangChain accepts
         return f"a {kind!r} part needs an object {kind!r}"
-    if kind == "image_url" and not (isinstance(value.get("url"), str) and value["url"]):
-        return "an 'image_url' part needs 'image_url': {'url': ...}"
-    if kind == "input_audio" and not all(isinstance(value.get(k), str) for k in ("data", "format")):
-        return "an 'input_audio' part needs 'input_audio': {'data': ..., 'format': ...}"
+    if kind == "image_url":
+        if not (isinstance(value.get("url"), str) and value["url"]):
+            return "an 'image_url' part needs 'image_url': {'url': ...}"
+        return _image_url_problem(value["url"])
+    if kind == "input_audio":
+        if not all(isinstance(value.get(k), str) for k in ("data", "format")):
+            return "an 'input_audio' part needs 'input_audio': {'data': ..., 'format': ...}"
+        if not value["data"]:
+            return "an 'input_audio' part's 'data' is empty"
+        if not _is_base64(value["data"]):
+            return "an 'input_audio' part's 'data' is not valid base64"
     if kind == "file" and not any(isinstance(value.get(k), str) for k in ("file_id", "file_data")):
         return "a 'file' part needs 'file': {'file_id': ...} or {'file_data': ...}"
     return None
+
+
+def _image_url_problem(url: str) -> str | None:
+    """What providers would refuse in an image's URL (OpenAI answers such a part with a 400,
+    and the part, once stored, goes with every later turn of the thread)."""
+    if url.startswith("data:"):
+        head, comma, data = url.partition(",")
+        if not comma or not head.startswith("data:image/") or not head.endswith(";base64"):
+            return "an 'image_url' data URL must be data:image/<type>;base64,<data>"
+        return None if _is_base64(data) else "an 'image_url' data URL's data is not valid base64"
+    parts = urlsplit(url)
+    if parts.scheme in ("http", "https") and parts.hostname:
+        return None
+    return "an 'image_url' url must be an http(s) URL or a data:image/<type>;base64 URL"
+
+
+def _is_base64(data: str) -> bool:
+    try:
+        binascii.a2b_base64(data.encode("ascii"), strict_mode=True)
+    except (UnicodeEncodeError, binascii.Error):
+        return False
+    return True
 
 
 def readable(content: Any, role: str) -> str | list[Any]:

@@ -13,6 +13,7 @@ SYSTEM = {"role": "system", "content": "Be terse."}
 HI = {"role": "user", "content": "hi"}
 HELLO = {"role": "assistant", "content": "hello"}
 AGAIN = {"role": "user", "content": "again"}
+P0 = "messages.0.content.0"
 
 
 def test_a_new_thread_takes_every_message_system_included() -> None:
@@ -48,6 +49,17 @@ def test_client_tool_results_are_refused_naming_the_message() -> None:
         ([{"type": "text", "text": "a"}, {"type": "video"}], "messages.0.content.1", "'video'"),
         ([{"type": "image_url", "image_url": {}}], "messages.0.content.0", "'url'"),
         ([7], "messages.0.content.0", "must be an object"),
+        ([{"type": "image_url", "image_url": {"url": "not a url"}}], P0, "http(s) URL"),
+        ([{"type": "image_url", "image_url": "ftp://h/a.png"}], P0, "http(s) URL"),
+        ([{"type": "image_url", "image_url": {"url": "https://"}}], P0, "http(s) URL"),
+        ([{"type": "image_url", "image_url": {"url": "data:text/plain,hi"}}], P0, "data:image/"),
+        ([{"type": "image_url", "image_url": {"url": "data:image/png;base64,!!"}}], P0, "base64"),
+        (
+            [{"type": "input_audio", "input_audio": {"data": "!!no!!", "format": "wav"}}],
+            P0,
+            "base64",
+        ),
+        ([{"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}], P0, "empty"),
     ],
 )
 def test_unreadable_content_parts_are_refused_naming_the_part(
@@ -152,3 +164,18 @@ def test_a_valid_surrogate_pair_is_an_ordinary_character() -> None:
     # JSON's "\ud83d\ude00" decodes to one character (U+1F600): nothing to refuse.
     [message] = new_turn([{"role": "user", "content": "smile \U0001f600"}], has_history=False)
     assert message.content == "smile \U0001f600"
+
+
+def test_a_stored_part_no_provider_reads_is_left_out_of_the_next_run() -> None:
+    # Stored before parts were checked: sent again with every later turn, a provider's 400
+    # for it failed every turn of the thread. The next run leaves it out.
+    from langchain_core.messages import HumanMessage
+
+    from agents.turns import repairs
+
+    bad = {"type": "image_url", "image_url": {"url": "not a url"}}
+    stored = HumanMessage([{"type": "text", "text": "look"}, bad], id="m1")
+    [repaired] = repairs([stored])
+    assert repaired.content == [{"type": "text", "text": "look"}]
+    fine = HumanMessage([{"type": "image_url", "image_url": {"url": "https://x.org/a.png"}}])
+    assert repairs([fine.model_copy(update={"id": "m2"})]) == []

@@ -51,12 +51,21 @@ class RefusalPart(BaseModel):
     refusal: str = Field(description="The refusal's text.")
 
 
+# Base64 as providers read it (RFC 4648, padded, no line breaks), and an image's URL.
+BASE64 = "(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
+IMAGE_URL = f"^(?:https?://[^/?#\\s]+(?:[/?#].*)?|data:image/[^;,]+;base64,{BASE64})$"
+
+
 class ImageUrl(BaseModel):
     """Where an image is."""
 
     model_config = ConfigDict(extra="allow")
 
-    url: str = Field(min_length=1, description="An `https:` or a `data:` URL.")
+    url: str = Field(
+        min_length=1,
+        pattern=IMAGE_URL,
+        description="An `http(s):` URL, or a `data:image/<type>;base64,` URL.",
+    )
 
 
 class ImagePart(BaseModel):
@@ -73,7 +82,7 @@ class InputAudio(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    data: str = Field(description="Base64-encoded audio.")
+    data: str = Field(min_length=1, pattern=f"^{BASE64}$", description="Base64-encoded audio.")
     format: str = Field(description="Its format.", examples=["wav"])
 
 

@@ -93,6 +93,14 @@ BODIES = [
     chat_body("refusal from the user", REFUSED, parts({"type": "refusal", "refusal": "no"})),
     chat_body("image without url", REFUSED, parts({"type": "image_url", "image_url": {"url": ""}})),
     chat_body(
+        "image url not a URL", REFUSED, parts({"type": "image_url", "image_url": {"url": "a b"}})
+    ),
+    chat_body(
+        "audio not base64",
+        REFUSED,
+        parts({"type": "input_audio", "input_audio": {"data": "!!", "format": "wav"}}),
+    ),
+    chat_body(
         "file without id or data", REFUSED, parts({"type": "file", "file": {"filename": "a.pdf"}})
     ),
     chat_body("image in a system message", REFUSED, {"role": "system", "content": [IMAGE]}, USER),
