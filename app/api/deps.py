@@ -72,7 +72,7 @@ def run_target(
     clients send model names of their own), or a target, for clients that speak only the
     OpenAI protocol: ``skilldesk`` (the router decides), ``skilldesk/workflow/NAME``,
     ``skilldesk/skill/NAME`` (``GET /v1/models`` lists them). An unknown skill or workflow is
-    a 400 naming the field.
+    a 400 naming the field, and so are both named at once (``conflicting_targets``).
     """
     skill_param = workflow_param = None
     if model is not None and (model == TARGET or model.startswith(TARGET + "/")):
@@ -90,6 +90,14 @@ def run_target(
                 param="model",
             )
         model = None
+    if skill is not None and workflow is not None:
+        raise ApiError(
+            400,
+            "conflicting_targets",
+            f"The request names skill {skill!r} and workflow {workflow!r}: name one of them "
+            "(or neither, and the router decides).",
+            param=workflow_param or "workflow",
+        )
     if skill is not None and skill not in services.skills.registry:
         raise ApiError(
             400,

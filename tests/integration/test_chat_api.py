@@ -251,6 +251,26 @@ def test_unknown_workflow_is_a_clear_400(client: TestClient, fake_llm: FakeLLM) 
 
 
 @pytest.mark.parametrize(
+    ("names", "param"),
+    [
+        ({"skill": "order-lookup", "workflow": "order-overview"}, "workflow"),
+        ({"skill": "order-lookup", "model": "skilldesk/workflow/order-overview"}, "model"),
+    ],
+)
+def test_a_skill_and_a_workflow_at_once_is_a_clear_400(
+    client: TestClient, fake_llm: FakeLLM, names: dict[str, str], param: str
+) -> None:
+    # Before, the skill answered and the workflow was dropped without a word.
+    response = client.post("/v1/chat/completions", json={"messages": [USER], **names})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["param"]) == ("conflicting_targets", param)
+    assert "'order-lookup'" in error["message"]
+    assert "'order-overview'" in error["message"]
+    assert fake_llm.requests == []
+
+
+@pytest.mark.parametrize(
     "raw", [b'{"messages": [', b'{"messages": "\xff\xfe"}', b"[" * 5000 + b"]" * 5000]
 )
 def test_a_body_that_is_not_json_says_so(client: TestClient, fake_llm: FakeLLM, raw: bytes) -> None:

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from app.api.schemas.messages import ChatMessage
-from app.api.schemas.threads import SkillName, WorkflowName
+from app.api.schemas.threads import ONE_TARGET, SkillName, WorkflowName
 
 MAX_MESSAGES = 5_000  # in one request (clients may resend a whole conversation)
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "function_call"]
@@ -25,7 +25,7 @@ class ChatCompletionRequest(BaseModel):
     """The part of OpenAI's request that Skilldesk reads; its other fields are accepted and
     ignored."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", json_schema_extra=ONE_TARGET)
 
     model: str = Field(
         "skilldesk", description="A model profile's name; any other name means the default."

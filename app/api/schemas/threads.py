@@ -39,8 +39,19 @@ SkillName = Annotated[
 WorkflowName = Annotated[str, WithJsonSchema({"type": "string", "minLength": 1})]
 
 
+# A request names a skill or a workflow to answer it, not both (400 `conflicting_targets`).
+ONE_TARGET: dict[str, Any] = {
+    "not": {
+        "required": ["skill", "workflow"],
+        "properties": {"skill": {"type": "string"}, "workflow": {"type": "string"}},
+    }
+}
+
+
 class RunRequest(BaseModel):
-    """One user message and, optionally, what should answer it."""
+    """One user message and, optionally, what should answer it (a skill or a workflow)."""
+
+    model_config = ConfigDict(json_schema_extra=ONE_TARGET)
 
     message: str = Field(
         max_length=MAX_MESSAGE_CHARS,
