@@ -101,8 +101,8 @@ class ModelProfile(BaseModel):
     max_connections: int = Field(
         1000,
         ge=1,
-        description="Calls open at once to this profile's server; more wait for a free "
-        "connection (the OpenAI SDK's and litellm's default).",
+        description="Calls open at once to this profile's server (the default is the OpenAI "
+        "SDK's and litellm's); more wait for a free one, a wait that timeout_s does not count.",
     )
     retries: int = Field(2, ge=0, le=10, description="Retries of this profile before fallbacks.")
     fallbacks: tuple[str, ...] = Field((), description="Profiles tried, in order, when this fails.")

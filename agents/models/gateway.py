@@ -110,8 +110,10 @@ class ModelGateway:
         started = time.perf_counter()
         for transport, timeout in attempts:
             try:
-                async with asyncio.timeout(timeout):
-                    reply = self.priced(attempts.current, await transport.acreate(request))
+                # The wait for a slot of the profile's max_connections is this service's
+                # queue, not the server's time: the attempt's timeout starts once one is held.
+                async with transport.slot() as slot, asyncio.timeout(timeout):
+                    reply = self.priced(attempts.current, await transport.acreate(request, slot))
             except Exception as exc:  # _Attempts judges every failure
                 await asyncio.sleep(attempts.failed(exc))
             else:
@@ -133,8 +135,10 @@ class ModelGateway:
         for transport, timeout in attempts:
             stream: Any = None
             try:
-                async with asyncio.timeout(timeout):  # until the first chunk
-                    stream = await transport.acreate(request)
+                # Timed from a held slot (as in acomplete) until the first chunk; the stream
+                # keeps its slot until it is closed.
+                async with transport.slot() as slot, asyncio.timeout(timeout):
+                    stream = await transport.acreate(request, slot)
                     first = await anext(aiter(stream), None)
                 if first is None:
                     raise UnreadableReply(_NO_EVENTS)
@@ -143,6 +147,10 @@ class ModelGateway:
                     await aclose_stream(stream)
                 await asyncio.sleep(attempts.failed(exc))
                 continue
+            except asyncio.CancelledError:  # the stream's connection and slot go back too
+                if stream is not None:
+                    await aclose_stream(stream)
+                raise
             metrics.MODEL_FIRST_TOKEN.labels(attempts.current).observe(
                 time.perf_counter() - started
             )

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import json
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -32,6 +32,7 @@ from langchain_core.messages.ai import UsageMetadata
 from langchain_core.runnables import RunnableConfig
 
 from agents.models.config import ModelProfile
+from agents.models.slots import Slot, Slots
 
 # The inner model's calls report to no callback: the chat model above is the one a graph
 # streams and traces (the inner one's tokens would otherwise reach the user twice).
@@ -40,11 +41,17 @@ _NOT_KWARGS = frozenset({"messages", "tools", "tool_choice", "stop", "stream", "
 
 
 class LangChainTransport:
-    """One attempt through a LangChain chat model (built on first use)."""
+    """One attempt through a LangChain chat model (built on first use).
+
+    Its calls hold one of the profile's ``max_connections`` slots each (a streamed one until
+    it is closed), whatever the model: the wait for one is not the model's time, where the
+    OpenAI client's pool would count it against its timeout.
+    """
 
     def __init__(self, profile: ModelProfile, key: str | None) -> None:
         self._profile = profile
         self._key = key
+        self._slots = Slots(profile.max_connections)
         self._model: BaseChatModel | None = None
         self._lock = threading.Lock()
         self._async: tuple[asyncio.AbstractEventLoop, BaseChatModel, Any] | None = None
@@ -103,17 +110,24 @@ class LangChainTransport:
             kwargs["stop"] = request["stop"]
         return model, from_openai_messages(request.get("messages") or []), kwargs
 
-    async def acreate(self, request: dict[str, Any]) -> Any:
+    def slot(self) -> contextlib.AbstractAsyncContextManager[Slot]:
+        return self._slots.held()
+
+    async def acreate(self, request: dict[str, Any], slot: Slot | None = None) -> Any:
+        if slot is None:
+            async with self.slot() as slot:
+                return await self.acreate(request, slot)
         model, messages, kwargs = self._call(request, self._async_model())
         if request.get("stream"):
-            return _AsyncChunks(model.astream(messages, _QUIET, **kwargs))
+            return _AsyncChunks(model.astream(messages, _QUIET, **kwargs), slot.keep())
         return completion_of(await model.ainvoke(messages, _QUIET, **kwargs))
 
     def create(self, request: dict[str, Any]) -> Any:
-        model, messages, kwargs = self._call(request, self.chat_model())
-        if request.get("stream"):
-            return _Chunks(model.stream(messages, _QUIET, **kwargs))
-        return completion_of(model.invoke(messages, _QUIET, **kwargs))
+        with self._slots.held_blocking() as slot:
+            model, messages, kwargs = self._call(request, self.chat_model())
+            if request.get("stream"):
+                return _Chunks(model.stream(messages, _QUIET, **kwargs), slot.keep())
+            return completion_of(model.invoke(messages, _QUIET, **kwargs))
 
     async def aclose(self) -> None:
         """Close the async connection pool opened on the running loop, if one was."""
@@ -306,11 +320,12 @@ def _call_dict(call_id: str | None, name: str, arguments: str) -> dict[str, Any]
 
 
 class _AsyncChunks:
-    """A LangChain chat model's stream as chunk dicts, with ``close()``."""
+    """A LangChain chat model's stream as chunk dicts, with ``close()`` (then ``release``)."""
 
-    def __init__(self, source: AsyncIterator[AIMessageChunk]) -> None:
+    def __init__(self, source: AsyncIterator[AIMessageChunk], release: Callable[[], None]) -> None:
         self._source = source
         self._chunks = self._dicts()
+        self._release = release
 
     async def _dicts(self) -> AsyncIterator[dict[str, Any]]:
         async for chunk in self._source:
@@ -320,22 +335,29 @@ class _AsyncChunks:
         return self._chunks
 
     async def close(self) -> None:
-        await self._chunks.aclose()  # type: ignore[attr-defined]
-        await self._source.aclose()  # type: ignore[attr-defined]
+        try:
+            await self._chunks.aclose()  # type: ignore[attr-defined]
+            await self._source.aclose()  # type: ignore[attr-defined]
+        finally:
+            self._release()
 
 
 class _Chunks:
     """Blocking :class:`_AsyncChunks`."""
 
-    def __init__(self, source: Iterator[AIMessageChunk]) -> None:
+    def __init__(self, source: Iterator[AIMessageChunk], release: Callable[[], None]) -> None:
         self._source = source
         self._chunks = (chunk_of(chunk) for chunk in source)
+        self._release = release
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return self._chunks
 
     def close(self) -> None:
-        self._chunks.close()
-        close = getattr(self._source, "close", None)
-        if close is not None:
-            close()
+        try:
+            self._chunks.close()
+            close = getattr(self._source, "close", None)
+            if close is not None:
+                close()
+        finally:
+            self._release()

@@ -22,13 +22,13 @@ import asyncio
 import contextlib
 import json
 import os
-import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from agents.errors import MissingKey, ProviderStatusError, StreamError, UnreadableReply
 from agents.models.config import ModelProfile, resolve_api_key
+from agents.models.slots import Slot, Slots
 from agents.text import json_bytes
 
 # Keys for OpenAI-compatible servers that need none (vLLM, Ollama, a local proxy): the
@@ -40,12 +40,17 @@ _OPENAI_PREFIX = "openai/"
 class Transport(Protocol):
     """One profile's way to its provider; attempts are single (the gateway retries)."""
 
-    async def acreate(self, request: dict[str, Any]) -> Any:
+    def slot(self) -> contextlib.AbstractAsyncContextManager[Slot]:
+        """Wait for one of the profile's ``max_connections`` slots and hold it for the block:
+        the service's own queue, to be waited out before an attempt's timeout starts."""
+
+    async def acreate(self, request: dict[str, Any], slot: Slot | None = None) -> Any:
         """One chat completion as a dict (``stream=True`` in the request: an async iterator
-        of chunk dicts, with ``close()``)."""
+        of chunk dicts, with ``close()``), made in ``slot`` (a stream keeps it until it is
+        closed); without one, the call waits for a slot first."""
 
     def create(self, request: dict[str, Any]) -> Any:
-        """The same, blocking."""
+        """The same, blocking (it waits for a slot of its own, outside its timeouts)."""
 
     async def aclose(self) -> None:
         """Release connections held for the running event loop."""
@@ -80,6 +85,7 @@ class OpenAITransport:
         self._key = key
         self._timeout = profile.timeout_s
         self._max_connections = profile.max_connections
+        self._slots = Slots(profile.max_connections)
         self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if key:
             self._headers["Authorization"] = f"Bearer {key}"
@@ -121,14 +127,21 @@ class OpenAITransport:
             self._proxy = _env_proxy(self.url)
             # aiohttp's own pool opens 100 connections at most: with a model taking seconds a
             # call, the 101st call waited for one (bench/load: a p99 of 345 ms at 42 turns/s,
-            # 83 ms with the profile's limit).
+            # 83 ms with the profile's limit). The calls wait for a slot before they reach
+            # the pool (untimed), so it has a connection for each.
             connector = aiohttp.TCPConnector(limit=self._max_connections)
             self._session = (loop, aiohttp.ClientSession(timeout=timeout, connector=connector))
         return self._session[1]
 
-    async def acreate(self, request: dict[str, Any]) -> Any:
+    def slot(self) -> contextlib.AbstractAsyncContextManager[Slot]:
+        return self._slots.held()
+
+    async def acreate(self, request: dict[str, Any], slot: Slot | None = None) -> Any:
         if not self._key:
             raise MissingKey()
+        if slot is None:
+            async with self.slot() as slot:
+                return await self.acreate(request, slot)
         body = json_bytes(self.body(request))
         session = self._aiohttp()
         proxy, proxy_auth = self._proxy
@@ -140,8 +153,10 @@ class OpenAITransport:
                 text = await response.text(errors="replace")
                 raise ProviderStatusError(response.status, _error_message(text), response.headers)
             if request.get("stream"):
-                events = AsyncEvents(_reads(response.content), response.release)
-                response = None  # released when the stream closes
+                events = AsyncEvents(
+                    _reads(response.content), _in_turn(response.release, slot.keep())
+                )
+                response = None  # released, then its slot, when the stream closes
                 return events
             return _whole(await response.text(errors="replace"))
         finally:
@@ -157,16 +172,19 @@ class OpenAITransport:
             limits = connection_limits(self._max_connections)
             self._sync = OpenAI(**self._options, http_client=DefaultHttpxClient(limits=limits))
         stream = bool(request.get("stream"))
-        response = self._sync.post(
-            "/chat/completions",
-            body=self.body(request),
-            cast_to=httpx2.Response,
-            stream=stream,
-            options=_AUTH,
-        )
-        if stream:
-            return Events(response.iter_lines(), response.close)
-        return _whole(response.text)
+        # The slot is taken before the SDK's pool is reached: its pool timeout (the
+        # profile's timeout_s) would count the wait behind other calls as the server's.
+        with self._slots.held_blocking() as slot:
+            response = self._sync.post(
+                "/chat/completions",
+                body=self.body(request),
+                cast_to=httpx2.Response,
+                stream=stream,
+                options=_AUTH,
+            )
+            if stream:
+                return Events(response.iter_lines(), _in_turn(response.close, slot.keep()))
+            return _whole(response.text)
 
     def warm_up(self) -> None:
         import aiohttp  # noqa: F401
@@ -179,6 +197,19 @@ class OpenAITransport:
 
 
 _OPENAI_BASE = "https://api.openai.com/v1"
+
+
+def _in_turn(first: Callable[[], object], then: Callable[[], None]) -> Callable[[], None]:
+    """A stream's release: its connection's (``first``), then its slot (``then``), so the
+    next call that takes the slot finds the connection back in the pool."""
+
+    def release() -> None:
+        try:
+            first()
+        finally:
+            then()
+
+    return release
 
 
 def connection_limits(max_connections: int) -> Any:
@@ -427,9 +458,7 @@ class LiteLLMTransport:
     """
 
     def __init__(self, profile: ModelProfile, key: str | None) -> None:
-        self._max_connections = profile.max_connections
-        self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
-        self._sync_slots = threading.BoundedSemaphore(profile.max_connections)
+        self._slots = Slots(profile.max_connections)
         self._params: dict[str, Any] = {
             "model": profile.litellm_model,
             "api_base": profile.api_base,
@@ -449,34 +478,24 @@ class LiteLLMTransport:
         litellm.drop_params = True  # a provider that lacks a parameter ignores it
         return litellm
 
-    def _async_slots(self) -> asyncio.Semaphore:
-        # A semaphore belongs to the loop it was first awaited on (tests and CLI commands may
-        # run several loops in one process).
-        loop = asyncio.get_running_loop()
-        if self._slots is None or self._slots[0] is not loop:
-            self._slots = (loop, asyncio.Semaphore(self._max_connections))
-        return self._slots[1]
+    def slot(self) -> contextlib.AbstractAsyncContextManager[Slot]:
+        return self._slots.held()
 
-    async def acreate(self, request: dict[str, Any]) -> Any:
-        slots = self._async_slots()
-        async with contextlib.AsyncExitStack() as held:
-            await slots.acquire()
-            held.callback(slots.release)
-            reply = await self._litellm().acompletion(**self._params, **request)
-            if not request.get("stream"):
-                return reply.model_dump()
-            held.pop_all()  # the stream releases its slot when it is closed
-            return _AsyncDicts(reply, slots.release)
+    async def acreate(self, request: dict[str, Any], slot: Slot | None = None) -> Any:
+        if slot is None:
+            async with self.slot() as slot:
+                return await self.acreate(request, slot)
+        reply = await self._litellm().acompletion(**self._params, **request)
+        if not request.get("stream"):
+            return reply.model_dump()
+        return _AsyncDicts(reply, slot.keep())  # its slot is given back when it is closed
 
     def create(self, request: dict[str, Any]) -> Any:
-        with contextlib.ExitStack() as held:
-            self._sync_slots.acquire()
-            held.callback(self._sync_slots.release)
+        with self._slots.held_blocking() as slot:
             reply = self._litellm().completion(**self._params, **request)
             if not request.get("stream"):
                 return reply.model_dump()
-            held.pop_all()
-            return _Dicts(reply, self._sync_slots.release)
+            return _Dicts(reply, slot.keep())
 
     async def aclose(self) -> None:
         """litellm keeps its own clients."""

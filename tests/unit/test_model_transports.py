@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -11,6 +12,9 @@ from agents.errors import StreamError, UnreadableReply
 from agents.models.errors import retry_delay, to_model_error
 from agents.models.transports import AsyncEvents, Events
 from tests.fakellm import FakeLLM, Reply
+
+if TYPE_CHECKING:
+    from agents.models import ModelGateway
 
 
 class Response:
@@ -298,3 +302,162 @@ def test_a_langchain_profile_keeps_to_its_max_connections_on_the_blocking_path_t
         replies = list(pool.map(lambda _: transport.create(request), range(6)))
     assert [r["choices"][0]["message"]["content"] for r in replies] == ["hi"] * 6
     assert most_at_once(fake_llm.answering) == 2
+
+
+# The waits for a free slot of a profile's max_connections are the service's own queue, not
+# the model server's time: over each path, a call that waited behind another is neither cut
+# off by its attempt's timeout nor retried. (The fake server answers each call in SERVER_S,
+# the profile allows TIMEOUT_S: a call that waited for the one slot and then for the server
+# takes longer than that.)
+SERVER_S = 0.45
+TIMEOUT_S = 0.8
+CAPPED_PATHS = {
+    "direct": {"model": "openai/fake-model"},
+    "litellm": {"model": "hosted_vllm/fake-model"},
+    "langchain": {"provider": "langchain", "model": "openai:fake-model"},
+}
+HI = {"messages": [{"role": "user", "content": "hi"}]}
+
+
+async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
+    """Wait (polling) until ``condition`` holds; fail after ``within`` seconds."""
+    import asyncio
+
+    for _ in range(int(within / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    pytest.fail(f"still not so after {within} s")
+
+
+@pytest.fixture(params=sorted(CAPPED_PATHS))
+async def one_slot(
+    request: pytest.FixtureRequest, fake_llm: FakeLLM
+) -> AsyncIterator[ModelGateway]:
+    """A gateway whose profile 'main' (over the path of the test) takes one call at a time,
+    with TIMEOUT_S an attempt and no retry (a timed-out call fails the test)."""
+    from agents.models import ModelGateway
+    from agents.models.config import ModelProfile, ModelsConfig
+
+    profile = ModelProfile(
+        **CAPPED_PATHS[request.param],
+        api_base=fake_llm.base_url,
+        max_connections=1,
+        timeout_s=TIMEOUT_S,
+        retries=0,
+    )
+
+    def gateway_of(profile: ModelProfile) -> ModelGateway:
+        return ModelGateway(ModelsConfig(default="main", profiles={"main": profile}), environ={})
+
+    # A path's first call in a process imports what it needs (over a second for litellm's),
+    # a gateway's first call builds its client: neither is the server's time, so both are
+    # made here, answered at once (the first one unhurried).
+    warm, gateway = gateway_of(profile.model_copy(update={"timeout_s": 30.0})), gateway_of(profile)
+    fake_llm.script(Reply(content="warm"), Reply(content="warm"))
+    await warm.acomplete("main", HI)
+    await gateway.acomplete("main", HI)
+    await warm.aclose()
+    fake_llm.reset()
+    try:
+        yield gateway
+    finally:
+        await gateway.aclose()
+
+
+async def test_a_call_that_waited_for_a_free_connection_is_not_timed_out_for_the_wait(
+    one_slot: ModelGateway, fake_llm: FakeLLM
+) -> None:
+    import asyncio
+
+    fake_llm.script(Reply(content="first", delay=SERVER_S), Reply(content="second", delay=SERVER_S))
+    replies = await asyncio.gather(one_slot.acomplete("main", HI), one_slot.acomplete("main", HI))
+    assert sorted(r["choices"][0]["message"]["content"] for r in replies) == ["first", "second"]
+    assert len(fake_llm.requests) == 2
+    assert most_at_once(fake_llm.answering) == 1
+
+
+async def test_a_stream_holds_its_connection_until_closed_and_the_next_waits_untimed(
+    one_slot: ModelGateway, fake_llm: FakeLLM
+) -> None:
+    import asyncio
+
+    async def streamed() -> str:
+        parts = [
+            c["choices"][0]["delta"].get("content") or ""
+            async for c in one_slot.astream("main", HI)
+            if c["choices"]
+        ]
+        return "".join(parts)
+
+    # Each stream: its first chunk after SERVER_S, the next ones 0.05 s apart.
+    fake_llm.script(
+        *[
+            Reply(content="a streamed reply", delay=SERVER_S, stream_chunk_delay=0.05)
+            for _ in range(2)
+        ]
+    )
+    assert await asyncio.gather(streamed(), streamed()) == ["a streamed reply"] * 2
+    assert len(fake_llm.requests) == 2
+    assert most_at_once(fake_llm.answering) == 1
+
+
+async def test_a_call_cancelled_while_it_waits_for_a_connection_gives_back_nothing_it_did_not_take(
+    one_slot: ModelGateway, fake_llm: FakeLLM
+) -> None:
+    import asyncio
+
+    fake_llm.script(*[Reply(content="hi", delay=SERVER_S / 2) for _ in range(3)])
+    holding = asyncio.create_task(one_slot.acomplete("main", HI))
+    await until(lambda: bool(fake_llm.requests))  # the first call holds the one slot
+    waiting = asyncio.create_task(one_slot.acomplete("main", HI))
+    await asyncio.sleep(0.05)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    await holding
+    # Still one at a time (no slot given back twice), and the slot came back (none lost).
+    await asyncio.wait_for(
+        asyncio.gather(one_slot.acomplete("main", HI), one_slot.acomplete("main", HI)), 5
+    )
+    assert len(fake_llm.requests) == 3  # the cancelled call never reached the server
+    assert most_at_once(fake_llm.answering) == 1
+
+
+async def test_a_stream_cancelled_before_its_first_chunk_gives_its_connection_back(
+    one_slot: ModelGateway, fake_llm: FakeLLM
+) -> None:
+    import asyncio
+
+    async def first_chunk() -> object:
+        async for chunk in one_slot.astream("main", HI):
+            return chunk
+        return None
+
+    fake_llm.script(Reply(content="late", delay=SERVER_S), Reply(content="next"))
+    reading = asyncio.create_task(first_chunk())
+    await until(lambda: bool(fake_llm.requests))  # the stream's request is at the server
+    reading.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reading
+    reply = await asyncio.wait_for(one_slot.acomplete("main", HI), 2 * SERVER_S + 1)
+    assert reply["choices"][0]["message"]["content"] == "next"
+    # The server answers the cancelled request all the same: its time is not the next test's.
+    await until(lambda: len(fake_llm.answering) == 2)
+
+
+async def test_blocking_calls_that_waited_for_a_free_connection_are_not_timed_out_for_the_wait(
+    one_slot: ModelGateway, fake_llm: FakeLLM
+) -> None:
+    # The third call waits for two before it (longer than the timeout) in the pool: the
+    # pool's own timeout must not count that wait.
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    fake_llm.script(*[Reply(content="hi", delay=SERVER_S) for _ in range(3)])
+    with ThreadPoolExecutor(3) as pool:
+        calls = [asyncio.wrap_future(pool.submit(one_slot.complete, "main", HI)) for _ in range(3)]
+        replies = await asyncio.gather(*calls)
+    assert [r["choices"][0]["message"]["content"] for r in replies] == ["hi"] * 3
+    assert len(fake_llm.requests) == 3
+    assert most_at_once(fake_llm.answering) == 1
