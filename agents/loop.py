@@ -22,7 +22,7 @@ from langchain_core.runnables import RunnableBinding, RunnableConfig
 from langsmith.utils import tracing_is_enabled
 
 from agents import failpoints
-from agents.errors import BudgetExceeded, SkillNotFound
+from agents.errors import BudgetExceeded, ModelError, SkillNotFound
 from agents.models import ModelGateway
 from agents.models.chat_model import GatewayChatModel, finish_stream
 from agents.models.usage import call_usage
@@ -42,6 +42,13 @@ class LoopResult:
     newly_loaded: list[str]
     usage: dict[str, int]
     stopped: str | None = None  # "max_rounds" or "budget" when the loop was cut short
+
+
+EMPTY_ANSWER = (
+    "The model sent an empty answer (no text and no tool call); nothing was kept. Send the "
+    "message again; if it recurs, check the model: a reasoning model may have spent its "
+    "max_tokens thinking, or the provider filtered the answer."
+)
 
 
 async def run_tool_loop(
@@ -77,9 +84,16 @@ async def run_tool_loop(
         reply = await complete(model, [SystemMessage(content=system), *history, *new], config)
         for key, value in call_usage(reply).items():
             usage[key] = usage.get(key, 0) + value
-        new.append(reply)
         if not (reply.tool_calls or reply.invalid_tool_calls):
+            if not reply.text.strip():  # nothing to tell the user, nor to keep in the thread
+                raise ModelError(
+                    EMPTY_ANSWER,
+                    profile=profile or ctx.profile or "default",
+                    code="model_bad_reply",
+                )
+            new.append(reply)
             return LoopResult(new, reply, _newly(scope, before), usage)
+        new.append(reply)
         rounds += 1
         new.extend(await execute_tools(reply, tools, scope, ctx, task_id))
         if _noted_answer(reply):  # an answer that only notes the skill it followed: done

@@ -134,6 +134,25 @@ def test_model_failure_is_an_openai_error_and_the_service_keeps_serving(
     assert "Are you there?" in contents
 
 
+def test_an_empty_answer_is_a_model_error_and_is_not_stored(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    # A model that answers with nothing (no text, no tool call): before, a 200 with "" and an
+    # empty assistant message in the thread.
+    fake_llm.script(Reply(content=""))
+    headers = {"X-Thread-Id": "empty"}
+    response = client.post("/v1/chat/completions", json={"messages": [USER]}, headers=headers)
+    assert response.status_code == 502, response.text
+    error = response.json()["error"]
+    assert error["code"] == "model_bad_reply"
+    assert "empty answer" in error["message"]
+    messages = client.get("/v1/threads/empty").json()["messages"]
+    assert [(m["role"], m["content"]) for m in messages] == [("human", USER["content"])]
+    fake_llm.script(Reply(content="Here now."))
+    again = client.post("/v1/chat/completions", json={"messages": [USER]}, headers=headers)
+    assert again.json()["choices"][0]["message"]["content"] == "Here now."
+
+
 def test_streamed_model_failure_before_any_token_is_an_http_error(
     client: TestClient, fake_llm: FakeLLM
 ) -> None:
