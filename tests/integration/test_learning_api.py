@@ -82,10 +82,11 @@ def test_thumbs_up_confirms_and_an_operator_deletes(client: TestClient, fake_llm
     assert search["results"][0]["name"] == "order-lookup"
     assert search["results"][0]["learned"] > 0.8
 
-    # Feedback on another thread's run touches nothing of this one.
+    # Feedback on another thread's run is refused and touches nothing of this one.
     client.post("/v1/threads", json={"thread_id": "t-9"})
     other = client.post(f"/v1/threads/t-9/runs/{run_id}/feedback", json={"rating": "down"})
-    assert other.json()["examples"] == []
+    assert (other.status_code, other.json()["error"]["code"]) == (404, "run_not_found")
+    assert client.get(EXAMPLES).json()["data"] == [confirmed]
 
     assert client.delete(f"{EXAMPLES}/{confirmed['id']}").status_code == 204
     assert client.get(EXAMPLES).json()["data"] == []
@@ -110,6 +111,10 @@ def test_deleting_a_thread_deletes_what_the_router_learned_from_it(
 def test_feedback_on_an_unknown_thread_or_skill_is_a_404(client: TestClient) -> None:
     answer = client.post("/v1/threads/nope/runs/r-1/feedback", json={"rating": "up"})
     assert answer.status_code == 404
+    client.post("/v1/threads", json={"thread_id": "t-3"})
+    for run_id in ("r-1", "00000000-0000-0000-0000-000000000000"):  # no such run: not kept
+        answer = client.post(f"/v1/threads/t-3/runs/{run_id}/feedback", json={"rating": "down"})
+        assert (answer.status_code, answer.json()["error"]["code"]) == (404, "run_not_found")
     assert client.get("/v1/skills/order-lokup/examples").status_code == 404
     bad = client.post("/v1/threads/nope/runs/r-1/feedback", json={"rating": "meh"})
     assert bad.status_code == 400

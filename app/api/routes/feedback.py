@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 
+from agents.errors import RunNotFound
 from app.api.deps import PrincipalDep, ServicesDep, reach_thread
 from app.api.errors import error_responses
 from app.api.schemas.learning import FeedbackPublic, FeedbackRequest, LearnedExamplePublic
@@ -30,7 +31,8 @@ RunId = Annotated[
         notes={
             400: 'The body is not `{"rating": "up" | "down", "comment": ...}`, or an id '
             "does not match its pattern (`invalid_request`).",
-            404: "No such thread (`thread_not_found`).",
+            404: "No such thread (`thread_not_found`), or no such run of the thread with "
+            "its trace kept (`run_not_found`).",
         },
     ),
 )
@@ -46,6 +48,12 @@ async def run_feedback(
     feedback itself is kept either way."""
     await reach_thread(services, principal, thread_id)  # 404 for another user's thread
     await services.threads.get(thread_id)  # and for one that does not exist
+    traces = services.conversations.traces
+    if traces is not None and await traces.get(thread_id, run_id) is None:
+        raise RunNotFound(
+            f"Thread {thread_id!r} has no run {run_id!r} whose answer is kept (a thread keeps "
+            "its last runs' traces); GET /v1/threads/{id} gives each answer its run_id."
+        )
     touched = []
     if services.learned is not None:
         touched = await services.learned.feedback(thread_id, run_id, body.rating, body.comment)
