@@ -359,9 +359,14 @@ class ThreadNotFound(SkilldeskError, LookupError):
 
 
 class CheckpointNotFound(SkilldeskError, LookupError):
-    """The thread has no checkpoint by that id (never had, or retention pruned it)."""
+    """The thread has no checkpoint by that id (never had, or retention pruned it);
+    ``param`` names the request's field that gave the id, when one did."""
 
     code = "checkpoint_not_found"
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
 
 
 class AttachmentNotFound(SkilldeskError, LookupError):

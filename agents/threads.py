@@ -227,9 +227,16 @@ class Threads:
 
         Raises:
             ThreadNotFound: the thread has no checkpoints.
+            CheckpointNotFound: ``before`` names no checkpoint of the thread.
         """
         config: Any = {"configurable": {"thread_id": thread_id}}
         start = _at(thread_id, before) if before else None
+        if start is not None and await self.saver.aget_tuple(start) is None:
+            raise CheckpointNotFound(
+                f"thread {thread_id!r} has no checkpoint {before!r} to page before (pruned, or "
+                f"never its); GET /v1/threads/{thread_id}/history starts from the newest",
+                param="before",
+            )
         snapshots = [
             s
             async for s in self.conversations.graph.aget_state_history(

@@ -118,7 +118,16 @@ async def delete_thread(
 
 
 @router.get(
-    "/{thread_id}/history", responses=error_responses(400, 404, 500, notes={404: NO_THREAD})
+    "/{thread_id}/history",
+    responses=error_responses(
+        400,
+        404,
+        500,
+        notes={
+            404: f"{NO_THREAD[:-1]}, or `before` names no checkpoint of it "
+            "(`checkpoint_not_found`)."
+        },
+    ),
 )
 async def thread_history(
     services: ServicesDep,

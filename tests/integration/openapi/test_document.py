@@ -357,7 +357,21 @@ PROBES = [
     get("thread internal error", "/v1/threads/p-2", 500, patch=_raises("state")),
     get("threads", "/v1/threads", 200, setup=_new_thread),
     Probe(
-        "feedback", "POST", THREAD + "/runs/r-1/feedback", 200, {"rating": "up"}, setup=_new_thread
+        "feedback",
+        "POST",
+        A_RUN + "/feedback",
+        200,
+        {"rating": "up"},
+        setup=_ran,
+        replies=(Reply(content="Hi."),),
+    ),
+    Probe(
+        "feedback, no such run",
+        "POST",
+        THREAD + "/runs/r-1/feedback",
+        404,
+        {"rating": "up"},
+        setup=_new_thread,
     ),
     Probe("feedback, bad rating", "POST", THREAD + "/runs/r-1/feedback", 400, {"rating": "meh"}),
     Probe(

@@ -17,9 +17,10 @@ from tests.integration.threads.conftest import say
 def test_history_lists_each_checkpoint_with_its_node_and_change(
     client: TestClient, fake_llm: FakeLLM
 ) -> None:
-    fake_llm.script(Reply(content="Blue noted."), Reply(content="Blue."))
+    fake_llm.script(Reply(content="Blue noted."), Reply(content="Blue."), Reply(content="Hi."))
     say(client, "h", "My colour is blue.")
     say(client, "h", "What is my colour?")
+    say(client, "other", "Hello.")
 
     history = client.get("/v1/threads/h/history").json()["data"]
     newest = history[0]
@@ -43,6 +44,14 @@ def test_history_lists_each_checkpoint_with_its_node_and_change(
         "/v1/threads/h/history", params={"before": page["data"][-1]["checkpoint_id"]}
     ).json()["data"]
     assert after[0]["checkpoint_id"] == history[2]["checkpoint_id"]
+    # A cursor that names no checkpoint of the thread is refused (it gave the first page: a
+    # client paging with it would loop), another thread's too.
+    for cursor in ("nonexistent", client.get("/v1/threads/other/history").json()["data"][0]):
+        cursor = cursor if isinstance(cursor, str) else cursor["checkpoint_id"]
+        bad = client.get("/v1/threads/h/history", params={"before": cursor})
+        assert bad.status_code == 404, bad.text
+        error = bad.json()["error"]
+        assert (error["code"], error["param"]) == ("checkpoint_not_found", "before")
 
 
 def test_a_fork_starts_from_the_checkpoint_and_leaves_the_original_untouched(
