@@ -268,11 +268,12 @@ def install_error_handlers(app: FastAPI) -> None:
         )
         message = str(exc.detail)
         if exc.status_code == 400 and message == "There was an error parsing the body":
-            # FastAPI tells no more than that (the parser's error is not kept): both causes.
+            # FastAPI tells no more than that (the parser's error is not kept): every cause.
             code, message = (
                 "invalid_json",
-                "The request body is not valid JSON in UTF-8, or nests arrays and objects "
-                "deeper than JSON parsers allow (about 1,000 levels).",
+                "The request body is not valid JSON in UTF-8, nests arrays and objects "
+                "deeper than JSON parsers allow (about 1,000 levels), or holds an integer of "
+                "more than 4,300 digits.",
             )
         headers = dict(exc.headers or {})
         if exc.status_code == 405:

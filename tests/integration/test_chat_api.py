@@ -290,7 +290,13 @@ def test_a_skill_and_a_workflow_at_once_is_a_clear_400(
 
 
 @pytest.mark.parametrize(
-    "raw", [b'{"messages": [', b'{"messages": "\xff\xfe"}', b"[" * 5000 + b"]" * 5000]
+    "raw",
+    [
+        b'{"messages": [',
+        b'{"messages": "\xff\xfe"}',
+        b"[" * 5000 + b"]" * 5000,
+        b'{"messages": [], "n": ' + b"9" * 5000 + b"}",
+    ],
 )
 def test_a_body_that_is_not_json_says_so(client: TestClient, fake_llm: FakeLLM, raw: bytes) -> None:
     response = client.post(
@@ -302,6 +308,8 @@ def test_a_body_that_is_not_json_says_so(client: TestClient, fake_llm: FakeLLM, 
     assert "not valid JSON" in error["message"]
     if raw.startswith(b"[["):  # valid JSON, nested past what the parser takes: named too
         assert "nests arrays and objects deeper" in error["message"]
+    if b"9999" in raw:  # valid JSON, a number past what Python converts: named too
+        assert "more than 4,300 digits" in error["message"]
 
 
 def test_stream_null_means_not_streamed(client: TestClient, fake_llm: FakeLLM) -> None:
