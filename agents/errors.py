@@ -211,6 +211,13 @@ class HandlerImportFailed(SkilldeskError):
     code = "handler_import_failed"
 
 
+class SchemaUnusable(SkilldeskError):
+    """A JSON Schema could not check a value (a pattern Python's re does not compile, a $ref
+    to nothing): what the load check refuses in a tool's schema, should one get through."""
+
+    code = "invalid_schema"
+
+
 class TemplateFailed(SkilldeskError):
     """A workflow template could not be rendered with the run's values."""
 

@@ -14,6 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from agents.errors import SkillLoadError, SkillProblem
+from agents.skills.schemas import SchemaError
 from agents.skills.spec import (
     COMPATIBILITY_LIMIT,
     DESCRIPTION_LIMIT,
@@ -313,7 +314,12 @@ def _parse_config(folder: Path, problem: Any) -> SkillConfig | None:
         return SkillConfig.model_validate(data)
     except ValidationError as exc:
         for err in exc.errors():
-            problem(CONFIG_FILE, _loc(err["loc"], data), _message(err))
+            cause = err.get("ctx", {}).get("error")
+            if isinstance(cause, SchemaError):  # a tool schema: each place within it
+                for within, message in cause.problems:
+                    problem(CONFIG_FILE, _loc((*err["loc"], *within), data), message)
+            else:
+                problem(CONFIG_FILE, _loc(err["loc"], data), _message(err))
         return None
 
 

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from jsonschema import Draft202012Validator
 
 from agents import metrics
 from agents.errors import (
@@ -23,6 +22,7 @@ from agents.errors import (
     HandlerFailed,
     HandlerImportFailed,
     HandlersBusy,
+    SchemaUnusable,
     SkillNotFound,
 )
 from agents.skills.context import ToolContext
@@ -30,6 +30,7 @@ from agents.skills.loader import Skill
 from agents.skills.once import KeyedCall, OnceCalls
 from agents.skills.registry import SkillRegistry
 from agents.skills.results import ToolResult, effective_limits, tool_error, trim
+from agents.skills.schemas import VALIDATOR, unusable
 from agents.skills.spec import ToolSpec
 from agents.skills.threads import HandlerThreads
 from agents.skills.worker import NotData, import_handler
@@ -136,7 +137,15 @@ class ToolRunner:
     ) -> ToolResult:
         """``call`` once the tool is found (the journal, then the handler)."""
         tool_name = spec.name
-        args, problem = parse_arguments(spec.name, spec.parameters, arguments)
+        try:
+            args, problem = parse_arguments(spec.name, spec.parameters, arguments)
+        except SchemaUnusable as exc:  # the load check refuses such schemas: a safety net
+            log.warning("tool.schema_unusable", skill=skill.name, tool=tool_name, error=str(exc))
+            why = (
+                f"the arguments of {tool_name} cannot be checked: its parameters schema "
+                f"fails ({exc}); fix the schema in skill {skill.name!r}'s skill.yaml"
+            )
+            return tool_error(tool_name, exc.code, why, started)
         if problem is not None:
             return tool_error(tool_name, "invalid_arguments", problem, started)
         key = idempotency_key or idempotency_key_of(
@@ -380,7 +389,11 @@ def parse_arguments(
     tool: str, schema: dict[str, Any], arguments: dict[str, Any] | str | None
 ) -> tuple[dict[str, Any], str | None]:
     """The arguments of a call to ``tool`` as a dict, or the problem with them (naming each
-    offending field): not JSON, not an object, not text, or against ``schema``."""
+    offending field): not JSON, not an object, not text, or against ``schema``.
+
+    Raises:
+        SchemaUnusable: ``schema`` itself could not check them (see ``schema_problems``).
+    """
     if arguments is None or arguments == "":
         arguments = {}
     if isinstance(arguments, str):
@@ -404,9 +417,18 @@ def parse_arguments(
 
 def schema_problems(schema: dict[str, Any], value: Any, most: int = 5) -> list[str]:
     """Where ``value`` breaks ``schema``, one ``field: what is wrong`` each (the first
-    ``most``); empty when it matches."""
-    validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
-    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    ``most``); empty when it matches.
+
+    Raises:
+        SchemaUnusable: the check itself failed, whatever the validator raised (a pattern
+            Python's re does not compile, a $ref to nothing, recursion past Python's limit),
+            so that callers answer a tool error with a stable code, never a crash.
+    """
+    try:
+        validator = VALIDATOR(schema, format_checker=VALIDATOR.FORMAT_CHECKER)
+        errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    except Exception as exc:
+        raise SchemaUnusable(unusable(exc)) from exc
     parts = []
     for err in errors[:most]:
         where = ".".join(str(p) for p in err.absolute_path)

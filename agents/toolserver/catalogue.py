@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agents.errors import SkillNotFound, SkillReferenceError
+from agents.errors import SchemaUnusable, SkillNotFound, SkillReferenceError
 from agents.prompts import Prompts
 from agents.skills.loader import Skill
 from agents.skills.meta import read_reference
@@ -207,7 +207,11 @@ class ToolCatalogue:
                 await self.skills.call(entry.tool, arguments, idempotency_key=idempotency_key),
                 name,
             )
-        args, problem = parse_arguments(name, entry.parameters, arguments)
+        try:
+            args, problem = parse_arguments(name, entry.parameters, arguments)
+        except SchemaUnusable as exc:  # a tool definition from prompts/ that is broken
+            why = f"the arguments of {name} cannot be checked: its parameters schema fails ({exc})"
+            return tool_error(name, exc.code, why, started)
         if problem is not None:
             return tool_error(name, "invalid_arguments", problem, started)
         if name == SEARCH_SKILLS:

@@ -13,6 +13,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 import mcp_types as types
+import structlog
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -30,6 +31,8 @@ from agents.skills.meta import read_reference
 from agents.skills.results import ToolResult, tool_error
 from agents.toolserver.catalogue import ToolCatalogue, ToolEntry
 from agents.toolserver.runs import CALLER
+
+log = structlog.get_logger(__name__)
 
 RESOURCE_NOT_FOUND = -32002  # the MCP specification's code for an unknown resource
 PROGRESS_EVERY_S = 1.0
@@ -103,11 +106,19 @@ def build_server(catalogue: ToolCatalogue, sessions: Sessions) -> Server[Any]:
         token, sink = CALLER.set(caller), USAGE_SINK.set(state.get(SINK_STATE))
         try:
             call = catalogue.call(params.name, params.arguments or {}, idempotency_key=key)
-            result = await with_progress(ctx, call)
+            return call_result(await with_progress(ctx, call), entry.output_schema)
+        except SkillNotFound as exc:  # gone since it was looked up (a reload)
+            raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
+        except Exception:
+            # A failed call is a result with isError; this is a fault of the server, which
+            # the SDK would answer with code 0 and the exception's text: JSON-RPC's code for
+            # it is -32603 (over HTTP, a 500 internal_error).
+            log.exception("mcp.tool_call_failed", tool=params.name)
+            message = f"internal error calling {params.name}; the server logged it"
+            raise MCPError(code=types.INTERNAL_ERROR, message=message) from None
         finally:
             USAGE_SINK.reset(sink)
             CALLER.reset(token)
-        return call_result(result, entry.output_schema)
 
     async def list_resources(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from tests.fakellm import FakeLLM, Reply, ToolCall
-from tests.skillkit import copy_fixture_skill, copy_fixture_skills
+from tests.skillkit import copy_fixture_skill, copy_fixture_skills, tool, write_skill
 
 
 @pytest.fixture
@@ -96,6 +96,51 @@ def test_a_broken_edit_keeps_serving_the_last_good_version(
         "/v1/skills/order-lookup/tools/get_order", json={"arguments": {"order_id": "ORD1001"}}
     )
     assert ok.json()["ok"] is True
+
+
+def test_a_tool_schema_that_cannot_check_arguments_is_refused_by_place_not_served_as_500(
+    client: TestClient, skills_dir: Path
+) -> None:
+    time.sleep(0.3)
+    config = skills_dir / "order-lookup" / "skill.yaml"
+    config.write_text(config.read_text().replace("'^ORD[0-9]+$'", "'^ORD([0-9]+$'"))
+    bad_schema = {
+        "type": "object",
+        "properties": {
+            "b": {"type": "string", "pattern": "([unclosed"},
+            "c": {"$ref": "#/nope"},
+        },
+    }
+    write_skill(
+        skills_dir,
+        "badschema",
+        "Checks badly. Use it to test schemas.",
+        config={"tools": [tool("bs_tool", "handler:bs_tool") | {"parameters": bad_schema}]},
+        handler="def bs_tool(**values):\n    return values\n",
+    )
+
+    def errors() -> list[dict[str, Any]]:
+        return list(client.get("/v1/skills").json()["errors"])
+
+    wait_for(lambda: {e["skill"] for e in errors()} == {"order-lookup", "badschema"})
+    fields = {(e["skill"], e["file"], e["field"]): e["message"] for e in errors()}
+    where = "tools[0] (get_order).parameters.properties.order_id.pattern"
+    assert fields[("order-lookup", "skill.yaml", where)].startswith("'^ORD([0-9]+$' does not")
+    refused = fields[
+        ("badschema", "skill.yaml", "tools[0] (bs_tool).parameters.properties.b.pattern")
+    ]
+    assert "unterminated character set at position 1" in refused
+    ref = fields[("badschema", "skill.yaml", "tools[0] (bs_tool).parameters.properties.c.$ref")]
+    assert ref.startswith("'#/nope' does not resolve")
+    # The edit is refused: the last good version of order-lookup serves, badschema is not in.
+    assert "badschema" not in names(client)
+    ok = client.post(
+        "/v1/skills/order-lookup/tools/get_order", json={"arguments": {"order_id": "ORD1001"}}
+    )
+    assert ok.json()["ok"] is True
+    for path in ("/v1/skills/badschema/tools/bs_tool", "/v1/tools/bs_tool/invoke"):
+        missing = client.post(path, json={"arguments": {"b": "x"}})
+        assert missing.status_code == 404, path
 
 
 def test_a_removed_folder_disappears(client: TestClient, skills_dir: Path) -> None:

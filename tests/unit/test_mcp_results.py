@@ -2,8 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import mcp_types
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from agents.prompts import Prompts
 from agents.skills.results import ToolResult
-from app.mcp.server import call_result
+from agents.skills.service import SkillService, SkillsOptions
+from agents.toolserver.catalogue import ToolCatalogue
+from app.mcp.server import Sessions, build_server, call_result
+from tests.skillkit import tool, write_skill
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 
@@ -28,3 +41,47 @@ def test_a_result_against_the_declared_output_schema_is_an_error_saying_how_to_f
     assert "error (invalid_output): the result of count does not match its output_schema" in text
     assert "n: '3' is not of type 'integer'" in text
     assert "fix the handler or the output_schema in skill.yaml" in text
+
+
+@pytest.fixture
+async def catalogue(tmp_path: Path) -> AsyncIterator[ToolCatalogue]:
+    entry = tool("bs_tool", "handler:bs_tool", {"b": {"type": "string"}})
+    config = {"isolation": "thread", "tools": [entry]}
+    handler = "def bs_tool(**values):\n    return values\n"
+    write_skill(tmp_path / "skills", "badschema", config=config, handler=handler)
+    service = SkillService(SkillsOptions(tmp_path / "skills", tmp_path / "data", embeddings=False))
+    service.reload()
+    yield ToolCatalogue(service, Prompts())
+    await service.aclose()
+
+
+# Both eras of the protocol: a handshake (2025-11-25) and per-request (2026-07-28).
+MODES = pytest.mark.parametrize("mode", ["legacy", "auto"])
+
+
+@MODES
+async def test_a_schema_that_cannot_check_the_arguments_answers_a_result_with_is_error(
+    catalogue: ToolCatalogue, mode: str
+) -> None:
+    # Refused at load; one that gets through (changed in memory here) is a tool error.
+    schema = catalogue.skills.registry.tool("bs_tool")[1].parameters
+    schema["properties"]["b"]["pattern"] = "([unclosed"
+    async with Client(build_server(catalogue, Sessions()), mode=mode) as client:
+        result = await client.call_tool("bs_tool", {"b": "x"})
+    assert result.is_error is True
+    assert (result.structured_content or {})["error"]["code"] == "invalid_schema"
+
+
+@MODES
+async def test_a_fault_of_the_server_in_a_tool_call_is_jsonrpc_internal_error_not_code_0(
+    catalogue: ToolCatalogue, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    async def broken(*args: Any, **kwargs: Any) -> ToolResult:
+        raise RuntimeError("a bug with internals in its message")
+
+    monkeypatch.setattr(catalogue, "call", broken)
+    async with Client(build_server(catalogue, Sessions()), mode=mode) as client:
+        with pytest.raises(MCPError) as raised:
+            await client.call_tool("bs_tool", {"b": "x"})
+    assert raised.value.error.code == mcp_types.INTERNAL_ERROR
+    assert raised.value.error.message == "internal error calling bs_tool; the server logged it"

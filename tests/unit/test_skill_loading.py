@@ -155,6 +155,198 @@ def test_skill_yaml_errors_name_the_tool_and_field(tmp_path: Path) -> None:
     assert "skill.yaml [colour]: is not a known field" in joined
 
 
+def schema_tool(parameters: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "name": "bs_tool",
+        "description": "d",
+        "handler": "handler:bs_tool",
+        "parameters": parameters,
+        **extra,
+    }
+
+
+BS_HANDLER = "def bs_tool(**values):\n    return values\n"
+
+
+def test_a_tool_schema_that_cannot_check_arguments_is_refused_naming_the_place(
+    tmp_path: Path,
+) -> None:
+    # Arguments are checked by jsonschema with Python's re: a pattern it cannot compile, or a
+    # $ref that leads nowhere, would fail every call, so the skill is refused at load.
+    parameters = {
+        "type": "object",
+        "properties": {
+            "b": {"type": "string", "pattern": "([unclosed"},
+            "c": {"$ref": "#/nope"},
+            "d": {"type": "array", "items": {"$ref": "#missing-anchor"}},
+        },
+        "patternProperties": {"^x(": {"type": "string"}},
+    }
+    folder = write_skill(
+        tmp_path, "badschema", config={"tools": [schema_tool(parameters)]}, handler=BS_HANDLER
+    )
+    problems = problems_of(folder)
+    where = "skill 'badschema', skill.yaml [tools[0] (bs_tool).parameters"
+    assert f"{where}.properties.b.pattern]: '([unclosed' " in "\n".join(problems)
+    [pattern] = [p for p in problems if ".properties.b.pattern]" in p]
+    assert "unterminated character set at position 1" in pattern
+    assert "Python's re" in pattern
+    [key] = [p for p in problems if ".patternProperties." in p]
+    assert key.startswith(f"{where}.patternProperties.^x(]: '^x(' ")
+    [ref] = [p for p in problems if ".properties.c.$ref]" in p]
+    assert ref.startswith(f"{where}.properties.c.$ref]: '#/nope' does not resolve")
+    [anchor] = [p for p in problems if ".properties.d.items.$ref]" in p]
+    assert "'#missing-anchor' does not resolve" in anchor
+    assert len(problems) == 4
+
+
+def test_a_tool_schema_must_be_valid_json_schema_2020_12_which_checks_the_arguments(
+    tmp_path: Path,
+) -> None:
+    # ``items`` as a list is draft 7's tuple form: 2020-12, which the runner validates with,
+    # has no such thing (prefixItems instead).
+    tuple_items = {
+        "type": "object",
+        "properties": {"pair": {"type": "array", "items": [{"type": "string"}]}},
+    }
+    folder = write_skill(
+        tmp_path, "badschema", config={"tools": [schema_tool(tuple_items)]}, handler=BS_HANDLER
+    )
+    [problem] = problems_of(folder)
+    assert "[tools[0] (bs_tool).parameters.properties.pair.items]: is not a valid JSON" in problem
+    output = {"type": "object", "properties": {"id": {"type": "string", "pattern": "(?<x>a)"}}}
+    config = {"tools": [schema_tool({"type": "object"}, output_schema=output)]}
+    write_skill(tmp_path, "badschema", config=config, handler=BS_HANDLER)
+    [problem] = problems_of(folder)
+    assert "[tools[0] (bs_tool).output_schema.properties.id.pattern]: '(?<x>a)'" in problem
+
+
+def test_references_that_resolve_within_the_schema_load(tmp_path: Path) -> None:
+    parameters = {
+        "type": "object",
+        "$defs": {
+            "sku": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]+$"},
+            "named": {"$anchor": "qty", "type": "integer", "minimum": 1},
+            "line": {
+                "$id": "https://example.com/line",
+                "type": "object",
+                "properties": {"sku": {"$ref": "#/$defs/inner"}},
+                "$defs": {"inner": {"type": "string"}},
+            },
+        },
+        "properties": {
+            "sku": {"$ref": "#/$defs/sku"},
+            "quantity": {"$ref": "#qty"},
+            "line": {"$ref": "https://example.com/line"},
+            "tree": {"type": "array", "items": {"$ref": "#"}},
+        },
+    }
+    folder = write_skill(
+        tmp_path, "goodschema", config={"tools": [schema_tool(parameters)]}, handler=BS_HANDLER
+    )
+    assert load_skill(folder).tools[0].parameters == parameters
+
+
+def test_a_reference_that_would_be_fetched_from_the_network_is_refused(tmp_path: Path) -> None:
+    parameters = {"type": "object", "properties": {"a": {"$ref": "https://example.com/a.json"}}}
+    folder = write_skill(
+        tmp_path, "remote", config={"tools": [schema_tool(parameters)]}, handler=BS_HANDLER
+    )
+    [problem] = problems_of(folder)
+    assert "[tools[0] (bs_tool).parameters.properties.a.$ref]: " in problem
+    assert "'https://example.com/a.json' does not resolve" in problem
+    assert "not fetched" in problem
+
+
+def test_a_schema_that_contains_itself_is_refused_and_the_rest_load(tmp_path: Path) -> None:
+    # A YAML alias to an enclosing node makes the schema infinite: once, the recursion took
+    # the whole reload down with it.
+    write_skill(tmp_path, "good-one")
+    folder = write_skill(tmp_path, "recursive", handler=BS_HANDLER)
+    (folder / "skill.yaml").write_text(
+        "tools:\n"
+        "  - name: bs_tool\n"
+        "    description: d\n"
+        "    handler: 'handler:bs_tool'\n"
+        "    parameters: &schema\n"
+        "      type: object\n"
+        "      properties:\n"
+        "        child: *schema\n",
+        encoding="utf-8",
+    )
+    registry = SkillRegistry(tmp_path)
+    registry.reload()
+    assert [s.name for s in registry.all()] == ["good-one"]
+    [error] = registry.errors
+    assert (error.file, error.field) == (
+        "skill.yaml",
+        "tools[0] (bs_tool).parameters.properties.child",
+    )
+    assert "contains itself" in error.message
+    deep: dict[str, Any] = {"type": "string"}
+    for _ in range(40):  # 80 mappings deep; jsonschema gives up near 200
+        deep = {"type": "object", "properties": {"x": deep}}
+    write_skill(tmp_path, "recursive", config={"tools": [schema_tool(deep)]}, handler=BS_HANDLER)
+    registry.reload()
+    [error] = registry.errors
+    assert "nests more than" in error.message
+
+
+SCHEMAS_SEEN = [
+    {"type": "object", "properties": {"a": {"type": "strin"}}},
+    {"type": "object", "properties": {"a": {"type": "string", "required": True}}},
+    {"type": "object", "properties": [], "required": "a"},
+    {"type": "object", "properties": {"a": {"items": [{"type": "string"}]}}},
+    {"type": "object", "properties": {"a": {"pattern": "([x", "minLength": -1}}},
+    {"type": "object", "patternProperties": {"(": {}}, "dependentRequired": {"a": [1]}},
+    {"type": "object", "$defs": {"a": {"$anchor": "1bad", "enum": []}}, "allOf": []},
+    {"type": "object", "dependencies": {"a": 3}, "$recursiveAnchor": "x y"},
+    {"type": "object", "$vocabulary": {"nope": 1}, "$id": "x#frag", "$ref": 7},
+    {"type": "object", "unevaluatedProperties": {"type": 5}, "contentSchema": 1},
+    {"type": "object", "if": {"const": 1}, "then": False, "else": {"format": 3}},
+    {"type": "object", "properties": {"a": {"$dynamicRef": 5, "prefixItems": [1]}}},
+]
+
+
+def test_the_fast_meta_schema_gives_the_verdicts_of_the_validators_own() -> None:
+    # Tool schemas are checked against a flattened copy of the 2020-12 meta-schema (a
+    # seventh of the time): it must refuse what the runner's validator class refuses, and
+    # only that, at the same places.
+    from agents.skills.schemas import META, VALIDATOR
+
+    official = VALIDATOR(VALIDATOR.META_SCHEMA, format_checker=VALIDATOR.FORMAT_CHECKER)
+    root = Path(__file__).parents[2]
+    configs = [*root.glob("skills/*/skill.yaml"), *FIXTURE_SKILLS.glob("*/*/skill.yaml")]
+    shipped = [
+        entry["parameters"]
+        for config in configs
+        for entry in (loader.load_yaml(config.read_text(encoding="utf-8")) or {}).get("tools", [])
+        if "parameters" in entry
+    ]
+    assert len(shipped) > 20
+    for schema in [*shipped, *SCHEMAS_SEEN]:
+        ours = {str(list(e.absolute_path)) for e in META.iter_errors(schema)}
+        theirs = {str(list(e.absolute_path)) for e in official.iter_errors(schema)}
+        assert ours == theirs, schema
+    assert all(list(official.iter_errors(s)) for s in SCHEMAS_SEEN)
+
+
+def test_a_broken_tool_schema_in_an_edit_keeps_the_last_good_version(tmp_path: Path) -> None:
+    good = {"type": "object", "properties": {"b": {"type": "string", "pattern": "^x"}}}
+    write_skill(tmp_path, "badschema", config={"tools": [schema_tool(good)]}, handler=BS_HANDLER)
+    registry = SkillRegistry(tmp_path)
+    registry.reload()
+    broken = {"type": "object", "properties": {"b": {"type": "string", "pattern": "^x("}}}
+    write_skill(tmp_path, "badschema", config={"tools": [schema_tool(broken)]}, handler=BS_HANDLER)
+    report = registry.reload()
+    assert report.changed == []
+    assert registry.tool("bs_tool")[1].parameters == good
+    [error] = registry.errors
+    assert (error.skill, error.file) == ("badschema", "skill.yaml")
+    assert error.field == "tools[0] (bs_tool).parameters.properties.b.pattern"
+    assert error.message.startswith("'^x(' does not compile")
+
+
 def test_handler_reference_is_resolved_without_importing(tmp_path: Path) -> None:
     folder = write_skill(
         tmp_path,

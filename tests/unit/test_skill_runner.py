@@ -209,6 +209,34 @@ async def test_any_of_errors_say_what_each_alternative_wanted(tmp_path: Path) ->
     assert "is not a 'date'" in bad_date.content
 
 
+@pytest.mark.parametrize(
+    ("broken", "why"),
+    [
+        ({"type": "string", "pattern": "([unclosed"}, "unterminated character set"),
+        ({"$ref": "#/nope"}, "PointerToNowhere"),
+    ],
+)
+async def test_a_schema_that_cannot_check_the_arguments_is_a_tool_error_with_a_stable_code(
+    tmp_path: Path, broken: dict[str, Any], why: str
+) -> None:
+    # The load check refuses such a schema; one that gets through all the same (here: changed
+    # in memory after loading) fails each call as a tool error, never as an exception.
+    entry = tool("bs_tool", "handler:bs_tool", {"b": {"type": "string"}})
+    runner = runner_of(tmp_path, "badschema", entry, "def bs_tool(**values):\n    return values\n")
+    runner.registry.tool("bs_tool")[1].parameters["properties"]["b"] = broken
+    try:
+        result = await runner.call("bs_tool", {"b": "x"})
+    finally:
+        await runner.aclose()
+    assert (result.ok, result.error_code) == (False, "invalid_schema")
+    assert result.content.startswith(
+        "error (invalid_schema): the arguments of bs_tool cannot be checked: its parameters "
+        "schema fails ("
+    )
+    assert why in result.content
+    assert "fix the schema in skill 'badschema''s skill.yaml" in result.content
+
+
 @pytest.mark.parametrize(("name", "code"), [("bye", "3"), ("abye", "4")])
 async def test_a_handler_calling_sys_exit_fails_the_call_not_the_service(
     runner: ToolRunner, name: str, code: str
