@@ -41,13 +41,15 @@ class LoopResult:
     answer: AIMessage
     newly_loaded: list[str]
     usage: dict[str, int]
-    stopped: str | None = None  # "max_rounds" or "budget" when the loop was cut short
+    # "max_rounds" or "budget" when the loop was cut short; "empty" when, after tools ran, the
+    # model's last reply said nothing
+    stopped: str | None = None
 
 
 EMPTY_ANSWER = (
-    "The model sent an empty answer (no text and no tool call); nothing was kept. Send the "
-    "message again; if it recurs, check the model: a reasoning model may have spent its "
-    "max_tokens thinking, or the provider filtered the answer."
+    "The model sent an empty answer (no text and no tool call); your message is kept, the "
+    "answer is not. Send it again; if it recurs, check the model: a reasoning model may have "
+    "spent its max_tokens thinking, or the provider filtered the answer."
 )
 
 
@@ -85,14 +87,15 @@ async def run_tool_loop(
         for key, value in call_usage(reply).items():
             usage[key] = usage.get(key, 0) + value
         if not (reply.tool_calls or reply.invalid_tool_calls):
-            if not reply.text.strip():  # nothing to tell the user, nor to keep in the thread
-                raise ModelError(
-                    EMPTY_ANSWER,
-                    profile=profile or ctx.profile or "default",
-                    code="model_bad_reply",
-                )
-            new.append(reply)
-            return LoopResult(new, reply, _newly(scope, before), usage)
+            if reply.text.strip():
+                new.append(reply)
+                return LoopResult(new, reply, _newly(scope, before), usage)
+            if new:  # tools ran: what they did is kept, and said, though the model said nothing
+                return _stopped(new, scope, before, usage, "empty", prompts.reply("empty_answer"))
+            # Nothing to tell the user, nor to keep in the thread but the user's message.
+            raise ModelError(
+                EMPTY_ANSWER, profile=profile or ctx.profile or "default", code="model_bad_reply"
+            )
         new.append(reply)
         rounds += 1
         new.extend(await execute_tools(reply, tools, scope, ctx, task_id))

@@ -47,9 +47,15 @@ _PARTS_BY_ROLE = {
 ROLE_OF_TYPE = {"human": "user", "ai": "assistant", "system": "system"}
 
 
-def content_problem(content: Any, role: str = "user") -> tuple[int | None, str] | None:
+def content_problem(
+    content: Any, role: str = "user", *, decode: bool = True
+) -> tuple[int | None, str] | None:
     """What is wrong with a message's content as OpenAI's format defines it for ``role``, if
-    anything: the index of the offending part (None for the content itself) and why."""
+    anything: the index of the offending part (None for the content itself) and why.
+
+    ``decode``: inline data (an image's data URL, audio) is decoded to check it is base64, as
+    a request comes in; a stored history, checked before every run, looks at its shape only
+    (decoding its images again at every turn took milliseconds a megabyte)."""
     if content is None or isinstance(content, str):
         return None
     if not isinstance(content, list):
@@ -60,13 +66,15 @@ def content_problem(content: Any, role: str = "user") -> tuple[int | None, str] 
             continue
         if not isinstance(part, dict):
             return j, "a content part must be an object with a 'type'"
-        problem = _part_problem(part, allowed, role)
+        problem = _part_problem(part, allowed, role, decode)
         if problem:
             return j, problem
     return None
 
 
-def _part_problem(part: dict[str, Any], allowed: tuple[str, ...], role: str) -> str | None:
+def _part_problem(
+    part: dict[str, Any], allowed: tuple[str, ...], role: str, decode: bool
+) -> str | None:
     kind = part.get("type")
     if kind not in allowed:
         known = ", ".join(repr(k) for k in allowed)
@@ -76,36 +84,44 @@ def _part_problem(part: dict[str, Any], allowed: tuple[str, ...], role: str) -> 
         return None if isinstance(value, str) else f"a {kind!r} part needs a string {kind!r}"
     if not isinstance(value, dict):
         if kind == "image_url" and isinstance(value, str) and value:
-            return _image_url_problem(value)  # the short form LangChain accepts
+            return _image_url_problem(value, decode)  # the short form LangChain accepts
         return f"a {kind!r} part needs an object {kind!r}"
     if kind == "image_url":
         if not (isinstance(value.get("url"), str) and value["url"]):
             return "an 'image_url' part needs 'image_url': {'url': ...}"
-        return _image_url_problem(value["url"])
+        return _image_url_problem(value["url"], decode)
     if kind == "input_audio":
         if not all(isinstance(value.get(k), str) for k in ("data", "format")):
             return "an 'input_audio' part needs 'input_audio': {'data': ..., 'format': ...}"
         if not value["data"]:
             return "an 'input_audio' part's 'data' is empty"
-        if not _is_base64(value["data"]):
+        if decode and not _is_base64(value["data"]):
             return "an 'input_audio' part's 'data' is not valid base64"
     if kind == "file" and not any(isinstance(value.get(k), str) for k in ("file_id", "file_data")):
         return "a 'file' part needs 'file': {'file_id': ...} or {'file_data': ...}"
     return None
 
 
-def _image_url_problem(url: str) -> str | None:
+def _image_url_problem(url: str, decode: bool) -> str | None:
     """What providers would refuse in an image's URL (OpenAI answers such a part with a 400,
-    and the part, once stored, goes with every later turn of the thread)."""
-    if url.startswith("data:"):
+    and the part, once stored, goes with every later turn of the thread): http(s) URLs, a
+    Cloud Storage one (``gs://``, which litellm hands Vertex AI), or inline data."""
+    if url[:5].lower() == "data:":
         head, comma, data = url.partition(",")
+        head = head.lower()
         if not comma or not head.startswith("data:image/") or not head.endswith(";base64"):
             return "an 'image_url' data URL must be data:image/<type>;base64,<data>"
-        return None if _is_base64(data) else "an 'image_url' data URL's data is not valid base64"
-    parts = urlsplit(url)
-    if parts.scheme in ("http", "https") and parts.hostname:
+        if not data:
+            return "an 'image_url' data URL has no data"
+        if decode and not _is_base64(data):
+            return "an 'image_url' data URL's data is not valid base64"
         return None
-    return "an 'image_url' url must be an http(s) URL or a data:image/<type>;base64 URL"
+    parts = urlsplit(url)
+    if parts.scheme in ("http", "https", "gs") and parts.hostname:
+        return None
+    return (
+        "an 'image_url' url must be an http(s) URL, a gs:// one, or a data:image/<type>;base64 URL"
+    )
 
 
 def _is_base64(data: str) -> bool:
@@ -119,7 +135,7 @@ def _is_base64(data: str) -> bool:
 def readable(content: Any, role: str) -> str | list[Any]:
     """The parts of stored content a provider can read; a note if none is left."""
     parts = content if isinstance(content, list) else []
-    kept = [p for p in parts if content_problem([p], role) is None]
+    kept = [p for p in parts if content_problem([p], role, decode=False) is None]
     return kept or "[this message's content could not be read and was removed]"
 
 
@@ -280,7 +296,7 @@ def repairs(history: list[BaseMessage]) -> list[BaseMessage]:
         for m in history
         if m.id
         and m.type in ("human", "system")
-        and content_problem(m.content, ROLE_OF_TYPE[m.type]) is not None
+        and content_problem(m.content, ROLE_OF_TYPE[m.type], decode=False) is not None
     ]
     if missing or unreadable:
         log.warning("history.repaired", tool_calls=len(missing), contents=len(unreadable))

@@ -100,6 +100,27 @@ def test_an_order_question_is_answered_from_the_shipped_data(
     assert order["status"] == expected["status"]
 
 
+def test_an_empty_answer_after_a_tool_ran_keeps_what_the_tool_did(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    # The tool's call and result stay in the thread (the next turn's model must know what was
+    # done), and the user is told the model wrote nothing from them; no model error.
+    fake_llm.script(
+        Reply(tool_calls=[ToolCall("get_order", {"order_id": "ORD1001"})]),
+        Reply(content=""),
+    )
+    response = client.post(
+        "/v1/chat/completions",
+        headers={"X-Thread-Id": "bundled-empty"},
+        json={"messages": [{"role": "user", "content": "where is my order ORD1001?"}]},
+    )
+    assert response.status_code == 200, response.text
+    assert "wrote no answer" in response.json()["choices"][0]["message"]["content"]
+    messages = client.get("/v1/threads/bundled-empty").json()["messages"]
+    assert [m["role"] for m in messages] == ["human", "ai", "tool", "ai"]
+    assert '"order_id": "ORD1001"' in messages[2]["content"]
+
+
 def test_instruction_only_skill_with_references(client: TestClient, fake_llm: FakeLLM) -> None:
     fake_llm.script(
         Reply(tool_calls=[ToolCall("load_skill", {"name": "returns-policy"})]),

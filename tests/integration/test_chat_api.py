@@ -146,6 +146,7 @@ def test_an_empty_answer_is_a_model_error_and_is_not_stored(
     error = response.json()["error"]
     assert error["code"] == "model_bad_reply"
     assert "empty answer" in error["message"]
+    assert "your message is kept" in error["message"]
     messages = client.get("/v1/threads/empty").json()["messages"]
     assert [(m["role"], m["content"]) for m in messages] == [("human", USER["content"])]
     fake_llm.script(Reply(content="Here now."))

@@ -54,6 +54,7 @@ def test_client_tool_results_are_refused_naming_the_message() -> None:
         ([{"type": "image_url", "image_url": {"url": "https://"}}], P0, "http(s) URL"),
         ([{"type": "image_url", "image_url": {"url": "data:text/plain,hi"}}], P0, "data:image/"),
         ([{"type": "image_url", "image_url": {"url": "data:image/png;base64,!!"}}], P0, "base64"),
+        ([{"type": "image_url", "image_url": {"url": "data:image/png;base64,"}}], P0, "no data"),
         (
             [{"type": "input_audio", "input_audio": {"data": "!!no!!", "format": "wav"}}],
             P0,
@@ -179,3 +180,39 @@ def test_a_stored_part_no_provider_reads_is_left_out_of_the_next_run() -> None:
     assert repaired.content == [{"type": "text", "text": "look"}]
     fine = HumanMessage([{"type": "image_url", "image_url": {"url": "https://x.org/a.png"}}])
     assert repairs([fine.model_copy(update={"id": "m2"})]) == []
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://x.org/a.png",
+        "HTTPS://X.org/a.png",
+        "http://127.0.0.1:8000/a.png",
+        "gs://bucket/photo.png",  # litellm hands it to Vertex AI
+        "data:image/png;base64,AA==",
+        "data:IMAGE/PNG;name=a.png;base64,AAAA",
+    ],
+)
+def test_image_urls_providers_take_are_accepted(url: str) -> None:
+    part = {"type": "image_url", "image_url": {"url": url}}
+    [turn] = new_turn([{"role": "user", "content": [part]}], has_history=False)
+    assert turn.content == [part]
+
+
+def test_a_stored_history_is_checked_without_decoding_its_images_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Before every run: decoding megabytes of stored images at every turn cost milliseconds.
+    from langchain_core.messages import HumanMessage
+
+    from agents import turns
+
+    big = "data:image/png;base64," + "A" * 4_000_000
+    stored = HumanMessage([{"type": "image_url", "image_url": {"url": big}}], id="m1")
+    decoded: list[int] = []
+    real = turns._is_base64
+    monkeypatch.setattr(turns, "_is_base64", lambda data: decoded.append(len(data)) or real(data))
+    assert turns.repairs([stored]) == []
+    assert decoded == []
+    new_turn([{"role": "user", "content": stored.content}], has_history=False)
+    assert decoded == [4_000_000]  # a request's own images are decoded as they come in

@@ -51,9 +51,10 @@ class RefusalPart(BaseModel):
     refusal: str = Field(description="The refusal's text.")
 
 
-# Base64 as providers read it (RFC 4648, padded, no line breaks), and an image's URL.
-BASE64 = "(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
-IMAGE_URL = f"^(?:https?://[^/?#\\s]+(?:[/?#].*)?|data:image/[^;,]+;base64,{BASE64})$"
+# Base64 as providers read it (RFC 4648, padded, no line breaks; at least one byte), and an
+# image's URL: http(s), gs:// (litellm hands it to Vertex AI), or its data inline.
+BASE64 = "(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{4}|[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)"
+IMAGE_URL = f"^(?:(?i:https?|gs)://[^/?#\\s]+(?:[/?#].*)?|(?i:data:image/[^,]*;base64),{BASE64})$"
 
 
 class ImageUrl(BaseModel):
@@ -64,7 +65,7 @@ class ImageUrl(BaseModel):
     url: str = Field(
         min_length=1,
         pattern=IMAGE_URL,
-        description="An `http(s):` URL, or a `data:image/<type>;base64,` URL.",
+        description="An `http(s):` URL, a `gs://` one, or a `data:image/<type>;base64,` URL.",
     )
 
 
