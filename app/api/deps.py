@@ -77,9 +77,17 @@ def run_target(
     skill_param = workflow_param = None
     if model is not None and (model == TARGET or model.startswith(TARGET + "/")):
         kind, _, name = model.removeprefix(TARGET).lstrip("/").partition("/")
-        if kind == "workflow" and name and workflow is None:
+        named = {"workflow": workflow, "skill": skill}.get(kind)
+        if kind in ("workflow", "skill") and name and named not in (None, name):
+            raise ApiError(
+                400,
+                "conflicting_targets",
+                f"`model` names {kind} {name!r} and `{kind}` names {named!r}: name one.",
+                param="model",
+            )
+        if kind == "workflow" and name:
             workflow, workflow_param = name, "model"
-        elif kind == "skill" and name and skill is None:
+        elif kind == "skill" and name:
             skill, skill_param = name, "model"
         elif kind:
             raise ApiError(

@@ -100,6 +100,20 @@ def test_an_order_question_is_answered_from_the_shipped_data(
     assert order["status"] == expected["status"]
 
 
+def test_a_target_named_in_the_model_and_its_field_alike_is_taken(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    # It was a 400 unknown_model ("names no target").
+    fake_llm.script(Reply(content="On its way."))
+    body = {
+        "messages": [{"role": "user", "content": "where is ORD1001?"}],
+        "model": "skilldesk/skill/order-query",
+        "skill": "order-query",
+    }
+    response = client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 200, response.text
+
+
 def test_an_empty_answer_after_a_tool_ran_keeps_what_the_tool_did(
     client: TestClient, fake_llm: FakeLLM
 ) -> None:

@@ -275,6 +275,7 @@ def test_unknown_workflow_is_a_clear_400(client: TestClient, fake_llm: FakeLLM) 
     [
         ({"skill": "order-lookup", "workflow": "order-overview"}, "workflow"),
         ({"skill": "order-lookup", "model": "skilldesk/workflow/order-overview"}, "model"),
+        ({"skill": "order-lookup", "model": "skilldesk/skill/order-overview"}, "model"),
     ],
 )
 def test_a_skill_and_a_workflow_at_once_is_a_clear_400(
