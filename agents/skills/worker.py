@@ -1,7 +1,8 @@
 """A worker process that runs one skill's handlers (``python -m agents.skills.worker``).
 
 Started by ``agents.skills.workers``; talks over its standard input and output in frames of
-a 4-byte length and a pickle. It imports only the standard library and the skill's
+a 4-byte length and a pickle (in) or a JSON array (out: data only, as a handler can write
+there too). It imports only the standard library and the skill's
 own modules, so it starts in tens of milliseconds, and a handler that spins, blocks, leaks
 or crashes takes only this process down: the service kills and replaces it. On Linux it is
 two processes (``_serve_beside_a_reaper``): the one the service started waits for the
@@ -61,8 +62,16 @@ def _read_exactly(stream: BinaryIO, size: int) -> bytes | None:
 
 
 def frame(message: Any) -> bytes:
-    """A message as bytes on the wire."""
+    """A message from the service as bytes on the wire (read here only)."""
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return _HEADER.pack(len(data)) + data
+
+
+def reply_frame(message: tuple[Any, ...]) -> bytes:
+    """A reply to the service as bytes on the wire: a JSON array, data only. The handlers run
+    in this process and can write to the same pipe, so nothing the service reads from it
+    may be able to run code there (as a pickle could)."""
+    data = json.dumps(list(message)).encode()  # ASCII: a lone surrogate is escaped
     return _HEADER.pack(len(data)) + data
 
 
@@ -76,8 +85,8 @@ class Worker:
         self.modules: dict[str, types.ModuleType] = {}
         self.loop = asyncio.new_event_loop()
 
-    def send(self, message: Any) -> None:
-        self.out.write(frame(message))
+    def send(self, message: tuple[Any, ...]) -> None:
+        self.out.write(reply_frame(message))
         self.out.flush()
 
     def bind(self, skill: str, package: str, path: str, memory_mb: int | None) -> None:

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import json
 import os
-import pickle
 import signal
 import sys
 import time
@@ -30,6 +29,18 @@ from agents.skills.worker import frame, kill_below
 
 log = structlog.get_logger(__name__)
 _HEADER_SIZE = 4
+# A reply's length at most: a longer one is not read (the worker is stopped and the call
+# fails), so one result cannot take the service's memory. Replies are parsed on a thread
+# above _PARSE_ON_LOOP bytes, so a large one does not hold the event loop.
+MAX_REPLY_BYTES = 16 * 2**20
+_PARSE_ON_LOOP = 256 * 2**10
+
+
+async def _parsed(data: bytes | str) -> Any:
+    """JSON text as data (ValueError when it is not JSON)."""
+    if len(data) <= _PARSE_ON_LOOP:
+        return json.loads(data)
+    return await asyncio.to_thread(json.loads, data)
 
 
 @dataclass(frozen=True)
@@ -159,15 +170,25 @@ class Worker:
             except TimeoutError:
                 limit = f"{call.import_timeout_s:g} s"
                 raise HandlerImportFailed(f"it did not load within {limit}") from None
-            if reply[2] is not None:
-                raise HandlerImportFailed(reply[2])
+            match reply:
+                case ["imported", str() as module, str() | None as error] if module == call.module:
+                    pass
+                case _:
+                    raise self._broken(reply)
+            if error is not None:
+                raise HandlerImportFailed(error)
             self.imported.add(call.module)
             on_import(call.module)
         reply = await self._receive(call.timeout_s)
-        _, got, ok, kind, payload = reply
-        assert got == number, f"worker answered call {got} for call {number}"
+        match reply:
+            case ["result", int() as got, bool() as ok, str() as kind, str() as payload] if (
+                got == number and not isinstance(got, bool)
+            ):
+                pass
+            case _:
+                raise self._broken(reply)
         if ok:
-            return payload if kind == "text" else json.loads(payload)
+            return payload if kind == "text" else await _parsed(payload)
         if kind == "not_json":
             raise HandlerFailed(f"returned data that is not JSON: {payload}")
         raise HandlerFailed(str(payload))
@@ -212,13 +233,30 @@ class Worker:
         try:
             async with asyncio.timeout(timeout_s):
                 header = await self.process.stdout.readexactly(_HEADER_SIZE)
-                data = await self.process.stdout.readexactly(int.from_bytes(header, "big"))
+                size = int.from_bytes(header, "big")
+                if size > MAX_REPLY_BYTES:  # not read: the worker is stopped
+                    self.kill()
+                    raise HandlerFailed(
+                        f"its result is larger than {MAX_REPLY_BYTES / 2**20:g} MB; return "
+                        "less (a tool's result is cut to far less for the model anyway)"
+                    )
+                data = await self.process.stdout.readexactly(size)
         except TimeoutError:
             self.kill()
             raise
         except asyncio.IncompleteReadError:
             raise HandlerCrashed(await self._ended()) from None
-        return pickle.loads(data)  # only the worker's own replies
+        try:
+            return await _parsed(data)
+        except ValueError:
+            raise self._broken(data[:60]) from None
+
+    def _broken(self, reply: Any) -> HandlerCrashed:
+        """The worker's reply is not the protocol's (a handler wrote to its pipe): it is
+        stopped, and the call fails."""
+        self.kill()
+        log.error("skill.worker_broke_protocol", reply=repr(reply)[:200])
+        return HandlerCrashed("the handler's process broke the worker protocol and was stopped")
 
     async def _ended(self) -> str:
         code = await self._exit_code()
