@@ -114,6 +114,16 @@ def check_schema(schema: dict[str, Any]) -> None:
         raise SchemaError(problems[:MOST])
 
 
+def object_schema(value: dict[str, Any]) -> dict[str, Any]:
+    """``value`` when it is a usable JSON Schema of an object (a pydantic field validator's
+    body: the ``ValueError`` or ``SchemaError`` raised names the place, and the loader adds
+    the field)."""
+    if value.get("type") != "object":
+        raise ValueError("must be a JSON Schema with type: object")
+    check_schema(value)
+    return value
+
+
 def _shape_problem(schema: Any) -> tuple[Location, str] | None:
     """Where the tree is infinite (a YAML alias to a node around it), too deep or too big;
     walked without recursion, as nothing else can walk such a tree."""

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agents.skills.schemas import check_schema
+from agents.skills.schemas import object_schema
 
 NAME_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 DESCRIPTION_LIMIT = 1024  # characters, in the Agent Skills specification
@@ -98,14 +98,7 @@ class ToolSpec(BaseModel):
     @field_validator("parameters", "output_schema", mode="before")
     @classmethod
     def _valid_schema(cls, value: Any) -> Any:
-        return _object_schema(value) if isinstance(value, dict) else value
-
-
-def _object_schema(value: dict[str, Any]) -> dict[str, Any]:
-    if value.get("type") != "object":
-        raise ValueError("must be a JSON Schema with type: object")
-    check_schema(value)  # a SchemaError names each place; the loader appends it to the field
-    return value
+        return object_schema(value) if isinstance(value, dict) else value
 
 
 class SkillConfig(BaseModel):

@@ -26,6 +26,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agents.skills.schemas import object_schema
+
 NAME_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 # Node ids and input names are identifiers, so templates reach them as nodes.<id>.output.
 ID_PATTERN = r"^[a-z_][a-z0-9_]*$"
@@ -179,6 +181,13 @@ class LlmNode(NodeBase):
         description="A JSON Schema (an object): the output is the object the model fills.",
     )
     model: str | None = Field(None, description="The model profile (default: the default one).")
+
+    # Checked as a skill's tool schemas are: one whose pattern Python cannot compile or whose
+    # $ref resolves nowhere would fail every run at this node.
+    @field_validator("output_schema", mode="before")
+    @classmethod
+    def _valid_schema(cls, value: Any) -> Any:
+        return object_schema(value) if isinstance(value, dict) else value
 
     def templates(self) -> list[tuple[str, str]]:
         return [("prompt", self.prompt), ("system", self.system)]

@@ -193,3 +193,25 @@ nodes:
     )
     assert (problem.node, problem.line) == ("tell", 7)
     assert problem.message.startswith("id: duplicate node id 'tell' (nodes.0 has it too)")
+
+
+@pytest.mark.parametrize(
+    ("schema", "says"),
+    [
+        ('{type: object, properties: {code: {type: string, pattern: "(["}}}', "pattern"),
+        ('{type: object, properties: {n: {$ref: "#/$defs/missing"}}}', "$defs/missing"),
+        ("{type: array, items: {type: string}}", "type: object"),
+    ],
+)
+def test_an_llm_node_schema_that_cannot_check_answers_is_refused_where_it_is(
+    tmp_path: Path, schema: str, says: str
+) -> None:
+    """Checked at load like a skill's tool schemas: it would fail every run at the node."""
+    problem = one(
+        tmp_path,
+        HEAD + f"nodes:\n  - {{id: ask, kind: llm, prompt: hi, schema: {schema}}}\n",
+    )
+    assert problem.node == "ask"
+    assert problem.line == 6
+    assert says in problem.message
+    assert "schema" in problem.message
