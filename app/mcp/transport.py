@@ -17,6 +17,8 @@ from typing import Any
 import structlog
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types.jsonrpc import UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
 
 from agents.toolserver.catalogue import ToolCatalogue
@@ -26,6 +28,8 @@ log = structlog.get_logger(__name__)
 PATH = "/mcp"
 WATCH_EVERY_S = 0.5
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# The versions the SDK serves: by the initialize handshake, or request by request (2026).
+SPOKEN = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
 
 
 class McpEndpoint:
@@ -39,10 +43,14 @@ class McpEndpoint:
         if self._stateful is None or self._stateless is None:
             await _unavailable(send)
             return
+        body = await _body(receive) if scope.get("method") == "POST" else b""
+        version = _unspoken_version(scope, body)
+        if version is not None:  # the SDK would ask for the 2026 protocol's _meta envelope
+            await _reply(send, 400, version)
+            return
         if scope.get("method") != "POST":
             await self._stateful.handle_request(scope, receive, send)
             return
-        body = await _body(receive)
         refused = _bad_call(body)
         if refused is not None:  # the SDK would say "Invalid request parameters", no more
             await _reply(send, 200, refused)
@@ -108,6 +116,33 @@ def _opens_session(body: bytes) -> bool:
         return False
     messages = message if isinstance(message, list) else [message]
     return any(isinstance(m, dict) and m.get("method") == "initialize" for m in messages)
+
+
+def _unspoken_version(scope: Scope, body: bytes) -> dict[str, Any] | None:
+    """The JSON-RPC error for an ``MCP-Protocol-Version`` header naming a version this server
+    does not speak (the spec: 400 Bad Request), or None."""
+    asked = next((v for k, v in scope.get("headers") or () if k == b"mcp-protocol-version"), None)
+    if asked is None:
+        return None
+    requested = asked.decode("latin-1")
+    if requested in SPOKEN:
+        return None
+    error = {
+        "code": UNSUPPORTED_PROTOCOL_VERSION,
+        "message": f"Unsupported protocol version {requested!r}: this server speaks "
+        + ", ".join(SPOKEN),
+        "data": {"supported": list(SPOKEN), "requested": requested},
+    }
+    return {"jsonrpc": "2.0", "id": _request_id(body), "error": error}
+
+
+def _request_id(body: bytes) -> Any:
+    """A single request's id, for an error answering it (None when there is none)."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    return message.get("id") if isinstance(message, dict) else None
 
 
 def _bad_call(body: bytes) -> dict[str, Any] | None:

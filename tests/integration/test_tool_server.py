@@ -375,6 +375,30 @@ async def test_a_malformed_mcp_tool_call_names_the_field_at_fault(
     assert says in reply["error"]["message"]
 
 
+async def test_an_unknown_protocol_version_is_refused_naming_the_ones_spoken(
+    service: Service,
+) -> None:
+    # The SDK took any version it did not know for the 2026 protocol and asked for its
+    # params._meta envelope, which a client of 1999-01-01 has never heard of.
+    request = {"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {}}
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "1999-01-01",
+    }
+    async with httpx.AsyncClient(base_url=service.url) as http:
+        response = await http.post("/mcp", json=request, headers=headers)
+        stream = await http.get("/mcp", headers=headers)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert response.json()["id"] == 4
+    assert error["code"] == -32022
+    assert error["data"]["requested"] == "1999-01-01"
+    assert {"2025-11-25", "2026-07-28"} <= set(error["data"]["supported"])
+    assert "1999-01-01" in error["message"] and "2025-11-25" in error["message"]
+    assert stream.status_code == 400
+    assert stream.json()["error"]["code"] == -32022
+
+
 async def test_an_mcp_call_with_an_idempotency_key_runs_once(service: Service) -> None:
     headers = {"Accept": "application/json, text/event-stream", "Idempotency-Key": "mcp-1"}
     request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
