@@ -13,6 +13,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import iter_route_contexts
 from pydantic import BaseModel, Field
+from python_multipart.exceptions import MultipartParseError
+from python_multipart.multipart import DEFAULT_MAX_HEADER_SIZE
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -43,6 +45,7 @@ from agents.errors import (
 )
 
 log = structlog.get_logger(__name__)
+MAX_PART_HEADER = DEFAULT_MAX_HEADER_SIZE  # what Starlette's parser allows a part's header
 
 REDIS_LOST = (
     "Redis (SKILLDESK_REDIS_URL) is unreachable, so this request could not be completed; "
@@ -275,6 +278,8 @@ def install_error_handlers(app: FastAPI) -> None:
                 "deeper than JSON parsers allow (about 1,000 levels), or holds an integer of "
                 "more than 4,300 digits.",
             )
+        if exc.status_code == 400 and message == "Invalid multipart data.":
+            code, message = "invalid_multipart", _multipart_problem(exc)
         headers = dict(exc.headers or {})
         if exc.status_code == 405:
             headers["Allow"] = allowed_methods(request)
@@ -289,6 +294,23 @@ def install_error_handlers(app: FastAPI) -> None:
         log.exception("http.unhandled_error")
         error = error_of(exc)
         return JSONResponse(error.body(), status_code=error.status)
+
+
+def _multipart_problem(exc: BaseException) -> str:
+    """What the multipart parser found wrong (Starlette says "Invalid multipart data." and
+    keeps the parser's error only as the cause of its own)."""
+    seen: BaseException | None = exc
+    while seen is not None and not isinstance(seen, MultipartParseError):
+        seen = seen.__cause__ or seen.__context__  # HTTPException <- MultiPartException <- it
+    if seen is None:
+        return "The request body is not valid multipart/form-data."
+    if "header size" in str(seen):
+        return (
+            "The multipart body has a part whose header line is longer than "
+            f"{MAX_PART_HEADER:,} bytes (the parser's limit); a long file name is the usual "
+            "cause: send a shorter one."
+        )
+    return f"The request body is not valid multipart/form-data: {seen}."
 
 
 def allowed_methods(request: Request) -> str:

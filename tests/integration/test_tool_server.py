@@ -394,7 +394,8 @@ async def test_an_unknown_protocol_version_is_refused_naming_the_ones_spoken(
     assert error["code"] == -32022
     assert error["data"]["requested"] == "1999-01-01"
     assert {"2025-11-25", "2026-07-28"} <= set(error["data"]["supported"])
-    assert "1999-01-01" in error["message"] and "2025-11-25" in error["message"]
+    assert "1999-01-01" in error["message"]
+    assert "2025-11-25" in error["message"]
     assert stream.status_code == 400
     assert stream.json()["error"]["code"] == -32022
 

@@ -79,6 +79,29 @@ def test_a_file_name_with_quotes_and_line_breaks_is_kept_as_the_browser_named_it
     assert [a["name"] for a in listed] == ['bad "name" <x> 100%25 \r\nend.txt']
 
 
+def test_a_file_name_too_long_for_the_parser_is_named_as_the_cause(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Hi."))
+    say(client, "long", "Hello")
+    upload = client.post(
+        "/v1/threads/long/attachments",
+        files={"file": ("a" * 5000 + ".txt", b"notes", "text/plain")},
+    )
+    assert upload.status_code == 400, upload.text
+    error = upload.json()["error"]
+    assert error["code"] == "invalid_multipart"
+    assert "header" in error["message"]
+    assert "file name" in error["message"]
+    assert "4,224 bytes" in error["message"]  # the limit, so the client knows what fits
+    assert client.get("/v1/threads/long/attachments").json() == []
+    # The thread is as it was: the next turn is served.
+    fake_llm.script(Reply(content="Still here."))
+    say(client, "long", "Hello again")
+    texts = [m["content"] for m in client.get("/v1/threads/long").json()["messages"]]
+    assert texts == ["Hello", "Hi.", "Hello again", "Still here."]
+
+
 @pytest.mark.parametrize(
     ("name", "content", "media_type", "status", "code"),
     [
