@@ -92,6 +92,12 @@ class Settings(BaseSettings):
         "skill.yaml asks for isolation: thread (a JSON list); any other skill's handlers run "
         "in worker processes, whatever it asks. Default: the bundled lookup skills.",
     )
+    skills_worker_cgroups: bool = Field(
+        True,
+        description="Each skill worker process in a cgroup (v2) of its own, where the service "
+        "may make one (root, or a delegated cgroup): every process its handlers start ends "
+        "with it, whatever they do. Off, or where it may not: stopped by its process tree.",
+    )
     skills_embeddings: bool = Field(
         True, description="Dense (MiniLM) retrieval besides keywords; off: keywords only."
     )
@@ -453,6 +459,7 @@ class Settings(BaseSettings):
             embedding_precision=self.skills_embedding_precision,
             embedding_model=self.skills_embedding_model,
             trusted=frozenset(self.skills_trusted),
+            worker_cgroups=self.skills_worker_cgroups,
         )
 
     def learn_options(self) -> LearnOptions:

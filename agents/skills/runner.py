@@ -25,6 +25,7 @@ from agents.errors import (
     SchemaUnusable,
     SkillNotFound,
 )
+from agents.skills.cgroups import WorkerGroups
 from agents.skills.context import ToolContext
 from agents.skills.loader import Skill
 from agents.skills.once import KeyedCall, OnceCalls
@@ -54,10 +55,16 @@ class ToolRunner:
             asks for ``isolation: thread``; any other's run in worker processes whatever it
             asks (a skill dropped in must not choose to run inside the service). None: as
             each skill asks (tests, benchmarks).
+        cgroups: Each worker process in a cgroup of its own where this process may make
+            one (``cgroups.py``), so nothing its handlers start outlives it.
     """
 
     def __init__(
-        self, registry: SkillRegistry, data_dir: Path, trusted: frozenset[str] | None = None
+        self,
+        registry: SkillRegistry,
+        data_dir: Path,
+        trusted: frozenset[str] | None = None,
+        cgroups: bool = True,
     ) -> None:
         self.registry = registry
         self.data_dir = data_dir
@@ -66,7 +73,7 @@ class ToolRunner:
         self._modules: dict[tuple[str, str, str], types.ModuleType] = {}
         self._lock = threading.Lock()
         self._threads = HandlerThreads()
-        self._workers = WorkerPool()
+        self._workers = WorkerPool(groups=WorkerGroups.find() if cgroups else None)
         self.once = OnceCalls()  # side-effecting calls, once per key (``journal``)
         # Where files a handler makes become its thread's attachments (the service sets it).
         self.attachments: AttachmentStore | None = None

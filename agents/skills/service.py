@@ -36,6 +36,7 @@ class SkillsOptions:
     # Skills whose handlers may run in the service's process (``isolation: thread``); None:
     # as each skill asks (``ToolRunner``).
     trusted: frozenset[str] | None = None
+    worker_cgroups: bool = True  # each worker process in a cgroup of its own, where it may
 
 
 class SkillService:
@@ -51,7 +52,9 @@ class SkillService:
                 embedder or make_embedder(options.embedding_precision, options.embedding_model),
             )
         self.index = SkillIndex(cache, dense_weight=options.dense_weight)
-        self.runner = ToolRunner(self.registry, options.data_dir, options.trusted)
+        self.runner = ToolRunner(
+            self.registry, options.data_dir, options.trusted, options.worker_cgroups
+        )
         self._reload_lock = asyncio.Lock()
         self._build_lock = threading.Lock()
         # Examples the model wrote (agents/skills/written.py), by skill: the version they

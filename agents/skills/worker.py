@@ -38,6 +38,7 @@ _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _TREE_ROUNDS = 100  # looks for processes still starting others, at most
 _REAP_WAIT_S = 2.0  # how long the subreaper waits for what it killed
+_CGROUP_ENV = "SKILLDESK_WORKER_CGROUP"  # cgroups.ENV (this module imports only the stdlib)
 
 
 def read_frame(stream: BinaryIO) -> Any:
@@ -315,9 +316,23 @@ def descendants(root: int) -> list[int]:
     return found
 
 
+def enter_cgroup() -> None:
+    """Move this process into the cgroup the service made for it (``cgroups.py``), before
+    it starts anything: every process below it is then born in it, whatever it does later."""
+    group = os.environ.pop(_CGROUP_ENV, None)
+    if not group:
+        return
+    try:
+        with open(os.path.join(group, "cgroup.procs"), "w") as procs:
+            procs.write(str(os.getpid()))
+    except OSError as exc:  # stopped by its tree alone, as without one
+        print(f"skilldesk worker: not in its cgroup {group}: {exc}", file=sys.stderr)
+
+
 def main() -> None:
     """Serve calls from standard input until the service closes it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the service's to handle
+    enter_cgroup()
     if _die_with_parent():
         _serve_beside_a_reaper()
     # The protocol keeps private copies of stdin and stdout; a handler's print() goes to the

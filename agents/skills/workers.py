@@ -17,11 +17,14 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import structlog
 
 from agents.errors import HandlerCrashed, HandlerFailed, HandlerImportFailed, HandlersBusy
+from agents.skills.cgroups import ENV as CGROUP_ENV
+from agents.skills.cgroups import WorkerGroups
 from agents.skills.context import ToolContext
 from agents.skills.loader import Skill
 from agents.skills.spec import ToolSpec
@@ -117,10 +120,13 @@ def kill_tree(pid: int) -> None:
 class Worker:
     """One worker process bound to one version of one skill."""
 
-    def __init__(self, skill: Skill, process: asyncio.subprocess.Process) -> None:
+    def __init__(
+        self, skill: Skill, process: asyncio.subprocess.Process, group: Path | None = None
+    ) -> None:
         self.skill = skill.name
         self.fingerprint = skill.fingerprint
         self.process = process
+        self.group = group  # its cgroup (``cgroups.py``), where the service may make one
         self.imported: set[str] = set()
         self.idle_since = time.monotonic()
         self.killed = False
@@ -128,17 +134,24 @@ class Worker:
         self._output: asyncio.Task[None] | None = None  # relays what the handlers print
 
     @classmethod
-    async def start(cls, skill: Skill, package: str) -> Worker:
-        """Start a worker and bind it to ``skill``."""
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "agents.skills.worker",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        worker = cls(skill, process)
+    async def start(cls, skill: Skill, package: str, groups: WorkerGroups | None = None) -> Worker:
+        """Start a worker and bind it to ``skill``; in a cgroup of its own made in ``groups``."""
+        group = groups.make() if groups is not None else None
+        try:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "agents.skills.worker",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=None if group is None else {**os.environ, CGROUP_ENV: str(group)},
+            )
+        except BaseException:
+            if group is not None:
+                await WorkerGroups.remove(group)
+            raise
+        worker = cls(skill, process, group)
         assert process.stderr is not None
         worker._output = asyncio.create_task(relay_output(process.stderr, skill.name))
         config = skill.config
@@ -199,11 +212,15 @@ class Worker:
         if self.alive:
             self.killed = True
             kill_tree(self.process.pid)
+        if self.group is not None:  # dead or not: what left its tree is still in it
+            WorkerGroups.kill(self.group)
 
     async def close(self) -> None:
         """End the process and wait for it (its output relayed to the end, for a while)."""
         self.kill()
         await self._exit_code()
+        if self.group is not None:
+            await WorkerGroups.remove(self.group)
         if self._output is not None:
             with contextlib.suppress(TimeoutError):  # a process it left holds the pipe
                 await asyncio.wait_for(asyncio.shield(self._output), _EXIT_WAIT_S)
@@ -282,11 +299,15 @@ class WorkerPool:
         max_workers: Worker processes alive at most, over all skills (idle ones of other
             skills are stopped to make room).
         idle_s: A worker idle this long is stopped.
+        groups: Where each worker gets a cgroup of its own (None: stopped by its tree alone).
     """
 
-    def __init__(self, max_workers: int = 32, idle_s: float = 300.0) -> None:
+    def __init__(
+        self, max_workers: int = 32, idle_s: float = 300.0, groups: WorkerGroups | None = None
+    ) -> None:
         self.max_workers = max_workers
         self.idle_s = idle_s
+        self.groups = groups
         self._skills: dict[str, _SkillWorkers] = {}
         self._starting = 0
         self._closing: set[asyncio.Task[None]] = set()
@@ -348,7 +369,7 @@ class WorkerPool:
             )
         self._starting += 1
         try:
-            return await Worker.start(skill, package)
+            return await Worker.start(skill, package, self.groups)
         finally:
             self._starting -= 1
 
