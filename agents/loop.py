@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+import structlog
 from langchain_core.callbacks import BaseCallbackManager
 from langchain_core.messages import (
     AIMessage,
@@ -21,7 +22,7 @@ from langchain_core.messages.ai import add_ai_message_chunks
 from langchain_core.runnables import RunnableBinding, RunnableConfig
 from langsmith.utils import tracing_is_enabled
 
-from agents import failpoints
+from agents import failpoints, replies
 from agents.errors import BudgetExceeded, ModelError, SkillNotFound
 from agents.models import ModelGateway
 from agents.models.chat_model import GatewayChatModel, finish_stream
@@ -31,6 +32,8 @@ from agents.run import RunContext, answering_node, emit
 from agents.skills.loader import Skill
 from agents.skills.meta import NOTE_SKILL, Outcome, Scope, SkillTools, definition_view
 from agents.text import mend
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass
@@ -79,13 +82,23 @@ async def run_tool_loop(
         except BudgetExceeded as exc:
             text = prompts.reply("budget_exhausted", reason=str(exc))
             return _stopped(new, scope, before, usage, "budget", text)
-        model: Any = gateway.chat_model(profile or ctx.profile)
-        offered = tools.definitions(scope) if tools is not None else []
-        if offered:
-            model = model.bind_tools(offered)
-        reply = await complete(model, [SystemMessage(content=system), *history, *new], config)
-        for key, value in call_usage(reply).items():
-            usage[key] = usage.get(key, 0) + value
+        key = replies.reply_key(tools, ctx, task_id, system, rounds)
+        reply = await replies.recorded(tools, key) if tools and key and ctx.again else None
+        if reply is None:
+            model: Any = gateway.chat_model(profile or ctx.profile)
+            offered = tools.definitions(scope) if tools is not None else []
+            if offered:
+                model = model.bind_tools(offered)
+            reply = await complete(model, [SystemMessage(content=system), *history, *new], config)
+            for name, value in call_usage(reply).items():
+                usage[name] = usage.get(name, 0) + value
+            if tools and key and _any_side_effects(tools, reply):
+                reply = await replies.record(tools, ctx, key, reply)
+        else:  # acted on already by a run cut off: the same calls again, not a new reply
+            log.info("loop.reply_replayed", round=rounds, calls=len(reply.tool_calls))
+            node = answering_node()
+            if node is not None and reply.text:
+                _token(node, reply.text)
         if not (reply.tool_calls or reply.invalid_tool_calls):
             if reply.text.strip():
                 new.append(reply)

@@ -109,6 +109,9 @@ class RunContext:
         turn_id: The id of the user message this run answers: a run that answers it again
             (the message resent after a crash) gives its side effects the same keys.
         resumed: The run goes on from a checkpoint a crash left (no new input).
+        again: The run answers a message a run before it began to answer (resumed, or the
+            message resent): the model replies that run recorded are acted on again
+            (``agents/replies.py``), not asked for anew.
     """
 
     thread_id: str = ""
@@ -119,6 +122,7 @@ class RunContext:
     budget: RunBudget = field(default_factory=RunBudget)
     turn_id: str = ""
     resumed: bool = False
+    again: bool = False
     _calls: Counter[str] = field(default_factory=Counter, repr=False)
     _calls_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

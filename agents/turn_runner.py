@@ -103,6 +103,7 @@ class TurnRunner:
                     feed.fingerprint = fingerprint(asked.content) if asked is not None else ""
                     feed.resumed = True
                 ctx.turn_id = turn_id(history, [])  # the same keys for its side effects
+                ctx.again = True
                 run_input = None
             else:
                 messages = (
@@ -118,6 +119,7 @@ class TurnRunner:
                     )
                 new = unless_retried(history, with_ids(messages))
                 ctx.turn_id = turn_id(history, new)
+                ctx.again = bool(messages) and not new  # resent: answered from its start
                 await self.books.opened(ctx.thread_id, ctx.run_id, history, new, owner, agent)
                 run_input = {**upgrade, "messages": new, "schema_version": SCHEMA_VERSION}
             steps = self.graph.astream(

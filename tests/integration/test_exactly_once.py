@@ -84,11 +84,9 @@ def test_killed_during_a_side_effect_the_resent_message_reuses_its_key(
             pending.result()
     (skill_data / "pause").unlink()
 
-    # The model names the call differently this time: the key must not depend on it.
-    fake_llm.script(
-        Reply(tool_calls=[ToolCall("file_claim", {"item": "pump"}, id="call_b")]),
-        Reply(content="Your claim is filed."),
-    )
+    # The reply that asked for the call was recorded before the call ran: the run answering
+    # the resent message acts on it again instead of asking the model for a new one.
+    fake_llm.script(Reply(content="Your claim is filed."))
     second = Service(env, data)
     try:
         response = ask(second)
@@ -100,8 +98,10 @@ def test_killed_during_a_side_effect_the_resent_message_reuses_its_key(
     assert len(runs) == 2  # cut off once, so it ran again...
     assert runs[0]["key"] == runs[1]["key"]  # ...with the same key...
     assert len(lines(skill_data / "ledger.jsonl")) == 1  # ...and filed one claim
-    assert [(row[1], row[2]) for row in journal(data)] == [("done", "file_claim")]
-    assert journal(data)[0][0] == runs[0]["key"]
+    # The reply that asked for the call, recorded before it ran, and the call.
+    recorded = sorted((row[1], row[2]) for row in journal(data))
+    assert recorded == [("done", "(model reply)"), ("done", "file_claim")]
+    assert runs[0]["key"] in [row[0] for row in journal(data)]
 
 
 def test_killed_after_a_side_effect_the_resent_message_does_not_run_it_again(
@@ -121,10 +121,7 @@ def test_killed_after_a_side_effect_the_resent_message_does_not_run_it_again(
         with pytest.raises(httpx.HTTPError):
             pending.result()
 
-    fake_llm.script(
-        Reply(tool_calls=[ToolCall("file_claim", {"item": "pump"}, id="call_b")]),
-        Reply(content="Your claim is filed."),
-    )
+    fake_llm.script(Reply(content="Your claim is filed."))
     second = Service(env, data)
     try:
         response = ask(second)
@@ -136,3 +133,46 @@ def test_killed_after_a_side_effect_the_resent_message_does_not_run_it_again(
     tool_result = fake_llm.requests[-1]["messages"][-1]
     assert tool_result["role"] == "tool"
     assert '"repeat": false' in tool_result["content"]  # the first run's own result
+
+
+def test_a_model_that_words_the_call_differently_after_a_crash_does_not_repeat_it(
+    env: dict[str, str], fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    # Found by QA: the resumed run asked the model again, which wrote other arguments (as a
+    # real model words a title or a description anew); other arguments, another key, and the
+    # side effect ran twice.
+    data = tmp_path / "data"
+    skill_data = data / "skills" / "ledger"
+    fake_llm.script(
+        Reply(tool_calls=[ToolCall("file_claim", {"item": "pump P-7"}, id="call_a")]),
+        Reply(content="never sent", delay=30),
+    )
+    first = Service(env, data)
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(ask, first)
+        wait_for(lambda: fake_llm.remaining == 0)
+        kill(first)
+        with pytest.raises(httpx.HTTPError):
+            pending.result()
+    asked = len(fake_llm.requests)
+
+    # Asked again for its first reply, the model would word the call anew (or, as scripted
+    # here, answer without it): it must not be asked; it is asked only for the answer.
+    fake_llm.script(Reply(content="Your claim is filed."))
+    second = Service(env, data)
+    try:
+        response = ask(second)
+        history = httpx.get(f"{second.url}/v1/threads/claims-1", timeout=30).json()
+    finally:
+        second.stop()
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["message"]["content"] == "Your claim is filed."
+    assert len(fake_llm.requests) == asked + 1
+    assert fake_llm.requests[-1]["messages"][-1]["role"] == "tool"  # after the recorded call
+    assert '"repeat": false' in fake_llm.requests[-1]["messages"][-1]["content"]
+    assert [r["item"] for r in lines(skill_data / "ledger.jsonl")] == ["pump P-7"]
+    assert len(lines(skill_data / "runs.jsonl")) == 1
+    calls = [c for m in history["messages"] for c in m.get("tool_calls") or []]
+    assert [(c["name"], c["arguments"], c["id"]) for c in calls] == [
+        ("file_claim", {"item": "pump P-7"}, "call_a")
+    ]

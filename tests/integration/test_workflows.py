@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from app.main import create_app
-from tests.fakellm import FakeLLM, Reply
+from tests.fakellm import FakeLLM, Reply, ToolCall
 
 ROOT = Path(__file__).parents[2]
 
@@ -555,3 +555,45 @@ def test_a_streamed_run_whose_store_fails_ends_its_stream_with_an_error_event(
     assert client.portal.call(engine.resume_orphans) == [run_id]  # type: ignore[union-attr]
     resumed = client.get(f"/v1/workflow-runs/{run_id}").json()
     assert resumed["status"] == "SUCCEEDED", resumed
+
+
+def test_an_expert_node_makes_its_side_effects_anew_in_each_run_on_a_thread(
+    model_settings: Any, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    # The node's calls were keyed by the thread and the node alone: a second run of the
+    # workflow on the thread got the first run's work order back from the journal.
+    workflows = tmp_path / "workflows"
+    workflows.mkdir()
+    (workflows / "open-order.yaml").write_text(
+        "name: open-order\n"
+        "description: Open a work order for a device.\n"
+        "inputs:\n  device_id: {type: string}\n"
+        "nodes:\n"
+        "  - id: open\n    kind: expert\n    skill: work-order\n"
+        '    prompt: "Open a work order for {{ inputs.device_id }}."\n'
+        "outputs:\n  message: '{{ nodes.open.output }}'\n"
+    )
+    settings = model_settings.model_copy(
+        update={"skills_dir": ROOT / "skills", "workflows_dir": workflows}
+    )
+    order = {
+        "device_id": "PUMP-07",
+        "title": "Seal leak",
+        "description": "Replace the seal.",
+        "priority": "high",
+    }
+    orders = []
+    with TestClient(create_app(settings)) as client:
+        for n in range(2):
+            fake_llm.script(
+                Reply(tool_calls=[ToolCall("create_work_order", order, id=f"call_{n}")]),
+                Reply(content="Opened."),
+            )
+            body = {"inputs": {"device_id": "PUMP-07"}, "thread_id": "orders-1"}
+            record = client.post("/v1/workflows/open-order/runs", json=body).json()
+            assert record["status"] == "SUCCEEDED", record
+            tool_result = fake_llm.requests[-1]["messages"][-1]
+            assert tool_result["role"] == "tool"
+            orders.append(json.loads(tool_result["content"]))
+    assert [o["duplicate"] for o in orders] == [False, False]
+    assert orders[0]["work_order_id"] != orders[1]["work_order_id"]  # two orders, two runs

@@ -72,11 +72,15 @@ class ExpertExecutor:
             system=expert_system(engine.prompts, [skill], task=task),
             history=[HumanMessage(task)],
             scope=Scope(loaded=[skill.name], loadable={skill.name}),
+            # The run's id in the turn's: another run of the workflow on the thread makes its
+            # own side effects (with the node's id alone, the journal answered them with the
+            # first run's). A run resumed acts on the replies it recorded (``again``).
             ctx=RunContext(
                 thread_id=ctx.run.thread_id or "",
                 run_id=ctx.run.run_id,
                 profile=ctx.node.model or ctx.run.profile,
-                turn_id=f"{ctx.node.id}#{ctx.visit}",
+                turn_id=f"{ctx.run.run_id}:{ctx.node.id}#{ctx.visit}",
+                again=True,
             ),
             config={},
             max_rounds=engine.max_rounds,
