@@ -25,20 +25,19 @@ from agents.errors import (
     SchemaUnusable,
     SkillNotFound,
 )
+from agents.skills.arguments import parse_arguments
 from agents.skills.cgroups import WorkerGroups
 from agents.skills.context import ToolContext
 from agents.skills.loader import Skill
 from agents.skills.once import KeyedCall, OnceCalls
 from agents.skills.registry import SkillRegistry
 from agents.skills.results import ToolResult, effective_limits, tool_error, trim
-from agents.skills.schemas import VALIDATOR, unusable
 from agents.skills.spec import ToolSpec
 from agents.skills.threads import HandlerThreads
 from agents.skills.worker import NotData, import_handler
 from agents.skills.workers import WorkerCall, WorkerPool
 from agents.state.attachments import AttachmentStore
 from agents.state.calls import CallJournal
-from agents.text import NOT_UNICODE, bad_text
 
 log = structlog.get_logger(__name__)
 _IMPORT_TIMEOUT_S = 60.0
@@ -390,61 +389,6 @@ def _run_coroutine(function: Any, args: dict[str, Any], timeout_s: float) -> Any
 
 def _import(skill: Skill, module_name: str) -> types.ModuleType:
     return import_handler(_package(skill), str(skill.path), module_name)
-
-
-def parse_arguments(
-    tool: str, schema: dict[str, Any], arguments: dict[str, Any] | str | None
-) -> tuple[dict[str, Any], str | None]:
-    """The arguments of a call to ``tool`` as a dict, or the problem with them (naming each
-    offending field): not JSON, not an object, not text, or against ``schema``.
-
-    Raises:
-        SchemaUnusable: ``schema`` itself could not check them (see ``schema_problems``).
-    """
-    if arguments is None or arguments == "":
-        arguments = {}
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except json.JSONDecodeError as exc:
-            return {}, (
-                f"the arguments of {tool} are not valid JSON ({exc.msg} at "
-                f"position {exc.pos}); send a JSON object matching its parameters"
-            )
-    if not isinstance(arguments, dict):
-        return {}, f"the arguments of {tool} must be a JSON object"
-    where = bad_text(arguments)
-    if where is not None:
-        return {}, f"invalid arguments for {tool}: {where or 'the arguments'} {NOT_UNICODE}"
-    parts = schema_problems(schema, arguments)
-    if parts:
-        return {}, f"invalid arguments for {tool}: " + "; ".join(parts)
-    return dict(arguments), None
-
-
-def schema_problems(schema: dict[str, Any], value: Any, most: int = 5) -> list[str]:
-    """Where ``value`` breaks ``schema``, one ``field: what is wrong`` each (the first
-    ``most``); empty when it matches.
-
-    Raises:
-        SchemaUnusable: the check itself failed, whatever the validator raised (a pattern
-            Python's re does not compile, a $ref to nothing, recursion past Python's limit),
-            so that callers answer a tool error with a stable code, never a crash.
-    """
-    try:
-        validator = VALIDATOR(schema, format_checker=VALIDATOR.FORMAT_CHECKER)
-        errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
-    except Exception as exc:
-        raise SchemaUnusable(unusable(exc)) from exc
-    parts = []
-    for err in errors[:most]:
-        where = ".".join(str(p) for p in err.absolute_path)
-        message = err.message
-        if err.context:  # anyOf/oneOf: say what each alternative wanted
-            options = sorted({e.message for e in err.context})[:4]
-            message = "expected one of: " + " | ".join(options)
-        parts.append(f"{where}: {message}" if where else message)
-    return parts
 
 
 def idempotency_key_of(
