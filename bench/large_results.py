@@ -34,6 +34,7 @@ def rows() -> list[dict[str, object]]:
 LIMITS: dict[str, dict[str, Any]] = {  # the tool's limits, by the name of the case
     "max_items 20, max_chars 4000": {"max_items": 20, "max_chars": 4000},
     "keep_fields, max_items 20": {"keep_fields": ["id", "name"], "max_items": 20},
+    "max_chars 4000 (the data stays whole)": {"max_chars": 4000},
 }
 
 
