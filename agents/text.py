@@ -1,17 +1,17 @@
 """Text that is not valid Unicode: found at the edge, where it is refused, and mended where
 it comes from a model or a handler, so nothing after the edge fails on it.
 
+Standard library only: a skill's worker process mends its handlers' results with it
+(``agents/skills/trimming.py``).
+
 JSON may spell a lone UTF-16 surrogate (``"\\ud800"``); Python decodes it into a string that
 cannot be encoded as UTF-8, so it breaks whatever writes it later (a response, a checkpoint).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
-
-import orjson
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -48,18 +48,3 @@ NOT_UNICODE = (
     "contains a lone UTF-16 surrogate (such as \\ud800), which is not valid Unicode; "
     "send the text as UTF-8"
 )
-
-
-_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS
-_OPTIONS |= orjson.OPT_PASSTHROUGH_DATETIME
-
-
-def json_bytes(value: Any) -> bytes:
-    """``value`` as UTF-8 JSON, what ``json.dumps(value, ensure_ascii=False, default=str)``
-    gives: by orjson (a turn's request body 1.5 us instead of ~100 us), else by json, for
-    what orjson refuses (integers past 64 bits, text that is not valid Unicode)."""
-    try:
-        return orjson.dumps(value, default=str, option=_OPTIONS)
-    except TypeError:  # orjson.JSONEncodeError is one
-        # Escaped to ASCII: a lone surrogate has no UTF-8 form, its escape reads back the same.
-        return json.dumps(value, default=str).encode()

@@ -27,9 +27,9 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from agents.errors import MissingKey, ProviderStatusError, StreamError, UnreadableReply
+from agents.json_bytes import json_bytes
 from agents.models.config import ModelProfile, resolve_api_key
 from agents.models.slots import Slot, Slots
-from agents.text import json_bytes
 
 # Keys for OpenAI-compatible servers that need none (vLLM, Ollama, a local proxy): the
 # OpenAI client refuses to start without one.

@@ -1,16 +1,29 @@
-"""A tool's result as the model reads it: the declared limits applied, made JSON once."""
+"""A tool's result as the model reads it: the declared limits applied, made JSON once.
+
+The trimming itself is ``agents.skills.trimming`` (standard library only, as worker
+processes run it); here is what the service makes of it.
+"""
 
 from __future__ import annotations
 
-import json
-import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from agents.skills.spec import ResultLimits
-from agents.skills.worker import as_json
-from agents.text import mend
+from agents.skills.trimming import NotData, Trimmed, as_json, has_files, trim
+
+__all__ = [
+    "ToolResult",
+    "as_json",
+    "called",
+    "effective_limits",
+    "made",
+    "result_of",
+    "tool_error",
+    "trim",
+]
 
 
 @dataclass(frozen=True)
@@ -39,56 +52,28 @@ def effective_limits(skill: ResultLimits, tool: ResultLimits | None) -> ResultLi
     return skill.model_copy(update={k: getattr(tool, k) for k in tool.model_fields_set})
 
 
-def trim(value: Any, limits: ResultLimits) -> tuple[str, Any, bool]:
-    """Apply the declared limits: keep fields, cap items, cap characters."""
-    truncated = False
-    data = _lists(value)
-    if limits.keep_fields is not None:
-        data = _keep(data, set(limits.keep_fields))
-    if limits.max_items is not None and isinstance(data, list) and len(data) > limits.max_items:
-        data, truncated = data[: limits.max_items], True
-    elif limits.max_items is not None and isinstance(data, dict):
-        for key, item in list(data.items()):
-            if isinstance(item, list) and len(item) > limits.max_items:
-                data = {**data, key: item[: limits.max_items]}
-                truncated = True
-    if isinstance(data, str):
-        text = data
-    else:  # the data becomes JSON as the model reads it (sets as lists, bytes as text)
-        try:
-            text = json.dumps(data, ensure_ascii=False, default=as_json, allow_nan=False)
-        except ValueError:  # NaN or infinity, which JSON has not: null, as JavaScript writes
-            text = json.dumps(_finite(data), ensure_ascii=False, default=as_json, allow_nan=False)
-        data = json.loads(text)
-    text = mend(text)  # a handler's lone surrogates would break every later write
-    if len(text) > limits.max_chars:
-        cut = len(text) - limits.max_chars
-        text = text[: limits.max_chars] + f"…[truncated {cut} characters]"
-        truncated = True
-    return text, data, truncated
+def made(tool: str, trimmed: Trimmed, started: float) -> ToolResult:
+    """The result of a call whose value was trimmed already (by its worker), timed from
+    ``started``."""
+    ms = (time.perf_counter() - started) * 1000
+    return ToolResult(tool, True, trimmed.content, trimmed.data, None, trimmed.truncated, ms)
 
 
-def _finite(value: Any) -> Any:
-    """``value`` with NaN and infinities as None (in dicts, lists, tuples and sets)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_finite(v) for v in value]
-    return value
+def result_of(tool: str, value: Any, limits: ResultLimits, started: float) -> ToolResult:
+    """``value`` trimmed to ``limits``, or the tool error saying why it cannot be. Its work
+    grows with the value: off the event loop for a value that may be large."""
+    try:
+        content, data, truncated = trim(value, limits)
+    except NotData as exc:
+        return tool_error(tool, "tool_failed", str(exc), started)
+    except (TypeError, ValueError) as exc:
+        why = f"{tool} returned data that is not JSON: {exc}"
+        return tool_error(tool, "tool_failed", why, started)
+    return made(tool, Trimmed(content, data, truncated), started)
 
 
-def _keep(value: Any, fields: set[str]) -> Any:
-    if isinstance(value, dict):
-        if fields & value.keys():
-            return {k: v for k, v in value.items() if k in fields}
-        return {k: _keep(v, fields) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_keep(v, fields) for v in value]
-    return value
-
-
-def _lists(value: Any) -> Any:
-    """A top-level tuple or set as a list, so the item limit applies to it."""
-    return list(value) if isinstance(value, tuple | set | frozenset) else value
+def called(call: Callable[[], Any], tool: str, limits: ResultLimits, started: float) -> Any:
+    """``call()``'s value trimmed (its ``ToolResult``), on the thread that called it, right
+    after (no second hop to another thread); as it is when it has files to adopt first."""
+    value = call()
+    return value if has_files(value) else result_of(tool, value, limits, started)

@@ -1,4 +1,5 @@
-"""Tier 3: call a skill's tool — validate, import the handler lazily, run with a timeout, trim."""
+"""Tier 3: call a skill's tool — validate, import the handler lazily, run with a timeout, trim
+(where the handler runs: its worker process, or its handler thread)."""
 
 from __future__ import annotations
 
@@ -25,20 +26,27 @@ from agents.errors import (
     SchemaUnusable,
     SkillNotFound,
 )
+from agents.skills.arguments import parse_arguments
 from agents.skills.cgroups import WorkerGroups
 from agents.skills.context import ToolContext
 from agents.skills.loader import Skill
 from agents.skills.once import KeyedCall, OnceCalls
 from agents.skills.registry import SkillRegistry
-from agents.skills.results import ToolResult, effective_limits, tool_error, trim
-from agents.skills.schemas import VALIDATOR, unusable
-from agents.skills.spec import ToolSpec
+from agents.skills.results import (
+    ToolResult,
+    called,
+    effective_limits,
+    made,
+    result_of,
+    tool_error,
+)
+from agents.skills.spec import ResultLimits, ToolSpec
 from agents.skills.threads import HandlerThreads
-from agents.skills.worker import NotData, import_handler
+from agents.skills.trimming import Trimmed
+from agents.skills.worker import import_handler
 from agents.skills.workers import WorkerCall, WorkerPool
 from agents.state.attachments import AttachmentStore
 from agents.state.calls import CallJournal
-from agents.text import NOT_UNICODE, bad_text
 
 log = structlog.get_logger(__name__)
 _IMPORT_TIMEOUT_S = 60.0
@@ -194,11 +202,12 @@ class ToolRunner:
             # (and every retry) the whole import limit.
             return tool_error(tool_name, "handler_import_failed", failed[1], started)
         context = self._context(skill, spec, key, thread_id, run_id)
+        limits = effective_limits(skill.config.limits, spec.limits)
         try:
             if self._in_process(skill):
-                value = await self._in_thread(skill, spec, args, context)
+                value = await self._in_thread(skill, spec, args, context, limits, started)
             else:
-                value = await self._in_worker(skill, spec, args, context)
+                value = await self._in_worker(skill, spec, args, context, limits)
         except TimeoutError:
             why = f"{tool_name} did not finish within {spec.timeout_s:g} s"
             return tool_error(tool_name, "timeout", why, started)
@@ -219,11 +228,20 @@ class ToolRunner:
             log.info("tool.failed", skill=skill.name, tool=tool_name, error=str(exc))
             why = f"{tool_name} failed: {type(exc).__name__}: {exc}"
             return tool_error(tool_name, "tool_failed", why, started)
-        try:
-            value = await self._adopt_files(value, context)
-        except ValueError as exc:
-            return tool_error(tool_name, "tool_failed", f"{tool_name}: {exc}", started)
-        return self._result(skill, spec, value, started)
+        if isinstance(value, Trimmed):  # by its worker
+            result = made(tool_name, value, started)
+        elif isinstance(value, ToolResult):  # on its handler thread
+            result = value
+        else:  # files to adopt first, then trimmed off the loop (the value may be large)
+            try:
+                value = await self._adopt_files(value, context)
+            except ValueError as exc:
+                return tool_error(tool_name, "tool_failed", f"{tool_name}: {exc}", started)
+            result = await asyncio.to_thread(result_of, tool_name, value, limits, started)
+        if result.ok:
+            ms, truncated = round(result.ms, 1), result.truncated
+            log.info("tool.called", skill=skill.name, tool=tool_name, ms=ms, truncated=truncated)
+        return result
 
     async def _adopt_files(self, value: Any, context: ToolContext) -> Any:
         """Files a handler made (a result's ``files``: paths in its ``data_dir``, or
@@ -277,30 +295,44 @@ class ToolRunner:
         return False
 
     async def _in_worker(
-        self, skill: Skill, spec: ToolSpec, args: dict[str, Any], context: ToolContext
+        self,
+        skill: Skill,
+        spec: ToolSpec,
+        args: dict[str, Any],
+        context: ToolContext,
+        limits: ResultLimits,
     ) -> Any:
-        """The handler's value from a worker process of the skill."""
+        """The handler's value from a worker process of the skill, trimmed there to
+        ``limits`` (``Trimmed``), or whole when it has files to adopt first."""
         module, function = spec.handler.split(":")
-        call = WorkerCall(module, function, args, context, spec.timeout_s, _IMPORT_TIMEOUT_S)
+        timeouts = (spec.timeout_s, _IMPORT_TIMEOUT_S)
+        call = WorkerCall(module, function, args, context, *timeouts, limits.model_dump())
         return await self._workers.call(
             skill, spec, _package(skill), call, lambda m: self.imported.append(f"{skill.name}:{m}")
         )
 
     async def _in_thread(
-        self, skill: Skill, spec: ToolSpec, args: dict[str, Any], context: ToolContext
+        self,
+        skill: Skill,
+        spec: ToolSpec,
+        args: dict[str, Any],
+        context: ToolContext,
+        limits: ResultLimits,
+        started: float,
     ) -> Any:
-        """The handler's value from a handler thread of this process (``isolation: thread``).
-        Async handlers run there too, on a loop of their own: one that blocks cannot stall
-        the service's."""
+        """The handler's result from a handler thread of this process (``isolation: thread``),
+        trimmed there to ``limits`` right after the call (``ToolResult``), or its value when
+        it has files to adopt first. Async handlers run there too, on a loop of their own:
+        one that blocks cannot stall the service's."""
         function = await self._load(skill, spec)
         if "context" in inspect.signature(function).parameters:
             args = {**args, "context": context}
-        quota = skill.config.concurrency
         if inspect.iscoroutinefunction(function):
-            coroutine = partial(_run_coroutine, function, args, spec.timeout_s)
-            run = self._threads.run_for(skill.name, quota, coroutine)
+            call = partial(_run_coroutine, function, args, spec.timeout_s)
         else:
-            run = self._threads.run_for(skill.name, quota, function, **args)
+            call = partial(function, **args)
+        quota, trimmed = skill.config.concurrency, (spec.name, limits, started)
+        run = self._threads.run_for(skill.name, quota, called, call, *trimmed)
         return await asyncio.wait_for(run, spec.timeout_s)
 
     async def _load(self, skill: Skill, spec: ToolSpec) -> Any:
@@ -327,22 +359,6 @@ class ToolRunner:
             data_dir.mkdir(parents=True, exist_ok=True)
             self._made.add(data_dir)
         return ToolContext(skill.name, spec.name, skill.path, data_dir, key, thread_id, run_id)
-
-    def _result(self, skill: Skill, spec: ToolSpec, value: Any, started: float) -> ToolResult:
-        """The value trimmed to the declared limits, as the model reads it."""
-        limits = effective_limits(skill.config.limits, spec.limits)
-        try:
-            content, data, truncated = trim(value, limits)
-        except NotData as exc:
-            return tool_error(spec.name, "tool_failed", str(exc), started)
-        except (TypeError, ValueError) as exc:
-            why = f"{spec.name} returned data that is not JSON: {exc}"
-            return tool_error(spec.name, "tool_failed", why, started)
-        ms = (time.perf_counter() - started) * 1000
-        log.info(
-            "tool.called", skill=skill.name, tool=spec.name, ms=round(ms, 1), truncated=truncated
-        )
-        return ToolResult(spec.name, True, content, data, None, truncated, ms)
 
     def _cached(self, skill: Skill, spec: ToolSpec) -> Any:
         module_name, function_name = spec.handler.split(":")
@@ -390,61 +406,6 @@ def _run_coroutine(function: Any, args: dict[str, Any], timeout_s: float) -> Any
 
 def _import(skill: Skill, module_name: str) -> types.ModuleType:
     return import_handler(_package(skill), str(skill.path), module_name)
-
-
-def parse_arguments(
-    tool: str, schema: dict[str, Any], arguments: dict[str, Any] | str | None
-) -> tuple[dict[str, Any], str | None]:
-    """The arguments of a call to ``tool`` as a dict, or the problem with them (naming each
-    offending field): not JSON, not an object, not text, or against ``schema``.
-
-    Raises:
-        SchemaUnusable: ``schema`` itself could not check them (see ``schema_problems``).
-    """
-    if arguments is None or arguments == "":
-        arguments = {}
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except json.JSONDecodeError as exc:
-            return {}, (
-                f"the arguments of {tool} are not valid JSON ({exc.msg} at "
-                f"position {exc.pos}); send a JSON object matching its parameters"
-            )
-    if not isinstance(arguments, dict):
-        return {}, f"the arguments of {tool} must be a JSON object"
-    where = bad_text(arguments)
-    if where is not None:
-        return {}, f"invalid arguments for {tool}: {where or 'the arguments'} {NOT_UNICODE}"
-    parts = schema_problems(schema, arguments)
-    if parts:
-        return {}, f"invalid arguments for {tool}: " + "; ".join(parts)
-    return dict(arguments), None
-
-
-def schema_problems(schema: dict[str, Any], value: Any, most: int = 5) -> list[str]:
-    """Where ``value`` breaks ``schema``, one ``field: what is wrong`` each (the first
-    ``most``); empty when it matches.
-
-    Raises:
-        SchemaUnusable: the check itself failed, whatever the validator raised (a pattern
-            Python's re does not compile, a $ref to nothing, recursion past Python's limit),
-            so that callers answer a tool error with a stable code, never a crash.
-    """
-    try:
-        validator = VALIDATOR(schema, format_checker=VALIDATOR.FORMAT_CHECKER)
-        errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
-    except Exception as exc:
-        raise SchemaUnusable(unusable(exc)) from exc
-    parts = []
-    for err in errors[:most]:
-        where = ".".join(str(p) for p in err.absolute_path)
-        message = err.message
-        if err.context:  # anyOf/oneOf: say what each alternative wanted
-            options = sorted({e.message for e in err.context})[:4]
-            message = "expected one of: " + " | ".join(options)
-        parts.append(f"{where}: {message}" if where else message)
-    return parts
 
 
 def idempotency_key_of(

@@ -17,7 +17,7 @@ from referencing.jsonschema import DRAFT202012
 
 Location = tuple[str | int, ...]  # keys and indexes from the schema's root
 
-# The class the runner checks arguments with (``runner.schema_problems``).
+# The class the runner checks arguments with (``arguments.schema_problems``).
 VALIDATOR = Draft202012Validator
 
 

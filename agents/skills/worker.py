@@ -2,16 +2,22 @@
 
 Started by ``agents.skills.workers``; talks over its standard input and output in frames of
 a 4-byte length and a pickle (in) or a JSON array (out: data only, as a handler can write
-there too). It imports only the standard library and the skill's
-own modules, so it starts in tens of milliseconds, and a handler that spins, blocks, leaks
-or crashes takes only this process down: the service kills and replaces it. On Linux it is
-two processes (``_serve_beside_a_reaper``): the one the service started waits for the
-orphans its handlers leave, its child serves the calls.
+there too). It imports only the standard library, the skill's own modules and the trimming
+of results (``agents.skills.trimming``, standard library only too), so it starts in tens of
+milliseconds, and a handler that spins, blocks, leaks or crashes takes only this process
+down: the service kills and replaces it. On Linux it is two processes
+(``_serve_beside_a_reaper``): the one the service started waits for the orphans its handlers
+leave, its child serves the calls.
 
 Messages in: ``("bind", skill, package, path, memory_mb)`` once, then
-``("call", number, module, function, arguments, context, cpu_s)``. Messages out: ``("imported",
-module, error)`` when a call had to import its module, then ``("result", number, ok, kind,
-payload)`` where ``kind`` is ``text`` or ``json`` (ok) or an error code (not ok).
+``("call", number, module, function, arguments, context, cpu_s, limits)``, ``limits`` the
+tool's result limits as a dict. Messages out: ``("imported", module, error)`` when a call had
+to import its module, then ``("result", number, ok, kind, payload)``: ok, ``kind`` is
+``trimmed`` and ``payload`` ``[content, data, truncated]``, the value trimmed to the limits
+here, so the service does no work in proportion to it (``agents/skills/trimming.py``), or
+``json`` and ``payload`` the whole value as JSON text, for a value whose ``files`` the
+service adopts before it trims it; not ok, ``kind`` is an error code and ``payload`` the
+error.
 """
 
 from __future__ import annotations
@@ -24,7 +30,6 @@ import inspect
 import json
 import os
 import pickle
-import re
 import resource
 import signal
 import struct
@@ -32,6 +37,8 @@ import sys
 import time
 import types
 from typing import Any, BinaryIO
+
+from agents.skills.trimming import NotData, PlainLimits, as_json, has_files, trim
 
 _HEADER = struct.Struct("!I")
 _PR_SET_PDEATHSIG = 1
@@ -106,9 +113,10 @@ class Worker:
         arguments: dict[str, Any],
         context: Any,
         cpu_s: float,
+        limits: dict[str, Any],
     ) -> None:
-        """Run one handler call and send its result (``context`` goes to handlers that
-        declare a ``context`` parameter)."""
+        """Run one handler call and send its result trimmed to ``limits`` (``context`` goes
+        to handlers that declare a ``context`` parameter)."""
         handler = self._handler(module, function)
         if handler is None:
             return  # the import failed and was reported
@@ -124,18 +132,7 @@ class Worker:
         except BaseException as exc:  # SystemExit or KeyboardInterrupt from a handler included
             self.send(("result", number, False, "tool_failed", describe(exc)))
             return
-        if isinstance(value, str):
-            self.send(("result", number, True, "text", value))
-            return
-        try:
-            text = json.dumps(value, ensure_ascii=False, default=as_json)
-        except NotData as exc:
-            self.send(("result", number, False, "tool_failed", str(exc)))
-            return
-        except (TypeError, ValueError) as exc:
-            self.send(("result", number, False, "not_json", str(exc)))
-            return
-        self.send(("result", number, True, "json", text))
+        self.send(result_reply(number, value, PlainLimits(**limits)))
 
     def _handler(self, module: str, function: str) -> Any:
         loaded = self.modules.get(module)
@@ -148,6 +145,29 @@ class Worker:
             self.modules[module] = loaded
             self.send(("imported", module, None))
         return getattr(loaded, function)
+
+
+def result_reply(number: int, value: Any, limits: PlainLimits) -> tuple[Any, ...]:
+    """The reply to call ``number`` that returned ``value``: trimmed to ``limits``, or the
+    error the service makes a tool error of. The value is made JSON data first, as it reaches
+    the service when the service trims it (a value with files to adopt): the same result
+    either way, and the same errors."""
+    if isinstance(value, str):
+        return ("result", number, True, "trimmed", list(trim(value, limits)))
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=as_json)
+    except NotData as exc:
+        return ("result", number, False, "tool_failed", str(exc))
+    except (TypeError, ValueError) as exc:
+        return ("result", number, False, "not_json", str(exc))
+    data = json.loads(text)
+    if has_files(data):  # adopted as attachments by the service, then trimmed there
+        return ("result", number, True, "json", text)
+    try:  # JSON data already: nothing here is expected to fail
+        trimmed = trim(data, limits)
+    except (TypeError, ValueError) as exc:
+        return ("result", number, False, "not_json", str(exc))
+    return ("result", number, True, "trimmed", list(trimmed))
 
 
 def describe(exc: BaseException) -> str:
@@ -178,37 +198,6 @@ def import_handler(package: str, path: str, module: str) -> types.ModuleType:
         sys.modules.pop(full_name, None)
         raise
     return loaded
-
-
-class NotData(TypeError):
-    """A handler's result holds what has no JSON form (an object, a generator)."""
-
-    def __init__(self, kind: str) -> None:
-        super().__init__(
-            f"the handler returned a {kind}, not JSON data: return dicts, lists, strings, "
-            "numbers, booleans or None"
-        )
-
-
-def as_json(value: Any) -> Any:
-    """``json.dumps``'s ``default``: what JSON has not, as JSON: sets as lists, bytes and what
-    has a text of its own (a path, a date) as text. What has none (an object, a generator) is
-    refused (``NotData``): its text would be a memory address.
-
-    Here, not in ``agents.skills.results`` (which uses it too), because this module imports
-    only the standard library.
-    """
-    if isinstance(value, set | frozenset):
-        return list(value)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    text = str(value)
-    if _ADDRESS.search(text):
-        raise NotData(type(value).__name__)
-    return text
-
-
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")  # object's own text: <Foo object at 0x7f...>
 
 
 def _die_with_parent(subreaper: bool = True) -> bool:

@@ -28,6 +28,7 @@ from agents.skills.cgroups import WorkerGroups
 from agents.skills.context import ToolContext
 from agents.skills.loader import Skill
 from agents.skills.spec import ToolSpec
+from agents.skills.trimming import Trimmed, has_files
 from agents.skills.worker import frame, kill_below
 
 log = structlog.get_logger(__name__)
@@ -48,7 +49,8 @@ async def _parsed(data: bytes | str) -> Any:
 
 @dataclass(frozen=True)
 class WorkerCall:
-    """One handler call, as a worker receives it."""
+    """One handler call, as a worker receives it (``limits``: the tool's result limits as
+    plain data, ``ResultLimits.model_dump()``; the worker trims the value to them)."""
 
     module: str
     function: str
@@ -56,6 +58,7 @@ class WorkerCall:
     context: ToolContext | None
     timeout_s: float
     import_timeout_s: float
+    limits: dict[str, Any]
 
 
 # What a worker's handlers print goes to the service's log, attributed to the skill, within
@@ -164,7 +167,9 @@ class Worker:
         return not self.killed and self.process.returncode is None
 
     async def call(self, call: WorkerCall, on_import: Any) -> Any:
-        """The handler's value; raises what went wrong as a Skilldesk error.
+        """The handler's value trimmed by the worker (``Trimmed``), or as it is when it has
+        files for the service to adopt first (``has_files``); raises what went wrong as a
+        Skilldesk error.
 
         Raises:
             TimeoutError: the call (or the import) outlived its limit; the worker is killed.
@@ -174,7 +179,7 @@ class Worker:
         number = self._calls
         cpu_s = call.timeout_s + (0 if call.module in self.imported else call.import_timeout_s)
         message = ("call", number, call.module, call.function, call.arguments, call.context)
-        self._send((*message, cpu_s))
+        self._send((*message, cpu_s, call.limits))
         assert self.process.stdin is not None
         await self.process.stdin.drain()
         if call.module not in self.imported:
@@ -192,19 +197,31 @@ class Worker:
                 raise HandlerImportFailed(error)
             self.imported.add(call.module)
             on_import(call.module)
-        reply = await self._receive(call.timeout_s)
+        return await self._result(await self._receive(call.timeout_s), number)
+
+    async def _result(self, reply: Any, number: int) -> Any:
+        """What the reply to call ``number`` says, checked against the shapes the worker
+        sends (anything else stops it)."""
         match reply:
-            case ["result", int() as got, bool() as ok, str() as kind, str() as payload] if (
+            case ["result", int() as got, bool() as ok, str() as kind, payload] if (
                 got == number and not isinstance(got, bool)
             ):
                 pass
             case _:
                 raise self._broken(reply)
-        if ok:
-            return payload if kind == "text" else await _parsed(payload)
-        if kind == "not_json":
-            raise HandlerFailed(f"returned data that is not JSON: {payload}")
-        raise HandlerFailed(str(payload))
+        match ok, kind, payload:
+            case True, "trimmed", [str() as content, data, bool() as truncated]:
+                return Trimmed(content, data, truncated)
+            case True, "json", str():
+                with contextlib.suppress(ValueError):  # not JSON: broken, as below
+                    value = await _parsed(payload)
+                    if has_files(value):  # only such a value comes whole, to be adopted first
+                        return value
+            case False, "not_json", str():
+                raise HandlerFailed(f"returned data that is not JSON: {payload}")
+            case False, _, str():
+                raise HandlerFailed(payload)
+        raise self._broken(reply)
 
     def kill(self) -> None:
         """Stop the process now (a hung or spinning handler cannot be asked), and every

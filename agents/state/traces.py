@@ -31,8 +31,8 @@ from agents.events import (
     event_data,
     event_name,
 )
+from agents.json_bytes import json_bytes
 from agents.state.documents import Documents
-from agents.text import json_bytes
 
 TRACE = "run_trace"  # one a run: its id, the thread as owner
 ANSWERS = "run_answers"  # one a thread: which answer each of its runs gave (or where it failed)

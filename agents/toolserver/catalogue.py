@@ -18,10 +18,10 @@ from typing import Any, Literal
 
 from agents.errors import SchemaUnusable, SkillNotFound, SkillReferenceError
 from agents.prompts import Prompts
+from agents.skills.arguments import parse_arguments
 from agents.skills.loader import Skill
 from agents.skills.meta import read_reference
 from agents.skills.results import ToolResult, tool_error
-from agents.skills.runner import parse_arguments
 from agents.skills.service import SkillService
 from agents.skills.spec import ToolSpec
 from agents.toolserver.results import ok_result

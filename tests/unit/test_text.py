@@ -6,9 +6,10 @@ import dataclasses
 import datetime
 import json
 
+from agents.json_bytes import json_bytes
 from agents.skills.results import trim
 from agents.skills.spec import ResultLimits
-from agents.text import bad_text, json_bytes, mend
+from agents.text import bad_text, mend
 
 
 def test_the_path_of_a_lone_surrogate_is_named() -> None:

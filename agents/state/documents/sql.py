@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from agents.json_bytes import json_bytes
 from agents.state.documents.common import check_limit, position, prefix_range
-from agents.text import json_bytes
 
 TABLE = "skilldesk_documents"
 SQLITE_TABLE = (

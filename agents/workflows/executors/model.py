@@ -12,8 +12,8 @@ from agents.loop import complete, expert_system, run_tool_loop
 from agents.models.structured import checked_call, function_tool
 from agents.models.usage import call_usage
 from agents.run import RunContext
+from agents.skills.arguments import schema_problems
 from agents.skills.meta import Scope, SkillTools
-from agents.skills.runner import schema_problems
 from agents.workflows.executors import NodeContext, Outcome, executor
 from agents.workflows.templates import render
 
