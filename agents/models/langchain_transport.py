@@ -71,7 +71,7 @@ class LangChainTransport:
             return model
         import openai
 
-        from agents.models.transports import connection_limits
+        from agents.models.transports.openai_compat import connection_limits
 
         client = openai.DefaultHttpxClient(
             timeout=self._profile.timeout_s,
@@ -90,7 +90,7 @@ class LangChainTransport:
             if "http_async_client" in fields and "http_async_client" not in self._profile.kwargs:
                 import openai
 
-                from agents.models.transports import connection_limits
+                from agents.models.transports.openai_compat import connection_limits
 
                 client = openai.DefaultAsyncHttpxClient(
                     timeout=self._profile.timeout_s,

@@ -7,7 +7,8 @@ restarts; every run leaves an execution record (status, and per node: status, ti
 error) beside the checkpoints. A run goes on under the definition it started with (kept
 beside the records, by its fingerprint), whatever its file says by the time it resumes.
 
-This module starts, decides, cancels, resumes and forks runs and drives their graphs; its
+This module builds the engine, starts and forks runs; its bases ``decisions`` (deciding,
+cancelling and resuming runs) and ``views`` (records, approvals, orphans) and its
 collaborators keep the rest: ``definitions`` (the definitions runs started with, and their
 graphs), ``records`` (execution records, listings, the approvals inbox), ``driver`` (a run's
 graph driven, its stream made events and a record), ``forks`` (where a fork starts) and
@@ -20,16 +21,12 @@ import asyncio
 import contextlib
 import functools
 import hashlib
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import structlog
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.types import Command
 
-from agents import metrics
 from agents.errors import KeyReused
 from agents.models import ModelGateway
 from agents.prompts import Prompts
@@ -37,6 +34,7 @@ from agents.skills.service import SkillService
 from agents.state.documents import Documents, MemoryDocuments
 from agents.state.leases import LEASE_S
 from agents.workflows.compile import compile_workflow
+from agents.workflows.decisions import ResumedHook, RunDecisions
 from agents.workflows.definitions import Definitions, WorkflowSource
 from agents.workflows.driver import RunDriver
 from agents.workflows.executors import load_executors
@@ -45,19 +43,10 @@ from agents.workflows.forks import fork_record, not_ended
 from agents.workflows.inputs import check_inputs
 from agents.workflows.leases import RunLeases
 from agents.workflows.orphans import Orphans
-from agents.workflows.records import (
-    FINAL,
-    RUN,
-    RunRecords,
-    graph_config,
-    new_record,
-    pending_approval,
-)
-
-log = structlog.get_logger(__name__)
+from agents.workflows.records import FINAL, RUN, RunRecords, new_record
 
 
-class WorkflowEngine:
+class WorkflowEngine(RunDecisions):
     """Runs workflows; keeps their execution records and their approvals.
 
     Args:
@@ -208,140 +197,6 @@ class WorkflowEngine:
             last = event
         return dict(last["record"])
 
-    async def decide(
-        self,
-        approval_id: str,
-        *,
-        approved: bool,
-        by: str = "",
-        comment: str = "",
-        on_start: Callable[[str], None] | None = None,
-    ) -> AsyncIterator[dict[str, Any]]:
-        """Decide a pending approval; the run resumes with no new input. Yields the resumed
-        run's events, the last ``workflow_ended``. ``on_start`` gets the run's id once the
-        decision is stored and the run goes on (as for ``stream``).
-
-        Nothing changes when the decision cannot be applied: the approval stays pending.
-
-        Raises:
-            RunNotFound: no pending or past approval by that id.
-            AlreadyDecided: it was decided before (a 409 for the API).
-            WorkflowNotFound: the run's definition is neither kept nor serving (a run started
-                before definitions were kept, whose workflow is withdrawn).
-        """
-        run_id = approval_id.split("-", 1)[0]
-        lock = self._locks.setdefault(run_id, asyncio.Lock())
-        async with lock:
-            pending_approval(await self.get_run(run_id), approval_id)  # at once, without waiting
-            # Held, then looked at again as stored: a process that decided it meanwhile has
-            # stored the run's next state before letting it go.
-            await self.leases.take(run_id)
-            try:
-                record = pending_approval(await self.runs.stored(run_id), approval_id)
-                workflow = await self.definitions.of(record)
-                self.definitions.graph(workflow)  # compiled before the record changes
-                decision = {"approved": approved, "by": by, "comment": comment, "at": time.time()}
-                interrupt_id = record["waiting"].get("interrupt_id")
-                decided = [*record.get("decided", []), approval_id]  # a late one: a 409
-                record = {**record, "status": "RUNNING", "waiting": None, "decided": decided}
-                # Kept until the run has taken it (see ``resume``): a process that dies
-                # before its first step would otherwise lose the decision.
-                record["decision"] = {"interrupt_id": interrupt_id, "value": decision}
-                await self.runs.save(record)
-            except BaseException:
-                await self.leases.release(run_id)
-                raise
-        if on_start is not None:
-            on_start(run_id)
-        # Addressed to its interrupt: a decision can never answer another gate.
-        resume = decision if interrupt_id is None else {interrupt_id: decision}
-        driven = self._driver.drive(record, Command(resume=resume), workflow=workflow)
-        async with contextlib.aclosing(driven) as events:
-            async for event in events:
-                yield event
-
-    async def cancel(
-        self, run_id: str, reason: str, *, approval_id: str | None = None
-    ) -> dict[str, Any]:
-        """End a waiting run without a decision: its approval leaves the inbox and it never
-        resumes (a run not waiting, or with ``approval_id`` waiting at another approval than
-        that one, is left as it is). Returns its record."""
-        lock = self._locks.setdefault(run_id, asyncio.Lock())
-        async with lock:
-            record = await self.get_run(run_id)
-            if record["status"] != "WAITING":
-                return record
-            await self.leases.take(run_id)  # then looked at again: it may be decided by now
-            try:
-                record = await self.runs.stored(run_id)
-                waits_at = (record.get("waiting") or {}).get("approval_id")
-                if record["status"] != "WAITING" or approval_id not in (None, waits_at):
-                    await self.leases.release(run_id)
-                    return record
-                ended = time.time()
-                record = {**record, "status": "CANCELLED", "waiting": None, "error": reason}
-                record["ended"] = ended
-                await self.runs.save(record)
-            except BaseException:
-                await self.leases.release(run_id)
-                raise
-            metrics.WORKFLOW_RUNS.labels(record["workflow"], "CANCELLED").inc()
-        log.info("workflow.cancelled", run_id=run_id, reason=reason)
-        return record
-
-    async def resume(self, run_id: str) -> dict[str, Any]:
-        """Go on with a run from its last checkpoint (its process died mid-way); finished
-        nodes are not run again, side effects are not repeated."""
-        record = await self.get_run(run_id)
-        last: dict[str, Any] = {"record": record}
-        seen: list[dict[str, Any]] = []
-        started = time.time()
-        start = await self._decision_not_taken(record)
-        async with contextlib.aclosing(self._driver.drive(record, start)) as events:
-            async for event in events:
-                last = event
-                seen.append(event)
-        ended = dict(last["record"])
-        ran = bool(seen) and seen[-1].get("type") == "workflow_ended"
-        if self.after_decision is not None and record.get("decided") and ran:
-            try:
-                await self.after_decision(record, ended, seen[:-1], started)
-            except Exception:  # the run is stored; only its telling is lost
-                log.exception("workflow.outcome_not_told", run_id=run_id)
-        return ended
-
-    async def _decision_not_taken(self, record: dict[str, Any]) -> Command[Any] | None:
-        """The decision a run was resumed with, when its process died before the run took it
-        (its checkpoint still waits at that gate): given again, rather than the run waiting
-        for a decision that every approver is told was made (a 409). None otherwise."""
-        decision = record.get("decision")
-        if not decision or record.get("status") != "RUNNING":
-            return None
-        workflow = await self.definitions.of(record)
-        state = await self.definitions.graph(workflow).aget_state(graph_config(record))
-        interrupt_id = decision.get("interrupt_id")
-        if interrupt_id is None:  # a run from before interrupts had ids: its one gate
-            return Command(resume=decision["value"]) if len(state.interrupts) == 1 else None
-        if any(i.id == interrupt_id for i in state.interrupts):
-            log.info("workflow.decision_given_again", run_id=record["id"])
-            return Command(resume={interrupt_id: decision["value"]})
-        return None
-
-    async def carry_on(self, run_id: str) -> dict[str, Any]:
-        """A run left RUNNING (cut off with the run that started it) to its end: gone on
-        with here from its last checkpoint, or, while another process holds it, once that
-        one lets it go. Returns its record."""
-        await self.leases.take(run_id)
-        try:
-            stored = await self.documents.get(RUN, run_id)
-        except BaseException:
-            await self.leases.release(run_id)
-            raise
-        if stored is None or stored["status"] != "RUNNING":  # ended meanwhile, elsewhere
-            await self.leases.release(run_id)
-            return await self.get_run(run_id)
-        return await self.resume(run_id)
-
     async def fork(
         self,
         run_id: str,
@@ -374,79 +229,6 @@ class WorkflowEngine:
         async with contextlib.aclosing(driven) as events:
             async for event in events:
                 yield event
-
-    # Orphans: runs no process runs (see ``Orphans``).
-
-    async def orphans(self) -> list[str]:
-        """Runs left RUNNING that no process runs (see ``Orphans.find``)."""
-        return await self._orphans.find()
-
-    async def resume_orphans(self, run_ids: list[str] | None = None) -> list[str]:
-        """Resume those of ``run_ids`` (by default, ``orphans`` now) that this process claims;
-        returns them (see ``Orphans.resume``)."""
-        return await self._orphans.resume(run_ids)
-
-    async def keep_resuming(self, interval_s: float) -> None:
-        """Look for orphans every ``interval_s`` and resume them (see
-        ``Orphans.keep_resuming``)."""
-        await self._orphans.keep_resuming(interval_s)
-
-    async def aclose(self, wait_s: float = 5.0) -> list[str]:
-        """Stop running workflows (the service stops, its grace period over): the runs under
-        way here are let go while the store is still open (see ``RunLeases.let_go``). Returns
-        every run no process runs now (those cut off here, whether their task let go before
-        this or in it, and any other orphan), for the other processes to resume at once."""
-        await self.leases.let_go(wait_s)
-        return await self.orphans()
-
-    # Records (see ``RunRecords``).
-
-    async def get_run(self, run_id: str) -> dict[str, Any]:
-        """A run's execution record (see ``RunRecords.get``: raises ``RunNotFound``)."""
-        return await self.runs.get(run_id)
-
-    async def list_runs(
-        self, *, workflow: str | None = None, status: str | None = None, limit: int = 100
-    ) -> list[dict[str, Any]]:
-        """The ``limit`` newest execution records of ``workflow`` (see
-        ``RunRecords.listed``)."""
-        return await self.runs.listed(workflow=workflow, status=status, limit=limit)
-
-    async def runs_page(
-        self,
-        *,
-        workflow: str | None = None,
-        status: str | None = None,
-        limit: int = 100,
-        where: Callable[[dict[str, Any]], Awaitable[bool]] | None = None,
-        after: str | None = None,
-        scan: int = 2_000,
-    ) -> tuple[list[dict[str, Any]], str | None]:
-        """A page of execution records and the cursor to go on from (see
-        ``RunRecords.page``: raises ``ValueError`` for a malformed cursor)."""
-        return await self.runs.page(
-            workflow=workflow, status=status, limit=limit, where=where, after=after, scan=scan
-        )
-
-    async def approvals(self, limit: int = 500) -> list[dict[str, Any]]:
-        """The ``limit`` newest pending approvals (see ``approvals_page``)."""
-        return (await self.approvals_page(limit))[0]
-
-    async def approvals_page(
-        self, limit: int = 500, after: str | None = None, thread_id: str | None = None
-    ) -> tuple[list[dict[str, Any]], str | None]:
-        """A page of the approvals inbox and the next page's cursor (see
-        ``RunRecords.approvals_page``: raises ``ValueError`` for a malformed cursor)."""
-        return await self.runs.approvals_page(limit, after, thread_id)
-
-    async def waiting(self) -> int:
-        """How many approvals wait, in all (see ``RunRecords.waiting``)."""
-        return await self.runs.waiting()
-
-
-ResumedHook = Callable[
-    [dict[str, Any], dict[str, Any], list[dict[str, Any]], float], Awaitable[None]
-]
 
 
 def keyed_run_id(name: str, key: str, user: str | None = None) -> str:

@@ -118,7 +118,7 @@ async def test_a_cut_off_run_is_told_once_where_it_went_on_with_a_whole_status(
         onward.run_id,
         False,
     )
-    from app.api.schemas.threads import ChatRunPublic
+    from app.api.schemas.runs import ChatRunPublic
 
     ChatRunPublic.model_validate(status)  # GET .../runs/{id} can show it
 

@@ -10,7 +10,7 @@ import pytest
 
 from agents.errors import StreamError, UnreadableReply
 from agents.models.errors import retry_delay, to_model_error
-from agents.models.transports import AsyncEvents, Events
+from agents.models.transports.replies import AsyncEvents, Events
 from tests.fakellm import FakeLLM, Reply
 
 if TYPE_CHECKING:

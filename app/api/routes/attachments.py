@@ -14,7 +14,7 @@ from agents.state.attachments import media_type_of
 from app.api.deps import PrincipalDep, ServicesDep, reach_thread
 from app.api.errors import error_responses
 from app.api.routes.threads import NO_THREAD, ThreadId
-from app.api.schemas.threads import AttachmentPublic
+from app.api.schemas.thread_view import AttachmentPublic
 
 router = APIRouter(prefix="/v1/threads", tags=["threads"], default_response_class=JSONResponse)
 UPLOAD_CHUNK = 64 * 1024

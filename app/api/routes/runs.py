@@ -28,7 +28,7 @@ from app.api.errors import ApiError, error_responses
 from app.api.openapi import named_events
 from app.api.routes.threads import NO_THREAD, ThreadId
 from app.api.schemas.events import RUN_EVENTS
-from app.api.schemas.threads import RUN_HEADERS, ChatRunPublic, RunCreate, RunTracePublic
+from app.api.schemas.runs import RUN_HEADERS, ChatRunPublic, RunCreate, RunTracePublic
 from app.api.sse import follow, follow_shared, run_stream
 from app.services import Services
 

@@ -27,18 +27,16 @@ from app.api.deps import (
 from app.api.errors import ApiError, error_responses
 from app.api.openapi import named_events
 from app.api.schemas.events import RUN_EVENTS
+from app.api.schemas.runs import RUN_HEADERS, RunRequest
+from app.api.schemas.thread_view import AttachmentPublic, ThreadPublic
 from app.api.schemas.threads import (
-    RUN_HEADERS,
     THREAD_ID_PATTERN,
-    AttachmentPublic,
     Cursor,
     ForkRequest,
     HistoryPublic,
     NewThread,
-    RunRequest,
     ThreadListPublic,
     ThreadPatch,
-    ThreadPublic,
     ThreadRecordPublic,
 )
 from app.api.sse import follow, follow_shared, frame, run_stream

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from app.api.schemas.messages import ChatMessage
-from app.api.schemas.threads import ONE_TARGET, SkillName, WorkflowName
+from app.api.schemas.runs import ONE_TARGET, SkillName, WorkflowName
 
 MAX_MESSAGES = 5_000  # in one request (clients may resend a whole conversation)
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "function_call"]

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from app.api.schemas.threads import RouteCandidatePublic
+from app.api.schemas.thread_view import RouteCandidatePublic
 
 
 class TaskScoped(BaseModel):

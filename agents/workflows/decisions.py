@@ -1,0 +1,173 @@
+"""Deciding, cancelling and resuming workflow runs: a pending approval's decision stored and
+its run gone on with, a waiting run ended without one, a run cut off mid-way resumed from its
+last checkpoint (with the decision it had not taken yet) or carried on once its process lets
+it go. A base of ``WorkflowEngine``, which sets its parts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import structlog
+from langgraph.types import Command
+
+from agents import metrics
+from agents.state.documents import Documents
+from agents.workflows.definitions import Definitions
+from agents.workflows.driver import RunDriver
+from agents.workflows.records import RUN, graph_config, pending_approval
+from agents.workflows.views import RunViews
+
+log = structlog.get_logger("agents.workflows.engine")  # the engine's log, as before
+
+ResumedHook = Callable[
+    [dict[str, Any], dict[str, Any], list[dict[str, Any]], float], Awaitable[None]
+]
+
+
+class RunDecisions(RunViews):
+    """Approvals decided, waiting runs cancelled, cut-off runs resumed."""
+
+    documents: Documents
+    definitions: Definitions
+    after_decision: ResumedHook | None
+    _locks: dict[str, asyncio.Lock]
+    _driver: RunDriver
+
+    async def decide(
+        self,
+        approval_id: str,
+        *,
+        approved: bool,
+        by: str = "",
+        comment: str = "",
+        on_start: Callable[[str], None] | None = None,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Decide a pending approval; the run resumes with no new input. Yields the resumed
+        run's events, the last ``workflow_ended``. ``on_start`` gets the run's id once the
+        decision is stored and the run goes on (as for ``stream``).
+
+        Nothing changes when the decision cannot be applied: the approval stays pending.
+
+        Raises:
+            RunNotFound: no pending or past approval by that id.
+            AlreadyDecided: it was decided before (a 409 for the API).
+            WorkflowNotFound: the run's definition is neither kept nor serving (a run started
+                before definitions were kept, whose workflow is withdrawn).
+        """
+        run_id = approval_id.split("-", 1)[0]
+        lock = self._locks.setdefault(run_id, asyncio.Lock())
+        async with lock:
+            pending_approval(await self.get_run(run_id), approval_id)  # at once, without waiting
+            # Held, then looked at again as stored: a process that decided it meanwhile has
+            # stored the run's next state before letting it go.
+            await self.leases.take(run_id)
+            try:
+                record = pending_approval(await self.runs.stored(run_id), approval_id)
+                workflow = await self.definitions.of(record)
+                self.definitions.graph(workflow)  # compiled before the record changes
+                decision = {"approved": approved, "by": by, "comment": comment, "at": time.time()}
+                interrupt_id = record["waiting"].get("interrupt_id")
+                decided = [*record.get("decided", []), approval_id]  # a late one: a 409
+                record = {**record, "status": "RUNNING", "waiting": None, "decided": decided}
+                # Kept until the run has taken it (see ``resume``): a process that dies
+                # before its first step would otherwise lose the decision.
+                record["decision"] = {"interrupt_id": interrupt_id, "value": decision}
+                await self.runs.save(record)
+            except BaseException:
+                await self.leases.release(run_id)
+                raise
+        if on_start is not None:
+            on_start(run_id)
+        # Addressed to its interrupt: a decision can never answer another gate.
+        resume = decision if interrupt_id is None else {interrupt_id: decision}
+        driven = self._driver.drive(record, Command(resume=resume), workflow=workflow)
+        async with contextlib.aclosing(driven) as events:
+            async for event in events:
+                yield event
+
+    async def cancel(
+        self, run_id: str, reason: str, *, approval_id: str | None = None
+    ) -> dict[str, Any]:
+        """End a waiting run without a decision: its approval leaves the inbox and it never
+        resumes (a run not waiting, or with ``approval_id`` waiting at another approval than
+        that one, is left as it is). Returns its record."""
+        lock = self._locks.setdefault(run_id, asyncio.Lock())
+        async with lock:
+            record = await self.get_run(run_id)
+            if record["status"] != "WAITING":
+                return record
+            await self.leases.take(run_id)  # then looked at again: it may be decided by now
+            try:
+                record = await self.runs.stored(run_id)
+                waits_at = (record.get("waiting") or {}).get("approval_id")
+                if record["status"] != "WAITING" or approval_id not in (None, waits_at):
+                    await self.leases.release(run_id)
+                    return record
+                ended = time.time()
+                record = {**record, "status": "CANCELLED", "waiting": None, "error": reason}
+                record["ended"] = ended
+                await self.runs.save(record)
+            except BaseException:
+                await self.leases.release(run_id)
+                raise
+            metrics.WORKFLOW_RUNS.labels(record["workflow"], "CANCELLED").inc()
+        log.info("workflow.cancelled", run_id=run_id, reason=reason)
+        return record
+
+    async def resume(self, run_id: str) -> dict[str, Any]:
+        """Go on with a run from its last checkpoint (its process died mid-way); finished
+        nodes are not run again, side effects are not repeated."""
+        record = await self.get_run(run_id)
+        last: dict[str, Any] = {"record": record}
+        seen: list[dict[str, Any]] = []
+        started = time.time()
+        start = await self._decision_not_taken(record)
+        async with contextlib.aclosing(self._driver.drive(record, start)) as events:
+            async for event in events:
+                last = event
+                seen.append(event)
+        ended = dict(last["record"])
+        ran = bool(seen) and seen[-1].get("type") == "workflow_ended"
+        if self.after_decision is not None and record.get("decided") and ran:
+            try:
+                await self.after_decision(record, ended, seen[:-1], started)
+            except Exception:  # the run is stored; only its telling is lost
+                log.exception("workflow.outcome_not_told", run_id=run_id)
+        return ended
+
+    async def _decision_not_taken(self, record: dict[str, Any]) -> Command[Any] | None:
+        """The decision a run was resumed with, when its process died before the run took it
+        (its checkpoint still waits at that gate): given again, rather than the run waiting
+        for a decision that every approver is told was made (a 409). None otherwise."""
+        decision = record.get("decision")
+        if not decision or record.get("status") != "RUNNING":
+            return None
+        workflow = await self.definitions.of(record)
+        state = await self.definitions.graph(workflow).aget_state(graph_config(record))
+        interrupt_id = decision.get("interrupt_id")
+        if interrupt_id is None:  # a run from before interrupts had ids: its one gate
+            return Command(resume=decision["value"]) if len(state.interrupts) == 1 else None
+        if any(i.id == interrupt_id for i in state.interrupts):
+            log.info("workflow.decision_given_again", run_id=record["id"])
+            return Command(resume={interrupt_id: decision["value"]})
+        return None
+
+    async def carry_on(self, run_id: str) -> dict[str, Any]:
+        """A run left RUNNING (cut off with the run that started it) to its end: gone on
+        with here from its last checkpoint, or, while another process holds it, once that
+        one lets it go. Returns its record."""
+        await self.leases.take(run_id)
+        try:
+            stored = await self.documents.get(RUN, run_id)
+        except BaseException:
+            await self.leases.release(run_id)
+            raise
+        if stored is None or stored["status"] != "RUNNING":  # ended meanwhile, elsewhere
+            await self.leases.release(run_id)
+            return await self.get_run(run_id)
+        return await self.resume(run_id)
