@@ -1,8 +1,8 @@
 """A worker process that runs one skill's handlers (``python -m agents.skills.worker``).
 
 Started by ``agents.skills.workers``; talks over its standard input and output in frames of
-a 4-byte length and a pickle (in) or a JSON array (out: data only, as a handler can write
-there too). It imports only the standard library, the skill's own modules and the trimming
+a 4-byte length and a pickle (in), or a mark (``REPLY_MARK``), a 4-byte length and a JSON
+array (out: data only, as a handler can write there too). It imports only the standard library, the skill's own modules and the trimming
 of results (``agents.skills.trimming``, standard library only too), so it starts in tens of
 milliseconds, and a handler that spins, blocks, leaks or crashes takes only this process
 down: the service kills and replaces it. On Linux it is two processes
@@ -41,6 +41,11 @@ from typing import Any, BinaryIO
 from agents.skills.trimming import NotData, PlainLimits, as_json, has_files, trim
 
 _HEADER = struct.Struct("!I")
+# A reply's header: a mark, then the length. Bytes a handler writes to the pipe by mistake
+# (a print to a file descriptor it found) are told from a reply by the mark, not read as
+# the length of one.
+REPLY_MARK = b"SK"
+_REPLY_HEADER = struct.Struct("!2sI")
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _TREE_ROUNDS = 100  # looks for processes still starting others, at most
@@ -80,7 +85,7 @@ def reply_frame(message: tuple[Any, ...]) -> bytes:
     in this process and can write to the same pipe, so nothing the service reads from it
     may be able to run code there (as a pickle could)."""
     data = json.dumps(list(message)).encode()  # ASCII: a lone surrogate is escaped
-    return _HEADER.pack(len(data)) + data
+    return _REPLY_HEADER.pack(REPLY_MARK, len(data)) + data
 
 
 class Worker:

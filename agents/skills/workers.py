@@ -29,10 +29,10 @@ from agents.skills.context import ToolContext
 from agents.skills.loader import Skill
 from agents.skills.spec import ToolSpec
 from agents.skills.trimming import Trimmed, has_files
-from agents.skills.worker import frame, kill_below
+from agents.skills.worker import REPLY_MARK, frame, kill_below
 
 log = structlog.get_logger(__name__)
-_HEADER_SIZE = 4
+_HEADER_SIZE = 6  # worker.REPLY_MARK, then the length (4 bytes)
 # A reply's length at most: a longer one is not read (the worker is stopped and the call
 # fails), so one result cannot take the service's memory. Replies are parsed on a thread
 # above _PARSE_ON_LOOP bytes, so a large one does not hold the event loop.
@@ -267,7 +267,9 @@ class Worker:
         try:
             async with asyncio.timeout(timeout_s):
                 header = await self.process.stdout.readexactly(_HEADER_SIZE)
-                size = int.from_bytes(header, "big")
+                if header[: len(REPLY_MARK)] != REPLY_MARK:  # not a reply: bytes a handler wrote
+                    raise self._broken(header)
+                size = int.from_bytes(header[len(REPLY_MARK) :], "big")
                 if size > MAX_REPLY_BYTES:  # not read: the worker is stopped
                     self.kill()
                     raise HandlerFailed(

@@ -714,3 +714,27 @@ async def test_a_reply_longer_than_the_cap_stops_the_worker(
         await runner.aclose()
     assert not result.ok
     assert "larger than" in result.content, result.content
+
+
+SCRIBBLER = """
+import gc
+
+def scribble():
+    for o in gc.get_objects():
+        if type(o).__name__ == "Worker" and hasattr(o, "out"):
+            o.out.write(b'{"junk": true}\\n')
+            o.out.flush()
+            return "sent"
+    return "no worker found"
+"""
+
+
+async def test_bytes_a_handler_writes_to_the_reply_pipe_are_told_as_such(tmp_path: Path) -> None:
+    # Read as a reply's length, '{"ju' announced 2 GB: the call failed as "larger than 16 MB".
+    runner = runner_of(tmp_path, "scribbler", tool("scribble", "handler:scribble"), SCRIBBLER)
+    try:
+        result = await runner.call("scribble", {})
+    finally:
+        await runner.aclose()
+    assert not result.ok
+    assert "broke the worker protocol" in result.content, result.content
