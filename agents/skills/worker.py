@@ -2,12 +2,12 @@
 
 Started by ``agents.skills.workers``; talks over its standard input and output in frames of
 a 4-byte length and a pickle (in), or a mark (``REPLY_MARK``), a 4-byte length and a JSON
-array (out: data only, as a handler can write there too). It imports only the standard library, the skill's own modules and the trimming
-of results (``agents.skills.trimming``, standard library only too), so it starts in tens of
-milliseconds, and a handler that spins, blocks, leaks or crashes takes only this process
-down: the service kills and replaces it. On Linux it is two processes
-(``_serve_beside_a_reaper``): the one the service started waits for the orphans its handlers
-leave, its child serves the calls.
+array (out: data only, as a handler can write there too). It imports only the standard
+library, the skill's own modules and the trimming of results (``agents.skills.trimming``,
+standard library only too), so it starts in tens of milliseconds, and a handler that spins,
+blocks, leaks or crashes takes only this process down: the service kills and replaces it. On
+Linux it is two processes (``_serve_beside_a_reaper``): the one the service started waits for
+the orphans its handlers leave, its child serves the calls.
 
 Messages in: ``("bind", skill, package, path, memory_mb)`` once, then
 ``("call", number, module, function, arguments, context, cpu_s, limits)``, ``limits`` the
