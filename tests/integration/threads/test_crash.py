@@ -70,8 +70,10 @@ def test_a_run_killed_after_its_tool_resumes_to_the_end_with_one_side_effect(
 
     # Restarted, the service resumes the run itself; the model is down at first (the first
     # try and two retries fail), so that run fails and the thread says so; resumed by hand
-    # once the model answers, the expert step runs again (same call), then answers.
-    fake_llm.script(*[Reply(status=500)] * 3, CALL, Reply(content="Work order opened for PUMP-07."))
+    # once the model answers, the expert step runs again: the reply that asked for the call
+    # was recorded before it ran, so it is acted on again (the journal answers the call)
+    # and the model is asked only for the answer.
+    fake_llm.script(*[Reply(status=500)] * 3, Reply(content="Work order opened for PUMP-07."))
     restarted = Service(env, data)
     try:
         _wait_for_status(restarted.url, "pump", "failed")
@@ -99,7 +101,7 @@ def test_a_restarted_service_finishes_the_run_a_killed_one_left_by_itself(
     fake_llm: FakeLLM, tmp_path: Path, store_url: str, service_env: dict[str, str]
 ) -> None:
     env, data = crash_after_the_tool(fake_llm, tmp_path, store_url, service_env, "auto")
-    fake_llm.script(CALL, Reply(content="Work order opened for PUMP-07."))
+    fake_llm.script(Reply(content="Work order opened for PUMP-07."))  # the call: recorded
     restarted = Service(env, data)
     try:
         record = _wait_for_status(restarted.url, "auto", "idle")
