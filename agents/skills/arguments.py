@@ -62,5 +62,15 @@ def schema_problems(schema: dict[str, Any], value: Any, most: int = 5) -> list[s
         if err.context:  # anyOf/oneOf: say what each alternative wanted
             options = sorted({e.message for e in err.context})[:4]
             message = "expected one of: " + " | ".join(options)
-        parts.append(f"{where}: {message}" if where else message)
+        parts.append(_short(f"{where}: {message}" if where else message))
     return parts
+
+
+def _short(problem: str, most: int = 400) -> str:
+    """``problem`` cut in its middle past ``most`` characters: the validator's message
+    quotes the value, which a caller may have made megabytes long, and the message goes back
+    to it (or to the model) whole otherwise; its start names the field, its end the rule."""
+    if len(problem) <= most:
+        return problem
+    cut = len(problem) - most
+    return f"{problem[: most // 2]}…[{cut:,} characters]…{problem[-most // 2 :]}"

@@ -199,8 +199,14 @@ def pending_approval(record: dict[str, Any], approval_id: str) -> dict[str, Any]
         for node in record["nodes"].values()
         if isinstance(node.get("output"), dict)
     )
-    if decided or record["status"] in FINAL:
+    if decided:
         raise AlreadyDecided(f"approval {approval_id} was decided already")
+    if record["status"] in FINAL:  # ended without a decision: cancelled, or failed
+        why = f": {record['error']}" if isinstance(record.get("error"), str) else ""
+        raise AlreadyDecided(
+            f"approval {approval_id} can no longer be decided: its run {record['id']} "
+            f"ended {record['status']} without a decision{why}"
+        )
     raise RunNotFound(f"there is no pending approval {approval_id}")
 
 

@@ -510,6 +510,10 @@ def test_a_waiting_run_is_cancelled_by_its_starter_and_its_thread_is_told(
     assert (again.status_code, again.json()["error"]["code"]) == (409, "run_not_waiting")
     late = client.post(f"/v1/approvals/{pending['approval_id']}", json={"decision": "approve"})
     assert late.status_code == 409
+    # Nobody decided it: the answer says its run was cancelled ("was decided already", before).
+    message = late.json()["error"]["message"]
+    assert "can no longer be decided" in message
+    assert "CANCELLED without a decision" in message
     assert client.get(f"/v1/workflow-runs/{run_id}").json()["status"] == "CANCELLED"
 
 

@@ -93,6 +93,17 @@ async def test_invalid_arguments_never_reach_the_handler(runner: ToolRunner) -> 
     assert "Additional properties" in extra.content
 
 
+async def test_an_argument_error_quotes_a_huge_value_cut_short(runner: ToolRunner) -> None:
+    # The validator's message quotes the value: a 10 MB argument came back twice that size
+    # (in content and in the error), and went to the model whole as the tool's result.
+    result = await runner.call("get_order", {"order_id": "X" * 10_000_000})
+    assert result.error_code == "invalid_arguments"
+    assert len(result.content) < 1000
+    assert "order_id" in result.content
+    assert "does not match '^ORD[0-9]+$'" in result.content  # the rule broken, kept
+    assert "characters]" in result.content
+
+
 async def test_malformed_json_arguments_are_a_readable_error(runner: ToolRunner) -> None:
     result = await runner.call("get_order", '{"order_id": ')
     assert result.error_code == "invalid_arguments"

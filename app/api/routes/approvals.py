@@ -44,7 +44,7 @@ async def list_approvals(
         503,
         notes={
             404: "No pending approval by that id (`run_not_found`).",
-            409: "It was decided already (`already_decided`).",
+            409: "It was decided already, or its run ended without a decision (`already_decided`).",
             503: CUT_OFF,
         },
     ),

@@ -24,7 +24,8 @@ export function approvalCard(approval, onDecided = () => {}, { canApprove = true
       card.classList.add("decided");
       onDecided(record, status.textContent);
     } catch (error) {
-      status.textContent = error.code === "already_decided" ? "Someone decided this already." : `Could not decide: ${error.message}`;
+      // already_decided: decided by someone else, or its run ended (cancelled) without a decision; the server says which.
+      status.textContent = error.code === "already_decided" ? error.message : `Could not decide: ${error.message}`;
       buttons.forEach((b) => (b.disabled = error.code === "already_decided"));
     }
   };
