@@ -69,8 +69,8 @@ _ARTICLE = {
     "integer": "an integer",
     "boolean": "a boolean",
 }
-_TRUE = ("true", "yes", "y", "on", "1")
-_FALSE = ("false", "no", "n", "off", "0")
+_TRUE = ("true", "yes", "on", "1")
+_FALSE = ("false", "no", "off", "0")
 
 
 def _kind_of(value: Any) -> str:
