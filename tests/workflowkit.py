@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,3 +83,13 @@ def one(tmp_path: Path, text: str, **world: Any) -> WorkflowProblem:
     found = problems(tmp_path, text, **world)
     assert len(found) == 1, "\n".join(map(str, found))
     return found[0]
+
+
+def alias_bomb(levels: int = 9, key: str = "description") -> str:
+    """QA's "billion laughs": each anchor a list of nine aliases to the one before, so 9**levels
+    values from a few hundred bytes; anchor ``&l<i>`` is on line i + 1, ``key`` holds the last."""
+    names = [f"l{i}" for i in range(levels)]
+    lines = [f'{names[0]}: &{names[0]} ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for before, name in itertools.pairwise(names):
+        lines.append(f"{name}: &{name} [{', '.join([f'*{before}'] * 9)}]")
+    return "\n".join([*lines, f"{key}: *{names[-1]}", ""])

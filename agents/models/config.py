@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from agents import yamlsafe
 from agents.errors import ConfigError
 
 DEFAULT_PROFILE = "default"
@@ -265,12 +266,14 @@ def resolve_api_key(profile: ModelProfile, environ: Mapping[str, str] | None = N
 
 def _read_models_file(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yamlsafe.load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(
             f"models file {path} (SKILLDESK_MODELS_FILE) does not exist",
             fix="create it or unset SKILLDESK_MODELS_FILE",
         ) from None
+    except yamlsafe.YamlRefused as exc:
+        raise ConfigError(f"models file {path}: {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"models file {path} is not valid YAML: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("profiles", {}), dict):

@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from agents import yamlsafe
 from agents.errors import SkillLoadError, SkillProblem
 from agents.skills.schemas import SchemaError
 from agents.skills.spec import (
@@ -88,14 +89,6 @@ class Skill:
 # load even a stat a turn shows (a system call, the GIL let go and taken back).
 _BODIES: dict[Path, tuple[tuple[int, int, int], float, str]] = {}
 BODY_CHECK_S = 1.0
-
-
-_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~10x faster
-
-
-def load_yaml(text: str) -> Any:
-    """``yaml.safe_load`` through libyaml when it is there."""
-    return yaml.load(text, Loader=_YAML_LOADER)
 
 
 def fingerprint(folder: Path) -> str:
@@ -245,9 +238,12 @@ def _parse_frontmatter(
     raw: str, problem: Any, folder: str, deviations: list[SkillProblem]
 ) -> Frontmatter | None:
     try:
-        data = load_yaml(raw)
+        data = yamlsafe.load(raw)
+    except yamlsafe.YamlRefused as exc:  # lines of SKILL.md: the frontmatter starts at 2
+        problem(SKILL_FILE, "frontmatter", f"{exc.reason} (line {exc.line + 1})")
+        return None
     except yaml.YAMLError as exc:
-        problem(SKILL_FILE, "frontmatter", f"is not valid YAML: {_yaml_reason(exc)}")
+        problem(SKILL_FILE, "frontmatter", f"is not valid YAML: {_yaml_reason(exc, 1)}")
         return None
     if not isinstance(data, dict):
         problem(SKILL_FILE, "frontmatter", "must be a YAML mapping with name and description")
@@ -302,7 +298,12 @@ def _parse_config(folder: Path, problem: Any) -> SkillConfig | None:
     if not path.is_file():
         return SkillConfig()
     try:
-        data = load_yaml(path.read_text(encoding="utf-8")) or {}
+        # An alias inside its own anchor is left to the tool schemas' check, which names
+        # the place in the schema; anything else with one fails its field's type.
+        data = yamlsafe.load(path.read_text(encoding="utf-8"), cycles=True) or {}
+    except yamlsafe.YamlRefused as exc:
+        problem(CONFIG_FILE, "", str(exc))
+        return None
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         reason = _yaml_reason(exc) if isinstance(exc, yaml.YAMLError) else "not UTF-8"
         problem(CONFIG_FILE, "", f"is not valid YAML: {reason}")
@@ -398,7 +399,10 @@ def _message(err: Any) -> str:
     return msg
 
 
-def _yaml_reason(exc: yaml.YAMLError) -> str:
+def _yaml_reason(exc: yaml.YAMLError, offset: int = 0) -> str:
+    """Why the YAML does not parse, and where; ``offset``: the lines of the file before it."""
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or str(exc)
-    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark else problem
+    if mark is None:
+        return problem
+    return f"{problem} at line {mark.line + 1 + offset}, column {mark.column + 1}"

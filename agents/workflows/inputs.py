@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from agents.errors import BadInputs
@@ -28,27 +29,93 @@ def check_inputs(spec: WorkflowSpec, given: dict[str, Any]) -> dict[str, Any]:
             continue
         try:
             values[name] = convert(declared, given[name])
-        except (TypeError, ValueError) as exc:
-            problems.append(f"{name!r}: {exc}")
+        except ValueError as exc:
+            problems.append(f"inputs.{name} {exc}")
     if problems:
         raise BadInputs(f"workflow {spec.name!r} cannot start: " + "; ".join(problems))
     return values
 
 
 def convert(declared: InputSpec, value: Any) -> Any:
-    """``value`` as the input's type (text from a message becomes a number...)."""
+    """``value`` as the input's type.
+
+    Text is read as the type, as a chat message gives every value as text ("42" → 42,
+    "1,200.5" → 1200.5, "yes" → True); a number is taken as a string's text. Nothing else
+    changes type: an array or an object is no string, a boolean no number, and NaN or an
+    infinity no number at all.
+
+    Raises:
+        ValueError: "must be <type>, not <what was given>" (the caller names the input).
+    """
     kind = declared.type
+    if isinstance(value, list | dict) or (kind != "boolean" and isinstance(value, bool)):
+        raise ValueError(f"must be {_ARTICLE[kind]}, not {_kind_of(value)}")
     if kind == "string":
-        out: Any = str(value)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"must be a string, not {value}")
+        out: Any = value if isinstance(value, str) else str(value)
     elif kind == "boolean":
-        out = (
-            value if isinstance(value, bool) else str(value).strip().lower() in ("true", "yes", "1")
-        )
-    elif kind == "integer":
-        out = int(str(value).strip())
+        out = _boolean(value)
     else:
-        number = float(str(value).strip().replace(",", ""))
-        out = int(number) if number.is_integer() else number
+        out = _number(value, whole=kind == "integer")
     if declared.enum is not None and out not in declared.enum:
-        raise ValueError(f"must be one of {list(declared.enum)}")
+        raise ValueError(f"must be one of {list(declared.enum)}, not {out!r}")
     return out
+
+
+_ARTICLE = {
+    "string": "a string",
+    "number": "a number",
+    "integer": "an integer",
+    "boolean": "a boolean",
+}
+_TRUE = ("true", "yes", "on", "1")
+_FALSE = ("false", "no", "off", "0")
+
+
+def _kind_of(value: Any) -> str:
+    """What a value is, in JSON's words."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return "a number" if isinstance(value, int | float) else repr(value)
+
+
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _TRUE or word in _FALSE:
+            return word in _TRUE
+    raise ValueError(f"must be a boolean (true or false), not {_kind_of(value)}")
+
+
+def _number(value: Any, *, whole: bool) -> int | float:
+    """A finite number (an integer when ``whole``) from a number or its text."""
+    wanted = "an integer" if whole else "a number"
+    number: int | float
+    if isinstance(value, int | float):
+        number = value
+    elif isinstance(value, str):
+        text = value.strip().replace(",", "")
+        try:
+            number = int(text)
+        except ValueError:
+            try:
+                number = float(text)
+            except ValueError:
+                raise ValueError(f"must be {wanted}, not {value!r}") from None
+    else:
+        raise ValueError(f"must be {wanted}, not {_kind_of(value)}")
+    if isinstance(number, float):
+        if not math.isfinite(number):
+            raise ValueError(f"must be a finite number, not {value!r}")
+        if number.is_integer():
+            number = int(number)
+        elif whole:
+            raise ValueError(f"must be a whole number, not {value!r}")
+    return number

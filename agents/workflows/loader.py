@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import structlog
 import yaml
 from pydantic import ValidationError
 
+from agents import yamlsafe
 from agents.errors import WorkflowLoadError, WorkflowProblem
 from agents.workflows.checks.findings import Finding
 from agents.workflows.checks.graph import check_graph
@@ -26,7 +28,8 @@ from agents.workflows.templates import check_templates
 
 SUFFIXES = (".yaml", ".yml")
 SCHEMA_HINT = "see agents/workflows/workflow.schema.json"
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when it is there
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,23 @@ def read_workflow(path: Path) -> Workflow:
 
 
 def _read(path: Path) -> tuple[Workflow | None, list[WorkflowProblem]]:
-    """The workflow (``None`` when its schema fails) and every problem of the file itself."""
+    """The workflow (``None`` when its schema fails) and every problem of the file itself.
+
+    An unexpected error (a bug in a check) is the file's problem, with the traceback in the
+    log: it must not fail the reload, or the start, of every other workflow.
+    """
+    try:
+        return _checked(path)
+    except Exception as exc:
+        log.exception("workflow.read_failed", file=str(path))
+        message = (
+            f"could not be checked: {type(exc).__name__}: {exc} (a bug in Skilldesk; the "
+            "service log has the traceback)"
+        )
+        return None, [WorkflowProblem(str(path), "", 0, message)]
+
+
+def _checked(path: Path) -> tuple[Workflow | None, list[WorkflowProblem]]:
     file = str(path)
     try:
         raw = path.read_bytes()
@@ -118,10 +137,13 @@ def _read(path: Path) -> tuple[Workflow | None, list[WorkflowProblem]]:
 def parse_yaml(text: str, file: str) -> tuple[Any, dict[str, int], list[WorkflowProblem]]:
     """The document, each field's line, and the problems (a syntax error: no document).
 
-    A duplicate key is a problem: YAML would silently keep the last one.
+    A duplicate key is a problem: YAML would silently keep the last one. So is an alias that
+    contains itself or a tree too big once aliases are expanded (``yamlsafe``).
     """
     try:
-        root = yaml.compose(text, Loader=_LOADER)
+        root = yamlsafe.compose(text)
+    except yamlsafe.YamlRefused as exc:
+        return None, {}, [WorkflowProblem(file, "", exc.line, exc.reason)]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         reason = getattr(exc, "problem", None) or str(exc)
@@ -136,7 +158,7 @@ def parse_yaml(text: str, file: str) -> tuple[Any, dict[str, int], list[Workflow
     lines: dict[str, int] = {"": 1}
     duplicates: list[tuple[str, int]] = []
     _walk(root, "", lines, duplicates)
-    data = _LOADER("").construct_document(root)
+    data = yamlsafe.construct(root)
     problems = [
         WorkflowProblem(file, node, line, f"{_field(path, node)}: is given twice; keep one")
         for path, line in duplicates

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from agents import yamlsafe
 from agents.errors import ConfigError
 from agents.state.documents import Documents
 from app.auth.principal import SCOPES, Principal
@@ -152,7 +153,9 @@ def _file_specs(path: Path) -> list[tuple[str, KeySpec]]:
             f"SKILLDESK_API_KEYS_FILE: {path} does not exist", fix="create it or unset it"
         )
     try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        loaded = yamlsafe.load(path.read_text(encoding="utf-8"))
+    except yamlsafe.YamlRefused as exc:
+        raise ConfigError(f"SKILLDESK_API_KEYS_FILE: {path}: {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"SKILLDESK_API_KEYS_FILE: {path} is not YAML: {exc}") from None
     if isinstance(loaded, dict):

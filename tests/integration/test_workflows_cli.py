@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from tests.skillkit import tool, write_skill
+from tests.workflowkit import alias_bomb
 
 SKILLDESK = str(Path(sys.executable).with_name("skilldesk"))
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,6 +99,22 @@ def test_validate_files_exits_0_when_they_are_good(tmp_path: Path) -> None:
     assert json.loads(done.stdout) == {"loaded": ["alarm-check"], "errors": []}
     text = run("validate", str(folder / "alarm-check.yaml"), tmp_path=tmp_path)
     assert text.stdout.splitlines() == ["ok      alarm-check", "1 loaded, 0 problem(s)"]
+
+
+def test_validate_reports_files_whose_aliases_expand_without_end(tmp_path: Path) -> None:
+    # Once a traceback (RecursionError), and minutes of a growing process for the bomb.
+    folder = setup(tmp_path)
+    anchor, laughs = folder / "anchor.yaml", folder / "laughs.yaml"
+    anchor.write_text("name: k-anchor\ndescription: &a [*a]\nnodes: []\n", encoding="utf-8")
+    laughs.write_text("name: l-laughs\nnodes: []\n" + alias_bomb(), encoding="utf-8")
+    for args in (["--json"], [str(anchor), str(laughs), "--json"]):
+        done = run("validate", *args, tmp_path=tmp_path)
+        assert done.returncode == 1, done.stderr
+        assert "Traceback" not in done.stderr
+        report = json.loads(done.stdout)
+        found = {(Path(e["file"]).name, e["line"]): e["message"] for e in report["errors"]}
+        assert "an alias to &a is inside the node it names" in found["anchor.yaml", 2]
+        assert found["laughs.yaml", 8].startswith("&l5 expands to more than 250,000 values")
 
 
 def test_validate_a_file_outside_the_folder_with_a_model_profile_check(tmp_path: Path) -> None:

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agents import yamlsafe
 from agents.errors import SkillLoadError, SkillNotFound
 from agents.skills import loader
 from agents.skills.loader import load_skill
 from agents.skills.registry import SkillRegistry
 from tests.skillkit import FIXTURE_SKILLS, tool, write_skill
+from tests.workflowkit import alias_bomb
 
 
 def problems_of(folder: Path) -> list[str]:
@@ -258,6 +261,40 @@ def test_a_reference_that_would_be_fetched_from_the_network_is_refused(tmp_path:
     assert "not fetched" in problem
 
 
+def test_an_alias_bomb_in_the_frontmatter_or_skill_yaml_is_refused_and_the_rest_load(
+    tmp_path: Path,
+) -> None:
+    # Once ~3 GB and ~10 s of a service that answered nothing.
+    write_skill(tmp_path, "good-one")
+    laughs = write_skill(tmp_path, "laughs")
+    (laughs / "SKILL.md").write_text(
+        f"---\nname: laughs\n{alias_bomb()}---\nBody.\n", encoding="utf-8"
+    )
+    many = write_skill(tmp_path, "many", handler=BS_HANDLER)
+    (many / "skill.yaml").write_text(alias_bomb(key="triggers"), encoding="utf-8")
+    registry = SkillRegistry(tmp_path)
+    started = time.perf_counter()
+    registry.reload()
+    assert time.perf_counter() - started < 2.0
+    assert [s.name for s in registry.all()] == ["good-one"]
+    found = {(e.skill, e.file, e.field): e.message for e in registry.errors}
+    message = "&l5 expands to more than 250,000 values (YAML aliases repeat what their anchor"
+    assert found["laughs", "SKILL.md", "frontmatter"].startswith(message)
+    assert found["laughs", "SKILL.md", "frontmatter"].endswith("(line 8)")  # of SKILL.md
+    assert found["many", "skill.yaml", ""].startswith(message)
+
+
+def test_an_alias_inside_its_own_anchor_in_the_frontmatter_is_refused(tmp_path: Path) -> None:
+    folder = write_skill(tmp_path, "loop")
+    (folder / "SKILL.md").write_text(
+        "---\nname: loop\ndescription: d\nmetadata: &m {a: *m}\n---\nBody.\n", encoding="utf-8"
+    )
+    [problem] = problems_of(folder)
+    assert "frontmatter" in problem
+    assert "an alias to &m is inside the node it names" in problem
+    assert problem.endswith("(line 4)")
+
+
 def test_a_schema_that_contains_itself_is_refused_and_the_rest_load(tmp_path: Path) -> None:
     # A YAML alias to an enclosing node makes the schema infinite: once, the recursion took
     # the whole reload down with it.
@@ -320,7 +357,7 @@ def test_the_fast_meta_schema_gives_the_verdicts_of_the_validators_own() -> None
     shipped = [
         entry["parameters"]
         for config in configs
-        for entry in (loader.load_yaml(config.read_text(encoding="utf-8")) or {}).get("tools", [])
+        for entry in (yamlsafe.load(config.read_text(encoding="utf-8")) or {}).get("tools", [])
         if "parameters" in entry
     ]
     assert len(shipped) > 20

@@ -73,3 +73,35 @@ async def test_nothing_the_message_gives_means_every_input_is_asked_for(
     reply, pending = await ask(turns, "I need a ticket")
     assert pending["missing"] == ["device", "note"]
     assert "device: The machine." in reply
+
+
+ORDER = """
+name: order
+description: Orders parts.
+inputs:
+  count: {type: integer, pattern: "(\\\\d+) parts"}
+  price: {type: number, pattern: "at ([0-9.,]+)"}
+  rush: {type: boolean, extract: none}
+nodes:
+  - {id: total, kind: set, values: {total: "{{ inputs.count * inputs.price }}"}}
+outputs: {message: "Total {{ nodes.total.output.total }}, rush: {{ inputs.rush }}"}
+"""
+
+
+async def test_inputs_a_message_gives_as_text_are_read_as_their_types() -> None:
+    gateway = ModelGateway(None)
+    engine = WorkflowEngine(
+        Workflows(ORDER), InMemorySaver(), skills=None, gateway=gateway, prompts=Prompts()
+    )
+    turns = WorkflowTurns(engine, gateway, Prompts())
+    context = RunContext(thread_id="t")
+    first = await turns.answer("order", "3 parts at 1,000.50", None, context, {})
+    assert first.pending == {
+        "workflow": "order",
+        "inputs": {"count": "3", "price": "1,000.50"},
+        "missing": ["rush"],
+    }
+    answer = await turns.answer("order", "yes", first.pending, context, {})
+    assert "Total 3001.5, rush: True" in answer.reply
+    [run] = await engine.list_runs()
+    assert run["inputs"] == {"count": 3, "price": 1000.5, "rush": True}

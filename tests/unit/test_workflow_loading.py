@@ -3,6 +3,7 @@ and the line, each with a deliberately broken file."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from agents.errors import WorkflowLoadError
 from agents.workflows.loader import load_workflow
 from agents.workflows.spec import NODE_KINDS
-from tests.workflowkit import HEAD, one, problems, write
+from tests.workflowkit import HEAD, alias_bomb, one, problems, write
 
 
 def test_a_good_file_loads_with_its_flow_and_fingerprint(tmp_path: Path) -> None:
@@ -39,6 +40,22 @@ def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
     assert problem.node == ""
     assert problem.line == 3
     assert "is not valid YAML" in problem.message
+
+
+def test_an_alias_bomb_is_refused_at_once_naming_the_anchor(tmp_path: Path) -> None:
+    # 474 bytes that once grew the service to 8.5 GB in 30 s, and `validate` for minutes.
+    started = time.perf_counter()
+    problem = one(tmp_path, "name: l-laughs\nnodes: []\n" + alias_bomb())
+    assert time.perf_counter() - started < 1.0
+    assert problem.line == 8
+    assert problem.message.startswith("&l5 expands to more than 250,000 values (YAML aliases")
+
+
+def test_an_alias_inside_its_own_anchor_is_refused_naming_the_line(tmp_path: Path) -> None:
+    # Once a RecursionError: the service did not start, and no later reload took effect.
+    problem = one(tmp_path, "name: k-anchor\nversion: 1\ndescription: &a [*a]\nnodes: []\n")
+    assert (problem.node, problem.line) == ("", 3)
+    assert "an alias to &a is inside the node it names" in problem.message
 
 
 def test_a_file_that_is_not_a_mapping(tmp_path: Path) -> None:

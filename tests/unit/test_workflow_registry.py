@@ -7,12 +7,15 @@ import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agents.errors import WorkflowNotFound
+from agents.workflows import loader
 from agents.workflows.registry import WorkflowRegistry
 from agents.workflows.watcher import start_workflow_watcher, stop_workflow_watcher
+from tests.workflowkit import alias_bomb
 
 TOOLS = {"list_alarms", "create_work_order"}
 
@@ -212,6 +215,46 @@ async def test_a_saved_file_serves_within_two_seconds(tmp_path: Path) -> None:
         assert await within(2.0, lambda: "alarms" not in registry)
     finally:
         await stop_workflow_watcher(*watcher)
+
+
+def test_files_whose_aliases_expand_without_end_are_reported_and_the_rest_load(
+    tmp_path: Path,
+) -> None:
+    write(tmp_path, "alarms.yaml", flow("alarms"))
+    registry = WorkflowRegistry(tmp_path, tools=TOOLS)
+    registry.reload()
+    write(tmp_path, "anchor.yaml", "name: anchor\ndescription: &a [*a]\nnodes: []\n")
+    write(tmp_path, "laughs.yaml", "name: laughs\nnodes: []\n" + alias_bomb())
+    write(tmp_path, "orders.yaml", flow("orders"))
+    started = time.perf_counter()
+    report = registry.reload()  # once a RecursionError: this change, and every later one, lost
+    assert time.perf_counter() - started < 2.0
+    assert report.added == ["orders"]
+    assert registry.names() == ["alarms", "orders"]
+    found = {(Path(p.file).name, p.line): p.message for p in registry.errors}
+    assert "an alias to &a is inside the node it names" in found["anchor.yaml", 2]
+    assert found["laughs.yaml", 8].startswith("&l5 expands to more than 250,000 values")
+
+
+def test_an_unexpected_error_reading_one_file_is_its_problem_and_the_rest_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checks = loader.check_templates
+
+    def buggy(spec: Any, flow: Any) -> Any:
+        if spec.name == "orders":
+            raise RuntimeError("a bug in a check")
+        return checks(spec, flow)
+
+    monkeypatch.setattr(loader, "check_templates", buggy)
+    write(tmp_path, "alarms.yaml", flow("alarms"))
+    write(tmp_path, "orders.yaml", flow("orders"))
+    registry = WorkflowRegistry(tmp_path, tools=TOOLS)
+    registry.reload()
+    assert registry.names() == ["alarms"]
+    [problem] = registry.errors
+    assert problem.file == str(tmp_path / "orders.yaml")
+    assert problem.message.startswith("could not be checked: RuntimeError: a bug in a check")
 
 
 def test_a_broken_file_whose_last_good_version_lost_its_tool_says_both(tmp_path: Path) -> None:

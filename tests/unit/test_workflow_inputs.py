@@ -1,0 +1,67 @@
+"""A run's inputs: text read as the declared type (a chat message gives text), anything else
+of another type refused, naming the input, its type and what was given."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agents.errors import BadInputs
+from agents.workflows.inputs import check_inputs
+from agents.workflows.spec import WorkflowSpec
+
+SPEC = WorkflowSpec.model_validate(
+    {
+        "name": "typed",
+        "description": "Every type of input.",
+        "inputs": {
+            "s": {"type": "string", "required": False},
+            "n": {"type": "integer", "required": False},
+            "x": {"type": "number", "required": False},
+            "b": {"type": "boolean", "required": False},
+        },
+        "nodes": [{"id": "one", "kind": "set", "values": {"s": "{{ inputs.s }}"}}],
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ({"n": "42", "x": " 1,200.50 ", "b": "yes", "s": "ORD1001"}, (42, 1200.5, True, "ORD1001")),
+        ({"n": "7.0", "x": "3", "b": "No", "s": 1001}, (7, 3, False, "1001")),
+        ({"n": 5, "x": 2.5, "b": False, "s": ""}, (5, 2.5, False, "")),
+    ],
+)
+def test_text_and_values_of_the_type_are_taken(given: dict[str, Any], expected: Any) -> None:
+    values = check_inputs(SPEC, given)
+    assert (values["n"], values["x"], values["b"], values["s"]) == expected
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"s": ["a", "b"]}, "inputs.s must be a string, not an array"),
+        ({"s": {"a": 1}}, "inputs.s must be a string, not an object"),
+        ({"s": True}, "inputs.s must be a string, not a boolean"),
+        ({"x": ["1"]}, "inputs.x must be a number, not an array"),
+        ({"x": True}, "inputs.x must be a number, not a boolean"),
+        ({"x": "nan"}, "inputs.x must be a finite number, not 'nan'"),
+        ({"x": "inf"}, "inputs.x must be a finite number, not 'inf'"),
+        ({"x": float("inf")}, "inputs.x must be a finite number, not inf"),
+        ({"x": "lots"}, "inputs.x must be a number, not 'lots'"),
+        ({"n": "True"}, "inputs.n must be an integer, not 'True'"),
+        ({"n": 1.5}, "inputs.n must be a whole number, not 1.5"),
+        ({"n": False}, "inputs.n must be an integer, not a boolean"),
+        ({"b": "maybe"}, "inputs.b must be a boolean (true or false), not 'maybe'"),
+        ({"b": 1}, "inputs.b must be a boolean (true or false), not a number"),
+        ({"b": {}}, "inputs.b must be a boolean, not an object"),
+    ],
+)
+def test_a_value_of_another_type_is_refused_naming_the_input(
+    given: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(BadInputs) as refused:
+        check_inputs(SPEC, given)
+    assert refused.value.message == f"workflow 'typed' cannot start: {message}"
