@@ -82,8 +82,9 @@ async def run_tool_loop(
         except BudgetExceeded as exc:
             text = prompts.reply("budget_exhausted", reason=str(exc))
             return _stopped(new, scope, before, usage, "budget", text)
-        key = replies.reply_key(tools, ctx, task_id, system, rounds)
-        reply = await replies.recorded(tools, key) if tools and key and ctx.again else None
+        place = partial(replies.reply_key, tools, ctx, task_id, system, rounds)
+        key = place() if ctx.again else None  # a fresh answer has nothing recorded: no read
+        reply = await replies.recorded(tools, key) if tools and key else None
         if reply is None:
             model: Any = gateway.chat_model(profile or ctx.profile)
             offered = tools.definitions(scope) if tools is not None else []
@@ -92,7 +93,7 @@ async def run_tool_loop(
             reply = await complete(model, [SystemMessage(content=system), *history, *new], config)
             for name, value in call_usage(reply).items():
                 usage[name] = usage.get(name, 0) + value
-            if tools and key and _any_side_effects(tools, reply):
+            if tools and _any_side_effects(tools, reply) and (key := key or place()):
                 reply = await replies.record(tools, ctx, key, reply)
         else:  # acted on already by a run cut off: the same calls again, not a new reply
             log.info("loop.reply_replayed", round=rounds, calls=len(reply.tool_calls))
