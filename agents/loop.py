@@ -22,12 +22,13 @@ from langchain_core.messages.ai import add_ai_message_chunks
 from langchain_core.runnables import RunnableBinding, RunnableConfig
 from langsmith.utils import tracing_is_enabled
 
-from agents import failpoints, replies
+from agents import failpoints
 from agents.errors import BudgetExceeded, ModelError, SkillNotFound
 from agents.models import ModelGateway
 from agents.models.chat_model import GatewayChatModel, finish_stream
 from agents.models.usage import call_usage
 from agents.prompts import Prompts
+from agents.replies import Replies
 from agents.run import RunContext, answering_node, emit
 from agents.skills.loader import Skill
 from agents.skills.meta import NOTE_SKILL, Outcome, Scope, SkillTools, definition_view
@@ -76,16 +77,15 @@ async def run_tool_loop(
     before = list(scope.loaded)
     usage = {"model_calls": 0, "input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
     rounds = 0
+    recorded = Replies(tools, scope, ctx, task_id, system)
     while True:
-        try:
-            ctx.budget.spend_model_call()
-        except BudgetExceeded as exc:
-            text = prompts.reply("budget_exhausted", reason=str(exc))
-            return _stopped(new, scope, before, usage, "budget", text)
-        place = partial(replies.reply_key, tools, ctx, task_id, system, rounds)
-        key = place() if ctx.again else None  # a fresh answer has nothing recorded: no read
-        reply = await replies.recorded(tools, key) if tools and key else None
+        reply = await recorded.recorded(rounds)
         if reply is None:
+            try:
+                ctx.budget.spend_model_call()
+            except BudgetExceeded as exc:
+                text = prompts.reply("budget_exhausted", reason=str(exc))
+                return _stopped(new, scope, before, usage, "budget", text)
             model: Any = gateway.chat_model(profile or ctx.profile)
             offered = tools.definitions(scope) if tools is not None else []
             if offered:
@@ -93,8 +93,8 @@ async def run_tool_loop(
             reply = await complete(model, [SystemMessage(content=system), *history, *new], config)
             for name, value in call_usage(reply).items():
                 usage[name] = usage.get(name, 0) + value
-            if tools and _any_side_effects(tools, reply) and (key := key or place()):
-                reply = await replies.record(tools, ctx, key, reply)
+            if reply.tool_calls or reply.invalid_tool_calls:
+                await recorded.record(rounds, reply)
         else:  # acted on already by a run cut off: the same calls again, not a new reply
             log.info("loop.reply_replayed", round=rounds, calls=len(reply.tool_calls))
             node = answering_node()

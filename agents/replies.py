@@ -1,14 +1,17 @@
-"""A model reply that asks for side effects is recorded before they run, and acted on again.
+"""A tool loop that can make side effects records its model replies before their calls run,
+and a run that answers the same message again acts on them instead of asking the model anew.
 
 A side-effecting call's key holds its arguments (``runner.idempotency_key_of``), and the tool
 loop runs inside one graph step: a run cut off after the call (a crash, a kill) answers the
 resent message from the step's start, asks the model again, and a model that words the call
 anew (a title, a description) makes another call with another key: the side effect twice.
-So the reply is written to the call journal first, under its place in the turn (thread,
-user message, node, task, the loop's instructions, round), and a run answering the same
-message takes it from there instead of asking the model: the same calls, the same keys,
-their recorded results. A reply asking only for lookups is not recorded (asking again is
-harmless, and costs no write).
+So each reply that asks for tools is written to the call journal first, under its place in
+the turn (thread, user message, node, task, the loop's instructions, the attempt, the round),
+and a run answering the message again replays the replies recorded, round by round, asking
+the model only from the first round that has none. Every tool-asking reply of such a loop is
+recorded, lookups too: replayed rounds must be the ones that ran, or a recorded call would be
+replayed after other rounds than its own. A loop whose skills change nothing records nothing
+(asking the model again is harmless there, and costs no write).
 """
 
 from __future__ import annotations
@@ -20,48 +23,75 @@ import structlog
 from langchain_core.messages import AIMessage, message_to_dict, messages_from_dict
 
 from agents.run import RunContext, answering_node
-from agents.skills.meta import SkillTools
-from agents.state.calls import Claim
+from agents.skills.meta import Scope, SkillTools
+from agents.state.calls import CallJournal, Claim
 
 log = structlog.get_logger(__name__)
 TOOL = "(model reply)"  # the journal's tool column for these records
 
 
-def reply_key(
-    tools: SkillTools | None, ctx: RunContext, task_id: str | None, system: str, round_: int
-) -> str | None:
-    """The key of the loop's ``round_``-th reply in the turn; None where nothing is keyed
-    (no skills, or a run without a thread or a turn: its calls are not keyed either)."""
-    if tools is None or not (ctx.thread_id and ctx.turn_id):
-        return None
-    instructions = hashlib.sha256(system.encode()).hexdigest()
-    place = f"{ctx.thread_id}|{ctx.turn_id}|{answering_node()}|{task_id}|{instructions}"
-    return hashlib.sha256(f"reply|{place}|{round_}".encode()).hexdigest()[:32]
+class Replies:
+    """The recorded replies of one tool loop (``recording`` False: none are kept or read)."""
 
+    def __init__(
+        self,
+        tools: SkillTools | None,
+        scope: Scope,
+        ctx: RunContext,
+        task_id: str | None,
+        system: str,
+    ) -> None:
+        self.ctx = ctx
+        self.journal: CallJournal | None = None
+        self._place = ""
+        self._replaying = ctx.again  # until a round has no recorded reply
+        if tools is None or not (ctx.thread_id and ctx.turn_id):
+            return  # its calls are not keyed either
+        reach = None if scope.loadable is None else {*scope.loaded, *scope.loadable}
+        if not tools.skills.registry.changes_anything(reach):
+            return
+        self.journal = tools.skills.runner.journal
+        instructions = hashlib.sha256(system.encode()).hexdigest()
+        node, attempt = answering_node(), ctx.attempt
+        self._place = f"{ctx.thread_id}|{ctx.turn_id}|{node}|{task_id}|{attempt}|{instructions}"
 
-async def recorded(tools: SkillTools, key: str) -> AIMessage | None:
-    """The reply recorded under ``key`` by an earlier run of the turn, if any."""
-    record = await tools.skills.runner.journal.get(key)
-    if record is None or record.status != "done" or not record.content:
-        return None
-    return _reply(record.content)
+    @property
+    def recording(self) -> bool:
+        """Whether this loop's replies are recorded (its skills can make side effects)."""
+        return self.journal is not None
 
+    def key(self, round_: int) -> str:
+        """The journal key of the loop's reply in round ``round_``."""
+        return hashlib.sha256(f"reply|{self._place}|{round_}".encode()).hexdigest()[:32]
 
-async def record(tools: SkillTools, ctx: RunContext, key: str, reply: AIMessage) -> AIMessage:
-    """Record ``reply`` before its calls run; the reply to act on: this one, or the one
-    another run of the same turn recorded first (one decision per place, whoever wins)."""
-    journal = tools.skills.runner.journal
-    claim = await journal.begin(key, thread_id=ctx.thread_id, run_id=ctx.run_id, tool=TOOL)
-    if isinstance(claim, Claim):
-        content = json.dumps(message_to_dict(reply), default=str)
-        await journal.finish(claim, content, True)
+    async def recorded(self, round_: int) -> AIMessage | None:
+        """The reply an earlier run of the turn recorded for round ``round_``; None from the
+        first round that has none on (what follows it was not decided after this round)."""
+        if self.journal is None or not self._replaying:
+            return None
+        record = await self.journal.get(self.key(round_))
+        reply = _reply(record.content) if record and record.status == "done" else None
+        if reply is None:
+            self._replaying = False
         return reply
-    if claim.status == "done" and claim.content:
-        log.info("loop.reply_recorded_elsewhere", key=key)
-        return _reply(claim.content) or reply
-    return reply  # being recorded by another run this instant: its calls' keys decide
+
+    async def record(self, round_: int, reply: AIMessage) -> None:
+        """Record ``reply`` (asking for tools) before its calls run."""
+        if self.journal is None:
+            return
+        ctx, key = self.ctx, self.key(round_)
+        # A record begun and never finished (a crash between the two writes) is taken over.
+        claim = await self.journal.begin(
+            key, thread_id=ctx.thread_id, run_id=ctx.run_id, tool=TOOL, silent_s=0.0
+        )
+        if isinstance(claim, Claim):
+            await self.journal.finish(claim, json.dumps(message_to_dict(reply), default=str), True)
+        else:  # asked afresh where a reply stands: one replay missed it; this one decides
+            log.warning("loop.reply_recorded_already", key=key, round=round_)
 
 
-def _reply(content: str) -> AIMessage | None:
+def _reply(content: str | None) -> AIMessage | None:
+    if not content:
+        return None
     message = messages_from_dict([json.loads(content)])[0]
     return message if isinstance(message, AIMessage) else None

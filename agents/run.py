@@ -112,6 +112,8 @@ class RunContext:
         again: The run answers a message a run before it began to answer (resumed, or the
             message resent): the model replies that run recorded are acted on again
             (``agents/replies.py``), not asked for anew.
+        attempt: Which try of a workflow node this is (0: the first): a retry after a
+            failure asks the model anew, a resumed run replays each try's replies.
     """
 
     thread_id: str = ""
@@ -123,6 +125,7 @@ class RunContext:
     turn_id: str = ""
     resumed: bool = False
     again: bool = False
+    attempt: int = 0
     _calls: Counter[str] = field(default_factory=Counter, repr=False)
     _calls_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

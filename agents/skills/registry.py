@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +44,7 @@ class SkillRegistry:
         self._lock = threading.RLock()
         self._skills: dict[str, Skill] = {}
         self._tools: dict[str, tuple[Skill, ToolSpec]] = {}
+        self._changing: frozenset[str] = frozenset()  # skills with a side-effecting tool
         self._fingerprints: dict[str, str] = {}
         self._load_errors: list[SkillProblem] = []  # the folders' own, kept until fixed
         self.errors: list[SkillProblem] = []
@@ -91,6 +93,11 @@ class SkillRegistry:
                     if skill_name in listed:
                         listed.remove(skill_name)
             self._skills, self._tools = skills, tools
+            self._changing = frozenset(
+                name
+                for name, skill in skills.items()
+                if any(tool.side_effects for tool in skill.config.tools)
+            )
             self._fingerprints, self.errors = fingerprints, _unique(errors)
             self._load_errors = _unique(load_errors)
             if report.changed_anything:
@@ -147,6 +154,12 @@ class SkillRegistry:
                 return self._tools[name]
             except KeyError:
                 raise SkillNotFound("tool", name, list(self._tools)) from None
+
+    def changes_anything(self, names: Iterable[str] | None = None) -> bool:
+        """Whether any of the skills ``names`` (None: any installed skill) has a tool with
+        side effects."""
+        changing = self._changing
+        return bool(changing) if names is None else not changing.isdisjoint(names)
 
     def all(self) -> list[Skill]:
         """Every live skill, by name."""

@@ -44,8 +44,8 @@ _HEADER = struct.Struct("!I")
 # A reply's header: a mark, then the length. Bytes a handler writes to the pipe by mistake
 # (a print to a file descriptor it found) are told from a reply by the mark, not read as
 # the length of one.
-REPLY_MARK = b"SK"
-_REPLY_HEADER = struct.Struct("!2sI")
+REPLY_MARK = b"\x00\xffSD"  # not text: a print() cannot start with it
+_REPLY_HEADER = struct.Struct("!4sI")
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _TREE_ROUNDS = 100  # looks for processes still starting others, at most

@@ -32,7 +32,7 @@ from agents.skills.trimming import Trimmed, has_files
 from agents.skills.worker import REPLY_MARK, frame, kill_below
 
 log = structlog.get_logger(__name__)
-_HEADER_SIZE = 6  # worker.REPLY_MARK, then the length (4 bytes)
+_HEADER_SIZE = 8  # worker.REPLY_MARK (4 bytes), then the length (4 bytes)
 # A reply's length at most: a longer one is not read (the worker is stopped and the call
 # fails), so one result cannot take the service's memory. Replies are parsed on a thread
 # above _PARSE_ON_LOOP bytes, so a large one does not hold the event loop.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 from langgraph.errors import GraphBubbleUp
@@ -149,10 +149,11 @@ async def _attempts(executor: Executor, ctx: NodeContext) -> Outcome:
     node = ctx.node
     wait = node.retry.backoff_s
     for attempt in range(node.retry.attempts):
+        tried = replace(ctx, attempt=attempt)
         try:
             if node.timeout_s is None or node.kind == "approval":
-                return await executor.run(ctx)
-            return await asyncio.wait_for(executor.run(ctx), node.timeout_s)
+                return await executor.run(tried)
+            return await asyncio.wait_for(executor.run(tried), node.timeout_s)
         except (GraphBubbleUp, FailedForGood):
             raise
         except TimeoutError:

@@ -5,6 +5,7 @@ and its end (done, waiting for an approval, failed) is the answer."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -13,7 +14,7 @@ from typing import Any, NamedTuple
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 
-from agents.errors import ModelError, RunStatusConflict, SkilldeskError
+from agents.errors import KeyReused, ModelError, RunStatusConflict, SkilldeskError
 from agents.events import Event, from_custom
 from agents.models import ModelGateway
 from agents.models.structured import forced_call, function_tool
@@ -22,11 +23,12 @@ from agents.run import RunContext, emit
 from agents.state.records import ThreadRecords
 from agents.state.schema import add_usage, usage_since
 from agents.state.spend import SpendLedger
-from agents.workflows.engine import WorkflowEngine
+from agents.workflows.engine import WorkflowEngine, keyed_run_id
 from agents.workflows.inputs import check_inputs
 from agents.workflows.spec import WorkflowSpec
 
 CANCEL = re.compile(r"^\s*(cancel|stop|never ?mind|abort|取消)\W*$", re.IGNORECASE)
+_SETTLE_S = 0.5  # how often a turn looks at the run it began, resumed elsewhere
 
 
 # Writes a message into a thread between runs (``Conversations.post``).
@@ -106,14 +108,38 @@ class WorkflowTurns:
         record: dict[str, Any] = {}
         # The run is its thread's owner's, recorded so: it stays theirs once the thread is gone.
         owner = await self._owner(ctx.thread_id)
-        async for event in self.engine.stream(
-            name, inputs, thread_id=ctx.thread_id or None, profile=ctx.profile, user=owner
-        ):
-            if event.get("type") == "workflow_ended":
-                record = event["record"]
-            else:
-                emit(str(event.pop("type")), **event)
+        # Keyed by the turn: a turn answered again (its thread resumed after a crash, the
+        # message resent) finds the run it started, which goes on by its own resumption,
+        # instead of starting a second run making the workflow's side effects again.
+        key = _turn_key(ctx, name)
+        try:
+            async for event in self.engine.stream(
+                name,
+                inputs,
+                thread_id=ctx.thread_id or None,
+                profile=ctx.profile,
+                user=owner,
+                idempotency_key=key,
+            ):
+                if event.get("type") == "workflow_ended":
+                    record = event["record"]
+                else:
+                    emit(str(event.pop("type")), **event)
+        except KeyReused:  # asked again, the model read other inputs: the run begun stands
+            assert key is not None
+            record = await self.engine.get_run(keyed_run_id(name, key, owner))
+        if record.get("status") == "RUNNING":  # the run begun, cut off: resumed, then told
+            record = await self._ended(record["id"])
         return WorkflowAnswer(self.reply(record), None, add_usage(usage, record.get("usage")))
+
+    async def _ended(self, run_id: str) -> dict[str, Any]:
+        """The record of run ``run_id`` once it is no longer running: resumed here if no
+        process runs it (one process claims it), else waited for where it runs."""
+        await self.engine.resume_orphans([run_id])
+        # Polled: the run may go on in another process, and its record is all there is of it.
+        while (record := await self.engine.get_run(run_id))["status"] == "RUNNING":  # noqa: ASYNC110
+            await asyncio.sleep(_SETTLE_S)
+        return record
 
     async def decide(
         self,
@@ -278,3 +304,12 @@ class WorkflowTurns:
             emit("error", code="workflow_inputs_failed", message=str(exc))
             return {}, {}
         return {k: v for k, v in args.items() if k in wanted and v not in (None, "")}, usage
+
+
+def _turn_key(ctx: RunContext, name: str) -> str | None:
+    """The idempotency key of the run of ``name`` a chat turn starts (the n-th of that
+    workflow in the turn), or None for a run outside a thread's turn."""
+    if not (ctx.thread_id and ctx.turn_id):
+        return None
+    nth = ctx.occurrence(f"workflow:{name}", {})
+    return f"turn:{ctx.thread_id}:{ctx.turn_id}:{nth}"

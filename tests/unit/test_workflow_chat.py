@@ -105,3 +105,21 @@ async def test_inputs_a_message_gives_as_text_are_read_as_their_types() -> None:
     assert "Total 3001.5, rush: True" in answer.reply
     [run] = await engine.list_runs()
     assert run["inputs"] == {"count": 3, "price": 1000.5, "rush": True}
+
+
+async def test_a_turn_answered_again_finds_the_run_it_started_instead_of_a_second(
+    turns: WorkflowTurns,
+) -> None:
+    # Found by the review: a chat turn cut off mid-run (a crash) and answered again (the
+    # thread resumed, the message resent) started a second run beside the first, which its
+    # own resumption finished: the workflow's side effects twice.
+    text = "open a ticket for CNC-001: the spindle is hot"
+    pending = {"workflow": "ticket", "inputs": {"device": "CNC-001"}, "missing": ["note"]}
+    first = await turns.answer("ticket", text, pending, RunContext(thread_id="t", turn_id="m1"), {})
+    again = await turns.answer("ticket", text, pending, RunContext(thread_id="t", turn_id="m1"), {})
+    assert "waiting for approval" in first.reply
+    assert again.reply == first.reply
+    assert len(await turns.engine.list_runs()) == 1
+    other = await turns.answer("ticket", text, pending, RunContext(thread_id="t", turn_id="m2"), {})
+    assert "waiting for approval" in other.reply
+    assert len(await turns.engine.list_runs()) == 2  # another message, another run

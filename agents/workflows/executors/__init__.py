@@ -36,6 +36,7 @@ class NodeContext:
         run: The run.
         engine: The engine (its skills, model gateway, prompts, other workflows).
         visit: How many times the node ran before in this run.
+        attempt: Which try of this visit it is (0: the first; ``retry`` makes more).
     """
 
     node: Any
@@ -43,6 +44,7 @@ class NodeContext:
     run: RunInfo
     engine: WorkflowEngine
     visit: int = 0
+    attempt: int = 0
 
 
 @dataclass(frozen=True)

@@ -74,13 +74,15 @@ class ExpertExecutor:
             scope=Scope(loaded=[skill.name], loadable={skill.name}),
             # The run's id in the turn's: another run of the workflow on the thread makes its
             # own side effects (with the node's id alone, the journal answered them with the
-            # first run's). A run resumed acts on the replies it recorded (``again``).
+            # first run's). A run resumed acts on the replies each try recorded (``again``); a
+            # retry asks the model anew (``attempt``).
             ctx=RunContext(
                 thread_id=ctx.run.thread_id or "",
                 run_id=ctx.run.run_id,
                 profile=ctx.node.model or ctx.run.profile,
                 turn_id=f"{ctx.run.run_id}:{ctx.node.id}#{ctx.visit}",
                 again=True,
+                attempt=ctx.attempt,
             ),
             config={},
             max_rounds=engine.max_rounds,
