@@ -16,6 +16,7 @@ from bench import (
     tool_isolation,
     tool_server,
     workflow_engine,
+    workflow_load,
 )
 
 if __name__ == "__main__":
@@ -29,6 +30,7 @@ if __name__ == "__main__":
         cold_start,
         tool_isolation,
         workflow_engine,
+        workflow_load,
         model_client,
         conversation,
         threads,

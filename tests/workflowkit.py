@@ -93,3 +93,97 @@ def alias_bomb(levels: int = 9, key: str = "description") -> str:
     for before, name in itertools.pairwise(names):
         lines.append(f"{name}: &{name} [{', '.join([f'*{before}'] * 9)}]")
     return "\n".join([*lines, f"{key}: *{names[-1]}", ""])
+
+
+def big_workflow(blocks: int = 300, *, backwards: bool = False) -> str:
+    """A legitimate workflow of about ``10 * blocks`` nodes, as a long procedure is written:
+    each block fans out to two nodes and joins them, switches on the join, meets again, asks
+    a model and hands over to the next block; templates name the block's own nodes, the block
+    before and the first block. Every 40th block may loop back (``max_visits``), every 50th
+    asks for an approval. It loads without a problem. ``backwards``: the nodes listed last
+    first (the entry stays first)."""
+    nodes: list[dict[str, Any]] = []
+    for k in range(blocks):
+        b = f"b{k}_"
+        prior = f"nodes.b{k - 1}_end.output" if k else "inputs.device_id"
+        after = [f"b{k + 1}_start"] if k + 1 < blocks else []
+        looped = k % 40 == 39
+        nodes += [
+            {
+                "id": f"{b}start",
+                "kind": "tool",
+                "tool": "lookup",
+                "arguments": {"device_id": "{{ inputs.device_id }}", "prior": f"{{{{ {prior} }}}}"},
+                "next": [f"{b}left", f"{b}right"],
+                **({"max_visits": 3} if looped else {}),
+            },
+            {
+                "id": f"{b}left",
+                "kind": "set",
+                "values": {"x": f"{{{{ nodes.{b}start.output.value }}}}"},
+                "next": f"{b}both",
+            },
+            {
+                "id": f"{b}right",
+                "kind": "tool",
+                "tool": "lookup",
+                "arguments": {"device_id": f"{{{{ nodes.{b}start.output.id }}}}"},
+                "next": f"{b}both",
+            },
+            {"id": f"{b}both", "kind": "join", "next": f"{b}check"},
+            {
+                "id": f"{b}check",
+                "kind": "switch",
+                "cases": [{"when": f"nodes.{b}both.output.{b}left.x > 1", "goto": f"{b}high"}],
+                "otherwise": f"{b}low",
+            },
+            {
+                "id": f"{b}high",
+                "kind": "set",
+                "values": {"level": "high", "v": f"{{{{ nodes.{b}left.output.x }}}}"},
+                "next": f"{b}meet",
+            },
+            {
+                "id": f"{b}low",
+                "kind": "set",
+                "values": {"level": "low", "v": f"{{{{ nodes.{b}right.output.value }}}}"},
+                "next": f"{b}meet",
+            },
+            {
+                "id": f"{b}meet",
+                "kind": "set",
+                "values": {"v": f"{{{{ (nodes.{b}high or nodes.{b}low).output.v }}}}"},
+                "next": f"{b}ask",
+            },
+            {
+                "id": f"{b}ask",
+                "kind": "llm",
+                "prompt": f"Summarise {{{{ nodes.{b}meet.output.v }}}} after {{{{ {prior} }}}} "
+                "for {{ inputs.device_id }}, first seen as {{ nodes.b0_start.output.id }}.",
+                "next": f"{b}end",
+            },
+        ]
+        if k % 50 == 49:
+            nodes[-1]["next"] = f"{b}gate"
+            summary = f"Go on after {{{{ nodes.{b}ask.output }}}}?"
+            nodes.append(
+                {"id": f"{b}gate", "kind": "approval", "summary": summary, "next": f"{b}end"}
+            )
+        if looped:
+            again = {"when": f"nodes.{b}ask.output == 'again'", "goto": f"{b}start"}
+            end = {"id": f"{b}end", "kind": "switch", "cases": [again]}
+            nodes.append(end | ({"otherwise": after[0]} if after else {}))
+        else:
+            values = {"v": f"{{{{ nodes.{b}ask.output }}}}"}
+            nodes.append({"id": f"{b}end", "kind": "set", "values": values, "next": after})
+    if backwards:
+        nodes = [nodes[0], *reversed(nodes[1:])]
+    spec = {
+        "name": "big",
+        "description": "A long procedure.",
+        "inputs": {"device_id": {"type": "string"}},
+        "nodes": nodes,
+        "outputs": {"summary": "{{ nodes.b0_end.output }}"},
+    }
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's: 10x faster
+    return yaml.dump(spec, Dumper=dumper, sort_keys=False, allow_unicode=True, width=100)

@@ -4,6 +4,7 @@ cases, an approval's reject, an error's goto), and the nodes with an edge into e
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Set
 from dataclasses import dataclass, field
 
 from agents.workflows.spec import WorkflowSpec
@@ -39,23 +40,44 @@ class Flow:
                     todo.append(target)
         return seen
 
-    def before(self, node: str) -> set[str]:
-        """The nodes that can have run before ``node`` in a run (its ancestors)."""
-        parents: dict[str, set[str]] = {}
-        for source in self.successors.keys() | self.branches.keys():
-            for target in self.targets(source):
-                parents.setdefault(target, set()).add(source)
-        seen: set[str] = set()
-        todo = [node]
-        while todo:
-            for parent in parents.get(todo.pop(), ()):
-                if parent not in seen:
-                    seen.add(parent)
-                    todo.append(parent)
-        return seen
+    def ancestors(self) -> dict[str, NodeSet]:
+        """Each node → the nodes that can have run before it in a run: those with a path to
+        it (itself only when it is on a cycle).
+
+        One pass over the graph for all nodes, so checking every node costs about what
+        checking one did: the strongly connected parts in topological order, each part's
+        ancestors a bit set made of its parents' (a part's members share one set).
+        """
+        parts = self._components()
+        names = [n for part in parts for n in part]
+        index = {n: i for i, n in enumerate(names)}
+        part_of = {n: i for i, part in enumerate(parts) for n in part}
+        above = [0] * len(parts)
+        for i in reversed(range(len(parts))):  # Tarjan gives the sinks first
+            part = parts[i]
+            if len(part) > 1 or part[0] in self.targets(part[0]):  # a cycle: all before all
+                above[i] |= sum(1 << index[n] for n in part)
+            for node in part:
+                for target in self.targets(node):
+                    if part_of[target] != i:
+                        above[part_of[target]] |= above[i] | 1 << index[node]
+        return {n: NodeSet(above[part_of[n]], index, names) for n in names}
+
+    def ordered(self) -> list[str]:
+        """Every node, each after the nodes that lead to it; a cycle's nodes in the order a
+        search from where it is entered finds them."""
+        return [n for part in reversed(self._components()) for n in reversed(part)]
 
     def cycles(self) -> list[list[str]]:
-        """Each cycle of the graph, as a list of nodes (one per strongly connected part).
+        """Each cycle of the graph, as a list of nodes (one per strongly connected part)."""
+        return [
+            sorted(part)
+            for part in self._components()
+            if len(part) > 1 or part[0] in self.targets(part[0])
+        ]
+
+    def _components(self) -> list[list[str]]:
+        """The strongly connected parts of the graph, each after every part it leads to.
 
         Tarjan's algorithm without recursion, so a long workflow cannot exhaust the stack.
         """
@@ -64,6 +86,7 @@ class Flow:
         stack: list[str] = []
         on_stack: set[str] = set()
         out: list[list[str]] = []
+        targets_of: dict[str, list[str]] = {}
         nodes = sorted({self.entry, *self.successors, *self.branches, *self.incoming})
         for root in nodes:
             if root in index:
@@ -75,7 +98,8 @@ class Flow:
                     index[node] = low[node] = len(index)
                     stack.append(node)
                     on_stack.add(node)
-                targets = self.targets(node)
+                    targets_of[node] = self.targets(node)
+                targets = targets_of[node]
                 if i < len(targets):
                     work.append((node, i + 1))
                     target = targets[i]
@@ -92,12 +116,37 @@ class Flow:
                         part.append(top)
                         if top == node:
                             break
-                    if len(part) > 1 or node in targets:
-                        out.append(sorted(part))
+                    out.append(part)
                 if work:  # back in the parent: it reaches what this node reaches
                     parent = work[-1][0]
                     low[parent] = min(low[parent], low[node])
         return out
+
+
+class NodeSet(Set[str]):
+    """A set of node ids kept as a bit set over the graph's nodes (cheap to make and test)."""
+
+    __slots__ = ("_bits", "_index", "_names")
+
+    def __init__(self, bits: int, index: Mapping[str, int], names: list[str]) -> None:
+        self._bits, self._index, self._names = bits, index, names
+
+    def __contains__(self, node: object) -> bool:
+        i = self._index.get(node) if isinstance(node, str) else None
+        return i is not None and self._bits >> i & 1 == 1
+
+    def __iter__(self) -> Iterator[str]:
+        bits = self._bits
+        while bits:
+            low = bits & -bits
+            yield self._names[low.bit_length() - 1]
+            bits ^= low
+
+    def __len__(self) -> int:
+        return self._bits.bit_count()
+
+    def __repr__(self) -> str:
+        return f"NodeSet({sorted(self)!r})"
 
 
 def flow_of(spec: WorkflowSpec) -> Flow:

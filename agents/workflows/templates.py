@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from typing import Any
 
 from jinja2 import ChainableUndefined, TemplateError, TemplateSyntaxError, Undefined, nodes
@@ -33,6 +33,7 @@ def template_environment() -> SandboxedEnvironment:
 
 
 _ENV = template_environment()
+_NONE: frozenset[str] = frozenset()
 _ONE_EXPRESSION = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\}\}).)*)\}\}\s*$", re.DOTALL)
 
 
@@ -42,8 +43,9 @@ def check_templates(spec: WorkflowSpec, flow: Flow) -> list[Finding]:
     found: list[Finding] = []
     ids = {n.id for n in spec.nodes}
     unique = len(ids) == len(spec.nodes)  # else which node runs before which is unclear
+    ancestors = flow.ancestors() if unique else {}
     for i, node in enumerate(spec.nodes):
-        before = flow.before(node.id) if unique else ids
+        before = ancestors.get(node.id, _NONE) if unique else ids
         for field, text in node.templates():
             path = f"nodes.{i}.{field}"
             if isinstance(node, SwitchNode) and text.count("{{") > 1:
@@ -61,7 +63,7 @@ def check_templates(spec: WorkflowSpec, flow: Flow) -> list[Finding]:
 
 
 def _template_problems(
-    text: str, spec: WorkflowSpec, ids: set[str], allowed: set[str], own: str | None
+    text: str, spec: WorkflowSpec, ids: set[str], allowed: Container[str], own: str | None
 ) -> list[str]:
     if "{" not in text:
         return []
@@ -71,12 +73,14 @@ def _template_problems(
         where = f" (line {exc.lineno} of the template)" if "\n" in text.strip() else ""
         return [f"template syntax error: {exc.message}{where}"]
     problems: list[str] = []
-    local = {n.name for n in tree.find_all(nodes.Name) if n.ctx in ("store", "param")}
-    if any(True for _ in tree.find_all(nodes.For)):
+    every = list(tree.find_all(nodes.Node))  # one walk of the tree; each kind, in order, from it
+    names = [n for n in every if isinstance(n, nodes.Name)]
+    local = {n.name for n in names if n.ctx in ("store", "param")}
+    if any(isinstance(n, nodes.For) for n in every):
         local.add("loop")
-    if any(True for _ in tree.find_all((nodes.Macro, nodes.CallBlock))):
+    if any(isinstance(n, nodes.Macro | nodes.CallBlock) for n in every):
         local |= {"caller", "varargs", "kwargs"}
-    for name in tree.find_all(nodes.Name):
+    for name in names:
         if name.ctx != "load" or name.name in local or name.name in _ENV.globals:
             continue
         if name.name not in TEMPLATE_GLOBALS:
@@ -89,7 +93,7 @@ def _template_problems(
                 f"refers to {name.name!r}, which templates do not have; they see "
                 f"{', '.join(TEMPLATE_GLOBALS)}{hint}"
             )
-    for top, key in _references(tree):
+    for top, key in _references(every):
         if top == "inputs" and key not in spec.inputs:
             problems.append(
                 f"refers to inputs.{key}, which is not declared"
@@ -108,7 +112,9 @@ def _template_problems(
                 else "a node no run can reach"
             )
             problems.append(f"refers to nodes.{key}, {why}")
-    for item in tree.find_all((nodes.Filter, nodes.Test)):
+    for item in every:
+        if not isinstance(item, nodes.Filter | nodes.Test):
+            continue
         table = _ENV.filters if isinstance(item, nodes.Filter) else _ENV.tests
         if item.name not in table:
             kind = "filter" if isinstance(item, nodes.Filter) else "test"
@@ -116,14 +122,20 @@ def _template_problems(
     return list(dict.fromkeys(problems))
 
 
-def _references(tree: nodes.Template) -> Iterator[tuple[str, str]]:
-    """``inputs.x``, ``inputs['x']``, ``nodes.y``... as (top-level name, key)."""
-    for attr in tree.find_all(nodes.Getattr):
-        if isinstance(attr.node, nodes.Name) and attr.node.name in ("inputs", "nodes"):
-            yield attr.node.name, attr.attr
-    for item in tree.find_all(nodes.Getitem):
+def _references(every: list[nodes.Node]) -> Iterator[tuple[str, str]]:
+    """``inputs.x``, ``inputs['x']``, ``nodes.y``... as (top-level name, key); ``every``: a
+    template's nodes in the order of ``find_all``."""
+    for attr in every:
         if (
-            isinstance(item.node, nodes.Name)
+            isinstance(attr, nodes.Getattr)
+            and isinstance(attr.node, nodes.Name)
+            and attr.node.name in ("inputs", "nodes")
+        ):
+            yield attr.node.name, attr.attr
+    for item in every:
+        if (
+            isinstance(item, nodes.Getitem)
+            and isinstance(item.node, nodes.Name)
             and item.node.name in ("inputs", "nodes")
             and isinstance(item.arg, nodes.Const)
             and isinstance(item.arg.value, str)

@@ -31,9 +31,14 @@ def _guards(
                 routes[target].append((source, (source, target)))
     guards: dict[str, frozenset[Decision] | None] = dict.fromkeys(first)
     guards[flow.entry] = frozenset()
+    # The guards are the greatest fixed point of these equations, whatever order the nodes
+    # are visited in; the flow's order (sources first) settles a graph without loops in two
+    # rounds, where the file's order could take one round per node.
+    order = [n for n in dict.fromkeys([*flow.ordered(), *first]) if n in routes]
     for _ in range(4 * len(first) + 4):
         changed = False
-        for node, incoming in routes.items():
+        for node in order:
+            incoming = routes[node]
             if node == flow.entry:
                 continue
             is_join = isinstance(spec.nodes[first[node]], JoinNode)
@@ -118,7 +123,10 @@ def _conflict(
     guards: dict[str, frozenset[Decision]],
 ) -> str:
     known = [n for n in incoming if n in guards]
+    common = frozenset.intersection(*(guards[n] for n in known)) if known else frozenset()
     for a in known:
+        if guards[a] == common:
+            continue  # a subset of every other one's: no decision of its to report
         for b in known:
             for decision in sorted(guards[a] - guards[b], key=str):
                 rival = next(
@@ -148,13 +156,11 @@ def check_parallel_approvals(
     decision at a time."""
     guards = _guards(spec, flow, first)
     gates = [n.id for n in spec.nodes if isinstance(n, ApprovalNode) and n.id in guards]
-    after = {gate: _after(flow, gate) for gate in gates}
+    before = flow.ancestors() if len(gates) > 1 else {}
     found: list[Finding] = []
     for j, b in enumerate(gates):
         for a in gates[:j]:
-            ordered = b in after[a] or a in after[b]
-            exclusive = any(d[0] == r[0] and d[1] != r[1] for d in guards[a] for r in guards[b])
-            if ordered or exclusive:
+            if a in before[b] or b in before[a] or _exclusive(guards[a], guards[b]):
                 continue
             found.append(
                 (
@@ -169,13 +175,9 @@ def check_parallel_approvals(
     return found
 
 
-def _after(flow: Flow, node: str) -> set[str]:
-    """The nodes a run can reach after ``node``."""
-    seen: set[str] = set()
-    todo = list(flow.targets(node))
-    while todo:
-        current = todo.pop()
-        if current not in seen:
-            seen.add(current)
-            todo += flow.targets(current)
-    return seen
+def _exclusive(a: frozenset[Decision], b: frozenset[Decision]) -> bool:
+    """Whether ``a`` and ``b`` take different ways at one node (no run takes both)."""
+    ways: dict[str, set[str | None]] = {}
+    for node, way in a:
+        ways.setdefault(node, set()).add(way)
+    return any(node in ways and ways[node] != {way} for node, way in b)
