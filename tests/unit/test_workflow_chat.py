@@ -123,3 +123,25 @@ async def test_a_turn_answered_again_finds_the_run_it_started_instead_of_a_secon
     other = await turns.answer("ticket", text, pending, RunContext(thread_id="t", turn_id="m2"), {})
     assert "waiting for approval" in other.reply
     assert len(await turns.engine.list_runs()) == 2  # another message, another run
+
+
+async def test_a_value_that_is_not_its_inputs_type_is_asked_for_again_keeping_the_rest(
+    turns: WorkflowTurns,
+) -> None:
+    # Found by the review: the turn failed ("cannot start") and the inputs given so far
+    # were dropped, so the user began again from nothing.
+    pending = {
+        "workflow": "ticket",
+        "inputs": {"device": "CNC-001", "urgent": "sure"},
+        "missing": ["note"],
+    }
+    reply, pending = await ask(turns, "the spindle is hot", pending)
+    assert pending == {
+        "workflow": "ticket",
+        "inputs": {"device": "CNC-001", "note": "the spindle is hot"},
+        "missing": ["urgent"],
+    }
+    assert "must be a boolean" in reply
+    reply, pending = await ask(turns, "yes", pending)
+    assert pending is None
+    assert "waiting for approval: Open T-CNC-001?" in reply
