@@ -123,6 +123,8 @@ def sweep(own: Path) -> None:
             continue
         if int(pid) == os.getpid() and WorkerGroups.find.cache_info().currsize:
             continue  # this process's own, in use
+        if _foreign(path):  # a service in another PID namespace: its pid means nothing here
+            continue
         WorkerGroups.kill(path)
         deadline = time.monotonic() + _EMPTY_WAIT_S
         while _populated(path) and time.monotonic() < deadline:
@@ -130,6 +132,18 @@ def sweep(own: Path) -> None:
         for worker in path.glob("worker-*"):
             _remove(worker)
         _remove(path)
+
+
+def _foreign(path: Path) -> bool:
+    """Whether a process in the cgroup ``path`` or its workers' lies outside this process's
+    PID namespace (the kernel lists it as pid 0 here)."""
+    for group in (path, *path.glob("worker-*")):
+        try:
+            if "0" in (group / "cgroup.procs").read_text().split():
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _populated(path: Path) -> bool:
