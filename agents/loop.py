@@ -77,9 +77,9 @@ async def run_tool_loop(
     before = list(scope.loaded)
     usage = {"model_calls": 0, "input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
     rounds = 0
-    recorded = Replies(tools, scope, ctx, task_id, system)
+    replies = Replies(tools, scope, ctx, task_id, system)
     while True:
-        reply = await recorded.recorded(rounds)
+        reply = await replies.recorded(rounds)
         if reply is None:
             try:
                 ctx.budget.spend_model_call()
@@ -94,7 +94,7 @@ async def run_tool_loop(
             for name, value in call_usage(reply).items():
                 usage[name] = usage.get(name, 0) + value
             if reply.tool_calls or reply.invalid_tool_calls:
-                await recorded.record(rounds, reply)
+                await replies.record(rounds, reply)
         else:  # acted on already by a run cut off: the same calls again, not a new reply
             log.info("loop.reply_replayed", round=rounds, calls=len(reply.tool_calls))
             node = answering_node()
