@@ -118,4 +118,14 @@ def _number(value: Any, *, whole: bool) -> int | float:
             number = int(number)
         elif whole:
             raise ValueError(f"must be a whole number, not {value!r}")
+    if isinstance(number, int) and not -_INT64 <= number < _INT64:  # what state can store
+        if whole:
+            raise ValueError(f"must be an integer within 64 bits (±{_INT64 - 1:,}), not {number}")
+        try:
+            number = float(number)
+        except OverflowError:
+            raise ValueError(f"must be a finite number, not {number}") from None
     return number
+
+
+_INT64 = 2**63

@@ -32,6 +32,7 @@ SPEC = WorkflowSpec.model_validate(
         ({"n": "42", "x": " 1,200.50 ", "b": "yes", "s": "ORD1001"}, (42, 1200.5, True, "ORD1001")),
         ({"n": "7.0", "x": "3", "b": "No", "s": 1001}, (7, 3, False, "1001")),
         ({"n": 5, "x": 2.5, "b": False, "s": ""}, (5, 2.5, False, "")),
+        ({"n": -(2**63), "x": 10**26, "b": True, "s": "x"}, (-(2**63), 1e26, True, "x")),
     ],
 )
 def test_text_and_values_of_the_type_are_taken(given: dict[str, Any], expected: Any) -> None:
@@ -52,6 +53,13 @@ def test_text_and_values_of_the_type_are_taken(given: dict[str, Any], expected: 
         ({"x": float("inf")}, "inputs.x must be a finite number, not inf"),
         ({"x": "lots"}, "inputs.x must be a number, not 'lots'"),
         ({"n": "True"}, "inputs.n must be an integer, not 'True'"),
+        # Taken, then the run failed storing it ("Integer exceeds 64-bit range"; QA).
+        (
+            {"n": 10**26},
+            "inputs.n must be an integer within 64 bits (±9,223,372,036,854,775,807), "
+            f"not {10**26}",
+        ),
+        ({"x": "1" + "0" * 400}, "inputs.x must be a finite number, not 1" + "0" * 400),
         ({"n": 1.5}, "inputs.n must be a whole number, not 1.5"),
         ({"n": False}, "inputs.n must be an integer, not a boolean"),
         ({"b": "maybe"}, "inputs.b must be a boolean (true or false), not 'maybe'"),
