@@ -68,11 +68,16 @@ class WorkerGroups:
         """A new cgroup for one worker (None if it cannot be made)."""
         path = self.base / f"worker-{uuid.uuid4().hex[:12]}"
         try:
+            self.base.mkdir(exist_ok=True)  # removed when the last pool closed (``release``)
             path.mkdir()
         except OSError as exc:
             log.warning("skills.worker_cgroup_failed", path=str(path), error=str(exc))
             return None
         return path
+
+    def release(self) -> None:
+        """Remove this process's cgroup once no worker's is in it (a pool closed)."""
+        _remove(self.base)
 
     @staticmethod
     def kill(path: Path) -> None:

@@ -66,6 +66,7 @@ class WorkerCall:
 # second are logged; the rest is read (the handler never blocks on a full pipe) and counted.
 _LINE_CHARS = 1000
 _EXIT_WAIT_S = 2.0  # the longest wait for a worker's exit status, and for its last output
+_EXIT_POLL_S = 0.25  # how often a call waiting for its reply looks whether the worker ended
 _BURST = 50
 _PER_S = 10.0
 
@@ -266,7 +267,7 @@ class Worker:
         assert self.process.stdout is not None
         try:
             async with asyncio.timeout(timeout_s):
-                header = await self.process.stdout.readexactly(_HEADER_SIZE)
+                header = await self._read(_HEADER_SIZE)
                 if header[: len(REPLY_MARK)] != REPLY_MARK:  # not a reply: bytes a handler wrote
                     raise self._broken(header)
                 size = int.from_bytes(header[len(REPLY_MARK) :], "big")
@@ -276,7 +277,7 @@ class Worker:
                         f"its result is larger than {MAX_REPLY_BYTES / 2**20:g} MB; return "
                         "less (a tool's result is cut to far less for the model anyway)"
                     )
-                data = await self.process.stdout.readexactly(size)
+                data = await self._read(size)
         except TimeoutError:
             self.kill()
             raise
@@ -286,6 +287,22 @@ class Worker:
             return await _parsed(data)
         except ValueError:
             raise self._broken(data[:60]) from None
+
+    async def _read(self, size: int) -> bytes:
+        """``size`` bytes of the worker's replies. Its end is told by its pipe closing, but a
+        process a handler forked holds the pipe too (a fork keeps it open): so the process's
+        own end is looked at too, every ``_EXIT_POLL_S`` (raises IncompleteReadError then, as
+        the pipe would)."""
+        assert self.process.stdout is not None
+        read = asyncio.ensure_future(self.process.stdout.readexactly(size))
+        try:
+            while not (await asyncio.wait({read}, timeout=_EXIT_POLL_S))[0]:
+                ended = self.process.returncode is not None  # what it wrote is there now
+                if ended and not (await asyncio.wait({read}, timeout=_EXIT_POLL_S))[0]:
+                    raise asyncio.IncompleteReadError(b"", size)
+            return read.result()
+        finally:
+            read.cancel()
 
     def _broken(self, reply: Any) -> HandlerCrashed:
         """The worker's reply is not the protocol's (a handler wrote to its pipe): it is
@@ -373,6 +390,8 @@ class WorkerPool:
         workers = [w for s in self._skills.values() for w in s.idle]
         self._skills.clear()
         await asyncio.gather(*(w.close() for w in workers), *self._closing)
+        if self.groups is not None:
+            self.groups.release()
 
     async def _acquire(self, skill: Skill, package: str, workers: _SkillWorkers) -> Worker:
         now = time.monotonic()

@@ -102,6 +102,21 @@ async def test_a_worker_runs_in_a_cgroup_of_its_own_removed_when_it_ends(tmp_pat
     assert not _is_dir(group)
 
 
+async def test_a_pool_closed_removes_its_services_cgroup(tmp_path: Path) -> None:
+    # A graceful stop left the service's own (empty) cgroup behind (QA).
+    assert GROUPS is not None
+    groups = WorkerGroups(GROUPS.mount, GROUPS.base.parent / f"skilldesk-{os.getpid()}-test")
+    runner = _runner(tmp_path, "where", tool("where", "handler:where"), _WHERE)
+    runner._workers.groups = groups  # this test's own, apart from the other tests' workers
+    try:
+        first = await runner.call("where", {})
+        assert first.ok, first
+        assert f"skilldesk-{os.getpid()}-test/worker-" in first.data["cgroup"]
+    finally:
+        await asyncio.wait_for(runner.aclose(), 10)
+    assert not _is_dir(groups.base)
+
+
 def _is_dir(path: Path) -> bool:
     return path.is_dir()
 
@@ -132,3 +147,51 @@ def _dead_pid() -> int:
     child = subprocess.Popen(["true"])
     child.wait()
     return child.pid
+
+
+# Forks (the child keeps the worker's pipes open), then kills the worker's subreaper.
+_FORK_AND_KILL = """
+import os, signal, time
+
+def escape(path):
+    child = os.fork()
+    if child == 0:
+        os.setsid()
+        time.sleep(300)
+        os._exit(0)
+    with open(path, 'w') as out:
+        out.write(str(child))
+    os.kill(os.getppid(), signal.SIGKILL)
+    time.sleep(60)
+"""
+
+
+async def test_a_worker_that_dies_is_told_though_a_fork_holds_its_pipe(tmp_path: Path) -> None:
+    # Found by QA: the worker's end was told only by its pipe closing, which the fork held:
+    # the call waited its whole timeout (30 s here), and the fork lived as long.
+    runner = _runner(
+        tmp_path,
+        "forker",
+        tool("escape", "handler:escape", {"path": {"type": "string"}}, ["path"], timeout_s=30),
+        _FORK_AND_KILL,
+    )
+    path = tmp_path / "pid"
+    started = time.monotonic()
+    try:
+        result = await asyncio.wait_for(runner.call("escape", {"path": str(path)}), 40)
+        took = time.monotonic() - started
+    finally:
+        await asyncio.wait_for(runner.aclose(), 10)
+    assert result.error_code == "tool_failed", result
+    assert "SIGKILL" in result.content
+    assert took < 5, took
+    pid = int(path.read_text())
+    for _ in range(30):
+        if not _runs(pid):
+            break
+        await asyncio.sleep(0.1)
+    running = _runs(pid)
+    if running:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert not running, f"process {pid} still runs"
