@@ -136,6 +136,7 @@ class Worker:
         self.killed = False
         self._calls = 0
         self._output: asyncio.Task[None] | None = None  # relays what the handlers print
+        self._watch: asyncio.Task[None] | None = None  # tells its end to its reply stream
 
     @classmethod
     async def start(cls, skill: Skill, package: str, groups: WorkerGroups | None = None) -> Worker:
@@ -158,6 +159,7 @@ class Worker:
         worker = cls(skill, process, group)
         assert process.stderr is not None
         worker._output = asyncio.create_task(relay_output(process.stderr, skill.name))
+        worker._watch = asyncio.create_task(worker._watch_exit())
         config = skill.config
         worker._send(("bind", skill.name, package, str(skill.path), config.memory_mb))
         return worker
@@ -243,6 +245,8 @@ class Worker:
             with contextlib.suppress(TimeoutError):  # a process it left holds the pipe
                 await asyncio.wait_for(asyncio.shield(self._output), _EXIT_WAIT_S)
             self._output.cancel()
+        if self._watch is not None:
+            self._watch.cancel()
         # Our ends of its pipes: asyncio closes them only once every holder has (a process
         # its handler left may live on), and has no public way to close them before.
         transport = getattr(self.process, "_transport", None)
@@ -267,7 +271,7 @@ class Worker:
         assert self.process.stdout is not None
         try:
             async with asyncio.timeout(timeout_s):
-                header = await self._read(_HEADER_SIZE)
+                header = await self.process.stdout.readexactly(_HEADER_SIZE)
                 if header[: len(REPLY_MARK)] != REPLY_MARK:  # not a reply: bytes a handler wrote
                     raise self._broken(header)
                 size = int.from_bytes(header[len(REPLY_MARK) :], "big")
@@ -277,7 +281,7 @@ class Worker:
                         f"its result is larger than {MAX_REPLY_BYTES / 2**20:g} MB; return "
                         "less (a tool's result is cut to far less for the model anyway)"
                     )
-                data = await self._read(size)
+                data = await self.process.stdout.readexactly(size)
         except TimeoutError:
             self.kill()
             raise
@@ -288,21 +292,16 @@ class Worker:
         except ValueError:
             raise self._broken(data[:60]) from None
 
-    async def _read(self, size: int) -> bytes:
-        """``size`` bytes of the worker's replies. Its end is told by its pipe closing, but a
-        process a handler forked holds the pipe too (a fork keeps it open): so the process's
-        own end is looked at too, every ``_EXIT_POLL_S`` (raises IncompleteReadError then, as
-        the pipe would)."""
-        assert self.process.stdout is not None
-        read = asyncio.ensure_future(self.process.stdout.readexactly(size))
-        try:
-            while not (await asyncio.wait({read}, timeout=_EXIT_POLL_S))[0]:
-                ended = self.process.returncode is not None  # what it wrote is there now
-                if ended and not (await asyncio.wait({read}, timeout=_EXIT_POLL_S))[0]:
-                    raise asyncio.IncompleteReadError(b"", size)
-            return read.result()
-        finally:
-            read.cancel()
+    async def _watch_exit(self) -> None:
+        """Tell the worker's end to its reply stream. The stream ends when the pipe closes,
+        but a process a handler forked holds the pipe too: a call would wait out its timeout
+        for a worker long dead. So its exit is looked at every ``_EXIT_POLL_S``."""
+        while self.process.returncode is None:  # noqa: ASYNC110 (no exit event but the pipes')
+            await asyncio.sleep(_EXIT_POLL_S)
+        await asyncio.sleep(_EXIT_POLL_S)  # what it wrote before it ended is read first
+        stdout = self.process.stdout
+        if stdout is not None and not stdout.at_eof():
+            stdout.feed_eof()
 
     def _broken(self, reply: Any) -> HandlerCrashed:
         """The worker's reply is not the protocol's (a handler wrote to its pipe): it is
