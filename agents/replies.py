@@ -91,7 +91,13 @@ class Replies:
 
 
 def _reply(content: str | None) -> AIMessage | None:
+    """The recorded reply; None (asked anew) for a record that is not one (written by
+    another version, or damaged), said in the log."""
     if not content:
         return None
-    message = messages_from_dict([json.loads(content)])[0]
+    try:
+        message = messages_from_dict([json.loads(content)])[0]
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        log.warning("loop.reply_unreadable", error=f"{type(exc).__name__}: {exc}")
+        return None
     return message if isinstance(message, AIMessage) else None

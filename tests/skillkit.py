@@ -3,7 +3,11 @@ on the spot."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
 import shutil
+import signal
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -165,3 +169,26 @@ def router_picks(fake: Any, skill: str) -> None:
         "choose_route",
         lambda request: Reply(tool_calls=[ToolCall("choose_route", {"skill": skill})]),
     )
+
+
+def process_runs(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def still_runs(pid: int, within_s: float = 3.0) -> bool:
+    """Whether process ``pid`` still runs after ``within_s``; one that does is killed then,
+    so that a failing test does not leave it to slow the tests after it."""
+    for _ in range(int(within_s / 0.1)):
+        if not process_runs(pid):
+            return False
+        await asyncio.sleep(0.1)
+    running = process_runs(pid)
+    if running:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return running

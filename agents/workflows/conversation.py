@@ -24,7 +24,7 @@ from agents.state.records import ThreadRecords
 from agents.state.schema import add_usage, usage_since
 from agents.state.spend import SpendLedger
 from agents.workflows.engine import WorkflowEngine, keyed_run_id
-from agents.workflows.inputs import check_inputs, convert
+from agents.workflows.inputs import check_inputs, convert_all
 from agents.workflows.spec import WorkflowSpec
 
 CANCEL = re.compile(r"^\s*(cancel|stop|never ?mind|abort|取消)\W*$", re.IGNORECASE)
@@ -91,7 +91,7 @@ class WorkflowTurns:
         inputs.update(found)
         # A value that cannot be its input's type ("sure" for a yes/no) is asked for again,
         # saying why; the inputs given so far are kept.
-        refused = _refused(spec, inputs)
+        refused = convert_all(spec, inputs)[1]
         for refused_name in refused:
             inputs.pop(refused_name)
         missing = [
@@ -102,7 +102,8 @@ class WorkflowTurns:
         missing += [n for n in refused if n not in missing]  # one with a default too
         if missing:
             described = [
-                {"name": n, "description": _described(spec, n, refused.get(n))} for n in missing
+                {"name": n, "description": spec.inputs[n].description, "refused": refused.get(n)}
+                for n in missing
             ]
             reply = self.prompts.reply("workflow_needs_inputs", name=name, missing=described)
             return WorkflowAnswer(
@@ -321,23 +322,3 @@ def _turn_key(ctx: RunContext, name: str) -> str | None:
         return None
     nth = ctx.occurrence(f"workflow:{name}", {})
     return f"turn:{ctx.thread_id}:{ctx.turn_id}:{nth}"
-
-
-def _refused(spec: WorkflowSpec, inputs: dict[str, Any]) -> dict[str, str]:
-    """The declared inputs whose value cannot be their type, each with why."""
-    refused: dict[str, str] = {}
-    for name, value in inputs.items():
-        declared = spec.inputs.get(name)
-        if declared is None or value is None:
-            continue
-        try:
-            convert(declared, value)
-        except ValueError as exc:
-            refused[name] = str(exc)
-    return refused
-
-
-def _described(spec: WorkflowSpec, name: str, why: str | None) -> str:
-    """How an input asked for is described: its description, and why its value was not taken."""
-    description = spec.inputs[name].description if name in spec.inputs else ""
-    return f"{description} (the value given {why})".strip() if why else description

@@ -20,20 +20,34 @@ def check_inputs(spec: WorkflowSpec, given: dict[str, Any]) -> dict[str, Any]:
     for name in given:
         if name not in spec.inputs:
             problems.append(f"{name!r} is not an input of {spec.name} ({sorted(spec.inputs)})")
+    converted, refused = convert_all(spec, given)
     for name, declared in spec.inputs.items():
-        if given.get(name) is None:
-            if declared.default is not None:
-                values[name] = declared.default
-            elif declared.required:
-                problems.append(f"{name!r} is required: {declared.description or declared.type}")
-            continue
-        try:
-            values[name] = convert(declared, given[name])
-        except ValueError as exc:
-            problems.append(f"inputs.{name} {exc}")
+        if name in refused:
+            problems.append(f"inputs.{name} {refused[name]}")
+        elif name in converted:
+            values[name] = converted[name]
+        elif declared.default is not None:
+            values[name] = declared.default
+        elif declared.required:
+            problems.append(f"{name!r} is required: {declared.description or declared.type}")
     if problems:
         raise BadInputs(f"workflow {spec.name!r} cannot start: " + "; ".join(problems))
     return values
+
+
+def convert_all(spec: WorkflowSpec, given: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The declared inputs given (not None) as their types, and those that cannot be, each
+    with why ("must be <type>, not <what was given>")."""
+    converted: dict[str, Any] = {}
+    refused: dict[str, str] = {}
+    for name, declared in spec.inputs.items():
+        if given.get(name) is None:
+            continue
+        try:
+            converted[name] = convert(declared, given[name])
+        except ValueError as exc:
+            refused[name] = str(exc)
+    return converted, refused
 
 
 def convert(declared: InputSpec, value: Any) -> Any:

@@ -3,11 +3,8 @@ every other request, does no work in proportion to what a handler returned."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,8 +12,8 @@ from typing import Any
 import pytest
 
 from agents.skills.registry import SkillRegistry
-from agents.skills.results import ToolResult
 from agents.skills.runner import ToolRunner
+from bench.large_results import stall_during
 from tests.skillkit import tool, write_skill
 
 ROWS = 50_000  # ~5 MB as JSON
@@ -64,28 +61,6 @@ def fast_switching() -> Iterator[None]:
     sys.setswitchinterval(0.001)
     yield
     sys.setswitchinterval(interval)
-
-
-async def stall_during(call: Any) -> tuple[ToolResult, float]:
-    """``call``'s result and the event loop's longest stall while it ran, in ms."""
-    gaps: list[float] = []
-
-    async def tick() -> None:
-        last = time.perf_counter()
-        while True:
-            await asyncio.sleep(0.001)
-            now = time.perf_counter()
-            gaps.append(now - last - 0.001)
-            last = now
-
-    ticker = asyncio.create_task(tick())
-    await asyncio.sleep(0.005)
-    result = await call
-    await asyncio.sleep(0.005)  # a stall at the call's very end is seen too
-    ticker.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await ticker
-    return result, max(gaps) * 1000
 
 
 @pytest.mark.usefixtures("fast_switching")

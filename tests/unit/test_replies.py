@@ -146,3 +146,12 @@ async def test_a_loop_whose_skills_change_nothing_records_nothing(
     await gateway.aclose()
     assert result.answer.text == "One."
     assert journal.records == {}
+
+
+def test_a_record_that_is_not_a_reply_is_asked_anew_not_a_crash() -> None:
+    from agents.replies import _reply
+
+    assert _reply('{"type": "ai", "data": {"content": "hi"}}') is not None
+    assert _reply("{not json") is None
+    assert _reply('{"no": "type"}') is None
+    assert _reply('{"type": "human", "data": {"content": "hi"}}') is None

@@ -20,7 +20,7 @@ from agents.errors import HandlersBusy
 from agents.skills.registry import SkillRegistry
 from agents.skills.runner import ToolRunner
 from agents.skills.threads import HandlerThreads
-from tests.skillkit import copy_fixture_skill, tool, write_skill
+from tests.skillkit import copy_fixture_skill, process_runs, still_runs, tool, write_skill
 
 
 @pytest.fixture(params=["process", "thread"])
@@ -455,18 +455,7 @@ async def test_a_process_a_handler_leaves_running_is_stopped_with_its_worker(
     assert result.ok, result
     pid = result.data["pid"]
 
-    def running() -> bool:
-        try:
-            with open(f"/proc/{pid}/stat") as stat:
-                return stat.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
-        except FileNotFoundError:
-            return False
-
-    for _ in range(50):
-        if not running():
-            break
-        await asyncio.sleep(0.1)
-    assert not running(), f"process {pid} still runs"
+    assert not await still_runs(pid, 5.0), f"process {pid} still runs"
 
 
 # Started by the handler below in sessions of their own: each starts `sleep` after `sleep`.
@@ -511,20 +500,11 @@ async def test_processes_a_handler_keeps_starting_are_all_stopped_with_its_worke
     started = [*result.data["loops"], *(int(p) for p in pids.read_text().split())]
     assert len(started) > 20
     await asyncio.sleep(0.5)
-    running = [pid for pid in started if _runs(pid)]
+    running = [pid for pid in started if process_runs(pid)]
     for pid in running:  # not left to slow the tests after it
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     assert not running, f"{len(running)} of {len(started)} processes still run"
-
-
-def _runs(pid: int) -> bool:
-    """Whether process ``pid`` runs (a zombie has ended)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 async def test_a_handler_that_dies_leaving_a_process_fails_its_call_at_once(
@@ -657,20 +637,12 @@ async def test_what_a_handler_left_running_goes_with_a_worker_that_died_of_its_o
         assert result.error_code == "tool_failed", result
         pid = int(pids.read_text())
         for _ in range(30):
-            if not _running(pid):
+            if not process_runs(pid):
                 break
             await asyncio.sleep(0.1)
-        assert not _running(pid), f"process {pid} lives on under {_parent_of(pid)}"
+        assert not process_runs(pid), f"process {pid} lives on under {_parent_of(pid)}"
     finally:
         await asyncio.wait_for(runner.aclose(), 10)
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 FORGER = """

@@ -4,7 +4,6 @@ fork, its subreaper killed), every process they start ends with the worker."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import subprocess
@@ -18,7 +17,7 @@ import pytest
 from agents.skills.cgroups import WorkerGroups, sweep
 from agents.skills.registry import SkillRegistry
 from agents.skills.runner import ToolRunner
-from tests.skillkit import tool, write_skill
+from tests.skillkit import still_runs, tool, write_skill
 
 GROUPS = WorkerGroups.find()
 pytestmark = pytest.mark.skipif(
@@ -54,14 +53,6 @@ def _runner(tmp_path: Path, name: str, entry: dict[str, Any], handler: str) -> T
     return ToolRunner(registry, tmp_path / "data")
 
 
-def _runs(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 async def test_a_handler_that_kills_its_subreaper_leaves_nothing_running(tmp_path: Path) -> None:
     runner = _runner(
         tmp_path,
@@ -77,15 +68,7 @@ async def test_a_handler_that_kills_its_subreaper_leaves_nothing_running(tmp_pat
     assert not result.ok
     assert result.error_code == "tool_failed", result
     pid = int(path.read_text())
-    for _ in range(30):
-        if not _runs(pid):
-            break
-        await asyncio.sleep(0.1)
-    running = _runs(pid)
-    if running:  # not left to slow the tests after it
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    assert not running, f"process {pid} still runs"
+    assert not await still_runs(pid), f"process {pid} still runs"
 
 
 async def test_a_worker_runs_in_a_cgroup_of_its_own_removed_when_it_ends(tmp_path: Path) -> None:
@@ -186,12 +169,4 @@ async def test_a_worker_that_dies_is_told_though_a_fork_holds_its_pipe(tmp_path:
     assert "SIGKILL" in result.content
     assert took < 5, took
     pid = int(path.read_text())
-    for _ in range(30):
-        if not _runs(pid):
-            break
-        await asyncio.sleep(0.1)
-    running = _runs(pid)
-    if running:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    assert not running, f"process {pid} still runs"
+    assert not await still_runs(pid), f"process {pid} still runs"
