@@ -10,8 +10,10 @@ the turn (thread, user message, node, task, the loop's instructions, the attempt
 and a run answering the message again replays the replies recorded, round by round, asking
 the model only from the first round that has none. Every tool-asking reply of such a loop is
 recorded, lookups too: replayed rounds must be the ones that ran, or a recorded call would be
-replayed after other rounds than its own. A loop whose skills change nothing records nothing
-(asking the model again is harmless there, and costs no write).
+replayed after other rounds than its own. Once the turn is answered (its last checkpoint
+written) no run answers it again, and its records are deleted (``forget``). A loop whose
+skills change nothing records nothing (asking the model again is harmless there, and costs
+no write).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class Replies:
         self.journal: CallJournal | None = None
         self._place = ""
         self._replaying = ctx.again  # until a round has no recorded reply
+        self._keys: list[str] = []  # the records this loop wrote or replayed
         if tools is None or not (ctx.thread_id and ctx.turn_id):
             return  # its calls are not keyed either
         reach = None if scope.loadable is None else {*scope.loaded, *scope.loadable}
@@ -54,6 +57,7 @@ class Replies:
         instructions = hashlib.sha256(system.encode()).hexdigest()
         node, attempt = answering_node(), ctx.attempt
         self._place = f"{ctx.thread_id}|{ctx.turn_id}|{node}|{task_id}|{attempt}|{instructions}"
+        ctx.recorded.append(self)  # forgotten once the turn is answered
 
     @property
     def recording(self) -> bool:
@@ -73,6 +77,8 @@ class Replies:
         reply = _reply(record.content) if record and record.status == "done" else None
         if reply is None:
             self._replaying = False
+        else:
+            self._keys.append(self.key(round_))
         return reply
 
     async def record(self, round_: int, reply: AIMessage) -> None:
@@ -84,10 +90,18 @@ class Replies:
         claim = await self.journal.begin(
             key, thread_id=ctx.thread_id, run_id=ctx.run_id, tool=TOOL, silent_s=0.0
         )
+        self._keys.append(key)
         if isinstance(claim, Claim):
             await self.journal.finish(claim, json.dumps(message_to_dict(reply), default=str), True)
         else:  # asked afresh where a reply stands: one replay missed it; this one decides
             log.warning("loop.reply_recorded_already", key=key, round=round_)
+
+    async def forget(self) -> None:
+        """Delete this loop's records: called once its turn is answered (its last checkpoint
+        written), when no run will answer the message again."""
+        if self.journal is not None and self._keys:
+            keys, self._keys = self._keys, []
+            await self.journal.forget(keys)
 
 
 def _reply(content: str | None) -> AIMessage | None:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, Protocol, TypedDict
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableConfig
@@ -95,6 +95,15 @@ def _check(spent: int, limit: int | None, what: str) -> None:
         raise BudgetExceeded(f"this run reached its limit of {limit} {what}")
 
 
+class Recorded(Protocol):
+    """What a run recorded to answer its message again after a crash (``agents/replies.py``),
+    of no use once the message is answered."""
+
+    async def forget(self) -> None:
+        """Delete the records."""
+        ...
+
+
 @dataclass
 class RunContext:
     """LangGraph runtime context of one run (``graph.astream(..., context=RunContext())``).
@@ -114,6 +123,8 @@ class RunContext:
             (``agents/replies.py``), not asked for anew.
         attempt: Which try of a workflow node this is (0: the first): a retry after a
             failure asks the model anew, a resumed run replays each try's replies.
+        recorded: The run's tool loops that recorded (or replayed) model replies: once the
+            turn is answered, their records are forgotten (``Recorded.forget``).
     """
 
     thread_id: str = ""
@@ -126,6 +137,7 @@ class RunContext:
     resumed: bool = False
     again: bool = False
     attempt: int = 0
+    recorded: list[Recorded] = field(default_factory=list, repr=False)
     _calls: Counter[str] = field(default_factory=Counter, repr=False)
     _calls_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

@@ -29,7 +29,7 @@ from agents.skills.service import SkillService
 from agents.skills.watcher import start_watcher, stop_watcher
 from agents.skills.written import WrittenExamples
 from agents.state.attachments import AttachmentStore
-from agents.state.calls import call_journal
+from agents.state.call_stores import call_journal
 from agents.state.checkpointers import check_checkpoint_store, open_checkpointer
 from agents.state.documents import documents_for
 from agents.state.records import ThreadRecords

@@ -13,15 +13,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from agents.state.calls import (
-    CallJournal,
-    CallRecord,
-    Claim,
-    MemoryCallJournal,
-    PostgresCallJournal,
-    SqliteCallJournal,
-    call_journal,
-)
+from agents.state.call_stores import PostgresCallJournal, SqliteCallJournal, call_journal
+from agents.state.calls import CallJournal, CallRecord, Claim, MemoryCallJournal
 from agents.state.checkpointers import open_checkpointer
 from tests.pgkit import schema_url
 
@@ -192,6 +185,21 @@ async def test_keys_are_independent(journal: CallJournal) -> None:
     mine = claimed(await journal.begin(first, thread_id=None, run_id=None, tool="a"))
     assert await journal.finish(mine, "one", True)
     assert isinstance(await journal.begin(second, thread_id=None, run_id=None, tool="a"), Claim)
+
+
+async def test_forgotten_keys_are_deleted_and_the_others_kept(journal: CallJournal) -> None:
+    for key in ("a", "b", "c"):
+        claim = claimed(await journal.begin(key, thread_id="t", run_id="r", tool="x"))
+        assert await journal.finish(claim, key, True)
+    await journal.forget(["a", "c", "never-recorded"])
+    await journal.forget([])
+    assert await journal.get("a") is None
+    assert await journal.get("c") is None
+    kept = await journal.get("b")
+    assert kept is not None
+    assert kept.content == "b"
+    # A key forgotten is new again: the next claim on it makes the call.
+    assert isinstance(await journal.begin("a", thread_id="t", run_id="r", tool="x"), Claim)
 
 
 @pytest.mark.parametrize("store", ["sqlite", "postgres"])

@@ -83,6 +83,12 @@ def test_killed_during_a_side_effect_the_resent_message_reuses_its_key(
         with pytest.raises(httpx.HTTPError):
             pending.result()
     (skill_data / "pause").unlink()
+    # The reply that asked for the call was recorded before the call ran, and is kept while
+    # the turn is unanswered.
+    assert sorted((row[1], row[2]) for row in journal(data)) == [
+        ("done", "(model reply)"),
+        ("started", "file_claim"),
+    ]
 
     # The reply that asked for the call was recorded before the call ran: the run answering
     # the resent message acts on it again instead of asking the model for a new one.
@@ -98,9 +104,8 @@ def test_killed_during_a_side_effect_the_resent_message_reuses_its_key(
     assert len(runs) == 2  # cut off once, so it ran again...
     assert runs[0]["key"] == runs[1]["key"]  # ...with the same key...
     assert len(lines(skill_data / "ledger.jsonl")) == 1  # ...and filed one claim
-    # The reply that asked for the call, recorded before it ran, and the call.
-    recorded = sorted((row[1], row[2]) for row in journal(data))
-    assert recorded == [("done", "(model reply)"), ("done", "file_claim")]
+    # The turn answered, its recorded reply is deleted; the call's record stays.
+    assert [(row[1], row[2]) for row in journal(data)] == [("done", "file_claim")]
     assert runs[0]["key"] in [row[0] for row in journal(data)]
 
 

@@ -21,7 +21,7 @@ from structlog.testing import capture_logs
 
 from agents.errors import ConfigError
 from agents.state import schema_lock
-from agents.state.calls import call_journal
+from agents.state.call_stores import call_journal
 from agents.state.checkpointers import open_checkpointer
 from agents.state.documents import documents_for
 from tests.integration.test_server_process import SKILLDESK, free_port

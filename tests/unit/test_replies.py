@@ -14,6 +14,7 @@ from agents.errors import ModelError
 from agents.loop import LoopResult, run_tool_loop
 from agents.models import ModelGateway
 from agents.prompts import Prompts
+from agents.replies import Replies
 from agents.run import RunContext
 from agents.skills.meta import Scope, SkillTools
 from agents.skills.service import SkillService, SkillsOptions
@@ -62,12 +63,13 @@ def tools(tmp_path: Path) -> SkillTools:
 async def _loop(tools: SkillTools, model_settings: Any, again: bool) -> LoopResult:
     gateway = ModelGateway(model_settings.models())
     try:
-        return await _run(tools, gateway, again)
+        ctx = RunContext(thread_id="t1", run_id="r", turn_id="m1", again=again)
+        return await _run(tools, gateway, ctx)
     finally:
         await gateway.aclose()
 
 
-async def _run(tools: SkillTools, gateway: ModelGateway, again: bool) -> LoopResult:
+async def _run(tools: SkillTools, gateway: ModelGateway, ctx: RunContext) -> LoopResult:
     return await run_tool_loop(
         gateway=gateway,
         prompts=Prompts(),
@@ -75,7 +77,7 @@ async def _run(tools: SkillTools, gateway: ModelGateway, again: bool) -> LoopRes
         system="You file tickets.",
         history=[HumanMessage("file a ticket for the pump seal", id="m1")],
         scope=Scope(loaded=["desk"], loadable={"desk"}),
-        ctx=RunContext(thread_id="t1", run_id="r", turn_id="m1", again=again),
+        ctx=ctx,
         config={},
         max_rounds=5,
     )
@@ -114,6 +116,37 @@ async def test_a_run_again_replays_every_recorded_round_then_asks_the_model(
     assert [t["title"] for t in _tickets(tmp_path)] == ["Pump seal"]
     calls = [c["args"] for m in result.messages for c in getattr(m, "tool_calls", [])]
     assert calls == [{}, {"title": "Pump seal"}]
+
+
+async def test_the_records_are_kept_while_the_turn_is_unanswered_then_forgotten(
+    tools: SkillTools, model_settings: Any, fake_llm: FakeLLM
+) -> None:
+    journal = tools.skills.runner.journal
+    assert isinstance(journal, MemoryCallJournal)
+    fake_llm.script(
+        Reply(tool_calls=[ToolCall("create", {"title": "Pump seal"}, id="b")]),
+        *[Reply(status=500)] * 3,  # the run is cut off here
+    )
+    gateway = ModelGateway(model_settings.models())
+    try:
+        first = RunContext(thread_id="t1", run_id="r1", turn_id="m1")
+        with pytest.raises(ModelError):
+            await _run(tools, gateway, first)
+        [loop] = first.recorded
+        assert isinstance(loop, Replies)
+        reply, call = loop.key(0), *(k for k in journal.records if k != loop.key(0))
+        assert journal.records[reply].status == "done"  # kept for the run again
+        assert journal.records[call].status == "done"
+
+        fake_llm.script(Reply(content="Filed."))
+        again = RunContext(thread_id="t1", run_id="r2", turn_id="m1", again=True)
+        result = await _run(tools, gateway, again)
+    finally:
+        await gateway.aclose()
+    assert result.answer.text == "Filed."
+    for loop in again.recorded:  # the turn answered: the runner forgets what it recorded
+        await loop.forget()
+    assert list(journal.records) == [call]  # the replayed reply's record is gone, not the call's
 
 
 async def test_a_loop_whose_skills_change_nothing_records_nothing(
