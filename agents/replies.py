@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 
 import structlog
 from langchain_core.messages import AIMessage, message_to_dict, messages_from_dict
 
-from agents.run import RunContext, answering_node
+from agents.run import Recorded, RunContext, answering_node
 from agents.skills.meta import Scope, SkillTools
 from agents.state.calls import CallJournal, Claim
 
@@ -102,6 +103,18 @@ class Replies:
         if self.journal is not None and self._keys:
             keys, self._keys = self._keys, []
             await self.journal.forget(keys)
+
+
+async def forget_all(loops: Sequence[Recorded]) -> None:
+    """The records of ``loops`` deleted, once what they answered is answered (a turn, a
+    workflow run's stretch up to its end or an approval: its steps are checkpointed). A run
+    that failed or was cancelled keeps them for the run that answers the message again.
+    Should deleting fail they stay, said in the log (harmless: a few KB each)."""
+    for loop in loops:
+        try:
+            await loop.forget()
+        except Exception as exc:  # the turn is answered whatever the journal says
+            log.warning("loop.replies_not_forgotten", error=f"{type(exc).__name__}: {exc}")
 
 
 def _reply(content: str | None) -> AIMessage | None:

@@ -17,6 +17,7 @@ from agents.endings import cancelled, failed, finished, graph_event
 from agents.errors import InvalidTurn, NothingToResume, ThreadNotFound
 from agents.events import Event
 from agents.feed import RunFeed, fingerprint
+from agents.replies import forget_all
 from agents.router.router import Router
 from agents.run import RunContext, thread_config
 from agents.state.migrations import migrate
@@ -152,19 +153,8 @@ class TurnRunner:
             log.info("run.cancelled")
             yield cancelled(ctx)
             return
-        await _forget_replies(ctx)
+        await forget_all(ctx.recorded)  # a message sent from now on is a new turn
         yield finished(ctx, values, before)
-
-
-async def _forget_replies(ctx: RunContext) -> None:
-    """The model replies the turn's loops recorded, deleted now that the turn is answered: a
-    message sent again from here on is a new turn. A failed or cancelled run keeps them for
-    the run that answers the message again. Should deleting fail, they stay (harmless)."""
-    for loop in ctx.recorded:
-        try:
-            await loop.forget()
-        except Exception as exc:  # the turn is answered whatever the journal says
-            log.warning("run.replies_not_forgotten", error=f"{type(exc).__name__}: {exc}")
 
 
 def _pending_usage(snapshot: StateSnapshot) -> dict[str, int]:

@@ -22,6 +22,7 @@ import structlog
 from agents import metrics
 from agents.errors import WorkflowFailed, WorkflowNotFound
 from agents.feed import STOP_ASKED
+from agents.replies import forget_all
 from agents.state.schema import usage_since
 from agents.workflows.compile import WorkflowContext
 from agents.workflows.definitions import Definitions, LoadedWorkflow
@@ -161,6 +162,8 @@ class RunDriver:
         except Exception as exc:  # a bug or a store failure fails the run, not the service
             log.exception("workflow.crashed", run_id=run_id)
             record.update(status="FAILED", error=f"{type(exc).__name__}: {exc}")
+        # Its steps are checkpointed (or it ended): no run answers its expert nodes again.
+        await forget_all(info.recorded)
         if values.get("usage"):  # its model calls (the thread's cost includes them)
             record["usage"] = usage_since(values["usage"], record.get("usage_before"))
         if record["status"] in FINAL:

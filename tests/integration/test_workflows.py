@@ -4,6 +4,7 @@ approvals decided through the inbox (approve, reject, twice), and execution reco
 from __future__ import annotations
 
 import json
+import sqlite3
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -601,3 +602,7 @@ def test_an_expert_node_makes_its_side_effects_anew_in_each_run_on_a_thread(
             orders.append(json.loads(tool_result["content"]))
     assert [o["duplicate"] for o in orders] == [False, False]
     assert orders[0]["work_order_id"] != orders[1]["work_order_id"]  # two orders, two runs
+    # The replies that asked for them were recorded, and deleted once each run ended.
+    with sqlite3.connect(settings.data_dir / "skilldesk.sqlite") as conn:
+        tools = conn.execute("SELECT tool, status FROM skilldesk_calls").fetchall()
+    assert tools == [("create_work_order", "done")] * 2

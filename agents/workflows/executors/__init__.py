@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from agents.run import Recorded
     from agents.workflows.engine import WorkflowEngine
 
 
@@ -24,6 +25,8 @@ class RunInfo:
     thread_id: str | None = None
     profile: str | None = None
     user: str | None = None  # who started it (a sub-workflow's run is theirs too)
+    # Expert nodes' recorded model replies, forgotten when this stretch of the run ends.
+    recorded: list[Recorded] = field(default_factory=list, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

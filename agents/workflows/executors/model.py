@@ -65,6 +65,20 @@ class ExpertExecutor:
         except SkillNotFound as exc:
             raise HandlerFailed(str(exc)) from None
         task = str(render(ctx.node.prompt, ctx.values, "prompt"))
+        # The run's id in the turn's: another run of the workflow on the thread makes its
+        # own side effects (with the node's id alone, the journal answered them with the
+        # first run's). A run resumed acts on the replies each try recorded (``again``); a
+        # retry asks the model anew (``attempt``). The replies recorded are the run's to
+        # forget once its steps are checkpointed (``RunInfo.recorded``).
+        loop_ctx = RunContext(
+            thread_id=ctx.run.thread_id or "",
+            run_id=ctx.run.run_id,
+            profile=ctx.node.model or ctx.run.profile,
+            turn_id=f"{ctx.run.run_id}:{ctx.node.id}#{ctx.visit}",
+            again=True,
+            attempt=ctx.attempt,
+            recorded=ctx.run.recorded,
+        )
         result = await run_tool_loop(
             gateway=engine.gateway,
             prompts=engine.prompts,
@@ -72,18 +86,7 @@ class ExpertExecutor:
             system=expert_system(engine.prompts, [skill], task=task),
             history=[HumanMessage(task)],
             scope=Scope(loaded=[skill.name], loadable={skill.name}),
-            # The run's id in the turn's: another run of the workflow on the thread makes its
-            # own side effects (with the node's id alone, the journal answered them with the
-            # first run's). A run resumed acts on the replies each try recorded (``again``); a
-            # retry asks the model anew (``attempt``).
-            ctx=RunContext(
-                thread_id=ctx.run.thread_id or "",
-                run_id=ctx.run.run_id,
-                profile=ctx.node.model or ctx.run.profile,
-                turn_id=f"{ctx.run.run_id}:{ctx.node.id}#{ctx.visit}",
-                again=True,
-                attempt=ctx.attempt,
-            ),
+            ctx=loop_ctx,
             config={},
             max_rounds=engine.max_rounds,
         )
