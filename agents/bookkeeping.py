@@ -105,11 +105,11 @@ class RunBooks:
                     )
                     values["attachments"] = [*values.get("attachments", []), *made]
             if self.records is not None:
-                count = len(values.get("messages", [])) + summarised_count(values.get("summary"))
+                # A failed run's thread keeps what was written before the failure (the
+                # user's message at least): counted from the thread as it is stored.
+                count = await self._stored_count(ctx.thread_id) if failed else _count(values)
                 status = "failed" if failed else "idle"
-                changes: dict[str, Any] = {"status": status}
-                if not failed:
-                    changes["messages"] = count
+                changes: dict[str, Any] = {"status": status, "messages": count}
                 if await self.records.update(ctx.thread_id, **changes) is None and not failed:
                     first = next((m for m in values.get("messages", []) if m.type == "human"), None)
                     title = title_from(first.text if first is not None else "")
@@ -126,12 +126,14 @@ class RunBooks:
         if self.records is None:
             return
         try:
-            snapshot = await self.graph.aget_state(thread_config(thread_id))
-            values = migrate(dict(snapshot.values))[0] if snapshot.values else {}
-            count = len(values.get("messages", [])) + summarised_count(values.get("summary"))
-            await self.records.update(thread_id, messages=count)
+            await self.records.update(thread_id, messages=await self._stored_count(thread_id))
         except Exception:  # the message is written; the listing catches up at the next turn
             log.exception("thread.record_not_updated", thread_id=thread_id)
+
+    async def _stored_count(self, thread_id: str) -> int:
+        """How many messages the thread holds as stored (the summarised ones included)."""
+        snapshot = await self.graph.aget_state(thread_config(thread_id))
+        return _count(migrate(dict(snapshot.values))[0] if snapshot.values else {})
 
     async def traced(self, feed: RunFeed, ending: Event | None) -> None:
         """Keep the run's trace, ``ending`` its last event (before the feed tells the end: a
@@ -151,3 +153,8 @@ class RunBooks:
             )
         except Exception:  # the answer is written; a trace lost is not worth failing for
             log.exception("run.trace_not_saved")
+
+
+def _count(values: dict[str, Any]) -> int:
+    """The messages of a thread's state, the summarised ones included."""
+    return len(values.get("messages", [])) + summarised_count(values.get("summary"))

@@ -4,7 +4,6 @@ a fork (a new thread from a checkpoint, with its transcript and traces). A base 
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import structlog
@@ -15,6 +14,7 @@ from agents.state.migrations import migrate
 from agents.state.records import ThreadRecord
 from agents.state.steps import history_entry
 from agents.threads.records import ThreadRecordsBase, checkpoint_at
+from agents.threads.records import new_thread_id as make_thread_id
 
 log = structlog.get_logger("agents.threads")  # the threads' log, as before
 
@@ -104,7 +104,7 @@ class ThreadCheckpoints(ThreadRecordsBase):
                 f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}; "
                 f"GET /v1/threads/{thread_id}/history lists them"
             )
-        target = new_thread_id or f"thr_{uuid.uuid4().hex}"
+        target = new_thread_id or make_thread_id()
         if await self.records.get(target) is not None or await self._has_state(target):
             raise ThreadBusy(f"thread {target!r} exists already", code="thread_exists")
         checkpoint = dict(found.checkpoint)

@@ -21,6 +21,11 @@ from agents.state.transcript import Transcript
 log = structlog.get_logger("agents.threads")  # the threads' log, as before
 
 
+def new_thread_id() -> str:
+    """An id for a thread the client did not name: ``thr_`` and 128 random bits."""
+    return f"thr_{uuid.uuid4().hex}"
+
+
 class WaitingRuns(Protocol):
     """The workflow runs waiting for a decision, by thread (``WorkflowEngine``)."""
 
@@ -55,7 +60,7 @@ class ThreadRecordsBase:
     ) -> ThreadRecord:
         """A new empty thread (its title set now, or from its first message); ``agent``: the
         agent that made it on the owner's behalf."""
-        thread_id = thread_id or f"thr_{uuid.uuid4().hex}"
+        thread_id = thread_id or new_thread_id()
         if await self.exists(thread_id):
             raise ThreadBusy(f"thread {thread_id!r} exists already", code="thread_exists")
         return await self.records.create(thread_id, owner=owner, title=title, agent=agent)

@@ -210,10 +210,11 @@ def error_of(exc: Exception) -> ApiError:
     return ApiError(500, "internal_error", INTERNAL, type_="server_error")
 
 
-def model_error(code: str, message: str) -> ApiError:
+def model_error(code: str, message: str, headers: dict[str, str] | None = None) -> ApiError:
     """A failed run (its code: a model failure, mostly) as an ApiError; 502 unless the code
-    says otherwise."""
-    return ApiError(_BY_CODE.get(code, 502), code, message, type_="model_error")
+    says otherwise. ``headers``: the run's thread and id, so the client finds the thread that
+    keeps its message."""
+    return ApiError(_BY_CODE.get(code, 502), code, message, type_="model_error", headers=headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:

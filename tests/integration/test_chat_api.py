@@ -154,13 +154,23 @@ def test_an_empty_answer_is_a_model_error_and_is_not_stored(
     assert again.json()["choices"][0]["message"]["content"] == "Here now."
 
 
-def test_streamed_model_failure_before_any_token_is_an_http_error(
-    client: TestClient, fake_llm: FakeLLM
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_failed_turn_says_which_thread_keeps_the_message(
+    client: TestClient, fake_llm: FakeLLM, stream: bool
 ) -> None:
-    fake_llm.script(*[Reply(status=500)] * 3)
-    response = client.post("/v1/chat/completions", json={"messages": [USER], "stream": True})
+    # QA: the error came without X-Thread-Id, and a client that named no thread could not
+    # find the thread made for it (its message kept there); the listing counted 0 messages.
+    fake_llm.script(Reply(status=400, error_message="bad request"))
+    response = client.post("/v1/chat/completions", json={"messages": [USER], "stream": stream})
     assert response.status_code == 502
     assert response.json()["error"]["type"] == "model_error"
+    thread_id = response.headers["X-Thread-Id"]
+    assert thread_id.startswith("thr_")  # as every thread the service names
+    assert response.headers["X-Run-Id"]
+    thread = client.get(f"/v1/threads/{thread_id}").json()
+    assert [m["content"] for m in thread["messages"]] == [USER["content"]]
+    listed = {t["thread_id"]: t for t in client.get("/v1/threads").json()["data"]}
+    assert (listed[thread_id]["status"], listed[thread_id]["messages"]) == ("failed", 1)
 
 
 @pytest.mark.parametrize(

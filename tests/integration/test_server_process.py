@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -281,6 +282,57 @@ def test_a_service_told_to_stop_lets_its_runs_finish_in_the_grace_period(
     again = start_service()
     messages = httpx.get(f"{again.url}/v1/threads/grace").json()["messages"]
     assert [m["content"] for m in messages] == ["hello", "Finished before leaving."]
+
+
+def test_openai_clients_of_a_stopping_service_are_told_where_the_answer_will_be(
+    service_env: dict[str, str], fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    # QA: a run outliving the grace period left a plain-text 500, and a stream cut off with
+    # no error and no [DONE]: uvicorn cancelled the requests before the runs were let go.
+    fake_llm.script(
+        Reply(content="never sent", delay=30),
+        Reply(content=" ".join(f"w{n}" for n in range(40)), stream_chunk_delay=0.5),
+    )
+    service = Service({**service_env, "SKILLDESK_SHUTDOWN_GRACE_S": "1"}, tmp_path / "data")
+    chat = f"{service.url}/v1/chat/completions"
+    with ThreadPoolExecutor(2) as pool:
+        plain = pool.submit(
+            httpx.post,
+            chat,
+            json={"messages": [{"role": "user", "content": "plain"}]},
+            headers={"X-Thread-Id": "plain"},
+            timeout=30,
+        )
+        time.sleep(0.3)  # the first request's run takes the first (slow) reply
+        body = {"messages": [{"role": "user", "content": "streamed"}], "stream": True}
+        streamed = pool.submit(
+            httpx.post, chat, json=body, headers={"X-Thread-Id": "streamed"}, timeout=30
+        )
+        deadline = time.monotonic() + 20
+        while fake_llm.remaining and time.monotonic() < deadline:  # both runs ask the model
+            time.sleep(0.05)
+        time.sleep(1.0)  # a few words streamed
+        service.proc.send_signal(signal.SIGTERM)
+        plain_response, stream_response = plain.result(), streamed.result()
+    service.proc.wait(timeout=30)
+
+    assert plain_response.status_code == 503, plain_response.text
+    error = plain_response.json()["error"]
+    assert error["code"] == "shutting_down"
+    assert "GET /v1/threads/plain" in error["message"]
+    assert plain_response.headers["X-Thread-Id"] == "plain"
+    assert plain_response.headers["X-Run-Id"]
+
+    assert stream_response.status_code == 200
+    datas = [line[6:] for line in stream_response.text.splitlines() if line.startswith("data: ")]
+    assert datas[-1] == "[DONE]"
+    last = json.loads(datas[-2])["error"]
+    assert last["code"] == "shutting_down"
+    assert "GET /v1/threads/streamed" in last["message"]
+    words = [json.loads(d)["choices"][0]["delta"].get("content") for d in datas[:-2]]
+    assert "w0 " in words  # it had streamed
+    stopped = [x for x in service.logs() if x.get("event") == "service.stopped"]
+    assert [x["runs_cut_off"] for x in stopped] == [2]
 
 
 def _idle_then_ask(url: str, idle_s: float) -> int | None:

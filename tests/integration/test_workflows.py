@@ -4,8 +4,8 @@ approvals decided through the inbox (approve, reject, twice), and execution reco
 from __future__ import annotations
 
 import json
-import sqlite3
 import shutil
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any

@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 import re
 import time
-import uuid
-from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from collections.abc import AsyncIterator, Awaitable
+from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Header, Response
+from fastapi import APIRouter, Header, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import WithJsonSchema
 
 from agents.events import Event, RunFailed, RunFinished, Token
+from agents.threads.records import new_thread_id
 from agents.turns import ClientTurn
 from app.api.deps import (
     TARGET,
@@ -37,10 +37,12 @@ from app.api.schemas.chat import (
 )
 from app.api.schemas.runs import RUN_HEADERS
 from app.api.schemas.threads import THREAD_ID_PATTERN
+from app.api.sse import Cutoffs
 
 # FastAPI writes these bodies with pydantic (no floats in them, so the bytes are json.dumps'):
 # a completion validates and serialises in ~5 µs, where jsonable_encoder + json.dumps took ~33.
 router = APIRouter(tags=["chat"])
+T = TypeVar("T")
 _THREAD_ID = re.compile(THREAD_ID_PATTERN)
 # The header is checked by the route (400 `invalid_thread_id`), the pattern documented here.
 ThreadHeader = Annotated[
@@ -119,6 +121,7 @@ async def list_models(services: ServicesDep) -> ModelsPublic:
 )
 async def chat_completions(
     body: ChatCompletionRequest,
+    request: Request,
     services: ServicesDep,
     principal: PrincipalDep,
     response: Response,
@@ -132,6 +135,7 @@ async def chat_completions(
     either the full history or just the new message.
     """
     thread_id = _thread_id(x_thread_id)
+    cutoffs: Cutoffs = request.app.state.cutoffs
     if x_thread_id is not None and x_thread_id.strip():  # another user's thread: a 404
         await reach_thread(services, principal, thread_id, may_be_new=True)
     conversations = services.conversations
@@ -146,28 +150,39 @@ async def chat_completions(
     if not body.stream:
         # A retry of a request another process answers: that run's end (None in the rare
         # case its keys expired while it was read: then this process answers).
-        result = await _last(elsewhere) if elsewhere is not None else None
+        result = None
+        if elsewhere is not None:
+            assert theirs is not None
+            result = await _within(cutoffs, _last(elsewhere), thread_id, theirs)
         if result is None:
-            result = await conversations.run(thread_id, turn, **target)  # InvalidTurn: a 400
-        if isinstance(result, RunFailed):
-            raise model_error(result.code, result.message)
-        response.headers["X-Thread-Id"] = thread_id
-        response.headers["X-Run-Id"] = result.run_id
+            feed = conversations.start(thread_id, turn, **target)  # the run, or the one it joins
+            ended = _last(feed.read())  # InvalidTurn comes first: a 400
+            result = await _within(cutoffs, ended, thread_id, feed.run_id)
+        assert result is not None  # a run's own events end with RunFinished or RunFailed
+        ids = {"X-Thread-Id": thread_id, "X-Run-Id": result.run_id}
+        if isinstance(result, RunFailed):  # the thread keeps the message: say which it is
+            raise model_error(result.code, result.message, ids)
+        response.headers.update(ids)
         return _completion(result, body.model, created)
 
     # Read up to the first answer event before answering, so a failure that comes first
     # (all retries and fallbacks exhausted) is a plain HTTP error rather than a broken stream.
     events: AsyncIterator[Event] | None = elsewhere
     run_id = theirs
-    first = await _first_answer(elsewhere) if elsewhere is not None else None
+    first = None
+    if elsewhere is not None:
+        assert theirs is not None
+        first = await _within(cutoffs, _first_answer(elsewhere), thread_id, theirs)
     if events is None or first is None:
         feed = conversations.start(thread_id, turn, **target)  # the run, or the one it joins
         run_id, events = feed.run_id, feed.read()
-        first = await _first_answer(events)  # InvalidTurn comes first: a 400
+        # InvalidTurn comes first: a 400.
+        first = await _within(cutoffs, _first_answer(events), thread_id, run_id)
     assert first is not None  # a run's own events end with RunFinished or RunFailed
     assert run_id is not None  # a run elsewhere answers only for its claimed id
+    ids = {"X-Thread-Id": thread_id, "X-Run-Id": run_id}
     if isinstance(first, RunFailed):
-        raise model_error(first.code, first.message)
+        raise model_error(first.code, first.message, ids)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     return StreamingResponse(
         _sse(
@@ -177,9 +192,35 @@ async def chat_completions(
             model=body.model,
             created=created,
             include_usage=include_usage,
+            cutoff=(cutoffs, thread_id),
         ),
         media_type="text/event-stream",
-        headers={"X-Thread-Id": thread_id, "X-Run-Id": run_id, "Cache-Control": "no-cache"},
+        headers={**ids, "Cache-Control": "no-cache"},
+    )
+
+
+async def _within(cutoffs: Cutoffs, waiting: Awaitable[T], thread_id: str, run_id: str) -> T:
+    """What ``waiting`` gives, unless the process stops first: at its grace period's end (a
+    moment before uvicorn would cut the request off) a 503 ``shutting_down`` saying where the
+    answer will be, rather than a bare 500 (the run goes on in another process, or in this
+    one when it starts again)."""
+    try:
+        async with cutoffs.wait() as wait:
+            return await waiting
+    except TimeoutError:
+        if not wait.expired():
+            raise
+        ids = {"X-Thread-Id": thread_id, "X-Run-Id": run_id}
+        raise ApiError(
+            503, "shutting_down", _stopped(thread_id), type_="server_error", headers=ids
+        ) from None
+
+
+def _stopped(thread_id: str) -> str:
+    return (
+        "This service process stopped while answering; another process (or this one when it "
+        "starts again) goes on with the run from its last step, and the answer will be in "
+        f"the thread: GET /v1/threads/{thread_id}."
     )
 
 
@@ -202,7 +243,7 @@ async def _last(events: AsyncIterator[Event]) -> RunFinished | RunFailed | None:
 
 def _thread_id(header: str | None) -> str:
     if header is None or not header.strip():
-        return uuid.uuid4().hex
+        return new_thread_id()
     value = header.strip()
     if not _THREAD_ID.match(value):
         raise ApiError(
@@ -249,6 +290,7 @@ async def _sse(
     model: str,
     created: int,
     include_usage: bool,
+    cutoff: tuple[Cutoffs, str],
 ) -> AsyncIterator[str]:
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
         payload = {
@@ -266,7 +308,20 @@ async def _sse(
 
     async def all_events() -> AsyncIterator[Event]:
         yield first
-        async for event in rest:
+        cutoffs, thread_id = cutoff
+        while True:
+            try:
+                async with cutoffs.wait() as wait:
+                    event = await anext(rest, None)
+            except TimeoutError:
+                if not wait.expired():
+                    raise
+                # The process stops: the run goes on elsewhere, this stream cannot follow it.
+                run_id = chunk_id.removeprefix("chatcmpl-")
+                yield RunFailed(thread_id, run_id, "shutting_down", _stopped(thread_id))
+                return
+            if event is None:
+                return
             yield event
 
     async for event in all_events():
@@ -288,6 +343,7 @@ async def _sse(
                 }
                 yield f"data: {json.dumps(payload)}\n\n"
         elif isinstance(event, RunFailed):
-            body = error_body(event.message, "model_error", event.code)
+            kind = "server_error" if event.code == "shutting_down" else "model_error"
+            body = error_body(event.message, kind, event.code)
             yield f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
     yield "data: [DONE]\n\n"

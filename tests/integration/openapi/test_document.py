@@ -208,22 +208,27 @@ A_RUN = THREAD + "/runs/{run}"
 NO_SUCH_RUN = THREAD + "/runs/00000000-0000-0000-0000-000000000000"
 
 
-def _failed_run(code: str) -> Patch:
-    async def failed(*_: Any, **__: Any) -> RunFailed:
-        return RunFailed("t", "r", code, f"the model failed ({code})")
+def _run_of(*events: Any) -> Patch:
+    """Runs whose feed holds ``events`` (a function of the thread and run ids) and ends."""
 
-    return lambda services, mp: mp.setattr(services.conversations, "run", failed)
-
-
-def _fails_after_a_token(services: Services, mp: pytest.MonkeyPatch) -> None:
     def start(thread_id: str, *_: Any, **__: Any) -> RunFeed:
         feed = RunFeed("", run_id=str(uuid.uuid4()), thread_id=thread_id)
-        feed.put(Token("It ships", "assistant"))
-        feed.put(RunFailed(thread_id, feed.run_id, "model_unavailable", "the connection dropped"))
+        for event in events:
+            feed.put(event(thread_id, feed.run_id))
         feed.close()
         return feed
 
-    mp.setattr(services.conversations, "start", start)
+    return lambda services, mp: mp.setattr(services.conversations, "start", start)
+
+
+def _failed_run(code: str) -> Patch:
+    return _run_of(lambda t, r: RunFailed(t, r, code, f"the model failed ({code})"))
+
+
+_fails_after_a_token = _run_of(
+    lambda t, r: Token("It ships", "assistant"),
+    lambda t, r: RunFailed(t, r, "model_unavailable", "the connection dropped"),
+)
 
 
 def _learned_example(client: TestClient) -> dict[str, str]:
@@ -268,9 +273,12 @@ def _raises(name: str) -> Patch:
     async def broken(*_: Any, **__: Any) -> Any:
         raise RuntimeError("a bug")
 
+    def broken_now(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("a bug")
+
     def patch(services: Services, mp: pytest.MonkeyPatch) -> None:
         owner = services.checkpointer if name == "aget_tuple" else services.conversations
-        mp.setattr(owner, name, broken)
+        mp.setattr(owner, name, broken_now if name == "start" else broken)
 
     return patch
 
@@ -314,7 +322,7 @@ PROBES = [
         {"model": "impatient"},
         replies=(Reply(content="late", delay=1.0),),
     ),
-    chat("chat internal error", 500, patch=_raises("run")),
+    chat("chat internal error", 500, patch=_raises("start")),
     chat(
         "chat key sent again with another message",
         409,
