@@ -105,15 +105,17 @@ def trim(value: Any, limits: Limits) -> tuple[str, Any, bool]:
             if isinstance(item, list) and len(item) > limits.max_items:
                 data = {**data, key: item[: limits.max_items]}
                 truncated = True
+    # A handler's lone surrogates would break every later write of the text and of the data
+    # (a response, a checkpoint, a workflow run's record): mended in both.
     if isinstance(data, str):
-        text = data
+        text = data = mend(data)
     else:  # the data becomes JSON as the model reads it (sets as lists, bytes as text)
         try:
             text = json.dumps(data, ensure_ascii=False, default=as_json, allow_nan=False)
         except ValueError:  # NaN or infinity, which JSON has not: null, as JavaScript writes
             text = json.dumps(_finite(data), ensure_ascii=False, default=as_json, allow_nan=False)
+        text = mend(text)
         data = json.loads(text)
-    text = mend(text)  # a handler's lone surrogates would break every later write
     if len(text) > limits.max_chars:
         cut = len(text) - limits.max_chars
         text = text[: limits.max_chars] + f"…[truncated {cut} characters]"

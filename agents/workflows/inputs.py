@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from agents.errors import BadInputs
@@ -108,6 +109,9 @@ def _boolean(value: Any) -> bool:
     raise ValueError(f"must be a boolean (true or false), not {_kind_of(value)}")
 
 
+_GROUPED = re.compile(r"[+-]?\d{1,3}(,\d{3})+(\.\d+)?")
+
+
 def _number(value: Any, *, whole: bool) -> int | float:
     """A finite number (an integer when ``whole``) from a number or its text."""
     wanted = "an integer" if whole else "a number"
@@ -115,7 +119,14 @@ def _number(value: Any, *, whole: bool) -> int | float:
     if isinstance(value, int | float):
         number = value
     elif isinstance(value, str):
-        text = value.strip().replace(",", "")
+        text = value.strip()
+        if _GROUPED.fullmatch(text):  # 1,250 or 12,345.5: commas group thousands
+            text = text.replace(",", "")
+        elif "," in text or "_" in text:  # 1,5 is a decimal comma or a list: 15 would be wrong
+            raise ValueError(
+                f"must be {wanted} written with digits and a decimal point (commas only "
+                f"between groups of three digits), not {value!r}"
+            )
         try:
             number = int(text)
         except ValueError:

@@ -116,3 +116,24 @@ def test_routing_is_visible_without_a_model(make_settings: Any, tmp_path: Path) 
     route = next(data for name, data in events if name == "route_decided")
     assert (route["kind"], route["target"]) == ("skill", "order-lookup")
     assert "SKILLDESK_MODEL" in events[-1][1]["answer"]
+
+
+@pytest.mark.parametrize(
+    "title", ["two\nlines", "nul \x00 byte", "tab\there", "bell \x07", "c1 \x85"]
+)
+def test_a_title_with_a_control_character_is_refused_naming_the_field(
+    client: TestClient, title: str
+) -> None:
+    # QA: accepted, then `skilldesk threads list` printed one thread across two lines.
+    thread_id = client.post("/v1/threads", json={}).json()["thread_id"]
+    for response in (
+        client.patch(f"/v1/threads/{thread_id}", json={"title": title}),
+        client.post("/v1/threads", json={"title": title}),
+    ):
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["param"] == "title"
+        assert "no line breaks, tabs or other control characters" in error["message"]
+    assert client.get(f"/v1/threads/{thread_id}").json()["title"] == "New conversation"
+    renamed = client.patch(f"/v1/threads/{thread_id}", json={"title": "Ünïcode — 订单 ✓"})
+    assert renamed.json()["title"] == "Ünïcode — 订单 ✓"

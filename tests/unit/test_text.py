@@ -20,10 +20,16 @@ def test_the_path_of_a_lone_surrogate_is_named() -> None:
 
 
 def test_a_handler_result_with_a_lone_surrogate_is_mended_not_kept() -> None:
-    text, _, _ = trim({"name": "bad \ud800 text"}, ResultLimits())
+    text, data, _ = trim({"name": "bad \ud800 text", "k\udc80": ["x\udfff"]}, ResultLimits())
     assert "\ud800" not in text
     text.encode("utf-8")  # what a response or a checkpoint does with it
     assert mend("a\udfffb") == "a\ufffdb"
+    # The data too (QA): workflows keep it in their records, and one bad character made every
+    # listing of workflow runs a 500, after restarts too.
+    assert data == {"name": "bad \ufffd text", "k\ufffd": ["x\ufffd"]}
+    assert bad_text(data) is None
+    _, plain, _ = trim("bad \ud800 text", ResultLimits())
+    assert plain == "bad \ufffd text"
 
 
 def test_json_bytes_writes_what_json_writes_for_what_the_store_and_requests_hold() -> None:

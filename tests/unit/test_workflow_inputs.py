@@ -33,6 +33,10 @@ SPEC = WorkflowSpec.model_validate(
         ({"n": "7.0", "x": "3", "b": "No", "s": 1001}, (7, 3, False, "1001")),
         ({"n": 5, "x": 2.5, "b": False, "s": ""}, (5, 2.5, False, "")),
         ({"n": -(2**63), "x": 10**26, "b": True, "s": "x"}, (-(2**63), 1e26, True, "x")),
+        (
+            {"n": "-12,345,678", "x": "+1,000", "b": "true", "s": "1,5"},
+            (-12345678, 1000, True, "1,5"),
+        ),
     ],
 )
 def test_text_and_values_of_the_type_are_taken(given: dict[str, Any], expected: Any) -> None:
@@ -62,6 +66,22 @@ def test_text_and_values_of_the_type_are_taken(given: dict[str, Any], expected: 
         ({"x": "1" + "0" * 400}, "inputs.x must be a finite number, not 1" + "0" * 400),
         ({"n": 1.5}, "inputs.n must be a whole number, not 1.5"),
         ({"n": False}, "inputs.n must be an integer, not a boolean"),
+        # Commas were dropped wherever they stood: a decimal comma made 1,5 fifteen (QA).
+        *(
+            (
+                {k: v},
+                f"inputs.{k} must be {kind} written with digits and a decimal point "
+                f"(commas only between groups of three digits), not {v!r}",
+            )
+            for k, kind, v in [
+                ("x", "a number", "1,5"),
+                ("x", "a number", "1,2,3"),
+                ("n", "an integer", "1,0,0"),
+                ("n", "an integer", "1,0000"),
+                ("n", "an integer", "1_000"),
+                ("x", "a number", "1_0.5"),
+            ]
+        ),
         ({"b": "maybe"}, "inputs.b must be a boolean (true or false), not 'maybe'"),
         ({"b": 1}, "inputs.b must be a boolean (true or false), not a number"),
         ({"b": {}}, "inputs.b must be a boolean, not an object"),

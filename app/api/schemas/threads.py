@@ -7,10 +7,24 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import Query
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 THREAD_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+
+
+def _one_line(title: str | None) -> str | None:
+    """A title is one line of text: a control character (a line break, a NUL) would break
+    the listings that show it (the page, ``skilldesk threads list``)."""
+    if title is not None and any(ord(c) < 32 or 127 <= ord(c) < 160 for c in title):
+        raise PydanticCustomError(
+            "title_control_character",
+            "a title is one line of text: no line breaks, tabs or other control characters",
+        )
+    return title
+
+
+OneLine = AfterValidator(_one_line)
 
 
 class ThreadRecordPublic(BaseModel):
@@ -62,7 +76,7 @@ class NewThread(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    title: str | None = Field(
+    title: Annotated[str | None, OneLine] = Field(
         None,
         min_length=1,
         max_length=200,
@@ -78,7 +92,9 @@ class ThreadPatch(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    title: str = Field(min_length=1, max_length=200, pattern=r"\S", description="A new title.")
+    title: Annotated[str, OneLine] = Field(
+        min_length=1, max_length=200, pattern=r"\S", description="A new title."
+    )
 
 
 class ForkRequest(BaseModel):
