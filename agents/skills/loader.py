@@ -42,9 +42,17 @@ class Skill:
     fingerprint: str
     references: tuple[str, ...] = field(default=())
     warnings: tuple[str, ...] = field(default=())  # loaded, but something was left out
+    # References left out (links that leave the folder, past the cap), as problems: what
+    # `skilldesk skills validate` and `GET /v1/skills` list among the warnings.
+    left_out: tuple[SkillProblem, ...] = field(default=())
     # Limits of the Agent Skills spec this skill breaks while still usable (it loads, as
     # other hosts load it; `skilldesk skills validate --strict` fails it).
     deviations: tuple[SkillProblem, ...] = field(default=())
+
+    @property
+    def all_warnings(self) -> tuple[SkillProblem, ...]:
+        """What loaded with a warning: references left out, the spec's limits broken."""
+        return (*self.left_out, *self.deviations)
 
     @property
     def tools(self) -> tuple[ToolSpec, ...]:
@@ -187,6 +195,7 @@ def load_skill(folder: Path) -> Skill:
         fingerprint=fingerprint(folder),
         references=references,
         warnings=(*warnings, *(str(d) for d in deviations)),
+        left_out=tuple(SkillProblem(name, "references", "", w) for w in warnings),
         deviations=tuple(deviations),
     )
 
@@ -214,6 +223,13 @@ def list_references(folder: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
             continue
         for current, dirs, files in os.walk(base):  # links to folders are not descended
             dirs.sort()
+            for name in dirs:
+                path = Path(current) / name
+                if path.is_symlink() and not path.resolve().is_relative_to(root):
+                    warnings.append(
+                        f"{path.relative_to(folder)}/ links outside the skill's folder; "
+                        "it is not listed"
+                    )
             for name in sorted(files):
                 path = Path(current) / name
                 if not path.resolve().is_relative_to(root):

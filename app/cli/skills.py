@@ -99,7 +99,7 @@ def validate(
         registry = _registry(target)
         loaded = [s.name for s in registry.all()]
         errors = list(registry.errors)
-    warnings = [d for s in registry.all() if s.name in loaded for d in s.deviations]
+    warnings = [w for s in registry.all() if s.name in loaded for w in s.all_warnings]
     if strict:
         errors, warnings = [*errors, *warnings], []
     report_validation(loaded, errors, as_json=as_json, warnings=warnings)

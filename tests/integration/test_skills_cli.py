@@ -7,7 +7,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+from fastapi.testclient import TestClient
+
+from app.main import create_app
 from tests.skillkit import tool, write_skill
 
 SKILLDESK = str(Path(sys.executable).with_name("skilldesk"))
@@ -82,6 +86,37 @@ def test_a_skill_over_a_spec_limit_passes_validate_with_a_warning_and_fails_stri
     [error] = json.loads(strict.stdout)["errors"]
     assert error["field"] == "description"
     assert "shorten it" in error["message"]
+
+
+def test_references_left_out_are_warnings_of_validate_and_of_the_skills_listing(
+    tmp_path: Path, make_settings: Any
+) -> None:
+    # QA: the service logged them, while validate said nothing and --strict passed; a
+    # folder linked from references/ was not even logged.
+    outside = tmp_path / "system"
+    outside.mkdir()
+    (outside / "hostname").write_text("host")
+    skills = tmp_path / "skills"
+    linked = write_skill(skills, "linked", files={"references/own.md": "mine"})
+    (linked / "references" / "host.md").symlink_to(outside / "hostname")
+    (linked / "references" / "etc").symlink_to(outside, target_is_directory=True)
+    done = run("validate", str(skills), "--json", data_dir=tmp_path)
+    assert done.returncode == 0, done.stdout
+    warnings = json.loads(done.stdout)["warnings"]
+    assert [(w["skill"], w["file"], w["message"]) for w in warnings] == [
+        (
+            "linked",
+            "references",
+            "references/etc/ links outside the skill's folder; it is not listed",
+        ),
+        ("linked", "references", "references/host.md links outside the skill's folder"),
+    ]
+    assert run("validate", str(skills), "--strict", data_dir=tmp_path).returncode == 1
+
+    with TestClient(create_app(make_settings(skills_dir=skills))) as client:
+        listed = client.get("/v1/skills").json()
+    assert [w["message"] for w in listed["warnings"]] == [w["message"] for w in warnings]
+    assert listed["errors"] == []
 
 
 def test_list_json(tmp_path: Path) -> None:

@@ -49,6 +49,11 @@ async def list_skills(services: ServicesDep) -> SkillsPublic:
             for s in registry.all()
         ],
         errors=[SkillProblemPublic.model_validate(vars(p)) for p in registry.errors],
+        warnings=[
+            SkillProblemPublic.model_validate(vars(w))
+            for s in registry.all()
+            for w in s.all_warnings
+        ],
     )
 
 

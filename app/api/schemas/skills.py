@@ -43,10 +43,15 @@ class SkillProblemPublic(BaseModel):
 
 
 class SkillsPublic(BaseModel):
-    """Every live skill and the problems of the folders that failed to load."""
+    """Every live skill, the problems of the folders that failed to load, and what live
+    skills loaded with (references left out, the Agent Skills spec's limits broken)."""
 
     skills: list[SkillPublic]
     errors: list[SkillProblemPublic]
+    warnings: list[SkillProblemPublic] = Field(
+        default_factory=list,
+        description="A live skill's warnings: each names the file and what was left out.",
+    )
 
 
 class FunctionPublic(BaseModel):
