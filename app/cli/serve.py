@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import socket
 from pathlib import Path
 from typing import Annotated
 
@@ -44,6 +45,10 @@ def serve(
         workflows_dir=workflows_dir,
     )
     configure_logging(settings.log_level, settings.log_format)
+    taken = _taken(settings.host, settings.port)
+    if taken is not None:  # before a start-up of seconds (skills, the stores) that would fail
+        typer.echo(f"skilldesk: {taken}", err=True)
+        raise typer.Exit(2)
     try:
         asyncio.run(check_stores(settings))  # PostgreSQL and Redis answer, else say which
         problem = asyncio.run(refusal(settings))
@@ -65,3 +70,21 @@ def serve(
         timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_s) + 1,
     )
     StoppingServer(config).run()
+
+
+def _taken(host: str, port: int) -> str | None:
+    """Why the service cannot listen on ``host:port`` (another process has it, say), or None:
+    told at once rather than after the start-up."""
+    if port == 0:
+        return None
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return (
+                f"cannot listen on {host}:{port}: {exc.strerror or exc} (another service "
+                "there?); give another with --port or SKILLDESK_PORT"
+            )
+    return None

@@ -22,6 +22,7 @@ import pytest
 from tests.fakellm import FakeLLM, Reply
 
 SKILLDESK = str(Path(sys.executable).with_name("skilldesk"))
+ROOT = Path(__file__).parents[2]
 START_WAIT_S = 180  # for /healthz after the process starts
 
 
@@ -218,6 +219,30 @@ def test_bad_configuration_stops_start_up_naming_the_setting(
     assert done.returncode == 2
     assert named in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_port_in_use_is_said_at_once_not_after_the_start_up(
+    service_env: dict[str, str], tmp_path: Path
+) -> None:
+    # QA: a second `serve` on a port in use ran the whole start-up (12 s: skills, the store)
+    # before failing to bind.
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        started = time.monotonic()
+        done = subprocess.run(
+            [SKILLDESK, "serve", "--port", str(port), "--data-dir", str(tmp_path / "d")],
+            env={**service_env, "SKILLDESK_SKILLS_DIR": str(ROOT / "skills")},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr, done.stderr
+    assert "SKILLDESK_PORT" in done.stderr
+    assert not (tmp_path / "d" / "skilldesk.sqlite").exists()  # no start-up began
+    assert time.monotonic() - started < 10
 
 
 def test_terminal_chat_in_process_without_a_model_says_what_to_set(tmp_path: Path) -> None:
