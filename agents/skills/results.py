@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.skills.spec import ResultLimits
-from agents.skills.trimming import NotData, Trimmed, as_json, has_files, trim
+from agents.skills.trimming import TOO_DEEP, NotData, Trimmed, as_json, has_files, trim
 
 __all__ = [
     "ToolResult",
@@ -66,8 +66,9 @@ def result_of(tool: str, value: Any, limits: ResultLimits, started: float) -> To
         content, data, truncated = trim(value, limits)
     except NotData as exc:
         return tool_error(tool, "tool_failed", str(exc), started)
-    except (TypeError, ValueError) as exc:
-        why = f"{tool} returned data that is not JSON: {exc}"
+    except (TypeError, ValueError, RecursionError) as exc:
+        reason = TOO_DEEP if isinstance(exc, RecursionError) else exc
+        why = f"{tool} returned data that is not JSON: {reason}"
         return tool_error(tool, "tool_failed", why, started)
     return made(tool, Trimmed(content, data, truncated), started)
 

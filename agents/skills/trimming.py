@@ -71,6 +71,7 @@ def as_json(value: Any) -> Any:
     return text
 
 
+TOO_DEEP = "it nests too deep to be JSON: return flatter data (a list of records)"
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")  # object's own text: <Foo object at 0x7f...>
 
 

@@ -38,7 +38,14 @@ import time
 import types
 from typing import Any, BinaryIO
 
-from agents.skills.trimming import NotData, PlainLimits, as_json, has_files, trim
+from agents.skills.trimming import (
+    TOO_DEEP,
+    NotData,
+    PlainLimits,
+    as_json,
+    has_files,
+    trim,
+)
 
 _HEADER = struct.Struct("!I")
 # A reply's header: a mark, then the length. Bytes a handler writes to the pipe by mistake
@@ -157,6 +164,13 @@ def result_reply(number: int, value: Any, limits: PlainLimits) -> tuple[Any, ...
     error the service makes a tool error of. The value is made JSON data first, as it reaches
     the service when the service trims it (a value with files to adopt): the same result
     either way, and the same errors."""
+    try:
+        return _reply(number, value, limits)
+    except RecursionError:  # the worker would die of it, its call told only "exited"
+        return ("result", number, False, "not_json", TOO_DEEP)
+
+
+def _reply(number: int, value: Any, limits: PlainLimits) -> tuple[Any, ...]:
     if isinstance(value, str):
         return ("result", number, True, "trimmed", list(trim(value, limits)))
     try:

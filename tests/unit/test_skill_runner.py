@@ -288,6 +288,14 @@ async def test_a_result_with_no_json_form_is_a_tool_error_naming_its_type(
     assert "0x" not in result.content
 
 
+async def test_a_result_nested_too_deep_is_a_tool_error_saying_so(runner: ToolRunner) -> None:
+    # QA: the worker died of the recursion; the call said only "exited with status 1".
+    result = await runner.call("opaque", {"kind": "deep"})
+    assert (result.ok, result.error_code) == (False, "tool_failed")
+    assert "returned data that is not JSON: it nests too deep to be JSON" in result.content
+    assert (await runner.call("opaque", {"kind": "object"})).error_code == "tool_failed"
+
+
 def test_nan_and_infinity_in_a_result_become_null_not_invalid_json() -> None:
     from agents.skills.results import trim
     from agents.skills.spec import ResultLimits
