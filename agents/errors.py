@@ -231,13 +231,23 @@ class WorkflowFailed(SkilldeskError):
         message: What failed, naming the node.
         node: The node's id, when one node failed (its record shows the error).
         error: That node's own error.
+        ms: How long the node ran, its tries together.
+        visits: How many times the node ran in the run, this one included.
     """
 
     code = "workflow_failed"
 
-    def __init__(self, message: str, *, node: str | None = None, error: str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        node: str | None = None,
+        error: str = "",
+        ms: float | None = None,
+        visits: int | None = None,
+    ) -> None:
         super().__init__(message)
-        self.node, self.error = node, error
+        self.node, self.error, self.ms, self.visits = node, error, ms, visits
 
 
 class BadInputs(SkilldeskError):

@@ -115,7 +115,10 @@ def _node_function(engine: WorkflowEngine, workflow: LoadedWorkflow, node: Any) 
             emit("node_finished", node=node.id, workflow=info.workflow, ok=False, error=error)
             if node.on_error == "fail":
                 message = f"node {node.id!r} failed: {error}"
-                raise WorkflowFailed(message, node=node.id, error=error) from None
+                ms = round((time.perf_counter() - started) * 1000, 2)
+                raise WorkflowFailed(
+                    message, node=node.id, error=error, ms=ms, visits=visits + 1
+                ) from None
             goto = None if node.on_error == "continue" else [node.on_error.goto]
             outcome = Outcome(node.default if goto is None else {"error": error}, goto=goto)
         ms = round((time.perf_counter() - started) * 1000, 2)

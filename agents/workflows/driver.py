@@ -158,7 +158,8 @@ class RunDriver:
         except WorkflowFailed as exc:
             record.update(status="FAILED", error=exc.message)
             if exc.node is not None:  # the failed node has no state update: record it here
-                record["nodes"][exc.node] = {"status": "failed", "error": exc.error}
+                failed = {"status": "failed", "error": exc.error, "ms": exc.ms}
+                record["nodes"][exc.node] = {**failed, "visits": exc.visits}
         except Exception as exc:  # a bug or a store failure fails the run, not the service
             log.exception("workflow.crashed", run_id=run_id)
             record.update(status="FAILED", error=f"{type(exc).__name__}: {exc}")

@@ -228,6 +228,8 @@ async def test_a_failed_node_is_in_the_record_with_its_error(engine: WorkflowEng
     assert record["status"] == "FAILED"
     assert record["nodes"]["hard"]["status"] == "failed"
     assert "ZeroDivisionError" in record["nodes"]["hard"]["error"]
+    assert record["nodes"]["hard"]["visits"] == 1  # both were null (QA)
+    assert record["nodes"]["hard"]["ms"] >= 0
 
 
 async def test_orphans_found_at_start_up_are_resumed_and_a_new_run_is_not(
