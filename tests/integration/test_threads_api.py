@@ -82,6 +82,30 @@ def test_thread_history_keeps_who_said_what(client: TestClient, fake_llm: FakeLL
     assert thread["usage"]["model_calls"] == 2
 
 
+def test_a_call_whose_arguments_are_not_json_is_listed_before_its_result(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    # QA: the thread showed the refused call's result but not the call.
+    fake_llm.script(
+        Reply(
+            tool_calls=[
+                ToolCall("get_order", {"order_id": "ORD1001"}),
+                ToolCall("get_order", '{"order_id": '),
+            ]
+        ),
+        Reply(content="One of them shipped."),
+    )
+    client.post("/v1/threads/t-bad/runs/stream", json={"message": "where is my order ORD1001?"})
+    messages = client.get("/v1/threads/t-bad").json()["messages"]
+    calls = messages[1]["tool_calls"]
+    assert [(c["name"], c["arguments"], c.get("unreadable_arguments")) for c in calls] == [
+        ("get_order", {"order_id": "ORD1001"}, None),
+        ("get_order", {}, '{"order_id": '),
+    ]
+    results = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
+    assert sorted(results) == sorted(c["id"] for c in calls)
+
+
 def test_a_failed_run_ends_with_run_failed(client: TestClient, fake_llm: FakeLLM) -> None:
     fake_llm.script(*[Reply(status=500)] * 3)
     response = client.post(

@@ -362,9 +362,20 @@ def _message(index: int, message: BaseMessage, runs: ThreadRuns | None = None) -
     if message.name:
         out["name"] = message.name
     tool_calls = getattr(message, "tool_calls", None)
-    if tool_calls:
+    # Calls whose arguments were not JSON (refused; each has its result) are listed too: a
+    # result with no call before it would read as a stray.
+    invalid = getattr(message, "invalid_tool_calls", None)
+    if tool_calls or invalid:
         out["tool_calls"] = [
-            {"id": c.get("id"), "name": c["name"], "arguments": c["args"]} for c in tool_calls
+            {"id": c.get("id"), "name": c["name"], "arguments": c["args"]} for c in tool_calls or ()
+        ] + [
+            {
+                "id": c.get("id"),
+                "name": c.get("name") or "",
+                "arguments": {},
+                "unreadable_arguments": str(c.get("args") or ""),
+            }
+            for c in invalid or ()
         ]
     if isinstance(message, ToolMessage):
         out["tool_call_id"] = message.tool_call_id

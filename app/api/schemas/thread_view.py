@@ -17,6 +17,11 @@ class ToolCallRecordPublic(BaseModel):
     id: str | None = Field(description="The call's id; its result's `tool_call_id`.")
     name: str = Field(description="The tool called.")
     arguments: dict[str, Any] = Field(description="The arguments it was called with.")
+    unreadable_arguments: str | None = Field(
+        None,
+        description="Arguments the model wrote that are not a JSON object, as written: the "
+        "call was refused, and its result says why (`arguments` is then empty).",
+    )
 
 
 class FailedRunPublic(BaseModel):
