@@ -82,11 +82,14 @@ class OboVerifier:
             raise TokenRefused("the on-behalf-of token's signature does not verify") from None
         except jwt.PyJWTError as exc:
             raise TokenRefused(f"the on-behalf-of token is not valid ({exc})") from None
+        subject = claims["sub"]
+        if not isinstance(subject, str) or not subject.strip():  # "" would be a user of its own
+            raise TokenRefused("the on-behalf-of token's sub names no user")
         act = claims.get("act")
         agent = (act.get("sub") if isinstance(act, dict) else None) or claims.get("azp")
         scope = claims.get("scope")
         scopes = frozenset(str(scope).split()) if scope is not None else None
-        return OboClaims(str(claims["sub"]), str(agent) if agent else None, scopes)
+        return OboClaims(subject, str(agent) if agent else None, scopes)
 
     def _key(self, token: str) -> tuple[Any, list[str]]:
         if self._secret is not None:

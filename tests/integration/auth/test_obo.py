@@ -101,6 +101,8 @@ def test_a_token_sent_alone_names_its_agent(keyed: TestClient) -> None:
         ("another audience", lambda: token(aud="another-service")),
         ("another issuer", lambda: token(iss="https://evil.example")),
         ("no expiry", lambda: jwt.encode({"sub": "alice", "iss": ISSUER, "aud": AUDIENCE}, SECRET)),
+        ("no user", lambda: token("")),  # QA: taken as a user named "" of its own
+        ("a blank user", lambda: token("  ")),
         (
             "unsigned",
             lambda: jwt.encode(
