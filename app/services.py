@@ -7,7 +7,7 @@ import gc
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -20,6 +20,7 @@ from agents.errors import NO_MODEL_HINT
 from agents.graph.builder import build_graph
 from agents.graph.nodes import AnswerOptions
 from agents.models import ModelGateway
+from agents.owners import workflow_owners
 from agents.prompts import Prompts
 from agents.router.learned import LearnedExamples
 from agents.router.router import Router, RouterOptions
@@ -124,8 +125,9 @@ async def open_services(
 ) -> AsyncIterator[Services]:
     """Validate the model profiles, load the skills, open the checkpointer, compile the graph.
 
-    ``background`` (the server's): resume workflow runs a stop cut off and apply retention
-    on its interval; a command-line tool opening the same store beside a server does not.
+    ``background`` (the server's): resume workflow runs a stop cut off, apply retention on
+    its interval and record who owns each tool and workflow name; a command-line tool
+    opening the same store beside a server does not.
     ``stores_checked``: the caller reached the checkpoint store and Redis already
     (``check_stores``: ``skilldesk serve``, before the server starts), so neither is probed
     again here.
@@ -142,7 +144,7 @@ async def open_services(
             directory=str(settings.skills_dir),
             fix="check SKILLDESK_SKILLS_DIR; the folder is created and watched, empty",
         )
-    skills = SkillService(settings.skills_options())
+    skills = SkillService(replace(settings.skills_options(), record_owners=background))
     report = await asyncio.to_thread(skills.reload)
     for problem in report.errors:
         log.warning("skill.skipped", error=str(problem))
@@ -162,7 +164,10 @@ async def open_services(
     limits = RunLimits(settings.max_model_calls, settings.max_tool_calls)
     profiles = sorted(gateway.config.profiles) if gateway.config else None
     registry = WorkflowRegistry(
-        settings.workflows_dir, profiles=profiles, **skills_world(skills.registry)
+        settings.workflows_dir,
+        profiles=profiles,
+        owners=workflow_owners(settings.data_dir, write=background),
+        **skills_world(skills.registry),
     )
     for failed in (await asyncio.to_thread(registry.reload)).errors:
         log.warning("workflow.skipped", error=str(failed))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -10,7 +11,8 @@ from pathlib import Path
 import structlog
 
 from agents.errors import SkillLoadError, SkillNotFound, SkillProblem
-from agents.skills.loader import Skill, fingerprint, load_skill
+from agents.owners import OwnersFile
+from agents.skills.loader import CONFIG_FILE, SKILL_FILE, Skill, fingerprint, load_skill
 from agents.skills.spec import ToolSpec
 
 log = structlog.get_logger(__name__)
@@ -36,10 +38,17 @@ class SkillRegistry:
 
     A folder whose edit breaks it keeps serving its last good version, and the error is kept
     in ``errors`` until it is fixed.
+
+    Args:
+        directory: The folder.
+        owners: Where the owner of each tool name is kept across restarts; ``None``: in
+            memory only.
     """
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, owners: OwnersFile | None = None) -> None:
         self.directory = directory
+        self._owners_file = owners
+        self._owners = owners.read() if owners is not None else {}  # tool → skill
         self.version = 0
         self._lock = threading.RLock()
         self._skills: dict[str, Skill] = {}
@@ -84,7 +93,7 @@ class SkillRegistry:
             ]
             load_errors = [*kept, *report.errors]
             errors = list(load_errors)
-            tools, duplicates = _tool_table(skills, self._tools)
+            tools, duplicates, owners = _tool_table(skills, folders, self._owners)
             for skill_name in duplicates:
                 report.errors.extend(duplicates[skill_name])
                 errors.extend(duplicates[skill_name])
@@ -100,6 +109,10 @@ class SkillRegistry:
             )
             self._fingerprints, self.errors = fingerprints, _unique(errors)
             self._load_errors = _unique(load_errors)
+            if owners != self._owners:
+                self._owners = owners
+                if self._owners_file is not None:
+                    self._owners_file.save(owners)
             if report.changed_anything:
                 self.version += 1
         for problem in report.errors:
@@ -175,32 +188,58 @@ class SkillRegistry:
 
 def _tool_table(
     skills: dict[str, Skill],
-    previous: dict[str, tuple[Skill, ToolSpec]],
-) -> tuple[dict[str, tuple[Skill, ToolSpec]], dict[str, list[SkillProblem]]]:
-    """Tools by name. A skill that already served a tool keeps it: a newcomer declaring the
-    same name is refused, whatever the alphabetical order."""
+    folders: dict[str, Path],
+    recorded: dict[str, str],
+) -> tuple[dict[str, tuple[Skill, ToolSpec]], dict[str, list[SkillProblem]], dict[str, str]]:
+    """Tools by name, the skills refused, and each tool's owner.
+
+    A skill that owns a tool keeps it: a newcomer declaring the same name is refused,
+    whatever the alphabetical order, also after a restart (``recorded``, from the owners
+    file) and while the owner's folder is there but does not load. A name nobody owns goes
+    to the skill defined longest ago (``_defined``), then by name.
+    """
+    held = {
+        tool: owner
+        for tool, owner in recorded.items()
+        if owner in folders
+        and (owner not in skills or any(t.name == tool for t in skills[owner].tools))
+    }
+    incumbents = set(held.values())
+    order = sorted(skills, key=lambda n: (n not in incumbents, _defined(folders[n]), n))
     tools: dict[str, tuple[Skill, ToolSpec]] = {}
     duplicates: dict[str, list[SkillProblem]] = {}
-    owners = {tool: owner.name for tool, (owner, _) in previous.items() if owner.name in skills}
-    incumbents = sorted({n for n in owners.values()})
-    for name in [*incumbents, *sorted(n for n in skills if n not in incumbents)]:
+    for name in order:
         skill = skills[name]
-        clash = [t for t in skill.tools if t.name in tools]
+        clash = {
+            t.name: tools[t.name][0].name if t.name in tools else held[t.name]
+            for t in skill.tools
+            if t.name in tools or held.get(t.name, name) != name
+        }
         if clash:
             duplicates[name] = [
                 SkillProblem(
                     name,
                     "skill.yaml",
-                    f"tools ({t.name})",
-                    f"tool name {t.name!r} is already defined by skill "
-                    f"{tools[t.name][0].name!r}; tool names are global — rename it",
+                    f"tools ({tool})",
+                    f"tool name {tool!r} is already defined by skill {owner!r}; "
+                    "tool names are global — rename it",
                 )
-                for t in clash
+                for tool, owner in clash.items()
             ]
             continue
         for tool in skill.tools:
             tools[tool.name] = (skill, tool)
-    return tools, duplicates
+    return tools, duplicates, {**held, **{t: skill.name for t, (skill, _) in tools.items()}}
+
+
+def _defined(folder: Path) -> int:
+    """When a skill was defined, as far as the folder tells: the older modification time of
+    its SKILL.md and skill.yaml (ns)."""
+    times = []
+    for name in (SKILL_FILE, CONFIG_FILE):
+        with contextlib.suppress(OSError):
+            times.append((folder / name).stat().st_mtime_ns)
+    return min(times, default=0)
 
 
 def _unique(problems: list[SkillProblem]) -> list[SkillProblem]:

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import structlog
 
+from agents.owners import tool_owners
 from agents.skills.embeddings import Embedder, EmbeddingCache, Precision, make_embedder
 from agents.skills.index import SearchHit, SkillEntry, SkillIndex
 from agents.skills.loader import Skill
@@ -37,6 +38,8 @@ class SkillsOptions:
     # as each skill asks (``ToolRunner``).
     trusted: frozenset[str] | None = None
     worker_cgroups: bool = True  # each worker process in a cgroup of its own, where it may
+    # Keep the tool owners file in data_dir up to date (the service's); False: only read it.
+    record_owners: bool = False
 
 
 class SkillService:
@@ -44,7 +47,9 @@ class SkillService:
 
     def __init__(self, options: SkillsOptions, embedder: Embedder | None = None) -> None:
         self.options = options
-        self.registry = SkillRegistry(options.directory)
+        self.registry = SkillRegistry(
+            options.directory, tool_owners(options.data_dir, write=options.record_owners)
+        )
         cache = None
         if options.embeddings:
             cache = EmbeddingCache(

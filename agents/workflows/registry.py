@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from agents.errors import WorkflowLoadError, WorkflowNotFound, WorkflowProblem
+from agents.owners import OwnersFile
 from agents.workflows.checks.findings import Finding
 from agents.workflows.checks.installed import Tools, check_installed
 from agents.workflows.loader import SUFFIXES, Workflow, line_of, read_workflow
@@ -71,6 +72,8 @@ class WorkflowRegistry:
             checks the arguments); ``None``: not checked.
         skills: Installed skill names; ``None``: not checked.
         profiles: Configured model profile names; ``None``: not checked.
+        owners: Where the file owning each workflow name is kept across restarts; ``None``:
+            in memory only.
     """
 
     def __init__(
@@ -80,15 +83,20 @@ class WorkflowRegistry:
         tools: Tools | None = None,
         skills: Collection[str] | None = None,
         profiles: Collection[str] | None = None,
+        owners: OwnersFile | None = None,
     ) -> None:
         self.directory = directory
+        self._owners_file = owners
         self.version = 0
         self.errors: list[WorkflowProblem] = []
         self._lock = threading.RLock()
         self._world = _World(tools, skills, profiles)
         self._files: dict[Path, _File] = {}
         self._serving: dict[str, Workflow] = {}
-        self._owners: dict[str, Path] = {}  # name → the file that serves it, or is withdrawn
+        # name → the file that serves it, or is withdrawn, or holds it but does not read
+        self._owners: dict[str, Path] = {
+            name: directory / file for name, file in (owners.read() if owners else {}).items()
+        }
         self._unavailable: dict[str, str] = {}  # name → why it is not serving
 
     def reload(self) -> WorkflowReport:
@@ -164,10 +172,14 @@ class WorkflowRegistry:
         for path, held in withdrawn.items():
             if owners.get(held.name) == path or held.name not in owners:
                 unavailable[held.name] = reasons[path]
+        for name, path in owners.items():
+            if name not in serving and path not in withdrawn and self._files[path].problems:
+                unavailable[name] = self._files[path].problems[0].message
         self._sub_workflows(serving, errors, unavailable)
         for name, workflow in serving.items():
             self._files[owners[name]].good = workflow
         report = self._report(serving, errors)
+        self._record(owners)
         self._serving, self._owners = serving, owners
         self._unavailable = {n: r for n, r in unavailable.items() if n not in serving}
         self.errors = _unique(errors)
@@ -189,18 +201,27 @@ class WorkflowRegistry:
         withdrawn: dict[Path, Workflow],
         errors: list[WorkflowProblem],
     ) -> tuple[dict[str, Workflow], dict[str, Path]]:
-        """One file per name: the file that served it keeps it, else the first by name.
+        """One file per name: the file that served it keeps it (also after a restart, from
+        the owners file), else the file written longest ago, then by name.
 
         A file that served a name keeps it while withdrawn (``withdrawn``: the files that do
-        not serve, with what they hold), so that it serves again once valid and a duplicate
-        stays refused meanwhile; ``owners`` names it, ``serving`` does not.
+        not serve, with what they hold) or while it does not read at all, so that it serves
+        again once valid and a duplicate stays refused meanwhile; ``owners`` names it,
+        ``serving`` does not.
         """
         serving: dict[str, Workflow] = {}
         owners: dict[str, Path] = {
             w.name: p for p, w in withdrawn.items() if self._owners.get(w.name) == p
         }
+        for name, path in self._owners.items():
+            if path in self._files and path not in chosen and path not in withdrawn:
+                owners.setdefault(name, path)  # what it holds now is unknown: it keeps it
         incumbents = [p for p in chosen if self._owners.get(chosen[p].name) == p]
-        for path in [*incumbents, *(p for p in chosen if p not in incumbents)]:
+        newcomers = sorted(
+            (p for p in chosen if p not in incumbents),
+            key=lambda p: (self._files[p].stamp[0], p),  # modification time, then name
+        )
+        for path in [*incumbents, *newcomers]:
             workflow = chosen[path]
             if workflow.name in owners:
                 other = owners[workflow.name]
@@ -216,6 +237,14 @@ class WorkflowRegistry:
                 continue
             serving[workflow.name], owners[workflow.name] = workflow, path
         return serving, owners
+
+    def _record(self, owners: dict[str, Path]) -> None:
+        """Keep ``owners`` in the owners file, when they changed."""
+        record = {name: path.name for name, path in owners.items()}
+        if self._owners_file is not None and record != {
+            name: path.name for name, path in self._owners.items()
+        }:
+            self._owners_file.save(record)
 
     @staticmethod
     def _sub_workflows(

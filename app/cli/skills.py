@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from agents.owners import tool_owners
 from agents.skills.embeddings import MiniLMEmbedder
 from agents.skills.loader import SKILL_FILE
 from agents.skills.registry import SkillRegistry
@@ -24,6 +25,14 @@ SkillsDir = Annotated[
     Path | None, typer.Option("--skills-dir", help="Skills folder [SKILLDESK_SKILLS_DIR].")
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+DataDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir",
+        help="The service's data folder, whose record of tool owners decides a tool two "
+        "skills declare [SKILLDESK_DATA_DIR].",
+    ),
+]
 
 
 @cli.callback()
@@ -32,20 +41,25 @@ def _quiet_logs() -> None:
     configure_logging("error", "console")
 
 
-def _settings(skills_dir: Path | None) -> Settings:
-    return load_cli_settings(skills_dir=skills_dir)
+def _settings(skills_dir: Path | None, data_dir: Path | None = None) -> Settings:
+    return load_cli_settings(skills_dir=skills_dir, data_dir=data_dir)
 
 
-def _registry(directory: Path) -> SkillRegistry:
-    registry = SkillRegistry(directory)
+def _registry(directory: Path, data_dir: Path | None) -> SkillRegistry:
+    # The service's record of tool owners is read, never written: this is not the service.
+    owners = tool_owners(data_dir, write=False) if data_dir is not None else None
+    registry = SkillRegistry(directory, owners)
     registry.reload()
     return registry
 
 
 @cli.command("list")
-def list_skills(skills_dir: SkillsDir = None, as_json: JsonFlag = False) -> None:
+def list_skills(
+    skills_dir: SkillsDir = None, data_dir: DataDir = None, as_json: JsonFlag = False
+) -> None:
     """List the skills that load."""
-    registry = _registry(_settings(skills_dir).skills_dir)
+    settings = _settings(skills_dir, data_dir)
+    registry = _registry(settings.skills_dir, settings.data_dir)
     rows: list[dict[str, Any]] = [
         {
             "name": s.name,
@@ -83,20 +97,25 @@ def validate(
             "description, a name in another case than its folder).",
         ),
     ] = False,
+    data_dir: DataDir = None,
 ) -> None:
     """Check every skill; exit status 1 when any has a problem (with --strict, a warning
-    about the Agent Skills spec too)."""
-    target = directory or _settings(None).skills_dir
+    about the Agent Skills spec too). A tool two skills declare goes to the one the
+    service's data folder records (the configured one; with DIRECTORY, only --data-dir)."""
+    if directory is None:
+        settings = _settings(None, data_dir)
+        target, data_dir = settings.skills_dir, settings.data_dir
+    else:
+        target = directory
     if not target.is_dir():
         typer.echo(f"skilldesk: {target} is not a folder", err=True)
         raise typer.Exit(2)
     if (target / SKILL_FILE).is_file():  # a single skill's folder
-        registry = SkillRegistry(target.parent)
-        registry.reload()
+        registry = _registry(target.parent, data_dir)
         loaded = [target.name] if target.name in registry else []
         errors = [p for p in registry.errors if p.skill == target.name]
     else:
-        registry = _registry(target)
+        registry = _registry(target, data_dir)
         loaded = [s.name for s in registry.all()]
         errors = list(registry.errors)
     warnings = [w for s in registry.all() if s.name in loaded for w in s.all_warnings]

@@ -12,6 +12,7 @@ from typing import Annotated, Any, get_args
 import typer
 
 from agents.errors import BadInputs, WorkflowLoadError, WorkflowNotFound, WorkflowProblem
+from agents.owners import tool_owners, workflow_owners
 from agents.skills.registry import SkillRegistry
 from agents.workflows.inputs import check_inputs
 from agents.workflows.loader import SUFFIXES, Workflow, line_of, load_workflow, read_workflow
@@ -34,6 +35,9 @@ SkillsDir = Annotated[
     typer.Option("--skills-dir", help="Skills the workflows may use [SKILLDESK_SKILLS_DIR]."),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+DataDir = Annotated[
+    Path | None, typer.Option("--data-dir", help="SQLite file and records [SKILLDESK_DATA_DIR].")
+]
 
 
 @cli.callback()
@@ -44,8 +48,9 @@ def _quiet_logs() -> None:
 
 def _world(settings: Settings) -> dict[str, Any]:
     """What workflows may name: the installed skills and tools, the model profiles (not
-    checked when no model is configured: every model node then waits for one anyway)."""
-    skills = SkillRegistry(settings.skills_dir)
+    checked when no model is configured: every model node then waits for one anyway).
+    The service's records of name owners are read, never written: this is not the service."""
+    skills = SkillRegistry(settings.skills_dir, tool_owners(settings.data_dir, write=False))
     skills.reload()
     world = skills_world(skills)
     models = settings.models()
@@ -55,17 +60,26 @@ def _world(settings: Settings) -> dict[str, Any]:
 
 
 def _registry(settings: Settings, *, world: bool = True) -> WorkflowRegistry:
-    registry = WorkflowRegistry(settings.workflows_dir, **(_world(settings) if world else {}))
+    registry = WorkflowRegistry(
+        settings.workflows_dir,
+        owners=workflow_owners(settings.data_dir, write=False),
+        **(_world(settings) if world else {}),
+    )
     registry.reload()
     return registry
 
 
 @cli.command("list")
 def list_workflows(
-    workflows_dir: WorkflowsDir = None, skills_dir: SkillsDir = None, as_json: JsonFlag = False
+    workflows_dir: WorkflowsDir = None,
+    skills_dir: SkillsDir = None,
+    data_dir: DataDir = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """List the workflows that load."""
-    registry = _registry(load_cli_settings(workflows_dir=workflows_dir, skills_dir=skills_dir))
+    registry = _registry(
+        load_cli_settings(workflows_dir=workflows_dir, skills_dir=skills_dir, data_dir=data_dir)
+    )
     rows = [
         {
             "name": w.name,
@@ -95,11 +109,15 @@ def validate(
     ] = None,
     workflows_dir: WorkflowsDir = None,
     skills_dir: SkillsDir = None,
+    data_dir: DataDir = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Check workflows against the installed skills and model profiles; exit status 1 when
-    any has a problem (run it in CI)."""
-    settings = load_cli_settings(workflows_dir=workflows_dir, skills_dir=skills_dir)
+    any has a problem (run it in CI). A name two files declare goes to the one the
+    service's data folder records."""
+    settings = load_cli_settings(
+        workflows_dir=workflows_dir, skills_dir=skills_dir, data_dir=data_dir
+    )
     if not files:
         registry = _registry(settings)
         loaded, errors = registry.names(), list(registry.errors)
@@ -162,11 +180,6 @@ def graph(name: str, workflows_dir: WorkflowsDir = None) -> None:
         typer.echo(f"skilldesk: {exc}", err=True)
         raise typer.Exit(1) from None
     typer.echo(mermaid(workflow), nl=False)
-
-
-DataDir = Annotated[
-    Path | None, typer.Option("--data-dir", help="SQLite file and records [SKILLDESK_DATA_DIR].")
-]
 
 
 @cli.command()

@@ -11,10 +11,12 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from agents.owners import tool_owners
 from app.main import create_app
 from tests.skillkit import tool, write_skill
 
 SKILLDESK = str(Path(sys.executable).with_name("skilldesk"))
+HANDLER = "def f():\n    return 1\n"
 
 
 def run(*args: str, data_dir: Path, embeddings: bool = False) -> subprocess.CompletedProcess[str]:
@@ -128,6 +130,28 @@ def test_list_json(tmp_path: Path) -> None:
         ("device-alarms", []),
         ("order-query", ["get_order"]),
     ]
+
+
+def test_list_and_validate_follow_the_services_tool_owners_and_leave_the_record(
+    tmp_path: Path,
+) -> None:
+    skills, data = make_skills(tmp_path / "skills"), tmp_path / "data"
+    tool_owners(data).save({"get_order": "order-query"})  # as the service recorded it
+    record = (data / "owners" / "tools.json").read_bytes()
+    newcomer = write_skill(
+        skills, "b-dup", config={"tools": [tool("get_order", "handler:f")]}, handler=HANDLER
+    )
+    for each in [newcomer, *newcomer.iterdir()]:
+        os.utime(each, (0, 0))  # older than the owner: the record decides, not the age
+    done = run("list", "--skills-dir", str(skills), "--json", data_dir=data)
+    assert [r["name"] for r in json.loads(done.stdout)] == ["device-alarms", "order-query"]
+    done = run("validate", str(skills), "--data-dir", str(data), "--json", data_dir=tmp_path)
+    refused = [e for e in json.loads(done.stdout)["errors"] if e["skill"] == "b-dup"]
+    assert "already defined by skill 'order-query'" in refused[0]["message"]
+    assert (data / "owners" / "tools.json").read_bytes() == record
+    done = run("list", "--skills-dir", str(skills), "--json", data_dir=tmp_path / "fresh")
+    assert "b-dup" in [r["name"] for r in json.loads(done.stdout)]  # no record: the older
+    assert not (tmp_path / "fresh" / "owners").exists()
 
 
 def test_search_queries_file_prints_one_json_line_per_query(tmp_path: Path) -> None:
