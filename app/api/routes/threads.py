@@ -211,6 +211,15 @@ async def get_thread(
     earlier = await services.threads.summarised(thread_id, count) if summarised else []
     shown = [{**_message(i, m, runs), "summarised": True} for i, m in earlier]
     messages = state.get("messages", [])
+    attachments = list(state.get("attachments", []))
+    # Files a workflow's tool made for the thread: stored, and in its state only once a turn
+    # of the thread has run since (the files of the thread all the same).
+    known = {a.get("id") for a in attachments}
+    attachments += [
+        a
+        for a in await services.attachments.of_thread(thread_id)
+        if a.get("kind") == "generated" and a.get("id") not in known
+    ]
     return ThreadPublic.model_validate(
         {
             "thread_id": thread_id,
@@ -220,9 +229,7 @@ async def get_thread(
             "route": state.get("route"),
             "loaded_skills": state.get("loaded_skills", []),
             "workspace": state.get("workspace"),
-            "attachments": [
-                AttachmentPublic.of(thread_id, a) for a in state.get("attachments", [])
-            ],
+            "attachments": [AttachmentPublic.of(thread_id, a) for a in attachments],
             "usage": state.get("usage", {}),
         }
     )

@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 from app.main import create_app
 from tests.fakellm import FakeLLM, Reply, ToolCall
 from tests.integration.threads.conftest import say
+from tests.skillkit import tool, write_skill
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
 SKILLS = Path(__file__).resolve().parents[3] / "skills"
@@ -180,3 +181,42 @@ def test_the_speech_skill_s_wav_is_an_attachment_fetched_over_http(
         assert wav.content[:4] == b"RIFF"
         assert wav.content[8:12] == b"WAVE"
         assert len(wav.content) == attachment["size"]
+
+
+REPORT = """
+from pathlib import Path
+
+
+def make_report(context):
+    path = Path(context.data_dir) / "report.txt"
+    path.write_text("all clear")
+    return {"files": [{"path": str(path), "caption": "Shift report"}]}
+"""
+
+
+def test_a_file_a_workflow_tool_made_for_a_thread_is_listed_with_the_thread(
+    model_settings: Any, tmp_path: Path
+) -> None:
+    # QA: listed by /attachments and fetched, but the thread showed "attachments": [].
+    skills, workflows = tmp_path / "skills", tmp_path / "workflows"
+    write_skill(
+        skills,
+        "reports",
+        config={"tools": [tool("make_report", "handler:make_report")]},
+        handler=REPORT,
+    )
+    workflows.mkdir()
+    (workflows / "report.yaml").write_text(
+        "name: report\ndescription: Write the shift report.\n"
+        "nodes:\n  - id: write\n    kind: tool\n    tool: make_report\n"
+    )
+    settings = model_settings.model_copy(update={"skills_dir": skills, "workflows_dir": workflows})
+    with TestClient(create_app(settings)) as client:
+        body = {"inputs": {}, "thread_id": "shift"}
+        record = client.post("/v1/workflows/report/runs", json=body).json()
+        assert record["status"] == "SUCCEEDED", record
+        (listed,) = client.get("/v1/threads/shift/attachments").json()
+        (shown,) = client.get("/v1/threads/shift").json()["attachments"]
+        assert shown == listed
+        assert (shown["kind"], shown["caption"]) == ("generated", "Shift report")
+        assert client.get(shown["url"]).content == b"all clear"
