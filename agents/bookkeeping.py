@@ -105,11 +105,18 @@ class RunBooks:
                     )
                     values["attachments"] = [*values.get("attachments", []), *made]
             if self.records is not None:
-                # A failed run's thread keeps what was written before the failure (the
-                # user's message at least): counted from the thread as it is stored.
-                count = await self._stored_count(ctx.thread_id) if failed else _count(values)
-                status = "failed" if failed else "idle"
-                changes: dict[str, Any] = {"status": status, "messages": count}
+                changes: dict[str, Any] = {"status": "failed" if failed else "idle"}
+                if failed:
+                    # The thread keeps what was written before the failure (the user's
+                    # message at least), counted as stored; a store that cannot tell now
+                    # leaves the count, never the status (a record left "running" would be
+                    # resumed as an orphan).
+                    try:
+                        changes["messages"] = await self._stored_count(ctx.thread_id)
+                    except Exception as exc:
+                        log.warning("run.count_unread", error=f"{type(exc).__name__}: {exc}")
+                else:
+                    changes["messages"] = count = _count(values)
                 if await self.records.update(ctx.thread_id, **changes) is None and not failed:
                     first = next((m for m in values.get("messages", []) if m.type == "human"), None)
                     title = title_from(first.text if first is not None else "")

@@ -106,10 +106,11 @@ class Replies:
 
 
 async def forget_all(loops: Sequence[Recorded]) -> None:
-    """The records of ``loops`` deleted, once what they answered is answered (a turn, a
-    workflow run's stretch up to its end or an approval: its steps are checkpointed). A run
-    that failed or was cancelled keeps them for the run that answers the message again.
-    Should deleting fail they stay, said in the log (harmless: a few KB each)."""
+    """The records of ``loops`` deleted, once no run will answer what they answered again:
+    a turn answered (a chat turn that failed or was cancelled keeps them, for the run that
+    answers the message again), a workflow run stored as ended or waiting at an approval
+    (its steps checkpointed). Should deleting fail they stay, said in the log (harmless: a
+    few KB each)."""
     for loop in loops:
         try:
             await loop.forget()

@@ -34,7 +34,9 @@ class ThreadRecord(TypedDict, total=False):
 def title_from(text: str) -> str:
     """A title from the first message (no model call): its first line, whitespace
     collapsed, cut at a word boundary to about 60 characters."""
-    line = re.sub(r"\s+", " ", text.strip().splitlines()[0] if text.strip() else "").strip()
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    # One line of text: control characters (an escape, a NUL) become spaces, as line breaks.
+    line = re.sub(r"[\s\x00-\x1f\x7f-\x9f]+", " ", first).strip()
     if len(line) <= TITLE_CHARS:
         return line or "New conversation"
     cut = line[:TITLE_CHARS].rsplit(" ", 1)[0]

@@ -16,7 +16,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from agents.state.sqlite_saver import BLOBS, ThreadedSqliteSaver
 
-_CALLS = "skilldesk_calls"  # the call journal (agents/state/calls.py)
+_CALLS = "skilldesk_calls"  # the call journal (agents/state/call_stores.py)
 
 
 def _pool(saver: BaseCheckpointSaver[Any]) -> Any:

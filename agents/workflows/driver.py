@@ -163,14 +163,15 @@ class RunDriver:
         except Exception as exc:  # a bug or a store failure fails the run, not the service
             log.exception("workflow.crashed", run_id=run_id)
             record.update(status="FAILED", error=f"{type(exc).__name__}: {exc}")
-        # Its steps are checkpointed (or it ended): no run answers its expert nodes again.
-        await forget_all(info.recorded)
         if values.get("usage"):  # its model calls (the thread's cost includes them)
             record["usage"] = usage_since(values["usage"], record.get("usage_before"))
         if record["status"] in FINAL:
             record["ended"] = time.time()
         record.pop("decision", None)  # taken: its gate is passed (see WorkflowEngine.resume)
         await self.runs.save(record)
+        # Stored as ended or waiting (its steps checkpointed): no run answers its expert nodes
+        # again. Not before: a record left RUNNING is resumed, and replays what they recorded.
+        await forget_all(info.recorded)
         metrics.WORKFLOW_RUNS.labels(record["workflow"], record["status"]).inc()
         log.info("workflow.ended", run_id=run_id, status=record["status"], error=record["error"])
         if usage_sink is not None:

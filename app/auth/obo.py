@@ -84,7 +84,9 @@ class OboVerifier:
             raise TokenRefused(f"the on-behalf-of token is not valid ({exc})") from None
         subject = claims["sub"]
         if not isinstance(subject, str) or not subject.strip():  # "" would be a user of its own
-            raise TokenRefused("the on-behalf-of token's sub names no user")
+            raise TokenRefused(
+                "the on-behalf-of token's sub names no user: issue it with the user's id as sub"
+            )
         act = claims.get("act")
         agent = (act.get("sub") if isinstance(act, dict) else None) or claims.get("azp")
         scope = claims.get("scope")

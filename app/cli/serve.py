@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import math
 import socket
 from pathlib import Path
@@ -83,8 +84,10 @@ def _taken(host: str, port: int) -> str | None:
         try:
             probe.bind((host, port))
         except OSError as exc:
+            taken = exc.errno == errno.EADDRINUSE
+            why = "another process listens there" if taken else (exc.strerror or str(exc))
             return (
-                f"cannot listen on {host}:{port}: {exc.strerror or exc} (another service "
-                "there?); give another with --port or SKILLDESK_PORT"
+                f"cannot listen on {host}:{port}: {why}; give another address with --host "
+                "and --port (SKILLDESK_HOST, SKILLDESK_PORT)"
             )
     return None

@@ -347,6 +347,7 @@ def test_openai_clients_of_a_stopping_service_are_told_where_the_answer_will_be(
     assert "GET /v1/threads/plain" in error["message"]
     assert plain_response.headers["X-Thread-Id"] == "plain"
     assert plain_response.headers["X-Run-Id"]
+    assert plain_response.headers["X-Should-Retry"] == "false"  # OpenAI's SDKs resend a 503
 
     assert stream_response.status_code == 200
     datas = [line[6:] for line in stream_response.text.splitlines() if line.startswith("data: ")]

@@ -210,9 +210,11 @@ async def _within(cutoffs: Cutoffs, waiting: Awaitable[T], thread_id: str, run_i
     except TimeoutError:
         if not wait.expired():
             raise
-        ids = {"X-Thread-Id": thread_id, "X-Run-Id": run_id}
+        # Not to be sent again (OpenAI's SDKs retry a 503 unless told): the run may still
+        # end here, or goes on elsewhere, and a resend could then ask it twice.
+        headers = {"X-Thread-Id": thread_id, "X-Run-Id": run_id, "X-Should-Retry": "false"}
         raise ApiError(
-            503, "shutting_down", _stopped(thread_id), type_="server_error", headers=ids
+            503, "shutting_down", _stopped(thread_id), type_="server_error", headers=headers
         ) from None
 
 
@@ -220,7 +222,7 @@ def _stopped(thread_id: str) -> str:
     return (
         "This service process stopped while answering; another process (or this one when it "
         "starts again) goes on with the run from its last step, and the answer will be in "
-        f"the thread: GET /v1/threads/{thread_id}."
+        f"the thread: GET /v1/threads/{thread_id} (do not send the message again)."
     )
 
 

@@ -13,10 +13,15 @@ from pydantic_core import PydanticCustomError
 THREAD_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 
 
+def _control(char: str) -> bool:
+    """C0 and C1 controls, DEL, and Unicode's line and paragraph separators."""
+    return ord(char) < 32 or 127 <= ord(char) < 160 or char in "\u2028\u2029"
+
+
 def _one_line(title: str | None) -> str | None:
     """A title is one line of text: a control character (a line break, a NUL) would break
     the listings that show it (the page, ``skilldesk threads list``)."""
-    if title is not None and any(ord(c) < 32 or 127 <= ord(c) < 160 for c in title):
+    if title is not None and any(_control(c) for c in title):
         raise PydanticCustomError(
             "title_control_character",
             "a title is one line of text: no line breaks, tabs or other control characters",

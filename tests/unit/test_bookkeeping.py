@@ -1,0 +1,37 @@
+"""A run's bookkeeping: the thread's record says how the run ended, whatever else fails."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents.bookkeeping import RunBooks
+from agents.run import RunContext
+from agents.state.documents.memory import MemoryDocuments
+from agents.state.records import ThreadRecords, title_from
+
+
+class UnreadableThread:
+    """A graph whose thread cannot be read (its store down, a checkpoint damaged)."""
+
+    checkpointer = None
+
+    async def aget_state(self, config: Any) -> Any:
+        raise RuntimeError("the checkpoint cannot be read")
+
+
+async def test_a_failed_run_marks_its_thread_failed_though_its_state_cannot_be_read() -> None:
+    # Review: counting the failed thread's messages read its state first, and a failed read
+    # left the record "running": resumed as an orphan at the next start.
+    records = ThreadRecords(MemoryDocuments())
+    books = RunBooks(UnreadableThread(), records)  # type: ignore[arg-type]
+    await books.opened("thr_x", "r1", [], [], owner="u")
+    assert (await records.get("thr_x") or {})["status"] == "running"
+    await books.closed(RunContext(thread_id="thr_x", run_id="r1"), None, failed=True)
+    assert (await records.get("thr_x") or {})["status"] == "failed"
+
+
+def test_a_title_from_a_first_message_is_one_line_of_text() -> None:
+    # Review: an escape or a NUL in the first message reached `skilldesk threads list`.
+    assert title_from("order status\x1b[2J\x07 please\x00") == "order status [2J please"
+    assert title_from("first line\u2028second") == "first line"
+    assert title_from(" \x00 ") == "New conversation"
