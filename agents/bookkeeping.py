@@ -15,6 +15,7 @@ from agents.memory.summaries import summarised_count
 from agents.router.learned import LearnedExamples
 from agents.run import RunContext, thread_config
 from agents.state.attachments import AttachmentStore
+from agents.state.leases import this_process
 from agents.state.migrations import migrate
 from agents.state.records import ThreadRecords, title_from
 from agents.state.traces import RunTraces
@@ -63,21 +64,29 @@ class RunBooks:
         owner: str | None,
         agent: str | None = None,
     ) -> None:
-        """The thread's record says a run is under way, and which (a process that dies leaves
-        it so, and the next one resumes it: ``OrphanRuns.resume``); a thread's first
-        message gives it its record and title (no model call)."""
+        """The thread's record says a run is under way, which, and in which process (a process
+        that dies leaves it so, and the next one resumes it: ``OrphanRuns.resume``; one beside
+        it on SQLite sees the thread busy while that process runs: ``process_running``); a
+        thread's first message gives it its record and title (no model call)."""
         if self.records is None:
             return
         record = await self.records.get(thread_id)
         if record is not None:  # created empty (POST /v1/threads): named by its first message
             named = history or record.get("title") not in (None, "", "New conversation")
             naming = {} if named else {"title": title_from(last_user_text(new))}
-            await self.records.save(record, status="running", run_id=run_id, **naming)
+            running = {"status": "running", "run_id": run_id, "process": this_process()}
+            await self.records.save(record, **running, **naming)
             return
         first = next((m for m in history if m.type == "human"), None)  # a thread from before
         title = title_from(first.text if first is not None else last_user_text(new))
         await self.records.create(
-            thread_id, owner=owner, title=title, status="running", agent=agent, run_id=run_id
+            thread_id,
+            owner=owner,
+            title=title,
+            status="running",
+            agent=agent,
+            run_id=run_id,
+            process=this_process(),
         )
 
     async def closed(

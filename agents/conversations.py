@@ -35,7 +35,7 @@ from agents.router.learned import LearnedExamples
 from agents.router.router import Router
 from agents.run import RunBudget, RunContext, RunLimits, RunOptions, StartOptions, thread_config
 from agents.state.attachments import AttachmentStore
-from agents.state.leases import LEASE_S, ThreadLocks, lease_alive
+from agents.state.leases import LEASE_S, ThreadLocks, lease_alive, process_running
 from agents.state.migrations import migrate
 from agents.state.records import ThreadRecords
 from agents.state.traces import RunTraces
@@ -120,9 +120,22 @@ class Conversations:
         return self.kept.busy(thread_id)
 
     async def busy_anywhere(self, thread_id: str) -> bool:
-        """Whether a run of the thread is under way in this process or, on PostgreSQL, in
-        another one (a process holds the thread's lease: a run, or a change between runs)."""
-        return self.busy(thread_id) or await self._leased(thread_id)
+        """Whether a run of the thread is under way in this process or in another one: on
+        PostgreSQL a process holds the thread's lease (a run, or a change between runs); on
+        SQLite, which has no leases, the thread's record says running in a process of this
+        machine that still runs (the service, seen from a command beside it). A record left
+        running by a process that ended is not busy: its run is resumed, or deleted."""
+        return (
+            self.busy(thread_id)
+            or await self._leased(thread_id)
+            or await self._answered_elsewhere(thread_id)
+        )
+
+    async def _answered_elsewhere(self, thread_id: str) -> bool:
+        record = await self.records.get(thread_id) if self.records is not None else None
+        if record is None or record.get("status") != "running":
+            return False
+        return process_running(record.get("process"))
 
     async def begin(
         self,

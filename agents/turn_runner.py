@@ -20,6 +20,7 @@ from agents.feed import RunFeed, fingerprint
 from agents.replies import forget_all
 from agents.router.router import Router
 from agents.run import RunContext, thread_config
+from agents.state.leases import this_process
 from agents.state.migrations import migrate
 from agents.state.readonce import ReadOnce
 from agents.state.records import ThreadRecords
@@ -96,7 +97,9 @@ class TurnRunner:
                 log.info("run.resumed", next=list(snapshot.next))
                 ctx.resumed = True
                 if self.records is not None:  # the run under way is this one now
-                    await self.records.update(ctx.thread_id, status="running", run_id=ctx.run_id)
+                    await self.records.update(
+                        ctx.thread_id, status="running", run_id=ctx.run_id, process=this_process()
+                    )
                 if feed is not None:  # the client resending its message joins this run
                     asked = next(
                         (m for m in reversed(history) if isinstance(m, HumanMessage)), None

@@ -273,6 +273,7 @@ async def open_services(
                 transcript=transcript,
                 workflows=engine,
             )
+            engine.watch_threads(threads.exists)  # a run on a deleted thread goes no further
             # Workflow runs a stopped process left (on PostgreSQL: only those whose lease
             # expired or whose process, on this machine, is gone; one process claims each).
             tasks: list[asyncio.Task[Any]] = []

@@ -1,11 +1,14 @@
 """One run at a time per thread: an asyncio lock in a process and, on PostgreSQL, a lease row
-that every process sees."""
+that every process sees; on SQLite, the process a thread's record names as running its run."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -59,6 +62,42 @@ async def lease_alive(saver: BaseCheckpointSaver[Any], thread_id: str) -> bool:
     if pool is None:
         return False
     return thread_id in await LeaseTable(pool, LEASES, "thread_id").alive([thread_id])
+
+
+def this_process() -> str:
+    """This process as a thread's record names the one running its run: ``host:pid:start``
+    (its start time tells it from a later process given the same pid)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_started(os.getpid())}"
+
+
+def process_running(process: str | None) -> bool:
+    """Whether ``process`` (``this_process`` of the one running a thread's run) is another
+    process of this machine that still runs: SQLite has no leases, and a command beside the
+    service on its file (``skilldesk threads delete``) would otherwise take a thread it is
+    answering for idle. False for this process (its runs are ``Conversations.busy``), one of
+    another machine (not knowable here) and none named (a record from before)."""
+    host, pid, started = [*(process or "").split(":"), "", "", ""][:3]
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: it runs
+        pass
+    now = _started(int(pid))
+    return now != "Z" and (not started or not now or now == started)
+
+
+def _started(pid: int) -> str:
+    """When process ``pid`` started (clock ticks since boot, from ``/proc``; ``Z`` for a
+    zombie, which has ended); empty where there is no ``/proc``."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    except OSError:
+        return ""
+    fields = stat.rsplit(")", 1)[-1].split()  # after the name, which may hold spaces
+    return "Z" if fields[0] == "Z" else fields[19]
 
 
 async def _renew(leases: LeaseTable, thread_id: str, holder: str, lease_s: float) -> None:

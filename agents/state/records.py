@@ -29,6 +29,7 @@ class ThreadRecord(TypedDict, total=False):
     forked_from: dict[str, str] | None
     agent: str | None  # the agent that acts for the owner (on-behalf-of), if one made it
     run_id: str  # the run under way (status ``running``), for the process that resumes it
+    process: str  # the process running it (``leases.this_process``), seen from the others
 
 
 def title_from(text: str) -> str:
@@ -65,6 +66,7 @@ class ThreadRecords:
         forked_from: dict[str, str] | None = None,
         agent: str | None = None,
         run_id: str | None = None,
+        process: str | None = None,
     ) -> ThreadRecord:
         """Write a new thread's record."""
         now = time.time()
@@ -82,6 +84,8 @@ class ThreadRecords:
             record["agent"] = agent
         if run_id is not None:
             record["run_id"] = run_id
+        if process is not None:
+            record["process"] = process
         await self._put(record)
         return record
 

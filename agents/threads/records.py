@@ -1,6 +1,7 @@
 """A thread's record and what goes with it: created, made sure of, found, listed, renamed,
-deleted (its runs waiting for an approval cancelled), its summarised messages' originals. The
-base of ``Threads``, which sets its parts."""
+deleted (its workflow runs waiting for an approval cancelled; those under way end at their
+next step), its summarised messages' originals. The base of ``Threads``, which sets its
+parts."""
 
 from __future__ import annotations
 
@@ -120,7 +121,9 @@ class ThreadRecordsBase:
     async def delete(self, thread_id: str) -> None:
         """Delete the thread: checkpoints, writes, journalled calls, record, attachments,
         the examples routing learned from it, and the approvals its workflow runs wait for
-        (the runs are cancelled).
+        (the runs are cancelled; a workflow run under way on it ends cancelled at its next
+        step: ``WorkflowEngine.watch_threads``). A record that says running with no process
+        running it (the run cut off) does not keep it.
 
         Raises:
             ThreadNotFound: no such thread.
@@ -133,7 +136,6 @@ class ThreadRecordsBase:
             await self._delete(thread_id)
 
     async def _delete(self, thread_id: str) -> None:
-        await self._cancel_waiting(thread_id)
         await delete_thread(self.saver, thread_id)
         await self.attachments.delete_thread(thread_id)
         if self.transcript is not None:
@@ -143,6 +145,9 @@ class ThreadRecordsBase:
             await self.conversations.traces.delete_thread(thread_id)
         if self.conversations.learner is not None:  # users' words go with their thread
             await self.conversations.learner.forget_thread(thread_id)
+        # Once it is gone: a run that comes to wait meanwhile is found here, or finds its
+        # thread gone itself (``RunDriver``).
+        await self._cancel_waiting(thread_id)
         log.info("thread.deleted", thread_id=thread_id)
 
     async def _cancel_waiting(self, thread_id: str) -> None:

@@ -7,14 +7,14 @@ way), the state after each step (the last one holds the outputs and the usage) a
 checkpoint (the run's own last state: its thread holds its forks' states too). A run ends
 SUCCEEDED or FAILED, or stops WAITING at an approval; one cut off on the way (its stream
 closed, its task cancelled, its last save failed) stays RUNNING as stored, and is let go to be
-resumed.
+resumed. A run on a thread that is deleted meanwhile ends CANCELLED at its next step.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, cast
 
 import structlog
@@ -33,6 +33,14 @@ from agents.workflows.templates import render
 
 log = structlog.get_logger(__name__)
 
+THREAD_GONE = "its thread was deleted"
+
+Cancel = Callable[[str, str], Awaitable[dict[str, Any]]]
+
+
+class _ThreadGone(Exception):
+    """The run's thread was deleted while it ran: it goes no further."""
+
 
 class RunDriver:
     """Drives runs' graphs, keeping their records.
@@ -40,11 +48,16 @@ class RunDriver:
     Args:
         runs: The execution records (a run under way here is held there, written through).
         definitions: The definitions runs started with, and their graphs.
+        cancel: Ends a waiting run (``RunDecisions.cancel``): one whose thread was deleted
+            as it came to wait.
     """
 
-    def __init__(self, runs: RunRecords, definitions: Definitions) -> None:
+    def __init__(self, runs: RunRecords, definitions: Definitions, cancel: Cancel) -> None:
         self.runs = runs
         self.definitions = definitions
+        self.cancel = cancel
+        # Whether a thread is there (``Threads.exists``); None: runs do not look.
+        self.thread_there: Callable[[str], Awaitable[bool]] | None = None
 
     async def drive(
         self,
@@ -142,6 +155,8 @@ class RunDriver:
                             for i in payload.get("__interrupt__", ())
                         ]
                         self._note(record, payload)
+                        if await self._thread_gone(info):  # no step more, nor an approval
+                            raise _ThreadGone
             # Every node the run has, those run before a crash included (the state holds them).
             ran = dict(values.get("nodes") or {})
             record["nodes"] = {k: _node_record(v) for k, v in ran.items()} | {
@@ -155,6 +170,8 @@ class RunDriver:
                 yield {"type": "approval_required", "run_id": run_id, **asked}
             else:
                 record.update(status="SUCCEEDED", outputs=_outputs(workflow.spec, values, info))
+        except _ThreadGone:
+            record.update(status="CANCELLED", error=THREAD_GONE)
         except WorkflowFailed as exc:
             record.update(status="FAILED", error=exc.message)
             if exc.node is not None:  # the failed node has no state update: record it here
@@ -174,9 +191,22 @@ class RunDriver:
         await forget_all(info.recorded)
         metrics.WORKFLOW_RUNS.labels(record["workflow"], record["status"]).inc()
         log.info("workflow.ended", run_id=run_id, status=record["status"], error=record["error"])
+        # Deleted between its last step and its waiting stored: the delete looks for waiting
+        # runs once the thread is gone, so one of the two ends it.
+        try:
+            if record["status"] == "WAITING" and await self._thread_gone(info):
+                record.update(await self.cancel(run_id, THREAD_GONE))
+        except Exception:  # it waits: its approval is decided, or cancelled, by hand
+            log.exception("workflow.cancel_failed", run_id=run_id)
         if usage_sink is not None:
             usage_sink(dict(record.get("usage") or {}))
         yield {"type": "workflow_ended", "record": dict(record)}
+
+    async def _thread_gone(self, info: RunInfo) -> bool:
+        """Whether the thread the run was started on is deleted (a run on none never is)."""
+        if info.thread_id is None or self.thread_there is None:
+            return False
+        return not await self.thread_there(info.thread_id)
 
     def _note(self, record: dict[str, Any], update: dict[str, Any]) -> None:
         """Copy what nodes reported into the record (kept in memory while the run goes on,

@@ -22,7 +22,7 @@ import contextlib
 import functools
 import hashlib
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -83,12 +83,18 @@ class WorkflowEngine(RunDecisions):
         self.runs = RunRecords(self.documents, self.leases)
         compile_graph = functools.partial(compile_workflow, self)
         self.definitions = Definitions(workflows, self.documents, compile_graph)
-        self._driver = RunDriver(self.runs, self.definitions)
+        self._driver = RunDriver(self.runs, self.definitions, self.cancel)
         self._orphans = Orphans(self.runs, self.resume)
         # Told how a run that goes on from a decision ends (or waits again) when it is
         # resumed here, its deciding process having stopped or died mid-way: the record
         # before and after, the events since, when it started (``WorkflowTurns.resumed``).
         self.after_decision: ResumedHook | None = None
+
+    def watch_threads(self, there: Callable[[str], Awaitable[bool]]) -> None:
+        """Have a run started on a thread end CANCELLED at its next step once the thread is
+        gone (deleted while it ran): it would make side effects and ask for an approval for
+        nobody. ``there`` tells whether a thread is there (``Threads.exists``)."""
+        self._driver.thread_there = there
 
     def flow(self, name: str) -> Flow:
         """The flow of workflow ``name``."""

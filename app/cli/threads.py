@@ -13,7 +13,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from agents.errors import SkilldeskError
+from agents.errors import SkilldeskError, ThreadBusy
 from agents.memory.summaries import summarised_count
 from app.cli.common import load_cli_settings
 from app.logging import configure_logging
@@ -187,12 +187,38 @@ def fork(
 def delete(
     thread_id: ThreadArg,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Delete a thread whose run was cut off (its record says running, no process "
+            "runs it) rather than leave it for the service's next start to resume.",
+        ),
+    ] = False,
     checkpoint_url: StoreUrl = None,
 ) -> None:
-    """Delete a thread: checkpoints, record, attachments."""
+    """Delete a thread: checkpoints, record, attachments. A thread a process is answering is
+    refused (exit 1), as is one whose run was cut off unless --force."""
     if not yes:
         typer.confirm(f"Delete thread {thread_id} and everything it holds?", abort=True)
-    _run(checkpoint_url, lambda s: s.threads.delete(thread_id))
+
+    async def job(services: Any) -> None:
+        record = await services.threads.get(thread_id)
+        # Its record says running and no process is seen running it: the service stopped or
+        # died mid-answer and resumes it at its next start (or, on PostgreSQL, another
+        # process will), unless the run is where this process cannot see it (another
+        # machine's on a shared file). Threads.delete takes such a thread for idle.
+        running = record.get("status") == "running"
+        if running and not force and not await services.conversations.busy_anywhere(thread_id):
+            raise ThreadBusy(
+                f"thread {thread_id!r} was answering a message when its run was cut off "
+                "(the service stopped or died); the service resumes it at its next start. "
+                "Delete it after, or now with --force",
+                code="thread_cut_off",
+            )
+        await services.threads.delete(thread_id)
+
+    _run(checkpoint_url, job)
     typer.echo(f"deleted {thread_id}")
 
 

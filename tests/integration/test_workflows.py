@@ -445,7 +445,12 @@ def test_an_outcome_told_to_a_thread_deleted_meanwhile_does_not_make_it_again(
     assert client.delete("/v1/threads/wf-raced").status_code == 204
     [pending] = client.get("/v1/approvals").json()["approvals"]
     decided = client.post(f"/v1/approvals/{pending['approval_id']}", json={"decision": "approve"})
-    assert decided.json()["status"] == "SUCCEEDED"
+    # It goes no further than its next step (its thread is gone), and telling that thread
+    # how it ended does not make it again.
+    assert (decided.json()["status"], decided.json()["error"]) == (
+        "CANCELLED",
+        "its thread was deleted",
+    )
     assert client.get("/v1/threads/wf-raced").status_code == 404
     assert client.get("/v1/threads").json()["data"] == []
 
