@@ -4,6 +4,7 @@ that every process sees; on SQLite, the process a thread's record names as runni
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import socket
 from collections.abc import AsyncIterator
@@ -66,8 +67,14 @@ async def lease_alive(saver: BaseCheckpointSaver[Any], thread_id: str) -> bool:
 
 def this_process() -> str:
     """This process as a thread's record names the one running its run: ``host:pid:start``
-    (its start time tells it from a later process given the same pid)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{_started(os.getpid())}"
+    (its start time tells it from a later process given the same pid). Read once a process
+    (every turn writes it)."""
+    return _process(os.getpid())
+
+
+@functools.cache
+def _process(pid: int) -> str:  # by pid: a forked child is another process
+    return f"{socket.gethostname()}:{pid}:{_started(pid)}"
 
 
 def process_running(process: str | None) -> bool:
