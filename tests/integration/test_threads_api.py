@@ -143,7 +143,7 @@ def test_routing_is_visible_without_a_model(make_settings: Any, tmp_path: Path) 
 
 
 @pytest.mark.parametrize(
-    "title", ["two\nlines", "nul \x00 byte", "tab\there", "bell \x07", "c1 \x85"]
+    "title", ["two\nlines", "nul \x00 byte", "tab\there", "bell \x07", "c1 \x85", "ls \u2028 x"]
 )
 def test_a_title_with_a_control_character_is_refused_naming_the_field(
     client: TestClient, title: str

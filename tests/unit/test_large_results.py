@@ -3,6 +3,7 @@ every other request, does no work in proportion to what a handler returned."""
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -56,11 +57,18 @@ async def runner(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterato
 @pytest.fixture
 def fast_switching() -> Iterator[None]:
     """Threads hand the GIL over every millisecond (5 by default), so that what runs on a
-    thread shows as such and a stall on the loop stands out."""
+    thread shows as such and a stall on the loop stands out; and no garbage collection meanwhile:
+    late in a full test run, one of pytest's heap took ~100 ms, counted as the trim's stall
+    (the service freezes its start-up heap out of such walks)."""
     interval = sys.getswitchinterval()
     sys.setswitchinterval(0.001)
-    yield
-    sys.setswitchinterval(interval)
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        sys.setswitchinterval(interval)
 
 
 @pytest.mark.usefixtures("fast_switching")

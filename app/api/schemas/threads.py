@@ -13,6 +13,13 @@ from pydantic_core import PydanticCustomError
 THREAD_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 
 
+# The same rule as the OpenAPI document states it (ECMA-262 and Python both read it): no C0 or
+# C1 control, no line or paragraph separator; a new title also has a character to show.
+_NOT_CONTROL = r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]"
+ONE_LINE = f"^{_NOT_CONTROL}*$"
+SOME_TEXT = f"^{_NOT_CONTROL}*[^\\s\\x00-\\x1f\\x7f-\\x9f]{_NOT_CONTROL}*$"
+
+
 def _control(char: str) -> bool:
     """C0 and C1 controls, DEL, and Unicode's line and paragraph separators."""
     return ord(char) < 32 or 127 <= ord(char) < 160 or char in "\u2028\u2029"
@@ -85,7 +92,8 @@ class NewThread(BaseModel):
         None,
         min_length=1,
         max_length=200,
-        description="Its title (default: from the first message).",
+        description="Its title (default: from the first message): one line of text.",
+        json_schema_extra={"pattern": ONE_LINE},
     )
     thread_id: str | None = Field(
         None, pattern=THREAD_ID_PATTERN, description="An id of the client's (default: made up)."
@@ -98,7 +106,11 @@ class ThreadPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     title: Annotated[str, OneLine] = Field(
-        min_length=1, max_length=200, pattern=r"\S", description="A new title."
+        min_length=1,
+        max_length=200,
+        pattern=r"\S",
+        description="A new title: one line of text.",
+        json_schema_extra={"pattern": SOME_TEXT},
     )
 
 
