@@ -8,6 +8,7 @@ import pytest
 
 from agents.errors import ConfigError
 from agents.models.config import load_models_config, resolve_api_key
+from agents.models.gateway import ModelGateway
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -167,3 +168,21 @@ def test_a_node_setting_naming_no_profile_names_the_setting(tmp_path: Path) -> N
     with pytest.raises(ConfigError, match=r"SKILLDESK_PLANNER_PROFILE names .*'tiny'") as info:
         load_models_config(models_file=path, environ={}, nodes={"planner": "tiny"})
     assert "known profiles: default" in str(info.value)
+
+
+def test_a_profiles_chain_is_its_fallbacks_depth_first_each_once(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+default: a
+profiles:
+  a: {model: openai/a, fallbacks: [b, c]}
+  b: {model: openai/b, fallbacks: [c, d]}
+  c: {model: openai/c}
+  d: {model: openai/d, fallbacks: [a]}
+""",
+    )
+    gateway = ModelGateway(load_models_config(models_file=path, environ={}))
+    assert gateway.chain("a") == ["a", "b", "c", "d"]
+    assert gateway.chain("d") == ["d", "a", "b", "c"]
+    assert ModelGateway(None).chain("a") == []
