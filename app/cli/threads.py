@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -28,6 +29,10 @@ StoreUrl = Annotated[
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 ThreadArg = Annotated[str, typer.Argument(help="The thread's id.")]
+DataDir = Annotated[
+    Path | None,
+    typer.Option("--data-dir", help="The SQLite file's folder [SKILLDESK_DATA_DIR]."),
+]
 
 
 @cli.callback()
@@ -45,9 +50,9 @@ async def _services(settings: Settings) -> AsyncIterator[Any]:
         yield services
 
 
-def _run(url: str | None, job: Callable[[Any], Awaitable[T]]) -> T:
+def _run(url: str | None, data_dir: Path | None, job: Callable[[Any], Awaitable[T]]) -> T:
     """Open the store, run ``job`` on the services; a Skilldesk error exits with status 1."""
-    settings = load_cli_settings(checkpoint_url=url)
+    settings = load_cli_settings(checkpoint_url=url, data_dir=data_dir)
 
     async def go() -> T:
         async with _services(settings) as services:
@@ -74,10 +79,11 @@ def _echo_json(value: Any) -> None:
 def list_threads(
     limit: Annotated[int, typer.Option(min=1, max=1000, help="How many.")] = 20,
     checkpoint_url: StoreUrl = None,
+    data_dir: DataDir = None,
     as_json: JsonFlag = False,
 ) -> None:
     """The threads, most recently updated first."""
-    records = _run(checkpoint_url, lambda s: s.threads.find(limit=limit))
+    records = _run(checkpoint_url, data_dir, lambda s: s.threads.find(limit=limit))
     if as_json:
         _echo_json(records)
         return
@@ -89,7 +95,12 @@ def list_threads(
 
 
 @cli.command()
-def show(thread_id: ThreadArg, checkpoint_url: StoreUrl = None, as_json: JsonFlag = False) -> None:
+def show(
+    thread_id: ThreadArg,
+    checkpoint_url: StoreUrl = None,
+    data_dir: DataDir = None,
+    as_json: JsonFlag = False,
+) -> None:
     """A thread's record and its active messages (index, speaker, text)."""
 
     async def job(services: Any) -> dict[str, Any]:
@@ -110,7 +121,7 @@ def show(thread_id: ThreadArg, checkpoint_url: StoreUrl = None, as_json: JsonFla
             "attachments": attachments,
         }
 
-    found = _run(checkpoint_url, job)
+    found = _run(checkpoint_url, data_dir, job)
     if as_json:
         _echo_json(found)
         return
@@ -129,10 +140,11 @@ def history(
     thread_id: ThreadArg,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="How many checkpoints.")] = 50,
     checkpoint_url: StoreUrl = None,
+    data_dir: DataDir = None,
     as_json: JsonFlag = False,
 ) -> None:
     """A thread's checkpoints, newest first (fork from one with ``fork --checkpoint``)."""
-    entries = _run(checkpoint_url, lambda s: s.threads.history(thread_id, limit=limit))
+    entries = _run(checkpoint_url, data_dir, lambda s: s.threads.history(thread_id, limit=limit))
     if as_json:
         _echo_json(entries)
         return
@@ -161,6 +173,7 @@ def fork(
     ] = None,
     to: Annotated[str | None, typer.Option("--to", help="The new thread's id.")] = None,
     checkpoint_url: StoreUrl = None,
+    data_dir: DataDir = None,
     as_json: JsonFlag = False,
 ) -> None:
     """A new thread from one checkpoint of THREAD_ID (which stays as it is): give
@@ -175,7 +188,7 @@ def fork(
             at = await services.threads.checkpoint_before(thread_id, before_message)
         return await services.threads.fork(thread_id, at, new_thread_id=to)
 
-    record = _run(checkpoint_url, forked)
+    record = _run(checkpoint_url, data_dir, forked)
     if as_json:
         _echo_json(record)
         return
@@ -196,6 +209,7 @@ def delete(
         ),
     ] = False,
     checkpoint_url: StoreUrl = None,
+    data_dir: DataDir = None,
 ) -> None:
     """Delete a thread: checkpoints, record, attachments. A thread a process is answering is
     refused (exit 1), as is one whose run was cut off unless --force."""
@@ -218,7 +232,7 @@ def delete(
             )
         await services.threads.delete(thread_id)
 
-    _run(checkpoint_url, job)
+    _run(checkpoint_url, data_dir, job)
     typer.echo(f"deleted {thread_id}")
 
 
@@ -244,6 +258,7 @@ def prune(
         ),
     ] = None,
     checkpoint_url: StoreUrl = None,
+    data_dir: DataDir = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Apply the retention policy now (the service also does, every interval)."""
@@ -258,7 +273,7 @@ def prune(
         )
         return await services.threads.prune(dry_run=dry_run)
 
-    report = _run(checkpoint_url, job)
+    report = _run(checkpoint_url, data_dir, job)
     if as_json:
         _echo_json(vars(report))
         return

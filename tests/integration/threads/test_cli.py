@@ -116,3 +116,31 @@ def test_show_numbers_messages_as_the_api_does_when_a_summary_has_folded_entries
     text = cli(thread_settings, "show", "folded").stdout
     assert "[summary of 6 earlier messages]" in text
     assert "     6 human" in text
+
+
+def test_data_dir_option_reads_the_store_the_service_keeps_there(
+    model_settings: Any, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    """No store in the environment: `--data-dir` names the folder of the default SQLite
+    file, as for `skilldesk workflows` and `skilldesk skills`."""
+    data = tmp_path / "elsewhere"
+    settings = model_settings.model_copy(
+        update={"checkpoint_url": "", "data_dir": data, "retention_interval_s": 0}
+    )
+    fake_llm.script(Reply(content="Hi."))
+    with TestClient(create_app(settings)) as client:
+        say(client, "kept-here", "Hello")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
+    env["SKILLDESK_SKILLS_DIR"] = str(settings.skills_dir)
+
+    def threads(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [SKILLDESK, "threads", *args]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+
+    listed = threads("list", "--json", "--data-dir", str(data))
+    assert listed.returncode == 0, listed.stderr
+    assert [t["thread_id"] for t in json.loads(listed.stdout)] == ["kept-here"]
+    shown = threads("show", "kept-here", "--json", "--data-dir", str(data))
+    assert json.loads(shown.stdout)["active"][-1]["content"] == "Hi."
+    elsewhere = threads("list", "--json", "--data-dir", str(tmp_path / "empty"))
+    assert json.loads(elsewhere.stdout) == []
