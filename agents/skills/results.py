@@ -15,6 +15,7 @@ from agents.skills.spec import ResultLimits
 from agents.skills.trimming import TOO_DEEP, NotData, Trimmed, as_json, has_files, trim
 
 __all__ = [
+    "MadeFile",
     "ToolResult",
     "as_json",
     "called",
@@ -27,8 +28,19 @@ __all__ = [
 
 
 @dataclass(frozen=True)
+class MadeFile:
+    """A file a handler made, handed to a caller that has no thread to keep it in."""
+
+    name: str
+    media_type: str
+    data: bytes
+    caption: str = ""
+
+
+@dataclass(frozen=True)
 class ToolResult:
-    """What a tool call produced: the text the model reads, and whether it worked."""
+    """What a tool call produced: the text the model reads, and whether it worked;
+    ``files``, what the handler made, for a direct caller (see ``ToolRunner.call``)."""
 
     tool: str
     ok: bool
@@ -37,6 +49,7 @@ class ToolResult:
     error_code: str | None = None
     truncated: bool = False
     ms: float = 0.0
+    files: tuple[MadeFile, ...] = ()
 
 
 def tool_error(tool: str, code: str, message: str, started: float) -> ToolResult:

@@ -11,6 +11,7 @@ import re
 import threading
 import time
 import types
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from agents.skills.loader import Skill
 from agents.skills.once import KeyedCall, OnceCalls
 from agents.skills.registry import SkillRegistry
 from agents.skills.results import (
+    MadeFile,
     ToolResult,
     called,
     effective_limits,
@@ -42,14 +44,15 @@ from agents.skills.results import (
 )
 from agents.skills.spec import ResultLimits, ToolSpec
 from agents.skills.threads import HandlerThreads
-from agents.skills.trimming import Trimmed
+from agents.skills.trimming import Trimmed, has_files
 from agents.skills.worker import import_handler
 from agents.skills.workers import WorkerCall, WorkerPool
-from agents.state.attachments import AttachmentStore
+from agents.state.attachments import AttachmentStore, media_type_of
 from agents.state.calls import CallJournal
 
 log = structlog.get_logger(__name__)
 _IMPORT_TIMEOUT_S = 60.0
+HANDED_MAX_BYTES = 16 * 2**20  # files a direct call returns with its result, in all
 _IMPORT_RETRY_S = 60.0  # a handler module that failed to load is tried again after this
 
 
@@ -246,7 +249,8 @@ class ToolRunner:
     async def _adopt_files(self, value: Any, context: ToolContext) -> Any:
         """Files a handler made (a result's ``files``: paths in its ``data_dir``, or
         ``{"path", "caption"}``) become attachments of the thread, and the result the model
-        reads names each by attachment id instead of a path on the server.
+        reads names each by attachment id instead of a path on the server. Without a thread
+        the paths stay, for ``handed_over`` (a direct caller) to replace.
 
         Raises:
             ValueError: a file outside the skill's data folder, or missing.
@@ -254,10 +258,8 @@ class ToolRunner:
         files = value.get("files") if isinstance(value, dict) else None
         if not files or self.attachments is None or not context.thread_id:
             return value
-        adopted, paths = [], set()
-        for item in files if isinstance(files, list) else [files]:
-            spec = item if isinstance(item, dict) else {"path": item}
-            paths.add(str(spec.get("path")))
+        adopted, specs = [], _file_specs(files)
+        for spec in specs:
             path = await asyncio.to_thread(_own_file, context.data_dir, spec.get("path"))
             made = await self.attachments.adopt(
                 context.thread_id,
@@ -267,9 +269,34 @@ class ToolRunner:
                 run_id=context.run_id or "",
             )
             adopted.append({k: made.get(k) for k in ("id", "name", "media_type", "size")})
-        # A server path means nothing to the model or the user: the attachment replaces it.
-        kept = {k: v for k, v in value.items() if not (isinstance(v, str) and v in paths)}
-        return {**kept, "files": adopted}
+        return {**_without_paths(value, specs), "files": adopted}
+
+    async def handed_over(self, result: ToolResult) -> ToolResult:
+        """The result of a direct call (the tool server's: no thread keeps the files a
+        handler made) with those files read into ``files`` and named in its data instead
+        of by their paths on the server. A file outside the skill's data folder, missing,
+        or beyond ``HANDED_MAX_BYTES`` in all fails the call. A call replayed from the
+        journal reads them again."""
+        if not result.ok or not has_files(result.data):
+            return result
+        started = time.perf_counter() - result.ms / 1000
+        try:
+            skill, _ = self.registry.tool(result.tool)
+        except SkillNotFound:
+            return result
+        specs = _file_specs(result.data["files"])
+        data_dir = self.data_dir / "skills" / skill.name
+        try:
+            made = await asyncio.to_thread(_read_files, data_dir, specs)
+        except ValueError as exc:
+            return tool_error(result.tool, "tool_failed", f"{result.tool}: {exc}", started)
+        named = [{"name": f.name, "media_type": f.media_type, "size": len(f.data)} for f in made]
+        for entry, file in zip(named, made, strict=True):
+            if file.caption:
+                entry["caption"] = file.caption
+        value = {**_without_paths(result.data, specs), "files": named}
+        content = json.dumps(value, ensure_ascii=False)
+        return replace(result, content=content, data=value, files=tuple(made))
 
     async def aclose(self) -> None:
         """Stop the worker processes, once the side effects under way have ended (for a
@@ -378,6 +405,42 @@ class ToolRunner:
                 self._modules[key] = module
                 self.imported.append(f"{skill.name}:{module_name}")
         return getattr(module, function_name)
+
+
+def _file_specs(files: Any) -> list[dict[str, Any]]:
+    """A result's ``files`` as ``{"path", "caption"?}`` each (a path alone, or a list)."""
+    return [
+        f if isinstance(f, dict) else {"path": f}
+        for f in (files if isinstance(files, list) else [files])
+    ]
+
+
+def _without_paths(value: dict[str, Any], specs: list[dict[str, Any]]) -> dict[str, Any]:
+    """``value`` without the fields that only repeat a file's path: a server path means
+    nothing to the model, the user or another agent."""
+    paths = {str(spec.get("path")) for spec in specs}
+    return {k: v for k, v in value.items() if not (isinstance(v, str) and v in paths)}
+
+
+def _read_files(data_dir: Path, specs: list[dict[str, Any]]) -> list[MadeFile]:
+    """The files ``specs`` name, read (each one of the skill's, see ``_own_file``).
+
+    Raises:
+        ValueError: a file not the skill's, or more than ``HANDED_MAX_BYTES`` in all.
+    """
+    paths = [_own_file(data_dir, spec.get("path")) for spec in specs]
+    total = sum(path.stat().st_size for path in paths)
+    if total > HANDED_MAX_BYTES:
+        raise ValueError(
+            f"the files it made come to {total:,} bytes, more than the "
+            f"{HANDED_MAX_BYTES:,} a call returns with its result"
+        )
+    return [
+        MadeFile(
+            path.name, media_type_of(path.name), path.read_bytes(), str(spec.get("caption") or "")
+        )
+        for spec, path in zip(specs, paths, strict=True)
+    ]
 
 
 def _own_file(data_dir: Path, path: Any) -> Path:

@@ -131,6 +131,11 @@ class SkillService:
         """Call one tool (see ToolRunner.call)."""
         return await self.runner.call(tool, arguments, **context)
 
+    async def handed_over(self, result: ToolResult) -> ToolResult:
+        """A direct call's result with the files its handler made (see
+        ToolRunner.handed_over)."""
+        return await self.runner.handed_over(result)
+
     async def aclose(self) -> None:
         """Stop what runs handlers (worker processes)."""
         await self.runner.aclose()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from agents.errors import SchemaUnusable, SkillNotFound, SkillReferenceError
@@ -203,10 +203,8 @@ class ToolCatalogue:
         arguments = loosen(entry.parameters, arguments)
         if entry.kind == "skill":
             assert entry.tool is not None
-            return _renamed(
-                await self.skills.call(entry.tool, arguments, idempotency_key=idempotency_key),
-                name,
-            )
+            called = await self.skills.call(entry.tool, arguments, idempotency_key=idempotency_key)
+            return _renamed(await self.skills.handed_over(called), name)
         try:
             args, problem = parse_arguments(name, entry.parameters, arguments)
         except SchemaUnusable as exc:  # a tool definition from prompts/ that is broken
@@ -297,7 +295,8 @@ class ToolCatalogue:
             why = f"skill {skill_name!r} has no tool {tool!r}; it has {having}"
             return tool_error(CALL_SKILL_TOOL, "tool_not_found", why, started)
         arguments = loosen(spec.parameters, args.get("arguments") or {})
-        return await self.skills.call(spec.name, arguments, idempotency_key=idempotency_key)
+        called = await self.skills.call(spec.name, arguments, idempotency_key=idempotency_key)
+        return await self.skills.handed_over(called)
 
 
 def _public(entries: dict[str, ToolEntry], skill: str, tool: str) -> str | None:
@@ -321,8 +320,4 @@ def _skill_entry(skill: Skill, spec: ToolSpec, name: str) -> ToolEntry:
 
 def _renamed(result: ToolResult, name: str) -> ToolResult:
     """The runner's result under the name the caller used."""
-    if result.tool == name:
-        return result
-    return ToolResult(
-        name, result.ok, result.content, result.data, result.error_code, result.truncated, result.ms
-    )
+    return result if result.tool == name else replace(result, tool=name)

@@ -5,12 +5,14 @@ low-level server."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import json
 import mimetypes
 import time
 from collections.abc import Awaitable
 from typing import Any
+from urllib.parse import quote
 
 import mcp_types as types
 import structlog
@@ -28,7 +30,7 @@ from agents.errors import SkillNotFound, SkillReferenceError
 from agents.feed import USAGE_SINK
 from agents.skills.loader import SKILL_FILE, Skill
 from agents.skills.meta import read_reference
-from agents.skills.results import ToolResult, tool_error
+from agents.skills.results import MadeFile, ToolResult, tool_error
 from agents.toolserver.catalogue import ToolCatalogue, ToolEntry
 from agents.toolserver.runs import CALLER
 
@@ -252,7 +254,23 @@ def call_result(
     if not result.ok:
         error = {"error": {"code": result.error_code, "message": result.content}}
         return types.CallToolResult(content=text, structured_content=error, is_error=True)
-    return types.CallToolResult(content=text, structured_content=structured, is_error=False)
+    content = [*text, *(file_content(f) for f in result.files)]
+    return types.CallToolResult(content=content, structured_content=structured, is_error=False)
+
+
+def file_content(
+    file: MadeFile,
+) -> types.ImageContent | types.AudioContent | types.EmbeddedResource:
+    """A file the handler made as MCP content: an image or a sound as such, anything else
+    as an embedded resource (``skilldesk://files/NAME``)."""
+    data = base64.b64encode(file.data).decode("ascii")
+    if file.media_type.startswith("image/"):
+        return types.ImageContent(type="image", data=data, mime_type=file.media_type)
+    if file.media_type.startswith("audio/"):
+        return types.AudioContent(type="audio", data=data, mime_type=file.media_type)
+    uri = f"skilldesk://files/{quote(file.name)}"
+    blob = types.BlobResourceContents(uri=uri, mime_type=file.media_type, blob=data)
+    return types.EmbeddedResource(type="resource", resource=blob)
 
 
 async def with_progress(

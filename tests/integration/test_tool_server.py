@@ -4,10 +4,11 @@ suite runs over both; what only MCP has (resources, sessions, notifications) fol
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,26 @@ def wait(seconds: float) -> dict:
 def bump() -> dict:
     COUNT[0] += 1
     return {"count": COUNT[0]}
+"""
+
+
+REPORTS = """
+from pathlib import Path
+
+PNG = bytes.fromhex("89504e470d0a1a0a") + bytes(range(256))
+
+
+def make_files(context):
+    folder = Path(context.data_dir)
+    (folder / "report.txt").write_text("all clear")
+    (folder / "chart.png").write_bytes(PNG)
+    report = str(folder / "report.txt")
+    return {"files": [{"path": report, "caption": "Shift report"}, str(folder / "chart.png")],
+            "saved_to": report, "shift": "night"}
+
+
+def make_stray(context):
+    return {"files": ["/etc/hostname"]}
 """
 
 
@@ -81,6 +102,18 @@ def _content(root: Path) -> tuple[Path, Path]:
         },
         handler=SLOW,
     )
+    write_skill(
+        skills,
+        "shift-reports",
+        "Writes the night shift's report files.",
+        config={
+            "tools": [
+                tool("make_files", "handler:make_files"),
+                tool("make_stray", "handler:make_stray"),
+            ]
+        },
+        handler=REPORTS,
+    )
     workflows.mkdir(parents=True)
     (workflows / "lookup.yaml").write_text(LOOKUP)
     return skills, workflows
@@ -103,6 +136,7 @@ class Outcome:
     ok: bool
     text: str
     data: dict[str, Any]
+    files: list[tuple[str, bytes]] = field(default_factory=list)  # media type, bytes
 
 
 class Mcp:
@@ -126,7 +160,17 @@ class Mcp:
         async with self.client() as client:
             result = await client.call_tool(name, arguments)
         assert result.content[0].type == "text"
-        return Outcome(not result.is_error, result.content[0].text, result.structured_content or {})
+        files = []
+        for item in result.content[1:]:
+            if item.type in ("image", "audio"):
+                files.append((item.mime_type, base64.b64decode(item.data)))
+            else:
+                assert item.type == "resource", item
+                blob = item.resource
+                files.append((blob.mime_type, base64.b64decode(blob.blob)))
+        return Outcome(
+            not result.is_error, result.content[0].text, result.structured_content or {}, files
+        )
 
     async def unknown(self, name: str) -> str:
         async with self.client() as client:
@@ -157,8 +201,11 @@ class OpenAITools:
         if not body["ok"]:
             return Outcome(False, body["content"], {"error": body["error"]})
         result = body["result"]
+        files = [(f["media_type"], base64.b64decode(f["data"])) for f in body["files"]]
+        for f, (_, data) in zip(body["files"], files, strict=True):
+            assert f["size"] == len(data)
         return Outcome(
-            True, body["content"], result if isinstance(result, dict) else {"result": result}
+            True, body["content"], result if isinstance(result, dict) else {"result": result}, files
         )
 
     async def unknown(self, name: str) -> str:
@@ -189,7 +236,7 @@ async def test_the_list_holds_the_meta_tools_the_workflow_tools_and_each_skill_t
         "run_workflow",
         "get_workflow_run",
     ]
-    assert set(names[6:]) == {"get_order", "wait", "bump"}
+    assert set(names[6:]) == {"get_order", "wait", "bump", "make_files", "make_stray"}
 
 
 async def test_search_finds_the_skill_with_a_short_summary_and_its_tools(
@@ -247,6 +294,40 @@ async def test_a_skill_tool_runs_through_the_runner_directly_or_through_call_ski
     # The runner's trimming (keep_fields) applied: the internal margin never leaves.
     assert result.data == {"order_id": "ORD1001", "status": "shipped", "carrier": "DHL"}
     assert "internal_margin" not in result.text
+
+
+async def test_files_a_handler_made_come_back_with_the_result_never_a_server_path(
+    surface: Mcp | OpenAITools,
+) -> None:
+    # QA: a direct call answered with the paths of the files on the server.
+    made = await surface.call("make_files", {})
+    assert made.ok, made.text
+    assert made.data == {
+        "files": [
+            {
+                "name": "report.txt",
+                "media_type": "text/plain",
+                "size": 9,
+                "caption": "Shift report",
+            },
+            {"name": "chart.png", "media_type": "image/png", "size": 264},
+        ],
+        "shift": "night",
+    }
+    assert "/skills/shift-reports" not in made.text
+    png = bytes.fromhex("89504e470d0a1a0a") + bytes(range(256))
+    assert made.files == [("text/plain", b"all clear"), ("image/png", png)]
+    through = await surface.call(
+        "call_skill_tool", {"skill": "shift-reports", "tool": "make_files", "arguments": {}}
+    )
+    assert through.ok, through.text
+    assert through.files == made.files
+
+    stray = await surface.call("make_stray", {})
+    assert not stray.ok
+    assert stray.data["error"]["code"] == "tool_failed"
+    assert "not a file in the skill's data folder" in stray.text
+    assert stray.files == []
 
 
 @pytest.mark.parametrize(

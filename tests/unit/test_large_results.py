@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from agents.skills import runner as runner_module
 from agents.skills.registry import SkillRegistry
 from agents.skills.runner import ToolRunner
 from bench.large_results import stall_during
@@ -208,3 +209,34 @@ async def test_a_result_with_files_is_trimmed_once_they_are_adopted(
     rows = [{"id": i, "junk": "j" * 10} for i in range(3)]
     assert result.data == {"files": [file], "rows": rows}
     assert json.loads(result.content) == result.data
+
+
+async def test_a_direct_call_gets_the_files_read_never_their_paths_within_a_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No thread keeps them (the tool server's calls): the files come with the result.
+    write_skill(
+        tmp_path / "skills",
+        "maker",
+        config={"tools": [tool("make", "handler:make")]},
+        handler=MAKER,
+    )
+    registry = SkillRegistry(tmp_path / "skills")
+    registry.reload()
+    runner = ToolRunner(registry, tmp_path / "data")
+    try:
+        result = await runner.handed_over(await runner.call("make", {}))
+        monkeypatch.setattr(runner_module, "HANDED_MAX_BYTES", 1)
+        too_big = await runner.handed_over(await runner.call("make", {}))
+    finally:
+        await runner.aclose()
+    assert result.ok, result.content
+    assert [(f.name, f.media_type, f.data) for f in result.files] == [
+        ("report.txt", "text/plain", b"ok")
+    ]
+    assert result.data["files"] == [{"name": "report.txt", "media_type": "text/plain", "size": 2}]
+    assert "saved_to" not in result.data  # it only repeated the path
+    assert str(tmp_path) not in result.content
+    assert json.loads(result.content) == result.data
+    assert (too_big.ok, too_big.error_code, too_big.files) == (False, "tool_failed", ())
+    assert "2 bytes, more than the 1 a call returns" in too_big.content

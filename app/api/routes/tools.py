@@ -6,6 +6,7 @@ calls ``invoke`` too.
 
 from __future__ import annotations
 
+import base64
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
@@ -16,7 +17,7 @@ from agents.skills.results import ToolResult
 from agents.toolserver.runs import CALLER
 from app.api.deps import IdempotencyKey, PrincipalDep, ServicesDep
 from app.api.errors import ApiError, error_responses
-from app.api.schemas.skills import ToolErrorPublic, ToolResultPublic
+from app.api.schemas.skills import ToolErrorPublic, ToolFilePublic, ToolResultPublic
 from app.api.schemas.tools import ToolInvokeRequest, ToolPublic, ToolsPublic
 from app.auth.principal import Principal
 from app.services import Services
@@ -106,4 +107,14 @@ def public_result(result: ToolResult) -> ToolResultPublic:
         else ToolErrorPublic(code=str(result.error_code), message=result.content),
         truncated=result.truncated,
         ms=round(result.ms, 3),
+        files=[
+            ToolFilePublic(
+                name=f.name,
+                media_type=f.media_type,
+                size=len(f.data),
+                caption=f.caption,
+                data=base64.b64encode(f.data).decode("ascii"),
+            )
+            for f in result.files
+        ],
     )

@@ -111,6 +111,17 @@ class ToolErrorPublic(BaseModel):
     message: str = Field(description="What went wrong (the same text as `content`).")
 
 
+class ToolFilePublic(BaseModel):
+    """A file the tool's handler made, returned with the result (a direct call has no
+    thread to keep it as an attachment)."""
+
+    name: str = Field(description="The file's name.", examples=["speech.wav"])
+    media_type: str = Field(description="Its media type.", examples=["audio/wav"])
+    size: int = Field(description="Its size in bytes.")
+    caption: str = Field("", description="What the handler said it is, if anything.")
+    data: str = Field(description="The file's bytes, base64.")
+
+
 class ToolResultPublic(BaseModel):
     """The outcome of one tool call; a failed tool is a 200 with ``ok: false``."""
 
@@ -121,3 +132,8 @@ class ToolResultPublic(BaseModel):
     error: ToolErrorPublic | None = Field(description="Why it failed; null if it succeeded.")
     truncated: bool = Field(description="The result was trimmed to the tool's declared limits.")
     ms: float = Field(description="Time the call took, in milliseconds.")
+    files: list[ToolFilePublic] = Field(
+        default_factory=list,
+        description="The files the handler made (the result names each under `files`), "
+        "16 MB at most in all.",
+    )
