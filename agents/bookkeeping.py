@@ -19,6 +19,7 @@ from agents.state.leases import this_process
 from agents.state.migrations import migrate
 from agents.state.records import ThreadRecords, title_from
 from agents.state.traces import RunTraces
+from agents.turn_keys import KeyedTurn, with_key
 from agents.turns import last_user_text
 
 log = structlog.get_logger(__name__)
@@ -63,19 +64,22 @@ class RunBooks:
         new: list[BaseMessage],
         owner: str | None,
         agent: str | None = None,
+        keyed: tuple[str, KeyedTurn] | None = None,
     ) -> None:
         """The thread's record says a run is under way, which, and in which process (a process
         that dies leaves it so, and the next one resumes it: ``OrphanRuns.resume``; one beside
         it on SQLite sees the thread busy while that process runs: ``process_running``); a
-        thread's first message gives it its record and title (no model call)."""
+        thread's first message gives it its record and title (no model call). ``keyed``: the
+        client's Idempotency-Key and the turn it begins, kept with the record (``turn_keys``)."""
         if self.records is None:
             return
         record = await self.records.get(thread_id)
+        keys = {"keys": with_key(record, keyed[0], keyed[1])} if keyed is not None else {}
         if record is not None:  # created empty (POST /v1/threads): named by its first message
             named = history or record.get("title") not in (None, "", "New conversation")
             naming = {} if named else {"title": title_from(last_user_text(new))}
             running = {"status": "running", "run_id": run_id, "process": this_process()}
-            await self.records.save(record, **running, **naming)
+            await self.records.save(record, **running, **naming, **keys)
             return
         first = next((m for m in history if m.type == "human"), None)  # a thread from before
         title = title_from(first.text if first is not None else last_user_text(new))
@@ -87,6 +91,7 @@ class RunBooks:
             agent=agent,
             run_id=run_id,
             process=this_process(),
+            keys=keys.get("keys"),
         )
 
     async def closed(

@@ -391,10 +391,12 @@ class Conversations:
                         await self.books.settle_cancelled(ctx)  # step it was to end at: while the
                         await self.books.traced(feed, cancelled(ctx))  # thread is still held, so
                     raise  # no process takes it for a run cut off; its trace kept as it ended
-                await self.books.traced(feed, ending)
+                if not ctx.replayed:  # a replayed answer's trace is its first run's
+                    await self.books.traced(feed, ending)
             if ending is not None:
                 feed.put(ending)
-        except (InvalidTurn, NothingToResume, ThreadNotFound) as exc:
+        except (InvalidTurn, NothingToResume, ThreadNotFound, KeyReused) as exc:
+            joinable = not isinstance(exc, KeyReused)  # the key is its first turn's still
             feed.close(exc)
         except asyncio.CancelledError:
             if feed.done:  # ended elsewhere before it began, then stopped as it let go

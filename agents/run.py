@@ -121,6 +121,8 @@ class RunContext:
         again: The run answers a message a run before it began to answer (resumed, or the
             message resent): the model replies that run recorded are acted on again
             (``agents/replies.py``), not asked for anew.
+        replayed: The run gave the answer the thread holds to the turn its request's
+            Idempotency-Key began before (``agents/turn_keys.py``): nothing ran.
         attempt: Which try of a workflow node this is (0: the first): a retry after a
             failure asks the model anew, a resumed run replays each try's replies.
         recorded: The run's tool loops that recorded (or replayed) model replies: once the
@@ -136,6 +138,7 @@ class RunContext:
     turn_id: str = ""
     resumed: bool = False
     again: bool = False
+    replayed: bool = False
     attempt: int = 0
     recorded: list[Recorded] = field(default_factory=list, repr=False)
     _calls: Counter[str] = field(default_factory=Counter, repr=False)

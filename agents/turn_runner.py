@@ -14,8 +14,8 @@ from langgraph.types import StateSnapshot
 
 from agents.bookkeeping import RunBooks
 from agents.endings import cancelled, failed, finished, graph_event
-from agents.errors import InvalidTurn, NothingToResume, ThreadNotFound
-from agents.events import Event
+from agents.errors import InvalidTurn, KeyReused, NothingToResume, ThreadNotFound
+from agents.events import Event, RunFinished
 from agents.feed import RunFeed, fingerprint
 from agents.replies import forget_all
 from agents.router.router import Router
@@ -25,6 +25,7 @@ from agents.state.migrations import migrate
 from agents.state.readonce import ReadOnce
 from agents.state.records import ThreadRecords
 from agents.state.schema import SCHEMA_VERSION, add_usage, usage_since
+from agents.turn_keys import KeyedTurn, answer_to, keyed_turn
 from agents.turns import (
     ClientTurn,
     last_user_text,
@@ -71,9 +72,15 @@ class TurnRunner:
         try:
             if self.router is not None and not resuming:  # overlaps the reads and writes
                 self.router.anticipate(last_user_text(turn), ctx)
-            if feed is not None and feed.guard is not None and self.records is not None:
+            key = feed.key if feed is not None else None
+            record = None
+            if feed is not None and (feed.guard is not None or key) and self.records is not None:
                 record = await self.records.get(ctx.thread_id)
-                if record is not None and record.get("owner") != feed.guard:
+                if (
+                    feed.guard is not None
+                    and record is not None
+                    and record.get("owner") != feed.guard
+                ):
                     raise ThreadNotFound(f"There is no thread {ctx.thread_id!r}.")
             # One read of the thread before the run and none after: the run's last values are
             # the thread's state (each read deserialises the whole history). The graph's own
@@ -121,10 +128,28 @@ class TurnRunner:
                     await self.graph.aupdate_state(
                         thread_config(ctx.thread_id), {"messages": fixes}
                     )
+                keyed = keyed_turn(record, key) if key is not None else None
+                if keyed is not None and feed is not None:
+                    # The key's turn began before this process's memory of its runs (a
+                    # restart): answered from the thread, or, without an answer yet, again.
+                    if keyed.fingerprint != feed.fingerprint:
+                        raise KeyReused.for_message(key or "", ctx.thread_id, keyed.run_id)
+                    answer = answer_to(history, keyed.turn_id)
+                    if answer is not None:
+                        log.info("run.replayed", turn_id=keyed.turn_id, first_run=keyed.run_id)
+                        ctx.replayed = True
+                        yield RunFinished(ctx.thread_id, ctx.run_id, answer)
+                        return
                 new = unless_retried(history, with_ids(messages))
                 ctx.turn_id = turn_id(history, new)
                 ctx.again = bool(messages) and not new  # resent: answered from its start
-                await self.books.opened(ctx.thread_id, ctx.run_id, history, new, owner, agent)
+                began = None
+                if key is not None and feed is not None:  # the turn this key answers now
+                    first_run = keyed.run_id if keyed is not None else ctx.run_id
+                    began = (key, KeyedTurn(ctx.turn_id, feed.fingerprint, first_run))
+                await self.books.opened(
+                    ctx.thread_id, ctx.run_id, history, new, owner, agent, keyed=began
+                )
                 run_input = {**upgrade, "messages": new, "schema_version": SCHEMA_VERSION}
             steps = self.graph.astream(
                 run_input,
@@ -142,7 +167,7 @@ class TurnRunner:
                         yield event
             finally:
                 await cast(Any, steps).aclose()
-        except (InvalidTurn, NothingToResume, ThreadNotFound):
+        except (InvalidTurn, NothingToResume, ThreadNotFound, KeyReused):
             raise  # before any event: the caller answers it as a bad request
         except Exception as exc:
             await self.books.closed(ctx, None, failed=True)

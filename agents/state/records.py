@@ -30,6 +30,7 @@ class ThreadRecord(TypedDict, total=False):
     agent: str | None  # the agent that acts for the owner (on-behalf-of), if one made it
     run_id: str  # the run under way (status ``running``), for the process that resumes it
     process: str  # the process running it (``leases.this_process``), seen from the others
+    keys: list[list[Any]]  # the clients' last Idempotency-Keys and their turns (``turn_keys``)
 
 
 def title_from(text: str) -> str:
@@ -67,6 +68,7 @@ class ThreadRecords:
         agent: str | None = None,
         run_id: str | None = None,
         process: str | None = None,
+        keys: list[list[Any]] | None = None,
     ) -> ThreadRecord:
         """Write a new thread's record."""
         now = time.time()
@@ -86,6 +88,8 @@ class ThreadRecords:
             record["run_id"] = run_id
         if process is not None:
             record["process"] = process
+        if keys:
+            record["keys"] = keys
         await self._put(record)
         return record
 

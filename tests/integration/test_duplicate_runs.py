@@ -110,3 +110,53 @@ def test_a_chat_request_retried_with_its_idempotency_key_gets_the_first_answer(
     assert again.json()["choices"][0]["message"]["content"] == "Ticket T-1 opened."
     assert len(fake_llm.scripted_requests) == 1
     assert [m["content"] for m in history] == ["open a ticket", "Ticket T-1 opened."]
+
+
+async def test_a_retry_with_its_key_after_a_restart_gets_the_answer_the_thread_holds(
+    model_settings: Any, fake_llm: FakeLLM
+) -> None:
+    # QA: without Redis a restart forgot the key: the retry ran a second turn (the message
+    # stored twice, the model asked again, a skill's side effect made twice).
+    fake_llm.script(Reply(content="Booked."), Reply(content="Cancelled."))
+    async with open_services(model_settings) as before:
+        first = await before.conversations.run("dup-9", turn("book it"), idempotency_key="k-9")
+    async with open_services(model_settings) as after:  # its runs in memory are gone
+        with pytest.raises(KeyReused, match="another message"):
+            await after.conversations.run("dup-9", turn("cancel it"), idempotency_key="k-9")
+        again = await after.conversations.run("dup-9", turn("book it"), idempotency_key="k-9")
+        history = await after.conversations.history("dup-9")
+        # Another key: a new turn, kept in turn.
+        other = await after.conversations.run("dup-9", turn("cancel it"), idempotency_key="k-10")
+        traces = after.conversations.traces
+        trace = await traces.runs("dup-9") if traces is not None else None
+    assert isinstance(first, RunFinished)
+    assert isinstance(again, RunFinished)
+    assert again.message.id == first.message.id
+    assert again.message.content == "Booked."
+    assert [m.content for m in history] == ["book it", "Booked."]
+    assert isinstance(other, RunFinished)
+    assert other.message.content == "Cancelled."
+    assert len(fake_llm.scripted_requests) == 2
+    assert trace is not None
+    assert trace.answers[str(first.message.id)] == first.run_id  # still the first run's trace
+
+
+def test_a_chat_request_retried_with_its_key_after_a_restart_is_not_answered_twice(
+    model_settings: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Ticket T-2 opened."))
+    body = {"model": "skilldesk", "messages": [{"role": "user", "content": "open a ticket"}]}
+    headers = {"X-Thread-Id": "dup-restart", "Idempotency-Key": "req-43"}
+    with TestClient(create_app(model_settings)) as client:
+        first = client.post("/v1/chat/completions", json=body, headers=headers)
+    with TestClient(create_app(model_settings)) as client:  # the process restarted
+        again = client.post("/v1/chat/completions", json=body, headers=headers)
+        streamed = client.post(
+            "/v1/chat/completions", json={**body, "stream": True}, headers=headers
+        )
+        history = client.get("/v1/threads/dup-restart").json()["messages"]
+    assert first.status_code == again.status_code == streamed.status_code == 200
+    assert again.json()["choices"][0]["message"]["content"] == "Ticket T-2 opened."
+    assert "Ticket T-2 opened." in streamed.text
+    assert len(fake_llm.scripted_requests) == 1
+    assert [m["content"] for m in history] == ["open a ticket", "Ticket T-2 opened."]
