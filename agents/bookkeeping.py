@@ -3,6 +3,7 @@ files its skills made, and what the router learns from it."""
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Any
 
 import structlog
@@ -17,12 +18,21 @@ from agents.run import RunContext, thread_config
 from agents.state.attachments import AttachmentStore
 from agents.state.leases import this_process
 from agents.state.migrations import migrate
-from agents.state.records import ThreadRecords, title_from
+from agents.state.records import ThreadRecord, ThreadRecords, title_from
 from agents.state.traces import RunTraces
 from agents.turn_keys import KeyedTurn, with_key
 from agents.turns import last_user_text
 
 log = structlog.get_logger(__name__)
+
+
+class Unread(Enum):
+    """``opened``'s record, not read by its caller."""
+
+    UNREAD = "unread"
+
+
+UNREAD = Unread.UNREAD
 
 
 class RunBooks:
@@ -65,15 +75,18 @@ class RunBooks:
         owner: str | None,
         agent: str | None = None,
         keyed: tuple[str, KeyedTurn] | None = None,
+        record: ThreadRecord | Unread | None = UNREAD,
     ) -> None:
         """The thread's record says a run is under way, which, and in which process (a process
         that dies leaves it so, and the next one resumes it: ``OrphanRuns.resume``; one beside
         it on SQLite sees the thread busy while that process runs: ``process_running``); a
         thread's first message gives it its record and title (no model call). ``keyed``: the
-        client's Idempotency-Key and the turn it begins, kept with the record (``turn_keys``)."""
+        client's Idempotency-Key and the turn it begins, kept with the record (``turn_keys``);
+        ``record``: the record as the caller just read it (read here otherwise)."""
         if self.records is None:
             return
-        record = await self.records.get(thread_id)
+        if record is UNREAD:
+            record = await self.records.get(thread_id)
         keys = {"keys": with_key(record, keyed[0], keyed[1])} if keyed is not None else {}
         if record is not None:  # created empty (POST /v1/threads): named by its first message
             named = history or record.get("title") not in (None, "", "New conversation")

@@ -12,7 +12,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
-from agents.bookkeeping import RunBooks
+from agents.bookkeeping import UNREAD, RunBooks, Unread
 from agents.endings import cancelled, failed, finished, graph_event
 from agents.errors import InvalidTurn, KeyReused, NothingToResume, ThreadNotFound
 from agents.events import Event, RunFinished
@@ -23,7 +23,7 @@ from agents.run import RunContext, thread_config
 from agents.state.leases import this_process
 from agents.state.migrations import migrate
 from agents.state.readonce import ReadOnce
-from agents.state.records import ThreadRecords
+from agents.state.records import ThreadRecord, ThreadRecords
 from agents.state.schema import SCHEMA_VERSION, add_usage, usage_since
 from agents.turn_keys import KeyedTurn, answer_to, keyed_turn
 from agents.turns import (
@@ -73,7 +73,7 @@ class TurnRunner:
             if self.router is not None and not resuming:  # overlaps the reads and writes
                 self.router.anticipate(last_user_text(turn), ctx)
             key = feed.key if feed is not None else None
-            record = None
+            record: ThreadRecord | Unread | None = UNREAD
             if feed is not None and (feed.guard is not None or key) and self.records is not None:
                 record = await self.records.get(ctx.thread_id)
                 if (
@@ -128,7 +128,8 @@ class TurnRunner:
                     await self.graph.aupdate_state(
                         thread_config(ctx.thread_id), {"messages": fixes}
                     )
-                keyed = keyed_turn(record, key) if key is not None else None
+                known = None if record is UNREAD else record
+                keyed = keyed_turn(known, key) if key is not None else None
                 if keyed is not None and feed is not None:
                     # The key's turn began before this process's memory of its runs (a
                     # restart): answered from the thread, or, without an answer yet, again.
@@ -148,7 +149,14 @@ class TurnRunner:
                     first_run = keyed.run_id if keyed is not None else ctx.run_id
                     began = (key, KeyedTurn(ctx.turn_id, feed.fingerprint, first_run))
                 await self.books.opened(
-                    ctx.thread_id, ctx.run_id, history, new, owner, agent, keyed=began
+                    ctx.thread_id,
+                    ctx.run_id,
+                    history,
+                    new,
+                    owner,
+                    agent,
+                    keyed=began,
+                    record=record,
                 )
                 run_input = {**upgrade, "messages": new, "schema_version": SCHEMA_VERSION}
             steps = self.graph.astream(
