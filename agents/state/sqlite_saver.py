@@ -125,7 +125,16 @@ class ThreadedSqliteSaver(KeptCodec, SqliteSaver):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         found = super().get_tuple(config)
-        return None if found is None else self._filled(found)
+        if found is None:
+            return None
+        configurable = found.config["configurable"]
+        if "checkpoint_ns" not in configurable:
+            # Asked by id, the base class answers with the config it was given; LangGraph's
+            # writes to that checkpoint then need its namespace (a fork of a failed run
+            # from its failed node: KeyError), which PostgreSQL's saver always gives.
+            whole = {**configurable, "checkpoint_ns": ""}
+            found = found._replace(config={**found.config, "configurable": whole})
+        return self._filled(found)
 
     def list(
         self,

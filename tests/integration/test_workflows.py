@@ -113,6 +113,26 @@ def test_a_forked_run_names_its_parent_over_http(client: TestClient) -> None:
     }
 
 
+def test_a_run_that_failed_at_a_node_is_forked_from_it_with_its_inputs_corrected(
+    client: TestClient,
+) -> None:
+    # QA: on SQLite this was a 500 (the failed node's error, a pending write, carried over).
+    failed = start(client, "refund-request", order_id="ORD9999")
+    assert failed["status"] == "FAILED", failed
+    assert "order" in failed["error"]
+    body = {"node": "order", "inputs": {"order_id": "ORD1001"}}
+    forked = client.post(f"/v1/workflow-runs/{failed['id']}/fork", json=body)
+    assert forked.status_code == 200, forked.text
+    fork = forked.json()
+    assert fork["status"] == "SUCCEEDED", fork
+    assert fork["inputs"]["order_id"] == "ORD1001"
+    assert list(fork["nodes"]) == ["order", "amount", "auto_approve", "confirm"]
+    again = client.post(f"/v1/workflow-runs/{failed['id']}/fork", json={"node": "order"})
+    assert again.status_code == 200, again.text
+    assert again.json()["status"] == "FAILED"  # the same inputs fail the same way
+    assert client.get(f"/v1/workflow-runs/{failed['id']}").json()["status"] == "FAILED"
+
+
 def test_a_fork_from_a_node_the_run_did_not_run_is_a_bad_request_naming_its_nodes(
     client: TestClient,
 ) -> None:
