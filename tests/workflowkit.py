@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import textwrap
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import yaml
 from agents.errors import WorkflowLoadError, WorkflowNotFound, WorkflowProblem
 from agents.workflows.flow import Flow, flow_of
 from agents.workflows.loader import load_workflow
-from agents.workflows.spec import WorkflowSpec
+from agents.workflows.spec import ToolNode, WorkflowSpec
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,15 @@ class Workflows:
         specs = [WorkflowSpec.model_validate(yaml.safe_load(t)) for t in texts]
         self.loaded = {s.name: Loaded(s.name, s, flow_of(s)) for s in specs}
         self.withdrawn: dict[str, str] = {}
+        self.uninstalled: set[str] = set()  # tools taken away (``not_installed``)
+
+    def not_installed(self, spec: WorkflowSpec, done: Collection[str] = ()) -> list[str]:
+        """Nodes not in ``done`` whose tool is in ``uninstalled``, as the registry says it."""
+        return [
+            f"node {n.id!r}: tool: {n.tool!r} is not installed"
+            for n in spec.nodes
+            if isinstance(n, ToolNode) and n.tool in self.uninstalled and n.id not in done
+        ]
 
     def get(self, name: str) -> Loaded:
         """The workflow ``name``; raises WorkflowNotFound as the registry does."""

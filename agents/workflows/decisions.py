@@ -16,6 +16,7 @@ import structlog
 from langgraph.types import Command
 
 from agents import metrics
+from agents.errors import RunStatusConflict
 from agents.state.documents import Documents
 from agents.workflows.definitions import Definitions
 from agents.workflows.driver import RunDriver
@@ -69,6 +70,15 @@ class RunDecisions(RunViews):
             try:
                 record = pending_approval(await self.runs.stored(run_id), approval_id)
                 workflow = await self.definitions.of(record)
+                missing = self.definitions.workflows.not_installed(workflow.spec, record["nodes"])
+                if missing:  # it would fail past its gate, the approval spent
+                    raise RunStatusConflict(
+                        f"approval {approval_id} cannot be applied now: the rest of workflow "
+                        f"{workflow.name!r} needs what is not installed ({'; '.join(missing)}); "
+                        "install it (or reload the skills), then decide again; the approval "
+                        "stays pending",
+                        code="not_installed",
+                    )
                 self.definitions.graph(workflow)  # compiled before the record changes
                 decision = {"approved": approved, "by": by, "comment": comment, "at": time.time()}
                 interrupt_id = record["waiting"].get("interrupt_id")

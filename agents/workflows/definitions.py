@@ -10,7 +10,7 @@ a few are kept, for the versions runs still go on under.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -57,6 +57,8 @@ class WorkflowSource(Protocol):
     """Where workflows come from (the registry)."""
 
     def get(self, name: str) -> LoadedWorkflow: ...
+
+    def not_installed(self, spec: WorkflowSpec, done: Collection[str] = ()) -> list[str]: ...
 
 
 class Definitions:

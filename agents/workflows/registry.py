@@ -23,7 +23,7 @@ from agents.owners import OwnersFile
 from agents.workflows.checks.findings import Finding
 from agents.workflows.checks.installed import Tools, check_installed
 from agents.workflows.loader import SUFFIXES, Workflow, line_of, read_workflow
-from agents.workflows.spec import WorkflowNode
+from agents.workflows.spec import WorkflowNode, WorkflowSpec
 
 if TYPE_CHECKING:
     from agents.skills.registry import SkillRegistry
@@ -134,6 +134,17 @@ class WorkflowRegistry:
         with self._lock:
             self._world = _World(tools, skills, profiles)
             return self._resolve()
+
+    def not_installed(self, spec: WorkflowSpec, done: Collection[str] = ()) -> list[str]:
+        """What the nodes of ``spec`` not in ``done`` name that is not installed now (tools,
+        skills, model profiles), each as ``node 'ID': why``: a run of a withdrawn workflow
+        would fail there."""
+        with self._lock:
+            world = self._world
+        found = check_installed(
+            spec, tools=world.tools, skills=world.skills, profiles=world.profiles
+        )
+        return [f"node {node!r}: {why}" for node, _, why in found if node not in done]
 
     def _paths(self) -> list[Path]:
         if not self.directory.is_dir():

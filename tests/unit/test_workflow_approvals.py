@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agents.errors import AlreadyDecided, RunNotFound, WorkflowNotFound
+from agents.errors import AlreadyDecided, RunNotFound, RunStatusConflict, WorkflowNotFound
 from agents.models import ModelGateway
 from agents.prompts import Prompts
 from agents.state.documents import MemoryDocuments
@@ -110,6 +110,34 @@ async def test_a_decision_that_cannot_be_applied_leaves_the_approval_pending(
     assert [a["approval_id"] for a in await restarted.approvals()] == [
         waiting["waiting"]["approval_id"]
     ]
+
+
+REFUND = """
+name: refund
+description: Refunds after an approval.
+nodes:
+  - {id: approve, kind: approval, summary: "Refund?", next: refund}
+  - {id: refund, kind: tool, tool: make_refund}
+"""
+
+
+async def test_a_decision_whose_run_would_fail_for_a_tool_taken_away_leaves_it_pending() -> None:
+    # QA: a withdrawn workflow's approval was spent, then its run failed past the gate.
+    workflows = Workflows(REFUND)
+    engine = engine_of(workflows, InMemorySaver(), MemoryDocuments())
+    waiting = await engine.run("refund", {})
+    approval = waiting["waiting"]["approval_id"]
+    workflows.uninstalled.add("make_refund")  # its skill removed; the workflow withdrawn
+    with pytest.raises(RunStatusConflict, match="node 'refund': tool: 'make_refund'") as raised:
+        await decide(engine, approval)
+    assert raised.value.code == "not_installed"
+    assert "stays pending" in str(raised.value)
+    assert await engine.get_run(waiting["id"]) == waiting
+    assert [a["approval_id"] for a in await engine.approvals()] == [approval]
+    workflows.uninstalled.clear()  # installed again: the decision goes through
+    ended = await decide(engine, approval)
+    assert ended["status"] != "WAITING"
+    assert await engine.approvals() == []
 
 
 PARENT = """

@@ -151,6 +151,18 @@ def test_a_workflow_whose_tool_disappears_is_withdrawn_and_comes_back(tmp_path: 
     assert registry.errors == []
 
 
+def test_what_a_run_s_nodes_still_to_run_need_that_is_gone_is_named(tmp_path: Path) -> None:
+    write(tmp_path, "order.yaml", flow("order", tool="create_work_order"))
+    registry = WorkflowRegistry(tmp_path, tools=TOOLS)
+    registry.reload()
+    spec = registry.get("order").spec
+    assert registry.not_installed(spec) == []
+    registry.recheck(tools={"list_alarms"})
+    (gone,) = registry.not_installed(spec)
+    assert gone.startswith("node 'first': tool: 'create_work_order' is not installed")
+    assert registry.not_installed(spec, done={"first"}) == []  # it ran already
+
+
 def test_an_edit_naming_a_missing_tool_keeps_the_last_good_version(tmp_path: Path) -> None:
     write(tmp_path, "order.yaml", flow("order"))
     registry = WorkflowRegistry(tmp_path, tools=TOOLS)
