@@ -53,7 +53,12 @@ class OrphanRuns:
             waiting = cut if mirror is not None else None  # its readers elsewhere wait
             try:
                 try:
-                    feed = self.conversations.start(thread_id, RESUME)
+                    # Without Redis nothing tells a reader of the run cut off where it goes
+                    # on: it goes on under its own id, which the client polls.
+                    if mirror is None and cut:
+                        feed = self.conversations.start(thread_id, RESUME, run_id=cut)
+                    else:
+                        feed = self.conversations.start(thread_id, RESUME)
                     async for _ in feed.read():
                         if waiting is not None and mirror is not None:  # a step of it ran
                             await mirror.resumed(waiting, thread_id, feed)

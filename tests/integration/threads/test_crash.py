@@ -132,3 +132,40 @@ def _orders(result: Any) -> list[Any]:
             if isinstance(value, list):
                 return value
     return list(result) if isinstance(result, list) else json.loads(result)
+
+
+def test_a_run_resumed_after_a_crash_keeps_the_id_its_client_polls(
+    fake_llm: FakeLLM, tmp_path: Path, store_url: str, service_env: dict[str, str]
+) -> None:
+    # QA: without Redis the resumed run got a new id; the client's run id was a 404.
+    env = {
+        **service_env,
+        "SKILLDESK_SKILLS_DIR": str(ROOT / "skills"),
+        "SKILLDESK_WORKFLOWS_DIR": str(tmp_path / "no-workflows"),
+        "SKILLDESK_SKILLS_EMBEDDINGS": "false",
+        "SKILLDESK_CHECKPOINT_URL": store_url,
+    }
+    data = tmp_path / "data"
+    fake_llm.script(CALL)
+    crashing = Service({**env, "SKILLDESK_FAILPOINTS": "tool.done=create_work_order"}, data)
+    started = httpx.post(
+        f"{crashing.url}/v1/threads/polled/runs",
+        json={"message": "Open a work order for pump 7's bearing.", "skill": "work-order"},
+        timeout=60,
+    )
+    assert started.status_code == 202, started.text
+    run_id = started.json()["id"]
+    crashing.proc.wait(timeout=20)
+    assert crashing.proc.returncode == -9
+    fake_llm.script(Reply(content="Work order opened for PUMP-07."))
+    restarted = Service(env, data)
+    try:
+        _wait_for_status(restarted.url, "polled", "idle")
+        run = httpx.get(f"{restarted.url}/v1/threads/polled/runs/{run_id}", timeout=10)
+        messages = httpx.get(f"{restarted.url}/v1/threads/polled").json()["messages"]
+    finally:
+        restarted.stop()
+    assert run.status_code == 200, run.text
+    assert run.json()["status"] == "succeeded"
+    assert messages[-1]["content"] == "Work order opened for PUMP-07."
+    assert messages[-1]["run_id"] == run_id
