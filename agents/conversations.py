@@ -31,6 +31,7 @@ from agents.events import (
 )
 from agents.feed import STOP_ASKED, FeedMirror, RunFeed
 from agents.kept_runs import RETAIN_S, KeptRuns
+from agents.queued_runs import QueuedRuns
 from agents.router.learned import LearnedExamples
 from agents.router.router import Router
 from agents.run import RunBudget, RunContext, RunLimits, RunOptions, StartOptions, thread_config
@@ -64,6 +65,8 @@ class Conversations:
         learner: Learns examples from turns whose skill the model chose (optional).
         traces: Where each run's trace is kept, for its answer to unfold later (optional).
         mirror: Shares runs' events and status with other processes (``agents.bus``).
+        queued: Where runs waiting for their thread are kept until they begin, without a
+            mirror (``agents/queued_runs.py``).
     """
 
     def __init__(
@@ -78,10 +81,14 @@ class Conversations:
         learner: LearnedExamples | None = None,
         traces: RunTraces | None = None,
         mirror: FeedMirror | None = None,
+        queued: QueuedRuns | None = None,
     ) -> None:
         self.graph = graph
         self.traces = traces
         self.mirror = mirror
+        # Without Redis, the runs waiting for their thread are kept in the store until they
+        # begin (with it, one that never began is told failed: ``agents/bus``).
+        self.queued = queued if mirror is None else None
         self.stopping: float | None = None  # when the process was told to stop (monotonic)
         self.learner = learner
         self.kept = KeptRuns(retain_s)  # the runs under way and those that ended lately
@@ -293,6 +300,7 @@ class Conversations:
         )
         feed = RunFeed(wanted, idempotency_key, ctx.run_id, thread_id, self.mirror)
         feed.guard = options.get("guard")
+        waits = self.queued is not None and bool(messages) and self.busy(thread_id)
         self.kept.add(feed)
         drive = self._drive(
             ctx,
@@ -301,6 +309,7 @@ class Conversations:
             feed,
             options.get("owner"),
             options.get("agent"),
+            options if waits else None,
         )
         task = asyncio.create_task(drive)
         self._tasks.add(task)
@@ -365,20 +374,28 @@ class Conversations:
         feed: RunFeed,
         owner: str | None = None,
         agent: str | None = None,
+        waiting: StartOptions | None = None,
     ) -> None:
-        """Run the turn into its feed, whoever reads it (the run goes on without readers).
+        """Run the turn into its feed, whoever reads it (the run goes on without readers);
+        ``waiting``: the options of a run that waits for its thread, kept until it begins.
 
         The run's end is told once the thread is free again: a client that sends its next
         message the moment it reads the answer (to another process, behind a load balancer)
         finds the thread free, rather than waiting out a lease poll."""
         STOP_ASKED.set(lambda: feed.cancel_requested)  # this run's task and those it starts
         joinable = True  # by its key, once ended
+        kept = waiting is not None and self.queued is not None
+        if waiting is not None and kept:
+            await self._keep_waiting(ctx, turn, waiting)
         try:
             ending: Event | None = None
             async with self.hold(ctx.thread_id):
                 if await self._ended_elsewhere(feed):
                     joinable = False
                     return  # never begun: the thread goes to its next run
+                if kept:
+                    await self._began(ctx.run_id)
+                    kept = False
                 feed.begin()
                 try:
                     async for event in self._turns.run(ctx, turn, callbacks, owner, agent, feed):
@@ -408,6 +425,8 @@ class Conversations:
             if feed.cancel_requested:  # cancelled while queued (it never ran), or cut by a
                 feed.put(cancelled(ctx))  # stop before the step it was to end at (settled)
                 feed.close()
+                if kept:  # its message is not to be answered after all
+                    await self._began(ctx.run_id)
                 return
             message = "The service stopped during the run; the conversation so far is kept."
             if self.stopping is not None and feed.started is not None:  # handed over
@@ -427,6 +446,24 @@ class Conversations:
             feed.close()
         finally:
             self.kept.forget(feed, joinable)
+
+    async def _keep_waiting(
+        self, ctx: RunContext, turn: Sequence[BaseMessage] | ClientTurn, options: StartOptions
+    ) -> None:
+        """Keep a run that waits for its thread (see ``QueuedRuns``); a store that fails
+        here costs the run nothing but that."""
+        assert self.queued is not None
+        try:
+            await self.queued.keep(ctx.thread_id, ctx.run_id, turn, options)
+        except Exception:
+            log.warning("run.queued_not_kept", exc_info=True)
+
+    async def _began(self, run_id: str) -> None:
+        assert self.queued is not None
+        try:
+            await self.queued.began(run_id)
+        except Exception:  # its next start would answer it again: logged
+            log.warning("run.queued_not_forgotten", run_id=run_id, exc_info=True)
 
     async def _ended_elsewhere(self, feed: RunFeed) -> bool:
         """Whether queued run ``feed``, holding its thread now, was ended meanwhile by another

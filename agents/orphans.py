@@ -5,7 +5,7 @@ the run goes on."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 import structlog
 from langchain_core.messages import AIMessage
@@ -13,6 +13,8 @@ from langchain_core.messages import AIMessage
 from agents.conversations import RESUME, Conversations
 from agents.errors import NothingToResume
 from agents.events import RunFailed, RunFinished
+from agents.queued_runs import turn_of
+from agents.run import StartOptions
 from agents.state.leases import lease_alive
 from agents.state.migrations import migrate
 from agents.state.records import THREAD, ThreadRecords
@@ -71,7 +73,29 @@ class OrphanRuns:
                         await mirror.resumed(waiting, thread_id, None, ending)
             except Exception:  # one thread's trouble must not stop the others'
                 log.exception("thread.resume_failed", thread_id=thread_id)
+        await self._run_waiting()
         return resumed
+
+    async def _run_waiting(self) -> None:
+        """Start the runs that waited for their thread when their process ended (kept
+        without Redis: ``QueuedRuns``), in the order they came, under their own ids: each
+        waits for its thread as it did (behind the run resumed above)."""
+        queued = self.conversations.queued
+        if queued is None:
+            return
+        for run in await queued.left():
+            thread_id, run_id = str(run["thread_id"]), str(run["run_id"])
+            try:
+                if await self.records.get(thread_id) is None:  # deleted meanwhile
+                    log.info("run.queued_dropped", thread_id=thread_id, run_id=run_id)
+                else:
+                    options = cast(StartOptions, {**(run.get("options") or {}), "run_id": run_id})
+                    self.conversations.start(thread_id, turn_of(run), **options)
+                    log.info("run.queued_taken_up", thread_id=thread_id, run_id=run_id)
+                # Started: kept again by its new run while it waits, forgotten when it begins.
+                await queued.began(run_id)
+            except Exception:  # one run's trouble must not stop the others'
+                log.exception("run.queued_not_taken_up", thread_id=thread_id, run_id=run_id)
 
     async def _ending(self, thread_id: str, run_id: str) -> RunFinished | RunFailed:
         """How run ``run_id`` of the thread had ended, nothing of it being left to run: its

@@ -22,6 +22,7 @@ from agents.graph.nodes import AnswerOptions
 from agents.models import ModelGateway
 from agents.owners import workflow_owners
 from agents.prompts import Prompts
+from agents.queued_runs import QueuedRuns
 from agents.router.learned import LearnedExamples
 from agents.router.router import Router, RouterOptions
 from agents.run import RunLimits
@@ -262,6 +263,7 @@ async def open_services(
                 learner=learned,
                 traces=RunTraces(documents),
                 mirror=bus,
+                queued=QueuedRuns(documents),
             )
             # A decided run resumed here after its deciding process stopped: its thread told.
             engine.after_decision = partial(turns.resumed, post=conversations.post)

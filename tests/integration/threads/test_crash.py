@@ -169,3 +169,42 @@ def test_a_run_resumed_after_a_crash_keeps_the_id_its_client_polls(
     assert run.json()["status"] == "succeeded"
     assert messages[-1]["content"] == "Work order opened for PUMP-07."
     assert messages[-1]["run_id"] == run_id
+
+
+def test_a_message_queued_behind_a_run_is_answered_after_a_crash_in_its_turn(
+    fake_llm: FakeLLM, tmp_path: Path, store_url: str, service_env: dict[str, str]
+) -> None:
+    # QA: without Redis a message accepted with 202 (queued) vanished with its process.
+    env = {**service_env, "SKILLDESK_CHECKPOINT_URL": store_url}
+    data = tmp_path / "data"
+    fake_llm.script(Reply(content="never sent", delay=60))  # the call the kill cuts off
+    crashing = Service(env, data)
+    first = httpx.post(f"{crashing.url}/v1/threads/q2/runs", json={"message": "first"}, timeout=30)
+    assert first.status_code == 202, first.text
+    deadline = time.monotonic() + 20
+    while not fake_llm.scripted_requests and time.monotonic() < deadline:
+        time.sleep(0.05)  # the first run is at its model call
+    second = httpx.post(
+        f"{crashing.url}/v1/threads/q2/runs", json={"message": "second"}, timeout=30
+    )
+    assert second.status_code == 202, second.text
+    assert second.json()["status"] == "queued"
+    time.sleep(0.5)  # kept in the store once it waits
+    crashing.proc.kill()
+    crashing.proc.wait(timeout=20)
+    fake_llm.script(Reply(content="Answer one."), Reply(content="Answer two."))
+    restarted = Service(env, data)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            messages = httpx.get(f"{restarted.url}/v1/threads/q2").json()["messages"]
+            if len(messages) >= 4:
+                break
+            time.sleep(0.2)
+        run = httpx.get(f"{restarted.url}/v1/threads/q2/runs/{second.json()['id']}", timeout=10)
+    finally:
+        restarted.stop()
+    assert [m["content"] for m in messages] == ["first", "Answer one.", "second", "Answer two."]
+    assert run.status_code == 200, run.text
+    assert run.json()["status"] == "succeeded"
+    assert any(line.get("event") == "run.queued_taken_up" for line in restarted.logs())
