@@ -257,10 +257,12 @@ def install_error_handlers(app: FastAPI) -> None:
             loc = [str(p) for p in err.get("loc", ()) if p != "body"]
             parts.append(f"{'.'.join(loc) or 'body'}: {err.get('msg')}")
         first = [str(p) for p in errors[0].get("loc", ()) if p != "body"] if errors else []
+        # A user's message over the limit: the code chat completions gives it too.
+        too_long = first[-1:] == ["message"] and errors[0].get("type") == "string_too_long"
         body = error_body(
             "Invalid request: " + "; ".join(parts),
             "invalid_request_error",
-            "invalid_request",
+            "message_too_long" if too_long else "invalid_request",
             ".".join(first) or None,
         )
         return JSONResponse(body, status_code=400)

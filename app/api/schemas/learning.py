@@ -37,7 +37,7 @@ class LearnedExamplesPublic(BaseModel):
 class FeedbackRequest(BaseModel):
     """A user's verdict on a run's answer."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(strict=True, extra="forbid")
 
     rating: Literal["up", "down"] = Field(
         description="`up` confirms the examples the run taught the router; `down` removes them."

@@ -43,7 +43,7 @@ ONE_TARGET: dict[str, Any] = {
 class RunRequest(BaseModel):
     """One user message and, optionally, what should answer it (a skill or a workflow)."""
 
-    model_config = ConfigDict(json_schema_extra=ONE_TARGET)
+    model_config = ConfigDict(strict=True, json_schema_extra=ONE_TARGET)
 
     message: str = Field(
         max_length=MAX_MESSAGE_CHARS,

@@ -86,7 +86,7 @@ class ThreadListPublic(BaseModel):
 class NewThread(BaseModel):
     """A thread created before its first message."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(strict=True, extra="forbid")
 
     title: Annotated[str | None, OneLine] = Field(
         None,
@@ -103,7 +103,7 @@ class NewThread(BaseModel):
 class ThreadPatch(BaseModel):
     """What may change of a thread."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(strict=True, extra="forbid")
 
     title: Annotated[str, OneLine] = Field(
         min_length=1,
@@ -118,6 +118,7 @@ class ForkRequest(BaseModel):
     """Where to branch a thread: a checkpoint, or where a message was sent."""
 
     model_config = ConfigDict(
+        strict=True,
         extra="forbid",
         json_schema_extra={
             "oneOf": [

@@ -47,7 +47,7 @@ class WorkflowDefinitionPublic(WorkflowPublic):
 class RunStart(BaseModel):
     """Start a run of a workflow."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(strict=True, extra="forbid")
 
     inputs: dict[str, Any] = Field(default_factory=dict, description="The workflow's inputs.")
     thread_id: str | None = Field(
@@ -59,7 +59,7 @@ class RunStart(BaseModel):
 class ForkRequest(BaseModel):
     """Run a finished run again from one of its nodes."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(strict=True, extra="forbid")
 
     node: str = Field(min_length=1, description="The node to run again from.")
     inputs: dict[str, Any] = Field(
@@ -139,7 +139,7 @@ class ApprovalsPublic(BaseModel):
 class Decision(BaseModel):
     """An approver's decision."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(strict=True, extra="forbid")
 
     decision: Literal["approve", "reject"]
     by: str = Field("", max_length=200, description="Who decides (until API keys: as given).")

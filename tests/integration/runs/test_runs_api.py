@@ -199,6 +199,27 @@ def test_a_streamed_chat_completion_names_its_run_as_the_answer_does(
     assert wait_for(client, "ids-3", run_id, "succeeded")["answer"] == "Hello again."
 
 
+@pytest.mark.parametrize(
+    ("path", "body", "code", "param"),
+    [
+        ("/v1/threads/lax/runs", {"message": "x" * 100_001}, "message_too_long", "message"),
+        ("/v1/threads/lax/runs", {"message": "hi", "stream": "yes"}, "invalid_request", "stream"),
+        ("/v1/threads/lax/runs", {"message": 5}, "invalid_request", "message"),
+        ("/v1/threads/lax/fork", {"before_message": "2"}, "invalid_request", "before_message"),
+        ("/v1/threads/lax/fork", {"before_message": True}, "invalid_request", "before_message"),
+        ("/v1/workflows/none/runs", {"inputs": {}, "stream": "yes"}, "invalid_request", "stream"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_refused_not_read_as_another(
+    client: TestClient, path: str, body: dict[str, Any], code: str, param: str
+) -> None:
+    # QA: "2" was read as 2, true as 1 and "yes" as true; an over-long message had no code.
+    refused = client.post(path, json=body)
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert (error["code"], error["param"]) == (code, param)
+
+
 def test_an_unknown_run_or_one_of_another_thread_is_not_found(
     client: TestClient, fake_llm: FakeLLM
 ) -> None:
