@@ -31,6 +31,7 @@ async def test_a_waiting_run_is_kept_until_it_begins_and_a_cancelled_one_forgott
     async for _ in second.read():
         pass
     assert await _kept(services) == set()
-    assert first.done and third.done
+    assert first.done
+    assert third.done
     history = await conversations.history("kept-q")
     assert [m.content for m in history] == ["one", "One.", "two", "Two."]
