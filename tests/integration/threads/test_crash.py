@@ -27,18 +27,23 @@ ORDER = {
 CALL = Reply(tool_calls=[ToolCall("create_work_order", ORDER)])
 
 
-def crash_after_the_tool(
-    fake_llm: FakeLLM, tmp_path: Path, store_url: str, service_env: dict[str, str], thread: str
-) -> tuple[dict[str, str], Path]:
-    """A service killed (-9) right after its work order is made, in a run of ``thread``;
-    the environment and data folder to restart it with."""
-    env = {
+def bundled_env(tmp_path: Path, store_url: str, service_env: dict[str, str]) -> dict[str, str]:
+    """A service with the bundled skills, no workflows, on ``store_url``."""
+    return {
         **service_env,
         "SKILLDESK_SKILLS_DIR": str(ROOT / "skills"),
         "SKILLDESK_WORKFLOWS_DIR": str(tmp_path / "no-workflows"),
         "SKILLDESK_SKILLS_EMBEDDINGS": "false",
         "SKILLDESK_CHECKPOINT_URL": store_url,
     }
+
+
+def crash_after_the_tool(
+    fake_llm: FakeLLM, tmp_path: Path, store_url: str, service_env: dict[str, str], thread: str
+) -> tuple[dict[str, str], Path]:
+    """A service killed (-9) right after its work order is made, in a run of ``thread``;
+    the environment and data folder to restart it with."""
+    env = bundled_env(tmp_path, store_url, service_env)
     data = tmp_path / "data"
     fake_llm.script(CALL)  # the model asks for the work order; it is made, then the kill
     crashing = Service({**env, "SKILLDESK_FAILPOINTS": "tool.done=create_work_order"}, data)
@@ -138,13 +143,7 @@ def test_a_run_resumed_after_a_crash_keeps_the_id_its_client_polls(
     fake_llm: FakeLLM, tmp_path: Path, store_url: str, service_env: dict[str, str]
 ) -> None:
     # QA: without Redis the resumed run got a new id; the client's run id was a 404.
-    env = {
-        **service_env,
-        "SKILLDESK_SKILLS_DIR": str(ROOT / "skills"),
-        "SKILLDESK_WORKFLOWS_DIR": str(tmp_path / "no-workflows"),
-        "SKILLDESK_SKILLS_EMBEDDINGS": "false",
-        "SKILLDESK_CHECKPOINT_URL": store_url,
-    }
+    env = bundled_env(tmp_path, store_url, service_env)
     data = tmp_path / "data"
     fake_llm.script(CALL)
     crashing = Service({**env, "SKILLDESK_FAILPOINTS": "tool.done=create_work_order"}, data)
