@@ -50,6 +50,7 @@ log = structlog.get_logger(__name__)
 
 # A turn with no new input: go on from the thread's latest checkpoint (after a crash).
 RESUME: tuple[BaseMessage, ...] = ()
+NEVER_BEGAN = "The service stopped before the run began; its message was not kept: send it again."
 
 
 class Conversations:
@@ -384,18 +385,20 @@ class Conversations:
         finds the thread free, rather than waiting out a lease poll."""
         STOP_ASKED.set(lambda: feed.cancel_requested)  # this run's task and those it starts
         joinable = True  # by its key, once ended
-        kept = waiting is not None and self.queued is not None
-        if waiting is not None and kept:
-            await self._keep_waiting(ctx, turn, waiting)
+        keeping: asyncio.Task[None] | None = None
+        if waiting is not None and self.queued is not None:
+            # Written beside the wait for the thread, not before it: the thread's lock takes
+            # its runs in the order they came, and a cancel meanwhile finds the run waiting.
+            keeping = asyncio.create_task(self._keep_waiting(ctx, turn, waiting))
         try:
             ending: Event | None = None
             async with self.hold(ctx.thread_id):
                 if await self._ended_elsewhere(feed):
                     joinable = False
                     return  # never begun: the thread goes to its next run
-                if kept:
-                    await self._began(ctx.run_id)
-                    kept = False
+                if keeping is not None:
+                    await self._forget_kept(ctx.run_id, keeping)
+                    keeping = None
                 feed.begin()
                 try:
                     async for event in self._turns.run(ctx, turn, callbacks, owner, agent, feed):
@@ -422,14 +425,16 @@ class Conversations:
                 feed.put(ending)
                 feed.close()
                 raise
+            if keeping is not None:  # never began: not to be answered at a next start either
+                await self._forget_kept(ctx.run_id, keeping)
             if feed.cancel_requested:  # cancelled while queued (it never ran), or cut by a
                 feed.put(cancelled(ctx))  # stop before the step it was to end at (settled)
                 feed.close()
-                if kept:  # its message is not to be answered after all
-                    await self._began(ctx.run_id)
                 return
             message = "The service stopped during the run; the conversation so far is kept."
-            if self.stopping is not None and feed.started is not None:  # handed over
+            if feed.started is None:  # as with Redis (``agents/bus``): its client resends it
+                message = NEVER_BEGAN
+            elif self.stopping is not None:  # handed over
                 message += " It is resumed from its last step (by another process, or this "
                 message += "one when it starts again): its answer will be in the thread."
                 # Elsewhere the run stays under way until the process that resumes it says
@@ -440,6 +445,8 @@ class Conversations:
             raise
         except Exception as exc:  # taking or letting go of the thread failed (its store)
             log.exception("run.hold_failed")
+            if keeping is not None:  # told failed: not answered at a next start
+                await self._forget_kept(ctx.run_id, keeping)
             feed.put(ending if ending is not None else failed(ctx, exc))
             feed.close()
         else:
@@ -458,8 +465,11 @@ class Conversations:
         except Exception:
             log.warning("run.queued_not_kept", exc_info=True)
 
-    async def _began(self, run_id: str) -> None:
+    async def _forget_kept(self, run_id: str, keeping: asyncio.Task[None]) -> None:
+        """Forget a run kept while it waited (it begins now, or never will), once the write
+        keeping it is through."""
         assert self.queued is not None
+        await keeping  # ``_keep_waiting`` raises nothing but a cancel, which it never gets
         try:
             await self.queued.began(run_id)
         except Exception:  # its next start would answer it again: logged

@@ -86,14 +86,16 @@ class OrphanRuns:
         for run in await queued.left():
             thread_id, run_id = str(run["thread_id"]), str(run["run_id"])
             try:
+                # Claimed by taking it out (of processes looking at once, one does); kept
+                # again by its new run while that waits, as any waiting run is.
+                if not await queued.began(run_id):
+                    continue
                 if await self.records.get(thread_id) is None:  # deleted meanwhile
                     log.info("run.queued_dropped", thread_id=thread_id, run_id=run_id)
-                else:
-                    options = cast(StartOptions, {**(run.get("options") or {}), "run_id": run_id})
-                    self.conversations.start(thread_id, turn_of(run), **options)
-                    log.info("run.queued_taken_up", thread_id=thread_id, run_id=run_id)
-                # Started: kept again by its new run while it waits, forgotten when it begins.
-                await queued.began(run_id)
+                    continue
+                options = cast(StartOptions, {**(run.get("options") or {}), "run_id": run_id})
+                self.conversations.start(thread_id, turn_of(run), **options)
+                log.info("run.queued_taken_up", thread_id=thread_id, run_id=run_id)
             except Exception:  # one run's trouble must not stop the others'
                 log.exception("run.queued_not_taken_up", thread_id=thread_id, run_id=run_id)
 

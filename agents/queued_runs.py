@@ -56,9 +56,15 @@ class QueuedRuns:
         }
         await self.documents.put(QUEUED, run_id, body, owner=thread_id)
 
-    async def began(self, run_id: str) -> None:
-        """Run ``run_id`` holds its thread now: its turn is the thread's to keep."""
-        await self.documents.delete(QUEUED, run_id)
+    async def began(self, run_id: str) -> bool:
+        """Run ``run_id`` holds its thread now (its turn is the thread's to keep), or is
+        taken up by a process: forgotten here; whether it was kept."""
+        return await self.documents.delete(QUEUED, run_id)
+
+    async def forget_thread(self, thread_id: str) -> None:
+        """Forget the waiting runs of a thread that is deleted (their messages with them)."""
+        for run in await self.documents.find(QUEUED, owner=thread_id, limit=None):
+            await self.documents.delete(QUEUED, str(run["run_id"]))
 
     async def left(self) -> list[dict[str, Any]]:
         """The waiting runs a process of this machine left when it ended, oldest first (those

@@ -18,7 +18,7 @@ KEYS_KEPT_S = 3600.0  # how long after its turn began a key answers for it
 
 @dataclass(frozen=True)
 class KeyedTurn:
-    """The turn a key began: its user message, what it asked, its first run."""
+    """The turn a key began: its user message, what it asked (``ask_digest``), its first run."""
 
     turn_id: str
     fingerprint: str
@@ -27,6 +27,11 @@ class KeyedTurn:
 
 def _digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def ask_digest(fingerprint: str) -> str:
+    """What a turn asked, as kept with its key: a digest of its fingerprint (the message)."""
+    return hashlib.sha256(fingerprint.encode()).hexdigest()[:32]
 
 
 def keyed_turn(

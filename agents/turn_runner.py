@@ -25,7 +25,7 @@ from agents.state.migrations import migrate
 from agents.state.readonce import ReadOnce
 from agents.state.records import ThreadRecord, ThreadRecords
 from agents.state.schema import SCHEMA_VERSION, add_usage, usage_since
-from agents.turn_keys import KeyedTurn, answer_to, keyed_turn
+from agents.turn_keys import KeyedTurn, answer_to, ask_digest, keyed_turn
 from agents.turns import (
     ClientTurn,
     last_user_text,
@@ -133,7 +133,7 @@ class TurnRunner:
                 if keyed is not None and feed is not None:
                     # The key's turn began before this process's memory of its runs (a
                     # restart): answered from the thread, or, without an answer yet, again.
-                    if keyed.fingerprint != feed.fingerprint:
+                    if keyed.fingerprint != ask_digest(feed.fingerprint):
                         raise KeyReused.for_message(key or "", ctx.thread_id, keyed.run_id)
                     answer = answer_to(history, keyed.turn_id)
                     if answer is not None:
@@ -147,7 +147,7 @@ class TurnRunner:
                 began = None
                 if key is not None and feed is not None:  # the turn this key answers now
                     first_run = keyed.run_id if keyed is not None else ctx.run_id
-                    began = (key, KeyedTurn(ctx.turn_id, feed.fingerprint, first_run))
+                    began = (key, KeyedTurn(ctx.turn_id, ask_digest(feed.fingerprint), first_run))
                 await self.books.opened(
                     ctx.thread_id,
                     ctx.run_id,

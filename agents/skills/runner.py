@@ -281,22 +281,24 @@ class ToolRunner:
             return result
         started = time.perf_counter() - result.ms / 1000
         try:
-            skill, _ = self.registry.tool(result.tool)
+            skill, spec = self.registry.tool(result.tool)
         except SkillNotFound:
             return result
         specs = _file_specs(result.data["files"])
         data_dir = self.data_dir / "skills" / skill.name
         try:
             made = await asyncio.to_thread(_read_files, data_dir, specs)
-        except ValueError as exc:
-            return tool_error(result.tool, "tool_failed", f"{result.tool}: {exc}", started)
+        except ValueError as exc:  # it ran (its side effects made): the files alone fail
+            why = f"{result.tool} ran, but its files cannot be returned: {exc}"
+            return tool_error(result.tool, "tool_failed", why, started)
         named = [{"name": f.name, "media_type": f.media_type, "size": len(f.data)} for f in made]
         for entry, file in zip(named, made, strict=True):
             if file.caption:
                 entry["caption"] = file.caption
         value = {**_without_paths(result.data, specs), "files": named}
-        content = json.dumps(value, ensure_ascii=False)
-        return replace(result, content=content, data=value, files=tuple(made))
+        limits = effective_limits(skill.config.limits, spec.limits)
+        trimmed = await asyncio.to_thread(result_of, result.tool, value, limits, started)
+        return replace(trimmed, files=tuple(made) if trimmed.ok else ())
 
     async def aclose(self) -> None:
         """Stop the worker processes, once the side effects under way have ended (for a
@@ -451,7 +453,9 @@ def _own_file(data_dir: Path, path: Any) -> Path:
     """
     resolved = Path(str(path or "")).resolve()
     if not resolved.is_relative_to(data_dir.resolve()) or not resolved.is_file():
-        raise ValueError(f"the file {path!r} is not a file in the skill's data folder")
+        # Its name only: the server's folders are not the caller's to see.
+        name = Path(str(path or "")).name
+        raise ValueError(f"the file {name!r} is not a file in the skill's data folder")
     return resolved
 
 

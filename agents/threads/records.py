@@ -145,6 +145,8 @@ class ThreadRecordsBase:
             await self.conversations.traces.delete_thread(thread_id)
         if self.conversations.learner is not None:  # users' words go with their thread
             await self.conversations.learner.forget_thread(thread_id)
+        if self.conversations.queued is not None:  # messages that waited when a process died
+            await self.conversations.queued.forget_thread(thread_id)
         # Once it is gone: a run that comes to wait meanwhile is found here, or finds its
         # thread gone itself (``RunDriver``).
         await self._cancel_waiting(thread_id)

@@ -70,8 +70,9 @@ class RunDecisions(RunViews):
             try:
                 record = pending_approval(await self.runs.stored(run_id), approval_id)
                 workflow = await self.definitions.of(record)
-                missing = self.definitions.workflows.not_installed(workflow.spec, record["nodes"])
-                if missing:  # it would fail past its gate, the approval spent
+                done = record["nodes"]
+                missing = self.definitions.workflows.not_installed(workflow.spec, done)
+                if approved and missing:  # it would fail past its gate, the approval spent
                     raise RunStatusConflict(
                         f"approval {approval_id} cannot be applied now: the rest of workflow "
                         f"{workflow.name!r} needs what is not installed ({'; '.join(missing)}); "

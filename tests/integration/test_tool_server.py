@@ -327,6 +327,7 @@ async def test_files_a_handler_made_come_back_with_the_result_never_a_server_pat
     assert not stray.ok
     assert stray.data["error"]["code"] == "tool_failed"
     assert "not a file in the skill's data folder" in stray.text
+    assert "/etc" not in stray.text  # the name only: the server's folders are not shown
     assert stray.files == []
 
 

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from agents.turn_keys import KEYS_KEPT, KEYS_KEPT_S, KeyedTurn, answer_to, keyed_turn, with_key
+from agents.turn_keys import (
+    KEYS_KEPT,
+    KEYS_KEPT_S,
+    KeyedTurn,
+    answer_to,
+    ask_digest,
+    keyed_turn,
+    with_key,
+)
 
 
 def test_a_key_names_its_turn_until_it_is_older_than_the_window() -> None:
@@ -39,3 +47,11 @@ def test_the_answer_is_the_last_text_reply_before_the_next_user_message() -> Non
     assert answer_to(history, "h2") is None  # cut off before its answer
     assert answer_to(history, "a2") is None  # not a user message
     assert answer_to(history, "gone") is None
+
+
+def test_what_a_turn_asked_is_kept_as_a_digest_not_as_the_message() -> None:
+    digest = ask_digest("cancel my order ORD1001")
+    record = {"keys": with_key(None, "k", KeyedTurn("m", digest, "r"), now=1.0)}
+    assert "ORD1001" not in str(record)
+    assert keyed_turn(record, "k", now=2.0) == KeyedTurn("m", digest, "r")
+    assert ask_digest("cancel my order ORD1002") != digest

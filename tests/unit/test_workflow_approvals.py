@@ -138,6 +138,13 @@ async def test_a_decision_whose_run_would_fail_for_a_tool_taken_away_leaves_it_p
     ended = await decide(engine, approval)
     assert ended["status"] != "WAITING"
     assert await engine.approvals() == []
+    # A rejection that ends the run needs nothing installed: never refused.
+    refused = await engine.run("refund", {})
+    workflows.uninstalled.add("make_refund")
+    events = [
+        e async for e in engine.decide(refused["waiting"]["approval_id"], approved=False, by="bo")
+    ]
+    assert events[-1]["record"]["status"] != "WAITING"
 
 
 PARENT = """

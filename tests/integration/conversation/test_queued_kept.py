@@ -4,10 +4,14 @@ cancelled one is forgotten there too: its message is never answered after a rest
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+import pytest
 from langchain_core.messages import HumanMessage
 
-from agents.queued_runs import QUEUED
+from agents.queued_runs import QUEUED, QueuedRuns
+from agents.state.documents import MemoryDocuments
+from agents.turns import ClientTurn
 from app.services import Services
 from tests.fakellm import FakeLLM, Reply
 
@@ -35,3 +39,41 @@ async def test_a_waiting_run_is_kept_until_it_begins_and_a_cancelled_one_forgott
     assert third.done
     history = await conversations.history("kept-q")
     assert [m.content for m in history] == ["one", "One.", "two", "Two."]
+
+
+async def test_a_run_cancelled_while_it_is_being_kept_ends_and_frees_its_thread(
+    services: Services, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Review: the write was awaited outside the run's handling: a cancel during it left the
+    # run unended and its thread busy for good.
+    keep = QueuedRuns.keep
+
+    async def slow_keep(self: QueuedRuns, *args: Any) -> None:
+        await asyncio.sleep(0.3)
+        await keep(self, *args)
+
+    monkeypatch.setattr(QueuedRuns, "keep", slow_keep)
+    fake_llm.script(Reply(content="One.", delay=0.6))
+    conversations = services.conversations
+    first = conversations.start("kept-c", [HumanMessage("one")])
+    second = conversations.start("kept-c", [HumanMessage("two")])
+    await asyncio.sleep(0.05)  # its write under way
+    conversations.cancel(second.run_id)
+    async for _ in first.read():
+        pass
+    await asyncio.sleep(0.4)
+    assert second.done
+    assert not conversations.busy("kept-c")
+    assert await _kept(services) == set()
+    assert [m.content for m in await conversations.history("kept-c")] == ["one", "One."]
+
+
+async def test_a_deleted_thread_s_waiting_runs_are_forgotten_with_it() -> None:
+    queued = QueuedRuns(MemoryDocuments())
+    for run_id, thread in (("r1", "a"), ("r2", "a"), ("r3", "b")):
+        await queued.keep(thread, run_id, ClientTurn([{"role": "user", "content": "hi"}]), {})
+    await queued.forget_thread("a")
+    left = await queued.documents.find(QUEUED, limit=None)
+    assert [run["run_id"] for run in left] == ["r3"]
+    assert await queued.began("r3") is True
+    assert await queued.began("r3") is False  # taken once
