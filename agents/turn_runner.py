@@ -141,6 +141,16 @@ class TurnRunner:
                         ctx.replayed = True
                         yield RunFinished(ctx.thread_id, ctx.run_id, answer)
                         return
+                    asked_last = next((m for m in reversed(history) if m.type == "human"), None)
+                    if asked_last is not None and asked_last.id != keyed.turn_id:
+                        # Its turn ended with no answer the thread shows (it failed, or was
+                        # summarised away) and others came after: answered again, it would be
+                        # a new turn making its side effects again.
+                        raise KeyReused(
+                            f"Idempotency-Key {key!r} began a turn of thread "
+                            f"{ctx.thread_id!r} (run {keyed.run_id}) that has ended, and the "
+                            "thread has gone on since; send the message again with a new key"
+                        )
                 new = unless_retried(history, with_ids(messages))
                 ctx.turn_id = turn_id(history, new)
                 ctx.again = bool(messages) and not new  # resent: answered from its start

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from langchain_core.messages import HumanMessage
 
 from agents.errors import KeyReused
-from agents.events import RunFinished
+from agents.events import RunFailed, RunFinished
 from agents.turns import ClientTurn
 from app.main import create_app
 from app.services import Services, open_services
@@ -160,3 +160,23 @@ def test_a_chat_request_retried_with_its_key_after_a_restart_is_not_answered_twi
     assert "Ticket T-2 opened." in streamed.text
     assert len(fake_llm.scripted_requests) == 1
     assert [m["content"] for m in history] == ["open a ticket", "Ticket T-2 opened."]
+
+
+async def test_a_key_whose_turn_ended_unanswered_before_others_is_refused_not_run_again(
+    model_settings: Any, fake_llm: FakeLLM
+) -> None:
+    # Review: a keyed turn with no answer in the thread, others after it: answered again it
+    # was a new turn (its message appended, its side effects made again).
+    fake_llm.allow_unscripted()  # the first turn's model fails
+    async with open_services(model_settings) as before:
+        failed = await before.conversations.run("dup-11", turn("book it"), idempotency_key="k-11")
+        fake_llm.script(Reply(content="Hi."))
+        await before.conversations.run("dup-11", turn("hello"))
+    assert isinstance(failed, RunFailed)
+    asked = len(fake_llm.scripted_requests)
+    async with open_services(model_settings) as after:
+        with pytest.raises(KeyReused, match="has ended, and the thread has gone on"):
+            await after.conversations.run("dup-11", turn("book it"), idempotency_key="k-11")
+        history = await after.conversations.history("dup-11")
+    assert [m.content for m in history] == ["book it", "hello", "Hi."]
+    assert len(fake_llm.scripted_requests) == asked
