@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.graph.state import CompiledStateGraph
 
 from agents.bookkeeping import RunBooks
+from agents.bus.common import NEVER_BEGAN
 from agents.endings import cancelled, failed
 from agents.errors import (
     InvalidTurn,
@@ -50,7 +51,6 @@ log = structlog.get_logger(__name__)
 
 # A turn with no new input: go on from the thread's latest checkpoint (after a crash).
 RESUME: tuple[BaseMessage, ...] = ()
-NEVER_BEGAN = "The service stopped before the run began; its message was not kept: send it again."
 
 
 class Conversations:

@@ -10,6 +10,7 @@ from typing import Any, cast
 import structlog
 from langchain_core.messages import AIMessage
 
+from agents.bus.common import NEVER_BEGAN
 from agents.conversations import RESUME, Conversations
 from agents.errors import NothingToResume
 from agents.events import RunFailed, RunFinished
@@ -112,8 +113,7 @@ class OrphanRuns:
             if messages and isinstance(messages[-1], AIMessage):
                 return RunFinished(thread_id, run_id, messages[-1])
             break
-        told = "The service stopped before the run began; its message was not kept: send it again."
-        return RunFailed(thread_id, run_id, "run_cancelled", told)
+        return RunFailed(thread_id, run_id, "run_cancelled", NEVER_BEGAN)
 
     async def keep_resuming(self, interval_s: float) -> None:
         """Look for runs a dead process left every ``interval_s`` (several processes on

@@ -5,20 +5,16 @@ its client sends the message again: ``agents/bus``)."""
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Sequence
 from typing import Any
 
-import structlog
 from langchain_core.messages import BaseMessage, messages_from_dict, messages_to_dict
 
 from agents.run import StartOptions
 from agents.state.documents import Documents
-from agents.state.leases import process_running, this_process
+from agents.state.leases import process_ended_here, this_process
 from agents.turns import ClientTurn
-
-log = structlog.get_logger(__name__)
 
 QUEUED = "queued_run"
 # What a waiting run is started with again (callbacks are the process's own, not kept).
@@ -46,9 +42,8 @@ class QueuedRuns:
         body = {
             "thread_id": thread_id,
             "run_id": run_id,
-            "client": isinstance(
-                turn, ClientTurn
-            ),  # as a client sent it (OpenAI format), or as messages
+            # As a client sent it (OpenAI format), or as messages.
+            "client": isinstance(turn, ClientTurn),
             "messages": turn.messages if isinstance(turn, ClientTurn) else messages_to_dict(turn),
             "options": {k: options.get(k) for k in _KEPT_OPTIONS if options.get(k) is not None},
             "process": this_process(),
@@ -69,13 +64,6 @@ class QueuedRuns:
     async def left(self) -> list[dict[str, Any]]:
         """The waiting runs a process of this machine left when it ended, oldest first (those
         of a process that runs, or of another machine, are theirs)."""
-        host = socket.gethostname()
         found = await self.documents.find(QUEUED, limit=None)
-        left = [
-            run
-            for run in found
-            if str(run.get("process", "")).split(":")[0] == host
-            and run.get("process") != this_process()
-            and not process_running(run.get("process"))
-        ]
+        left = [run for run in found if process_ended_here(run.get("process"))]
         return sorted(left, key=lambda run: float(run.get("queued_at") or 0))

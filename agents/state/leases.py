@@ -96,6 +96,16 @@ def process_running(process: str | None) -> bool:
     return now != "Z" and (not started or not now or now == started)
 
 
+def process_ended_here(process: str | None) -> bool:
+    """Whether ``process`` (``this_process`` of another) was a process of this machine that
+    has ended: what it left is this machine's to take up (another machine's is not knowable
+    here, and this process's own is its own)."""
+    host = (process or "").split(":")[0]
+    return (
+        host == socket.gethostname() and process != this_process() and not process_running(process)
+    )
+
+
 def _started(pid: int) -> str:
     """When process ``pid`` started (clock ticks since boot, from ``/proc``; ``Z`` for a
     zombie, which has ended); empty where there is no ``/proc``."""
