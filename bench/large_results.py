@@ -64,7 +64,7 @@ def _skill(root: Path, isolation: str) -> None:
 
 async def stall_during(call: Awaitable[T]) -> tuple[T, float]:
     """``call``'s result and the event loop's longest stall while it ran, in ms (a ticker
-    that should wake every millisecond; also used by tests/unit/test_large_results.py)."""
+    that should wake every millisecond; also used by tests/integration/test_large_results.py)."""
     gaps: list[float] = []
 
     async def tick() -> None:
