@@ -41,6 +41,7 @@ from agents.state.leases import LEASE_S, ThreadLocks, lease_alive, process_runni
 from agents.state.migrations import migrate
 from agents.state.records import ThreadRecords
 from agents.state.traces import RunTraces
+from agents.turn_keys import ask_digest, keyed_turn
 from agents.turn_runner import TurnRunner
 from agents.turns import (
     ClientTurn,
@@ -161,7 +162,24 @@ class Conversations:
             and await self._leased(thread_id)
         ):
             raise _busy(thread_id)
+        key = options.get("idempotency_key")
+        if key is not None and self.records is not None:
+            await self._check_kept_key(thread_id, messages, key)
         return self.start(thread_id, messages, **options)
+
+    async def _check_kept_key(
+        self, thread_id: str, messages: Sequence[BaseMessage] | ClientTurn, key: str
+    ) -> None:
+        """Refuse, before the run is accepted, a key the thread's record holds for another
+        message (a process that answered it stopped since): else the refusal came from the
+        run, after the client had its 202."""
+        wanted = turn_fingerprint(messages)
+        if self.kept.joinable(thread_id, wanted, key) is not None:
+            return  # this process knows the key's run: ``start`` decides
+        assert self.records is not None
+        keyed = keyed_turn(await self.records.get(thread_id), key)
+        if keyed is not None and keyed.fingerprint != ask_digest(wanted):
+            raise KeyReused.for_message(key, thread_id, keyed.run_id)
 
     async def _leased(self, thread_id: str) -> bool:
         saver: Any = self.graph.checkpointer  # lease_alive tells PostgreSQL from the rest

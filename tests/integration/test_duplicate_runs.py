@@ -4,6 +4,7 @@ stored message, one answer for both requests; a run goes on when its reader leav
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -180,3 +181,35 @@ async def test_a_key_whose_turn_ended_unanswered_before_others_is_refused_not_ru
         history = await after.conversations.history("dup-11")
     assert [m.content for m in history] == ["book it", "hello", "Hi."]
     assert len(fake_llm.scripted_requests) == asked
+
+
+def test_a_run_request_reusing_a_kept_key_after_a_restart_is_refused_before_it_is_accepted(
+    model_settings: Any, fake_llm: FakeLLM
+) -> None:
+    # QA: the key found in the thread's record only by the run: the client had its 202, then
+    # the run failed `idempotency_key_reused`.
+    fake_llm.script(Reply(content="Booked."))
+    headers = {"Idempotency-Key": "req-44"}
+    with TestClient(create_app(model_settings)) as client:
+        first = client.post("/v1/threads/dup-12/runs", json={"message": "book it"}, headers=headers)
+        run_id = first.json()["id"]
+        for _ in range(200):
+            if client.get(f"/v1/threads/dup-12/runs/{run_id}").json()["status"] == "succeeded":
+                break
+            time.sleep(0.02)
+    with TestClient(create_app(model_settings)) as client:  # the process restarted
+        other = client.post(
+            "/v1/threads/dup-12/runs", json={"message": "cancel it"}, headers=headers
+        )
+        streamed = client.post(
+            "/v1/threads/dup-12/runs",
+            json={"message": "cancel it", "stream": True},
+            headers=headers,
+        )
+        history = client.get("/v1/threads/dup-12").json()["messages"]
+    assert first.status_code == 202, first.text
+    for refused in (other, streamed):
+        assert refused.status_code == 409, refused.text
+        assert refused.json()["error"]["code"] == "idempotency_key_reused"
+    assert [m["content"] for m in history] == ["book it", "Booked."]
+    assert len(fake_llm.scripted_requests) == 1
