@@ -62,7 +62,7 @@ class RunBooks:
         try:
             record = await self.records.get(ctx.thread_id)
             if record is not None and record.get("run_id") in (ctx.run_id, None):
-                await self.records.save(record, status="idle")  # not a later run's record
+                await self.records.update(ctx.thread_id, status="idle")  # not a later run's
         except Exception:  # then it is resumed, as a run cut off is: logged, not raised
             log.exception("run.cancel_not_recorded")
 
@@ -92,8 +92,10 @@ class RunBooks:
             named = history or record.get("title") not in (None, "", "New conversation")
             naming = {} if named else {"title": title_from(last_user_text(new))}
             running = {"status": "running", "run_id": run_id, "process": this_process()}
-            await self.records.save(record, **running, **naming, **keys)
-            return
+            # Merged into the record as stored now, not written over it: a title set since
+            # the read (PATCH) stays.
+            if await self.records.update(thread_id, **running, **naming, **keys) is not None:
+                return
         first = next((m for m in history if m.type == "human"), None)  # a thread from before
         title = title_from(first.text if first is not None else last_user_text(new))
         await self.records.create(

@@ -98,14 +98,6 @@ class ThreadRecords:
         found = await self.documents.merge(THREAD, thread_id, {**changes, "updated": time.time()})
         return ThreadRecord(**found) if found is not None else None  # type: ignore[typeddict-item]
 
-    async def save(self, record: ThreadRecord, **changes: Any) -> ThreadRecord:
-        """Write a record just read with ``changes`` (``updated`` set to now): ``update``
-        without reading it again."""
-        record.update(changes)  # type: ignore[typeddict-item]
-        record["updated"] = time.time()
-        await self._put(record)
-        return record
-
     async def find(
         self, *, owner: str | None = None, limit: int = 20, before: float | None = None
     ) -> list[ThreadRecord]:

@@ -35,3 +35,20 @@ def test_a_title_from_a_first_message_is_one_line_of_text() -> None:
     assert title_from("order status\x1b[2J\x07 please\x00") == "order status [2J please"
     assert title_from("first line\u2028second") == "first line"
     assert title_from(" \x00 ") == "New conversation"
+
+
+async def test_a_title_set_after_the_record_was_read_for_a_run_stays() -> None:
+    # Review: the record read at the turn's start was written back whole, and a title set
+    # in the milliseconds between (PATCH /v1/threads/{id}) was lost.
+    records = ThreadRecords(MemoryDocuments())
+    await records.create("thr_t", owner="u", title="First question")
+    read = await records.get("thr_t")
+    await records.update("thr_t", title="Renamed by the user")
+    books = RunBooks(UnreadableThread(), records)  # type: ignore[arg-type]
+    await books.opened("thr_t", "r2", [], [], owner="u", record=read)
+    after = await records.get("thr_t") or {}
+    assert (after["title"], after["status"], after["run_id"]) == (
+        "Renamed by the user",
+        "running",
+        "r2",
+    )

@@ -7,8 +7,6 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from agents.state.documents import MemoryDocuments
-from agents.state.records import ThreadRecords
 from tests.fakellm import FakeLLM, Reply
 from tests.integration.threads.conftest import say
 
@@ -121,31 +119,6 @@ def test_deleting_a_thread_removes_its_checkpoints_record_and_files(
         "Another thread.",
         "Other.",
     ]
-
-
-async def test_a_record_just_read_is_saved_without_reading_it_again() -> None:
-    # A run that opens reads its thread's record once (to name a new thread), then marks it
-    # running from that copy: a store round trip fewer a turn.
-    documents = MemoryDocuments()
-    records = ThreadRecords(documents)
-    await records.create("t1", owner="ana", title="Parcel")
-    reads: list[str] = []
-    get = documents.get
-
-    async def counted(kind: str, doc_id: str) -> dict[str, Any] | None:
-        reads.append(doc_id)
-        return await get(kind, doc_id)
-
-    documents.get = counted  # type: ignore[method-assign]
-    record = await records.get("t1")
-    assert record is not None
-    saved = await records.save(record, status="running")
-    assert reads == ["t1"]
-    assert (saved["status"], saved["title"], saved["owner"]) == ("running", "Parcel", "ana")
-    assert saved["updated"] >= saved["created"]
-    stored = await records.get("t1")
-    assert stored is not None
-    assert stored["status"] == "running"
 
 
 async def test_two_callers_making_one_new_thread_at_once_agree_on_its_owner(
