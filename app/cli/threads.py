@@ -115,6 +115,9 @@ def show(
         attachments = values.get("attachments", [])
         return {
             **record,
+            # What the thread holds now: the record counts them when a run ends (one under
+            # way or cut off has stored its messages already).
+            "messages": first + len(messages),
             "summary": summary,
             "summarised_messages": first,
             "active": messages,

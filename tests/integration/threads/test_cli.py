@@ -144,3 +144,30 @@ def test_data_dir_option_reads_the_store_the_service_keeps_there(
     assert json.loads(shown.stdout)["active"][-1]["content"] == "Hi."
     elsewhere = threads("list", "--json", "--data-dir", str(tmp_path / "empty"))
     assert json.loads(elsewhere.stdout) == []
+
+
+def test_show_counts_the_messages_the_thread_holds_not_those_its_record_last_counted(
+    thread_settings: Any, fake_llm: FakeLLM
+) -> None:
+    # QA: the record counts a thread's messages when a run ends: a thread whose run is under
+    # way, or was cut off by a crash, showed the count from before beside the messages its
+    # run stored.
+    import asyncio
+
+    from app.services import open_services
+
+    fake_llm.script(Reply(content="Hi."))
+    with TestClient(create_app(thread_settings)) as client:
+        say(client, "cut", "Hello?")
+
+    async def as_a_crash_leaves_it() -> None:
+        async with open_services(thread_settings) as services:
+            await services.threads.records.update("cut", messages=0, status="running")
+
+    asyncio.run(as_a_crash_leaves_it())
+    shown = cli(thread_settings, "show", "cut", "--json")
+    assert shown.returncode == 0, shown.stderr
+    found = json.loads(shown.stdout)
+    assert [m["content"] for m in found["active"]] == ["Hello?", "Hi."]
+    assert found["messages"] == 2
+    assert "2 messages)" in cli(thread_settings, "show", "cut").stdout
