@@ -108,7 +108,8 @@ def build_server(catalogue: ToolCatalogue, sessions: Sessions) -> Server[Any]:
         token, sink = CALLER.set(caller), USAGE_SINK.set(state.get(SINK_STATE))
         try:
             call = catalogue.call(params.name, params.arguments or {}, idempotency_key=key)
-            return call_result(await with_progress(ctx, call), entry.output_schema)
+            done = await with_progress(ctx, call)
+            return call_result(done, entry.output_schema, ctx.session.protocol_version)
         except SkillNotFound as exc:  # gone since it was looked up (a reload)
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         except Exception:
@@ -233,12 +234,18 @@ def mcp_tool(entry: ToolEntry) -> types.Tool:
     )
 
 
+AUDIO_SINCE = "2025-03-26"  # the first MCP version with audio content
+
+
 def call_result(
-    result: ToolResult, output_schema: dict[str, Any] | None = None
+    result: ToolResult,
+    output_schema: dict[str, Any] | None = None,
+    protocol: str = AUDIO_SINCE,
 ) -> types.CallToolResult:
     """A call's result as MCP's: the text, the data as ``structuredContent`` (an object;
     other values under ``result``), and ``isError`` for a failed call, or for a result that
-    breaks the tool's declared ``output_schema`` (MCP clients would refuse it)."""
+    breaks the tool's declared ``output_schema`` (MCP clients would refuse it); files as
+    content the caller's ``protocol`` version knows."""
     data = result.data
     structured = data if isinstance(data, dict) else {"result": data}
     if result.ok and output_schema is not None:
@@ -254,19 +261,21 @@ def call_result(
     if not result.ok:
         error = {"error": {"code": result.error_code, "message": result.content}}
         return types.CallToolResult(content=text, structured_content=error, is_error=True)
-    content = [*text, *(file_content(f) for f in result.files)]
+    audio = protocol >= AUDIO_SINCE  # versions are dates: they compare as text
+    content = [*text, *(file_content(f, audio=audio) for f in result.files)]
     return types.CallToolResult(content=content, structured_content=structured, is_error=False)
 
 
 def file_content(
-    file: MadeFile,
+    file: MadeFile, *, audio: bool = True
 ) -> types.ImageContent | types.AudioContent | types.EmbeddedResource:
-    """A file the handler made as MCP content: an image or a sound as such, anything else
-    as an embedded resource (``skilldesk://files/NAME``)."""
+    """A file the handler made as MCP content: an image or a sound as such (a sound for a
+    client whose protocol has no audio content, before 2025-03-26, as a resource), anything
+    else as an embedded resource (``skilldesk://files/NAME``)."""
     data = base64.b64encode(file.data).decode("ascii")
     if file.media_type.startswith("image/"):
         return types.ImageContent(type="image", data=data, mime_type=file.media_type)
-    if file.media_type.startswith("audio/"):
+    if audio and file.media_type.startswith("audio/"):
         return types.AudioContent(type="audio", data=data, mime_type=file.media_type)
     uri = f"skilldesk://files/{quote(file.name)}"
     blob = types.BlobResourceContents(uri=uri, mime_type=file.media_type, blob=data)

@@ -12,13 +12,29 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from agents.prompts import Prompts
-from agents.skills.results import ToolResult
+from agents.skills.results import MadeFile, ToolResult
 from agents.skills.service import SkillService, SkillsOptions
 from agents.toolserver.catalogue import ToolCatalogue
 from app.mcp.server import Sessions, build_server, call_result
 from tests.skillkit import tool, write_skill
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+
+def test_a_sound_goes_to_a_client_whose_protocol_has_no_audio_content_as_a_resource() -> None:
+    # Review: audio content came in MCP 2025-03-26; a 2024-11-05 client got a content type
+    # its protocol does not have.
+    sound = MadeFile("hello.wav", "audio/wav", b"RIFF....WAVE")
+    result = ToolResult("speak", True, "spoken", {"ok": True}, files=(sound,))
+    old = call_result(result, protocol="2024-11-05").content[1]
+    assert old.type == "resource"
+    assert (old.resource.uri, old.resource.mime_type) == (
+        "skilldesk://files/hello.wav",
+        "audio/wav",
+    )
+    for protocol in ("2025-03-26", "2025-11-25"):
+        new = call_result(result, protocol=protocol).content[1]
+        assert (new.type, new.mime_type) == ("audio", "audio/wav")
 
 
 def test_data_becomes_structured_content_an_object_always() -> None:
