@@ -418,10 +418,22 @@ def _file_specs(files: Any) -> list[dict[str, Any]]:
 
 
 def _without_paths(value: dict[str, Any], specs: list[dict[str, Any]]) -> dict[str, Any]:
-    """``value`` without the fields that only repeat a file's path: a server path means
-    nothing to the model, the user or another agent."""
+    """``value`` without the fields and items, at any depth, that only repeat a file's path:
+    a server path means nothing to the model, the user or another agent."""
     paths = {str(spec.get("path")) for spec in specs}
-    return {k: v for k, v in value.items() if not (isinstance(v, str) and v in paths)}
+
+    def kept(item: Any) -> Any:
+        if isinstance(item, dict):
+            return {k: kept(v) for k, v in item.items() if not _is_path(v, paths)}
+        if isinstance(item, list):
+            return [kept(v) for v in item if not _is_path(v, paths)]
+        return item
+
+    return {k: kept(v) for k, v in value.items() if k != "files" and not _is_path(v, paths)}
+
+
+def _is_path(item: Any, paths: set[str]) -> bool:
+    return isinstance(item, str) and item in paths
 
 
 def _read_files(data_dir: Path, specs: list[dict[str, Any]]) -> list[MadeFile]:

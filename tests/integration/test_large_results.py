@@ -177,7 +177,9 @@ def make(context):
     path = context.data_dir / "report.txt"
     path.write_text("ok")
     rows = [{"id": i, "junk": "j" * 10} for i in range(50)]
-    return {"files": [str(path)], "saved_to": str(path), "rows": rows}
+    report = {"path": str(path), "pages": 1}
+    return {"files": [str(path)], "saved_to": str(path), "report": report,
+            "outputs": [str(path), "summary"], "rows": rows}
 """
 
 
@@ -215,7 +217,13 @@ async def test_a_result_with_files_is_trimmed_once_they_are_adopted(
     assert [p.name for p in attachments.adopted] == ["report.txt"]
     file = {"id": "att1", "name": "report.txt", "media_type": "text/plain", "size": None}
     rows = [{"id": i, "junk": "j" * 10} for i in range(3)]
-    assert result.data == {"files": [file], "rows": rows}
+    # The path, wherever the handler repeated it, is gone (review: only top-level fields were).
+    assert result.data == {
+        "files": [file],
+        "report": {"pages": 1},
+        "outputs": ["summary"],
+        "rows": rows,
+    }
     assert json.loads(result.content) == result.data
 
 
@@ -244,6 +252,7 @@ async def test_a_direct_call_gets_the_files_read_never_their_paths_within_a_boun
     ]
     assert result.data["files"] == [{"name": "report.txt", "media_type": "text/plain", "size": 2}]
     assert "saved_to" not in result.data  # it only repeated the path
+    assert (result.data["report"], result.data["outputs"]) == ({"pages": 1}, ["summary"])
     assert str(tmp_path) not in result.content
     assert json.loads(result.content) == result.data
     assert (too_big.ok, too_big.error_code, too_big.files) == (False, "tool_failed", ())
