@@ -135,7 +135,7 @@ class RunFeed:
             "answer": last.message.text if isinstance(last, RunFinished) else None,
             "error": {"code": last.code, "message": last.message}
             if isinstance(last, RunFailed)
-            else None,
+            else _refusal(self.error),
             "cancel_requested": self.cancel_requested,
             "usage": dict(last.usage) if isinstance(last, RunFinished) else None,
         }
@@ -268,3 +268,11 @@ class PackedEvents(Sequence[Event]):
 def fingerprint(content: Any) -> str:
     """A message's content as a comparable string."""
     return content if isinstance(content, str) else json.dumps(content, sort_keys=True)
+
+
+def _refusal(error: BaseException | None) -> dict[str, str] | None:
+    """A run refused once accepted (its thread not the caller's, nothing to resume, ...),
+    as a run's error: its code and message."""
+    if error is None:
+        return None
+    return {"code": str(getattr(error, "code", "run_failed")), "message": str(error)}

@@ -93,6 +93,30 @@ class ThreadRecords:
         await self._put(record)
         return record
 
+    async def claim(
+        self, thread_id: str, *, owner: str | None, agent: str | None = None
+    ) -> str | None:
+        """Make a new thread's record for ``owner`` unless the thread has one (at once: of
+        two callers naming one new id, one makes it); the owner of the record there."""
+        now = time.time()
+        record = ThreadRecord(
+            thread_id=thread_id,
+            owner=owner,
+            title="New conversation",
+            created=now,
+            updated=now,
+            status="idle",
+            messages=0,
+            forked_from=None,
+        )
+        if agent is not None:
+            record["agent"] = agent
+        index = {"owner": owner, "status": "idle", "updated": now}
+        if await self.documents.add(THREAD, thread_id, dict(record), **index):
+            return owner
+        found = await self.get(thread_id)
+        return found.get("owner") if found is not None else None
+
     async def update(self, thread_id: str, **changes: Any) -> ThreadRecord | None:
         """Change a record's fields (``updated`` set to now); None when there is none."""
         found = await self.documents.merge(THREAD, thread_id, {**changes, "updated": time.time()})

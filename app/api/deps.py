@@ -216,7 +216,12 @@ OwnerDep = Annotated[str | None, Depends(owner)]
 
 
 async def reach_thread(
-    services: Services, principal: Principal, thread_id: str, *, may_be_new: bool = False
+    services: Services,
+    principal: Principal,
+    thread_id: str,
+    *,
+    may_be_new: bool = False,
+    claim: bool = False,
 ) -> None:
     """Check that the principal may reach the thread: its own, or any for an admin or the
     local user. Another user's thread is a 404, as one that does not exist, so that ids
@@ -224,15 +229,27 @@ async def reach_thread(
 
     Args:
         may_be_new: a thread that does not exist yet is fine (a run creates it).
+        claim: a thread that does not exist yet is made the principal's now (its record),
+            so that a second request, the principal's or another user's, finds whose it
+            is while the first request's run has not written it yet.
 
     Raises:
         ThreadNotFound: not the principal's, or (unless ``may_be_new``) no such thread.
     """
     if principal.sees_all:
         return
-    record = await services.threads.records.get(thread_id)
-    if record is None and may_be_new and not await services.threads.exists(thread_id):
-        return
+    records = services.threads.records
+    record = await records.get(thread_id)
+    if record is None and (may_be_new or claim) and not await services.threads.exists(thread_id):
+        if not claim:
+            return
+        if await records.claim(thread_id, owner=principal.user, agent=principal.agent) == (
+            principal.user
+        ):
+            return
+        raise ThreadNotFound(f"There is no thread {thread_id!r}.")
+    if record is None:  # made since the first read (a run of the thread began meanwhile)
+        record = await records.get(thread_id)
     if record is None or record.get("owner") != principal.user:
         raise ThreadNotFound(f"There is no thread {thread_id!r}.")
 

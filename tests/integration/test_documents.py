@@ -192,3 +192,22 @@ async def test_the_first_requests_at_once_set_the_table_up_once(
             store = documents_for(saver)
             assert await asyncio.gather(*(store.count("key") for _ in range(5))) == [0] * 5
     assert sorted(built) == INDEXES
+
+
+async def test_of_callers_adding_one_new_document_at_once_one_writes_it(
+    documents: Documents,
+) -> None:
+    added = await asyncio.gather(
+        *(
+            documents.add("thread", "t-new", {"owner": who}, owner=who)
+            for who in ("ana", "bo", "cy")
+        )
+    )
+    assert sorted(added) == [False, False, True]
+    kept = await documents.get("thread", "t-new")
+    assert kept is not None
+    winner = ("ana", "bo", "cy")[added.index(True)]
+    assert kept["owner"] == winner
+    assert [d["owner"] for d in await documents.find("thread", owner=winner)] == [winner]
+    assert await documents.add("thread", "t-new", {"owner": "dee"}) is False
+    assert (await documents.get("thread", "t-new") or {})["owner"] == winner

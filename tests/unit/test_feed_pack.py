@@ -106,3 +106,15 @@ def test_an_event_after_the_pack_is_counted_in_the_status() -> None:
     assert feed.status == "succeeded"
     feed.put(RunFailed("t1", "r1", "internal_error", "it broke"))
     assert feed.status == "failed"
+
+
+def test_a_run_refused_after_it_was_accepted_shows_why() -> None:
+    # QA: bob's run on a thread alice's first run made meanwhile was accepted, then ended
+    # "failed" with no error at all.
+    from agents.errors import ThreadNotFound
+
+    feed = RunFeed("mine?", run_id="r3", thread_id="t3")
+    feed.close(ThreadNotFound("There is no thread 't3'."))
+    summary = feed.summary()
+    assert summary["status"] == "failed"
+    assert summary["error"] == {"code": "thread_not_found", "message": "There is no thread 't3'."}

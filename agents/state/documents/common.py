@@ -17,6 +17,11 @@ class Documents(Protocol):
         ``updated`` time, now by default)."""
         ...
 
+    async def add(self, kind: str, doc_id: str, body: dict[str, Any], **index: Any) -> bool:
+        """Write a document unless one of that id is there (at once, whoever else adds it);
+        whether it was written."""
+        ...
+
     async def get(self, kind: str, doc_id: str) -> dict[str, Any] | None:
         """One document, or None."""
         ...

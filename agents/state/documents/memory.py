@@ -25,6 +25,13 @@ class MemoryDocuments:
         )
         self.rows[(kind, doc_id)] = row
 
+    async def add(self, kind: str, doc_id: str, body: dict[str, Any], **index: Any) -> bool:
+        """See ``Documents.add``."""
+        if (kind, doc_id) in self.rows:
+            return False
+        await self.put(kind, doc_id, body, **index)
+        return True
+
     async def get(self, kind: str, doc_id: str) -> dict[str, Any] | None:
         """See ``Documents.get``."""
         row = self.rows.get((kind, doc_id))

@@ -50,6 +50,24 @@ class PostgresDocuments:
                 ),
             )
 
+    async def add(self, kind: str, doc_id: str, body: dict[str, Any], **index: Any) -> bool:
+        """See ``Documents.add``."""
+        await self._setup()
+        async with self.pool.connection() as conn:
+            cursor = await conn.execute(
+                f"INSERT INTO {TABLE} VALUES (%s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (kind, id) DO NOTHING",
+                (
+                    kind,
+                    doc_id,
+                    index.get("owner"),
+                    index.get("status"),
+                    index.get("updated") or time.time(),
+                    dump(body),
+                ),
+            )
+            return bool(cursor.rowcount > 0)
+
     async def get(self, kind: str, doc_id: str) -> dict[str, Any] | None:
         """See ``Documents.get``."""
         rows = await self._read(

@@ -31,6 +31,18 @@ class SqliteDocuments:
         )
         await self.saver.run(self._write, row)
 
+    async def add(self, kind: str, doc_id: str, body: dict[str, Any], **index: Any) -> bool:
+        """See ``Documents.add``."""
+        row = (
+            kind,
+            doc_id,
+            index.get("owner"),
+            index.get("status"),
+            index.get("updated") or time.time(),
+            dump(body),
+        )
+        return await self.saver.run(self._add, row)
+
     async def get(self, kind: str, doc_id: str) -> dict[str, Any] | None:
         """See ``Documents.get``."""
         rows = await self.saver.run(
@@ -96,6 +108,12 @@ class SqliteDocuments:
             for name, columns in INDEXES.items():
                 self.saver.conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {TABLE} {columns}")
             self._ready = True
+
+    def _add(self, row: tuple[Any, ...]) -> bool:
+        self._setup()
+        with self.saver.conn as conn:
+            sql = f"INSERT OR IGNORE INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?)"
+            return conn.execute(sql, row).rowcount > 0
 
     def _write(self, row: tuple[Any, ...]) -> None:
         self._setup()

@@ -136,12 +136,12 @@ async def chat_completions(
     """
     thread_id = _thread_id(x_thread_id)
     cutoffs: Cutoffs = request.app.state.cutoffs
+    target = run_target(services, model=body.model, skill=body.skill, workflow=body.workflow)
     if x_thread_id is not None and x_thread_id.strip():  # another user's thread: a 404
-        await reach_thread(services, principal, thread_id, may_be_new=True)
+        await reach_thread(services, principal, thread_id, claim=True)
     conversations = services.conversations
     # Which messages are new is decided against the history the run reads (one read).
     turn = ClientTurn([m.model_dump(exclude_none=True) for m in body.messages])
-    target = run_target(services, model=body.model, skill=body.skill, workflow=body.workflow)
     target.update(idempotency_key=idempotency_key, owner=principal.user, agent=principal.agent)
     target["guard"] = None if principal.sees_all else principal.user
     created = int(time.time())

@@ -83,8 +83,8 @@ async def create_run(
     `stream: true` its events. It goes on if the client disconnects, unless asked not to.
     With an `Idempotency-Key`, the same request sent again (whichever process it reaches)
     gets the first one's run."""
-    await reach_thread(services, principal, thread_id, may_be_new=True)
     target = run_target(services, model=body.model, skill=body.skill, workflow=body.workflow)
+    await reach_thread(services, principal, thread_id, claim=True)
     turn = [HumanMessage(body.message)]
     run_id, theirs = await claim_key(services, thread_id, idempotency_key, turn)
     if theirs is not None:  # a retry of a request another process answers: its run

@@ -285,8 +285,8 @@ async def stream_run(
     The same message sent again while it is answered joins the run under way; with an
     `Idempotency-Key`, the same request sent again (whichever process it reaches) reads the
     first one's run from its first event."""
-    await reach_thread(services, principal, thread_id, may_be_new=True)
     target = run_target(services, model=body.model, skill=body.skill, workflow=body.workflow)
+    await reach_thread(services, principal, thread_id, claim=True)
     turn = [HumanMessage(body.message)]
     run_id, theirs = await claim_key(services, thread_id, idempotency_key, turn)
     keepalive = services.settings.sse_keepalive_s

@@ -264,3 +264,51 @@ def test_a_workflow_run_started_in_a_chat_stays_the_thread_owners_once_the_threa
     ]
     assert client.get(f"/v1/workflow-runs/{run['id']}", headers=bob).status_code == 404
     assert client.get("/v1/workflow-runs", headers=bob).json()["runs"] == []
+
+
+async def test_a_new_thread_is_its_first_callers_before_its_run_writes_it(
+    keyed_settings: Any,
+    store_url: str,  # noqa: F811
+    fake_llm: FakeLLM,
+) -> None:
+    # QA: until the first run of a new thread wrote its record, a second request found the
+    # thread there (its checkpoint) but no owner: alice's own next message was a 404, and
+    # bob's run on the same new id was accepted (202), then failed with no error.
+    import asyncio
+
+    import httpx
+
+    fake_llm.script(Reply(content="First answered."), Reply(content="Second answered."))
+    settings = keyed_settings.model_copy(update={"checkpoint_url": store_url})
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        services = app.state.services
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            async with services.conversations.hold("fresh"):  # its first run cannot begin yet
+                first = await http.post(
+                    "/v1/threads/fresh/runs", json={"message": "first"}, headers=bearer("alice")
+                )
+                bobs = await http.post(
+                    "/v1/threads/fresh/runs", json={"message": "mine?"}, headers=bearer("bob")
+                )
+                second = await http.post(
+                    "/v1/threads/fresh/runs", json={"message": "second"}, headers=bearer("alice")
+                )
+            assert first.status_code == second.status_code == 202, (first.text, second.text)
+            assert bobs.status_code == 404, bobs.text
+            assert bobs.json()["error"]["code"] == "thread_not_found"
+            run = second.json()["id"]
+            for _ in range(300):
+                found = await http.get(f"/v1/threads/fresh/runs/{run}", headers=bearer("alice"))
+                if found.json()["status"] == "succeeded":
+                    break
+                await asyncio.sleep(0.02)
+            shown = await http.get("/v1/threads/fresh", headers=bearer("alice"))
+    assert [m["content"] for m in shown.json()["messages"]] == [
+        "first",
+        "First answered.",
+        "second",
+        "Second answered.",
+    ]
+    assert shown.json()["title"] == "first"
