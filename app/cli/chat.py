@@ -26,12 +26,20 @@ def chat(
     ] = None,
     thread: Annotated[str | None, typer.Option(help="Thread id to continue.")] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Data directory (in-process).")] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="SKILLDESK_API_KEY",
+            help="With --url: the API key of a service that has keys (`skilldesk keys create`).",
+            show_envvar=True,
+        ),
+    ] = None,
 ) -> None:
     """Chat in the terminal. Empty line or Ctrl-D ends."""
     thread_id = thread or uuid.uuid4().hex
     typer.echo(f"thread {thread_id} — empty line or Ctrl-D to quit", err=True)
     if url:
-        ok = _chat_remote(url.rstrip("/"), thread_id)
+        ok = _chat_remote(url.rstrip("/"), thread_id, api_key)
     else:
         settings = load_cli_settings(data_dir=data_dir)
         # The service's log lines would interleave with the conversation: warnings only,
@@ -58,13 +66,13 @@ def _lines() -> Iterator[str]:
         yield line
 
 
-def _chat_remote(url: str, thread_id: str) -> bool:
+def _chat_remote(url: str, thread_id: str, api_key: str | None) -> bool:
     # Lazy: the OpenAI SDK is slow to import and only talking to a running service needs it.
-    from openai import OpenAI, OpenAIError
+    from openai import AuthenticationError, OpenAI, OpenAIError
 
     client = OpenAI(
         base_url=f"{url}/v1",
-        api_key="skilldesk",
+        api_key=api_key or "skilldesk",  # a service without keys takes any
         default_headers={"X-Thread-Id": thread_id},
         max_retries=0,
     )
@@ -78,6 +86,10 @@ def _chat_remote(url: str, thread_id: str) -> bool:
                 if chunk.choices and chunk.choices[0].delta.content:
                     typer.echo(chunk.choices[0].delta.content, nl=False)
             typer.echo()
+        except AuthenticationError as exc:
+            given = "the key given" if api_key else "no key (--api-key or SKILLDESK_API_KEY)"
+            typer.echo(f"error: {exc.message}; sent {given}", err=True)
+            return False  # every next message would be refused alike
         except (OpenAIError, httpx.HTTPError) as exc:
             typer.echo(f"error: {exc}", err=True)
             ok = False

@@ -291,6 +291,37 @@ def test_terminal_chat_against_a_running_service(start_service: Any, fake_llm: F
     assert fake_llm.requests[1]["messages"][2]["content"] == "first answer"
 
 
+def test_terminal_chat_with_a_service_that_has_keys_sends_the_one_given(
+    service_env: dict[str, str], tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    # QA: `chat --url` sent a fixed key: once the service had keys, every message was a 401
+    # blaming a key the user never gave.
+    key = "sdk_ana-terminal-0123456789abcdef"
+    service = Service({**service_env, "SKILLDESK_API_KEYS": f"ana:chat:{key}"}, tmp_path / "data")
+    fake_llm.script(Reply(content="hello ana"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
+    command = [SKILLDESK, "chat", "--url", service.url, "--thread", "tty-keyed"]
+    try:
+        refused = subprocess.run(
+            command, input="one\ntwo\n", capture_output=True, text=True, timeout=60, env=env
+        )
+        done = subprocess.run(
+            command,
+            input="one\n",
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**env, "SKILLDESK_API_KEY": key},
+        )
+    finally:
+        service.stop()
+    assert refused.returncode == 1
+    assert refused.stderr.count("error:") == 1  # not once per message
+    assert "sent no key (--api-key or SKILLDESK_API_KEY)" in refused.stderr
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["hello ana"]
+
+
 def test_a_service_told_to_stop_lets_its_runs_finish_in_the_grace_period(
     start_service: Any, fake_llm: FakeLLM
 ) -> None:

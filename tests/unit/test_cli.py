@@ -28,7 +28,7 @@ outputs: {message: "{{ nodes.hello.output.text }}"}
     [
         ([], ["serve", "chat", "skills", "workflows"]),
         (["serve"], ["--host", "--port", "--data-dir", "--skills-dir", "--workflows-dir"]),
-        (["chat"], ["--url", "--thread", "--data-dir"]),
+        (["chat"], ["--url", "--thread", "--data-dir", "--api-key"]),
         (["skills"], ["list", "validate", "search", "new"]),
         (["workflows"], ["list", "validate", "graph"]),
     ],
