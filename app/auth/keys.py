@@ -6,6 +6,7 @@ revoked one is kept, marked, so that a request with it is told it was revoked.""
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 import time
 from collections.abc import Sequence
@@ -78,12 +79,19 @@ def key_view(key: KeyRecord) -> dict[str, Any]:
     }
 
 
+# A user id: no blank one, none with spaces around it or control characters in it (it is
+# the owner of threads and runs, compared as it is, and shown in listings and logs).
+USER_PATTERN = r"^[^\x00-\x20\x7f](?:[^\x00-\x1f\x7f]{0,198}[^\x00-\x20\x7f])?$"
+
+
 class KeySpec(BaseModel):
     """One key of a keys file (YAML: a list of these, or ``{keys: [...]}``)."""
 
     model_config = {"extra": "forbid"}
 
-    user: str = Field(min_length=1, max_length=200, description="The user the key acts as.")
+    user: str = Field(
+        min_length=1, max_length=200, pattern=USER_PATTERN, description="The user the key acts as."
+    )
     scopes: list[str] = Field(["chat"], description=f"Of {', '.join(SCOPES)}.")
     name: str = Field("", max_length=200, description="What the key is for.")
     token: str | None = Field(None, min_length=16, description="The key itself.")
@@ -95,6 +103,16 @@ class KeySpec(BaseModel):
     @classmethod
     def _known(cls, value: list[str]) -> list[str]:
         return check_scopes(value)
+
+
+def check_user(user: str) -> str:
+    """The user id, if it is one (``USER_PATTERN``); a ValueError says what is wrong."""
+    if not re.fullmatch(USER_PATTERN, user):
+        raise ValueError(
+            f"user {user!r} is not a user id: 1 to 200 characters, no spaces around it and "
+            "no control characters"
+        )
+    return user
 
 
 def check_scopes(scopes: Sequence[str]) -> list[str]:
@@ -187,6 +205,7 @@ class ApiKeys:
     ) -> tuple[str, KeyRecord]:
         """A new key for ``user``: the token (to show once) and its record; ``expires_in``
         seconds from now it stops working (None: never)."""
+        check_user(user)
         scopes = check_scopes(scopes)
         token = PREFIX + secrets.token_urlsafe(32)
         hashed = digest(token)

@@ -14,7 +14,15 @@ import typer
 from agents.errors import ConfigError
 from agents.state.checkpointers import open_checkpointer
 from agents.state.documents import documents_for
-from app.auth.keys import MAX_LIFE_S, ApiKeys, KeyRecord, bootstrap_keys, check_scopes, key_view
+from app.auth.keys import (
+    MAX_LIFE_S,
+    ApiKeys,
+    KeyRecord,
+    bootstrap_keys,
+    check_scopes,
+    check_user,
+    key_view,
+)
 from app.auth.principal import SCOPES
 from app.cli.common import load_cli_settings
 from app.logging import configure_logging
@@ -99,6 +107,7 @@ def create(
     """Make a key for USER and print it: it is shown this once (the store keeps its hash)."""
     life = duration(expires_in) if expires_in is not None else None
     try:
+        check_user(user)
         scopes = check_scopes(scope or ["chat"])
     except ValueError as exc:
         typer.echo(f"skilldesk: {exc}", err=True)

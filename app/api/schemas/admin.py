@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.auth.keys import MAX_LIFE_S
+from app.auth.keys import MAX_LIFE_S, USER_PATTERN
 from app.auth.principal import Scope
 
 
@@ -27,7 +27,12 @@ class KeyCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    user: str = Field(min_length=1, max_length=200, description="The user id the key acts as.")
+    user: str = Field(
+        min_length=1,
+        max_length=200,
+        pattern=USER_PATTERN,
+        description="The user id the key acts as: no spaces around it, no control characters.",
+    )
     scopes: list[Scope] = Field(["chat"], min_length=1, description="What it may do.")
     name: str = Field("", max_length=200, description="What the key is for.")
     expires_in_s: float | None = Field(

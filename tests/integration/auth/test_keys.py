@@ -160,6 +160,10 @@ def test_a_key_made_to_expire_is_refused_as_expired_once_its_time_is_up(
     root = skilldesk(*["keys", "create", "erin", "-s", "root", "--checkpoint-url", url])
     assert root.exit_code == 2
     assert "unknown scope(s) root; use chat, tools, approve, admin" in root.output
+    for blank in ("", "  ", " erin", "erin\t"):  # QA: a key for user "" was made and worked
+        nobody = skilldesk(*["keys", "create", blank, "--checkpoint-url", url])
+        assert nobody.exit_code == 2, nobody.output
+        assert "is not a user id" in nobody.output
     listed = skilldesk(*["keys", "list", "--user", "erin", "--json", "--checkpoint-url", url])
     assert json.loads(listed.output) == []  # nothing was made
     with TestClient(create_app(keyed_settings)) as client:
@@ -380,6 +384,10 @@ def test_a_key_asked_for_wrongly_is_refused_naming_what_is_wrong(keyed: TestClie
     error = unknown.json()["error"]
     assert error["param"] == "scopes.0"
     assert "'chat', 'tools', 'approve' or 'admin'" in error["message"]
+    for blank in ("", "   ", " dan", "dan\n"):  # QA: "   " was a user, never charged
+        nobody = keyed.post("/v1/admin/keys", json={"user": blank}, headers=admin)
+        assert nobody.status_code == 400, (blank, nobody.text)
+        assert nobody.json()["error"]["param"] == "user"
     never = keyed.post("/v1/admin/keys", json={"user": "dan", "expires_in_s": 0}, headers=admin)
     assert never.status_code == 400
     assert never.json()["error"]["param"] == "expires_in_s"
