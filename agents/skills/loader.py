@@ -19,6 +19,7 @@ from agents.skills.schemas import SchemaError
 from agents.skills.spec import (
     COMPATIBILITY_LIMIT,
     DESCRIPTION_LIMIT,
+    TOOL_NAME_PATTERN,
     Frontmatter,
     SkillConfig,
     ToolSpec,
@@ -408,6 +409,13 @@ def _message(err: Any) -> str:
         return "is required"
     if err["type"] == "extra_forbidden":
         return "is not a known field; check its spelling (see skill.schema.json)"
+    pattern = (err.get("ctx") or {}).get("pattern")
+    if err["type"] == "string_pattern_mismatch" and pattern == TOOL_NAME_PATTERN:
+        given = str(err.get("input"))
+        return (
+            f"{given!r} is not valid: a letter or underscore first, then letters, digits, "
+            f"underscores and hyphens, 64 characters at most (it has {len(given)})"
+        )
     if err["type"] == "string_pattern_mismatch" and err["loc"][-1] == "name":
         return (
             f"{err.get('input')!r} is not valid: use lowercase letters, digits and single hyphens"

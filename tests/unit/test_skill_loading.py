@@ -158,6 +158,23 @@ def test_skill_yaml_errors_name_the_tool_and_field(tmp_path: Path) -> None:
     assert "skill.yaml [colour]: is not a known field" in joined
 
 
+def test_a_tool_name_too_long_is_refused_for_its_length_not_as_a_skill_name(
+    tmp_path: Path,
+) -> None:
+    # QA: a tool name of 70 characters was refused with the skill names' rule ("lowercase
+    # letters, digits and single hyphens"), wrong for tools, silent on the length.
+    long_name = "look_up_an_order_by_its_number_and_the_customer_email_address_quickly"
+    folder = write_skill(
+        tmp_path,
+        "orders",
+        config={"tools": [tool(long_name, "handler:get_order")]},
+        handler="def get_order():\n    return 1\n",
+    )
+    joined = "\n".join(problems_of(folder))
+    assert f"64 characters at most (it has {len(long_name)})" in joined
+    assert "single hyphens" not in joined
+
+
 def schema_tool(parameters: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {
         "name": "bs_tool",
