@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
 from agents.errors import ConfigError
 from app.settings import Settings, load_settings
+
+# The options of the commands that work on the service's store (threads, keys).
+StoreUrl = Annotated[
+    str | None,
+    typer.Option("--checkpoint-url", help="The store [SKILLDESK_CHECKPOINT_URL]."),
+]
+DataDir = Annotated[
+    Path | None,
+    typer.Option("--data-dir", help="The SQLite file's folder [SKILLDESK_DATA_DIR]."),
+]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 def load_cli_settings(**overrides: Any) -> Settings:

@@ -7,6 +7,7 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
@@ -24,17 +25,11 @@ from app.auth.keys import (
     key_view,
 )
 from app.auth.principal import SCOPES
-from app.cli.common import load_cli_settings
+from app.cli.common import DataDir, JsonFlag, StoreUrl, load_cli_settings
 from app.logging import configure_logging
 
 cli = typer.Typer(help="Create, list and revoke API keys.", no_args_is_help=True)
 T = TypeVar("T")
-
-StoreUrl = Annotated[
-    str | None,
-    typer.Option("--checkpoint-url", help="The store [SKILLDESK_CHECKPOINT_URL]."),
-]
-JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 @cli.callback()
@@ -42,9 +37,9 @@ def _quiet_logs() -> None:
     configure_logging("error", "console")
 
 
-def _run(url: str | None, job: Callable[[ApiKeys], Awaitable[T]]) -> T:
+def _run(url: str | None, data_dir: Path | None, job: Callable[[ApiKeys], Awaitable[T]]) -> T:
     """Open the store's keys (and the bootstrap ones of the settings), run ``job``."""
-    settings = load_cli_settings(checkpoint_url=url)
+    settings = load_cli_settings(checkpoint_url=url, data_dir=data_dir)
 
     async def go() -> T:
         secret = settings.api_keys.get_secret_value() if settings.api_keys else None
@@ -102,6 +97,7 @@ def create(
         typer.Option(help="It stops working after this long: 30d, 12h, 15m, 90s [never]."),
     ] = None,
     checkpoint_url: StoreUrl = None,
+    data_dir: DataDir = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Make a key for USER and print it: it is shown this once (the store keeps its hash)."""
@@ -112,7 +108,7 @@ def create(
     except ValueError as exc:
         typer.echo(f"skilldesk: {exc}", err=True)
         raise typer.Exit(2) from None
-    token, key = _run(checkpoint_url, lambda keys: keys.create(user, scopes, name, life))
+    token, key = _run(checkpoint_url, data_dir, lambda keys: keys.create(user, scopes, name, life))
     if as_json:
         typer.echo(json.dumps({**key_view(key), "key": token}))
         return
@@ -125,10 +121,11 @@ def create(
 def list_keys(
     user: Annotated[str | None, typer.Option(help="Only this user's keys.")] = None,
     checkpoint_url: StoreUrl = None,
+    data_dir: DataDir = None,
     as_json: JsonFlag = False,
 ) -> None:
     """The keys (never the keys themselves: their ids, users and scopes)."""
-    keys = _run(checkpoint_url, lambda k: k.all(user))
+    keys = _run(checkpoint_url, data_dir, lambda k: k.all(user))
     if as_json:
         typer.echo(json.dumps([key_view(k) for k in keys]))
         return
@@ -146,10 +143,11 @@ def list_keys(
 def revoke(
     key_id: Annotated[str, typer.Argument(help="The key's id (key_...), from `keys list`.")],
     checkpoint_url: StoreUrl = None,
+    data_dir: DataDir = None,
 ) -> None:
     """Revoke a key: requests with it are refused from now on."""
 
-    outcome, _ = _run(checkpoint_url, lambda keys: keys.revoke(key_id))
+    outcome, _ = _run(checkpoint_url, data_dir, lambda keys: keys.revoke(key_id))
     refused = {
         "from_settings": f"{key_id} comes from SKILLDESK_API_KEYS or the keys file; "
         "remove it there and restart",

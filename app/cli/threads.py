@@ -16,23 +16,14 @@ import typer
 
 from agents.errors import SkilldeskError, ThreadBusy
 from agents.memory.summaries import summarised_count
-from app.cli.common import load_cli_settings
+from app.cli.common import DataDir, JsonFlag, StoreUrl, load_cli_settings
 from app.logging import configure_logging
 from app.settings import Settings
 
 cli = typer.Typer(help="List, inspect, branch, delete and prune threads.", no_args_is_help=True)
 T = TypeVar("T")
 
-StoreUrl = Annotated[
-    str | None,
-    typer.Option("--checkpoint-url", help="The store [SKILLDESK_CHECKPOINT_URL]."),
-]
-JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 ThreadArg = Annotated[str, typer.Argument(help="The thread's id.")]
-DataDir = Annotated[
-    Path | None,
-    typer.Option("--data-dir", help="The SQLite file's folder [SKILLDESK_DATA_DIR]."),
-]
 
 
 @cli.callback()

@@ -9,6 +9,7 @@ import subprocess
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -180,6 +181,19 @@ def test_a_key_made_to_expire_is_refused_as_expired_once_its_time_is_up(
         assert refused.status_code == 401
         assert refused.json()["error"]["code"] == "api_key_expired"
         assert 'error="invalid_token"' in refused.headers["WWW-Authenticate"]
+
+
+def test_keys_are_made_and_listed_in_the_data_dir_given(tmp_path: Path) -> None:
+    # QA: `keys` alone of the store's commands took no --data-dir (threads does).
+    here, there = str(tmp_path / "here"), str(tmp_path / "there")
+    made = skilldesk(*["keys", "create", "fay", "--json", "--data-dir", here])
+    assert made.exit_code == 0, made.output
+    key_id = json.loads(made.output)["id"]
+    listed = skilldesk(*["keys", "list", "--json", "--data-dir", here])
+    assert [k["id"] for k in json.loads(listed.output)] == [key_id]
+    assert json.loads(skilldesk(*["keys", "list", "--json", "--data-dir", there]).output) == []
+    revoked = skilldesk(*["keys", "revoke", key_id, "--data-dir", here])
+    assert revoked.exit_code == 0, revoked.output
 
 
 def test_keys_are_stored_hashed(keyed_settings: Any) -> None:
