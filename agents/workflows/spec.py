@@ -21,10 +21,11 @@ waits for every node with an edge into it.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agents.skills.schemas import object_schema
 
@@ -65,6 +66,26 @@ class InputSpec(_Strict):
         "(function calling with this input's schema), or `none` (asked for). Default: "
         "pattern when one is set, else model.",
     )
+
+    @model_validator(mode="after")
+    def _default_fits(self) -> InputSpec:
+        """A default is a value the input could be given: of its type, one of its ``enum``
+        (it is used as it is, with no check at the run's start)."""
+        value = self.default
+        if value is None:
+            return self
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        fits = {
+            "string": isinstance(value, str),
+            "boolean": isinstance(value, bool),
+            "integer": number and float(value).is_integer(),
+            "number": number and math.isfinite(value),
+        }[self.type]
+        if not fits:
+            raise ValueError(f"default {value!r} is not of the input's type, {self.type}")
+        if self.enum is not None and value not in self.enum:
+            raise ValueError(f"default {value!r} is not one of its enum {list(self.enum)}")
+        return self
 
     @field_validator("pattern")
     @classmethod

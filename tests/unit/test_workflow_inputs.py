@@ -3,6 +3,8 @@ of another type refused, naming the input, its type and what was given."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +12,7 @@ import pytest
 from agents.errors import BadInputs
 from agents.workflows.inputs import check_inputs
 from agents.workflows.spec import WorkflowSpec
+from tests.workflowkit import problems
 
 SPEC = WorkflowSpec.model_validate(
     {
@@ -93,3 +96,50 @@ def test_a_value_of_another_type_is_refused_naming_the_input(
     with pytest.raises(BadInputs) as refused:
         check_inputs(SPEC, given)
     assert refused.value.message == f"workflow 'typed' cannot start: {message}"
+
+
+@pytest.mark.parametrize(
+    ("declared", "why"),
+    [
+        (
+            {"type": "integer", "default": "abc"},
+            "default 'abc' is not of the input's type, integer",
+        ),
+        ({"type": "integer", "default": 2.5}, "default 2.5 is not of the input's type, integer"),
+        ({"type": "boolean", "default": 1}, "default 1 is not of the input's type, boolean"),
+        ({"type": "number", "default": True}, "default True is not of the input's type, number"),
+        ({"type": "string", "default": 5}, "default 5 is not of the input's type, string"),
+        ({"enum": ["x", "y"], "default": "z"}, "default 'z' is not one of its enum ['x', 'y']"),
+    ],
+)
+def test_a_default_that_the_input_could_not_be_given_is_refused_at_load(
+    tmp_path: Path, declared: dict[str, Any], why: str
+) -> None:
+    # QA: a default was used as it was, unchecked: `{type: integer, default: "abc"}` gave the
+    # nodes "abc", while a run given "abc" is refused.
+    text = f"""
+name: typed-default
+description: A default of another type.
+inputs:
+  a: {json.dumps({"required": False, **declared})}
+nodes:
+  - {{id: one, kind: set, values: {{a: "{{{{ inputs.a }}}}"}}}}
+"""
+    found = [(p.message) for p in problems(tmp_path, text)]
+    assert any(why in message for message in found), found
+
+
+def test_a_default_of_the_inputs_type_loads_and_fills_the_input() -> None:
+    spec = WorkflowSpec.model_validate(
+        {
+            "name": "defaults",
+            "description": "Defaults of each type.",
+            "inputs": {
+                "n": {"type": "integer", "required": False, "default": 3},
+                "x": {"type": "number", "required": False, "default": 2},
+                "c": {"required": False, "enum": ["x", "y"], "default": "y"},
+            },
+            "nodes": [{"id": "one", "kind": "set", "values": {"s": "{{ inputs.c }}"}}],
+        }
+    )
+    assert check_inputs(spec, {}) == {"n": 3, "x": 2, "c": "y"}
