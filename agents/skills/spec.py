@@ -13,6 +13,23 @@ NAME_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 DESCRIPTION_LIMIT = 1024  # characters, in the Agent Skills specification
 COMPATIBILITY_LIMIT = 500
 TOOL_NAME_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_-]{0,63}$"
+# The functions the service itself offers a model (prompts/tools/*.yaml): a skill's tool of
+# one of these names would be shadowed by, or shadow, the service's own.
+RESERVED_TOOL_NAMES = frozenset(
+    {
+        "call_skill_tool",
+        "choose_route",
+        "get_workflow_run",
+        "load_skill",
+        "note_skill",
+        "plan_tasks",
+        "read_skill_reference",
+        "run_workflow",
+        "search_skills",
+        "workflow_inputs",
+        "write_examples",
+    }
+)
 HANDLER_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
 
 
@@ -62,8 +79,22 @@ class ToolSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(pattern=TOOL_NAME_PATTERN, description="Unique across all skills.")
+    name: str = Field(
+        pattern=TOOL_NAME_PATTERN,
+        description="Unique across all skills; none of the service's own (load_skill, ...).",
+    )
     description: str = Field(min_length=1, max_length=1024, description="For the model.")
+
+    @field_validator("name")
+    @classmethod
+    def _not_reserved(cls, value: str) -> str:
+        if value in RESERVED_TOOL_NAMES:
+            raise ValueError(
+                f"{value!r} is the name of one of the service's own tools (offered to the "
+                "model beside a skill's): give the tool another name"
+            )
+        return value
+
     parameters: dict[str, Any] = Field(
         default_factory=lambda: {"type": "object", "properties": {}},
         description="JSON Schema of the arguments (an object schema).",

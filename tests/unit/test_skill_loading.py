@@ -175,6 +175,27 @@ def test_a_tool_name_too_long_is_refused_for_its_length_not_as_a_skill_name(
     assert "single hyphens" not in joined
 
 
+@pytest.mark.parametrize("reserved", ["load_skill", "read_skill_reference", "note_skill"])
+def test_a_tool_named_as_one_of_the_services_own_is_refused(tmp_path: Path, reserved: str) -> None:
+    # QA: a skill's `load_skill` loaded, and in chat the model was offered the service's one
+    # only: the skill's handler could never be reached.
+    folder = write_skill(
+        tmp_path,
+        "clash",
+        config={"tools": [tool(reserved, "handler:run")]},
+        handler="def run():\n    return 1\n",
+    )
+    joined = "\n".join(problems_of(folder))
+    assert f"{reserved!r} is the name of one of the service's own tools" in joined
+
+
+def test_the_reserved_tool_names_are_the_services_own_tool_definitions() -> None:
+    from agents.skills.spec import RESERVED_TOOL_NAMES
+
+    defined = {p.stem for p in (Path(__file__).parents[2] / "prompts" / "tools").glob("*.yaml")}
+    assert defined == RESERVED_TOOL_NAMES
+
+
 def schema_tool(parameters: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {
         "name": "bs_tool",

@@ -31,9 +31,11 @@ def many_tools(root: Path, count: int) -> None:
         write_skill(root / "skills", f"skill-{i}", handler=ECHO, config=config)
 
 
-def test_a_skill_tool_named_like_a_meta_tool_is_offered_under_its_skill_s_name(
+def test_a_skill_with_a_tool_named_like_a_meta_tool_is_refused_the_meta_tool_kept(
     tmp_path: Path,
 ) -> None:
+    # It was offered here as `planner__load_skill`, but in chat the model saw the service's
+    # `load_skill` only (QA): such a skill does not load anywhere now.
     write_skill(
         tmp_path / "skills",
         "planner",
@@ -42,11 +44,7 @@ def test_a_skill_tool_named_like_a_meta_tool_is_offered_under_its_skill_s_name(
     )
     tools = catalogue(tmp_path).all()
     assert tools["load_skill"].kind == "meta"
-    assert (tools["planner__load_skill"].skill, tools["planner__load_skill"].tool) == (
-        "planner",
-        "load_skill",
-    )
-    assert tools["plan"].kind == "skill"
+    assert not any(entry.skill == "planner" for entry in tools.values())
 
 
 def test_a_long_clashing_name_is_cut_to_64_characters_the_same_way_every_time() -> None:
