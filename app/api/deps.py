@@ -11,7 +11,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from langchain_core.messages import BaseMessage
 
 from agents.conversations import Conversations
-from agents.errors import ThreadNotFound
+from agents.errors import ThreadNotFound, WorkflowNotFound
 from agents.events import RunFailed, RunFinished, Token
 from agents.feed import USAGE_SINK
 from agents.state.spend import seconds_to_midnight
@@ -115,6 +115,16 @@ def run_target(
         )
     installed = services.workflows.names() if workflow is not None else []
     if workflow is not None and workflow not in installed:
+        try:
+            services.workflow_registry.get(workflow)
+        except WorkflowNotFound as exc:
+            if exc.reason:  # there is one, withdrawn (a tool it needs is gone, say): why
+                raise ApiError(
+                    400,
+                    "workflow_unavailable",
+                    f"Workflow {workflow!r} is not available: {exc.reason}",
+                    param=workflow_param or "workflow",
+                ) from None
         listed = f"installed: {', '.join(installed)}" if installed else "no workflows are installed"
         raise ApiError(
             400,

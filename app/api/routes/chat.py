@@ -113,8 +113,8 @@ async def list_models(services: ServicesDep) -> ModelsPublic:
                 "(`client_tools_unsupported`), a content part the role may not send "
                 "(`invalid_content`), too much text (`message_too_long`), or an unknown "
                 "`skill` / `workflow`, or a `model` naming a target not installed "
-                "(`unknown_skill`, `unknown_workflow`, `unknown_model`). `param` names "
-                "the field.",
+                "(`unknown_skill`, `unknown_workflow`, `workflow_unavailable`, `unknown_model`). "
+                "`param` names the field.",
             },
         ),
     },

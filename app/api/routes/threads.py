@@ -264,7 +264,8 @@ async def get_thread(
             notes={
                 400: "The request is malformed: not JSON (`invalid_json`), against the "
                 "schema (`invalid_request`: a blank `message`, a bad thread id...), or an "
-                "unknown `skill` / `workflow` (`unknown_skill`, `unknown_workflow`).",
+                "unknown `skill` / `workflow` (`unknown_skill`, `unknown_workflow`, "
+                "`workflow_unavailable`).",
                 404: "Another user's thread (`thread_not_found`).",
                 409: "The `Idempotency-Key` came before with another message "
                 "(`idempotency_key_reused`).",

@@ -52,3 +52,35 @@ def test_the_model_menu_lists_the_targets_and_a_skill_chosen_there_answers(
         )
         assert unknown.status_code == 400
         assert unknown.json()["error"]["param"] == "model"
+
+
+def test_a_workflow_withdrawn_for_a_missing_tool_is_refused_saying_why(
+    model_settings: Any, tmp_path: Path
+) -> None:
+    # QA: asked for by name in chat it was "There is no workflow named ...", while the
+    # workflow-runs API said why it was not available.
+    (tmp_path / "skills").mkdir()
+    (tmp_path / "workflows").mkdir()
+    (tmp_path / "workflows" / "lookup.yaml").write_text(LOOKUP)  # needs get_order: not here
+    settings = model_settings.model_copy(
+        update={"skills_dir": tmp_path / "skills", "workflows_dir": tmp_path / "workflows"}
+    )
+    with TestClient(create_app(settings)) as client:
+        asked = [
+            client.post("/v1/threads/w-1/runs", json={"message": "hi", "workflow": "lookup"}),
+            client.post(
+                "/v1/chat/completions",
+                json={
+                    "model": "skilldesk/workflow/lookup",
+                    "messages": [{"role": "user", "content": "hi"}],
+                },
+            ),
+        ]
+        unknown = client.post("/v1/threads/w-1/runs", json={"message": "hi", "workflow": "nope"})
+    for refused in asked:
+        assert refused.status_code == 400, refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "workflow_unavailable"
+        assert "Workflow 'lookup' is not available" in error["message"]
+        assert "get_order" in error["message"]
+    assert unknown.json()["error"]["code"] == "unknown_workflow"
