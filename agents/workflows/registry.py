@@ -269,7 +269,7 @@ class WorkflowRegistry:
             specs = {n: w.spec for n, w in serving.items()}
             for name, workflow in serving.items():
                 found = check_installed(workflow.spec, workflows=specs)
-                found += _nesting_loop(workflow, serving)
+                found += nesting_loop(workflow, serving)
                 if found:
                     dropped[name] = [workflow.problem(f) for f in found]
             if not dropped:
@@ -340,7 +340,7 @@ class WorkflowRegistry:
         return len(self._serving)
 
 
-def _nesting_loop(workflow: Workflow, serving: dict[str, Workflow]) -> list[Finding]:
+def nesting_loop(workflow: Workflow, serving: dict[str, Workflow]) -> list[Finding]:
     """A finding when ``workflow`` runs itself again through its sub-workflows."""
     start = workflow.name
     todo: list[list[str]] = [[start]]

@@ -17,7 +17,7 @@ from agents.skills.registry import SkillRegistry
 from agents.workflows.inputs import check_inputs
 from agents.workflows.loader import SUFFIXES, Workflow, line_of, load_workflow, read_workflow
 from agents.workflows.mermaid import mermaid
-from agents.workflows.registry import WorkflowRegistry, skills_world
+from agents.workflows.registry import WorkflowRegistry, nesting_loop, skills_world
 from agents.workflows.spec import WorkflowSpec
 from app.api.schemas.workflows import RunStatus
 from app.cli.common import load_cli_settings, report_validation
@@ -140,9 +140,8 @@ def _validate_files(
         )
     ]
     # Each sub-workflow by its definition, so a child that can wait for an approval is found.
-    known: dict[str, WorkflowSpec] = {
-        w.name: w.spec for w in _registry(settings, world=False).all()
-    }
+    folder = {w.name: w for w in _registry(settings, world=False).all()}
+    known: dict[str, WorkflowSpec] = {name: w.spec for name, w in folder.items()}
     for path in paths:
         with contextlib.suppress(WorkflowLoadError):
             read = read_workflow(path)
@@ -155,18 +154,27 @@ def _validate_files(
         except WorkflowLoadError as exc:
             errors += exc.problems
             continue
-        if workflow.name in loaded:
+        there = loaded.get(workflow.name) or folder.get(workflow.name)
+        if there is not None and there.path.resolve() != workflow.path.resolve():
+            # As the service would find them: another file of the files given, or of the
+            # configured folder, already defines the name.
             errors.append(
                 WorkflowProblem(
                     str(path),
                     "",
                     line_of(workflow.lines, "name"),
                     f"name: workflow {workflow.name!r} is already defined by "
-                    f"{loaded[workflow.name].path}; workflow names are unique — rename one",
+                    f"{there.path}; workflow names are unique — rename one",
                 )
             )
             continue
         loaded[workflow.name] = workflow
+    serving = {**folder, **loaded}
+    for name, workflow in list(loaded.items()):
+        looped = nesting_loop(workflow, serving)  # workflows that run each other
+        if looped:
+            errors += [workflow.problem(f) for f in looped]
+            del loaded[name]
     return sorted(loaded), errors
 
 

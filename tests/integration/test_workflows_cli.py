@@ -301,3 +301,34 @@ def test_workflows_run_refuses_what_it_cannot_run_with_status_2(
     )
     assert done.returncode == 2, done.stdout + done.stderr
     assert says in done.stderr
+
+
+def test_validate_files_finds_workflows_running_each_other_and_names_the_folder_holds(
+    tmp_path: Path,
+) -> None:
+    # QA: with files named, `validate` passed two workflows that run each other, and one
+    # named as a workflow of the configured folder, both of which the service refuses.
+    folder = setup(tmp_path)
+    elsewhere = tmp_path / "drafts"
+    elsewhere.mkdir()
+    for me, other in (("wf-mutual-a", "wf-mutual-b"), ("wf-mutual-b", "wf-mutual-a")):
+        (elsewhere / f"{me}.yaml").write_text(
+            f"name: {me}\ndescription: Runs {other}.\n"
+            f"nodes:\n  - {{id: sub, kind: workflow, workflow: {other}}}\n",
+            encoding="utf-8",
+        )
+    (elsewhere / "copy.yaml").write_text(
+        (folder / "alarm-check.yaml").read_text("utf-8"), encoding="utf-8"
+    )
+    done = run("validate", str(elsewhere), "--json", tmp_path=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    found = json.loads(done.stdout)
+    assert found["loaded"] == []
+    messages = {Path(e["file"]).name: e["message"] for e in found["errors"]}
+    assert "workflows cannot nest in a loop" in messages["wf-mutual-a.yaml"]
+    assert "workflows cannot nest in a loop" in messages["wf-mutual-b.yaml"]
+    assert "'alarm-check' is already defined by" in messages["copy.yaml"]
+    assert str(folder / "alarm-check.yaml") in messages["copy.yaml"]
+    # The folder's own file, named: no clash with itself.
+    itself = run("validate", str(folder / "alarm-check.yaml"), "--json", tmp_path=tmp_path)
+    assert json.loads(itself.stdout) == {"loaded": ["alarm-check"], "errors": []}
