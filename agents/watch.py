@@ -30,10 +30,35 @@ async def watch_folder(
 ) -> None:
     """Run ``reload`` whenever a file ``accept`` takes changes under ``directory``, until
     ``stop`` is set. The report ``reload`` returns has its new ``errors`` logged. The
-    folder must exist (``start_watching`` creates it)."""
+    folder must exist (``start_watching`` creates it).
+
+    An entry of ``directory`` that is a link to a folder elsewhere (a skill developed in its
+    own repository, linked in) is watched where it leads: the file system tells changes
+    where they happen, not through the links to them."""
     log.info(f"{topic}.watching", directory=str(directory))
+    while not stop.is_set():
+        linked = linked_folders(directory) if recursive else []
+        try:
+            await _watch(directory, linked, reload, stop, topic, recursive, accept)
+        except Exception:  # a linked folder removed while watched, say: watched anew
+            log.warning(f"{topic}.watch_failed", exc_info=True)
+            await asyncio.sleep(1.0)
+
+
+async def _watch(
+    directory: Path,
+    linked: list[Path],
+    reload: Callable[[], Awaitable[Any]],
+    stop: asyncio.Event,
+    topic: str,
+    recursive: bool,
+    accept: Callable[[str], bool] | None,
+) -> None:
+    """``watch_folder``'s watch of ``directory`` and ``linked``, until ``stop``, or until a
+    link of ``directory`` came or went."""
     async for changes in awatch(
         directory,
+        *linked,
         stop_event=stop,
         debounce=300,
         step=100,
@@ -49,6 +74,20 @@ async def watch_folder(
             continue
         for problem in getattr(report, "errors", ()):
             log.warning(f"{topic}.reload_error", error=str(problem))
+        if recursive and linked_folders(directory) != linked:
+            return  # a link came or went: watched anew
+
+
+def linked_folders(directory: Path) -> list[Path]:
+    """Where the entries of ``directory`` that link to folders outside it lead."""
+    found = set()
+    with contextlib.suppress(OSError):
+        for entry in directory.iterdir():
+            if entry.is_symlink() and entry.is_dir():
+                target = entry.resolve()
+                if not target.is_relative_to(directory.resolve()):
+                    found.add(target)
+    return sorted(found)
 
 
 def start_watching(

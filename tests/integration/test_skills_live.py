@@ -76,6 +76,29 @@ def test_a_folder_copied_in_is_searchable_and_callable_within_two_seconds(
     assert call.json()["result"] == {"order_id": "ORD1001", "status": "shipped", "carrier": "DHL"}
 
 
+def test_a_skill_folder_linked_in_is_reloaded_when_its_files_change(
+    client: TestClient, skills_dir: Path, tmp_path: Path
+) -> None:
+    # QA: a skill developed elsewhere and linked into the skills folder kept its old
+    # definition after edits: the watcher saw the link, not the folder it leads to.
+    source = copy_fixture_skill(tmp_path / "dev", "storefront/order-lookup", "parcel-tracker")
+    for name in ("skill.yaml", "handler.py"):
+        text = (source / name).read_text().replace("get_order", "track_parcel")
+        (source / name).write_text(text)
+    time.sleep(0.3)  # let the watcher settle on the initial tree
+    (skills_dir / "parcel-tracker").symlink_to(source, target_is_directory=True)
+    wait_for(lambda: "parcel-tracker" in names(client))
+    time.sleep(0.5)  # the watcher takes the new link's folder in
+
+    def described() -> str:
+        return str(client.get("/v1/skills/parcel-tracker").json()["description"])
+
+    assert described() != "Tracks parcels, edited."
+    body = "---\nname: parcel-tracker\ndescription: Tracks parcels, edited.\n---\n\nTrack it.\n"
+    (source / "SKILL.md").write_text(body)
+    wait_for(lambda: described() == "Tracks parcels, edited.")
+
+
 def test_a_broken_edit_keeps_serving_the_last_good_version(
     client: TestClient, skills_dir: Path
 ) -> None:
