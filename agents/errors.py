@@ -306,6 +306,14 @@ class ModelError(SkilldeskError):
         self.profile = profile
 
 
+class ProfileUnusable(SkilldeskError):
+    """A model profile's model cannot be built from what the profile says (LangChain knows
+    no such provider, a keyword argument the model does not take): no attempt can succeed
+    until the profile is fixed."""
+
+    code = "model_misconfigured"
+
+
 class NoModelConfigured(ModelError):
     """No model profile is configured: the service runs in no-model mode."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from agents.errors import MissingKey, ModelError, StreamError, UnreadableReply
+from agents.errors import MissingKey, ModelError, ProfileUnusable, StreamError, UnreadableReply
 
 
 def _loaded(module: str, name: str) -> tuple[type[BaseException], ...]:
@@ -91,6 +91,9 @@ def to_model_error(exc: Exception, profile: str, chain: Sequence[str]) -> ModelE
     elif isinstance(exc, UnreadableReply | StreamError):
         code, what = "model_bad_reply", "sent a reply that could not be used"
         hint = "check that the api_base points at an OpenAI-compatible chat completions API"
+    elif isinstance(exc, ProfileUnusable | TypeError):  # a TypeError: a kwarg it does not take
+        code, what = "model_misconfigured", "cannot be used as its profile is written"
+        hint = "fix the profile in the models file (its model, its kwargs), then restart"
     elif isinstance(exc, MissingKey) or (
         isinstance(exc, _loaded("openai", "OpenAIError")) and "api_key" in str(exc)
     ):

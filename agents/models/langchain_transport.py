@@ -17,6 +17,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+import structlog
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
@@ -31,11 +32,13 @@ from langchain_core.messages import (
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.runnables import RunnableConfig
 
+from agents.errors import ProfileUnusable
 from agents.models.config import ModelProfile
 from agents.models.slots import Slot, Slots
 
 # The inner model's calls report to no callback: the chat model above is the one a graph
 # streams and traces (the inner one's tokens would otherwise reach the user twice).
+log = structlog.get_logger(__name__)
 _QUIET: RunnableConfig = {"callbacks": [], "run_name": "skilldesk-langchain-attempt"}
 _NOT_KWARGS = frozenset({"messages", "tools", "tool_choice", "stop", "stream", "stream_options"})
 
@@ -62,7 +65,13 @@ class LangChainTransport:
         model takes one (OpenAI's; the async one is per loop, ``_async_model``)."""
         with self._lock:  # calls on several threads at once: one model, one pool
             if self._model is None:
-                self._model = self._capped_model()
+                try:
+                    self._model = self._capped_model()
+                except (ValueError, TypeError, ImportError) as exc:
+                    raise ProfileUnusable(
+                        f"LangChain cannot build the model {self._profile.model!r} ({exc}); "
+                        "fix the profile's model or kwargs in the models file"
+                    ) from exc
             return self._model
 
     def _capped_model(self) -> BaseChatModel:
@@ -139,8 +148,12 @@ class LangChainTransport:
 
     def warm_up(self) -> None:
         # A missing key, say, is left to the first call: it reports it with its error code.
-        with contextlib.suppress(Exception):
+        try:
             self.chat_model()
+        except ProfileUnusable as exc:  # said at start-up too, not only at the first call
+            log.warning("model.profile_unusable", model=self._profile.model, error=str(exc))
+        except Exception:
+            pass
 
 
 def build_chat_model(profile: ModelProfile, key: str | None, **extra: Any) -> BaseChatModel:

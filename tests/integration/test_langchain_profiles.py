@@ -73,3 +73,29 @@ async def test_openai_without_a_key_says_so_with_the_gateways_code(tmp_path: Pat
     with pytest.raises(ModelError) as info:
         await answer(tmp_path, profile)  # no OPENAI_API_KEY, no api_base: nothing is sent
     assert info.value.code == "model_auth_failed"
+
+
+@pytest.mark.parametrize(
+    ("model", "kwargs", "said"),
+    [
+        ("nosuchprov:foo", "", "Unable to infer model provider"),
+        ("openai:gpt-5-mini", "\n    kwargs: {no_such_kwarg: 1}", "no_such_kwarg"),
+    ],
+)
+async def test_a_profile_langchain_cannot_build_is_a_configuration_error_not_an_outage(
+    tmp_path: Path, fake_llm: FakeLLM, model: str, kwargs: str, said: str
+) -> None:
+    # QA: "The language model failed ... Try again shortly" (model_unavailable), retried, for
+    # a profile that can never work as written.
+    from agents.errors import ModelError
+
+    profile = (
+        f'    provider: langchain\n    model: "{model}"\n    api_base: {fake_llm.base_url}'
+        f"{kwargs}\n"
+    )
+    with pytest.raises(ModelError) as info:
+        await answer(tmp_path, profile)
+    assert info.value.code == "model_misconfigured"
+    assert "Fix the profile in the models file" in str(info.value)
+    assert said in str(info.value)
+    assert fake_llm.requests == []  # nothing was sent
