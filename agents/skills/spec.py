@@ -54,6 +54,13 @@ class Frontmatter(BaseModel):
         None, alias="allowed-tools", description="Tools the skill may use (experimental field)."
     )
 
+    @field_validator("description")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():  # it is what routing reads: a blank one is never found
+            raise ValueError("is blank: say what the skill does and when to use it")
+        return value
+
     @field_validator("metadata", mode="before")
     @classmethod
     def _stringify_metadata(cls, value: Any) -> Any:

@@ -108,7 +108,11 @@ def test_a_name_in_another_case_than_its_folder_is_served_as_the_folder(tmp_path
 
 @pytest.mark.parametrize(
     ("meta", "field"),
-    [({"name": None}, "name"), ({"description": None}, "description")],
+    [
+        ({"name": None}, "name"),
+        ({"description": None}, "description"),
+        ({"description": "   "}, "description"),  # QA: loaded, served as ""
+    ],
 )
 def test_a_skill_without_a_name_or_a_description_is_refused(
     tmp_path: Path, meta: dict[str, object], field: str
