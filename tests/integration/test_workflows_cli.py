@@ -127,7 +127,7 @@ def test_validate_a_file_outside_the_folder_with_a_model_profile_check(tmp_path:
             description: Writes with a profile that is not configured.
             nodes:
               - {id: write, kind: llm, prompt: Hello, model: fast}
-              - {id: sub, kind: workflow, workflow: alarm-check}
+              - {id: sub, kind: workflow, workflow: alarm-check, inputs: {device_id: D1}}
             """
         ),
         encoding="utf-8",

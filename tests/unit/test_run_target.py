@@ -19,6 +19,11 @@ class TwoWorkflows:
     def names(self) -> list[str]:
         return ["refund", "onboarding"]
 
+    def get(self, name: str) -> Any:  # the registry: none of another name, none withdrawn
+        from agents.errors import WorkflowNotFound
+
+        raise WorkflowNotFound(name, self.names())
+
 
 def services(workflows: Any) -> Services:
     return cast(
@@ -26,6 +31,7 @@ def services(workflows: Any) -> Services:
         SimpleNamespace(
             skills=SimpleNamespace(registry={"order-query": object()}),
             workflows=workflows,
+            workflow_registry=workflows,
             gateway=SimpleNamespace(config=SimpleNamespace(profiles={"fast": object()})),
         ),
     )

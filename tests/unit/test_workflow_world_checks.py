@@ -263,3 +263,30 @@ def test_a_long_workflow_does_not_exhaust_the_stack() -> None:
     assert chain.cycles() == []
     looped = Flow(ids[0], {**chain.successors, ids[-1]: [ids[0]]}, {}, {})
     assert [len(c) for c in looped.cycles()] == [5000]
+
+
+def test_a_sub_workflows_inputs_are_checked_at_load(tmp_path: Path) -> None:
+    # QA: `inputs: {n: 2, bogus: 1}` loaded, then failed when the node ran ("'bogus' is not
+    # an input of loop-count"), while a tool node's arguments are checked at load.
+    from agents.workflows.spec import WorkflowSpec
+
+    child = WorkflowSpec.model_validate(
+        {
+            "name": "loop-count",
+            "description": "Counts.",
+            "inputs": {"n": {"type": "integer"}, "step": {"type": "integer", "required": False}},
+            "nodes": [{"id": "one", "kind": "set", "values": {"n": "{{ inputs.n }}"}}],
+        }
+    )
+    text = HEAD + (
+        "nodes:\n"
+        "  - {id: extra, kind: workflow, workflow: loop-count, inputs: {n: 2, stpe: 1}}\n"
+        "  - {id: short, kind: workflow, workflow: loop-count, inputs: {step: 1}}\n"
+        "  - {id: fine, kind: workflow, workflow: loop-count, inputs: {n: 3}}\n"
+    )
+    found = problems(tmp_path, text, workflows={"loop-count": child})
+    assert [(p.node, p.line, p.message) for p in found] == [
+        ("extra", 6, "inputs.stpe: 'stpe' is not an input of loop-count; did you mean "
+         "'step'? (its inputs: n, step)"),
+        ("short", 7, "inputs: loop-count requires 'n', which the node does not give"),
+    ]  # fmt: skip

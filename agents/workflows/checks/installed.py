@@ -87,6 +87,27 @@ def check_installed(
             )
         elif isinstance(node, WorkflowNode) and isinstance(workflows, Mapping):
             found += _waiting_child(node, at, workflows)
+            found += _child_inputs(node, at, workflows.get(node.workflow))
+    return found
+
+
+def _child_inputs(node: WorkflowNode, at: str, child: WorkflowSpec | None) -> list[Finding]:
+    """A finding for each input the node gives that the sub-workflow does not declare, and
+    for each it requires (with no default) that the node does not give: found at load, not
+    when the node runs."""
+    if child is None:
+        return []
+    found: list[Finding] = []
+    for name in node.inputs:
+        if name not in child.inputs:
+            why = f"inputs.{name}: {name!r} is not an input of {child.name}"
+            found.append(
+                (node.id, f"{at}.inputs.{name}", why + suggest(name, child.inputs, "its inputs"))
+            )
+    for name, declared in child.inputs.items():
+        if declared.required and declared.default is None and name not in node.inputs:
+            why = f"inputs: {child.name} requires {name!r}, which the node does not give"
+            found.append((node.id, f"{at}.inputs", why))
     return found
 
 
