@@ -48,3 +48,8 @@ NOT_UNICODE = (
     "contains a lone UTF-16 surrogate (such as \\ud800), which is not valid Unicode; "
     "send the text as UTF-8"
 )
+
+
+def a_or_an(word: str) -> str:
+    """``word`` with its indefinite article, as it is spoken: "an approval", "a tool"."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"

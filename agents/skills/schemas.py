@@ -15,6 +15,8 @@ from jsonschema_specifications import REGISTRY as SPECIFICATIONS  # type: ignore
 from referencing.exceptions import NoSuchAnchor, PointerToNowhere, Unresolvable
 from referencing.jsonschema import DRAFT202012
 
+from agents.text import a_or_an
+
 Location = tuple[str | int, ...]  # keys and indexes from the schema's root
 
 # The class the runner checks arguments with (``arguments.schema_problems``).
@@ -231,7 +233,7 @@ def _unresolved(resolver: Any, ref: str) -> str | None:
         )
     if not isinstance(found.contents, dict | bool):
         kind = type(found.contents).__name__
-        return f"{ref!r} leads to a {kind}, not a schema; {fix}"
+        return f"{ref!r} leads to {a_or_an(kind)}, not a schema; {fix}"
     return None
 
 

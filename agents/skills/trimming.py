@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agents.text import mend
+from agents.text import a_or_an, mend
 
 
 class Limits(Protocol):
@@ -52,7 +52,7 @@ class NotData(TypeError):
 
     def __init__(self, kind: str) -> None:
         super().__init__(
-            f"the handler returned a {kind}, not JSON data: return dicts, lists, strings, "
+            f"the handler returned {a_or_an(kind)}, not JSON data: return dicts, lists, strings, "
             "numbers, booleans or None"
         )
 

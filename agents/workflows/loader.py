@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from agents import yamlsafe
 from agents.errors import WorkflowLoadError, WorkflowProblem
+from agents.text import a_or_an
 from agents.workflows.checks.findings import Finding
 from agents.workflows.checks.graph import check_graph
 from agents.workflows.checks.installed import Tools, check_installed
@@ -331,7 +332,8 @@ def _fields_hint(path: str, data: Any) -> str:
         model, what = WorkflowSpec, "a workflow"
     elif parent.count(".") == 1 and parent.startswith("nodes."):
         kind = _value_at(data, f"{parent}.kind")
-        model, what = NODE_TYPES.get(kind) if isinstance(kind, str) else None, f"a {kind} node"
+        model = NODE_TYPES.get(kind) if isinstance(kind, str) else None
+        what = f"{a_or_an(str(kind))} node"
     if model is None:
         return SCHEMA_HINT
     names = [f.alias or n for n, f in model.model_fields.items()]

@@ -277,14 +277,15 @@ async def test_results_that_are_not_json_become_their_text(runner: ToolRunner) -
 
 
 @pytest.mark.parametrize(
-    ("kind", "named"), [("object", "Order"), ("generator", "generator"), ("nested", "Order")]
+    ("kind", "named"),
+    [("object", "an Order"), ("generator", "a generator"), ("nested", "an Order")],
 )
 async def test_a_result_with_no_json_form_is_a_tool_error_naming_its_type(
     runner: ToolRunner, kind: str, named: str
 ) -> None:
     result = await runner.call("opaque", {"kind": kind})
     assert (result.ok, result.error_code) == (False, "tool_failed")
-    assert f"the handler returned a {named}, not JSON data" in result.content
+    assert f"the handler returned {named}, not JSON data" in result.content
     assert "0x" not in result.content
 
 

@@ -9,7 +9,7 @@ import json
 from agents.json_bytes import json_bytes
 from agents.skills.results import trim
 from agents.skills.spec import ResultLimits
-from agents.text import bad_text, mend
+from agents.text import a_or_an, bad_text, mend
 
 
 def test_the_path_of_a_lone_surrogate_is_named() -> None:
@@ -53,3 +53,13 @@ def test_json_bytes_writes_what_json_writes_for_what_the_store_and_requests_hold
 def test_json_bytes_writes_text_that_is_not_valid_unicode_as_json_reads_it_back() -> None:
     value = {"text": "ok \ud800 订单", "big": 2**70}
     assert json.loads(json_bytes(value)) == value
+
+
+def test_a_word_gets_the_article_it_is_said_with() -> None:
+    # QA: "the handler returned a object", "a approval node".
+    assert [a_or_an(w) for w in ("approval", "object", "Order", "tool")] == [
+        "an approval",
+        "an object",
+        "an Order",
+        "a tool",
+    ]
