@@ -23,6 +23,7 @@ def mount(app: FastAPI) -> None:
     """Serve the page at ``/`` and its files under ``/static/``."""
 
     @app.get("/", include_in_schema=False)
+    @app.head("/", include_in_schema=False)  # uptime checks ask with HEAD
     async def index() -> FileResponse:
         return FileResponse(
             STATIC / "index.html",

@@ -206,6 +206,9 @@ def test_health_and_readiness(client: TestClient) -> None:
     ready = client.get("/readyz").json()
     assert ready["status"] == "ready"
     assert ready["model"] == "configured"
+    for path in ("/healthz", "/readyz", "/"):  # QA: uptime checks asking with HEAD got 405
+        asked = client.head(path)
+        assert (asked.status_code, asked.content) == (200, b""), path
 
 
 def test_no_model_mode_still_serves_and_says_which_setting(make_settings: Any) -> None:

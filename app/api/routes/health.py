@@ -19,6 +19,7 @@ router = APIRouter(tags=["operations"])
 
 
 @router.get("/healthz", responses=error_responses(500))
+@router.head("/healthz", include_in_schema=False)  # load balancers and uptime checks: HEAD
 async def healthz() -> HealthPublic:
     """The process is up."""
     return HealthPublic(status="ok")
@@ -32,6 +33,7 @@ async def healthz() -> HealthPublic:
         **error_responses(500),
     },
 )
+@router.head("/readyz", include_in_schema=False)
 async def readyz(services: ServicesDep, request: Request) -> JSONResponse:
     """Ready when the checkpoint store and Redis (when configured) answer; says whether a
     model is configured and how callers are authenticated."""
