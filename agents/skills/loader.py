@@ -175,11 +175,17 @@ def load_skill(folder: Path) -> Skill:
     deviations: list[SkillProblem] = []
     frontmatter = _parse_frontmatter(raw, problem, name, deviations)
     if frontmatter is not None and frontmatter.name != name:
+        fix = (
+            "rename one"
+            if is_valid_name(name)
+            else f"rename the folder to {frontmatter.name!r} (a folder's name is the skill's: "
+            "lowercase letters, digits and single hyphens)"
+        )
         problem(
             SKILL_FILE,
             "name",
             f"is {frontmatter.name!r} but the folder is {name!r}; "
-            "the Agent Skills format requires them to be equal — rename one",
+            f"the Agent Skills format requires them to be equal — {fix}",
         )
     config = _parse_config(folder, problem)
     if config is not None:

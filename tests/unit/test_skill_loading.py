@@ -60,6 +60,14 @@ def test_name_must_equal_folder(tmp_path: Path) -> None:
     [problem] = problems_of(folder)
     assert "SKILL.md [name]" in problem
     assert "'orders' but the folder is 'order-query'" in problem
+    assert problem.endswith("rename one")
+
+
+def test_a_folder_whose_name_is_no_skill_name_is_the_one_to_rename(tmp_path: Path) -> None:
+    # QA: "rename one", though a skill name in capitals is refused: the folder must change.
+    folder = write_skill(tmp_path, "Case-Skill", frontmatter={"name": "case-skill"})
+    joined = "\n".join(problems_of(folder))
+    assert "rename the folder to 'case-skill'" in joined
 
 
 @pytest.mark.parametrize(
