@@ -219,8 +219,9 @@ class ToolRunner:
         except HandlerImportFailed as exc:
             log.warning("tool.import_failed", skill=skill.name, tool=tool_name, error=str(exc))
             why = (
-                f"the handler of skill {skill.name!r} could not be loaded ({exc}); it is "
-                f"tried again in {_IMPORT_RETRY_S:g} s, or when the skill changes"
+                f"the handler of skill {skill.name!r} could not be loaded ({exc}"
+                f"{_sibling_hint(skill, str(exc))}); it is tried again in "
+                f"{_IMPORT_RETRY_S:g} s, or when the skill changes"
             )
             self._unloadable[module] = (time.monotonic() + _IMPORT_RETRY_S, why)
             return tool_error(tool_name, "handler_import_failed", why, started)
@@ -469,6 +470,18 @@ def _own_file(data_dir: Path, path: Any) -> Path:
         name = Path(str(path or "")).name
         raise ValueError(f"the file {name!r} is not a file in the skill's data folder")
     return resolved
+
+
+def _sibling_hint(skill: Skill, error: str) -> str:
+    """For a module of the skill's own folder imported as a top-level one (``import
+    helpers``): how to import it (the folder is a package, not on ``sys.path``)."""
+    found = re.search(r"No module named '([A-Za-z_][A-Za-z0-9_]*)", error)
+    if found is None:
+        return ""
+    name = found.group(1)
+    if not ((skill.path / f"{name}.py").is_file() or (skill.path / name).is_dir()):
+        return ""
+    return f"; {name} is a module of the skill's folder: import it as `from .{name} import ...`"
 
 
 def _package(skill: Skill) -> str:

@@ -136,6 +136,31 @@ async def test_import_error_is_a_tool_error_not_a_crash(
     assert (await runner.call("get_order", {"order_id": "ORD1"})).ok
 
 
+@pytest.mark.parametrize("isolation", ["process", "thread"])
+async def test_a_module_of_the_skills_folder_imported_as_top_level_says_how_to_import_it(
+    tmp_path: Path, isolation: str
+) -> None:
+    # QA: `from helpers import rate` failed as "No module named 'helpers'", with no word of
+    # the relative import that works.
+    entry = tool("rate", "handler:rate")
+    write_skill(
+        tmp_path / "skills",
+        "rates",
+        config={"isolation": isolation, "tools": [entry]},
+        handler="from helpers import RATE\n\ndef rate():\n    return RATE\n",
+    )
+    (tmp_path / "skills" / "rates" / "helpers.py").write_text("RATE = 1.1\n")
+    registry = SkillRegistry(tmp_path / "skills")
+    registry.reload()
+    runner = ToolRunner(registry, tmp_path / "data")
+    try:
+        result = await runner.call("rate", {})
+    finally:
+        await runner.aclose()
+    assert result.error_code == "handler_import_failed"
+    assert "import it as `from .helpers import ...`" in result.content
+
+
 async def test_a_handler_that_hangs_on_import_is_not_waited_for_at_every_call(
     tmp_path: Path,
 ) -> None:
