@@ -25,6 +25,7 @@ from jinja2 import (
 )
 from jinja2.sandbox import SandboxedEnvironment
 
+from agents import yamlsafe
 from agents.content import content_dir
 from agents.errors import ConfigError
 
@@ -71,7 +72,9 @@ class Prompts:
             try:
                 tool = yaml.safe_load(self._render_file(path, values))
             except yaml.YAMLError as exc:
-                raise ConfigError(f"prompt file {path} is not valid YAML: {exc}") from None
+                raise ConfigError(
+                    f"prompt file {path} is not valid YAML: {yamlsafe.reason(exc)}"
+                ) from None
             missing = [k for k in ("name", "description", "parameters") if not _has(tool, k)]
             if missing:
                 raise ConfigError(

@@ -128,3 +128,12 @@ def _named(node: yaml.Node, text: str) -> str:
     lines = _BREAK.split(text)
     found = _ANCHOR.match(lines[mark.line][mark.column :]) if mark.line < len(lines) else None
     return f"&{found.group(1)}" if found else f"the value at line {mark.line + 1}"
+
+
+def reason(exc: yaml.YAMLError, offset: int = 0) -> str:
+    """Why the YAML does not parse, and where; ``offset``: the lines of the file before it."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    if mark is None:
+        return problem
+    return f"{problem} at line {mark.line + 1 + offset}, column {mark.column + 1}"

@@ -275,7 +275,7 @@ def _read_models_file(path: Path) -> dict[str, Any]:
     except yamlsafe.YamlRefused as exc:
         raise ConfigError(f"models file {path}: {exc}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"models file {path} is not valid YAML: {exc}") from None
+        raise ConfigError(f"models file {path} is not valid YAML: {yamlsafe.reason(exc)}") from None
     if not isinstance(data, dict) or not isinstance(data.get("profiles", {}), dict):
         raise ConfigError(
             f"models file {path} must be a mapping with a 'profiles' mapping",

@@ -266,7 +266,7 @@ def _parse_frontmatter(
         problem(SKILL_FILE, "frontmatter", f"{exc.reason} (line {exc.line + 1})")
         return None
     except yaml.YAMLError as exc:
-        problem(SKILL_FILE, "frontmatter", f"is not valid YAML: {_yaml_reason(exc, 1)}")
+        problem(SKILL_FILE, "frontmatter", f"is not valid YAML: {yamlsafe.reason(exc, 1)}")
         return None
     if not isinstance(data, dict):
         problem(SKILL_FILE, "frontmatter", "must be a YAML mapping with name and description")
@@ -328,7 +328,7 @@ def _parse_config(folder: Path, problem: Any) -> SkillConfig | None:
         problem(CONFIG_FILE, "", str(exc))
         return None
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        reason = _yaml_reason(exc) if isinstance(exc, yaml.YAMLError) else "not UTF-8"
+        reason = yamlsafe.reason(exc) if isinstance(exc, yaml.YAMLError) else "not UTF-8"
         problem(CONFIG_FILE, "", f"is not valid YAML: {reason}")
         return None
     if not isinstance(data, dict):
@@ -427,12 +427,3 @@ def _message(err: Any) -> str:
             f"{err.get('input')!r} is not valid: use lowercase letters, digits and single hyphens"
         )
     return msg
-
-
-def _yaml_reason(exc: yaml.YAMLError, offset: int = 0) -> str:
-    """Why the YAML does not parse, and where; ``offset``: the lines of the file before it."""
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc)
-    if mark is None:
-        return problem
-    return f"{problem} at line {mark.line + 1 + offset}, column {mark.column + 1}"

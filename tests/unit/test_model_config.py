@@ -102,9 +102,11 @@ def test_unknown_field_in_profile_names_it(tmp_path: Path) -> None:
 
 
 def test_models_file_that_is_not_yaml(tmp_path: Path) -> None:
-    path = write(tmp_path, "profiles: [unclosed\n")
-    with pytest.raises(ConfigError, match="not valid YAML"):
+    path = write(tmp_path, "profiles:\n  default: {model: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML") as info:
         load_models_config(models_file=path, environ={})
+    first = str(info.value).splitlines()[0]  # QA: where it is came on later lines only
+    assert "at line 3, column 1" in first, first
 
 
 def test_a_langchain_profile_keeps_its_model_string_and_keyword_arguments(
