@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+import structlog
 import yaml
 from pydantic import (
     BaseModel,
@@ -23,6 +24,7 @@ from pydantic import (
 from agents import yamlsafe
 from agents.errors import ConfigError
 
+log = structlog.get_logger(__name__)
 DEFAULT_PROFILE = "default"
 _PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -229,6 +231,21 @@ def load_models_config(
         default = str(data.get("default", DEFAULT_PROFILE))
         raw_profiles.update(data.get("profiles") or {})
     if model and model.strip():
+        if models_file is not None:  # both given: say what the setting changed
+            log.warning(
+                "models.setting_sets_a_profile",
+                setting="SKILLDESK_MODEL",
+                profile=DEFAULT_PROFILE,
+                replaces_the_files=DEFAULT_PROFILE in raw_profiles,
+                default_profile=default,
+                note=f"SKILLDESK_MODEL sets the profile named {DEFAULT_PROFILE!r}"
+                + (
+                    ""
+                    if default == DEFAULT_PROFILE
+                    else f"; the models file makes {default!r} the default profile, so "
+                    "it answers unless a request names another"
+                ),
+            )
         raw_profiles[DEFAULT_PROFILE] = {
             **raw_profiles.get(DEFAULT_PROFILE, {}),
             "model": model,

@@ -188,3 +188,24 @@ profiles:
     assert gateway.chain("a") == ["a", "b", "c", "d"]
     assert gateway.chain("d") == ["d", "a", "b", "c"]
     assert ModelGateway(None).chain("a") == []
+
+
+def test_the_model_setting_beside_a_models_file_says_which_profile_it_sets(
+    tmp_path: Path,
+) -> None:
+    # QA: SKILLDESK_MODEL silently replaced the file's `default` profile while the file made
+    # `main` the default: the setting's model answered nothing, with no word of why.
+    from structlog.testing import capture_logs
+
+    path = write(
+        tmp_path,
+        "default: main\nprofiles:\n  main: {model: openai/gpt-4o}\n"
+        "  default: {model: openai/gpt-4o-mini}\n",
+    )
+    with capture_logs() as logs:
+        config = load_models_config(model="openai/o3", models_file=path, environ={})
+    assert config is not None
+    assert (config.default, config.get(None).model) == ("main", "openai/gpt-4o")
+    [said] = [e for e in logs if e["event"] == "models.setting_sets_a_profile"]
+    assert said["replaces_the_files"] is True
+    assert "makes 'main' the default profile" in said["note"]
