@@ -191,6 +191,10 @@ def _reply(number: int, value: Any, limits: PlainLimits) -> tuple[Any, ...]:
 
 def describe(exc: BaseException) -> str:
     """What a handler raised, as the service words it."""
+    if isinstance(exc, MemoryError):  # raised with no message: say what it means here
+        limit, _ = resource.getrlimit(resource.RLIMIT_DATA)
+        held = "" if limit == resource.RLIM_INFINITY else f" (memory_mb: {limit >> 20} MB)"
+        return f"MemoryError: the handler ran out of memory{held}"
     if isinstance(exc, Exception) and not isinstance(exc, StopIteration | StopAsyncIteration):
         return f"{type(exc).__name__}: {exc}"
     return f"the handler raised {type(exc).__name__}({exc})"
