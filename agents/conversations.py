@@ -396,13 +396,16 @@ class Conversations:
         waiting: StartOptions | None = None,
     ) -> None:
         """Run the turn into its feed, whoever reads it (the run goes on without readers);
-        ``waiting``: the options of a run that waits for its thread, kept until it begins.
+        ``waiting``: the options of a run that waits for its thread, kept until it ends (a
+        process that dies meanwhile leaves it to its next start, which runs it unless its
+        turn was stored: ``OrphanRuns``).
 
         The run's end is told once the thread is free again: a client that sends its next
         message the moment it reads the answer (to another process, behind a load balancer)
         finds the thread free, rather than waiting out a lease poll."""
         STOP_ASKED.set(lambda: feed.cancel_requested)  # this run's task and those it starts
         joinable = True  # by its key, once ended
+        handed_over = False  # cut by a stop once under way: its kept run stays for a start
         keeping: asyncio.Task[None] | None = None
         if waiting is not None and self.queued is not None:
             # Written beside the wait for the thread, not before it: the thread's lock takes
@@ -414,9 +417,6 @@ class Conversations:
                 if await self._ended_elsewhere(feed):
                     joinable = False
                     return  # never begun: the thread goes to its next run
-                if keeping is not None:
-                    await self._forget_kept(ctx.run_id, keeping)
-                    keeping = None
                 feed.begin()
                 try:
                     async for event in self._turns.run(ctx, turn, callbacks, owner, agent, feed):
@@ -443,8 +443,6 @@ class Conversations:
                 feed.put(ending)
                 feed.close()
                 raise
-            if keeping is not None:  # never began: not to be answered at a next start either
-                await self._forget_kept(ctx.run_id, keeping)
             if feed.cancel_requested:  # cancelled while queued (it never ran), or cut by a
                 feed.put(cancelled(ctx))  # stop before the step it was to end at (settled)
                 feed.close()
@@ -453,6 +451,7 @@ class Conversations:
             if feed.started is None:  # as with Redis (``agents/bus``): its client resends it
                 message = NEVER_BEGAN
             elif self.stopping is not None:  # handed over
+                handed_over = True
                 message += " It is resumed from its last step (by another process, or this "
                 message += "one when it starts again): its answer will be in the thread."
                 # Elsewhere the run stays under way until the process that resumes it says
@@ -463,14 +462,17 @@ class Conversations:
             raise
         except Exception as exc:  # taking or letting go of the thread failed (its store)
             log.exception("run.hold_failed")
-            if keeping is not None:  # told failed: not answered at a next start
-                await self._forget_kept(ctx.run_id, keeping)
             feed.put(ending if ending is not None else failed(ctx, exc))
             feed.close()
         else:
+            if keeping is not None:  # it ended: before it says so, as every ending does here
+                await self._forget_kept(ctx.run_id, keeping)
+                keeping = None
             feed.close()
         finally:
             self.kept.forget(feed, joinable)
+            if keeping is not None and not handed_over:  # it ended (or never will begin)
+                await self._forget_kept(ctx.run_id, keeping)
 
     async def _keep_waiting(
         self, ctx: RunContext, turn: Sequence[BaseMessage] | ClientTurn, options: StartOptions
@@ -484,12 +486,12 @@ class Conversations:
             log.warning("run.queued_not_kept", exc_info=True)
 
     async def _forget_kept(self, run_id: str, keeping: asyncio.Task[None]) -> None:
-        """Forget a run kept while it waited (it begins now, or never will), once the write
+        """Forget a run kept while it waited (it ended, or never will begin), once the write
         keeping it is through."""
         assert self.queued is not None
         await keeping  # ``_keep_waiting`` raises nothing but a cancel, which it never gets
         try:
-            await self.queued.began(run_id)
+            await self.queued.forget(run_id)
         except Exception:  # its next start would answer it again: logged
             log.warning("run.queued_not_forgotten", run_id=run_id, exc_info=True)
 

@@ -21,3 +21,8 @@ def hit(name: str, detail: str) -> None:
     ``name`` is armed for ``detail``."""
     if _ARMED.get(name) == detail:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def armed(name: str) -> bool:
+    """Whether the failpoint ``name`` is armed (for a detail that costs work to compute)."""
+    return name in _ARMED

@@ -80,7 +80,8 @@ class OrphanRuns:
     async def _run_waiting(self) -> None:
         """Start the runs that waited for their thread when their process ended (kept
         without Redis: ``QueuedRuns``), in the order they came, under their own ids: each
-        waits for its thread as it did (behind the run resumed above)."""
+        waits for its thread as it did (behind the run resumed above). One that had begun
+        and stored its turn is not run again (it was resumed above, or had ended)."""
         queued = self.conversations.queued
         if queued is None:
             return
@@ -89,16 +90,25 @@ class OrphanRuns:
             try:
                 # Claimed by taking it out (of processes looking at once, one does); kept
                 # again by its new run while that waits, as any waiting run is.
-                if not await queued.began(run_id):
+                if not await queued.forget(run_id):
                     continue
                 if await self.records.get(thread_id) is None:  # deleted meanwhile
                     log.info("run.queued_dropped", thread_id=thread_id, run_id=run_id)
+                    continue
+                if await self._stored(thread_id, run_id):  # it began: resumed above if cut
+                    log.info("run.queued_had_begun", thread_id=thread_id, run_id=run_id)
                     continue
                 options = cast(StartOptions, {**(run.get("options") or {}), "run_id": run_id})
                 self.conversations.start(thread_id, turn_of(run), **options)
                 log.info("run.queued_taken_up", thread_id=thread_id, run_id=run_id)
             except Exception:  # one run's trouble must not stop the others'
                 log.exception("run.queued_not_taken_up", thread_id=thread_id, run_id=run_id)
+
+    async def _stored(self, thread_id: str, run_id: str) -> bool:
+        """Whether run ``run_id`` wrote a checkpoint of the thread (its turn is stored)."""
+        async for _ in self.saver.alist(_root(thread_id), filter={"run_id": run_id}, limit=1):
+            return True
+        return False
 
     async def _ending(self, thread_id: str, run_id: str) -> RunFinished | RunFailed:
         """How run ``run_id`` of the thread had ended, nothing of it being left to run: its

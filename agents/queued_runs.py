@@ -1,7 +1,8 @@
 """Runs accepted while their thread answered another message, kept in the store until they
-begin: a process that dies with such runs waiting leaves them for its next start, which runs
-them in the order they came (with Redis, a run that never began is told failed instead, and
-its client sends the message again: ``agents/bus``)."""
+end: a process that dies with such runs waiting, or under way before their turn was stored,
+leaves them for its next start, which runs them in the order they came (with Redis, a run
+that never began is told failed instead, and its client sends the message again:
+``agents/bus``)."""
 
 from __future__ import annotations
 
@@ -32,13 +33,13 @@ def turn_of(run: dict[str, Any]) -> Turn:
 
 
 class QueuedRuns:
-    """Waiting runs kept in ``documents`` (the checkpoint database) until they begin."""
+    """Waiting runs kept in ``documents`` (the checkpoint database) until they end."""
 
     def __init__(self, documents: Documents) -> None:
         self.documents = documents
 
     async def keep(self, thread_id: str, run_id: str, turn: Turn, options: StartOptions) -> None:
-        """Keep run ``run_id``, which waits for its thread, until it begins."""
+        """Keep run ``run_id``, which waits for its thread, until it ends."""
         body = {
             "thread_id": thread_id,
             "run_id": run_id,
@@ -51,9 +52,9 @@ class QueuedRuns:
         }
         await self.documents.put(QUEUED, run_id, body, owner=thread_id)
 
-    async def began(self, run_id: str) -> bool:
-        """Run ``run_id`` holds its thread now (its turn is the thread's to keep), or is
-        taken up by a process: forgotten here; whether it was kept."""
+    async def forget(self, run_id: str) -> bool:
+        """Run ``run_id`` ended (or will never begin), or is taken up by a process:
+        forgotten here; whether it was kept."""
         return await self.documents.delete(QUEUED, run_id)
 
     async def forget_thread(self, thread_id: str) -> None:

@@ -12,6 +12,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
+from agents import failpoints
 from agents.bookkeeping import UNREAD, RunBooks, Unread
 from agents.endings import cancelled, failed, finished, graph_event
 from agents.errors import InvalidTurn, KeyReused, NothingToResume, ThreadNotFound
@@ -168,6 +169,8 @@ class TurnRunner:
                     keyed=began,
                     record=record,
                 )
+                if failpoints.armed("turn.opened"):  # its record written, its turn not yet
+                    failpoints.hit("turn.opened", last_user_text(messages))
                 run_input = {**upgrade, "messages": new, "schema_version": SCHEMA_VERSION}
             steps = self.graph.astream(
                 run_input,

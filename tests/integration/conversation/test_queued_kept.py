@@ -75,5 +75,5 @@ async def test_a_deleted_thread_s_waiting_runs_are_forgotten_with_it() -> None:
     await queued.forget_thread("a")
     left = await queued.documents.find(QUEUED, limit=None)
     assert [run["run_id"] for run in left] == ["r3"]
-    assert await queued.began("r3") is True
-    assert await queued.began("r3") is False  # taken once
+    assert await queued.forget("r3") is True
+    assert await queued.forget("r3") is False  # taken once

@@ -207,3 +207,79 @@ def test_a_message_queued_behind_a_run_is_answered_after_a_crash_in_its_turn(
     assert run.status_code == 200, run.text
     assert run.json()["status"] == "succeeded"
     assert any(line.get("event") == "run.queued_taken_up" for line in restarted.logs())
+
+
+def _queued_behind_a_slow_first(
+    crashing: Service, fake_llm: FakeLLM, thread: str, second: dict[str, Any]
+) -> None:
+    """A first message whose answer takes a while, then ``second`` queued behind it."""
+    first = httpx.post(
+        f"{crashing.url}/v1/threads/{thread}/runs", json={"message": "first"}, timeout=30
+    )
+    assert first.status_code == 202, first.text
+    deadline = time.monotonic() + 20
+    while not fake_llm.scripted_requests and time.monotonic() < deadline:
+        time.sleep(0.05)  # the first run is at its model call
+    queued = httpx.post(f"{crashing.url}/v1/threads/{thread}/runs", json=second, timeout=30)
+    assert queued.json()["status"] == "queued", queued.text
+    crashing.proc.wait(timeout=30)  # the second run begins, and the failpoint kills it
+    assert crashing.proc.returncode == -9
+
+
+def _messages_once_there(url: str, thread: str, count: int) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + 30
+    while True:
+        messages = httpx.get(f"{url}/v1/threads/{thread}").json()["messages"]
+        if len(messages) >= count or time.monotonic() > deadline:
+            return list(messages)
+        time.sleep(0.2)
+
+
+def test_a_queued_run_killed_as_it_began_before_its_turn_was_stored_is_answered_at_restart(
+    fake_llm: FakeLLM, tmp_path: Path, store_url: str, service_env: dict[str, str]
+) -> None:
+    # Left yesterday: the kept run was forgotten as it took its thread, before its message
+    # was stored; a crash in between lost the message that had been accepted with 202.
+    env = {**service_env, "SKILLDESK_CHECKPOINT_URL": store_url}
+    data = tmp_path / "data"
+    fake_llm.script(Reply(content="Answer one.", delay=1.0))
+    crashing = Service({**env, "SKILLDESK_FAILPOINTS": "turn.opened=second"}, data)
+    _queued_behind_a_slow_first(crashing, fake_llm, "q3", {"message": "second"})
+    fake_llm.script(Reply(content="Answer two."))
+    restarted = Service(env, data)
+    try:
+        messages = _messages_once_there(restarted.url, "q3", 4)
+        time.sleep(0.5)  # nothing more comes
+        again = httpx.get(f"{restarted.url}/v1/threads/q3").json()["messages"]
+    finally:
+        restarted.stop()
+    assert [m["content"] for m in messages] == ["first", "Answer one.", "second", "Answer two."]
+    assert again == messages
+
+
+def test_a_queued_run_killed_after_its_turn_was_stored_is_resumed_not_run_again(
+    fake_llm: FakeLLM, tmp_path: Path, store_url: str, service_env: dict[str, str]
+) -> None:
+    # Kept until it ends, such a run is both cut off (resumed from its checkpoint) and kept:
+    # its next start resumes it and does not run it a second time.
+    env = bundled_env(tmp_path, store_url, service_env)
+    data = tmp_path / "data"
+    fake_llm.script(Reply(content="Answer one.", delay=1.0), CALL)
+    crashing = Service({**env, "SKILLDESK_FAILPOINTS": "tool.done=create_work_order"}, data)
+    ask = {"message": "Open a work order for pump 7's bearing.", "skill": "work-order"}
+    _queued_behind_a_slow_first(crashing, fake_llm, "q4", ask)
+    fake_llm.script(Reply(content="Work order opened for PUMP-07."))
+    restarted = Service(env, data)
+    try:
+        messages = _messages_once_there(restarted.url, "q4", 6)
+        _wait_for_status(restarted.url, "q4", "idle")
+        time.sleep(0.5)  # nothing more comes
+        again = httpx.get(f"{restarted.url}/v1/threads/q4").json()["messages"]
+        orders = orders_of(restarted.url)
+    finally:
+        restarted.stop()
+    assert [m["role"] for m in messages] == ["human", "ai", "human", "ai", "tool", "ai"]
+    assert messages[-1]["content"] == "Work order opened for PUMP-07."
+    assert again == messages
+    assert len(orders) == 1
+    assert any(line.get("event") == "run.queued_had_begun" for line in restarted.logs())
