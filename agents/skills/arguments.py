@@ -62,8 +62,23 @@ def schema_problems(schema: dict[str, Any], value: Any, most: int = 5) -> list[s
         if err.context:  # anyOf/oneOf: say what each alternative wanted
             options = sorted({e.message for e in err.context})[:4]
             message = "expected one of: " + " | ".join(options)
+        elif err.validator == "type" and err.validator_value == "object":
+            message = _not_an_object(err.instance) or message
         parts.append(_short(f"{where}: {message}" if where else message))
     return parts
+
+
+def _not_an_object(value: Any) -> str | None:
+    """Why a text sent where an object belongs is none: JSON text of an object is taken
+    there (strict-mode callers send free-form objects so), so a text that is no JSON at all
+    is told as such, not as "not of type 'object'"."""
+    if not isinstance(value, str):
+        return None
+    try:
+        json.loads(value)
+    except json.JSONDecodeError as exc:
+        return f"is not valid JSON ({exc.msg} at position {exc.pos}); send a JSON object"
+    return None
 
 
 def _short(problem: str, most: int = 400) -> str:

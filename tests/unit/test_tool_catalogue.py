@@ -151,3 +151,25 @@ def test_arguments_sent_in_strict_form_validate_against_the_declared_schema() ->
     assert loosened == {"city": "Oslo", "filters": {"rain": True}, "stops": [{"at": "9:00"}]}
     assert list(Draft202012Validator(SCHEMA).iter_errors(loosened)) == []
     assert loosen(SCHEMA, {"filters": "not json"}) == {"filters": "not json"}
+
+
+async def test_call_skill_tool_with_arguments_that_are_no_json_says_so(tmp_path: Path) -> None:
+    # QA: arguments "{bad" came back as "'{bad' is not of type 'object'", where a direct
+    # call of the tool says the text is not JSON.
+    write_skill(
+        tmp_path / "skills",
+        "echoes",
+        handler=ECHO,
+        config={"tools": [tool("echo", "handler:echo", {"a": {"type": "integer"}})]},
+    )
+    tools = catalogue(tmp_path)
+    result = await tools.call(
+        "call_skill_tool", {"skill": "echoes", "tool": "echo", "arguments": "{bad"}
+    )
+    assert (result.ok, result.error_code) == (False, "invalid_arguments")
+    assert "arguments: is not valid JSON (Expecting property name" in result.content
+    assert "not of type" not in result.content
+    done = await tools.call(
+        "call_skill_tool", {"skill": "echoes", "tool": "echo", "arguments": '{"a": 1}'}
+    )
+    assert done.ok, done.content
