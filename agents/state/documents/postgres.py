@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from typing import Any
 
 import structlog
@@ -15,8 +14,8 @@ from agents.state.documents.sql import (
     POSTGRES_INDEXES,
     POSTGRES_TABLE,
     TABLE,
-    dump,
     page_query,
+    row_of,
     where,
 )
 from agents.state.schema_lock import schema_lock
@@ -40,14 +39,7 @@ class PostgresDocuments:
                 f"INSERT INTO {TABLE} VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (kind, id) "
                 "DO UPDATE SET owner = EXCLUDED.owner, status = EXCLUDED.status, "
                 "updated = EXCLUDED.updated, body = EXCLUDED.body",
-                (
-                    kind,
-                    doc_id,
-                    index.get("owner"),
-                    index.get("status"),
-                    index.get("updated") or time.time(),
-                    dump(body),
-                ),
+                row_of(kind, doc_id, body, index),
             )
 
     async def add(self, kind: str, doc_id: str, body: dict[str, Any], **index: Any) -> bool:
@@ -57,14 +49,7 @@ class PostgresDocuments:
             cursor = await conn.execute(
                 f"INSERT INTO {TABLE} VALUES (%s, %s, %s, %s, %s, %s) "
                 "ON CONFLICT (kind, id) DO NOTHING",
-                (
-                    kind,
-                    doc_id,
-                    index.get("owner"),
-                    index.get("status"),
-                    index.get("updated") or time.time(),
-                    dump(body),
-                ),
+                row_of(kind, doc_id, body, index),
             )
             return bool(cursor.rowcount > 0)
 

@@ -4,6 +4,7 @@ placeholder (``?`` or ``%s``)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from agents.json_bytes import json_bytes
@@ -85,3 +86,10 @@ def page_query(
 def dump(body: dict[str, Any]) -> str:
     """A document's body as the table keeps it."""
     return json_bytes(body).decode()
+
+
+def row_of(kind: str, doc_id: str, body: dict[str, Any], index: dict[str, Any]) -> tuple[Any, ...]:
+    """A document as the table's row: kind, id, owner, status, updated (now by default),
+    body."""
+    updated = index.get("updated") or time.time()
+    return (kind, doc_id, index.get("owner"), index.get("status"), updated, dump(body))

@@ -4,11 +4,18 @@ table and its indexes made on first use."""
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 from agents.state.documents.common import index_of, paged
-from agents.state.documents.sql import INDEXES, SQLITE_TABLE, TABLE, dump, page_query, where
+from agents.state.documents.sql import (
+    INDEXES,
+    SQLITE_TABLE,
+    TABLE,
+    dump,
+    page_query,
+    row_of,
+    where,
+)
 from agents.state.sqlite_saver import ThreadedSqliteSaver
 
 
@@ -21,27 +28,11 @@ class SqliteDocuments:
 
     async def put(self, kind: str, doc_id: str, body: dict[str, Any], **index: Any) -> None:
         """See ``Documents.put``."""
-        row = (
-            kind,
-            doc_id,
-            index.get("owner"),
-            index.get("status"),
-            index.get("updated") or time.time(),
-            dump(body),
-        )
-        await self.saver.run(self._write, row)
+        await self.saver.run(self._write, row_of(kind, doc_id, body, index))
 
     async def add(self, kind: str, doc_id: str, body: dict[str, Any], **index: Any) -> bool:
         """See ``Documents.add``."""
-        row = (
-            kind,
-            doc_id,
-            index.get("owner"),
-            index.get("status"),
-            index.get("updated") or time.time(),
-            dump(body),
-        )
-        return await self.saver.run(self._add, row)
+        return await self.saver.run(self._add, row_of(kind, doc_id, body, index))
 
     async def get(self, kind: str, doc_id: str) -> dict[str, Any] | None:
         """See ``Documents.get``."""
