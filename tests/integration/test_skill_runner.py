@@ -136,23 +136,14 @@ async def test_import_error_is_a_tool_error_not_a_crash(
     assert (await runner.call("get_order", {"order_id": "ORD1"})).ok
 
 
-@pytest.mark.parametrize("isolation", ["process", "thread"])
 async def test_a_module_of_the_skills_folder_imported_as_top_level_says_how_to_import_it(
-    tmp_path: Path, isolation: str
+    tmp_path: Path,
 ) -> None:
     # QA: `from helpers import rate` failed as "No module named 'helpers'", with no word of
     # the relative import that works.
-    entry = tool("rate", "handler:rate")
-    write_skill(
-        tmp_path / "skills",
-        "rates",
-        config={"isolation": isolation, "tools": [entry]},
-        handler="from helpers import RATE\n\ndef rate():\n    return RATE\n",
-    )
+    handler = "from helpers import RATE\n\ndef rate():\n    return RATE\n"
+    runner = runner_of(tmp_path, "rates", tool("rate", "handler:rate"), handler)
     (tmp_path / "skills" / "rates" / "helpers.py").write_text("RATE = 1.1\n")
-    registry = SkillRegistry(tmp_path / "skills")
-    registry.reload()
-    runner = ToolRunner(registry, tmp_path / "data")
     try:
         result = await runner.call("rate", {})
     finally:
