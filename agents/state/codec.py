@@ -70,6 +70,21 @@ class KeptCodec:
         self._keep_blob(key, value)
         return value
 
+    def delete_thread(self, thread_id: str) -> None:
+        self._forget_kept_values()
+        super().delete_thread(thread_id)  # type: ignore[misc]
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        self._forget_kept_values()
+        await super().adelete_thread(thread_id)  # type: ignore[misc]
+
+    def _forget_kept_values(self) -> None:
+        """Drop every message and value kept (a thread is deleted: none of its messages is
+        to stay in the process; which entries are its is not kept, and deletes are rare)."""
+        with self._codec_lock:
+            self._encoded.clear()
+            self._blobs.clear()
+
     def _keep_blob(self, key: tuple[str, bytes], value: Any) -> None:
         with self._codec_lock:
             self._blobs[key] = value

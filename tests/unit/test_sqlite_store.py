@@ -225,3 +225,27 @@ def test_msgpack_array_headers_are_what_msgpack_writes() -> None:
     for length in (0, 1, 15, 16, 65535, 65536, 70000):
         packed = ormsgpack.packb([0] * length)
         assert packed == _msgpack_array(length) + b"\x00" * length
+
+
+async def test_a_deleted_threads_messages_are_not_kept_by_the_codec(tmp_path: Path) -> None:
+    # Left from before: the codec kept a deleted thread's messages (their encodings, its
+    # decoded histories) until newer ones pushed them out.
+    from langgraph.graph import START, StateGraph
+
+    from agents.state.schema import ThreadState
+
+    async with open_checkpointer(sqlite_url(tmp_path / "store.sqlite")) as saver:
+        assert isinstance(saver, ThreadedSqliteSaver)
+        builder = StateGraph(ThreadState)
+        builder.add_node("noop", lambda state: {})
+        builder.add_edge(START, "noop")
+        graph = builder.compile(checkpointer=saver)
+        config: Any = {"configurable": {"thread_id": "secret"}}
+        history = [HumanMessage(f"my secret {n}", id=f"s{n}") for n in range(12)]
+        await graph.ainvoke({"messages": history}, config)
+        await graph.aget_state(config)
+        kept = [m.text for m, _ in saver._encoded.values()]
+        assert "my secret 3" in kept
+        await saver.adelete_thread("secret")
+        assert not any("secret" in m.text for m, _ in saver._encoded.values())
+        assert not saver._blobs
