@@ -205,15 +205,15 @@ class SkillTools:
                 f"Skill {skill_name!r} is already loaded in this conversation; its "
                 "instructions are above and its tools are available."
             ), True
+        try:  # one no longer installed is said to be so, whatever the task's scope
+            skill = self.skills.registry.get(skill_name)
+        except SkillNotFound as exc:
+            return f"error (unknown_skill): {exc}", False
         if not scope.may_load(skill_name):
             return (
                 f"error (out_of_scope): skill {skill_name!r} is not part of this task; "
                 "work with the tools you have"
             ), False
-        try:
-            skill = self.skills.registry.get(skill_name)
-        except SkillNotFound as exc:
-            return f"error (unknown_skill): {exc}", False
         scope.loaded.append(skill_name)
         return self.render_definition(skill), True
 

@@ -173,3 +173,21 @@ async def test_call_skill_tool_with_arguments_that_are_no_json_says_so(tmp_path:
         "call_skill_tool", {"skill": "echoes", "tool": "echo", "arguments": '{"a": 1}'}
     )
     assert done.ok, done.content
+
+
+def test_loading_a_skill_no_longer_installed_says_so_whatever_the_scope(tmp_path: Path) -> None:
+    # QA: a removed skill asked for with load_skill was "not part of this task".
+    from agents.skills.meta import Scope, SkillTools
+
+    write_skill(tmp_path / "skills", "echoes", handler=ECHO)
+    service = SkillService(SkillsOptions(tmp_path / "skills", tmp_path / "data", embeddings=False))
+    service.reload()
+    tools = SkillTools(service, Prompts())
+    scope = Scope(loadable={"echoes", "removed-one"})
+    gone, ok = tools.decide(scope, "load_skill", {"name": "removed-one"}) or ("", True)
+    assert (ok, gone.split(":")[0]) == (False, "error (unknown_skill)")
+    narrow = Scope(loadable=set())
+    refused, ok = tools.decide(narrow, "load_skill", {"name": "echoes"}) or ("", True)
+    assert (ok, refused.split(":")[0]) == (False, "error (out_of_scope)")
+    missing, ok = tools.decide(narrow, "load_skill", {"name": "removed-one"}) or ("", True)
+    assert (ok, missing.split(":")[0]) == (False, "error (unknown_skill)")
