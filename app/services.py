@@ -139,12 +139,16 @@ async def open_services(
     if not gateway.configured:
         log.warning("model.not_configured", hint=NO_MODEL_HINT)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    if not settings.skills_dir.is_dir():
-        log.warning(
-            "skills.folder_missing",
-            directory=str(settings.skills_dir),
-            fix="check SKILLDESK_SKILLS_DIR; the folder is created and watched, empty",
-        )
+    for topic, folder, setting in (
+        ("skills", settings.skills_dir, "SKILLDESK_SKILLS_DIR"),
+        ("workflows", settings.workflows_dir, "SKILLDESK_WORKFLOWS_DIR"),
+    ):
+        if not folder.is_dir():
+            log.warning(
+                f"{topic}.folder_missing",
+                directory=str(folder),
+                fix=f"check {setting}; the folder is created and watched, empty",
+            )
     skills = SkillService(replace(settings.skills_options(), record_owners=background))
     report = await asyncio.to_thread(skills.reload)
     for problem in report.errors:

@@ -153,3 +153,23 @@ async def test_an_app_made_by_the_factory_stops_its_start_up_naming_redis(
     with pytest.raises(ConfigError, match="SKILLDESK_REDIS_URL"):
         async with made.router.lifespan_context(made):
             pass
+
+
+async def test_a_skills_or_workflows_folder_that_is_not_there_is_said_at_start_up(
+    model_settings: Any, tmp_path: Path
+) -> None:
+    # QA: a missing workflows folder was made without a word (the skills folder's is said).
+    from structlog.testing import capture_logs
+
+    from app.services import open_services
+
+    settings = model_settings.model_copy(
+        update={"skills_dir": tmp_path / "no-skills", "workflows_dir": tmp_path / "no-flows"}
+    )
+    with capture_logs() as logs:
+        async with open_services(settings):
+            pass
+    said = {e["event"]: e for e in logs if e["event"].endswith(".folder_missing")}
+    assert said["skills.folder_missing"]["directory"] == str(tmp_path / "no-skills")
+    assert said["workflows.folder_missing"]["directory"] == str(tmp_path / "no-flows")
+    assert "SKILLDESK_WORKFLOWS_DIR" in said["workflows.folder_missing"]["fix"]
