@@ -98,7 +98,7 @@ class RunBooks:
                 return
         first = next((m for m in history if m.type == "human"), None)  # a thread from before
         title = title_from(first.text if first is not None else last_user_text(new))
-        await self.records.create(
+        made = await self.records.create(
             thread_id,
             owner=owner,
             title=title,
@@ -108,6 +108,9 @@ class RunBooks:
             process=this_process(),
             keys=keys.get("keys"),
         )
+        if made is None:  # made meanwhile (a request claimed it): this run is under way there
+            running = {"status": "running", "run_id": run_id, "process": this_process()}
+            await self.records.update(thread_id, **running, **keys)
 
     async def closed(
         self, ctx: RunContext, values: dict[str, Any] | None, *, failed: bool

@@ -69,8 +69,9 @@ class ThreadRecords:
         run_id: str | None = None,
         process: str | None = None,
         keys: list[list[Any]] | None = None,
-    ) -> ThreadRecord:
-        """Write a new thread's record."""
+    ) -> ThreadRecord | None:
+        """Write a new thread's record unless the thread has one (at once: of callers making
+        one thread, one does: a record is never written over); None when it has one."""
         now = time.time()
         record = ThreadRecord(
             thread_id=thread_id,
@@ -90,29 +91,17 @@ class ThreadRecords:
             record["process"] = process
         if keys:
             record["keys"] = keys
-        await self._put(record)
+        index = {"owner": owner, "status": status, "updated": now}
+        if not await self.documents.add(THREAD, thread_id, dict(record), **index):
+            return None
         return record
 
     async def claim(
         self, thread_id: str, *, owner: str | None, agent: str | None = None
     ) -> str | None:
-        """Make a new thread's record for ``owner`` unless the thread has one (at once: of
-        two callers naming one new id, one makes it); the owner of the record there."""
-        now = time.time()
-        record = ThreadRecord(
-            thread_id=thread_id,
-            owner=owner,
-            title="New conversation",
-            created=now,
-            updated=now,
-            status="idle",
-            messages=0,
-            forked_from=None,
-        )
-        if agent is not None:
-            record["agent"] = agent
-        index = {"owner": owner, "status": "idle", "updated": now}
-        if await self.documents.add(THREAD, thread_id, dict(record), **index):
+        """Make a new thread's record for ``owner`` unless the thread has one (``create``);
+        the owner of the record there."""
+        if await self.create(thread_id, owner=owner, agent=agent) is not None:
             return owner
         found = await self.get(thread_id)
         return found.get("owner") if found is not None else None
@@ -148,13 +137,3 @@ class ThreadRecords:
     async def delete(self, thread_id: str) -> bool:
         """Remove a thread's record; whether there was one."""
         return await self.documents.delete(THREAD, thread_id)
-
-    async def _put(self, record: ThreadRecord) -> None:
-        await self.documents.put(
-            THREAD,
-            record["thread_id"],
-            dict(record),
-            owner=record.get("owner"),
-            status=record.get("status"),
-            updated=record["updated"],
-        )

@@ -134,10 +134,13 @@ class ThreadCheckpoints(ThreadRecordsBase):
                 log.exception("thread.traces_not_copied", thread_id=thread_id, fork=target)
         count = len(values.get("messages", [])) + summarised
         log.info("thread.forked", thread_id=thread_id, checkpoint_id=checkpoint_id, fork=target)
-        return await self.records.create(
+        made = await self.records.create(
             target,
             owner=owner if owner is not None else source.get("owner"),
             title=source.get("title"),
             messages=count,
             forked_from={"thread_id": thread_id, "checkpoint_id": checkpoint_id},
         )
+        if made is None:  # another caller made a thread of that id meanwhile: never taken
+            raise ThreadBusy(f"thread {target!r} exists already", code="thread_exists")
+        return made

@@ -62,9 +62,12 @@ class ThreadRecordsBase:
         """A new empty thread (its title set now, or from its first message); ``agent``: the
         agent that made it on the owner's behalf."""
         thread_id = thread_id or new_thread_id()
-        if await self.exists(thread_id):
+        made = None
+        if not await self.exists(thread_id):  # a thread from before records has no record
+            made = await self.records.create(thread_id, owner=owner, title=title, agent=agent)
+        if made is None:
             raise ThreadBusy(f"thread {thread_id!r} exists already", code="thread_exists")
-        return await self.records.create(thread_id, owner=owner, title=title, agent=agent)
+        return made
 
     async def ensure(self, thread_id: str, *, owner: str | None, title: str) -> str | None:
         """Make the thread, empty, unless it is there, and return its owner: a workflow run
@@ -74,10 +77,12 @@ class ThreadRecordsBase:
         the other finds it made, with its owner, rather than both writing the record."""
         if not await self.exists(thread_id):
             async with self.conversations.hold(thread_id):
-                if not await self.exists(thread_id):
-                    await self.records.create(thread_id, owner=owner, title=title)
+                made = not await self.exists(thread_id) and await self.records.create(
+                    thread_id, owner=owner, title=title
+                )
+                if made:
                     return owner
-        record = await self.records.get(thread_id)
+        record = await self.records.get(thread_id)  # made by another caller meanwhile
         return record.get("owner") if record is not None else None
 
     async def get(self, thread_id: str) -> ThreadRecord:
@@ -94,11 +99,12 @@ class ThreadRecordsBase:
             raise ThreadNotFound(f"There is no thread {thread_id!r}.")
         messages = values.get("messages", [])
         first = next((m for m in messages if m.type == "human"), None)
-        return await self.records.create(
+        made = await self.records.create(
             thread_id,
             title=title_from(first.text if first is not None else ""),
             messages=len(messages) + summarised_count(values.get("summary")),
         )
+        return made or await self.get(thread_id)  # or made meanwhile: that one
 
     async def find(self, *, owner: str | None = None, limit: int = 20) -> list[ThreadRecord]:
         """The ``limit`` threads updated last, newest first, of one owner when given."""

@@ -312,3 +312,39 @@ async def test_a_new_thread_is_its_first_callers_before_its_run_writes_it(
         "Second answered.",
     ]
     assert shown.json()["title"] == "first"
+
+
+async def test_a_thread_made_meanwhile_is_never_written_over(
+    keyed_settings: Any,
+    store_url: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Review: POST /v1/threads (and a workflow run's new thread) checked that the id was
+    # free, then wrote its record over whatever a request had claimed in between: alice got
+    # bob's thread, his messages in it.
+    import httpx
+
+    settings = keyed_settings.model_copy(update={"checkpoint_url": store_url})
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        services = app.state.services
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            claimed = await http.post(
+                "/v1/threads/racy/runs", json={"message": "bob's"}, headers=bearer("bob")
+            )
+            assert claimed.status_code == 202, claimed.text
+            free_then = services.threads.exists
+
+            async def said_free_a_moment_ago(thread_id: str) -> bool:
+                return False if thread_id == "racy" else await free_then(thread_id)
+
+            monkeypatch.setattr(services.threads, "exists", said_free_a_moment_ago)
+            made = await http.post(
+                "/v1/threads", json={"thread_id": "racy"}, headers=bearer("alice")
+            )
+            record = await services.threads.records.get("racy")
+    assert made.status_code == 409, made.text
+    assert made.json()["error"]["code"] == "thread_exists"
+    assert record is not None
+    assert record["owner"] == "bob"
