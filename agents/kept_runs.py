@@ -36,6 +36,13 @@ class KeptRuns:
         self.under_way.setdefault(feed.thread_id, []).append(feed)
         self.keep(feed)
 
+    def forget_thread(self, thread_id: str) -> None:
+        """Forget the ended runs of a deleted thread: their answers and events go with it
+        (another thread of its id may be made: they must not be found through it)."""
+        gone = {r for r, f in self.by_id.items() if f.thread_id == thread_id and f.done}
+        self.by_id = {r: f for r, f in self.by_id.items() if r not in gone}
+        self.recent = {k: f for k, f in self.recent.items() if f.run_id not in gone}
+
     def get(self, run_id: str) -> RunFeed | None:
         """A run under way, or one that ended less than ``retain_s`` ago, by its id."""
         self.keep(None)

@@ -156,6 +156,7 @@ class ThreadRecordsBase:
         # Once it is gone: a run that comes to wait meanwhile is found here, or finds its
         # thread gone itself (``RunDriver``).
         await self._cancel_waiting(thread_id)
+        self.conversations.kept.forget_thread(thread_id)  # its ended runs, kept for a while
         log.info("thread.deleted", thread_id=thread_id)
 
     async def _cancel_waiting(self, thread_id: str) -> None:

@@ -264,13 +264,34 @@ async def _find(
     """The run: its feed when this process runs it, else its status as the process running
     it wrote it in Redis."""
     await reach_thread(services, principal, thread_id)
+    missing = RunNotFound(f"thread {thread_id!r} has no run {run_id!r} (or it ended long ago)")
     feed = services.conversations.get_run(run_id)
+    found: RunFeed | dict[str, Any] | None = None
     if feed is not None and feed.thread_id == thread_id:
-        return feed
-    shared = await services.bus.status(run_id) if services.bus is not None else None
-    if shared is not None and shared.get("thread_id") == thread_id:
-        return shared
-    raise RunNotFound(f"thread {thread_id!r} has no run {run_id!r} (or it ended long ago)")
+        found = feed
+    elif services.bus is not None:
+        shared = await services.bus.status(run_id)
+        found = shared if shared is not None and shared.get("thread_id") == thread_id else None
+    if found is None or not await _of_the_thread_as_it_is(services, thread_id, found):
+        raise missing
+    return found
+
+
+async def _of_the_thread_as_it_is(
+    services: Services, thread_id: str, found: RunFeed | dict[str, Any]
+) -> bool:
+    """Whether the run is of the thread as it is now, not of one deleted before it (whose
+    runs are kept a while, by the thread's id: another user may make a thread of that id).
+    A run under way is always its thread's (a new thread's record may not be written yet)."""
+    summary = found.summary() if isinstance(found, RunFeed) else found
+    if summary.get("status") in ("queued", "running"):
+        return True
+    record = await services.threads.records.get(thread_id)
+    if record is None:  # deleted (or from before records: then its state is there)
+        return await services.threads.exists(thread_id)
+    # A run that began before the record was made belongs to an earlier thread of the id
+    # (a second of slack for clocks of several machines).
+    return float(summary.get("created") or 0) >= float(record.get("created") or 0) - 1.0
 
 
 async def _elsewhere(

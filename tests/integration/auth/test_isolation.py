@@ -348,3 +348,36 @@ async def test_a_thread_made_meanwhile_is_never_written_over(
     assert made.json()["error"]["code"] == "thread_exists"
     assert record is not None
     assert record["owner"] == "bob"
+
+
+def test_a_deleted_threads_runs_are_not_found_through_a_new_thread_of_its_id(
+    keyed_settings: Any, fake_llm: FakeLLM
+) -> None:
+    # QA: alice deleted her thread; bob made one of the same id and read her run's answer
+    # and events by its id (kept a while after it ended); without keys, a deleted thread's
+    # run was served as if the thread were there.
+    fake_llm.script(Reply(content=SECRET_ANSWER), Reply(content="Hello bob."))
+    with TestClient(create_app(keyed_settings)) as client:
+        alice, bob = bearer("alice"), bearer("bob")
+        ran = client.post(
+            "/v1/threads/reused/runs/stream", json={"message": SECRET_TEXT}, headers=alice
+        )
+        run_id = ran.headers["X-Run-Id"]
+        path = f"/v1/threads/reused/runs/{run_id}"
+        assert client.get(path, headers=alice).json()["answer"] == SECRET_ANSWER
+        assert client.delete("/v1/threads/reused", headers=alice).status_code == 204
+        gone = client.get(path, headers=alice)
+        made = client.post("/v1/threads", json={"thread_id": "reused"}, headers=bob)
+        assert made.status_code == 201, made.text
+        theirs = [
+            client.get(path, headers=bob),
+            client.get(f"{path}/stream", headers=bob),
+            client.post(f"{path}/cancel", headers=bob),
+        ]
+        own = client.post("/v1/threads/reused/runs/stream", json={"message": "hi"}, headers=bob)
+        own_run = client.get(f"/v1/threads/reused/runs/{own.headers['X-Run-Id']}", headers=bob)
+    assert gone.status_code == 404, gone.text
+    for answer in theirs:
+        assert answer.status_code == 404, answer.text
+        assert SECRET_ANSWER not in answer.text
+    assert own_run.json()["answer"] == "Hello bob."
