@@ -91,7 +91,9 @@ def to_model_error(exc: Exception, profile: str, chain: Sequence[str]) -> ModelE
     elif isinstance(exc, UnreadableReply | StreamError):
         code, what = "model_bad_reply", "sent a reply that could not be used"
         hint = "check that the api_base points at an OpenAI-compatible chat completions API"
-    elif isinstance(exc, ProfileUnusable | TypeError):  # a TypeError: a kwarg it does not take
+    elif isinstance(exc, ProfileUnusable) or (
+        isinstance(exc, TypeError) and "unexpected keyword argument" in str(exc)
+    ):  # the profile's kwargs hold one the model's client does not take
         code, what = "model_misconfigured", "cannot be used as its profile is written"
         hint = "fix the profile in the models file (its model, its kwargs), then restart"
     elif isinstance(exc, MissingKey) or (

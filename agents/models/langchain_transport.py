@@ -68,6 +68,8 @@ class LangChainTransport:
                 try:
                     self._model = self._capped_model()
                 except (ValueError, TypeError, ImportError) as exc:
+                    if "api_key" in str(exc).lower() or "api key" in str(exc).lower():
+                        raise  # a missing key: told as such (``model_auth_failed``)
                     raise ProfileUnusable(
                         f"LangChain cannot build the model {self._profile.model!r} ({exc}); "
                         "fix the profile's model or kwargs in the models file"

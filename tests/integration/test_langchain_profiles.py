@@ -99,3 +99,14 @@ async def test_a_profile_langchain_cannot_build_is_a_configuration_error_not_an_
     assert "Fix the profile in the models file" in str(info.value)
     assert said in str(info.value)
     assert fake_llm.requests == []  # nothing was sent
+
+
+def test_only_a_keyword_the_model_does_not_take_is_told_as_a_profile_to_fix() -> None:
+    # Review: every TypeError was `model_misconfigured`, "fix the profile": a bug reading a
+    # reply too, on any transport.
+    from agents.models.errors import to_model_error
+
+    kwarg = TypeError("create() got an unexpected keyword argument 'no_such_kwarg'")
+    other = TypeError("unsupported operand type(s) for +: 'NoneType' and 'int'")
+    assert to_model_error(kwarg, "default", ["default"]).code == "model_misconfigured"
+    assert to_model_error(other, "default", ["default"]).code == "model_unavailable"
