@@ -96,16 +96,6 @@ class ThreadRecords:
             return None
         return record
 
-    async def claim(
-        self, thread_id: str, *, owner: str | None, agent: str | None = None
-    ) -> str | None:
-        """Make a new thread's record for ``owner`` unless the thread has one (``create``);
-        the owner of the record there."""
-        if await self.create(thread_id, owner=owner, agent=agent) is not None:
-            return owner
-        found = await self.get(thread_id)
-        return found.get("owner") if found is not None else None
-
     async def update(self, thread_id: str, **changes: Any) -> ThreadRecord | None:
         """Change a record's fields (``updated`` set to now); None when there is none."""
         found = await self.documents.merge(THREAD, thread_id, {**changes, "updated": time.time()})

@@ -105,7 +105,7 @@ class ThreadCheckpoints(ThreadRecordsBase):
                 f"GET /v1/threads/{thread_id}/history lists them"
             )
         target = new_thread_id or make_thread_id()
-        if await self.records.get(target) is not None or await self._has_state(target):
+        if await self.records.get(target) is not None or await self.has_state(target):
             raise ThreadBusy(f"thread {target!r} exists already", code="thread_exists")
         checkpoint = dict(found.checkpoint)
         metadata = {

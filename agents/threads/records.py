@@ -182,9 +182,10 @@ class ThreadRecordsBase:
 
     async def exists(self, thread_id: str) -> bool:
         """Whether the thread has a record or any checkpoint."""
-        return await self.records.get(thread_id) is not None or await self._has_state(thread_id)
+        return await self.records.get(thread_id) is not None or await self.has_state(thread_id)
 
-    async def _has_state(self, thread_id: str) -> bool:
+    async def has_state(self, thread_id: str) -> bool:
+        """Whether the thread has any checkpoint."""
         return await self.saver.aget_tuple(checkpoint_at(thread_id)) is not None
 
 

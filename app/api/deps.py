@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 import structlog
@@ -11,7 +12,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from langchain_core.messages import BaseMessage
 
 from agents.conversations import Conversations
-from agents.errors import ThreadNotFound, WorkflowNotFound
+from agents.errors import SkilldeskError, ThreadNotFound, WorkflowNotFound
 from agents.events import RunFailed, RunFinished, Token
 from agents.feed import USAGE_SINK
 from agents.state.spend import seconds_to_midnight
@@ -232,7 +233,7 @@ async def reach_thread(
     *,
     may_be_new: bool = False,
     claim: bool = False,
-) -> None:
+) -> bool:
     """Check that the principal may reach the thread: its own, or any for an admin or the
     local user. Another user's thread is a 404, as one that does not exist, so that ids
     cannot be probed.
@@ -243,25 +244,44 @@ async def reach_thread(
             so that a second request, the principal's or another user's, finds whose it
             is while the first request's run has not written it yet.
 
+    Returns:
+        Whether this call made the thread (``claim``).
+
     Raises:
         ThreadNotFound: not the principal's, or (unless ``may_be_new``) no such thread.
     """
     if principal.sees_all:
-        return
+        return False
     records = services.threads.records
     record = await records.get(thread_id)
     if record is None and (may_be_new or claim) and not await services.threads.exists(thread_id):
         if not claim:
-            return
-        if await records.claim(thread_id, owner=principal.user, agent=principal.agent) == (
-            principal.user
-        ):
-            return
-        raise ThreadNotFound(f"There is no thread {thread_id!r}.")
+            return False
+        made = await records.create(thread_id, owner=principal.user, agent=principal.agent)
+        if made is not None:
+            return True
+        record = await records.get(thread_id)  # another request made it meanwhile
     if record is None:  # made since the first read (a run of the thread began meanwhile)
         record = await records.get(thread_id)
     if record is None or record.get("owner") != principal.user:
         raise ThreadNotFound(f"There is no thread {thread_id!r}.")
+    return False
+
+
+@asynccontextmanager
+async def claimed_for(
+    services: Services, principal: Principal, thread_id: str
+) -> AsyncIterator[None]:
+    """``reach_thread`` with ``claim``, for a request that starts a run: a new thread this
+    request made its caller's is removed again if the request is refused before its run
+    stores anything (a message with nothing new, a reused key, a stopping process)."""
+    made = await reach_thread(services, principal, thread_id, claim=True)
+    try:
+        yield
+    except (SkilldeskError, ApiError):
+        if made and not await services.threads.has_state(thread_id):
+            await services.threads.records.delete(thread_id)
+        raise
 
 
 async def within_budget(request: Request, principal: PrincipalDep) -> None:

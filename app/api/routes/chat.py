@@ -6,6 +6,7 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable
+from contextlib import nullcontext
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Header, Request, Response
@@ -23,7 +24,7 @@ from app.api.deps import (
     WithinBudget,
     answer_elsewhere,
     claim_key,
-    reach_thread,
+    claimed_for,
     run_target,
 )
 from app.api.errors import ApiError, ErrorResponse, error_body, error_responses, model_error
@@ -137,66 +138,68 @@ async def chat_completions(
     thread_id = _thread_id(x_thread_id)
     cutoffs: Cutoffs = request.app.state.cutoffs
     target = run_target(services, model=body.model, skill=body.skill, workflow=body.workflow)
-    if x_thread_id is not None and x_thread_id.strip():  # another user's thread: a 404
-        await reach_thread(services, principal, thread_id, claim=True)
-    conversations = services.conversations
-    # Which messages are new is decided against the history the run reads (one read).
-    turn = ClientTurn([m.model_dump(exclude_none=True) for m in body.messages])
-    target.update(idempotency_key=idempotency_key, owner=principal.user, agent=principal.agent)
-    target["guard"] = None if principal.sees_all else principal.user
-    created = int(time.time())
-    target["run_id"], theirs = await claim_key(services, thread_id, idempotency_key, turn)
-    elsewhere = answer_elsewhere(services, theirs) if theirs is not None else None
-    if not body.stream:
-        # A retry of a request another process answers: that run's end (None in the rare
-        # case its keys expired while it was read: then this process answers).
-        result = None
+    named = x_thread_id is not None and bool(x_thread_id.strip())  # another's: a 404
+    async with claimed_for(services, principal, thread_id) if named else nullcontext():
+        conversations = services.conversations
+        # Which messages are new is decided against the history the run reads (one read).
+        turn = ClientTurn([m.model_dump(exclude_none=True) for m in body.messages])
+        target.update(idempotency_key=idempotency_key, owner=principal.user, agent=principal.agent)
+        target["guard"] = None if principal.sees_all else principal.user
+        created = int(time.time())
+        target["run_id"], theirs = await claim_key(services, thread_id, idempotency_key, turn)
+        elsewhere = answer_elsewhere(services, theirs) if theirs is not None else None
+        if not body.stream:
+            # A retry of a request another process answers: that run's end (None in the rare
+            # case its keys expired while it was read: then this process answers).
+            result = None
+            if elsewhere is not None:
+                assert theirs is not None
+                result = await _within(cutoffs, _last(elsewhere), thread_id, theirs)
+            if result is None:
+                feed = conversations.start(
+                    thread_id, turn, **target
+                )  # the run, or the one it joins
+                ended = _last(feed.read())  # InvalidTurn comes first: a 400
+                result = await _within(cutoffs, ended, thread_id, feed.run_id)
+            assert result is not None  # a run's own events end with RunFinished or RunFailed
+            ids = {"X-Thread-Id": thread_id, "X-Run-Id": result.run_id}
+            if isinstance(result, RunFailed):  # the thread keeps the message: say which it is
+                raise model_error(result.code, result.message, ids)
+            response.headers.update(ids)
+            return _completion(result, body.model, created)
+
+        # Read up to the first answer event before answering, so a failure that comes first
+        # (all retries and fallbacks exhausted) is a plain HTTP error rather than a broken stream.
+        events: AsyncIterator[Event] | None = elsewhere
+        run_id = theirs
+        first = None
         if elsewhere is not None:
             assert theirs is not None
-            result = await _within(cutoffs, _last(elsewhere), thread_id, theirs)
-        if result is None:
+            first = await _within(cutoffs, _first_answer(elsewhere), thread_id, theirs)
+        if events is None or first is None:
             feed = conversations.start(thread_id, turn, **target)  # the run, or the one it joins
-            ended = _last(feed.read())  # InvalidTurn comes first: a 400
-            result = await _within(cutoffs, ended, thread_id, feed.run_id)
-        assert result is not None  # a run's own events end with RunFinished or RunFailed
-        ids = {"X-Thread-Id": thread_id, "X-Run-Id": result.run_id}
-        if isinstance(result, RunFailed):  # the thread keeps the message: say which it is
-            raise model_error(result.code, result.message, ids)
-        response.headers.update(ids)
-        return _completion(result, body.model, created)
-
-    # Read up to the first answer event before answering, so a failure that comes first
-    # (all retries and fallbacks exhausted) is a plain HTTP error rather than a broken stream.
-    events: AsyncIterator[Event] | None = elsewhere
-    run_id = theirs
-    first = None
-    if elsewhere is not None:
-        assert theirs is not None
-        first = await _within(cutoffs, _first_answer(elsewhere), thread_id, theirs)
-    if events is None or first is None:
-        feed = conversations.start(thread_id, turn, **target)  # the run, or the one it joins
-        run_id, events = feed.run_id, feed.read()
-        # InvalidTurn comes first: a 400.
-        first = await _within(cutoffs, _first_answer(events), thread_id, run_id)
-    assert first is not None  # a run's own events end with RunFinished or RunFailed
-    assert run_id is not None  # a run elsewhere answers only for its claimed id
-    ids = {"X-Thread-Id": thread_id, "X-Run-Id": run_id}
-    if isinstance(first, RunFailed):
-        raise model_error(first.code, first.message, ids)
-    include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    return StreamingResponse(
-        _sse(
-            first,
-            events,
-            chunk_id=f"chatcmpl-{run_id}",  # as the answer's id without streaming
-            model=body.model,
-            created=created,
-            include_usage=include_usage,
-            cutoff=(cutoffs, thread_id),
-        ),
-        media_type="text/event-stream",
-        headers={**ids, "Cache-Control": "no-cache"},
-    )
+            run_id, events = feed.run_id, feed.read()
+            # InvalidTurn comes first: a 400.
+            first = await _within(cutoffs, _first_answer(events), thread_id, run_id)
+        assert first is not None  # a run's own events end with RunFinished or RunFailed
+        assert run_id is not None  # a run elsewhere answers only for its claimed id
+        ids = {"X-Thread-Id": thread_id, "X-Run-Id": run_id}
+        if isinstance(first, RunFailed):
+            raise model_error(first.code, first.message, ids)
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        return StreamingResponse(
+            _sse(
+                first,
+                events,
+                chunk_id=f"chatcmpl-{run_id}",  # as the answer's id without streaming
+                model=body.model,
+                created=created,
+                include_usage=include_usage,
+                cutoff=(cutoffs, thread_id),
+            ),
+            media_type="text/event-stream",
+            headers={**ids, "Cache-Control": "no-cache"},
+        )
 
 
 async def _within(cutoffs: Cutoffs, waiting: Awaitable[T], thread_id: str, run_id: str) -> T:

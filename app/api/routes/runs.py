@@ -21,6 +21,7 @@ from app.api.deps import (
     ServicesDep,
     WithinBudget,
     claim_key,
+    claimed_for,
     reach_thread,
     run_target,
 )
@@ -84,34 +85,36 @@ async def create_run(
     With an `Idempotency-Key`, the same request sent again (whichever process it reaches)
     gets the first one's run."""
     target = run_target(services, model=body.model, skill=body.skill, workflow=body.workflow)
-    await reach_thread(services, principal, thread_id, claim=True)
-    turn = [HumanMessage(body.message)]
-    run_id, theirs = await claim_key(services, thread_id, idempotency_key, turn)
-    if theirs is not None:  # a retry of a request another process answers: its run
-        answer = await _elsewhere(services, thread_id, theirs, stream=body.stream)
-        if answer is not None:
-            return answer
-    feed = await services.conversations.begin(  # if_busy=reject: any process's run
-        thread_id,
-        turn,
-        **target,
-        owner=principal.user,
-        agent=principal.agent,
-        if_busy=body.if_busy,
-        guard=None if principal.sees_all else principal.user,
-        idempotency_key=idempotency_key,
-        run_id=run_id,
-    )
-    if not body.stream:
-        return JSONResponse(
-            _public(feed.summary()).model_dump(),
-            status_code=202,
-            headers={"X-Thread-Id": thread_id, "X-Run-Id": feed.run_id},
+    async with claimed_for(services, principal, thread_id):
+        turn = [HumanMessage(body.message)]
+        run_id, theirs = await claim_key(services, thread_id, idempotency_key, turn)
+        if theirs is not None:  # a retry of a request another process answers: its run
+            answer = await _elsewhere(services, thread_id, theirs, stream=body.stream)
+            if answer is not None:
+                return answer
+        feed = await services.conversations.begin(  # if_busy=reject: any process's run
+            thread_id,
+            turn,
+            **target,
+            owner=principal.user,
+            agent=principal.agent,
+            if_busy=body.if_busy,
+            guard=None if principal.sees_all else principal.user,
+            idempotency_key=idempotency_key,
+            run_id=run_id,
         )
-    cancel = (
-        (lambda: services.conversations.cancel(feed.run_id)) if body.cancel_on_disconnect else None
-    )
-    return _stream(services, feed, 0, on_disconnect=cancel, status=200)
+        if not body.stream:
+            return JSONResponse(
+                _public(feed.summary()).model_dump(),
+                status_code=202,
+                headers={"X-Thread-Id": thread_id, "X-Run-Id": feed.run_id},
+            )
+        cancel = (
+            (lambda: services.conversations.cancel(feed.run_id))
+            if body.cancel_on_disconnect
+            else None
+        )
+        return _stream(services, feed, 0, on_disconnect=cancel, status=200)
 
 
 @router.get(

@@ -21,6 +21,7 @@ from app.api.deps import (
     ServicesDep,
     WithinBudget,
     claim_key,
+    claimed_for,
     reach_thread,
     run_target,
 )
@@ -287,24 +288,26 @@ async def stream_run(
     `Idempotency-Key`, the same request sent again (whichever process it reaches) reads the
     first one's run from its first event."""
     target = run_target(services, model=body.model, skill=body.skill, workflow=body.workflow)
-    await reach_thread(services, principal, thread_id, claim=True)
-    turn = [HumanMessage(body.message)]
-    run_id, theirs = await claim_key(services, thread_id, idempotency_key, turn)
-    keepalive = services.settings.sse_keepalive_s
-    if theirs is not None and services.bus is not None:  # a retry another process answers
-        shared = follow_shared(services.bus, thread_id, theirs, 0, keepalive, services.leaving)
-        return run_stream(shared, thread_id, theirs)
-    feed = services.conversations.start(
-        thread_id,
-        turn,
-        **target,
-        idempotency_key=idempotency_key,
-        owner=principal.user,
-        agent=principal.agent,
-        guard=None if principal.sees_all else principal.user,
-        run_id=run_id,
-    )
-    return run_stream(follow(feed, 0, keepalive, leaving=services.leaving), thread_id, feed.run_id)
+    async with claimed_for(services, principal, thread_id):
+        turn = [HumanMessage(body.message)]
+        run_id, theirs = await claim_key(services, thread_id, idempotency_key, turn)
+        keepalive = services.settings.sse_keepalive_s
+        if theirs is not None and services.bus is not None:  # a retry another process answers
+            shared = follow_shared(services.bus, thread_id, theirs, 0, keepalive, services.leaving)
+            return run_stream(shared, thread_id, theirs)
+        feed = services.conversations.start(
+            thread_id,
+            turn,
+            **target,
+            idempotency_key=idempotency_key,
+            owner=principal.user,
+            agent=principal.agent,
+            guard=None if principal.sees_all else principal.user,
+            run_id=run_id,
+        )
+        return run_stream(
+            follow(feed, 0, keepalive, leaving=services.leaving), thread_id, feed.run_id
+        )
 
 
 @router.post(

@@ -381,3 +381,23 @@ def test_a_deleted_threads_runs_are_not_found_through_a_new_thread_of_its_id(
         assert answer.status_code == 404, answer.text
         assert SECRET_ANSWER not in answer.text
     assert own_run.json()["answer"] == "Hello bob."
+
+
+def test_a_request_refused_before_its_run_stores_anything_leaves_no_thread(
+    keyed_settings: Any, fake_llm: FakeLLM
+) -> None:
+    # Review: the new thread claimed for the caller stayed when the request was then
+    # refused (a message with nothing new: "before anything is stored", the README says).
+    with TestClient(create_app(keyed_settings)) as client:
+        alice = bearer("alice")
+        refused = client.post(
+            "/v1/chat/completions",
+            json={"messages": [{"role": "assistant", "content": "Hello."}]},
+            headers={**alice, "X-Thread-Id": "empty1"},
+        )
+        listed = client.get("/v1/threads", headers=alice).json()["data"]
+        shown = client.get("/v1/threads/empty1", headers=alice)
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["code"] == "no_new_message"
+    assert "empty1" not in [t["thread_id"] for t in listed]
+    assert shown.status_code == 404
