@@ -88,15 +88,18 @@ def test_a_skill_folder_linked_in_is_reloaded_when_its_files_change(
     time.sleep(0.3)  # let the watcher settle on the initial tree
     (skills_dir / "parcel-tracker").symlink_to(source, target_is_directory=True)
     wait_for(lambda: "parcel-tracker" in names(client))
-    time.sleep(0.5)  # the watcher takes the new link's folder in
 
     def described() -> str:
         return str(client.get("/v1/skills/parcel-tracker").json()["description"])
 
+    def edited() -> bool:  # written again until seen: the watcher takes the new link in
+        body = "---\nname: parcel-tracker\ndescription: Tracks parcels, edited.\n---\n\nIt.\n"
+        (source / "SKILL.md").write_text(body)
+        time.sleep(0.2)
+        return described() == "Tracks parcels, edited."
+
     assert described() != "Tracks parcels, edited."
-    body = "---\nname: parcel-tracker\ndescription: Tracks parcels, edited.\n---\n\nTrack it.\n"
-    (source / "SKILL.md").write_text(body)
-    wait_for(lambda: described() == "Tracks parcels, edited.")
+    wait_for(edited, timeout=4.0)
 
 
 def test_a_broken_edit_keeps_serving_the_last_good_version(
