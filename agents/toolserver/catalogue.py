@@ -23,7 +23,7 @@ from agents.skills.loader import Skill
 from agents.skills.meta import read_reference
 from agents.skills.results import ToolResult, tool_error
 from agents.skills.service import SkillService
-from agents.skills.spec import ToolSpec
+from agents.skills.spec import RESERVED_TOOL_NAMES, ToolSpec
 from agents.toolserver.results import ok_result
 from agents.toolserver.runs import WorkflowTools
 from agents.toolserver.strict import loosen, strict_schema
@@ -31,7 +31,7 @@ from agents.toolserver.strict import loosen, strict_schema
 SEARCH_SKILLS, LOAD_SKILL, CALL_SKILL_TOOL = "search_skills", "load_skill", "call_skill_tool"
 READ_REFERENCE = "read_skill_reference"
 META_TOOLS = (SEARCH_SKILLS, LOAD_SKILL, CALL_SKILL_TOOL, READ_REFERENCE)
-RESERVED = frozenset((*META_TOOLS, *WorkflowTools.NAMES))
+RESERVED = RESERVED_TOOL_NAMES  # a skill's tool of such a name does not load
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 SUMMARY_CHARS = 50
 AUTO_LIST_LIMIT = 50  # skill tools listed one by one while there are fewer than this
