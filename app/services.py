@@ -85,7 +85,7 @@ class Services:
         config = self.gateway.config
         profiles = sorted(config.profiles) if config else None
         self.workflow_registry.recheck(profiles=profiles, **skills_world(self.skills.registry))
-        workflows = await asyncio.to_thread(self.workflow_registry.reload)
+        await asyncio.to_thread(self.workflow_registry.reload)
         log.info(
             "content.reloaded",
             skills=len(self.skills.registry),
@@ -95,7 +95,9 @@ class Services:
             "skills": sorted(s.name for s in self.skills.registry.all()),
             "skill_errors": [str(e) for e in skills.errors],
             "workflows": self.workflows.names(),
-            "workflow_errors": [str(e) for e in workflows.errors],
+            # Every problem there is now, not only those this reload found first (the
+            # folder's watcher may have found them already).
+            "workflow_errors": [str(e) for e in self.workflow_registry.errors],
         }
 
     @property

@@ -631,3 +631,20 @@ def test_an_expert_node_makes_its_side_effects_anew_in_each_run_on_a_thread(
     with sqlite3.connect(settings.data_dir / "skilldesk.sqlite") as conn:
         tools = conn.execute("SELECT tool, status FROM skilldesk_calls").fetchall()
     assert tools == [("create_work_order", "done")] * 2
+
+
+def test_an_admin_reload_lists_every_workflow_refused_not_only_new_ones(
+    model_settings: Any, tmp_path: Path
+) -> None:
+    # QA: the answer said "workflow_errors": [] when the folder's watcher had found the broken
+    # file first (only problems a reload found anew were listed).
+    folder = tmp_path / "workflows"
+    folder.mkdir()
+    (folder / "broken.yaml").write_text("name: broken\nnodes: [unclosed\n", encoding="utf-8")
+    settings = model_settings.model_copy(
+        update={"skills_dir": ROOT / "skills", "workflows_dir": folder}
+    )
+    with TestClient(create_app(settings)) as client:
+        answers = [client.post("/v1/admin/reload").json() for _ in range(2)]
+    for answer in answers:
+        assert any("broken.yaml" in error for error in answer["workflow_errors"]), answer
