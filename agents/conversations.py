@@ -426,9 +426,12 @@ class Conversations:
                             feed.put(event)
                 except asyncio.CancelledError:
                     if feed.cancel_requested:  # asked to stop, then cut by a stop before the
-                        await self.books.settle_cancelled(ctx)  # step it was to end at: while the
-                        await self.books.traced(feed, cancelled(ctx))  # thread is still held, so
-                    raise  # no process takes it for a run cut off; its trace kept as it ended
+                        # step it was to end at: while the thread is still held, so no process
+                        # takes it for a run cut off; its trace kept as it ended (counted
+                        # once it is put below).
+                        await self.books.settle_cancelled(ctx)
+                        await self.books.traced(feed, cancelled(ctx, count=False))
+                    raise
                 if not ctx.replayed:  # a replayed answer's trace is its first run's
                     await self.books.traced(feed, ending)
             if ending is not None:

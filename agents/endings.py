@@ -30,8 +30,11 @@ def finished(ctx: RunContext, values: dict[str, Any], before: dict[str, int]) ->
     return RunFinished(ctx.thread_id, ctx.run_id, answer or AIMessage(content=""), used)
 
 
-def cancelled(ctx: RunContext) -> RunFailed:
-    """The run stopped as asked."""
+def cancelled(ctx: RunContext, *, count: bool = True) -> RunFailed:
+    """The run stopped as asked (counted among turns, unless ``count`` is false: the same
+    ending made again for its trace)."""
+    if count:
+        metrics.TURNS.labels("cancelled").inc()
     return RunFailed(
         ctx.thread_id,
         ctx.run_id,

@@ -150,3 +150,23 @@ def test_metrics_ask_for_their_token_when_one_is_set(model_settings: Any) -> Non
         scraped = client.get("/metrics", headers={"Authorization": "Bearer scrape-me-1234"})
         assert scraped.status_code == 200
         assert "skilldesk_" in scraped.text
+
+
+def test_a_cancelled_turn_is_counted(client: TestClient, fake_llm: FakeLLM) -> None:
+    # QA: cancelled runs were never counted in skilldesk_turns_total.
+    import time
+
+    before = scrape(client)
+    fake_llm.script(Reply(content="too late", delay=2.0))
+    started = client.post("/v1/threads/m-3/runs", json={"message": "slow one"}).json()
+    for _ in range(100):  # until it is at its model call
+        if fake_llm.scripted_requests:
+            break
+        time.sleep(0.02)
+    assert client.post(f"/v1/threads/m-3/runs/{started['id']}/cancel").status_code == 200
+    for _ in range(200):
+        if client.get(f"/v1/threads/m-3/runs/{started['id']}").json()["status"] == "cancelled":
+            break
+        time.sleep(0.02)
+    after = scrape(client)
+    assert grew(before, after, "skilldesk_turns_total", outcome="cancelled") == 1
