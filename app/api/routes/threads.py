@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
 from agents.conversations import RESUME
+from agents.errors import ThreadBusy
 from agents.events import Event
 from agents.memory.summaries import summarised_count
 from agents.state.records import ThreadRecord
@@ -336,6 +337,10 @@ async def resume_thread(
     cut off completes, its finished steps not run again."""
     await reach_thread(services, principal, thread_id)
     await services.threads.get(thread_id)
+    if await services.conversations.busy_anywhere(thread_id):  # a run under way: no waiting
+        raise ThreadBusy(
+            f"thread {thread_id!r} is answering a message; resume it only once a run was cut off",
+        )
     feed = services.conversations.start(thread_id, RESUME)
     events = feed.read()
     first = await anext(events)  # NothingToResume comes before any event: a 409

@@ -146,6 +146,30 @@ def test_resume_with_nothing_left_to_run_is_a_conflict(
     assert client.post("/v1/threads/nobody/resume").status_code == 404
 
 
+def test_resume_of_a_thread_answering_a_message_is_refused_at_once(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    # QA: the request waited for the whole run, then said nothing_to_resume.
+    import time
+
+    fake_llm.script(Reply(content="Slow.", delay=3.0))
+    started = client.post("/v1/threads/busy-r/runs", json={"message": "Hello"})
+    assert started.status_code == 202, started.text
+    for _ in range(200):  # until the run is at its model call
+        if fake_llm.scripted_requests:
+            break
+        time.sleep(0.02)
+    response = client.post("/v1/threads/busy-r/resume")  # before the run ends
+    assert response.status_code == 409, response.text
+    assert response.json()["error"]["code"] == "thread_busy"
+    for _ in range(300):
+        if client.get(f"/v1/threads/busy-r/runs/{started.json()['id']}").json()["status"] != (
+            "running"
+        ):
+            break
+        time.sleep(0.02)
+
+
 def test_summarised_originals_go_with_a_fork_and_leave_with_the_thread(
     thread_settings: Any, fake_llm: FakeLLM
 ) -> None:
