@@ -326,7 +326,11 @@ async def stream_run(
             404,
             409,
             500,
-            notes={404: NO_THREAD, 409: "The last run ended: nothing to resume."},
+            notes={
+                404: NO_THREAD,
+                409: "The last run ended: nothing to resume (`nothing_to_resume`); a run is "
+                "under way (`thread_busy`).",
+            },
         ),
     },
 )
