@@ -89,9 +89,7 @@ class KeySpec(BaseModel):
 
     model_config = {"extra": "forbid"}
 
-    user: str = Field(
-        min_length=1, max_length=200, pattern=USER_PATTERN, description="The user the key acts as."
-    )
+    user: str = Field(min_length=1, max_length=200, description="The user the key acts as.")
     scopes: list[str] = Field(["chat"], description=f"Of {', '.join(SCOPES)}.")
     name: str = Field("", max_length=200, description="What the key is for.")
     token: str | None = Field(None, min_length=16, description="The key itself.")
@@ -103,6 +101,11 @@ class KeySpec(BaseModel):
     @classmethod
     def _known(cls, value: list[str]) -> list[str]:
         return check_scopes(value)
+
+    @field_validator("user")
+    @classmethod
+    def _a_user_id(cls, value: str) -> str:
+        return check_user(value)
 
 
 def check_user(user: str) -> str:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from app.auth.keys import MAX_LIFE_S, USER_PATTERN
+from app.auth.keys import MAX_LIFE_S, check_user
 from app.auth.principal import Scope
 
 
@@ -30,11 +30,11 @@ class KeyCreate(BaseModel):
     user: str = Field(
         min_length=1,
         max_length=200,
-        pattern=USER_PATTERN,
         description="The user id the key acts as: no spaces around it, no control characters.",
     )
     scopes: list[Scope] = Field(["chat"], min_length=1, description="What it may do.")
     name: str = Field("", max_length=200, description="What the key is for.")
+
     expires_in_s: float | None = Field(
         None,
         gt=0,
@@ -42,6 +42,11 @@ class KeyCreate(BaseModel):
         allow_inf_nan=False,
         description="It stops working this many seconds from now, at most ten years (none: never).",
     )
+
+    @field_validator("user")
+    @classmethod
+    def _a_user_id(cls, value: str) -> str:
+        return check_user(value)
 
 
 class KeyPublic(BaseModel):

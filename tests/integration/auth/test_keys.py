@@ -402,6 +402,8 @@ def test_a_key_asked_for_wrongly_is_refused_naming_what_is_wrong(keyed: TestClie
         nobody = keyed.post("/v1/admin/keys", json={"user": blank}, headers=admin)
         assert nobody.status_code == 400, (blank, nobody.text)
         assert nobody.json()["error"]["param"] == "user"
+        if blank:  # "": the field's length says it
+            assert "is not a user id" in nobody.json()["error"]["message"]
     never = keyed.post("/v1/admin/keys", json={"user": "dan", "expires_in_s": 0}, headers=admin)
     assert never.status_code == 400
     assert never.json()["error"]["param"] == "expires_in_s"
