@@ -351,7 +351,16 @@ def handed_over(services: Any, run_ids: list[str]) -> Iterator[None]:
                 "This service process stopped before the request was done; nothing was "
                 "changed: send it again."
             ) from None
-        raise ShuttingDown(cut_off_message(run_ids[-1])) from None
+        # Not to be sent again (a client that retries a 503 would start a second run and
+        # its side effects): the run goes on, named in the headers too.
+        headers = {"X-Run-Id": run_ids[-1], "X-Should-Retry": "false"}
+        raise ApiError(
+            503,
+            "shutting_down",
+            cut_off_message(run_ids[-1]),
+            type_="server_error",
+            headers=headers,
+        ) from None
 
 
 def cut_off_message(run_id: str) -> str:

@@ -606,6 +606,9 @@ def test_a_workflow_run_a_stopping_process_cuts_off_is_handed_to_the_other_at_on
     error = answer.json()["error"]
     assert error["code"] == "shutting_down"
     assert f"/v1/workflow-runs/{run_id}" in error["message"]
+    # QA: told apart from a 503 to send again only by its words (a retry: a second run).
+    assert answer.headers["X-Run-Id"] == run_id
+    assert answer.headers["X-Should-Retry"] == "false"
     record = finished_by(b, run_id)  # the other process was told and finishes the run
     assert record["status"] == "SUCCEEDED", record
     assert "Returnable for 30 days." in record["outputs"]["message"]
