@@ -43,6 +43,8 @@ class RequestContextMiddleware:
         structlog.contextvars.bind_contextvars(**context)
         status = 500
 
+        answered: dict[str, str] = {}  # the ids the route's response headers name
+
         async def send_with_id(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
@@ -53,6 +55,9 @@ class RequestContextMiddleware:
                     if name in names:  # the route's (a run it started): on the last log line
                         value = next(v for k, v in sent if k.lower() == name).decode("latin-1")
                         structlog.contextvars.bind_contextvars(**{key: value})
+                        # Also kept here: a streamed response sends from a task of its own,
+                        # whose bindings the request's last log line does not see.
+                        answered[key] = value
                     elif key in context and status < 400:
                         sent.append((name, context[key].encode("latin-1")))
                 message["headers"] = [*sent, (b"x-request-id", request_id.encode("latin-1"))]
@@ -80,7 +85,13 @@ class RequestContextMiddleware:
             else:
                 await self.app(scope, self._counted(receive), send_with_id)
         finally:
-            log.info("http.request", method=scope["method"], path=scope["path"], status=status)
+            log.info(
+                "http.request",
+                method=scope["method"],
+                path=scope["path"],
+                status=status,
+                **answered,
+            )
             structlog.contextvars.clear_contextvars()
 
     @staticmethod

@@ -509,3 +509,21 @@ def test_a_continued_thread_is_read_once_per_request(
         ("human", "and now?"),
         ("ai", "Second."),
     ]
+
+
+def test_a_streamed_requests_log_line_names_its_run_and_thread(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    # QA: a streamed response is sent from a task of its own: the request's last log line
+    # had no run id (and no thread id without X-Thread-Id), its headers had both.
+    from structlog.testing import capture_logs
+
+    fake_llm.script(Reply(content="Streamed."), Reply(content="Streamed too."))
+    with capture_logs() as logs:
+        runs = client.post("/v1/threads/logged/runs/stream", json={"message": "hi"})
+        chat = client.post("/v1/chat/completions", json={"messages": [USER], "stream": True})
+    lines = [e for e in logs if e["event"] == "http.request"]
+    assert len(lines) == 2, lines
+    for line, response in zip(lines, (runs, chat), strict=True):
+        assert line["run_id"] == response.headers["X-Run-Id"], line
+        assert line["thread_id"] == response.headers["X-Thread-Id"], line
