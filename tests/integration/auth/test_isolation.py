@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -276,35 +278,29 @@ async def test_a_new_thread_is_its_first_callers_before_its_run_writes_it(
     # bob's run on the same new id was accepted (202), then failed with no error.
     import asyncio
 
-    import httpx
-
     fake_llm.script(Reply(content="First answered."), Reply(content="Second answered."))
     settings = keyed_settings.model_copy(update={"checkpoint_url": store_url})
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        services = app.state.services
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
-            async with services.conversations.hold("fresh"):  # its first run cannot begin yet
-                first = await http.post(
-                    "/v1/threads/fresh/runs", json={"message": "first"}, headers=bearer("alice")
-                )
-                bobs = await http.post(
-                    "/v1/threads/fresh/runs", json={"message": "mine?"}, headers=bearer("bob")
-                )
-                second = await http.post(
-                    "/v1/threads/fresh/runs", json={"message": "second"}, headers=bearer("alice")
-                )
-            assert first.status_code == second.status_code == 202, (first.text, second.text)
-            assert bobs.status_code == 404, bobs.text
-            assert bobs.json()["error"]["code"] == "thread_not_found"
-            run = second.json()["id"]
-            for _ in range(300):
-                found = await http.get(f"/v1/threads/fresh/runs/{run}", headers=bearer("alice"))
-                if found.json()["status"] == "succeeded":
-                    break
-                await asyncio.sleep(0.02)
-            shown = await http.get("/v1/threads/fresh", headers=bearer("alice"))
+    async with in_process(settings) as (services, http):
+        async with services.conversations.hold("fresh"):  # its first run cannot begin yet
+            first = await http.post(
+                "/v1/threads/fresh/runs", json={"message": "first"}, headers=bearer("alice")
+            )
+            bobs = await http.post(
+                "/v1/threads/fresh/runs", json={"message": "mine?"}, headers=bearer("bob")
+            )
+            second = await http.post(
+                "/v1/threads/fresh/runs", json={"message": "second"}, headers=bearer("alice")
+            )
+        assert first.status_code == second.status_code == 202, (first.text, second.text)
+        assert bobs.status_code == 404, bobs.text
+        assert bobs.json()["error"]["code"] == "thread_not_found"
+        run = second.json()["id"]
+        for _ in range(300):
+            found = await http.get(f"/v1/threads/fresh/runs/{run}", headers=bearer("alice"))
+            if found.json()["status"] == "succeeded":
+                break
+            await asyncio.sleep(0.02)
+        shown = await http.get("/v1/threads/fresh", headers=bearer("alice"))
     assert [m["content"] for m in shown.json()["messages"]] == [
         "first",
         "First answered.",
@@ -322,28 +318,20 @@ async def test_a_thread_made_meanwhile_is_never_written_over(
     # Review: POST /v1/threads (and a workflow run's new thread) checked that the id was
     # free, then wrote its record over whatever a request had claimed in between: alice got
     # bob's thread, his messages in it.
-    import httpx
-
     settings = keyed_settings.model_copy(update={"checkpoint_url": store_url})
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        services = app.state.services
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
-            claimed = await http.post(
-                "/v1/threads/racy/runs", json={"message": "bob's"}, headers=bearer("bob")
-            )
-            assert claimed.status_code == 202, claimed.text
-            free_then = services.threads.exists
+    async with in_process(settings) as (services, http):
+        claimed = await http.post(
+            "/v1/threads/racy/runs", json={"message": "bob's"}, headers=bearer("bob")
+        )
+        assert claimed.status_code == 202, claimed.text
+        free_then = services.threads.exists
 
-            async def said_free_a_moment_ago(thread_id: str) -> bool:
-                return False if thread_id == "racy" else await free_then(thread_id)
+        async def said_free_a_moment_ago(thread_id: str) -> bool:
+            return False if thread_id == "racy" else await free_then(thread_id)
 
-            monkeypatch.setattr(services.threads, "exists", said_free_a_moment_ago)
-            made = await http.post(
-                "/v1/threads", json={"thread_id": "racy"}, headers=bearer("alice")
-            )
-            record = await services.threads.records.get("racy")
+        monkeypatch.setattr(services.threads, "exists", said_free_a_moment_ago)
+        made = await http.post("/v1/threads", json={"thread_id": "racy"}, headers=bearer("alice"))
+        record = await services.threads.records.get("racy")
     assert made.status_code == 409, made.text
     assert made.json()["error"]["code"] == "thread_exists"
     assert record is not None
@@ -401,3 +389,16 @@ def test_a_request_refused_before_its_run_stores_anything_leaves_no_thread(
     assert refused.json()["error"]["code"] == "no_new_message"
     assert "empty1" not in [t["thread_id"] for t in listed]
     assert shown.status_code == 404
+
+
+@asynccontextmanager
+async def in_process(settings: Any) -> AsyncIterator[tuple[Any, Any]]:
+    """The app started in this event loop (its services at hand) and an HTTP client of it:
+    requests and the test's own steps interleave as the test awaits them."""
+    import httpx
+
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            yield app.state.services, http
