@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from app.auth.keys import MAX_LIFE_S, check_user
+from app.auth.keys import MAX_LIFE_S, USER_PATTERN, check_user
 from app.auth.principal import Scope
 
 
@@ -31,6 +31,7 @@ class KeyCreate(BaseModel):
         min_length=1,
         max_length=200,
         description="The user id the key acts as: no spaces around it, no control characters.",
+        json_schema_extra={"pattern": USER_PATTERN},  # checked by ``check_user``, in words
     )
     scopes: list[Scope] = Field(["chat"], min_length=1, description="What it may do.")
     name: str = Field("", max_length=200, description="What the key is for.")
