@@ -227,10 +227,13 @@ def _queued_behind_a_slow_first(
 
 
 def _messages_once_there(url: str, thread: str, count: int) -> list[dict[str, Any]]:
+    """The thread's messages once there are ``count`` and the last run's trace is kept (its
+    answer shows its ``run_id``: on a busy machine, a while after the answer is stored)."""
     deadline = time.monotonic() + 30
     while True:
         messages = httpx.get(f"{url}/v1/threads/{thread}").json()["messages"]
-        if len(messages) >= count or time.monotonic() > deadline:
+        settled = len(messages) >= count and "run_id" in messages[-1]
+        if settled or time.monotonic() > deadline:
             return list(messages)
         time.sleep(0.2)
 
