@@ -26,6 +26,7 @@ from agents.state.leases import LEASES
 from agents.state.readonce import ReadOnce
 from agents.state.schema_lock import schema_lock
 from agents.state.sqlite_saver import ReadOnceSqliteSaver
+from agents.state.thread_line import WAITERS
 
 T = TypeVar("T")
 log = structlog.get_logger(__name__)
@@ -192,6 +193,14 @@ async def _postgres(url: str, *, checked: bool) -> AsyncIterator[BaseCheckpointS
                 await conn.execute(
                     f"CREATE TABLE IF NOT EXISTS {LEASES} (thread_id TEXT PRIMARY KEY, "
                     "holder TEXT NOT NULL, expires DOUBLE PRECISION NOT NULL)"
+                )
+                await conn.execute(  # and those waiting for one, in the order they came
+                    f"CREATE TABLE IF NOT EXISTS {WAITERS} (seq BIGSERIAL PRIMARY KEY, "
+                    "thread_id TEXT NOT NULL, holder TEXT NOT NULL, "
+                    "expires DOUBLE PRECISION NOT NULL)"
+                )
+                await conn.execute(
+                    f"CREATE INDEX IF NOT EXISTS {WAITERS}_thread ON {WAITERS} (thread_id, seq)"
                 )
         yield saver
     finally:

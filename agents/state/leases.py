@@ -16,6 +16,7 @@ import structlog
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from agents.state.lease_table import LeaseTable, new_holder, set_live, shared_pool, until
+from agents.state.thread_line import ThreadLine
 
 log = structlog.get_logger(__name__)
 
@@ -23,11 +24,29 @@ LEASES = "skilldesk_thread_leases"  # created with the checkpoint tables (``chec
 LEASE_S = 30.0  # a holder that stops renewing (its process died) loses the thread after this
 
 
+class ThreadWaiters:
+    """This process's side of one thread's line: its waiters join the line one at a time
+    (their tickets in the order they came here), and hear at once that the thread is free
+    (a waiter of another process finds out at its next poll)."""
+
+    def __init__(self) -> None:
+        self.joining = asyncio.Lock()
+        self.freed = asyncio.Event()
+
+    def free(self) -> None:
+        self.freed.set()
+        self.freed = asyncio.Event()
+
+
 @asynccontextmanager
 async def thread_lock(
-    saver: BaseCheckpointSaver[Any], thread_id: str, lease_s: float = LEASE_S
+    saver: BaseCheckpointSaver[Any],
+    thread_id: str,
+    lease_s: float = LEASE_S,
+    here: ThreadWaiters | None = None,
 ) -> AsyncIterator[None]:
-    """Hold the thread for one run across processes (a lease row in PostgreSQL).
+    """Hold the thread for one run across processes (a lease row in PostgreSQL), taken in
+    the order the runs came (``ThreadLine``).
 
     Several service processes behind one load balancer share a PostgreSQL checkpointer; two
     turns of one thread arriving at two processes would otherwise both start from the same
@@ -41,10 +60,23 @@ async def thread_lock(
     if pool is None:
         yield
         return
-    leases = LeaseTable(pool, LEASES, "thread_id")
+    here = here or ThreadWaiters()
+    leases, line = LeaseTable(pool, LEASES, "thread_id"), ThreadLine(pool, LEASES)
     holder = new_holder()  # one per run: a lease this process left behind is free at once
-    await until(lambda: leases.claim(thread_id, holder, lease_s))
-    set_live(holder, True)
+    set_live(holder, True)  # a waiter's ticket is live too
+    seq: int | None = None
+    try:
+        async with here.joining:
+            seq = await line.come(thread_id, holder, lease_s)
+        if seq is not None:
+            ticket = seq
+            await until(lambda: line.try_take(thread_id, holder, lease_s, ticket), here)
+            seq = None
+    except BaseException:  # cancelled while waiting: out of the line
+        set_live(holder, False)
+        if seq is not None:
+            await line.leave(seq)
+        raise
     renewing = asyncio.create_task(_renew(leases, thread_id, holder, lease_s))
     try:
         yield
@@ -53,6 +85,7 @@ async def thread_lock(
         renewing.cancel()
         await asyncio.gather(renewing, return_exceptions=True)
         await leases.release(thread_id, holder)
+        here.free()
 
 
 async def lease_alive(saver: BaseCheckpointSaver[Any], thread_id: str) -> bool:
@@ -132,23 +165,30 @@ async def _renew(leases: LeaseTable, thread_id: str, holder: str, lease_s: float
 class ThreadLocks:
     """One run at a time per thread: two concurrent turns would both start from the same
     checkpoint and the later write would drop the other's messages. The asyncio lock covers
-    one process; on PostgreSQL a renewed lease (``lease_s``) covers several."""
+    one process; on PostgreSQL a renewed lease (``lease_s``), taken in the order the runs
+    came to any process, covers several."""
 
     def __init__(self, lease_s: float = LEASE_S) -> None:
         self.lease_s = lease_s
         self._locks: dict[str, asyncio.Lock] = {}
+        self._here: dict[str, ThreadWaiters] = {}
         self._waiting: dict[str, int] = {}
 
     @asynccontextmanager
     async def hold(self, thread_id: str, checkpointer: Any) -> AsyncIterator[None]:
         """Wait for the thread, then hold it (in this process and in the store)."""
-        lock = self._locks.setdefault(thread_id, asyncio.Lock())
         self._waiting[thread_id] = self._waiting.get(thread_id, 0) + 1
         try:
-            async with lock, thread_lock(checkpointer, thread_id, self.lease_s):
-                yield
+            if shared_pool(checkpointer) is None:
+                async with self._locks.setdefault(thread_id, asyncio.Lock()):
+                    yield
+            else:  # the line orders this process's waiters with the others'
+                here = self._here.setdefault(thread_id, ThreadWaiters())
+                async with thread_lock(checkpointer, thread_id, self.lease_s, here):
+                    yield
         finally:
             self._waiting[thread_id] -= 1
             if not self._waiting[thread_id]:  # nobody else waits: forget the lock
                 del self._waiting[thread_id]
                 self._locks.pop(thread_id, None)
+                self._here.pop(thread_id, None)

@@ -4,12 +4,16 @@ claimant wins, an expired lease is anyone's, only its holder lets it go."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
 from agents.state.checkpointers import open_checkpointer
 from agents.state.lease_table import LeaseTable, new_holder, set_live, shared_pool
+from agents.state.leases import thread_lock
+from agents.state.thread_line import WAITERS
 from tests.pgkit import schema_url
 
 # Holders of another machine: their pids say nothing here, only their leases' expiry counts.
@@ -65,3 +69,42 @@ async def test_a_lease_of_a_holder_here_that_is_no_longer_live_is_free_at_once(
     set_live(holder, False)  # as a run that ended without deleting its lease
     assert await leases.alive(["k"]) == set()
     assert await leases.claim("k", B, 30)
+
+
+async def _waiter(saver: Any, thread: str, holder: str, expires_in: float) -> None:
+    """A ticket in the thread's line, as a waiter of ``holder`` leaves it."""
+    async with saver.conn.connection() as conn:
+        await conn.execute(
+            f"INSERT INTO {WAITERS} (thread_id, holder, expires) "
+            "VALUES (%s, %s, extract(epoch from clock_timestamp()) + %s)",
+            (thread, holder, expires_in),
+        )
+
+
+async def test_a_thread_is_taken_in_line_but_not_behind_waiters_that_are_gone() -> None:
+    with schema_url("thread_line") as url:
+        async with open_checkpointer(url) as saver:
+            await _waiter(saver, "t", A, 30)  # a live waiter of another machine
+            with pytest.raises(TimeoutError):  # it came first: it goes first
+                await asyncio.wait_for(_take(saver, "t"), 1.0)
+            async with saver.conn.connection() as conn:
+                await conn.execute(f"DELETE FROM {WAITERS}")
+            await _waiter(saver, "t", A, -1)  # its ticket lapsed: its process died elsewhere
+            await _waiter(saver, "t", f"{socket.gethostname()}:999999999:dead", 30)  # gone here
+            await asyncio.wait_for(_take(saver, "t"), 5)
+            entering = asyncio.create_task(_take(saver, "u", hold_s=0.5))
+            await asyncio.sleep(0.1)
+            with pytest.raises(TimeoutError):  # a waiter cancelled leaves the line at once
+                await asyncio.wait_for(_take(saver, "u"), 0.1)
+            await asyncio.wait_for(_take(saver, "u"), 5)
+            await entering
+            async with saver.conn.connection() as conn:
+                left = await (await conn.execute(f"SELECT count(*) AS n FROM {WAITERS}")).fetchone()
+            assert (
+                left["n"] == 1
+            )  # the lapsed one skipped (cleared once long lapsed), the gone one out
+
+
+async def _take(saver: Any, thread: str, hold_s: float = 0.0) -> None:
+    async with thread_lock(saver, thread):
+        await asyncio.sleep(hold_s)
