@@ -164,16 +164,13 @@ class Conversations:
             raise _busy(thread_id)
         key = options.get("idempotency_key")
         if key is not None and self.records is not None:
-            await self._check_kept_key(thread_id, messages, key)
+            await self._check_kept_key(thread_id, turn_fingerprint(messages, options), key)
         return self.start(thread_id, messages, **options)
 
-    async def _check_kept_key(
-        self, thread_id: str, messages: Sequence[BaseMessage] | ClientTurn, key: str
-    ) -> None:
+    async def _check_kept_key(self, thread_id: str, wanted: str, key: str) -> None:
         """Refuse, before the run is accepted, a key the thread's record holds for another
-        message (a process that answered it stopped since): else the refusal came from the
-        run, after the client had its 202."""
-        wanted = turn_fingerprint(messages)
+        request (``wanted``, its fingerprint; a process that answered it stopped since):
+        else the refusal came from the run, after the client had its 202."""
         if self.kept.joinable(thread_id, wanted, key) is not None:
             return  # this process knows the key's run: ``start`` decides
         assert self.records is not None
@@ -293,7 +290,7 @@ class Conversations:
         if unknown:  # a misspelt option would otherwise be dropped without a word
             raise TypeError(f"unknown run option(s) {sorted(unknown)}; see RunOptions")
         idempotency_key = options.get("idempotency_key")
-        wanted = turn_fingerprint(messages)
+        wanted = turn_fingerprint(messages, options)
         joined = self.kept.joinable(thread_id, wanted, idempotency_key)
         if joined is not None and idempotency_key is not None and wanted != joined.fingerprint:
             raise KeyReused.for_message(idempotency_key, thread_id, joined.run_id)

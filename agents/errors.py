@@ -263,10 +263,12 @@ class KeyReused(SkilldeskError):
 
     @classmethod
     def for_message(cls, key: str, thread_id: str, run_id: str) -> KeyReused:
-        """A chat turn's key that came before with another message."""
+        """A chat turn's key that came before with another message, or the same message
+        for another skill, workflow or model profile."""
         return cls(
-            f"Idempotency-Key {key!r} came before with another message on thread "
-            f"{thread_id!r} (run {run_id}); send a new message with a new key"
+            f"Idempotency-Key {key!r} came before with another message (or the same one "
+            f"for another skill, workflow or profile) on thread {thread_id!r} (run {run_id}); "
+            "send a new request with a new key"
         )
 
 

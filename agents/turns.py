@@ -4,8 +4,9 @@ messages of a request are new, and what a stored history needs before a provider
 from __future__ import annotations
 
 import binascii
+import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -318,10 +319,21 @@ def turn_id(history: Sequence[BaseMessage], new: Sequence[BaseMessage]) -> str:
     return ""
 
 
-def turn_fingerprint(turn: Sequence[BaseMessage] | ClientTurn) -> str:
-    """What a turn asks: its last user message ("" for none: a resume)."""
+TARGETS = ("skill", "workflow", "profile")  # the run options that change what a turn asks
+
+
+def turn_fingerprint(
+    turn: Sequence[BaseMessage] | ClientTurn, target: Mapping[str, Any] | None = None
+) -> str:
+    """What a turn asks: its last user message ("" for none: a resume), and what the run
+    options of ``target`` name to answer it (``TARGETS``): the same message for another
+    skill is another request, not a retry. Without a target, the message alone (as keys
+    kept before targets counted were written)."""
     if isinstance(turn, ClientTurn):
         last = turn.messages[-1] if turn.messages else {}
-        return fingerprint(last.get("content")) if last.get("role") == "user" else ""
-    humans = [m for m in turn if isinstance(m, HumanMessage)]
-    return fingerprint(humans[-1].content) if humans else ""
+        asked = fingerprint(last.get("content")) if last.get("role") == "user" else ""
+    else:
+        humans = [m for m in turn if isinstance(m, HumanMessage)]
+        asked = fingerprint(humans[-1].content) if humans else ""
+    named = {k: target[k] for k in TARGETS if target and target.get(k)}
+    return f"{asked}\x1f{json.dumps(named, sort_keys=True)}" if asked and named else asked

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
@@ -46,14 +46,19 @@ ConversationsDep = Annotated[Conversations, Depends(get_conversations)]
 
 
 async def claim_key(
-    services: Services, thread_id: str, key: str | None, turn: Sequence[BaseMessage] | ClientTurn
+    services: Services,
+    thread_id: str,
+    key: str | None,
+    turn: Sequence[BaseMessage] | ClientTurn,
+    target: Mapping[str, Any],
 ) -> tuple[str | None, str | None]:
-    """Where a request with an ``Idempotency-Key`` for ``turn`` is answered
-    (``RunBus.claim_run``): ``(None, None)`` without a key or Redis."""
+    """Where a request with an ``Idempotency-Key`` for ``turn`` and ``target`` (its run
+    options) is answered (``RunBus.claim_run``): ``(None, None)`` without a key or Redis."""
     if key is None or services.bus is None:
         return None, None
     here = services.conversations.get_run
-    return await services.bus.claim_run(thread_id, key, here, turn_fingerprint(turn))
+    asked = turn_fingerprint(turn, target)
+    return await services.bus.claim_run(thread_id, key, here, asked)
 
 
 def answer_elsewhere(

@@ -84,6 +84,27 @@ async def test_a_retry_with_the_same_key_after_the_end_gets_the_same_answer(
     assert third.message.content == "Booked again."
 
 
+async def test_a_key_sent_again_with_the_same_message_for_another_skill_is_refused(
+    services: Services, fake_llm: FakeLLM
+) -> None:
+    # QA: the fingerprint held the message only: the same words for another skill under the
+    # same key got the first run's answer, its skill never asked.
+    fake_llm.script(Reply(content="ORD1 ships today."))
+    conversations = services.conversations
+    first = await conversations.run("dup-5", turn("where is ORD1?"), idempotency_key="k-5")
+    assert isinstance(first, RunFinished)
+    with pytest.raises(KeyReused, match="another skill"):
+        await conversations.run(
+            "dup-5", turn("where is ORD1?"), idempotency_key="k-5", skill="returns-policy"
+        )
+    async with open_services(services.settings) as after:  # restarted: the record's key
+        with pytest.raises(KeyReused, match="another skill"):
+            await after.conversations.begin(
+                "dup-5", turn("where is ORD1?"), idempotency_key="k-5", profile="fast"
+            )
+    assert len(fake_llm.scripted_requests) == 1
+
+
 async def test_a_run_goes_on_when_its_reader_leaves(services: Services, fake_llm: FakeLLM) -> None:
     fake_llm.script(Reply(content="Done in the background.", delay=0.3))
     stream = services.conversations.stream("dup-4", [HumanMessage("do it")])

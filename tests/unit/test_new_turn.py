@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from langchain_core.messages import HumanMessage
 
 from agents.errors import InvalidTurn
-from agents.turns import new_turn
+from agents.turns import ClientTurn, new_turn, turn_fingerprint
 
 SYSTEM = {"role": "system", "content": "Be terse."}
 HI = {"role": "user", "content": "hi"}
@@ -216,3 +217,20 @@ def test_a_stored_history_is_checked_without_decoding_its_images_again(
     assert decoded == []
     new_turn([{"role": "user", "content": stored.content}], has_history=False)
     assert decoded == [4_000_000]  # a request's own images are decoded as they come in
+
+
+def test_a_turns_fingerprint_tells_the_same_message_for_another_target_apart() -> None:
+    said = [HumanMessage("where is ORD1?")]
+    plain = turn_fingerprint(said)
+    assert plain == turn_fingerprint(said, {"skill": None, "owner": "alice"}) == "where is ORD1?"
+    named = {
+        turn_fingerprint(said, {"skill": "order-query"}),
+        turn_fingerprint(said, {"skill": "returns-policy"}),
+        turn_fingerprint(said, {"workflow": "order-query"}),
+        turn_fingerprint(said, {"profile": "fast"}),
+    }
+    assert len(named) == 4
+    assert plain not in named
+    client = ClientTurn([{"role": "user", "content": "where is ORD1?"}])
+    assert turn_fingerprint(client, {"skill": "order-query"}) in named
+    assert turn_fingerprint([], {"skill": "order-query"}) == ""  # a resume asks nothing

@@ -106,8 +106,8 @@ async def list_models(services: ServicesDep) -> ModelsPublic:
             504,
             notes={
                 404: "`X-Thread-Id` names another user's thread (`thread_not_found`).",
-                409: "The `Idempotency-Key` came before with another last user message on "
-                "the thread (`idempotency_key_reused`): a new message needs a new key.",
+                409: "The `Idempotency-Key` came before with another last user message or "
+                "target on the thread (`idempotency_key_reused`): a new request needs a new key.",
                 400: "The request is malformed: not JSON (`invalid_json`), against the "
                 "schema (`invalid_request`), a bad `X-Thread-Id` (`invalid_thread_id`), "
                 "no new user message (`no_new_message`), client-side tools "
@@ -146,7 +146,8 @@ async def chat_completions(
         target.update(idempotency_key=idempotency_key, owner=principal.user, agent=principal.agent)
         target["guard"] = None if principal.sees_all else principal.user
         created = int(time.time())
-        target["run_id"], theirs = await claim_key(services, thread_id, idempotency_key, turn)
+        claimed = await claim_key(services, thread_id, idempotency_key, turn, target)
+        target["run_id"], theirs = claimed
         elsewhere = answer_elsewhere(services, theirs) if theirs is not None else None
         if not body.stream:
             # A retry of a request another process answers: that run's end (None in the rare

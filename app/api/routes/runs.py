@@ -66,7 +66,7 @@ EVENTS = {
             notes={
                 404: "Another user's thread (`thread_not_found`).",
                 409: "With `if_busy: reject`: the thread is answering another message "
-                "(`thread_busy`); the `Idempotency-Key` came before with another message "
+                "(`thread_busy`); the `Idempotency-Key` came before with another message or target "
                 "(`idempotency_key_reused`).",
                 503: STOPPING,
             },
@@ -87,7 +87,7 @@ async def create_run(
     target = run_target(services, model=body.model, skill=body.skill, workflow=body.workflow)
     async with claimed_for(services, principal, thread_id):
         turn = [HumanMessage(body.message)]
-        run_id, theirs = await claim_key(services, thread_id, idempotency_key, turn)
+        run_id, theirs = await claim_key(services, thread_id, idempotency_key, turn, target)
         if theirs is not None:  # a retry of a request another process answers: its run
             answer = await _elsewhere(services, thread_id, theirs, stream=body.stream)
             if answer is not None:

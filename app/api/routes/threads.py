@@ -269,7 +269,7 @@ async def get_thread(
                 "unknown `skill` / `workflow` (`unknown_skill`, `unknown_workflow`, "
                 "`workflow_unavailable`).",
                 404: "Another user's thread (`thread_not_found`).",
-                409: "The `Idempotency-Key` came before with another message "
+                409: "The `Idempotency-Key` came before with another message or target "
                 "(`idempotency_key_reused`).",
                 503: "This process is stopping (`shutting_down`): send the request again.",
             },
@@ -291,7 +291,7 @@ async def stream_run(
     target = run_target(services, model=body.model, skill=body.skill, workflow=body.workflow)
     async with claimed_for(services, principal, thread_id):
         turn = [HumanMessage(body.message)]
-        run_id, theirs = await claim_key(services, thread_id, idempotency_key, turn)
+        run_id, theirs = await claim_key(services, thread_id, idempotency_key, turn, target)
         keepalive = services.settings.sse_keepalive_s
         if theirs is not None and services.bus is not None:  # a retry another process answers
             shared = follow_shared(services.bus, thread_id, theirs, 0, keepalive, services.leaving)
