@@ -211,3 +211,23 @@ async def test_of_callers_adding_one_new_document_at_once_one_writes_it(
     assert [d["owner"] for d in await documents.find("thread", owner=winner)] == [winner]
     assert await documents.add("thread", "t-new", {"owner": "dee"}) is False
     assert (await documents.get("thread", "t-new") or {})["owner"] == winner
+
+
+async def test_merges_at_once_each_keep_their_change_and_bring_back_nothing_deleted(
+    documents: Documents,
+) -> None:
+    # Review: a merge was a read then a write: a change made in between (a title set while a
+    # run ended) was written over, and a record deleted in between was written back.
+    await documents.put("thread", "t", {"status": "idle"}, status="idle")
+    fields = [f"f{n}" for n in range(12)]
+    await asyncio.gather(*(documents.merge("thread", "t", {f: True}) for f in fields))
+    kept = await documents.get("thread", "t")
+    assert kept is not None
+    assert sorted(k for k in kept if k.startswith("f")) == sorted(fields)
+
+    merging = [documents.merge("thread", "t", {"status": "running"}) for _ in range(6)]
+    done = await asyncio.gather(*merging, documents.delete("thread", "t"))
+    assert done[-1] is True
+    assert await documents.get("thread", "t") is None  # whenever the merges ran
+    assert await documents.find("thread", status="running") == []
+    assert await documents.merge("thread", "t", {"x": 1}) is None

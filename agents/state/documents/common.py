@@ -1,5 +1,5 @@
-"""What a documents store is (the ``Documents`` protocol) and what every store shares: a merge
-as a read then a write, a document's index fields, id-prefix ranges and page cursors."""
+"""What a documents store is (the ``Documents`` protocol) and what every store shares: a
+document's index fields, id-prefix ranges and page cursors."""
 
 from __future__ import annotations
 
@@ -71,18 +71,6 @@ class Documents(Protocol):
     async def delete(self, kind: str, doc_id: str) -> bool:
         """Remove a document; whether there was one."""
         ...
-
-
-async def merged(
-    documents: Documents, kind: str, doc_id: str, changes: dict[str, Any]
-) -> dict[str, Any] | None:
-    """``Documents.merge`` as a read, then a write."""
-    found = await documents.get(kind, doc_id)
-    if found is None:
-        return None
-    body = {**found, **changes}
-    await documents.put(kind, doc_id, body, **index_of(body))
-    return body
 
 
 def index_of(body: dict[str, Any]) -> dict[str, Any]:

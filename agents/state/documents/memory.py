@@ -6,7 +6,13 @@ import json
 import time
 from typing import Any
 
-from agents.state.documents.common import check_limit, merged, paged, position, prefix_range
+from agents.state.documents.common import (
+    check_limit,
+    index_of,
+    paged,
+    position,
+    prefix_range,
+)
 
 
 class MemoryDocuments:
@@ -38,8 +44,19 @@ class MemoryDocuments:
         return None if row is None else dict(json.loads(row[3]))
 
     async def merge(self, kind: str, doc_id: str, changes: dict[str, Any]) -> dict[str, Any] | None:
-        """See ``Documents.merge``."""
-        return await merged(self, kind, doc_id, changes)
+        """See ``Documents.merge``: the read and the write with no await between them."""
+        row = self.rows.get((kind, doc_id))
+        if row is None:
+            return None
+        body = {**json.loads(row[3]), **changes}
+        index = index_of(body)
+        self.rows[(kind, doc_id)] = (
+            index["owner"],
+            index["status"],
+            index["updated"],
+            json.dumps(body),
+        )
+        return body
 
     async def find(
         self,
