@@ -154,6 +154,8 @@ class RunFeed:
         """Whether a request for ``fingerprint`` (with ``key``) asks for this same run."""
         if key is not None or self.key is not None:
             return key == self.key
+        if self.resumed:  # its fingerprint is its message's (the target is not kept)
+            return asked_of(fingerprint) == self.fingerprint
         return fingerprint == self.fingerprint
 
     def put(self, event: Event) -> None:
@@ -265,9 +267,18 @@ class PackedEvents(Sequence[Event]):
         return events
 
 
+TARGET_MARK = "\x1f"  # between a turn's message and its target in its fingerprint
+
+
 def fingerprint(content: Any) -> str:
     """A message's content as a comparable string."""
     return content if isinstance(content, str) else json.dumps(content, sort_keys=True)
+
+
+def asked_of(turn_fingerprint: str) -> str:
+    """The message part of a turn's fingerprint (``agents.turns.turn_fingerprint``), what a
+    resumed run knows of the turn it answers: not the target its first request named."""
+    return turn_fingerprint.split(TARGET_MARK, 1)[0]
 
 
 def _refusal(error: BaseException | None) -> dict[str, str] | None:

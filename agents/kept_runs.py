@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import TypeVar
 
-from agents.feed import RunFeed
+from agents.feed import RunFeed, asked_of
 
 RETAIN_S = 600.0  # how long a run stays joinable by its idempotency key after it ends
 RESUMED = "resumed:"  # ended resumed runs, by the fingerprint of the message they answered
@@ -76,7 +76,7 @@ class KeptRuns:
         elif wanted:
             # A run resumed after a crash answered a message its client never got the answer
             # of: the client resending it gets that answer, not a second turn.
-            ended = self.recent.get((thread_id, RESUMED + wanted))
+            ended = self.recent.get((thread_id, RESUMED + asked_of(wanted)))
         else:
             return None
         return None if ended is None or _expired(ended, RETAIN_S) else ended

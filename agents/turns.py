@@ -21,7 +21,7 @@ from langchain_core.messages import (
 )
 
 from agents.errors import InvalidTurn
-from agents.feed import fingerprint
+from agents.feed import TARGET_MARK, fingerprint
 from agents.text import NOT_UNICODE, bad_text
 
 log = structlog.get_logger(__name__)
@@ -336,4 +336,4 @@ def turn_fingerprint(
         humans = [m for m in turn if isinstance(m, HumanMessage)]
         asked = fingerprint(humans[-1].content) if humans else ""
     named = {k: target[k] for k in TARGETS if target and target.get(k)}
-    return f"{asked}\x1f{json.dumps(named, sort_keys=True)}" if asked and named else asked
+    return f"{asked}{TARGET_MARK}{json.dumps(named, sort_keys=True)}" if asked and named else asked
