@@ -137,3 +137,32 @@ def reason(exc: yaml.YAMLError, offset: int = 0) -> str:
     if mark is None:
         return problem
     return f"{problem} at line {mark.line + 1 + offset}, column {mark.column + 1}"
+
+
+# What pydantic says of a value of the wrong shape, in the words of YAML.
+_SHAPES = {
+    "tuple_type": "should be a list (`- item` lines, or `[a, b]`)",
+    "list_type": "should be a list (`- item` lines, or `[a, b]`)",
+    "dict_type": "should be a mapping (`key: value` lines)",
+    "model_type": "should be a mapping (`key: value` lines)",
+}
+
+
+def validation_message(err: Any) -> str:
+    """One of pydantic's errors (an item of ``ValidationError.errors()``) as a YAML file's
+    author reads it: a list, not a "tuple"; without pydantic's "Value error, "."""
+    shape = _SHAPES.get(str(err.get("type")))
+    if shape is not None:
+        return f"{shape}, not {_given(err.get('input'))}"
+    return str(err["msg"]).removeprefix("Value error, ")
+
+
+def _given(value: Any) -> str:
+    kind = {str: "text", bool: "true/false", int: "a number", float: "a number"}
+    if value is None:
+        return "empty"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return f"{kind.get(type(value), type(value).__name__)} {str(value)[:40]!r}"

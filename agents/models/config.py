@@ -311,7 +311,9 @@ def _parse_profile(name: str, raw: Any, source: Path | None) -> ModelProfile:
         return ModelProfile.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{_setting_name(name, err['loc'])}: {err['msg']}" if err["loc"] else err["msg"]
+            f"{_setting_name(name, err['loc'])}: {yamlsafe.validation_message(err)}"
+            if err["loc"]
+            else yamlsafe.validation_message(err)
             for err in exc.errors()
         )
         raise ConfigError(f"model profile {name!r}{where}: {problems}") from None

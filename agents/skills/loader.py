@@ -410,7 +410,7 @@ def _loc(loc: tuple[int | str, ...], data: Any = None) -> str:
 
 
 def _message(err: Any) -> str:
-    msg = str(err["msg"]).removeprefix("Value error, ")
+    msg = yamlsafe.validation_message(err)
     if err["type"] == "missing":
         return "is required"
     if err["type"] == "extra_forbidden":

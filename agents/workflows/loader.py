@@ -321,7 +321,7 @@ def _message(err: Any, path: str, data: Any) -> str:
         )
     if kind == "too_short" and path == "nodes":
         return "needs at least one node"
-    return str(err["msg"]).removeprefix("Value error, ")
+    return yamlsafe.validation_message(err)
 
 
 def _fields_hint(path: str, data: Any) -> str:

@@ -76,7 +76,7 @@ def test_a_folder_whose_name_is_no_skill_name_is_the_one_to_rename(tmp_path: Pat
         ({"name": "Bad_Name"}, "name", "lowercase letters, digits and single hyphens"),
         ({"name": "a--b"}, "name", "single hyphens"),
         ({"description": ""}, "description", "at least 1 character"),
-        ({"metadata": ["not", "a", "map"]}, "metadata", "dictionary"),
+        ({"metadata": ["not", "a", "map"]}, "metadata", "should be a mapping"),
     ],
 )
 def test_frontmatter_fields_are_checked(
@@ -135,6 +135,15 @@ def test_missing_frontmatter_says_how_to_write_it(tmp_path: Path) -> None:
     (folder / "SKILL.md").write_text("# Just markdown\n", encoding="utf-8")
     [problem] = problems_of(folder)
     assert "start the file with '---'" in problem
+
+
+def test_a_list_given_as_text_is_named_a_list_not_a_tuple(tmp_path: Path) -> None:
+    # QA: "Input should be a valid tuple" for a YAML list: pydantic's words, not YAML's.
+    folder = write_skill(tmp_path, "orders", config={"tools": "get_order"})
+    [problem] = problems_of(folder)
+    assert "skill.yaml [tools]: should be a list (`- item` lines" in problem
+    assert "not text 'get_order'" in problem
+    assert "tuple" not in problem
 
 
 def test_missing_skill_md_points_at_the_scaffold(tmp_path: Path) -> None:

@@ -125,6 +125,22 @@ nodes:
     assert any(why in message for message in found), found
 
 
+def test_an_enum_given_as_text_is_told_to_be_a_list(tmp_path: Path) -> None:
+    # QA: "inputs.x.enum: Input should be a valid tuple", pydantic's word for a YAML list.
+    text = """
+name: typed-enum
+description: An enum written as text.
+inputs:
+  mode: {type: string, enum: fail}
+nodes:
+  - {id: one, kind: set, values: {a: "{{ inputs.mode }}"}}
+"""
+    [problem] = problems(tmp_path, text)
+    assert problem.message == (
+        "inputs.mode.enum: should be a list (`- item` lines, or `[a, b]`), not text 'fail'"
+    )
+
+
 def test_a_default_of_the_inputs_type_loads_and_fills_the_input() -> None:
     spec = WorkflowSpec.model_validate(
         {

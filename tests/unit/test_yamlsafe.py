@@ -67,3 +67,24 @@ def test_a_document_nested_too_deep_is_refused() -> None:
     with pytest.raises(yamlsafe.YamlRefused, match="nests more than 200 levels deep"):
         yamlsafe.load(text)
     assert yamlsafe.load("") is None
+
+
+@pytest.mark.parametrize(
+    ("kind", "given", "said"),
+    [
+        ("tuple_type", "abc", "should be a list (`- item` lines, or `[a, b]`), not text 'abc'"),
+        ("list_type", 3, "should be a list (`- item` lines, or `[a, b]`), not a number '3'"),
+        ("dict_type", ["a"], "should be a mapping (`key: value` lines), not a list"),
+        ("model_type", None, "should be a mapping (`key: value` lines), not empty"),
+    ],
+)
+def test_a_value_of_the_wrong_shape_is_told_in_yamls_words(
+    kind: str, given: object, said: str
+) -> None:
+    err = {"type": kind, "input": given, "msg": "Input should be a valid tuple", "loc": ("x",)}
+    assert yamlsafe.validation_message(err) == said
+
+
+def test_other_validation_messages_lose_only_pydantics_prefix() -> None:
+    err = {"type": "value_error", "msg": "Value error, no such skill", "loc": ("x",)}
+    assert yamlsafe.validation_message(err) == "no such skill"
