@@ -36,13 +36,15 @@ async def watch_folder(
     own repository, linked in) is watched where it leads: the file system tells changes
     where they happen, not through the links to them."""
     log.info(f"{topic}.watching", directory=str(directory))
+    again = False  # watched anew: what changed in between is reloaded once the watch runs
     while not stop.is_set():
         linked = linked_folders(directory) if recursive else []
         try:
-            await _watch(directory, linked, reload, stop, topic, recursive, accept)
+            await _watch(directory, linked, reload, stop, topic, recursive, accept, again)
         except Exception:  # a linked folder removed while watched, say: watched anew
             log.warning(f"{topic}.watch_failed", exc_info=True)
             await asyncio.sleep(1.0)
+        again = True
 
 
 async def _watch(
@@ -53,9 +55,11 @@ async def _watch(
     topic: str,
     recursive: bool,
     accept: Callable[[str], bool] | None,
+    catch_up: bool = False,
 ) -> None:
     """``watch_folder``'s watch of ``directory`` and ``linked``, until ``stop``, or until a
-    link of ``directory`` came or went."""
+    link of ``directory`` came or went. ``catch_up``: reload once the watch runs (its first
+    empty wait says it does), for the changes made before it did."""
     async for changes in awatch(
         directory,
         *linked,
@@ -64,9 +68,14 @@ async def _watch(
         step=100,
         recursive=recursive,
         ignore_permission_denied=True,
+        rust_timeout=500 if catch_up else None,
+        yield_on_timeout=catch_up,
     ):
-        if not any(accept is None or accept(path) for _, path in changes):
+        if not changes and not catch_up:
+            continue  # nothing changed for a while
+        if changes and not any(accept is None or accept(path) for _, path in changes):
             continue
+        catch_up = False
         try:
             report = await reload()
         except Exception:  # a reload bug must not end live reload
