@@ -5,12 +5,11 @@ timed by the database's clock. Thread leases (``agents.state.leases``) and workf
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import socket
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
@@ -59,26 +58,11 @@ def holder_gone(holder: str) -> bool:
     return False
 
 
-class Freed(Protocol):
-    """What tells a waiter of this process that a key was let go: ``freed``, an event set
-    once, then replaced."""
-
-    freed: asyncio.Event
-
-
-async def until(claim: Callable[[], Awaitable[bool]], told: Freed | None = None) -> None:
-    """Try ``claim`` until it succeeds, waiting a little longer after each failure, or less
-    when ``told`` says the key was let go meanwhile."""
+async def until(claim: Callable[[], Awaitable[bool]]) -> None:
+    """Try ``claim`` until it succeeds, waiting a little longer after each failure."""
     wait = 0.02
-    while True:
-        freed = told.freed if told is not None else None  # before the try: a let-go counts
-        if await claim():
-            return
-        if freed is None:
-            await asyncio.sleep(wait)
-        else:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(freed.wait(), wait)
+    while not await claim():
+        await asyncio.sleep(wait)
         wait = min(wait * 2, 0.5)
 
 

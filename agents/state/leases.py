@@ -15,27 +15,13 @@ from typing import Any
 import structlog
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from agents.state.lease_table import LeaseTable, new_holder, set_live, shared_pool, until
-from agents.state.thread_line import ThreadLine
+from agents.state.lease_table import LeaseTable, new_holder, set_live, shared_pool
+from agents.state.thread_line import ThreadLine, ThreadWaiters
 
 log = structlog.get_logger(__name__)
 
 LEASES = "skilldesk_thread_leases"  # created with the checkpoint tables (``checkpointers``)
 LEASE_S = 30.0  # a holder that stops renewing (its process died) loses the thread after this
-
-
-class ThreadWaiters:
-    """This process's side of one thread's line: its waiters join the line one at a time
-    (their tickets in the order they came here), and hear at once that the thread is free
-    (a waiter of another process finds out at its next poll)."""
-
-    def __init__(self) -> None:
-        self.joining = asyncio.Lock()
-        self.freed = asyncio.Event()
-
-    def free(self) -> None:
-        self.freed.set()
-        self.freed = asyncio.Event()
 
 
 @asynccontextmanager
@@ -61,21 +47,13 @@ async def thread_lock(
         yield
         return
     here = here or ThreadWaiters()
-    leases, line = LeaseTable(pool, LEASES, "thread_id"), ThreadLine(pool, LEASES)
+    leases = LeaseTable(pool, LEASES, "thread_id")
     holder = new_holder()  # one per run: a lease this process left behind is free at once
     set_live(holder, True)  # a waiter's ticket is live too
-    seq: int | None = None
     try:
-        async with here.joining:
-            seq = await line.come(thread_id, holder, lease_s)
-        if seq is not None:
-            ticket = seq
-            await until(lambda: line.try_take(thread_id, holder, lease_s, ticket), here)
-            seq = None
-    except BaseException:  # cancelled while waiting: out of the line
+        await ThreadLine(pool, LEASES).take(thread_id, holder, lease_s, here)
+    except BaseException:
         set_live(holder, False)
-        if seq is not None:
-            await line.leave(seq)
         raise
     renewing = asyncio.create_task(_renew(leases, thread_id, holder, lease_s))
     try:
@@ -84,8 +62,10 @@ async def thread_lock(
         set_live(holder, False)
         renewing.cancel()
         await asyncio.gather(renewing, return_exceptions=True)
-        await leases.release(thread_id, holder)
-        here.free()
+        try:
+            await leases.release(thread_id, holder)
+        finally:
+            here.free()
 
 
 async def lease_alive(saver: BaseCheckpointSaver[Any], thread_id: str) -> bool:

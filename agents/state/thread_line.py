@@ -10,11 +10,16 @@ database as it came, kept fresh while it waits; the lease goes only to the first
 
 from __future__ import annotations
 
+import asyncio
+import bisect
+import contextlib
 from typing import Any
 
 from agents.state.lease_table import holder_gone
 
 WAITERS = "skilldesk_thread_waiters"  # created with the checkpoint tables (``checkpointers``)
+TICKET_S = 5.0  # a ticket its process stopped keeping fresh (it died) is passed over after this
+FIRST_POLL_S = 0.1  # how often the first in line asks (its turn comes when another lets go)
 _NOW = "extract(epoch from clock_timestamp())"
 
 # Take the lease if nobody waits (a run that came to a free thread waits in no line);
@@ -33,7 +38,7 @@ WITH ahead AS (
     RETURNING thread_id
 )
 INSERT INTO {waiters} (thread_id, holder, expires)
-SELECT %(thread)s, %(holder)s, {now} + %(lease_s)s WHERE NOT EXISTS (SELECT 1 FROM won)
+SELECT %(thread)s, %(holder)s, {now} + %(ticket_s)s WHERE NOT EXISTS (SELECT 1 FROM won)
 RETURNING seq
 """
 
@@ -58,6 +63,23 @@ SELECT EXISTS (SELECT 1 FROM gone) AS won,
 """
 
 
+class ThreadWaiters:
+    """This process's side of one thread's line: its waiters join the line one at a time
+    (their tickets in the order they came here); only the first of them asks the database
+    (for all of them), the others wait for it to go; and they hear at once that the thread
+    was let go here (a waiter of another process finds out at its next ask)."""
+
+    def __init__(self) -> None:
+        self.joining = asyncio.Lock()
+        self.freed = asyncio.Event()
+        self.tickets: list[int] = []  # this process's waiting, in the line's order
+
+    def free(self) -> None:
+        """The thread was let go here, or this process's first waiter left the line."""
+        self.freed.set()
+        self.freed = asyncio.Event()
+
+
 class ThreadLine:
     """The waiters' tickets of ``leases``, a thread lease table.
 
@@ -73,34 +95,81 @@ class ThreadLine:
     def _sql(self, template: str) -> str:
         return template.format(waiters=WAITERS, leases=self.leases, now=_NOW)
 
-    async def come(self, thread_id: str, holder: str, lease_s: float) -> int | None:
+    async def take(self, thread_id: str, holder: str, lease_s: float, here: ThreadWaiters) -> None:
+        """Take the thread for ``holder`` (its lease, for ``lease_s``) once the runs that came
+        before, in any process, have had it. Cancelled (or failing), it leaves no ticket or
+        lease of ``holder`` behind, whichever statement the cancel cut."""
+        seq: int | None = None
+        try:
+            async with here.joining:
+                seq = await self._come(thread_id, holder, lease_s)
+                if seq is None:
+                    return  # free, and nobody waited
+                bisect.insort(here.tickets, seq)
+            await self._wait(thread_id, holder, lease_s, seq, here)
+        except BaseException:
+            if seq is not None and seq in here.tickets:
+                here.tickets.remove(seq)
+            # A statement cut by a cancel may have been done in the database: gone by holder.
+            forgetting = asyncio.ensure_future(self._forget(thread_id, holder))
+            try:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(forgetting)
+            finally:
+                here.free()  # the next of this process's waiters asks now
+            raise
+
+    async def _wait(
+        self, thread_id: str, holder: str, lease_s: float, seq: int, here: ThreadWaiters
+    ) -> None:
+        wait, cap = 0.02, 0.5
+        while True:
+            freed = here.freed  # before the ask: a let-go meanwhile counts
+            if here.tickets[0] == seq:  # this process's first: it asks, for all of them
+                taken, first = await self._try(thread_id, holder, lease_s, seq, here.tickets)
+                if taken:
+                    here.tickets.remove(seq)
+                    here.free()  # the next of this process's waiters asks now
+                    return
+                cap = FIRST_POLL_S if first else 0.5
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(freed.wait(), wait)
+            wait = min(wait * 2, cap)
+
+    async def _come(self, thread_id: str, holder: str, lease_s: float) -> int | None:
         """Take the thread if it is free and nobody waits for it (None); otherwise join its
         line: the ticket to try with."""
-        values = {"thread": thread_id, "holder": holder, "lease_s": lease_s}
+        values = {"thread": thread_id, "holder": holder, "lease_s": lease_s, "ticket_s": TICKET_S}
         async with self.pool.connection() as conn:
             cursor = await conn.execute(self._sql(_COME), values)
             row = await cursor.fetchone()
         return None if row is None else int(row["seq"])
 
-    async def try_take(self, thread_id: str, holder: str, lease_s: float, seq: int) -> bool:
+    async def _try(
+        self, thread_id: str, holder: str, lease_s: float, seq: int, kept: list[int]
+    ) -> tuple[bool, bool]:
         """Take the thread if ticket ``seq`` is the first in line and the thread is free,
-        leaving the line; otherwise keep the ticket fresh and clear the way of holders and
-        waiters whose processes are gone (``holder_gone``)."""
+        leaving the line: (taken, first in line). Otherwise keep this process's tickets
+        (``kept``) fresh and clear the way of holders and waiters whose processes are gone
+        (``holder_gone``)."""
         values = {"thread": thread_id, "holder": holder, "lease_s": lease_s, "seq": seq}
         async with self.pool.connection() as conn:
             cursor = await conn.execute(self._sql(_TRY), values)
             row = await cursor.fetchone()
             if row["won"]:
-                return True
+                return True, True
             await conn.execute(  # its place kept, even if its lapsed ticket was cleared
                 f"INSERT INTO {WAITERS} VALUES (%s, %s, %s, {_NOW} + %s) "
                 "ON CONFLICT (seq) DO UPDATE SET expires = EXCLUDED.expires",
-                (seq, thread_id, holder, lease_s),
+                (seq, thread_id, holder, TICKET_S),
             )
+            if len(kept) > 1:
+                await conn.execute(
+                    f"UPDATE {WAITERS} SET expires = {_NOW} + %s WHERE seq = ANY(%s)",
+                    (TICKET_S, kept[1:]),
+                )
             first = row["first_holder"]
-            if row["first_seq"] is None:  # its ticket had lapsed: renewed above, try again
-                return False
-            if row["first_seq"] != seq and first is not None and holder_gone(first):
+            if row["first_seq"] not in (None, seq) and first is not None and holder_gone(first):
                 await conn.execute(f"DELETE FROM {WAITERS} WHERE seq = %s", (row["first_seq"],))
             lease = row["lease_holder"]
             if lease is not None and lease != holder and holder_gone(lease):
@@ -108,9 +177,13 @@ class ThreadLine:
                     f"DELETE FROM {self.leases} WHERE thread_id = %s AND holder = %s",
                     (thread_id, lease),
                 )
-            return False
+            return False, row["first_seq"] == seq
 
-    async def leave(self, seq: int) -> None:
-        """Give up ticket ``seq`` (its waiter was cancelled)."""
+    async def _forget(self, thread_id: str, holder: str) -> None:
+        """Whatever ``holder`` has of the thread: its ticket, and the lease if it took it."""
         async with self.pool.connection() as conn:
-            await conn.execute(f"DELETE FROM {WAITERS} WHERE seq = %s", (seq,))
+            await conn.execute(f"DELETE FROM {WAITERS} WHERE holder = %s", (holder,))
+            await conn.execute(
+                f"DELETE FROM {self.leases} WHERE thread_id = %s AND holder = %s",
+                (thread_id, holder),
+            )

@@ -92,19 +92,23 @@ async def test_a_thread_is_taken_in_line_but_not_behind_waiters_that_are_gone() 
             await _waiter(saver, "t", A, -1)  # its ticket lapsed: its process died elsewhere
             await _waiter(saver, "t", f"{socket.gethostname()}:999999999:dead", 30)  # gone here
             await asyncio.wait_for(_take(saver, "t"), 5)
-            entering = asyncio.create_task(_take(saver, "u", hold_s=0.5))
-            await asyncio.sleep(0.1)
-            with pytest.raises(TimeoutError):  # a waiter cancelled leaves the line at once
-                await asyncio.wait_for(_take(saver, "u"), 0.1)
+            async with thread_lock(saver, "u"):
+                with pytest.raises(TimeoutError):  # a waiter cancelled leaves the line at once
+                    await asyncio.wait_for(_take(saver, "u"), 0.5)
+                assert await _tickets(saver, "u") == 0
             await asyncio.wait_for(_take(saver, "u"), 5)
-            await entering
-            async with saver.conn.connection() as conn:
-                left = await (await conn.execute(f"SELECT count(*) AS n FROM {WAITERS}")).fetchone()
-            assert (
-                left["n"] == 1
-            )  # the lapsed one skipped (cleared once long lapsed), the gone one out
+            # The lapsed one skipped (cleared once long lapsed), the gone one taken out.
+            assert await _tickets(saver, "t") == 1
 
 
-async def _take(saver: Any, thread: str, hold_s: float = 0.0) -> None:
+async def _tickets(saver: Any, thread: str) -> int:
+    async with saver.conn.connection() as conn:
+        cursor = await conn.execute(
+            f"SELECT count(*) AS n FROM {WAITERS} WHERE thread_id = %s", (thread,)
+        )
+        return int((await cursor.fetchone())["n"])
+
+
+async def _take(saver: Any, thread: str) -> None:
     async with thread_lock(saver, thread):
-        await asyncio.sleep(hold_s)
+        pass
