@@ -71,11 +71,10 @@ async def _watch(
         rust_timeout=500 if catch_up else None,
         yield_on_timeout=catch_up,
     ):
-        if not changes and not catch_up:
-            continue  # nothing changed for a while
-        if changes and not any(accept is None or accept(path) for _, path in changes):
-            continue
-        catch_up = False
+        if catch_up:  # the first wait of a watch started again, whatever it brought
+            catch_up = False
+        elif not any(accept is None or accept(path) for _, path in changes):
+            continue  # nothing changed for a while, or nothing reloading takes
         try:
             report = await reload()
         except Exception:  # a reload bug must not end live reload

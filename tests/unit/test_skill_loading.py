@@ -142,7 +142,7 @@ def test_a_list_given_as_text_is_named_a_list_not_a_tuple(tmp_path: Path) -> Non
     folder = write_skill(tmp_path, "orders", config={"tools": "get_order"})
     [problem] = problems_of(folder)
     assert "skill.yaml [tools]: should be a list (`- item` lines" in problem
-    assert "not text 'get_order'" in problem
+    assert problem.endswith("not text")
     assert "tuple" not in problem
 
 

@@ -4,6 +4,7 @@ starts again (a link came or went) is not lost."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 
 from agents.watch import watch_folder
@@ -15,19 +16,23 @@ async def test_a_change_made_while_the_watch_starts_again_is_reloaded(tmp_path: 
     folder, elsewhere = tmp_path / "skills", tmp_path / "dev" / "linked"
     folder.mkdir()
     elsewhere.mkdir(parents=True)
-    reloads: list[int] = []
-    edited = asyncio.Event()
+    watching, edited = asyncio.Event(), asyncio.Event()
 
     async def reload() -> None:
-        reloads.append(len(reloads))
-        if len(reloads) == 1:  # the link's reload: edit the linked folder before it is watched
+        if not (folder / "linked").exists():
+            watching.set()  # the probe's reload: the first watch runs
+        elif not (elsewhere / "SKILL.md").exists():  # the link's: edited before it is watched
             (elsewhere / "SKILL.md").write_text("edited")
-        elif (elsewhere / "SKILL.md").exists():
+        else:
             edited.set()
 
     stop = asyncio.Event()
     task = asyncio.create_task(watch_folder(folder, reload, stop, topic="test"))
-    await asyncio.sleep(0.5)  # watching
+    for n in range(50):  # until the first watch runs
+        (folder / f"probe-{n}").write_text("probe")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(watching.wait(), 0.2)
+            break
     (folder / "linked").symlink_to(elsewhere, target_is_directory=True)
     try:
         await asyncio.wait_for(edited.wait(), 5)

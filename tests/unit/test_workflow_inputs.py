@@ -137,7 +137,7 @@ nodes:
 """
     [problem] = problems(tmp_path, text)
     assert problem.message == (
-        "inputs.mode.enum: should be a list (`- item` lines, or `[a, b]`), not text 'fail'"
+        "inputs.mode.enum: should be a list (`- item` lines, or `[a, b]`), not text"
     )
 
 

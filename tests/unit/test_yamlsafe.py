@@ -72,8 +72,8 @@ def test_a_document_nested_too_deep_is_refused() -> None:
 @pytest.mark.parametrize(
     ("kind", "given", "said"),
     [
-        ("tuple_type", "abc", "should be a list (`- item` lines, or `[a, b]`), not text 'abc'"),
-        ("list_type", 3, "should be a list (`- item` lines, or `[a, b]`), not a number '3'"),
+        ("tuple_type", "sk-secret", "should be a list (`- item` lines, or `[a, b]`), not text"),
+        ("list_type", 3, "should be a list (`- item` lines, or `[a, b]`), not a number"),
         ("dict_type", ["a"], "should be a mapping (`key: value` lines), not a list"),
         ("model_type", None, "should be a mapping (`key: value` lines), not empty"),
     ],
