@@ -87,14 +87,16 @@ class RunBooks:
             return
         if record is UNREAD:
             record = await self.records.get(thread_id)
-        keys = {"keys": with_key(record, keyed[0], keyed[1])} if keyed is not None else {}
+        keys: dict[str, Any] = {"keys": with_key(record, keyed[0], keyed[1])} if keyed else {}
         if record is not None:  # created empty (POST /v1/threads): named by its first message
-            named = history or record.get("title") not in (None, "", "New conversation")
-            naming = {} if named else {"title": title_from(last_user_text(new))}
+            naming = None if history else title_from(last_user_text(new))
             running = {"status": "running", "run_id": run_id, "process": this_process()}
-            # Merged into the record as stored now, not written over it: a title set since
-            # the read (PATCH) stays.
-            if await self.records.update(thread_id, **running, **naming, **keys) is not None:
+            # Merged into the record as stored when written, not as read: a title set since
+            # the read (PATCH, through any process) stays.
+            updated = await self.records.update(
+                thread_id, title_if_untitled=naming, **running, **keys
+            )
+            if updated is not None:
                 return
         first = next((m for m in history if m.type == "human"), None)  # a thread from before
         title = title_from(first.text if first is not None else last_user_text(new))

@@ -33,6 +33,9 @@ class ThreadRecord(TypedDict, total=False):
     keys: list[list[Any]]  # the clients' last Idempotency-Keys and their turns (``turn_keys``)
 
 
+DEFAULT_TITLE = "New conversation"  # a thread's until its first message names it
+
+
 def title_from(text: str) -> str:
     """A title from the first message (no model call): its first line, whitespace
     collapsed, cut at a word boundary to about 60 characters."""
@@ -40,7 +43,7 @@ def title_from(text: str) -> str:
     # One line of text: control characters (an escape, a NUL) become spaces, as line breaks.
     line = re.sub(r"[\s\x00-\x1f\x7f-\x9f]+", " ", first).strip()
     if len(line) <= TITLE_CHARS:
-        return line or "New conversation"
+        return line or DEFAULT_TITLE
     cut = line[:TITLE_CHARS].rsplit(" ", 1)[0]
     return (cut if len(cut) >= TITLE_CHARS // 2 else line[:TITLE_CHARS]).rstrip(" ,.;:") + "…"
 
@@ -76,7 +79,7 @@ class ThreadRecords:
         record = ThreadRecord(
             thread_id=thread_id,
             owner=owner,
-            title=title or "New conversation",
+            title=title or DEFAULT_TITLE,
             created=now,
             updated=now,
             status=status,
@@ -96,9 +99,20 @@ class ThreadRecords:
             return None
         return record
 
-    async def update(self, thread_id: str, **changes: Any) -> ThreadRecord | None:
-        """Change a record's fields (``updated`` set to now); None when there is none."""
-        found = await self.documents.merge(THREAD, thread_id, {**changes, "updated": time.time()})
+    async def update(
+        self, thread_id: str, *, title_if_untitled: str | None = None, **changes: Any
+    ) -> ThreadRecord | None:
+        """Change a record's fields (``updated`` set to now); None when there is none.
+        ``title_if_untitled``: its title, unless it has one other than the default as it is
+        stored when written (a title a user set meanwhile stays)."""
+        changes["updated"] = time.time()
+
+        def change(stored: dict[str, Any]) -> dict[str, Any]:
+            if title_if_untitled is None or stored.get("title") not in (None, "", DEFAULT_TITLE):
+                return changes
+            return {**changes, "title": title_if_untitled}
+
+        found = await self.documents.merge(THREAD, thread_id, change)
         return ThreadRecord(**found) if found is not None else None  # type: ignore[typeddict-item]
 
     async def find(

@@ -225,6 +225,13 @@ async def test_merges_at_once_each_keep_their_change_and_bring_back_nothing_dele
     assert kept is not None
     assert sorted(k for k in kept if k.startswith("f")) == sorted(fields)
 
+    # A change made from the document as stored when written: each sees the one before.
+    counting = [
+        documents.merge("thread", "t", lambda d: {"n": d.get("n", 0) + 1}) for _ in range(8)
+    ]
+    await asyncio.gather(*counting)
+    assert (await documents.get("thread", "t") or {})["n"] == 8
+
     merging = [documents.merge("thread", "t", {"status": "running"}) for _ in range(6)]
     done = await asyncio.gather(*merging, documents.delete("thread", "t"))
     assert done[-1] is True

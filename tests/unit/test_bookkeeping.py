@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from langchain_core.messages import HumanMessage
+
 from agents.bookkeeping import RunBooks
 from agents.run import RunContext
 from agents.state.documents.memory import MemoryDocuments
@@ -52,3 +54,19 @@ async def test_a_title_set_after_the_record_was_read_for_a_run_stays() -> None:
         "running",
         "r2",
     )
+
+
+async def test_a_title_set_after_the_read_of_an_empty_thread_is_not_named_over() -> None:
+    # QA: a thread made empty, renamed while its first message's run opened, got the first
+    # message's title: the run had decided to name it from the record as read before.
+    records = ThreadRecords(MemoryDocuments())
+    await records.create("thr_n", owner="u")
+    read = await records.get("thr_n")
+    await records.update("thr_n", title="MY TITLE")
+    books = RunBooks(UnreadableThread(), records)  # type: ignore[arg-type]
+    first = [HumanMessage("auto title here")]
+    await books.opened("thr_n", "r3", [], first, owner="u", record=read)
+    assert (await records.get("thr_n") or {})["title"] == "MY TITLE"
+    await records.create("thr_m", owner="u")  # not renamed: named by its first message
+    await books.opened("thr_m", "r4", [], first, owner="u", record=await records.get("thr_m"))
+    assert (await records.get("thr_m") or {})["title"] == "auto title here"

@@ -6,7 +6,15 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
+
+Changes = dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def changed(body: dict[str, Any], changes: Changes) -> dict[str, Any]:
+    """``body`` with ``changes`` (``Documents.merge``'s) written over its fields."""
+    return {**body, **(changes(body) if callable(changes) else changes)}
 
 
 class Documents(Protocol):
@@ -26,10 +34,11 @@ class Documents(Protocol):
         """One document, or None."""
         ...
 
-    async def merge(self, kind: str, doc_id: str, changes: dict[str, Any]) -> dict[str, Any] | None:
+    async def merge(self, kind: str, doc_id: str, changes: Changes) -> dict[str, Any] | None:
         """Write ``changes`` over a document's fields, its index (``owner``, ``status``,
         ``updated``) taken from the result; the document as written, or None (nothing
-        written) when there is none."""
+        written) when there is none. ``changes`` may be a function of the document as
+        stored, called between the read and the write (nothing changes it meanwhile)."""
         ...
 
     async def find(

@@ -7,6 +7,8 @@ import time
 from typing import Any
 
 from agents.state.documents.common import (
+    Changes,
+    changed,
     check_limit,
     index_of,
     paged,
@@ -43,12 +45,12 @@ class MemoryDocuments:
         row = self.rows.get((kind, doc_id))
         return None if row is None else dict(json.loads(row[3]))
 
-    async def merge(self, kind: str, doc_id: str, changes: dict[str, Any]) -> dict[str, Any] | None:
+    async def merge(self, kind: str, doc_id: str, changes: Changes) -> dict[str, Any] | None:
         """See ``Documents.merge``: the read and the write with no await between them."""
         row = self.rows.get((kind, doc_id))
         if row is None:
             return None
-        body = {**json.loads(row[3]), **changes}
+        body = changed(json.loads(row[3]), changes)
         index = index_of(body)
         self.rows[(kind, doc_id)] = (
             index["owner"],

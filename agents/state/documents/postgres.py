@@ -9,7 +9,7 @@ from typing import Any
 
 import structlog
 
-from agents.state.documents.common import index_of, paged
+from agents.state.documents.common import Changes, changed, index_of, paged
 from agents.state.documents.sql import (
     POSTGRES_INDEXES,
     POSTGRES_TABLE,
@@ -60,7 +60,7 @@ class PostgresDocuments:
         )
         return json.loads(rows[0]["body"]) if rows else None
 
-    async def merge(self, kind: str, doc_id: str, changes: dict[str, Any]) -> dict[str, Any] | None:
+    async def merge(self, kind: str, doc_id: str, changes: Changes) -> dict[str, Any] | None:
         """See ``Documents.merge``: the row locked from the read to the write, so a change
         or a delete by another process in between is neither written over nor undone."""
         await self._setup()
@@ -71,7 +71,7 @@ class PostgresDocuments:
             row = await cursor.fetchone()
             if row is None:
                 return None
-            body = {**json.loads(row["body"]), **changes}
+            body = changed(json.loads(row["body"]), changes)
             kind, doc_id, *fields = row_of(kind, doc_id, body, index_of(body))
             await conn.execute(
                 f"UPDATE {TABLE} SET owner = %s, status = %s, updated = %s, body = %s "

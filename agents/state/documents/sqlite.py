@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agents.state.documents.common import index_of, paged
+from agents.state.documents.common import Changes, changed, index_of, paged
 from agents.state.documents.sql import (
     INDEXES,
     SQLITE_TABLE,
@@ -41,7 +41,7 @@ class SqliteDocuments:
         )
         return json.loads(rows[0][0]) if rows else None
 
-    async def merge(self, kind: str, doc_id: str, changes: dict[str, Any]) -> dict[str, Any] | None:
+    async def merge(self, kind: str, doc_id: str, changes: Changes) -> dict[str, Any] | None:
         """See ``Documents.merge``: the read and the write in one trip to the saver's thread."""
         return await self.saver.run(self._merge, kind, doc_id, changes)
 
@@ -115,7 +115,7 @@ class SqliteDocuments:
         self._setup()
         return list(self.saver.conn.execute(sql, args).fetchall())
 
-    def _merge(self, kind: str, doc_id: str, changes: dict[str, Any]) -> dict[str, Any] | None:
+    def _merge(self, kind: str, doc_id: str, changes: Changes) -> dict[str, Any] | None:
         self._setup()
         with self.saver.conn as conn:
             row = conn.execute(
@@ -123,7 +123,7 @@ class SqliteDocuments:
             ).fetchone()
             if row is None:
                 return None
-            body = {**json.loads(row[0]), **changes}
+            body = changed(json.loads(row[0]), changes)
             index = index_of(body)
             conn.execute(
                 f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?)",
