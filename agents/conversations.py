@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from contextlib import asynccontextmanager, nullcontext
 from typing import Any, Unpack
 
 import structlog
@@ -103,6 +103,9 @@ class Conversations:
         self._turns = TurnRunner(graph, router, records, self.books)
         self._tasks: set[asyncio.Task[None]] = set()
         self._run_tasks: dict[str, asyncio.Task[None]] = {}
+        # What resumes a run another process left cut off on a thread a run now holds
+        # (``OrphanRuns.resume_held``): thread id, the cut run's id.
+        self.take_over: Callable[[str, str | None], Awaitable[None]] | None = None
 
     @property
     def retain_s(self) -> float:
@@ -327,12 +330,27 @@ class Conversations:
             options.get("agent"),
             options if waits else None,
         )
+        self._launch(ctx.run_id, drive)
+        return feed
+
+    def resume_held(self, thread_id: str, run_id: str | None = None) -> RunFeed:
+        """Resume the thread's run a process left cut off, for a caller that holds the
+        thread (``hold``) and waits for this run's end: a run that took the thread after it
+        (``take_over``). ``run_id``: the resumed run's (default: made up)."""
+        ctx = RunContext(
+            thread_id=thread_id, run_id=run_id or str(uuid.uuid4()), budget=RunBudget(self.limits)
+        )
+        feed = RunFeed("", None, ctx.run_id, thread_id, self.mirror)
+        self.kept.add(feed)
+        self._launch(ctx.run_id, self._drive(ctx, RESUME, None, feed, held=True))
+        return feed
+
+    def _launch(self, run_id: str, drive: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(drive)
         self._tasks.add(task)
-        self._run_tasks[ctx.run_id] = task
+        self._run_tasks[run_id] = task
         task.add_done_callback(self._tasks.discard)
-        task.add_done_callback(lambda _: self._run_tasks.pop(ctx.run_id, None))
-        return feed
+        task.add_done_callback(lambda _: self._run_tasks.pop(run_id, None))
 
     def get_run(self, run_id: str) -> RunFeed | None:
         """A run under way, or one that ended less than ``retain_s`` ago, by its id."""
@@ -391,11 +409,13 @@ class Conversations:
         owner: str | None = None,
         agent: str | None = None,
         waiting: StartOptions | None = None,
+        held: bool = False,
     ) -> None:
         """Run the turn into its feed, whoever reads it (the run goes on without readers);
         ``waiting``: the options of a run that waits for its thread, kept until it ends (a
         process that dies meanwhile leaves it to its next start, which runs it unless its
-        turn was stored: ``OrphanRuns``).
+        turn was stored: ``OrphanRuns``); ``held``: the caller holds the thread for it
+        (``resume_held``).
 
         The run's end is told once the thread is free again: a client that sends its next
         message the moment it reads the answer (to another process, behind a load balancer)
@@ -410,10 +430,12 @@ class Conversations:
             keeping = asyncio.create_task(self._keep_waiting(ctx, turn, waiting))
         try:
             ending: Event | None = None
-            async with self.hold(ctx.thread_id):
+            async with nullcontext() if held else self.hold(ctx.thread_id):
                 if await self._ended_elsewhere(feed):
                     joinable = False
                     return  # never begun: the thread goes to its next run
+                if not held and turn is not RESUME:
+                    await self._take_over(ctx)
                 feed.begin()
                 try:
                     async for event in self._turns.run(ctx, turn, callbacks, owner, agent, feed):
@@ -473,6 +495,26 @@ class Conversations:
             self.kept.forget(feed, joinable)
             if keeping is not None and not handed_over:  # it ended (or never will begin)
                 await self._forget_kept(ctx.run_id, keeping)
+
+    async def _take_over(self, ctx: RunContext) -> None:
+        """Before run ``ctx`` answers its message, holding the thread: a run that another
+        process left cut off on it (it died) is resumed first, by ``take_over`` (set by
+        ``OrphanRuns``). Else the message taking the thread first (queued in another
+        process, which saw the dead one's lease gone at once) left it unanswered for good:
+        its record said idle after, and no process looked for it again (QA)."""
+        if self.take_over is None or self.records is None:
+            return
+        try:
+            record = await self.records.get(ctx.thread_id)
+            if record is None or record.get("status") != "running":
+                return
+            cut = record.get("run_id")
+            if cut == ctx.run_id:  # its own (a kept run taken up again)
+                return
+            log.info("thread.resuming_cut_off_first", cut_run_id=cut)
+            await self.take_over(ctx.thread_id, cut)
+        except Exception:  # this run's message is answered all the same
+            log.exception("thread.cut_off_not_resumed")
 
     async def _keep_waiting(
         self, ctx: RunContext, turn: Sequence[BaseMessage] | ClientTurn, options: StartOptions

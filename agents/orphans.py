@@ -32,6 +32,7 @@ class OrphanRuns:
         self.conversations = conversations
         self.records = records
         self.saver: Any = conversations.graph.checkpointer
+        conversations.take_over = self.resume_held
 
     async def found(self) -> dict[str, str | None]:
         """Threads whose record says a run is under way that no process is running (not in
@@ -50,32 +51,46 @@ class OrphanRuns:
         threads. With Redis, readers of the run cut off are told where it goes on (its
         stream ends with a ``reconnect`` to the resumed run's)."""
         resumed = []
-        mirror = self.conversations.mirror
         for thread_id, cut in (await self.found()).items():
             log.info("thread.resuming_orphan", thread_id=thread_id, run_id=cut)
-            waiting = cut if mirror is not None else None  # its readers elsewhere wait
             try:
-                try:
-                    # Without Redis nothing tells a reader of the run cut off where it goes
-                    # on: it goes on under its own id, which the client polls.
-                    if mirror is None and cut:
-                        feed = self.conversations.start(thread_id, RESUME, run_id=cut)
-                    else:
-                        feed = self.conversations.start(thread_id, RESUME)
-                    async for _ in feed.read():
-                        if waiting is not None and mirror is not None:  # a step of it ran
-                            await mirror.resumed(waiting, thread_id, feed)
-                            waiting = None
+                if await self._resume(thread_id, cut, held=False):
                     resumed.append(thread_id)
-                except NothingToResume:  # it had ended; only its record had not been told
-                    await self.records.update(thread_id, status="idle")
-                    if waiting is not None and mirror is not None:  # else its readers wait on
-                        ending = await self._ending(thread_id, waiting)
-                        await mirror.resumed(waiting, thread_id, None, ending)
             except Exception:  # one thread's trouble must not stop the others'
                 log.exception("thread.resume_failed", thread_id=thread_id)
         await self._run_waiting()
         return resumed
+
+    async def resume_held(self, thread_id: str, cut: str | None) -> None:
+        """Resume run ``cut``, cut off on a thread the caller holds (a run that took the
+        thread after the process running ``cut`` died: ``Conversations.take_over``)."""
+        await self._resume(thread_id, cut, held=True)
+
+    async def _resume(self, thread_id: str, cut: str | None, *, held: bool) -> bool:
+        """Resume run ``cut`` of the thread; whether anything was left of it to run."""
+        mirror = self.conversations.mirror
+        waiting = cut if mirror is not None else None  # its readers elsewhere wait
+        # Without Redis nothing tells a reader of the run cut off where it goes on: it goes
+        # on under its own id, which the client polls.
+        run_id = cut if mirror is None and cut else None
+        try:
+            if held:
+                feed = self.conversations.resume_held(thread_id, run_id)
+            elif run_id:
+                feed = self.conversations.start(thread_id, RESUME, run_id=run_id)
+            else:
+                feed = self.conversations.start(thread_id, RESUME)
+            async for _ in feed.read():
+                if waiting is not None and mirror is not None:  # a step of it ran
+                    await mirror.resumed(waiting, thread_id, feed)
+                    waiting = None
+            return True
+        except NothingToResume:  # it had ended; only its record had not been told
+            await self.records.update(thread_id, status="idle")
+            if waiting is not None and mirror is not None:  # else its readers wait on
+                ending = await self._ending(thread_id, waiting)
+                await mirror.resumed(waiting, thread_id, None, ending)
+            return False
 
     async def _run_waiting(self) -> None:
         """Start the runs that waited for their thread when their process ended (kept

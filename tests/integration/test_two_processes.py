@@ -386,6 +386,59 @@ def test_a_run_of_a_killed_process_is_finished_by_the_other(
     assert len(work_orders(orders["result"])) == 1
 
 
+def test_a_killed_processs_run_is_finished_before_a_message_queued_in_the_other(
+    fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    # QA: the message queued in the survivor took the thread as soon as the killed process's
+    # lease was found gone, and answered; the killed run's message stayed unanswered for good.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
+    env.update(
+        SKILLDESK_SKILLS_DIR=str(ROOT / "skills"),
+        SKILLDESK_WORKFLOWS_DIR=str(tmp_path / "no-workflows"),
+        SKILLDESK_SKILLS_EMBEDDINGS="false",
+        SKILLDESK_MODEL="openai/fake-model",
+        SKILLDESK_MODEL_API_BASE=fake_llm.base_url,
+        SKILLDESK_MODEL_API_KEY="sk-test",
+        SKILLDESK_LOG_FORMAT="json",
+    )
+    data = tmp_path / "data"
+    order = {"device_id": "PUMP-07", "title": "Replace bearing", "priority": "high"}
+    fake_llm.script(
+        Reply(tool_calls=[ToolCall("create_work_order", order)], delay=1.5),
+        Reply(content="Work order opened for PUMP-07."),
+        Reply(content="Answer two."),
+    )
+    with schema_url() as url:
+        env["SKILLDESK_CHECKPOINT_URL"] = url
+        survivor = Service(env, data)
+        try:
+            doomed = Service({**env, "SKILLDESK_FAILPOINTS": "tool.done=create_work_order"}, data)
+            ask = {"message": "Open a work order for pump 7's bearing.", "skill": "work-order"}
+            first = httpx.post(f"{doomed.url}/v1/threads/pump2/runs", json=ask, timeout=30)
+            assert first.status_code == 202, first.text
+            deadline = time.monotonic() + 20
+            while not fake_llm.scripted_requests and time.monotonic() < deadline:
+                time.sleep(0.05)  # the first run holds the thread, at its model call
+            second = httpx.post(
+                f"{survivor.url}/v1/threads/pump2/runs", json={"message": "second"}, timeout=30
+            )
+            assert second.status_code == 202, second.text
+            doomed.proc.wait(timeout=20)
+            assert doomed.proc.returncode == -9
+            deadline = time.monotonic() + 30
+            while True:
+                thread = httpx.get(f"{survivor.url}/v1/threads/pump2").json()
+                if len(thread.get("messages", [])) >= 6 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.3)
+        finally:
+            survivor.stop()
+    said = [(m["role"], m["content"]) for m in thread["messages"]]
+    assert [role for role, _ in said] == ["human", "ai", "tool", "ai", "human", "ai"]
+    assert said[3] == ("ai", "Work order opened for PUMP-07.")
+    assert said[4:] == [("human", "second"), ("ai", "Answer two.")]
+
+
 # --- Run events, status, cancels and reloads through Redis --------------------------------
 
 
