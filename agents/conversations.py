@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
@@ -52,6 +53,7 @@ log = structlog.get_logger(__name__)
 
 # A turn with no new input: go on from the thread's latest checkpoint (after a crash).
 RESUME: tuple[BaseMessage, ...] = ()
+IN_LINE_WAIT_S = 5.0  # the most ``begin`` waits for its run to be in its thread's line
 
 
 class Conversations:
@@ -122,9 +124,12 @@ class Conversations:
         return migrate(dict(snapshot.values))[0] if snapshot.values else {}
 
     @asynccontextmanager
-    async def hold(self, thread_id: str) -> AsyncIterator[None]:
-        """Hold the thread between runs (a change outside a run: delete, prune, a post)."""
-        async with self._locks.hold(thread_id, self.graph.checkpointer):
+    async def hold(
+        self, thread_id: str, in_line: asyncio.Event | None = None
+    ) -> AsyncIterator[None]:
+        """Hold the thread between runs (a change outside a run: delete, prune, a post).
+        ``in_line``: set once the caller is in the thread's line (``RunFeed.in_line``)."""
+        async with self._locks.hold(thread_id, self.graph.checkpointer, in_line):
             yield
 
     def busy(self, thread_id: str) -> bool:
@@ -168,7 +173,13 @@ class Conversations:
         key = options.get("idempotency_key")
         if key is not None and self.records is not None:
             await self._check_kept_key(thread_id, turn_fingerprint(messages, options), key)
-        return self.start(thread_id, messages, **options)
+        feed = self.start(thread_id, messages, **options)
+        # Accepted once in the thread's line: a message sent after the answer (202) comes,
+        # to any process, goes after this one (QA: sent back to back to two processes, the
+        # later one's task had reached the line first).
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(feed.in_line.wait()), IN_LINE_WAIT_S)
+        return feed
 
     async def _check_kept_key(self, thread_id: str, wanted: str, key: str) -> None:
         """Refuse, before the run is accepted, a key the thread's record holds for another
@@ -430,7 +441,7 @@ class Conversations:
             keeping = asyncio.create_task(self._keep_waiting(ctx, turn, waiting))
         try:
             ending: Event | None = None
-            async with nullcontext() if held else self.hold(ctx.thread_id):
+            async with nullcontext() if held else self.hold(ctx.thread_id, feed.in_line):
                 if await self._ended_elsewhere(feed):
                     joinable = False
                     return  # never begun: the thread goes to its next run
@@ -492,6 +503,7 @@ class Conversations:
                 keeping = None
             feed.close()
         finally:
+            feed.in_line.set()  # however it ended: nobody waits for it to be in line
             self.kept.forget(feed, joinable)
             if keeping is not None and not handed_over:  # it ended (or never will begin)
                 await self._forget_kept(ctx.run_id, keeping)

@@ -95,6 +95,9 @@ class RunFeed:
         self.ended: float | None = None
         self.ended_at = 0.0
         self.cancel_requested = False
+        # Set once the run is in its thread's line (``ThreadLocks.hold``): in every process,
+        # the runs that came later go after it.
+        self.in_line = asyncio.Event()
         self.guard: str | None = None  # the user the thread must belong to
         self.sink = USAGE_SINK.get()
         self._waiters: list[asyncio.Future[None]] = []

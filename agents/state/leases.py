@@ -30,6 +30,7 @@ async def thread_lock(
     thread_id: str,
     lease_s: float = LEASE_S,
     here: ThreadWaiters | None = None,
+    in_line: asyncio.Event | None = None,
 ) -> AsyncIterator[None]:
     """Hold the thread for one run across processes (a lease row in PostgreSQL), taken in
     the order the runs came (``ThreadLine``).
@@ -44,6 +45,8 @@ async def thread_lock(
     """
     pool = shared_pool(saver)
     if pool is None:
+        if in_line is not None:
+            in_line.set()
         yield
         return
     here = here or ThreadWaiters()
@@ -51,7 +54,7 @@ async def thread_lock(
     holder = new_holder()  # one per run: a lease this process left behind is free at once
     set_live(holder, True)  # a waiter's ticket is live too
     try:
-        await ThreadLine(pool, LEASES).take(thread_id, holder, lease_s, here)
+        await ThreadLine(pool, LEASES).take(thread_id, holder, lease_s, here, in_line)
     except BaseException:
         set_live(holder, False)
         raise
@@ -155,16 +158,22 @@ class ThreadLocks:
         self._waiting: dict[str, int] = {}
 
     @asynccontextmanager
-    async def hold(self, thread_id: str, checkpointer: Any) -> AsyncIterator[None]:
-        """Wait for the thread, then hold it (in this process and in the store)."""
+    async def hold(
+        self, thread_id: str, checkpointer: Any, in_line: asyncio.Event | None = None
+    ) -> AsyncIterator[None]:
+        """Wait for the thread, then hold it (in this process and in the store);
+        ``in_line`` is set once the caller is in the thread's line."""
         self._waiting[thread_id] = self._waiting.get(thread_id, 0) + 1
         try:
             if shared_pool(checkpointer) is None:
-                async with self._locks.setdefault(thread_id, asyncio.Lock()):
+                lock = self._locks.setdefault(thread_id, asyncio.Lock())
+                if in_line is not None:  # an asyncio lock takes its waiters in order
+                    in_line.set()
+                async with lock:
                     yield
             else:  # the line orders this process's waiters with the others'
                 here = self._here.setdefault(thread_id, ThreadWaiters())
-                async with thread_lock(checkpointer, thread_id, self.lease_s, here):
+                async with thread_lock(checkpointer, thread_id, self.lease_s, here, in_line):
                     yield
         finally:
             self._waiting[thread_id] -= 1

@@ -95,14 +95,24 @@ class ThreadLine:
     def _sql(self, template: str) -> str:
         return template.format(waiters=WAITERS, leases=self.leases, now=_NOW)
 
-    async def take(self, thread_id: str, holder: str, lease_s: float, here: ThreadWaiters) -> None:
+    async def take(
+        self,
+        thread_id: str,
+        holder: str,
+        lease_s: float,
+        here: ThreadWaiters,
+        in_line: asyncio.Event | None = None,
+    ) -> None:
         """Take the thread for ``holder`` (its lease, for ``lease_s``) once the runs that came
-        before, in any process, have had it. Cancelled (or failing), it leaves no ticket or
-        lease of ``holder`` behind, whichever statement the cancel cut."""
+        before, in any process, have had it; ``in_line`` is set once it took it or has its
+        ticket. Cancelled (or failing), it leaves no ticket or lease of ``holder`` behind,
+        whichever statement the cancel cut."""
         seq: int | None = None
         try:
             async with here.joining:
                 seq = await self._come(thread_id, holder, lease_s)
+                if in_line is not None:
+                    in_line.set()
                 if seq is None:
                     return  # free, and nobody waited
                 bisect.insort(here.tickets, seq)

@@ -52,3 +52,29 @@ async def test_queued_messages_sent_to_two_processes_are_answered_in_the_order_t
             state = await other.conversations.state(thread)
     asked = [m.text for m in state["messages"] if m.type == "human"]
     assert asked == ["hello", *[f"message {n}" for n in range(1, 7)]]
+
+
+async def test_runs_accepted_back_to_back_by_two_processes_are_answered_in_that_order(
+    model_settings: Any, fake_llm: FakeLLM
+) -> None:
+    # QA: the next request, sent the moment the one before was accepted (202), reached the
+    # line first: the run was accepted before its task had joined the thread's line.
+    thread = f"order-{uuid.uuid4().hex[:8]}"
+    fake_llm.script(*[Reply(content=f"answer {n}") for n in range(11)])
+    with schema_url() as url:
+        # Not summarised: every message stays in the state, in its order.
+        update = {"checkpoint_url": url, "summary_after_messages": 1000}
+        settings = model_settings.model_copy(update=update)
+        async with AsyncExitStack() as stack:
+            one = await stack.enter_async_context(open_services(settings, background=False))
+            other = await stack.enter_async_context(open_services(settings, background=False))
+            await one.conversations.run(thread, [HumanMessage("hello")])
+            feeds = []
+            for n in range(1, 11):
+                to = one if n % 2 else other
+                feeds.append(await to.conversations.begin(thread, [HumanMessage(f"m{n}")]))
+            for feed in feeds:
+                assert isinstance([e async for e in feed.read()][-1], RunFinished)
+            state = await other.conversations.state(thread)
+    asked = [m.text for m in state["messages"] if m.type == "human"]
+    assert asked == ["hello", *[f"m{n}" for n in range(1, 11)]]
