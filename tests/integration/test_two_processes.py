@@ -326,9 +326,9 @@ def test_a_workflow_run_of_a_killed_process_is_finished_by_the_survivor(
     assert [x["run_id"] for x in b.logs() if x.get("event") == "workflow.resuming"] == [run_id]
 
 
-def test_a_run_of_a_killed_process_is_finished_by_the_other(
-    fake_llm: FakeLLM, tmp_path: Path
-) -> None:
+def killable_env(fake_llm: FakeLLM, tmp_path: Path, **more: str) -> dict[str, str]:
+    """The settings of service processes started one by one (one to be killed) on the
+    bundled skills, no workflows; ``more`` settings (with ``SKILLDESK_``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
     env.update(
         SKILLDESK_SKILLS_DIR=str(ROOT / "skills"),
@@ -338,8 +338,16 @@ def test_a_run_of_a_killed_process_is_finished_by_the_other(
         SKILLDESK_MODEL_API_BASE=fake_llm.base_url,
         SKILLDESK_MODEL_API_KEY="sk-test",
         SKILLDESK_LOG_FORMAT="json",
-        SKILLDESK_RUN_LEASE_S="2",  # the survivor looks for orphaned runs every 2 s
+        **more,
     )
+    return env
+
+
+def test_a_run_of_a_killed_process_is_finished_by_the_other(
+    fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    # The survivor looks for orphaned runs every 2 s.
+    env = killable_env(fake_llm, tmp_path, SKILLDESK_RUN_LEASE_S="2")
     data = tmp_path / "data"
     order = {
         "device_id": "PUMP-07",
@@ -391,16 +399,7 @@ def test_a_killed_processs_run_is_finished_before_a_message_queued_in_the_other(
 ) -> None:
     # QA: the message queued in the survivor took the thread as soon as the killed process's
     # lease was found gone, and answered; the killed run's message stayed unanswered for good.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
-    env.update(
-        SKILLDESK_SKILLS_DIR=str(ROOT / "skills"),
-        SKILLDESK_WORKFLOWS_DIR=str(tmp_path / "no-workflows"),
-        SKILLDESK_SKILLS_EMBEDDINGS="false",
-        SKILLDESK_MODEL="openai/fake-model",
-        SKILLDESK_MODEL_API_BASE=fake_llm.base_url,
-        SKILLDESK_MODEL_API_KEY="sk-test",
-        SKILLDESK_LOG_FORMAT="json",
-    )
+    env = killable_env(fake_llm, tmp_path)
     data = tmp_path / "data"
     order = {"device_id": "PUMP-07", "title": "Replace bearing", "priority": "high"}
     fake_llm.script(
