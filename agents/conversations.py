@@ -103,6 +103,7 @@ class Conversations:
         self._locks = ThreadLocks(lease_s)
         self.books = RunBooks(graph, records, attachments, learner, traces)
         self._turns = TurnRunner(graph, router, records, self.books)
+        self._turns.cut_off = self._take_over
         self._tasks: set[asyncio.Task[None]] = set()
         self._run_tasks: dict[str, asyncio.Task[None]] = {}
         # What resumes a run another process left cut off on a thread a run now holds
@@ -445,8 +446,6 @@ class Conversations:
                 if await self._ended_elsewhere(feed):
                     joinable = False
                     return  # never begun: the thread goes to its next run
-                if not held and turn is not RESUME:
-                    await self._take_over(ctx)
                 feed.begin()
                 try:
                     async for event in self._turns.run(ctx, turn, callbacks, owner, agent, feed):
@@ -508,25 +507,28 @@ class Conversations:
             if keeping is not None and not handed_over:  # it ended (or never will begin)
                 await self._forget_kept(ctx.run_id, keeping)
 
-    async def _take_over(self, ctx: RunContext) -> None:
-        """Before run ``ctx`` answers its message, holding the thread: a run that another
-        process left cut off on it (it died) is resumed first, by ``take_over`` (set by
-        ``OrphanRuns``). Else the message taking the thread first (queued in another
-        process, which saw the dead one's lease gone at once) left it unanswered for good:
-        its record said idle after, and no process looked for it again (QA)."""
+    async def _take_over(self, ctx: RunContext) -> bool:
+        """Before run ``ctx`` answers its message, holding a thread with steps left to run:
+        a run that another process left cut off on it (it died; its record says running)
+        is resumed first, by ``take_over`` (set by ``OrphanRuns``); whether it was. Else
+        the message taking the thread first (queued in another process, which saw the dead
+        one's lease gone at once) left it unanswered for good: its record said idle after,
+        and no process looked for it again (QA)."""
         if self.take_over is None or self.records is None:
-            return
+            return False
         try:
             record = await self.records.get(ctx.thread_id)
             if record is None or record.get("status") != "running":
-                return
+                return False  # steps left by a run waiting for an approval, say
             cut = record.get("run_id")
             if cut == ctx.run_id:  # its own (a kept run taken up again)
-                return
+                return False
             log.info("thread.resuming_cut_off_first", cut_run_id=cut)
             await self.take_over(ctx.thread_id, cut)
+            return True
         except Exception:  # this run's message is answered all the same
             log.exception("thread.cut_off_not_resumed")
+            return False
 
     async def _keep_waiting(
         self, ctx: RunContext, turn: Sequence[BaseMessage] | ClientTurn, options: StartOptions

@@ -3,7 +3,7 @@ history repaired, the graph's steps streamed as events, then how the run ended."
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, cast
 
 import structlog
@@ -54,6 +54,9 @@ class TurnRunner:
         self.router = router
         self.records = records
         self.books = books
+        # Resumes a run another process left cut off on the thread, before this turn
+        # (``Conversations._take_over``); whether it did.
+        self.cut_off: Callable[[RunContext], Awaitable[bool]] | None = None
 
     async def run(
         self,
@@ -90,6 +93,13 @@ class TurnRunner:
             if once is not None:
                 once.keep_next_read(ctx.thread_id)
             snapshot = await self.graph.aget_state(thread_config(ctx.thread_id))
+            # Steps left to run: a run cut off (its process killed), or one waiting for an
+            # approval. The first is resumed before this turn, which reads the thread after.
+            taker = None if resuming or not snapshot.next else self.cut_off
+            if taker is not None and await taker(ctx):
+                if once is not None:
+                    once.keep_next_read(ctx.thread_id)
+                snapshot = await self.graph.aget_state(thread_config(ctx.thread_id))
             values, upgrade = migrate(dict(snapshot.values)) if snapshot.values else ({}, {})
             history = list(values.get("messages", []))
             before = dict(values.get("usage", {}))
