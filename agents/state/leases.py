@@ -165,11 +165,11 @@ class ThreadLocks:
         ``in_line`` is set once the caller is in the thread's line."""
         self._waiting[thread_id] = self._waiting.get(thread_id, 0) + 1
         try:
-            if shared_pool(checkpointer) is None:
+            if shared_pool(checkpointer) is None:  # the store's part is nothing, or a fault
                 lock = self._locks.setdefault(thread_id, asyncio.Lock())
                 if in_line is not None:  # an asyncio lock takes its waiters in order
                     in_line.set()
-                async with lock:
+                async with lock, thread_lock(checkpointer, thread_id, self.lease_s):
                     yield
             else:  # the line orders this process's waiters with the others'
                 here = self._here.setdefault(thread_id, ThreadWaiters())
