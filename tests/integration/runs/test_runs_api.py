@@ -64,7 +64,7 @@ def test_a_run_is_started_at_once_and_read_until_it_succeeds(
 def test_a_second_run_is_rejected_or_queued_as_asked_never_interleaved(
     client: TestClient, fake_llm: FakeLLM
 ) -> None:
-    fake_llm.script(Reply(content="First answer.", delay=0.6), Reply(content="Second answer."))
+    fake_llm.script(Reply(content="First answer.", delay=2.0), Reply(content="Second answer."))
     first = start(client, "r-2", "first")
     wait_for(client, "r-2", first["id"], "running")
     refused = client.post("/v1/threads/r-2/runs", json={"message": "second", "if_busy": "reject"})
