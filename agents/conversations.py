@@ -103,12 +103,12 @@ class Conversations:
         self._locks = ThreadLocks(lease_s)
         self.books = RunBooks(graph, records, attachments, learner, traces)
         self._turns = TurnRunner(graph, router, records, self.books)
-        self._turns.cut_off = self._take_over
+        self._turns.cut_off = self._cut_off_first
         self._tasks: set[asyncio.Task[None]] = set()
         self._run_tasks: dict[str, asyncio.Task[None]] = {}
         # What resumes a run another process left cut off on a thread a run now holds
-        # (``OrphanRuns.resume_held``): thread id, the cut run's id.
-        self.take_over: Callable[[str, str | None], Awaitable[None]] | None = None
+        # (``OrphanRuns.resume_held``, wired by ``Threads``): thread id, the cut run.
+        self.resume_cut_off: Callable[[str, str | None], Awaitable[None]] | None = None
 
     @property
     def retain_s(self) -> float:
@@ -179,7 +179,7 @@ class Conversations:
         # to any process, goes after this one (QA: sent back to back to two processes, the
         # later one's task had reached the line first).
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(feed.in_line.wait()), IN_LINE_WAIT_S)
+            await asyncio.wait_for(feed.in_line.wait(), IN_LINE_WAIT_S)
         return feed
 
     async def _check_kept_key(self, thread_id: str, wanted: str, key: str) -> None:
@@ -348,7 +348,7 @@ class Conversations:
     def resume_held(self, thread_id: str, run_id: str | None = None) -> RunFeed:
         """Resume the thread's run a process left cut off, for a caller that holds the
         thread (``hold``) and waits for this run's end: a run that took the thread after it
-        (``take_over``). ``run_id``: the resumed run's (default: made up)."""
+        (``resume_cut_off``). ``run_id``: the resumed run's (default: made up)."""
         ctx = RunContext(
             thread_id=thread_id, run_id=run_id or str(uuid.uuid4()), budget=RunBudget(self.limits)
         )
@@ -507,14 +507,14 @@ class Conversations:
             if keeping is not None and not handed_over:  # it ended (or never will begin)
                 await self._forget_kept(ctx.run_id, keeping)
 
-    async def _take_over(self, ctx: RunContext) -> bool:
+    async def _cut_off_first(self, ctx: RunContext) -> bool:
         """Before run ``ctx`` answers its message, holding a thread with steps left to run:
         a run that another process left cut off on it (it died; its record says running)
-        is resumed first, by ``take_over`` (set by ``OrphanRuns``); whether it was. Else
+        is resumed first, by ``resume_cut_off``; whether it was. Else
         the message taking the thread first (queued in another process, which saw the dead
         one's lease gone at once) left it unanswered for good: its record said idle after,
         and no process looked for it again (QA)."""
-        if self.take_over is None or self.records is None:
+        if self.resume_cut_off is None or self.records is None:
             return False
         try:
             record = await self.records.get(ctx.thread_id)
@@ -524,7 +524,7 @@ class Conversations:
             if cut == ctx.run_id:  # its own (a kept run taken up again)
                 return False
             log.info("thread.resuming_cut_off_first", cut_run_id=cut)
-            await self.take_over(ctx.thread_id, cut)
+            await self.resume_cut_off(ctx.thread_id, cut)
             return True
         except Exception:  # this run's message is answered all the same
             log.exception("thread.cut_off_not_resumed")

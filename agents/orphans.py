@@ -32,7 +32,6 @@ class OrphanRuns:
         self.conversations = conversations
         self.records = records
         self.saver: Any = conversations.graph.checkpointer
-        conversations.take_over = self.resume_held
 
     async def found(self) -> dict[str, str | None]:
         """Threads whose record says a run is under way that no process is running (not in
@@ -63,7 +62,7 @@ class OrphanRuns:
 
     async def resume_held(self, thread_id: str, cut: str | None) -> None:
         """Resume run ``cut``, cut off on a thread the caller holds (a run that took the
-        thread after the process running ``cut`` died: ``Conversations.take_over``)."""
+        thread after the process running ``cut`` died: ``Conversations.resume_cut_off``)."""
         await self._resume(thread_id, cut, held=True)
 
     async def _resume(self, thread_id: str, cut: str | None, *, held: bool) -> bool:

@@ -55,7 +55,7 @@ class TurnRunner:
         self.records = records
         self.books = books
         # Resumes a run another process left cut off on the thread, before this turn
-        # (``Conversations._take_over``); whether it did.
+        # (``Conversations._cut_off_first``); whether it did.
         self.cut_off: Callable[[RunContext], Awaitable[bool]] | None = None
 
     async def run(

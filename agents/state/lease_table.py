@@ -13,7 +13,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-_NOW = "extract(epoch from clock_timestamp())"  # the database's clock: one for every process
+DB_NOW = "extract(epoch from clock_timestamp())"  # the database's clock: one for every process
 _LIVE: set[str] = set()  # the holders of this process whose leases are kept
 
 
@@ -88,6 +88,16 @@ class LeaseTable:
                 "holder TEXT NOT NULL, expires DOUBLE PRECISION NOT NULL)"
             )
 
+    def taken_unless_held(self) -> str:
+        """The ``ON CONFLICT`` clause of a claim (an ``INSERT`` of key, holder, expiry): the
+        lease is the claimant's if it expired or is the claimant's already."""
+        table = self.table
+        return (
+            f"ON CONFLICT ({self.key}) DO UPDATE SET holder = EXCLUDED.holder, "
+            f"expires = EXCLUDED.expires WHERE {table}.expires < {DB_NOW} "
+            f"OR {table}.holder = EXCLUDED.holder"
+        )
+
     async def claim(self, key: str, holder: str, lease_s: float) -> bool:
         """Take ``key`` for ``lease_s`` if nobody holds it, its lease expired, it is
         ``holder``'s already, or its holder is gone (``holder_gone``); of several claimants
@@ -96,10 +106,8 @@ class LeaseTable:
         while True:
             async with self.pool.connection() as conn:
                 cursor = await conn.execute(
-                    f"INSERT INTO {table} VALUES (%s, %s, {_NOW} + %s) ON CONFLICT ({column}) "
-                    "DO UPDATE SET holder = EXCLUDED.holder, expires = EXCLUDED.expires "
-                    f"WHERE {table}.expires < {_NOW} OR {table}.holder = EXCLUDED.holder "
-                    f"RETURNING {column}",
+                    f"INSERT INTO {table} VALUES (%s, %s, {DB_NOW} + %s) "
+                    f"{self.taken_unless_held()} RETURNING {column}",
                     (key, holder, lease_s),
                 )
                 if await cursor.fetchone() is not None:
@@ -121,7 +129,7 @@ class LeaseTable:
         (the others were claimed by another once they expired)."""
         async with self.pool.connection() as conn:
             cursor = await conn.execute(
-                f"UPDATE {self.table} SET expires = {_NOW} + %s "
+                f"UPDATE {self.table} SET expires = {DB_NOW} + %s "
                 f"WHERE holder = %s AND {self.key} = ANY(%s) RETURNING {self.key}",
                 (lease_s, holder, keys),
             )
@@ -139,7 +147,7 @@ class LeaseTable:
         async with self.pool.connection() as conn:
             cursor = await conn.execute(
                 f"SELECT {self.key}, holder FROM {self.table} "
-                f"WHERE {self.key} = ANY(%s) AND expires >= {_NOW}",
+                f"WHERE {self.key} = ANY(%s) AND expires >= {DB_NOW}",
                 (keys,),
             )
             rows = await cursor.fetchall()

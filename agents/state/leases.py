@@ -54,7 +54,7 @@ async def thread_lock(
     holder = new_holder()  # one per run: a lease this process left behind is free at once
     set_live(holder, True)  # a waiter's ticket is live too
     try:
-        await ThreadLine(pool, LEASES).take(thread_id, holder, lease_s, here, in_line)
+        await ThreadLine(leases).take(thread_id, holder, lease_s, here, in_line)
     except BaseException:
         set_live(holder, False)
         raise

@@ -13,14 +13,12 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
-from typing import Any
 
-from agents.state.lease_table import holder_gone
+from agents.state.lease_table import DB_NOW, LeaseTable, holder_gone
 
 WAITERS = "skilldesk_thread_waiters"  # created with the checkpoint tables (``checkpointers``)
 TICKET_S = 5.0  # a ticket its process stopped keeping fresh (it died) is passed over after this
 FIRST_POLL_S = 0.1  # how often the first in line asks (its turn comes when another lets go)
-_NOW = "extract(epoch from clock_timestamp())"
 
 # Take the lease if nobody waits (a run that came to a free thread waits in no line);
 # otherwise join the line. Of the rows of this statement's snapshot, tickets committed
@@ -33,8 +31,7 @@ WITH ahead AS (
 ), won AS (
     INSERT INTO {leases} SELECT %(thread)s, %(holder)s, {now} + %(lease_s)s
     WHERE NOT EXISTS (SELECT 1 FROM ahead)
-    ON CONFLICT (thread_id) DO UPDATE SET holder = EXCLUDED.holder, expires = EXCLUDED.expires
-    WHERE {leases}.expires < {now} OR {leases}.holder = EXCLUDED.holder
+    {taken_unless_held}
     RETURNING thread_id
 )
 INSERT INTO {waiters} (thread_id, holder, expires)
@@ -51,8 +48,7 @@ WITH first AS (
 ), won AS (
     INSERT INTO {leases} SELECT %(thread)s, %(holder)s, {now} + %(lease_s)s
     WHERE (SELECT seq FROM first) = %(seq)s
-    ON CONFLICT (thread_id) DO UPDATE SET holder = EXCLUDED.holder, expires = EXCLUDED.expires
-    WHERE {leases}.expires < {now} OR {leases}.holder = EXCLUDED.holder
+    {taken_unless_held}
     RETURNING thread_id
 ), gone AS (
     DELETE FROM {waiters} WHERE seq = %(seq)s AND EXISTS (SELECT 1 FROM won) RETURNING seq
@@ -84,16 +80,21 @@ class ThreadLine:
     """The waiters' tickets of ``leases``, a thread lease table.
 
     Args:
-        pool: A psycopg async pool (rows read as dicts), as ``shared_pool`` returns.
-        leases: The thread lease table (``thread_id``, ``holder``, ``expires``).
+        leases: The thread lease table (``thread_id``, ``holder``, ``expires``), on a psycopg
+            async pool (rows read as dicts).
     """
 
-    def __init__(self, pool: Any, leases: str) -> None:
-        self.pool = pool
+    def __init__(self, leases: LeaseTable) -> None:
+        self.pool = leases.pool
         self.leases = leases
 
     def _sql(self, template: str) -> str:
-        return template.format(waiters=WAITERS, leases=self.leases, now=_NOW)
+        return template.format(
+            waiters=WAITERS,
+            leases=self.leases.table,
+            now=DB_NOW,
+            taken_unless_held=self.leases.taken_unless_held(),
+        )
 
     async def take(
         self,
@@ -169,31 +170,25 @@ class ThreadLine:
             if row["won"]:
                 return True, True
             await conn.execute(  # its place kept, even if its lapsed ticket was cleared
-                f"INSERT INTO {WAITERS} VALUES (%s, %s, %s, {_NOW} + %s) "
+                f"INSERT INTO {WAITERS} VALUES (%s, %s, %s, {DB_NOW} + %s) "
                 "ON CONFLICT (seq) DO UPDATE SET expires = EXCLUDED.expires",
                 (seq, thread_id, holder, TICKET_S),
             )
             if len(kept) > 1:
                 await conn.execute(
-                    f"UPDATE {WAITERS} SET expires = {_NOW} + %s WHERE seq = ANY(%s)",
+                    f"UPDATE {WAITERS} SET expires = {DB_NOW} + %s WHERE seq = ANY(%s)",
                     (TICKET_S, kept[1:]),
                 )
             first = row["first_holder"]
             if row["first_seq"] not in (None, seq) and first is not None and holder_gone(first):
                 await conn.execute(f"DELETE FROM {WAITERS} WHERE seq = %s", (row["first_seq"],))
-            lease = row["lease_holder"]
-            if lease is not None and lease != holder and holder_gone(lease):
-                await conn.execute(
-                    f"DELETE FROM {self.leases} WHERE thread_id = %s AND holder = %s",
-                    (thread_id, lease),
-                )
-            return False, row["first_seq"] == seq
+        lease = row["lease_holder"]
+        if lease is not None and lease != holder and holder_gone(lease):
+            await self.leases.release(thread_id, lease)  # its process is gone
+        return False, row["first_seq"] == seq
 
     async def _forget(self, thread_id: str, holder: str) -> None:
         """Whatever ``holder`` has of the thread: its ticket, and the lease if it took it."""
         async with self.pool.connection() as conn:
             await conn.execute(f"DELETE FROM {WAITERS} WHERE holder = %s", (holder,))
-            await conn.execute(
-                f"DELETE FROM {self.leases} WHERE thread_id = %s AND holder = %s",
-                (thread_id, holder),
-            )
+        await self.leases.release(thread_id, holder)

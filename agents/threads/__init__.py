@@ -47,6 +47,8 @@ class Threads(ThreadCheckpoints, ThreadRetention):
         self.transcript = transcript
         self.saver: Any = conversations.graph.checkpointer
         self.orphans = OrphanRuns(conversations, records)
+        # A run that takes a thread a dead process left cut off resumes that run first.
+        conversations.resume_cut_off = self.orphans.resume_held
 
     # Attachments.
 

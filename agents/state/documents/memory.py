@@ -25,13 +25,7 @@ class MemoryDocuments:
 
     async def put(self, kind: str, doc_id: str, body: dict[str, Any], **index: Any) -> None:
         """See ``Documents.put``."""
-        row = (
-            index.get("owner"),
-            index.get("status"),
-            index.get("updated") or time.time(),
-            json.dumps(body),
-        )
-        self.rows[(kind, doc_id)] = row
+        self.rows[(kind, doc_id)] = _row(body, index)
 
     async def add(self, kind: str, doc_id: str, body: dict[str, Any], **index: Any) -> bool:
         """See ``Documents.add``."""
@@ -51,13 +45,7 @@ class MemoryDocuments:
         if row is None:
             return None
         body = changed(json.loads(row[3]), changes)
-        index = index_of(body)
-        self.rows[(kind, doc_id)] = (
-            index["owner"],
-            index["status"],
-            index["updated"],
-            json.dumps(body),
-        )
+        self.rows[(kind, doc_id)] = _row(body, index_of(body))
         return body
 
     async def find(
@@ -115,3 +103,9 @@ class MemoryDocuments:
     async def delete(self, kind: str, doc_id: str) -> bool:
         """See ``Documents.delete``."""
         return self.rows.pop((kind, doc_id), None) is not None
+
+
+def _row(body: dict[str, Any], index: dict[str, Any]) -> tuple[str | None, str | None, float, str]:
+    """A document as kept: owner, status, updated (now by default), body."""
+    updated = index.get("updated") or time.time()
+    return index.get("owner"), index.get("status"), updated, json.dumps(body)
