@@ -178,8 +178,13 @@ class Conversations:
         # Accepted once in the thread's line: a message sent after the answer (202) comes,
         # to any process, goes after this one (QA: sent back to back to two processes, the
         # later one's task had reached the line first).
+        # A run that took its thread at once, once the thread has its record: a new thread
+        # is there for the client's next request (without API keys nothing claims it first).
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(feed.in_line.wait(), IN_LINE_WAIT_S)
+            async with asyncio.timeout(IN_LINE_WAIT_S):
+                await feed.in_line.wait()
+                if feed.started is not None:
+                    await feed.recorded.wait()
         return feed
 
     async def _check_kept_key(self, thread_id: str, wanted: str, key: str) -> None:
@@ -503,6 +508,7 @@ class Conversations:
             feed.close()
         finally:
             feed.in_line.set()  # however it ended: nobody waits for it to be in line
+            feed.recorded.set()
             self.kept.forget(feed, joinable)
             if keeping is not None and not handed_over:  # it ended (or never will begin)
                 await self._forget_kept(ctx.run_id, keeping)

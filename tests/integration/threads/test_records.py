@@ -3,11 +3,15 @@ message, renamed, created empty, paginated, deleted with everything they hold.""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
+from agents.state.records import ThreadRecords
 from tests.fakellm import FakeLLM, Reply
+from tests.integration.runs.test_runs_api import wait_for
 from tests.integration.threads.conftest import say
 
 
@@ -148,3 +152,29 @@ async def test_two_callers_making_one_new_thread_at_once_agree_on_its_owner(
         record = await threads.records.get("shared")
     assert record is not None
     assert owners == [record["owner"], record["owner"]]
+
+
+def test_a_new_threads_run_once_accepted_finds_its_thread_there(
+    client: TestClient, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without API keys no request claims a new thread: the run makes its record. The 202
+    # comes once it has, so the thread is there for the client's next request (QA: a 404,
+    # the store slower than here; made slow here).
+    create = ThreadRecords.create
+
+    async def slow_create(self: ThreadRecords, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(0.3)
+        return await create(self, *args, **kwargs)
+
+    monkeypatch.setattr(ThreadRecords, "create", slow_create)
+    fake_llm.script(*[Reply(content="Noted.", delay=0.2) for _ in range(3)])
+    runs = []
+    for n in range(3):
+        made = client.post(f"/v1/threads/r-new-{n}/runs", json={"message": "my size is 42"})
+        assert made.status_code == 202, made.text
+        runs.append(made.json())
+        thread = client.get(f"/v1/threads/r-new-{n}")
+        assert thread.status_code == 200, (n, thread.text)
+        assert thread.json()["thread_id"] == f"r-new-{n}"
+    for n, run in enumerate(runs):
+        assert wait_for(client, f"r-new-{n}", run["id"], "succeeded")["answer"] == "Noted."
