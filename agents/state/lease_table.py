@@ -142,6 +142,16 @@ class LeaseTable:
                 f"DELETE FROM {self.table} WHERE {self.key} = %s AND holder = %s", (key, holder)
             )
 
+    async def sweep(self, lapsed_s: float) -> int:
+        """Delete the leases that expired more than ``lapsed_s`` ago (their processes died;
+        a key nobody claims again would keep its row for good); how many. An expired lease
+        is anyone's already: deleting it changes no claim."""
+        async with self.pool.connection() as conn:
+            cursor = await conn.execute(
+                f"DELETE FROM {self.table} WHERE expires < {DB_NOW} - %s", (lapsed_s,)
+            )
+            return int(cursor.rowcount or 0)
+
     async def alive(self, keys: list[str]) -> set[str]:
         """Those of ``keys`` held now: their leases unexpired and their holders not gone."""
         async with self.pool.connection() as conn:

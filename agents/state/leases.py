@@ -16,7 +16,7 @@ import structlog
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from agents.state.lease_table import LeaseTable, new_holder, set_live, shared_pool
-from agents.state.thread_line import ThreadLine, ThreadWaiters
+from agents.state.thread_line import ThreadLine, ThreadWaiters, sweep_tickets
 
 log = structlog.get_logger(__name__)
 
@@ -69,6 +69,16 @@ async def thread_lock(
             await leases.release(thread_id, holder)
         finally:
             here.free()
+
+
+async def sweep_thread_leases(saver: BaseCheckpointSaver[Any]) -> int:
+    """Delete the thread leases and line tickets that processes which died left long ago
+    (a lease's length past their expiry); how many. Nothing on a store of one process."""
+    pool = shared_pool(saver)
+    if pool is None:
+        return 0
+    leases = await LeaseTable(pool, LEASES, "thread_id").sweep(LEASE_S)
+    return leases + await sweep_tickets(pool, LEASE_S)
 
 
 async def lease_alive(saver: BaseCheckpointSaver[Any], thread_id: str) -> bool:

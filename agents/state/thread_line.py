@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+from typing import Any
 
 from agents.state.lease_table import DB_NOW, LeaseTable, holder_gone
 
@@ -57,6 +58,17 @@ SELECT EXISTS (SELECT 1 FROM gone) AS won,
     (SELECT seq FROM first) AS first_seq, (SELECT holder FROM first) AS first_holder,
     (SELECT holder FROM {leases} WHERE thread_id = %(thread)s) AS lease_holder
 """
+
+
+async def sweep_tickets(pool: Any, lapsed_s: float) -> int:
+    """Delete the tickets that lapsed more than ``lapsed_s`` ago, of every thread (a thread's
+    own are cleared when a run comes to it; one nobody comes to again, or deleted, kept them);
+    how many. A lapsed ticket is passed over already: deleting it changes no one's turn."""
+    async with pool.connection() as conn:
+        cursor = await conn.execute(
+            f"DELETE FROM {WAITERS} WHERE expires < {DB_NOW} - %s", (lapsed_s,)
+        )
+        return int(cursor.rowcount or 0)
 
 
 class ThreadWaiters:

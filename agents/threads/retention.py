@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from agents.state.leases import sweep_thread_leases
 from agents.state.retention import prune_thread, thread_bytes
 from agents.threads.records import ThreadRecordsBase
 
@@ -45,6 +46,7 @@ class PruneReport:
     summarised_deleted: int = 0  # originals of summarised messages (not counted dry)
     threads_pruned: int = 0
     skipped_busy: list[str] = field(default_factory=list)
+    leases_swept: int = 0  # thread leases and line tickets dead processes left (PostgreSQL)
 
 
 class ThreadRetention(ThreadRecordsBase):
@@ -53,7 +55,8 @@ class ThreadRetention(ThreadRecordsBase):
     retention: RetentionOptions
 
     async def prune(self, *, dry_run: bool = False, now: float | None = None) -> PruneReport:
-        """Apply the retention policy once: delete idle threads, prune old checkpoints."""
+        """Apply the retention policy once: delete idle threads, prune old checkpoints, and
+        clear the thread leases and line tickets that dead processes left long ago."""
         report = PruneReport(dry_run=dry_run)
         policy = self.retention
         now = time.time() if now is None else now
@@ -76,11 +79,14 @@ class ThreadRetention(ThreadRecordsBase):
                     await self._prune_one(record["thread_id"], report)
                 if after is None:
                     break
+        if not dry_run:
+            report.leases_swept = await sweep_thread_leases(self.saver)
         log.info(
             "retention.applied",
             dry_run=dry_run,
             threads_deleted=len(report.threads_deleted),
             checkpoints_deleted=report.checkpoints_deleted,
+            leases_swept=report.leases_swept,
         )
         return report
 

@@ -282,3 +282,5 @@ def prune(
         typer.echo(f"  thread {thread_id}")
     if report.skipped_busy:
         typer.echo(f"  skipped (answering): {', '.join(report.skipped_busy)}")
+    if report.leases_swept:
+        typer.echo(f"  {report.leases_swept} lease(s) and line ticket(s) of dead processes cleared")

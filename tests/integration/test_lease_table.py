@@ -12,8 +12,9 @@ import pytest
 
 from agents.state.checkpointers import open_checkpointer
 from agents.state.lease_table import LeaseTable, new_holder, set_live, shared_pool
-from agents.state.leases import thread_lock
+from agents.state.leases import LEASE_S, LEASES, thread_lock
 from agents.state.thread_line import WAITERS
+from app.services import open_services
 from tests.pgkit import schema_url
 
 # Holders of another machine: their pids say nothing here, only their leases' expiry counts.
@@ -112,3 +113,28 @@ async def _tickets(saver: Any, thread: str) -> int:
 async def _take(saver: Any, thread: str) -> None:
     async with thread_lock(saver, thread):
         pass
+
+
+async def test_leases_and_tickets_dead_processes_left_long_ago_are_cleared_by_retention(
+    make_settings: Any,
+) -> None:
+    # A thread nobody comes to again (or deleted) kept a killed process's rows for good.
+    with schema_url("lease_sweep") as url:
+        async with open_services(make_settings(checkpoint_url=url), background=False) as services:
+            saver = services.threads.saver
+            await _waiter(saver, "gone", A, -LEASE_S - 5)  # lapsed long ago
+            await _waiter(saver, "waits", B, 30)  # live: kept
+            await _waiter(saver, "late", B, -1)  # lapsed just now: passed over, not cleared
+            async with saver.conn.connection() as conn:
+                for thread, expires_in in (("gone", -LEASE_S - 5), ("held", 30)):
+                    await conn.execute(
+                        f"INSERT INTO {LEASES} VALUES (%s, %s, "
+                        "extract(epoch from clock_timestamp()) + %s)",
+                        (thread, A, expires_in),
+                    )
+            report = await services.threads.prune()
+            assert report.leases_swept == 2
+            assert [await _tickets(saver, t) for t in ("gone", "waits", "late")] == [0, 1, 1]
+            async with saver.conn.connection() as conn:
+                cursor = await conn.execute(f"SELECT thread_id FROM {LEASES}")
+                assert [r["thread_id"] for r in await cursor.fetchall()] == ["held"]
