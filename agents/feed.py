@@ -277,8 +277,12 @@ TARGET_MARK = "\x1f"  # between a turn's message and its target in its fingerpri
 
 
 def fingerprint(content: Any) -> str:
-    """A message's content as a comparable string."""
-    return content if isinstance(content, str) else json.dumps(content, sort_keys=True)
+    """A message's content as a comparable string: never holding ``TARGET_MARK`` (text that
+    does is written as JSON, which escapes it), so a turn's fingerprint tells its message
+    from its target."""
+    if isinstance(content, str) and TARGET_MARK not in content:
+        return content
+    return json.dumps(content, sort_keys=True)
 
 
 def asked_of(turn_fingerprint: str) -> str:

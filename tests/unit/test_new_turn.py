@@ -8,6 +8,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from agents.errors import InvalidTurn
+from agents.feed import asked_of, fingerprint
 from agents.turns import ClientTurn, new_turn, turn_fingerprint
 
 SYSTEM = {"role": "system", "content": "Be terse."}
@@ -234,3 +235,15 @@ def test_a_turns_fingerprint_tells_the_same_message_for_another_target_apart() -
     client = ClientTurn([{"role": "user", "content": "where is ORD1?"}])
     assert turn_fingerprint(client, {"skill": "order-query"}) in named
     assert turn_fingerprint([], {"skill": "order-query"}) == ""  # a resume asks nothing
+
+
+def test_a_message_holding_the_target_mark_is_told_apart_from_a_targeted_one() -> None:
+    # The mark (a control character) between a message and its target in a fingerprint:
+    # typed into a message, it made the message alone read as another message for a target.
+    targeted = turn_fingerprint([HumanMessage("hi")], {"skill": "order-query"})
+    typed = [HumanMessage(targeted)]
+    assert turn_fingerprint(typed) != targeted
+    # and the message part of its fingerprint is still the message, target or not
+    again = turn_fingerprint(typed, {"skill": "order-query"})
+    assert asked_of(again) == asked_of(turn_fingerprint(typed)) == fingerprint(targeted)
+    assert asked_of(targeted) == fingerprint("hi") == "hi"
