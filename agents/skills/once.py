@@ -128,10 +128,12 @@ class OnceCalls:
                     return tool_error(tool, "idempotency_key_reused", why, started)
                 await self._settled(key)  # under way elsewhere: its end, or its silence
                 settled = True
-            beat = asyncio.create_task(self._beat(claim, tool))
+            made = asyncio.Event()
+            beat = asyncio.create_task(self._beat(claim, tool, made))
             try:
                 result = await make()
             finally:
+                made.set()  # as well as the cancel, which a beat's store call may drop
                 beat.cancel()
             if result.ok:
                 await _recorded(lambda: self.journal.finish(claim, result.content, True), call)
@@ -140,11 +142,15 @@ class OnceCalls:
                 await _recorded(lambda: self.journal.fail(claim, result.content), call)
             return result
 
-    async def _beat(self, claim: Claim, tool: str) -> None:
-        """Tell the journal, every ``_BEAT_S``, that the call ``claim`` makes is under way;
-        stop once another caller has taken it over."""
-        while True:
+    async def _beat(self, claim: Claim, tool: str, made: asyncio.Event) -> None:
+        """Tell the journal, every ``_BEAT_S``, that the call ``claim`` makes is under way
+        until it is ``made``; stop once another caller has taken it over. (Ended by ``made``,
+        not only by a cancel: Python 3.11's ``asyncio.wait_for``, in psycopg's pool, drops a
+        cancel that lands as its result comes, and the beats went on for good.)"""
+        while not made.is_set():
             await asyncio.sleep(_BEAT_S)
+            if made.is_set():
+                return
             try:
                 alive = await self.journal.touch(claim)
             except Exception as exc:  # a missed beat at worst lets a retry take it over

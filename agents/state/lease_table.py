@@ -40,6 +40,11 @@ def set_live(holder: str, live: bool) -> None:
         _LIVE.discard(holder)
 
 
+def is_live(holder: str) -> bool:
+    """Whether ``holder`` (of this process) still keeps its leases (``set_live``)."""
+    return holder in _LIVE
+
+
 def holder_gone(holder: str) -> bool:
     """Whether a lease's holder (``host:pid:token``) is a process of this machine that is
     gone (it need not wait for the lease to expire: a restarted service takes its

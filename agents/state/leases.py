@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from agents.state.lease_table import LeaseTable, new_holder, set_live, shared_pool
+from agents.state.lease_table import LeaseTable, is_live, new_holder, set_live, shared_pool
 from agents.state.thread_line import ThreadLine, ThreadWaiters, sweep_tickets
 
 log = structlog.get_logger(__name__)
@@ -146,9 +146,14 @@ def _started(pid: int) -> str:
 async def _renew(leases: LeaseTable, thread_id: str, holder: str, lease_s: float) -> None:
     # A renewal that fails (the pool timed out, PostgreSQL restarting) is tried again at the
     # next beat: ending here would let the lease expire under the run and another process
-    # take the thread while it goes on.
-    while True:
+    # take the thread while it goes on. It ends once its holder lets go (``set_live``), not
+    # only when cancelled: Python 3.11's ``asyncio.wait_for``, which psycopg's pool waits for
+    # a connection with, drops a cancel that lands as its result comes, and the loop went on
+    # for good while the run letting go of the thread waited for it to end.
+    while is_live(holder):
         await asyncio.sleep(lease_s / 3)
+        if not is_live(holder):
+            return
         try:
             await leases.renew([thread_id], holder, lease_s)
         except Exception as exc:
