@@ -278,6 +278,12 @@ class RunNotFound(SkilldeskError, LookupError):
     code = "run_not_found"
 
 
+class ApprovalNotFound(RunNotFound):
+    """No approval by that id was ever asked (a pending or past one is found)."""
+
+    code = "approval_not_found"
+
+
 class AlreadyDecided(SkilldeskError):
     """The approval was decided already (or its run is no longer waiting)."""
 

@@ -167,9 +167,9 @@ class WorkflowTurns:
         approver). ``on_start``: as ``WorkflowEngine.decide``'s.
 
         Raises:
-            RunNotFound, AlreadyDecided: as ``WorkflowEngine.decide``.
+            ApprovalNotFound, AlreadyDecided: as ``WorkflowEngine.decide``.
         """
-        before = (await self.engine.get_run(approval_id.split("-", 1)[0])).get("usage") or {}
+        before = (await self.engine.asked_by(approval_id)).get("usage") or {}
         record: dict[str, Any] = {}
         events: list[Event] = []
         started = time.time()

@@ -16,7 +16,7 @@ import structlog
 from langgraph.types import Command
 
 from agents import metrics
-from agents.errors import RunStatusConflict
+from agents.errors import ApprovalNotFound, RunNotFound, RunStatusConflict
 from agents.state.documents import Documents
 from agents.workflows.definitions import Definitions
 from agents.workflows.driver import RunDriver
@@ -39,6 +39,18 @@ class RunDecisions(RunViews):
     _locks: dict[str, asyncio.Lock]
     _driver: RunDriver
 
+    async def asked_by(self, approval_id: str) -> dict[str, Any]:
+        """The record of the run that asked for approval ``approval_id`` (its id begins
+        with the run's).
+
+        Raises:
+            ApprovalNotFound: no run by that id, so no approval was ever asked by it.
+        """
+        try:
+            return await self.get_run(approval_id.split("-", 1)[0])
+        except RunNotFound:
+            raise ApprovalNotFound(f"there is no approval {approval_id!r}") from None
+
     async def decide(
         self,
         approval_id: str,
@@ -55,7 +67,7 @@ class RunDecisions(RunViews):
         Nothing changes when the decision cannot be applied: the approval stays pending.
 
         Raises:
-            RunNotFound: no pending or past approval by that id.
+            ApprovalNotFound: no pending or past approval by that id.
             AlreadyDecided: it was decided before (a 409 for the API).
             WorkflowNotFound: the run's definition is neither kept nor serving (a run started
                 before definitions were kept, whose workflow is withdrawn).
@@ -63,7 +75,7 @@ class RunDecisions(RunViews):
         run_id = approval_id.split("-", 1)[0]
         lock = self._locks.setdefault(run_id, asyncio.Lock())
         async with lock:
-            pending_approval(await self.get_run(run_id), approval_id)  # at once, without waiting
+            pending_approval(await self.asked_by(approval_id), approval_id)  # without waiting
             # Held, then looked at again as stored: a process that decided it meanwhile has
             # stored the run's next state before letting it go.
             await self.leases.take(run_id)

@@ -16,7 +16,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from agents import metrics
-from agents.errors import AlreadyDecided, RunNotFound
+from agents.errors import AlreadyDecided, ApprovalNotFound, RunNotFound
 from agents.state.documents import Documents
 from agents.workflows.definitions import LoadedWorkflow
 from agents.workflows.leases import RunLeases
@@ -189,7 +189,7 @@ def pending_approval(record: dict[str, Any], approval_id: str) -> dict[str, Any]
 
     Raises:
         AlreadyDecided: it was decided, or the run ended.
-        RunNotFound: the run never asked for it.
+        ApprovalNotFound: the run never asked for it.
     """
     waiting = record.get("waiting") or {}
     if waiting.get("approval_id") == approval_id and record["status"] == "WAITING":
@@ -207,7 +207,7 @@ def pending_approval(record: dict[str, Any], approval_id: str) -> dict[str, Any]
             f"approval {approval_id} can no longer be decided: its run {record['id']} "
             f"ended {record['status']} without a decision{why}"
         )
-    raise RunNotFound(f"there is no pending approval {approval_id}")
+    raise ApprovalNotFound(f"there is no approval {approval_id!r}")
 
 
 def _approval(record: dict[str, Any]) -> dict[str, Any]:

@@ -84,6 +84,12 @@ def test_a_large_refund_waits_for_the_inbox_and_resumes_when_approved(
     assert stored["status"] == "SUCCEEDED"
     assert stored["nodes"]["approve"]["output"]["by"] == "ann"
     assert client.get("/v1/approvals").json()["approvals"] == []
+    # An id no run asked for is an approval not found, named as one (it was `run_not_found`,
+    # about a workflow run the client never named).
+    missing = client.post("/v1/approvals/nope", json={"decision": "approve"})
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "approval_not_found"
+    assert "approval 'nope'" in missing.json()["error"]["message"]
 
 
 def test_a_rejected_refund_tells_the_customer_why(client: TestClient) -> None:

@@ -43,7 +43,7 @@ async def list_approvals(
         500,
         503,
         notes={
-            404: "No pending approval by that id (`run_not_found`).",
+            404: "No approval by that id was ever asked (`approval_not_found`).",
             409: "It was decided already, or its run ended without a decision (`already_decided`).",
             503: CUT_OFF,
         },
