@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
@@ -15,6 +14,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.graph.state import CompiledStateGraph
 
+from agents.across_processes import AcrossProcesses, busy_error
 from agents.bookkeeping import RunBooks
 from agents.bus.common import NEVER_BEGAN
 from agents.endings import cancelled, failed
@@ -23,7 +23,6 @@ from agents.errors import (
     KeyReused,
     NothingToResume,
     ShuttingDown,
-    ThreadBusy,
     ThreadNotFound,
 )
 from agents.events import (
@@ -38,11 +37,10 @@ from agents.router.learned import LearnedExamples
 from agents.router.router import Router
 from agents.run import RunBudget, RunContext, RunLimits, RunOptions, StartOptions, thread_config
 from agents.state.attachments import AttachmentStore
-from agents.state.leases import LEASE_S, ThreadLocks, lease_alive, process_running
+from agents.state.leases import LEASE_S, ThreadLocks
 from agents.state.migrations import migrate
 from agents.state.records import ThreadRecords
 from agents.state.traces import RunTraces
-from agents.turn_keys import ask_digest, keyed_turn
 from agents.turn_runner import TurnRunner
 from agents.turns import (
     ClientTurn,
@@ -53,10 +51,9 @@ log = structlog.get_logger(__name__)
 
 # A turn with no new input: go on from the thread's latest checkpoint (after a crash).
 RESUME: tuple[BaseMessage, ...] = ()
-IN_LINE_WAIT_S = 5.0  # the most ``begin`` waits for its run to be in its thread's line
 
 
-class Conversations:
+class Conversations(AcrossProcesses):
     """The one entry point the service uses to talk to the graph.
 
     Args:
@@ -132,75 +129,6 @@ class Conversations:
         ``in_line``: set once the caller is in the thread's line (``RunFeed.in_line``)."""
         async with self._locks.hold(thread_id, self.graph.checkpointer, in_line):
             yield
-
-    def busy(self, thread_id: str) -> bool:
-        """Whether a run of the thread is under way in this process."""
-        return self.kept.busy(thread_id)
-
-    async def busy_anywhere(self, thread_id: str) -> bool:
-        """Whether a run of the thread is under way in this process or in another one: on
-        PostgreSQL a process holds the thread's lease (a run, or a change between runs); on
-        SQLite, which has no leases, the thread's record says running in a process of this
-        machine that still runs (the service, seen from a command beside it). A record left
-        running by a process that ended is not busy: its run is resumed, or deleted."""
-        return (
-            self.busy(thread_id)
-            or await self._leased(thread_id)
-            or await self._answered_elsewhere(thread_id)
-        )
-
-    async def _answered_elsewhere(self, thread_id: str) -> bool:
-        record = await self.records.get(thread_id) if self.records is not None else None
-        if record is None or record.get("status") != "running":
-            return False
-        return process_running(record.get("process"))
-
-    async def begin(
-        self,
-        thread_id: str,
-        messages: Sequence[BaseMessage] | ClientTurn,
-        **options: Unpack[StartOptions],
-    ) -> RunFeed:
-        """``start``, with ``if_busy="reject"`` applied across processes: a thread another
-        process is answering raises ThreadBusy too (``start`` alone sees this process's
-        runs only). Two requests reaching two idle processes at the same instant may both
-        pass; the second then waits for the first, as ``enqueue`` would."""
-        if (
-            options.get("if_busy", "enqueue") == "reject"
-            and not self.busy(thread_id)  # this process's own: start joins or rejects
-            and await self._leased(thread_id)
-        ):
-            raise _busy(thread_id)
-        key = options.get("idempotency_key")
-        if key is not None and self.records is not None:
-            await self._check_kept_key(thread_id, turn_fingerprint(messages, options), key)
-        feed = self.start(thread_id, messages, **options)
-        # Accepted once in the thread's line: a message sent after the answer (202) comes,
-        # to any process, goes after this one (QA: sent back to back to two processes, the
-        # later one's task had reached the line first).
-        # A run that took its thread at once, once the thread has its record: a new thread
-        # is there for the client's next request (without API keys nothing claims it first).
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(IN_LINE_WAIT_S):
-                await feed.in_line.wait()
-                if feed.started is not None:
-                    await feed.recorded.wait()
-        return feed
-
-    async def _check_kept_key(self, thread_id: str, wanted: str, key: str) -> None:
-        """Refuse, before the run is accepted, a key the thread's record holds for another
-        request (``wanted``, its fingerprint; a process that answered it stopped since):
-        else the refusal came from the run, after the client had its 202."""
-        if self.kept.joinable(thread_id, wanted, key) is not None:
-            return  # this process knows the key's run: ``start`` decides
-        assert self.records is not None
-        keyed = keyed_turn(await self.records.get(thread_id), key)
-        if keyed is not None and keyed.fingerprint != ask_digest(wanted):
-            raise KeyReused.for_message(key, thread_id, keyed.run_id)
-
-    async def _leased(self, thread_id: str) -> bool:
-        saver: Any = self.graph.checkpointer  # lease_alive tells PostgreSQL from the rest
-        return await lease_alive(saver, thread_id)
 
     async def history(self, thread_id: str) -> list[BaseMessage]:
         """Messages of a thread so far (empty for a new thread)."""
@@ -325,7 +253,7 @@ class Conversations:
                 "again (another process answers it)."
             )
         if options.get("if_busy", "enqueue") == "reject" and self.busy(thread_id):
-            raise _busy(thread_id)
+            raise busy_error(thread_id)
         ctx = RunContext(
             thread_id=thread_id,
             run_id=options.get("run_id") or str(uuid.uuid4()),
@@ -512,71 +440,3 @@ class Conversations:
             self.kept.forget(feed, joinable)
             if keeping is not None and not handed_over:  # it ended (or never will begin)
                 await self._forget_kept(ctx.run_id, keeping)
-
-    async def _cut_off_first(self, ctx: RunContext) -> bool:
-        """Before run ``ctx`` answers its message, holding a thread with steps left to run:
-        a run that another process left cut off on it (it died; its record says running)
-        is resumed first, by ``resume_cut_off``; whether it was. Else
-        the message taking the thread first (queued in another process, which saw the dead
-        one's lease gone at once) left it unanswered for good: its record said idle after,
-        and no process looked for it again (QA)."""
-        if self.resume_cut_off is None or self.records is None:
-            return False
-        try:
-            record = await self.records.get(ctx.thread_id)
-            if record is None or record.get("status") != "running":
-                return False  # steps left by a run waiting for an approval, say
-            cut = record.get("run_id")
-            if cut == ctx.run_id:  # its own (a kept run taken up again)
-                return False
-            log.info("thread.resuming_cut_off_first", cut_run_id=cut)
-            await self.resume_cut_off(ctx.thread_id, cut)
-            return True
-        except Exception:  # this run's message is answered all the same
-            log.exception("thread.cut_off_not_resumed")
-            return False
-
-    async def _keep_waiting(
-        self, ctx: RunContext, turn: Sequence[BaseMessage] | ClientTurn, options: StartOptions
-    ) -> None:
-        """Keep a run that waits for its thread (see ``QueuedRuns``); a store that fails
-        here costs the run nothing but that."""
-        assert self.queued is not None
-        try:
-            await self.queued.keep(ctx.thread_id, ctx.run_id, turn, options)
-        except Exception:
-            log.warning("run.queued_not_kept", exc_info=True)
-
-    async def _forget_kept(self, run_id: str, keeping: asyncio.Task[None]) -> None:
-        """Forget a run kept while it waited (it ended, or never will begin), once the write
-        keeping it is through."""
-        assert self.queued is not None
-        await keeping  # ``_keep_waiting`` raises nothing but a cancel, which it never gets
-        try:
-            await self.queued.forget(run_id)
-        except Exception:  # its next start would answer it again: logged
-            log.warning("run.queued_not_forgotten", run_id=run_id, exc_info=True)
-
-    async def _ended_elsewhere(self, feed: RunFeed) -> bool:
-        """Whether queued run ``feed``, holding its thread now, was ended meanwhile by another
-        process (``FeedMirror.begin``), which took this one for gone while it could not
-        reach Redis: then it ends here too, as it ended there, and never runs (its readers
-        everywhere were told it failed, its client to send the message again)."""
-        ended = await feed.mirror.begin(feed) if feed.mirror is not None else None
-        if ended is None:
-            return False
-        log.warning("run.ended_elsewhere_before_it_began", run_id=feed.run_id)
-        feed.mirror = None  # its shared status and stream say so already: not written over
-        feed.put(ended)
-        feed.close()
-        # Found by its id as the mirror has it; the message sent again with its key is a
-        # new run, in whichever process (a run kept here would answer it with this failure).
-        self.kept.by_id.pop(feed.run_id, None)
-        return True
-
-
-def _busy(thread_id: str) -> ThreadBusy:
-    return ThreadBusy(
-        f"thread {thread_id!r} is answering another message; send this one after it "
-        "ends, or with if_busy=enqueue to run it then"
-    )
