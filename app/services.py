@@ -15,6 +15,7 @@ import structlog
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from agents.bus import RunBus, check_redis
+from agents.cancelling import stop_tasks
 from agents.conversations import Conversations
 from agents.errors import NO_MODEL_HINT
 from agents.graph.builder import build_graph
@@ -320,9 +321,7 @@ async def open_services(
             try:
                 yield services
             finally:
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+                await stop_tasks(tasks)
                 # Before the store closes under a run; told to stop (SIGTERM), runs get
                 # their grace, and those it cuts off are resumed by another process now.
                 cut = await conversations.aclose(settings.shutdown_grace_s)

@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from agents.cancelling import stop_tasks
 from agents.state.lease_table import LeaseTable, is_live, new_holder, set_live, shared_pool
 from agents.state.thread_line import ThreadLine, ThreadWaiters, sweep_tickets
 
@@ -63,8 +64,7 @@ async def thread_lock(
         yield
     finally:
         set_live(holder, False)
-        renewing.cancel()
-        await asyncio.gather(renewing, return_exceptions=True)
+        await stop_tasks([renewing])
         try:
             await leases.release(thread_id, holder)
         finally:
