@@ -94,13 +94,8 @@ class AcrossProcesses:
         # Accepted once in the thread's line: a message sent after the answer (202) comes,
         # to any process, goes after this one (QA: sent back to back to two processes, the
         # later one's task had reached the line first).
-        # A run that took its thread at once, once the thread has its record: a new thread
-        # is there for the client's next request (without API keys nothing claims it first).
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(IN_LINE_WAIT_S):
-                await feed.in_line.wait()
-                if feed.started is not None:
-                    await feed.recorded.wait()
+            await asyncio.wait_for(feed.in_line.wait(), IN_LINE_WAIT_S)
         return feed
 
     async def _check_kept_key(self, thread_id: str, wanted: str, key: str) -> None:

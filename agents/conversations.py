@@ -436,7 +436,6 @@ class Conversations(AcrossProcesses):
             feed.close()
         finally:
             feed.in_line.set()  # however it ended: nobody waits for it to be in line
-            feed.recorded.set()
             self.kept.forget(feed, joinable)
             if keeping is not None and not handed_over:  # it ended (or never will begin)
                 await self._forget_kept(ctx.run_id, keeping)

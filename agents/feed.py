@@ -98,9 +98,6 @@ class RunFeed:
         # Set once the run is in its thread's line (``ThreadLocks.hold``): in every process,
         # the runs that came later go after it.
         self.in_line = asyncio.Event()
-        # Set once the run's thread has its record (a new thread's is made as its run opens):
-        # the thread is there for the client's next request.
-        self.recorded = asyncio.Event()
         self.guard: str | None = None  # the user the thread must belong to
         self.sink = USAGE_SINK.get()
         self._waiters: list[asyncio.Future[None]] = []

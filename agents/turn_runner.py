@@ -179,8 +179,6 @@ class TurnRunner:
                     keyed=began,
                     record=record,
                 )
-                if feed is not None:
-                    feed.recorded.set()
                 if failpoints.armed("turn.opened"):  # its record written, its turn not yet
                     failpoints.hit("turn.opened", last_user_text(messages))
                 run_input = {**upgrade, "messages": new, "schema_version": SCHEMA_VERSION}

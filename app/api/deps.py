@@ -238,6 +238,7 @@ async def reach_thread(
     *,
     may_be_new: bool = False,
     claim: bool = False,
+    for_all: bool = False,
 ) -> bool:
     """Check that the principal may reach the thread: its own, or any for an admin or the
     local user. Another user's thread is a 404, as one that does not exist, so that ids
@@ -248,6 +249,9 @@ async def reach_thread(
         claim: a thread that does not exist yet is made the principal's now (its record),
             so that a second request, the principal's or another user's, finds whose it
             is while the first request's run has not written it yet.
+        for_all: claim for a principal who sees every thread too (an admin, or anyone
+            without API keys): a request answered before its run has written anything (the
+            runs API's 202) leaves the thread there for the next request.
 
     Returns:
         Whether this call made the thread (``claim``).
@@ -255,9 +259,12 @@ async def reach_thread(
     Raises:
         ThreadNotFound: not the principal's, or (unless ``may_be_new``) no such thread.
     """
-    if principal.sees_all:
-        return False
     records = services.threads.records
+    if principal.sees_all:
+        if not (claim and for_all) or await services.threads.exists(thread_id):
+            return False
+        made = await records.create(thread_id, owner=principal.user, agent=principal.agent)
+        return made is not None
     record = await records.get(thread_id)
     if record is None and (may_be_new or claim) and not await services.threads.exists(thread_id):
         if not claim:
@@ -275,12 +282,13 @@ async def reach_thread(
 
 @asynccontextmanager
 async def claimed_for(
-    services: Services, principal: Principal, thread_id: str
+    services: Services, principal: Principal, thread_id: str, *, for_all: bool = False
 ) -> AsyncIterator[None]:
-    """``reach_thread`` with ``claim``, for a request that starts a run: a new thread this
-    request made its caller's is removed again if the request is refused before its run
-    stores anything (a message with nothing new, a reused key, a stopping process)."""
-    made = await reach_thread(services, principal, thread_id, claim=True)
+    """``reach_thread`` with ``claim`` (and ``for_all``), for a request that starts a run: a
+    new thread this request made its caller's is removed again if the request is refused
+    before its run stores anything (a message with nothing new, a reused key, a stopping
+    process)."""
+    made = await reach_thread(services, principal, thread_id, claim=True, for_all=for_all)
     try:
         yield
     except (SkilldeskError, ApiError):

@@ -85,7 +85,9 @@ async def create_run(
     With an `Idempotency-Key`, the same request sent again (whichever process it reaches)
     gets the first one's run."""
     target = run_target(services, model=body.model, skill=body.skill, workflow=body.workflow)
-    async with claimed_for(services, principal, thread_id):
+    # Answered (202) before its run has written anything: a new thread is made now, for
+    # every caller, so that it is there for the next request (QA: a 404 without API keys).
+    async with claimed_for(services, principal, thread_id, for_all=not body.stream):
         turn = [HumanMessage(body.message)]
         run_id, theirs = await claim_key(services, thread_id, idempotency_key, turn, target)
         if theirs is not None:  # a retry of a request another process answers: its run

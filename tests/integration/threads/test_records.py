@@ -157,9 +157,9 @@ async def test_two_callers_making_one_new_thread_at_once_agree_on_its_owner(
 def test_a_new_threads_run_once_accepted_finds_its_thread_there(
     client: TestClient, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Without API keys no request claims a new thread: the run makes its record. The 202
-    # comes once it has, so the thread is there for the client's next request (QA: a 404,
-    # the store slower than here; made slow here).
+    # Without API keys no request claimed a new thread: its run made the record, after the
+    # 202, and the client's next request could be a 404 (QA; with the store slower than
+    # here: made slow here). The runs API's request makes it now, with keys or without.
     create = ThreadRecords.create
 
     async def slow_create(self: ThreadRecords, *args: Any, **kwargs: Any) -> Any:
