@@ -271,15 +271,19 @@ class PackedEvents(Sequence[Event]):
 
 
 TARGET_MARK = "\x1f"  # between a turn's message and its target in its fingerprint
+_ESCAPED = "\x1e"  # begins the fingerprint of text that holds TARGET_MARK (``fingerprint``)
 
 
 def fingerprint(content: Any) -> str:
-    """A message's content as a comparable string: never holding ``TARGET_MARK`` (text that
-    does is written as JSON, which escapes it), so a turn's fingerprint tells its message
-    from its target."""
-    if isinstance(content, str) and TARGET_MARK not in content:
-        return content
-    return json.dumps(content, sort_keys=True)
+    """A message's content as a comparable string: never holding ``TARGET_MARK``, so a
+    turn's fingerprint tells its message from its target. Text holding it (or
+    ``_ESCAPED``) is ``_ESCAPED`` and the text as JSON, which escapes both: text as it is
+    never begins so."""
+    if not isinstance(content, str):
+        return json.dumps(content, sort_keys=True)
+    if TARGET_MARK in content or _ESCAPED in content:
+        return _ESCAPED + json.dumps(content)
+    return content
 
 
 def asked_of(turn_fingerprint: str) -> str:

@@ -23,6 +23,7 @@ log = structlog.get_logger(__name__)
 
 LEASES = "skilldesk_thread_leases"  # created with the checkpoint tables (``checkpointers``)
 LEASE_S = 30.0  # a holder that stops renewing (its process died) loses the thread after this
+SWEPT_AFTER_S = 10 * LEASE_S  # retention deletes leases and line tickets lapsed this long
 
 
 @asynccontextmanager
@@ -64,21 +65,34 @@ async def thread_lock(
         yield
     finally:
         set_live(holder, False)
-        await stop_tasks([renewing])
-        try:
-            await leases.release(thread_id, holder)
-        finally:
-            here.free()
+        # Shielded: a cancel of the holder as it lets go (a stop's) leaves the lease let go
+        # all the same, not held until it expires.
+        await asyncio.shield(_let_go(leases, thread_id, holder, renewing, here))
+
+
+async def _let_go(
+    leases: LeaseTable,
+    thread_id: str,
+    holder: str,
+    renewing: asyncio.Task[None],
+    here: ThreadWaiters,
+) -> None:
+    await stop_tasks([renewing])
+    try:
+        await leases.release(thread_id, holder)
+    finally:
+        here.free()
 
 
 async def sweep_thread_leases(saver: BaseCheckpointSaver[Any]) -> int:
     """Delete the thread leases and line tickets that processes which died left long ago
-    (a lease's length past their expiry); how many. Nothing on a store of one process."""
+    (ten leases' length past their expiry: a holder whose renewals failed that long has
+    long lost it to any claimant); how many. Nothing on a store of one process."""
     pool = shared_pool(saver)
     if pool is None:
         return 0
-    leases = await LeaseTable(pool, LEASES, "thread_id").sweep(LEASE_S)
-    return leases + await sweep_tickets(pool, LEASE_S)
+    leases = await LeaseTable(pool, LEASES, "thread_id").sweep(SWEPT_AFTER_S)
+    return leases + await sweep_tickets(pool, SWEPT_AFTER_S)
 
 
 async def lease_alive(saver: BaseCheckpointSaver[Any], thread_id: str) -> bool:

@@ -13,7 +13,7 @@ import pytest
 
 from agents.state.checkpointers import open_checkpointer
 from agents.state.lease_table import LeaseTable, new_holder, set_live, shared_pool
-from agents.state.leases import LEASE_S, LEASES, thread_lock
+from agents.state.leases import LEASES, SWEPT_AFTER_S, thread_lock
 from agents.state.thread_line import WAITERS
 from app.services import open_services
 from tests.pgkit import schema_url
@@ -123,11 +123,11 @@ async def test_leases_and_tickets_dead_processes_left_long_ago_are_cleared_by_re
     with schema_url("lease_sweep") as url:
         async with open_services(make_settings(checkpoint_url=url), background=False) as services:
             saver = services.threads.saver
-            await _waiter(saver, "gone", A, -LEASE_S - 5)  # lapsed long ago
+            await _waiter(saver, "gone", A, -SWEPT_AFTER_S - 5)  # lapsed long ago
             await _waiter(saver, "waits", B, 30)  # live: kept
-            await _waiter(saver, "late", B, -1)  # lapsed just now: passed over, not cleared
+            await _waiter(saver, "late", B, -40)  # lapsed lately: passed over, not cleared
             async with saver.conn.connection() as conn:
-                for thread, expires_in in (("gone", -LEASE_S - 5), ("held", 30)):
+                for thread, expires_in in (("gone", -SWEPT_AFTER_S - 5), ("held", -40)):
                     await conn.execute(
                         f"INSERT INTO {LEASES} VALUES (%s, %s, "
                         "extract(epoch from clock_timestamp()) + %s)",
@@ -167,3 +167,38 @@ async def test_letting_a_thread_go_ends_its_renewal_even_when_a_cancel_is_lost(
 
             await asyncio.wait_for(hold_until_renewing(), 5)
             await asyncio.wait_for(_take(saver, "t"), 2)  # let go: anyone's at once
+
+
+async def test_a_thread_is_let_go_even_when_its_holder_is_cancelled_again_as_it_lets_go(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A stop cancels a holder, then cancels it again while it lets go: the lease was left
+    # held until it expired (30 s) when the second cancel cut its release.
+    with schema_url("let_go") as url:
+        async with open_checkpointer(url) as saver:
+            releasing = asyncio.Event()
+            release = LeaseTable.release
+
+            async def slow_release(self: LeaseTable, *args: Any) -> None:
+                releasing.set()
+                await asyncio.sleep(0.2)
+                await release(self, *args)
+
+            monkeypatch.setattr(LeaseTable, "release", slow_release)
+            held = asyncio.Event()
+
+            async def holder() -> None:
+                async with thread_lock(saver, "t"):
+                    held.set()
+                    await asyncio.sleep(30)
+
+            task = asyncio.create_task(holder())
+            await asyncio.wait_for(held.wait(), 5)
+            task.cancel()
+            await asyncio.wait_for(releasing.wait(), 5)
+            task.cancel()  # again, as it lets go
+            await asyncio.gather(task, return_exceptions=True)
+            await asyncio.sleep(0.4)
+            async with saver.conn.connection() as conn:
+                cursor = await conn.execute(f"SELECT count(*) AS n FROM {LEASES}")
+                assert (await cursor.fetchone())["n"] == 0

@@ -247,3 +247,7 @@ def test_a_message_holding_the_target_mark_is_told_apart_from_a_targeted_one() -
     again = turn_fingerprint(typed, {"skill": "order-query"})
     assert asked_of(again) == asked_of(turn_fingerprint(typed)) == fingerprint(targeted)
     assert asked_of(targeted) == fingerprint("hi") == "hi"
+    # nor is it taken for the text its escaped form spells
+    spelled = fingerprint(targeted)
+    assert fingerprint(spelled) != spelled
+    assert fingerprint(spelled.removeprefix("\x1e")) != spelled
