@@ -71,6 +71,16 @@ async def until(claim: Callable[[], Awaitable[bool]]) -> None:
         wait = min(wait * 2, 0.5)
 
 
+async def delete_lapsed(pool: Any, table: str, lapsed_s: float) -> int:
+    """Delete the rows of ``table`` (an ``expires`` column, the database's clock) that
+    expired more than ``lapsed_s`` ago; how many."""
+    async with pool.connection() as conn:
+        cursor = await conn.execute(
+            f"DELETE FROM {table} WHERE expires < {DB_NOW} - %s", (lapsed_s,)
+        )
+        return int(cursor.rowcount or 0)
+
+
 class LeaseTable:
     """The lease rows of one table: ``key`` (its primary key), ``holder``, ``expires``.
 
@@ -151,11 +161,7 @@ class LeaseTable:
         """Delete the leases that expired more than ``lapsed_s`` ago (their processes died;
         a key nobody claims again would keep its row for good); how many. An expired lease
         is anyone's already: deleting it changes no claim."""
-        async with self.pool.connection() as conn:
-            cursor = await conn.execute(
-                f"DELETE FROM {self.table} WHERE expires < {DB_NOW} - %s", (lapsed_s,)
-            )
-            return int(cursor.rowcount or 0)
+        return await delete_lapsed(self.pool, self.table, lapsed_s)
 
     async def alive(self, keys: list[str]) -> set[str]:
         """Those of ``keys`` held now: their leases unexpired and their holders not gone."""

@@ -15,7 +15,7 @@ import bisect
 import contextlib
 from typing import Any
 
-from agents.state.lease_table import DB_NOW, LeaseTable, holder_gone
+from agents.state.lease_table import DB_NOW, LeaseTable, delete_lapsed, holder_gone
 
 WAITERS = "skilldesk_thread_waiters"  # created with the checkpoint tables (``checkpointers``)
 TICKET_S = 5.0  # a ticket its process stopped keeping fresh (it died) is passed over after this
@@ -64,11 +64,7 @@ async def sweep_tickets(pool: Any, lapsed_s: float) -> int:
     """Delete the tickets that lapsed more than ``lapsed_s`` ago, of every thread (a thread's
     own are cleared when a run comes to it; one nobody comes to again, or deleted, kept them);
     how many. A lapsed ticket is passed over already: deleting it changes no one's turn."""
-    async with pool.connection() as conn:
-        cursor = await conn.execute(
-            f"DELETE FROM {WAITERS} WHERE expires < {DB_NOW} - %s", (lapsed_s,)
-        )
-        return int(cursor.rowcount or 0)
+    return await delete_lapsed(pool, WAITERS, lapsed_s)
 
 
 class ThreadWaiters:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from agents import cancelling
 from agents.state.checkpointers import open_checkpointer
 from agents.state.lease_table import LeaseTable, new_holder, set_live, shared_pool
 from agents.state.leases import LEASES, SWEPT_AFTER_S, thread_lock
@@ -147,19 +148,12 @@ async def test_letting_a_thread_go_ends_its_renewal_even_when_a_cancel_is_lost(
     # Python 3.11's asyncio.wait_for (psycopg's pool waits for a connection with it) returns
     # its result and drops a cancel that lands as the result comes: the renewing loop went on
     # for good, and the run holding the thread never let it go (the load benchmark hung with
-    # two threads held, their answers written, their next messages waiting in line).
+    # two threads held, their answers written, their next messages waiting in line). The
+    # renewal ends because its holder let go: no second cancel comes to rescue it here.
+    monkeypatch.setattr(cancelling, "AGAIN_S", 60.0)
     with schema_url("lost_cancel") as url:
         async with open_checkpointer(url) as saver:
-            renewing = asyncio.Event()
-            renew = LeaseTable.renew
-
-            async def renew_losing_a_cancel(self: LeaseTable, *args: Any) -> set[str]:
-                renewing.set()
-                with contextlib.suppress(asyncio.CancelledError):  # as wait_for may
-                    await asyncio.sleep(0.2)
-                return await renew(self, *args)
-
-            monkeypatch.setattr(LeaseTable, "renew", renew_losing_a_cancel)
+            renewing = _slowed(monkeypatch, "renew", losing_a_cancel=True)
 
             async def hold_until_renewing() -> None:
                 async with thread_lock(saver, "t", lease_s=0.3):
@@ -176,15 +170,7 @@ async def test_a_thread_is_let_go_even_when_its_holder_is_cancelled_again_as_it_
     # held until it expired (30 s) when the second cancel cut its release.
     with schema_url("let_go") as url:
         async with open_checkpointer(url) as saver:
-            releasing = asyncio.Event()
-            release = LeaseTable.release
-
-            async def slow_release(self: LeaseTable, *args: Any) -> None:
-                releasing.set()
-                await asyncio.sleep(0.2)
-                await release(self, *args)
-
-            monkeypatch.setattr(LeaseTable, "release", slow_release)
+            releasing = _slowed(monkeypatch, "release")
             held = asyncio.Event()
 
             async def holder() -> None:
@@ -202,3 +188,25 @@ async def test_a_thread_is_let_go_even_when_its_holder_is_cancelled_again_as_it_
             async with saver.conn.connection() as conn:
                 cursor = await conn.execute(f"SELECT count(*) AS n FROM {LEASES}")
                 assert (await cursor.fetchone())["n"] == 0
+
+
+def _slowed(
+    monkeypatch: pytest.MonkeyPatch, method: str, *, losing_a_cancel: bool = False
+) -> asyncio.Event:
+    """``LeaseTable.<method>`` made to wait 0.2 s before its work (dropping a cancel that
+    comes meanwhile when ``losing_a_cancel``, as Python 3.11's ``wait_for`` may); the event
+    is set once it is called."""
+    called = asyncio.Event()
+    real = getattr(LeaseTable, method)
+
+    async def slowed(self: LeaseTable, *args: Any) -> Any:
+        called.set()
+        if losing_a_cancel:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(0.2)
+        else:
+            await asyncio.sleep(0.2)
+        return await real(self, *args)
+
+    monkeypatch.setattr(LeaseTable, method, slowed)
+    return called
