@@ -30,7 +30,7 @@ from agents.events import (
     RunFailed,
     RunFinished,
 )
-from agents.feed import STOP_ASKED, FeedMirror, RunFeed
+from agents.feed import STOP_ASKED, TAKEN_OVER, THREAD_TAKEN_OVER, FeedMirror, RunFeed
 from agents.kept_runs import RETAIN_S, KeptRuns
 from agents.queued_runs import QueuedRuns
 from agents.router.learned import LearnedExamples
@@ -123,11 +123,16 @@ class Conversations(AcrossProcesses):
 
     @asynccontextmanager
     async def hold(
-        self, thread_id: str, in_line: asyncio.Event | None = None
+        self,
+        thread_id: str,
+        in_line: asyncio.Event | None = None,
+        lost: Callable[[], None] | None = None,
     ) -> AsyncIterator[None]:
         """Hold the thread between runs (a change outside a run: delete, prune, a post).
-        ``in_line``: set once the caller is in the thread's line (``RunFeed.in_line``)."""
-        async with self._locks.hold(thread_id, self.graph.checkpointer, in_line):
+        ``in_line``: set once the caller is in the thread's line (``RunFeed.in_line``);
+        ``lost``: called before the caller's task is cancelled, should another process take
+        the thread over (``ThreadLocks.hold``)."""
+        async with self._locks.hold(thread_id, self.graph.checkpointer, in_line, lost):
             yield
 
     async def history(self, thread_id: str) -> list[BaseMessage]:
@@ -375,7 +380,9 @@ class Conversations(AcrossProcesses):
             keeping = asyncio.create_task(self._keep_waiting(ctx, turn, waiting))
         try:
             ending: Event | None = None
-            async with nullcontext() if held else self.hold(ctx.thread_id, feed.in_line):
+            lost = feed.lose_thread  # the run is cancelled: see below
+            holding = nullcontext() if held else self.hold(ctx.thread_id, feed.in_line, lost)
+            async with holding:
                 if await self._ended_elsewhere(feed):
                     joinable = False
                     return  # never begun: the thread goes to its next run
@@ -408,6 +415,10 @@ class Conversations(AcrossProcesses):
                 feed.put(ending)
                 feed.close()
                 raise
+            if feed.thread_lost:  # cancelled here: another process took its thread over
+                feed.put(RunFailed(ctx.thread_id, ctx.run_id, THREAD_TAKEN_OVER, TAKEN_OVER))
+                feed.close()
+                return
             if feed.cancel_requested:  # cancelled while queued (it never ran), or cut by a
                 feed.put(cancelled(ctx))  # stop before the step it was to end at (settled)
                 feed.close()

@@ -24,6 +24,13 @@ log = structlog.get_logger(__name__)
 
 RunStatus = Literal["queued", "running", "interrupted", "succeeded", "failed", "cancelled"]
 CANCELLED = "run_cancelled_by_request"
+THREAD_TAKEN_OVER = "thread_taken_over"  # another process took the thread during the run
+TAKEN_OVER = (
+    "This process lost its hold on the thread during the run (the database was out of reach "
+    "longer than a lease) and another process took the thread over, so the run was stopped: "
+    "two runs must not write one thread. The steps it finished are kept, and the thread's "
+    "next run takes it up from there first: its answer will be in the thread."
+)
 # Where a run started in this context reports the tokens it used (the service's per-key
 # token rate); read once, when the run starts.
 USAGE_SINK: ContextVar[Callable[[dict[str, int]], None] | None] = ContextVar(
@@ -95,6 +102,7 @@ class RunFeed:
         self.ended: float | None = None
         self.ended_at = 0.0
         self.cancel_requested = False
+        self.thread_lost = False  # another process took the thread during the run
         # Set once the run is in its thread's line (``ThreadLocks.hold``): in every process,
         # the runs that came later go after it.
         self.in_line = asyncio.Event()
@@ -147,6 +155,11 @@ class RunFeed:
         """The run holds its thread: it is running."""
         self.started = time.time()
         self._changed()
+
+    def lose_thread(self) -> None:
+        """Mark the run as having lost its thread to another process (its task is then
+        cancelled: ``ThreadLocks.hold``)."""
+        self.thread_lost = True
 
     def request_cancel(self) -> None:
         """Mark the run as asked to stop (``Conversations.cancel`` stops it)."""

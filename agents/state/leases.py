@@ -7,7 +7,7 @@ import asyncio
 import functools
 import os
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -33,9 +33,12 @@ async def thread_lock(
     lease_s: float = LEASE_S,
     here: ThreadWaiters | None = None,
     in_line: asyncio.Event | None = None,
+    lost: Callable[[], None] | None = None,
 ) -> AsyncIterator[None]:
     """Hold the thread for one run across processes (a lease row in PostgreSQL), taken in
-    the order the runs came (``ThreadLine``).
+    the order the runs came (``ThreadLine``). Should the lease be lost while held (renewals
+    failed a whole lease, and another process took the thread), ``lost`` is called and the
+    task holding the thread is cancelled: two runs must not write one thread.
 
     Several service processes behind one load balancer share a PostgreSQL checkpointer; two
     turns of one thread arriving at two processes would otherwise both start from the same
@@ -60,7 +63,10 @@ async def thread_lock(
     except BaseException:
         set_live(holder, False)
         raise
-    renewing = asyncio.create_task(_renew(leases, thread_id, holder, lease_s))
+    holding = asyncio.current_task()
+    renewing = asyncio.create_task(
+        _renew(leases, thread_id, holder, lease_s, functools.partial(_stop_holder, holding, lost))
+    )
     try:
         yield
     finally:
@@ -82,6 +88,13 @@ async def _let_go(
         await leases.release(thread_id, holder)
     finally:
         here.free()
+
+
+def _stop_holder(holding: asyncio.Task[Any] | None, lost: Callable[[], None] | None) -> None:
+    if lost is not None:
+        lost()
+    if holding is not None:
+        holding.cancel()
 
 
 async def sweep_thread_leases(saver: BaseCheckpointSaver[Any]) -> int:
@@ -157,21 +170,37 @@ def _started(pid: int) -> str:
     return "Z" if fields[0] == "Z" else fields[19]
 
 
-async def _renew(leases: LeaseTable, thread_id: str, holder: str, lease_s: float) -> None:
+async def _renew(
+    leases: LeaseTable, thread_id: str, holder: str, lease_s: float, lost: Callable[[], None]
+) -> None:
     # A renewal that fails (the pool timed out, PostgreSQL restarting) is tried again at the
     # next beat: ending here would let the lease expire under the run and another process
-    # take the thread while it goes on. It ends once its holder lets go (``set_live``), not
-    # only when cancelled: Python 3.11's ``asyncio.wait_for``, which psycopg's pool waits for
-    # a connection with, drops a cancel that lands as its result comes, and the loop went on
-    # for good while the run letting go of the thread waited for it to end.
+    # take the thread while it goes on. One that renews nothing finds the lease expired
+    # (renewals failed a whole lease): taken back if nobody took the thread meanwhile, else
+    # the holder is told (``lost``) and renewal ends. It ends once its holder lets go
+    # (``set_live``), not only when cancelled: Python 3.11's ``asyncio.wait_for``, which
+    # psycopg's pool waits for a connection with, drops a cancel that lands as its result
+    # comes, and the loop went on for good while the run letting go of the thread waited for
+    # it to end.
     while is_live(holder):
         await asyncio.sleep(lease_s / 3)
         if not is_live(holder):
             return
         try:
-            await leases.renew([thread_id], holder, lease_s)
+            if thread_id in await leases.renew([thread_id], holder, lease_s):
+                continue
+            if not is_live(holder):  # let go meanwhile: nothing to take back
+                return
+            if await leases.claim(thread_id, holder, lease_s):
+                log.warning("thread.lease_taken_back", thread_id=thread_id, holder=holder)
+                continue
         except Exception as exc:
             log.warning("thread.lease_renew_failed", thread_id=thread_id, error=str(exc))
+            continue
+        if is_live(holder):  # not let go meanwhile: its run goes on without the thread
+            log.error("thread.lease_lost", thread_id=thread_id, holder=holder)
+            lost()
+        return
 
 
 class ThreadLocks:
@@ -188,10 +217,16 @@ class ThreadLocks:
 
     @asynccontextmanager
     async def hold(
-        self, thread_id: str, checkpointer: Any, in_line: asyncio.Event | None = None
+        self,
+        thread_id: str,
+        checkpointer: Any,
+        in_line: asyncio.Event | None = None,
+        lost: Callable[[], None] | None = None,
     ) -> AsyncIterator[None]:
         """Wait for the thread, then hold it (in this process and in the store);
-        ``in_line`` is set once the caller is in the thread's line."""
+        ``in_line`` is set once the caller is in the thread's line; ``lost`` is called
+        before the caller's task is cancelled, should another process take the thread over
+        (``thread_lock``)."""
         self._waiting[thread_id] = self._waiting.get(thread_id, 0) + 1
         try:
             if shared_pool(checkpointer) is None:  # the store's part is nothing, or a fault
@@ -202,7 +237,7 @@ class ThreadLocks:
                     yield
             else:  # the line orders this process's waiters with the others'
                 here = self._here.setdefault(thread_id, ThreadWaiters())
-                async with thread_lock(checkpointer, thread_id, self.lease_s, here, in_line):
+                async with thread_lock(checkpointer, thread_id, self.lease_s, here, in_line, lost):
                     yield
         finally:
             self._waiting[thread_id] -= 1

@@ -88,6 +88,7 @@ _BY_CODE = {
     "model_timeout": 504,
     "no_model_configured": 503,
     "run_cancelled": 503,
+    "thread_taken_over": 409,
     "config_error": 500,
 }
 

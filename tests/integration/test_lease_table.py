@@ -210,3 +210,60 @@ def _slowed(
 
     monkeypatch.setattr(LeaseTable, method, slowed)
     return called
+
+
+async def _lease_row(saver: Any, thread: str) -> Any:
+    async with saver.conn.connection() as conn:
+        cursor = await conn.execute(f"SELECT holder FROM {LEASES} WHERE thread_id = %s", (thread,))
+        return await cursor.fetchone()
+
+
+async def test_a_lease_that_lapsed_under_its_holder_is_taken_back_when_nobody_took_it() -> None:
+    # Renewals that failed a whole lease (the database out of reach) left the lease expired,
+    # and the retention pass (or a claimant whose process then ended) may delete its row: a
+    # renewal renewed nothing, said nothing, and the run went on holding nothing.
+    with schema_url("lease_back") as url:
+        async with open_checkpointer(url) as saver:
+            lost: list[bool] = []
+            held = asyncio.Event()
+
+            async def holder() -> None:
+                async with thread_lock(saver, "t", lease_s=0.3, lost=lambda: lost.append(True)):
+                    held.set()
+                    await asyncio.sleep(0.8)
+
+            task = asyncio.create_task(holder())
+            await asyncio.wait_for(held.wait(), 5)
+            mine = (await _lease_row(saver, "t"))["holder"]
+            async with saver.conn.connection() as conn:
+                await conn.execute(f"DELETE FROM {LEASES} WHERE thread_id = 't'")
+            await asyncio.sleep(0.3)  # a renewal's beat (a third of the lease) and more
+            assert (await _lease_row(saver, "t"))["holder"] == mine
+            await asyncio.wait_for(task, 5)  # the run went on to its end
+            assert not lost
+            assert await _lease_row(saver, "t") is None  # and let go
+
+
+async def test_a_holder_whose_thread_another_process_took_over_is_told_and_stopped() -> None:
+    with schema_url("lease_lost") as url:
+        async with open_checkpointer(url) as saver:
+            lost: list[bool] = []
+            held = asyncio.Event()
+
+            async def holder() -> None:
+                async with thread_lock(saver, "t", lease_s=0.3, lost=lambda: lost.append(True)):
+                    held.set()
+                    await asyncio.sleep(30)
+
+            task = asyncio.create_task(holder())
+            await asyncio.wait_for(held.wait(), 5)
+            async with saver.conn.connection() as conn:  # its lease lapsed, and A took it
+                await conn.execute(
+                    f"UPDATE {LEASES} SET holder = %s, "
+                    "expires = extract(epoch from clock_timestamp()) + 60",
+                    (A,),
+                )
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.wait_for(task, 5)
+            assert lost == [True]
+            assert (await _lease_row(saver, "t"))["holder"] == A  # A's lease left as it is

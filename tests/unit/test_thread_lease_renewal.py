@@ -30,12 +30,16 @@ class Flaky:
 async def test_a_failed_renewal_is_tried_again_at_the_next_beat() -> None:
     table = Flaky()
     set_live("h", True)
-    renewing = asyncio.create_task(_renew(table, "t1", "h", lease_s=0.03))  # type: ignore[arg-type]
+    lost: list[bool] = []
+    renewing = asyncio.create_task(
+        _renew(table, "t1", "h", 0.03, lambda: lost.append(True))  # type: ignore[arg-type]
+    )
     await asyncio.sleep(0.1)
     assert not renewing.done()
     set_live("h", False)
     renewing.cancel()
     assert table.calls >= 2
+    assert not lost
 
 
 class CancelLosing:
