@@ -17,6 +17,7 @@ from langgraph.graph.state import CompiledStateGraph
 from agents.across_processes import AcrossProcesses, busy_error
 from agents.bookkeeping import RunBooks
 from agents.bus.common import NEVER_BEGAN
+from agents.cancelling import stop_tasks
 from agents.endings import cancelled, failed
 from agents.errors import (
     InvalidTurn,
@@ -48,6 +49,12 @@ from agents.turns import (
 )
 
 log = structlog.get_logger(__name__)
+
+# At a stop, a run cut off gets this long to end after its cancel (its bookkeeping), then is
+# cancelled again until it ends (it dropped the cancel: Python 3.11's ``wait_for``), at most
+# ``STOP_WAIT_S`` in all: a stop never waits for good.
+CUT_WAIT_S = 2.0
+STOP_WAIT_S = 10.0
 
 # A turn with no new input: go on from the thread's latest checkpoint (after a crash).
 RESUME: tuple[BaseMessage, ...] = ()
@@ -345,10 +352,27 @@ class Conversations(AcrossProcesses):
             for thread, feeds in self.kept.under_way.items()
             if any(f.started and not f.cancel_requested for f in feeds)  # asked to stop: not cut
         ]
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._stop_runs()
         return cut
+
+    async def _stop_runs(self) -> None:
+        """Cancel the run tasks, cancelling again those that go on (see ``CUT_WAIT_S``)."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if not tasks:
+            return
+        _, going = await asyncio.wait(tasks, timeout=CUT_WAIT_S)
+        if going:
+            stopping = asyncio.ensure_future(stop_tasks(going))
+            await asyncio.wait([stopping], timeout=STOP_WAIT_S - CUT_WAIT_S)
+            if not stopping.done():
+                stopping.cancel()
+                left = [run for run, task in self._run_tasks.items() if not task.done()]
+                log.error("run.not_stopped", run_ids=left, waited_s=STOP_WAIT_S)
+        for task in tasks:
+            if task.done() and not task.cancelled():
+                task.exception()  # retrieved: asyncio does not log it as never retrieved
 
     async def _drive(
         self,

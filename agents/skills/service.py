@@ -22,6 +22,7 @@ from agents.skills.runner import ToolRunner
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
+RELOAD_WAIT_S = 30.0  # closing waits this long at most for a reload under way
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class SkillService:
         # Examples the model wrote (agents/skills/written.py), by skill: the version they
         # were written for (its folder's fingerprint) and the texts.
         self._written: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self._reloading: asyncio.Future[ReloadReport] | None = None  # on its thread
 
     def reload(self) -> ReloadReport:
         """Rescan the folder and rebuild the index when anything changed."""
@@ -105,9 +107,11 @@ class SkillService:
         return entry.examples
 
     async def areload(self) -> ReloadReport:
-        """``reload`` off the event loop, one at a time."""
+        """``reload`` off the event loop, one at a time (``aclose`` waits for the one under
+        way: its thread goes on whoever cancels the caller)."""
         async with self._reload_lock:
-            return await asyncio.to_thread(self.reload)
+            self._reloading = asyncio.ensure_future(asyncio.to_thread(self.reload))
+            return await asyncio.shield(self._reloading)
 
     def search(self, query: str, k: int = 5) -> list[SearchHit]:
         """The best skills for ``query``."""
@@ -137,5 +141,8 @@ class SkillService:
         return await self.runner.handed_over(result)
 
     async def aclose(self) -> None:
-        """Stop what runs handlers (worker processes)."""
+        """Stop what runs handlers (worker processes), once a reload under way is through
+        (``RELOAD_WAIT_S`` at most): it would otherwise go on, and log, past the service."""
+        if self._reloading is not None and not self._reloading.done():
+            await asyncio.wait([self._reloading], timeout=RELOAD_WAIT_S)
         await self.runner.aclose()

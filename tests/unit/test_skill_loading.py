@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from agents.errors import SkillLoadError, SkillNotFound
 from agents.skills import loader
 from agents.skills.loader import load_skill
 from agents.skills.registry import SkillRegistry
+from agents.skills.service import SkillService, SkillsOptions
 from tests.skillkit import FIXTURE_SKILLS, tool, write_skill
 from tests.workflowkit import alias_bomb
 
@@ -692,3 +695,27 @@ def test_the_body_is_read_again_only_when_skill_md_changed(
     monkeypatch.setattr(loader, "BODY_CHECK_S", 60.0)
     write_skill(tmp_path, "steps", body="Now these.")
     assert load_skill(folder).body() == "Now these."  # a reload reads it at once
+
+
+async def test_closing_the_skills_waits_for_a_reload_under_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A reload runs on a thread, which a cancel of its caller (the watcher stopped) leaves
+    # going: it went on past the service, logging into a closed test capture.
+    service = SkillService(SkillsOptions(tmp_path / "skills", tmp_path / "data", embeddings=False))
+    entered, through = threading.Event(), threading.Event()
+    real = service.registry.reload
+
+    def slow_reload() -> Any:
+        entered.set()
+        time.sleep(0.3)
+        report = real()
+        through.set()
+        return report
+
+    monkeypatch.setattr(service.registry, "reload", slow_reload)
+    reloading = asyncio.create_task(service.areload())
+    assert await asyncio.to_thread(entered.wait, 5)
+    reloading.cancel()
+    await service.aclose()
+    assert through.is_set()

@@ -4,6 +4,7 @@ callbacks."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -14,6 +15,7 @@ import pytest
 from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage
 
+from agents import conversations as conversations_module
 from agents import kept_runs
 from agents.bus import RunBus
 from agents.events import RunFailed
@@ -347,3 +349,28 @@ async def test_a_cancel_stops_the_workflow_its_run_was_running(
     assert run["status"] == "CANCELLED"
     assert await services.engine.resume_orphans() == []
     assert len(fake_llm.requests) == 1
+
+
+async def test_a_stop_ends_a_run_that_dropped_its_cancel(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Python 3.11's asyncio.wait_for (psycopg's pool waits with it) drops a cancel that lands
+    # as its result comes: the stop cancelled each run once and waited for it without end.
+    monkeypatch.setattr(conversations_module, "CUT_WAIT_S", 0.2)
+    conversations = services.conversations
+    started = asyncio.Event()
+
+    async def dropping_the_cancel(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        started.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(30)
+        await asyncio.sleep(30)
+        yield  # never reached
+
+    monkeypatch.setattr(conversations._turns, "run", dropping_the_cancel)
+    feed = conversations.start("stubborn", [HumanMessage("tell me a long story")])
+    await asyncio.wait_for(started.wait(), 5)
+    assert await asyncio.wait_for(conversations.aclose(), 5) == ["stubborn"]
+    ended = [e async for e in feed.read()][-1]
+    assert isinstance(ended, RunFailed)
+    assert ended.code == "run_cancelled"

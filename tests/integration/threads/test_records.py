@@ -10,9 +10,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from agents.state.records import ThreadRecords
+from app.main import create_app
 from tests.fakellm import FakeLLM, Reply
 from tests.integration.runs.test_runs_api import wait_for
 from tests.integration.threads.conftest import say
+from tests.pgkit import REDIS, schema_url
 
 
 def test_threads_are_listed_newest_first_with_titles_from_their_first_message(
@@ -160,6 +162,23 @@ def test_a_new_threads_run_once_accepted_finds_its_thread_there(
     # Without API keys no request claimed a new thread: its run made the record, after the
     # 202, and the client's next request could be a 404 (QA; with the store slower than
     # here: made slow here). The runs API's request makes it now, with keys or without.
+    _new_threads_are_there_once_accepted(client, fake_llm, monkeypatch)
+
+
+def test_with_redis_a_new_threads_run_once_accepted_finds_its_thread_there(
+    model_settings: Any, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With Redis a run's begin goes through a Redis script before the run is marked started:
+    # another path from the request to the run than the one above.
+    with schema_url() as url:
+        update = {"checkpoint_url": url, "redis_url": REDIS, "retention_interval_s": 0}
+        with TestClient(create_app(model_settings.model_copy(update=update))) as client:
+            _new_threads_are_there_once_accepted(client, fake_llm, monkeypatch)
+
+
+def _new_threads_are_there_once_accepted(
+    client: TestClient, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
     create = ThreadRecords.create
 
     async def slow_create(self: ThreadRecords, *args: Any, **kwargs: Any) -> Any:
