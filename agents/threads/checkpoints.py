@@ -29,7 +29,7 @@ class ThreadCheckpoints(ThreadRecordsBase):
         wrote it, what runs next, the message count and a one-line summary of the change.
 
         Raises:
-            ThreadNotFound: the thread has no checkpoints.
+            ThreadNotFound: no such thread (none for one made and not used yet).
             CheckpointNotFound: ``before`` names no checkpoint of the thread.
         """
         config: Any = {"configurable": {"thread_id": thread_id}}
@@ -46,8 +46,8 @@ class ThreadCheckpoints(ThreadRecordsBase):
                 config, before=start, limit=limit + 1
             )
         ]
-        if not snapshots and before is None:
-            raise ThreadNotFound(f"There is no thread {thread_id!r}.")
+        if not snapshots and before is None and await self.records.get(thread_id) is None:
+            raise ThreadNotFound(f"There is no thread {thread_id!r}.")  # else made, unused
         entries = []
         for i, snap in enumerate(snapshots[:limit]):
             parent = snapshots[i + 1] if i + 1 < len(snapshots) else None

@@ -14,6 +14,15 @@ from tests.fakellm import FakeLLM, Reply, ToolCall
 from tests.integration.threads.conftest import say
 
 
+def test_a_thread_made_and_not_used_yet_has_an_empty_history(client: TestClient) -> None:
+    # It was a 404 "There is no thread" while GET /v1/threads/{id} showed it (QA).
+    assert client.post("/v1/threads", json={"thread_id": "made"}).status_code == 201
+    made = client.get("/v1/threads/made/history")
+    assert made.status_code == 200, made.text
+    assert made.json()["data"] == []
+    assert client.get("/v1/threads/never-made/history").status_code == 404
+
+
 def test_history_lists_each_checkpoint_with_its_node_and_change(
     client: TestClient, fake_llm: FakeLLM
 ) -> None:
