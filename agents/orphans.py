@@ -14,6 +14,7 @@ from agents.bus.common import NEVER_BEGAN
 from agents.conversations import RESUME, Conversations
 from agents.errors import NothingToResume
 from agents.events import RunFailed, RunFinished
+from agents.feed import RunFeed
 from agents.queued_runs import turn_of
 from agents.run import StartOptions
 from agents.state.leases import lease_alive
@@ -46,39 +47,66 @@ class OrphanRuns:
 
     async def resume(self) -> list[str]:
         """Resume each run a process that died or stopped left (from its last checkpoint:
-        steps that finished do not run again, side effects are not repeated); returns the
-        threads. With Redis, readers of the run cut off are told where it goes on (its
-        stream ends with a ``reconnect`` to the resumed run's)."""
-        resumed = []
+        steps that finished do not run again, side effects are not repeated) and start the
+        runs that waited behind them; returns the threads resumed, once their runs ended.
+        With Redis, readers of the run cut off are told where it goes on (its stream ends
+        with a ``reconnect`` to the resumed run's)."""
+        return await self.follow(await self.take_up())
+
+    async def take_up(self) -> list[tuple[str, str | None, RunFeed]]:
+        """Start the runs left: each one cut off, in its thread's line first, then those that
+        waited (``_run_waiting``), each behind it. Returns at once with the resumed runs
+        (thread, run cut off, its feed), for ``follow``: every run left is known (its id,
+        ``queued``, cancellable) from then on, not only once the runs ahead of it ended."""
+        started = []
         for thread_id, cut in (await self.found()).items():
             log.info("thread.resuming_orphan", thread_id=thread_id, run_id=cut)
             try:
-                if await self._resume(thread_id, cut, held=False):
-                    resumed.append(thread_id)
+                feed = self._start(thread_id, cut, held=False)
             except Exception:  # one thread's trouble must not stop the others'
                 log.exception("thread.resume_failed", thread_id=thread_id)
+                continue
+            await feed.in_line.wait()  # ahead of the runs that waited for its thread
+            started.append((thread_id, cut, feed))
         await self._run_waiting()
+        return started
+
+    async def follow(self, started: list[tuple[str, str | None, RunFeed]]) -> list[str]:
+        """Follow the runs ``take_up`` resumed to their ends; the threads resumed."""
+        ended = await asyncio.gather(
+            *(self._follow(thread_id, cut, feed) for thread_id, cut, feed in started),
+            return_exceptions=True,
+        )
+        resumed = []
+        for (thread_id, _, _), result in zip(started, ended, strict=True):
+            if isinstance(result, BaseException):
+                log.error("thread.resume_failed", thread_id=thread_id, exc_info=result)
+            elif result:
+                resumed.append(thread_id)
         return resumed
 
     async def resume_held(self, thread_id: str, cut: str | None) -> None:
         """Resume run ``cut``, cut off on a thread the caller holds (a run that took the
         thread after the process running ``cut`` died: ``Conversations.resume_cut_off``)."""
-        await self._resume(thread_id, cut, held=True)
+        await self._follow(thread_id, cut, self._start(thread_id, cut, held=True))
 
-    async def _resume(self, thread_id: str, cut: str | None, *, held: bool) -> bool:
-        """Resume run ``cut`` of the thread; whether anything was left of it to run."""
-        mirror = self.conversations.mirror
-        waiting = cut if mirror is not None else None  # its readers elsewhere wait
+    def _start(self, thread_id: str, cut: str | None, *, held: bool) -> RunFeed:
+        """Start run ``cut`` of the thread again, from its last checkpoint."""
         # Without Redis nothing tells a reader of the run cut off where it goes on: it goes
         # on under its own id, which the client polls.
-        run_id = cut if mirror is None and cut else None
+        run_id = cut if self.conversations.mirror is None and cut else None
+        if held:
+            return self.conversations.resume_held(thread_id, run_id)
+        if run_id:
+            return self.conversations.start(thread_id, RESUME, run_id=run_id)
+        return self.conversations.start(thread_id, RESUME)
+
+    async def _follow(self, thread_id: str, cut: str | None, feed: RunFeed) -> bool:
+        """Read resumed run ``feed`` (of ``cut``) to its end; whether anything was left of
+        ``cut`` to run."""
+        mirror = self.conversations.mirror
+        waiting = cut if mirror is not None else None  # its readers elsewhere wait
         try:
-            if held:
-                feed = self.conversations.resume_held(thread_id, run_id)
-            elif run_id:
-                feed = self.conversations.start(thread_id, RESUME, run_id=run_id)
-            else:
-                feed = self.conversations.start(thread_id, RESUME)
             async for _ in feed.read():
                 if waiting is not None and mirror is not None:  # a step of it ran
                     await mirror.resumed(waiting, thread_id, feed)
@@ -113,8 +141,9 @@ class OrphanRuns:
                     log.info("run.queued_had_begun", thread_id=thread_id, run_id=run_id)
                     continue
                 options = cast(StartOptions, {**(run.get("options") or {}), "run_id": run_id})
-                self.conversations.start(thread_id, turn_of(run), **options)
+                feed = self.conversations.start(thread_id, turn_of(run), **options)
                 log.info("run.queued_taken_up", thread_id=thread_id, run_id=run_id)
+                await feed.in_line.wait()  # ahead of the next that waited for its thread
             except Exception:  # one run's trouble must not stop the others'
                 log.exception("run.queued_not_taken_up", thread_id=thread_id, run_id=run_id)
 

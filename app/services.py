@@ -18,6 +18,7 @@ from agents.bus import RunBus, check_redis
 from agents.cancelling import stop_tasks
 from agents.conversations import Conversations
 from agents.errors import NO_MODEL_HINT
+from agents.feed import RunFeed
 from agents.graph.builder import build_graph
 from agents.graph.nodes import AnswerOptions
 from agents.models import ModelGateway
@@ -289,8 +290,10 @@ async def open_services(
             if background:
                 tasks.append(asyncio.create_task(engine.resume_orphans()))
                 # Conversation runs a stopped or killed process left: resumed here; on
-                # PostgreSQL also those of another process whose lease expired.
-                tasks.append(asyncio.create_task(threads.orphans.resume()))
+                # PostgreSQL also those of another process whose lease expired. Taken up
+                # before the first request: a run left waiting is known (queued) at once,
+                # not a 404 until the runs ahead of it ended (QA).
+                tasks.append(asyncio.create_task(threads.orphans.follow(await taken_up(threads))))
                 if settings.resolved_checkpoint_url.startswith(("postgresql:", "postgres:")):
                     every = settings.run_lease_s
                     tasks.append(asyncio.create_task(threads.orphans.keep_resuming(every)))
@@ -369,6 +372,16 @@ def _handlers(services: Services, tasks: list[asyncio.Task[Any]]) -> dict[str, A
         "orphans": orphans,
         "workflow_orphans": workflow_orphans,
     }
+
+
+async def taken_up(threads: Threads) -> list[tuple[str, str | None, RunFeed]]:
+    """The runs a stopped process left, started (``OrphanRuns.take_up``); none when the
+    store fails now (the next look, or the next start, takes them up)."""
+    try:
+        return await threads.orphans.take_up()
+    except Exception:
+        log.exception("thread.orphans_failed")
+        return []
 
 
 async def warm_up(services: Services) -> None:

@@ -49,6 +49,11 @@ class Skill:
     # Limits of the Agent Skills spec this skill breaks while still usable (it loads, as
     # other hosts load it; `skilldesk skills validate --strict` fails it).
     deviations: tuple[SkillProblem, ...] = field(default=())
+    # The folder's Python files as they were when it loaded (relative path: source), which
+    # its handlers are imported from: a broken edit keeps this version serving, even in a
+    # worker started after it (``agents.skills.worker.import_handler``). Empty for a skill
+    # without handlers, or with more code than ``MAX_CODE_BYTES`` (imported from the folder).
+    code: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def all_warnings(self) -> tuple[SkillProblem, ...]:
@@ -98,6 +103,28 @@ class Skill:
 # load even a stat a turn shows (a system call, the GIL let go and taken back).
 _BODIES: dict[Path, tuple[tuple[int, int, int], float, str]] = {}
 BODY_CHECK_S = 1.0
+
+
+MAX_CODE_BYTES = 4 * 1024 * 1024
+
+
+def code_of(folder: Path) -> dict[str, str]:
+    """The folder's Python files (relative path: source), or none past ``MAX_CODE_BYTES``
+    or when one cannot be read (the handlers' check reports what is wrong)."""
+    code: dict[str, str] = {}
+    size = 0
+    for path in sorted(folder.rglob("*.py")):
+        if "__pycache__" in path.parts or not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return {}
+        size += len(text)
+        if size > MAX_CODE_BYTES:
+            return {}
+        code[path.relative_to(folder).as_posix()] = text
+    return code
 
 
 def fingerprint(folder: Path) -> str:
@@ -204,6 +231,7 @@ def load_skill(folder: Path) -> Skill:
         warnings=(*warnings, *(str(d) for d in deviations)),
         left_out=tuple(SkillProblem(name, "references", "", w) for w in warnings),
         deviations=tuple(deviations),
+        code=code_of(folder) if any(t.handler for t in config.tools) else {},
     )
 
 

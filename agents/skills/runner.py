@@ -497,7 +497,7 @@ def _run_coroutine(function: Any, args: dict[str, Any], timeout_s: float) -> Any
 
 
 def _import(skill: Skill, module_name: str) -> types.ModuleType:
-    return import_handler(_package(skill), str(skill.path), module_name)
+    return import_handler(_package(skill), str(skill.path), module_name, skill.code)
 
 
 def idempotency_key_of(

@@ -9,7 +9,8 @@ blocks, leaks or crashes takes only this process down: the service kills and rep
 Linux it is two processes (``_serve_beside_a_reaper``): the one the service started waits for
 the orphans its handlers leave, its child serves the calls.
 
-Messages in: ``("bind", skill, package, path, memory_mb)`` once, then
+Messages in: ``("bind", skill, package, path, memory_mb, code)`` once (``code``: the
+folder's Python files as its last good version had them, ``import_handler``), then
 ``("call", number, module, function, arguments, context, cpu_s, limits)``, ``limits`` the
 tool's result limits as a dict. Messages out: ``("imported", module, error)`` when a call had
 to import its module, then ``("result", number, ok, kind, payload)``: ok, ``kind`` is
@@ -25,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import inspect
 import json
@@ -102,6 +105,7 @@ class Worker:
         self.out = out
         self.package = ""
         self.path = ""
+        self.code: dict[str, str] | None = None
         self.modules: dict[str, types.ModuleType] = {}
         self.loop = asyncio.new_event_loop()
 
@@ -109,9 +113,17 @@ class Worker:
         self.out.write(reply_frame(message))
         self.out.flush()
 
-    def bind(self, skill: str, package: str, path: str, memory_mb: int | None) -> None:
-        """Serve ``skill`` (its folder is the package ``package``) within ``memory_mb``."""
-        self.package, self.path = package, path
+    def bind(
+        self,
+        skill: str,
+        package: str,
+        path: str,
+        memory_mb: int | None,
+        code: dict[str, str] | None = None,
+    ) -> None:
+        """Serve ``skill`` (its folder is the package ``package``, its modules ``code``)
+        within ``memory_mb``."""
+        self.package, self.path, self.code = package, path, code
         if memory_mb:
             limit = memory_mb * 1024 * 1024
             _, hard = resource.getrlimit(resource.RLIMIT_DATA)
@@ -150,7 +162,7 @@ class Worker:
         loaded = self.modules.get(module)
         if loaded is None:
             try:
-                loaded = import_handler(self.package, self.path, module)
+                loaded = import_handler(self.package, self.path, module, self.code)
             except BaseException as exc:
                 self.send(("imported", module, describe(exc)))
                 return None
@@ -200,19 +212,31 @@ def describe(exc: BaseException) -> str:
     return f"the handler raised {type(exc).__name__}({exc})"
 
 
-def import_handler(package: str, path: str, module: str) -> types.ModuleType:
+def import_handler(
+    package: str, path: str, module: str, code: dict[str, str] | None = None
+) -> types.ModuleType:
     """Import ``module`` of the skill folder ``path`` as ``package.module``: each skill folder
     is a package of its own, so a handler may import its siblings relatively, and two skills'
-    ``handler`` modules never collide (the service's thread isolation imports this way too)."""
+    ``handler`` modules never collide (the service's thread isolation imports this way too).
+
+    ``code``: the folder's Python files (relative path: source) as the skill's last good
+    version had them (``Skill.code``); the package's modules are compiled from it, not read
+    from the folder, whose files may have been edited since, broken (a broken edit keeps the
+    last good version serving). Their ``__file__`` is still the folder's, for the data files
+    beside them."""
     if package not in sys.modules:
         parent = types.ModuleType(package)
         parent.__path__ = [path]
         sys.modules[package] = parent
+        if code:
+            _KEPT.code[package] = (path, code)
     full_name = f"{package}.{module}"
-    file = os.path.join(path, *module.split(".")) + ".py"
-    spec = importlib.util.spec_from_file_location(full_name, file)
+    spec = _KEPT.find_spec(full_name) if code else None
+    if spec is None:
+        file = os.path.join(path, *module.split(".")) + ".py"
+        spec = importlib.util.spec_from_file_location(full_name, file)
     if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {file}")
+        raise ImportError(f"cannot import {module!r} of {path}")
     loaded = importlib.util.module_from_spec(spec)
     sys.modules[full_name] = loaded
     try:
@@ -221,6 +245,52 @@ def import_handler(package: str, path: str, module: str) -> types.ModuleType:
         sys.modules.pop(full_name, None)
         raise
     return loaded
+
+
+class KeptCode(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds and loads the modules of skill packages from their kept code (``import_handler``),
+    relative imports of a handler's siblings included; a module not in it is left to the
+    usual finders (the folder)."""
+
+    def __init__(self) -> None:
+        self.code: dict[str, tuple[str, dict[str, str]]] = {}  # package: (folder, code)
+
+    def find_spec(
+        self, fullname: str, path: Any = None, target: Any = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        package, _, rest = fullname.partition(".")
+        kept = self.code.get(package)
+        if kept is None or not rest:
+            return None
+        folder, code = kept
+        relative = rest.replace(".", "/")
+        for name, is_package in ((f"{relative}.py", False), (f"{relative}/__init__.py", True)):
+            if name in code:
+                origin = os.path.join(folder, *name.split("/"))
+                spec = importlib.util.spec_from_loader(
+                    fullname, self, origin=origin, is_package=is_package
+                )
+                if spec is not None and is_package:
+                    spec.submodule_search_locations = [os.path.dirname(origin)]
+                return spec
+        return None
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
+        return None  # the default module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        spec = module.__spec__
+        assert spec is not None
+        assert spec.origin is not None
+        package = spec.name.partition(".")[0]
+        folder, code = self.code[package]
+        relative = os.path.relpath(spec.origin, folder).replace(os.sep, "/")
+        module.__file__ = spec.origin
+        exec(compile(code[relative], spec.origin, "exec"), module.__dict__)
+
+
+_KEPT = KeptCode()
+sys.meta_path.insert(0, _KEPT)
 
 
 def _die_with_parent(subreaper: bool = True) -> bool:

@@ -161,7 +161,7 @@ class Worker:
         worker._output = asyncio.create_task(relay_output(process.stderr, skill.name))
         worker._watch = asyncio.create_task(worker._watch_exit())
         config = skill.config
-        worker._send(("bind", skill.name, package, str(skill.path), config.memory_mb))
+        worker._send(("bind", skill.name, package, str(skill.path), config.memory_mb, skill.code))
         return worker
 
     @property

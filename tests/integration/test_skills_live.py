@@ -124,6 +124,27 @@ def test_a_broken_edit_keeps_serving_the_last_good_version(
     assert ok.json()["ok"] is True
 
 
+def test_a_broken_handler_edit_keeps_the_last_good_code_answering(
+    client: TestClient, skills_dir: Path
+) -> None:
+    # The skill stayed listed, but its worker imported the file on disk, broken: every call
+    # failed with handler_import_failed (QA), at once or once its worker restarted.
+    time.sleep(0.3)
+    handler = skills_dir / "order-lookup" / "handler.py"
+    handler.write_text(handler.read_text().replace("def get_order(", "def get_order(:"))
+
+    def reported() -> bool:
+        errors = client.get("/v1/skills").json()["errors"]
+        return any(e["skill"] == "order-lookup" and "parse" in e["message"] for e in errors)
+
+    wait_for(reported, timeout=4.0)
+    called = client.post(
+        "/v1/skills/order-lookup/tools/get_order", json={"arguments": {"order_id": "ORD1001"}}
+    )
+    assert called.json()["ok"] is True, called.text
+    assert "ORD1001" in json.dumps(called.json()["result"])
+
+
 def test_a_tool_schema_that_cannot_check_arguments_is_refused_by_place_not_served_as_500(
     client: TestClient, skills_dir: Path
 ) -> None:

@@ -16,7 +16,9 @@ from agents.errors import SkillLoadError, SkillNotFound
 from agents.skills import loader
 from agents.skills.loader import load_skill
 from agents.skills.registry import SkillRegistry
+from agents.skills.runner import _package
 from agents.skills.service import SkillService, SkillsOptions
+from agents.skills.worker import import_handler
 from tests.skillkit import FIXTURE_SKILLS, tool, write_skill
 from tests.workflowkit import alias_bomb
 
@@ -719,3 +721,30 @@ async def test_closing_the_skills_waits_for_a_reload_under_way(
     reloading.cancel()
     await service.aclose()
     assert through.is_set()
+
+
+def test_handlers_are_imported_from_the_code_their_version_loaded_with(tmp_path: Path) -> None:
+    # A broken edit keeps the last good version serving: its handlers and the siblings they
+    # import come from the code it loaded with, not the files edited since; data files are
+    # still found beside them.
+    folder = write_skill(
+        tmp_path,
+        "kept-code",
+        "Answers from kept code. Use it to test imports.",
+        config={"tools": [tool("kept_answer", "handler:kept_answer")]},
+        handler=(
+            "from pathlib import Path\n"
+            "from .helpers import word\n"
+            "def kept_answer():\n"
+            "    return word() + (Path(__file__).parent / 'data.txt').read_text()\n"
+        ),
+    )
+    (folder / "helpers.py").write_text("def word():\n    return 'kept '\n")
+    (folder / "data.txt").write_text("beside")
+    skill = load_skill(folder)
+    assert set(skill.code) == {"handler.py", "helpers.py"}
+    (folder / "handler.py").write_text("def kept_answer(:\n")  # broken since
+    (folder / "helpers.py").write_text("def word():\n    return 'edited '\n")
+    module = import_handler(_package(skill), str(folder), "handler", skill.code)
+    assert module.kept_answer() == "kept beside"
+    assert module.__file__ == str(folder / "handler.py")

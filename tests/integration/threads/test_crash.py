@@ -191,9 +191,14 @@ def test_a_message_queued_behind_a_run_is_answered_after_a_crash_in_its_turn(
     time.sleep(0.5)  # kept in the store once it waits
     crashing.proc.kill()
     crashing.proc.wait(timeout=20)
-    fake_llm.script(Reply(content="Answer one."), Reply(content="Answer two."))
+    fake_llm.script(Reply(content="Answer one.", delay=3), Reply(content="Answer two."))
     restarted = Service(env, data)
     try:
+        # Known at once, queued behind the first run resumed (QA: a 404 until that ended,
+        # and a cancel could not reach it).
+        waiting = httpx.get(f"{restarted.url}/v1/threads/q2/runs/{second.json()['id']}")
+        assert waiting.status_code == 200, waiting.text
+        assert waiting.json()["status"] == "queued"
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             messages = httpx.get(f"{restarted.url}/v1/threads/q2").json()["messages"]
