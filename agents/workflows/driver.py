@@ -28,7 +28,7 @@ from agents.workflows.compile import WorkflowContext
 from agents.workflows.definitions import Definitions, LoadedWorkflow
 from agents.workflows.executors import RunInfo
 from agents.workflows.records import FINAL, RunRecords, graph_config
-from agents.workflows.spec import WorkflowSpec
+from agents.workflows.spec import ApprovalNode, WorkflowSpec
 from agents.workflows.templates import render
 
 log = structlog.get_logger(__name__)
@@ -168,6 +168,8 @@ class RunDriver:
                 record.update(status="WAITING", waiting=waiting)
                 asked = {k: v for k, v in pending[0].items() if k != "interrupt_id"}
                 yield {"type": "approval_required", "run_id": run_id, **asked}
+            elif rejected := _rejected(workflow.spec, values):  # ended by a person's "no"
+                record.update(status="CANCELLED", error=rejected)
             else:
                 record.update(status="SUCCEEDED", outputs=_outputs(workflow.spec, values, info))
         except _ThreadGone:
@@ -225,6 +227,24 @@ def _outputs(spec: WorkflowSpec, values: dict[str, Any], info: RunInfo) -> dict[
         "run": {"id": info.run_id, "workflow": info.workflow, "thread_id": info.thread_id},
     }
     return {k: render(v, context, f"outputs.{k}") for k, v in spec.outputs.items()}
+
+
+def _rejected(spec: WorkflowSpec, values: dict[str, Any]) -> str | None:
+    """Why a run that went to its end stopped at a rejected approval with no ``on_reject``
+    branch (the rejection ended it: it did not succeed), or None."""
+    nodes = values.get("nodes") or {}
+    for node in spec.nodes:
+        if not isinstance(node, ApprovalNode) or node.on_reject:
+            continue
+        output = (nodes.get(node.id) or {}).get("output")
+        if isinstance(output, dict) and output.get("approved") is False:
+            by, comment = output.get("by"), output.get("comment")
+            return (
+                f"rejected at approval {node.id!r}"
+                + (f" by {by}" if by else "")
+                + (f": {comment}" if comment else "")
+            )
+    return None
 
 
 def _node_record(state: dict[str, Any]) -> dict[str, Any]:

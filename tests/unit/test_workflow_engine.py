@@ -134,6 +134,22 @@ async def test_a_rejection_follows_the_reject_branch(engine: WorkflowEngine) -> 
     assert "pay" not in ended["nodes"]
 
 
+async def test_a_rejection_with_no_reject_branch_ends_the_run_cancelled_not_succeeded(
+    engine: WorkflowEngine,
+) -> None:
+    # It ended SUCCEEDED with outputs rendered from nodes that never ran ("" here): a client
+    # could not tell a rejection from a success (QA).
+    record = await engine.run("gates", {})
+    approval = record["waiting"]["approval_id"]
+    decided = [e async for e in engine.decide(approval, approved=False, by="ann", comment="no")]
+    ended = decided[-1]["record"]
+    assert ended["status"] == "CANCELLED"
+    assert ended["error"] == "rejected at approval 'first' by ann: no"
+    assert not ended.get("outputs")
+    assert "second" not in ended["nodes"]
+    assert ended["nodes"]["first"]["output"]["approved"] is False
+
+
 async def test_parallel_branches_meet_at_the_join(engine: WorkflowEngine) -> None:
     record = await engine.run("fan", {})
     assert (record["status"], record["outputs"]) == ("SUCCEEDED", {"message": "L2R"})
