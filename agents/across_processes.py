@@ -137,13 +137,17 @@ class AcrossProcesses:
             return False
 
     async def _keep_waiting(
-        self, ctx: RunContext, turn: Sequence[BaseMessage] | ClientTurn, options: StartOptions
+        self,
+        ctx: RunContext,
+        turn: Sequence[BaseMessage] | ClientTurn,
+        options: StartOptions,
+        queued_at: float,
     ) -> None:
         """Keep a run that waits for its thread (see ``QueuedRuns``); a store that fails
         here costs the run nothing but that."""
         assert self.queued is not None
         try:
-            await self.queued.keep(ctx.thread_id, ctx.run_id, turn, options)
+            await self.queued.keep(ctx.thread_id, ctx.run_id, turn, options, queued_at)
         except Exception:
             log.warning("run.queued_not_kept", exc_info=True)
 

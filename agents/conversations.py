@@ -401,7 +401,7 @@ class Conversations(AcrossProcesses):
         if waiting is not None and self.queued is not None:
             # Written beside the wait for the thread, not before it: the thread's lock takes
             # its runs in the order they came, and a cancel meanwhile finds the run waiting.
-            keeping = asyncio.create_task(self._keep_waiting(ctx, turn, waiting))
+            keeping = asyncio.create_task(self._keep_waiting(ctx, turn, waiting, feed.created))
         try:
             ending: Event | None = None
             lost = feed.lose_thread  # the run is cancelled: see below

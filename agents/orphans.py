@@ -142,6 +142,7 @@ class OrphanRuns:
                     continue
                 options = cast(StartOptions, {**(run.get("options") or {}), "run_id": run_id})
                 feed = self.conversations.start(thread_id, turn_of(run), **options)
+                feed.created = float(run.get("queued_at") or feed.created)  # when accepted
                 log.info("run.queued_taken_up", thread_id=thread_id, run_id=run_id)
                 await feed.in_line.wait()  # ahead of the next that waited for its thread
             except Exception:  # one run's trouble must not stop the others'

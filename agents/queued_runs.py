@@ -38,8 +38,16 @@ class QueuedRuns:
     def __init__(self, documents: Documents) -> None:
         self.documents = documents
 
-    async def keep(self, thread_id: str, run_id: str, turn: Turn, options: StartOptions) -> None:
-        """Keep run ``run_id``, which waits for its thread, until it ends."""
+    async def keep(
+        self,
+        thread_id: str,
+        run_id: str,
+        turn: Turn,
+        options: StartOptions,
+        queued_at: float | None = None,
+    ) -> None:
+        """Keep run ``run_id``, which waits for its thread, until it ends; ``queued_at``:
+        when it was accepted (default: now)."""
         body = {
             "thread_id": thread_id,
             "run_id": run_id,
@@ -48,7 +56,7 @@ class QueuedRuns:
             "messages": turn.messages if isinstance(turn, ClientTurn) else messages_to_dict(turn),
             "options": {k: options.get(k) for k in _KEPT_OPTIONS if options.get(k) is not None},
             "process": this_process(),
-            "queued_at": time.time(),
+            "queued_at": queued_at or time.time(),
         }
         await self.documents.put(QUEUED, run_id, body, owner=thread_id)
 

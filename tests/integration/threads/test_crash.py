@@ -199,6 +199,7 @@ def test_a_message_queued_behind_a_run_is_answered_after_a_crash_in_its_turn(
         waiting = httpx.get(f"{restarted.url}/v1/threads/q2/runs/{second.json()['id']}")
         assert waiting.status_code == 200, waiting.text
         assert waiting.json()["status"] == "queued"
+        assert waiting.json()["created"] == second.json()["created"]  # when it was accepted
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             messages = httpx.get(f"{restarted.url}/v1/threads/q2").json()["messages"]
