@@ -19,6 +19,7 @@ from agents.skills.schemas import SchemaError
 from agents.skills.spec import (
     COMPATIBILITY_LIMIT,
     DESCRIPTION_LIMIT,
+    HANDLER_PATTERN,
     TOOL_NAME_PATTERN,
     Frontmatter,
     SkillConfig,
@@ -449,6 +450,12 @@ def _message(err: Any) -> str:
         return (
             f"{given!r} is not valid: a letter or underscore first, then letters, digits, "
             f"underscores and hyphens, 64 characters at most (it has {len(given)})"
+        )
+    if err["type"] == "string_pattern_mismatch" and pattern == HANDLER_PATTERN:
+        return (
+            f"{err.get('input')!r} is not valid: write 'module:function', the module a Python "
+            "file of the skill folder without '.py' (dots for a subfolder), e.g. "
+            "'handler:get_order' for get_order in handler.py"
         )
     if err["type"] == "string_pattern_mismatch" and err["loc"][-1] == "name":
         return (

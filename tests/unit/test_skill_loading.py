@@ -179,6 +179,8 @@ def test_skill_yaml_errors_name_the_tool_and_field(tmp_path: Path) -> None:
     problems = problems_of(folder)
     joined = "\n".join(problems)
     assert "skill.yaml [tools[1] (bad).handler]" in joined
+    assert "write 'module:function'" in joined  # not the pattern's regex (QA)
+    assert "[A-Za-z_]" not in joined
     assert "skill.yaml [tools[1] (bad).parameters]" in joined
     assert "type: object" in joined
     assert "skill.yaml [colour]: is not a known field" in joined
