@@ -38,7 +38,7 @@ from agents.router.learned import LearnedExamples
 from agents.router.router import Router
 from agents.run import RunBudget, RunContext, RunLimits, RunOptions, StartOptions, thread_config
 from agents.state.attachments import AttachmentStore
-from agents.state.leases import LEASE_S, ThreadLocks
+from agents.state.leases import LEASE_S, ThreadLocks, letting_go
 from agents.state.migrations import migrate
 from agents.state.records import ThreadRecords
 from agents.state.traces import RunTraces
@@ -328,6 +328,13 @@ class Conversations(AcrossProcesses):
         log.info("run.cancel_requested", run_id=run_id, queued=feed.started is None)
         return feed
 
+    def stop_run(self, run_id: str) -> None:
+        """Cut run ``run_id`` off in the step under way, as a stop does (nobody asked it to
+        end: its thread's record stays running, and the thread's next run takes it up)."""
+        task = self._run_tasks.get(run_id)
+        if task is not None:
+            task.cancel()
+
     def drain(self) -> None:
         """Take no new runs (the process was told to stop); readers of the runs under way
         wake up to see it. The runs go on: ``aclose`` gives them their grace period."""
@@ -362,6 +369,7 @@ class Conversations(AcrossProcesses):
             task.cancel()
         if not tasks:
             return
+        until = time.monotonic() + STOP_WAIT_S
         _, going = await asyncio.wait(tasks, timeout=CUT_WAIT_S)
         if going:
             stopping = asyncio.ensure_future(stop_tasks(going))
@@ -370,6 +378,8 @@ class Conversations(AcrossProcesses):
                 stopping.cancel()
                 left = [run for run, task in self._run_tasks.items() if not task.done()]
                 log.error("run.not_stopped", run_ids=left, waited_s=STOP_WAIT_S)
+        # A run cut off again as it let go of its thread: its lease's release goes on.
+        await letting_go(until - time.monotonic())
         for task in tasks:
             if task.done() and not task.cancelled():
                 task.exception()  # retrieved: asyncio does not log it as never retrieved

@@ -88,7 +88,12 @@ class OrphanRuns:
     async def resume_held(self, thread_id: str, cut: str | None) -> None:
         """Resume run ``cut``, cut off on a thread the caller holds (a run that took the
         thread after the process running ``cut`` died: ``Conversations.resume_cut_off``)."""
-        await self._follow(thread_id, cut, self._start(thread_id, cut, held=True))
+        feed = self._start(thread_id, cut, held=True)
+        try:
+            await self._follow(thread_id, cut, feed)
+        except asyncio.CancelledError:  # the caller is stopped (it lost its thread, say):
+            self.conversations.stop_run(feed.run_id)  # this run holds the thread through it
+            raise
 
     def _start(self, thread_id: str, cut: str | None, *, held: bool) -> RunFeed:
         """Start run ``cut`` of the thread again, from its last checkpoint."""

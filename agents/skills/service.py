@@ -110,8 +110,13 @@ class SkillService:
         """``reload`` off the event loop, one at a time (``aclose`` waits for the one under
         way: its thread goes on whoever cancels the caller)."""
         async with self._reload_lock:
-            self._reloading = asyncio.ensure_future(asyncio.to_thread(self.reload))
-            return await asyncio.shield(self._reloading)
+            reloading = self._reloading = asyncio.ensure_future(asyncio.to_thread(self.reload))
+            try:
+                return await asyncio.shield(reloading)
+            except asyncio.CancelledError:  # its thread goes on: the next waits for it
+                reloading.add_done_callback(_retrieved)
+                await asyncio.wait([reloading])
+                raise
 
     def search(self, query: str, k: int = 5) -> list[SearchHit]:
         """The best skills for ``query``."""
@@ -146,3 +151,9 @@ class SkillService:
         if self._reloading is not None and not self._reloading.done():
             await asyncio.wait([self._reloading], timeout=RELOAD_WAIT_S)
         await self.runner.aclose()
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """Take a future's outcome (asyncio logs one that failed and was never retrieved)."""
+    if not future.cancelled() and future.exception() is not None:
+        log.warning("skills.reload_failed", error=str(future.exception()))

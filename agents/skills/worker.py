@@ -31,6 +31,7 @@ import importlib.machinery
 import importlib.util
 import inspect
 import json
+import linecache
 import os
 import pickle
 import resource
@@ -228,7 +229,10 @@ def import_handler(
         parent = types.ModuleType(package)
         parent.__path__ = [path]
         sys.modules[package] = parent
-        if code:
+        if code:  # the code of the skill's earlier versions is let go (``_package``)
+            kin = package.rpartition("_")[0]
+            for earlier in [k for k in _KEPT.code if k.rpartition("_")[0] == kin]:
+                del _KEPT.code[earlier]
             _KEPT.code[package] = (path, code)
     full_name = f"{package}.{module}"
     spec = _KEPT.find_spec(full_name) if code else None
@@ -286,7 +290,10 @@ class KeptCode(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         folder, code = self.code[package]
         relative = os.path.relpath(spec.origin, folder).replace(os.sep, "/")
         module.__file__ = spec.origin
-        exec(compile(code[relative], spec.origin, "exec"), module.__dict__)
+        source = code[relative]
+        # Tracebacks and ``inspect`` read this source, not the file edited since.
+        linecache.cache[spec.origin] = (len(source), None, source.splitlines(True), spec.origin)
+        exec(compile(source, spec.origin, "exec"), module.__dict__)
 
 
 _KEPT = KeptCode()

@@ -37,8 +37,8 @@ async def thread_lock(
 ) -> AsyncIterator[None]:
     """Hold the thread for one run across processes (a lease row in PostgreSQL), taken in
     the order the runs came (``ThreadLine``). Should the lease be lost while held (renewals
-    failed a whole lease, and another process took the thread), ``lost`` is called and the
-    task holding the thread is cancelled: two runs must not write one thread.
+    failed a whole lease, and another process took the thread), ``lost`` (when given) is
+    called and the task holding the thread is cancelled: two runs must not write one thread.
 
     Several service processes behind one load balancer share a PostgreSQL checkpointer; two
     turns of one thread arriving at two processes would otherwise both start from the same
@@ -72,8 +72,22 @@ async def thread_lock(
     finally:
         set_live(holder, False)
         # Shielded: a cancel of the holder as it lets go (a stop's) leaves the lease let go
-        # all the same, not held until it expires.
-        await asyncio.shield(_let_go(leases, thread_id, holder, renewing, here))
+        # all the same, not held until it expires (a stop waits for it: ``letting_go``).
+        release = asyncio.ensure_future(_let_go(leases, thread_id, holder, renewing, here))
+        _LETTING_GO.add(release)
+        release.add_done_callback(_LETTING_GO.discard)
+        await asyncio.shield(release)
+
+
+_LETTING_GO: set[asyncio.Future[None]] = set()  # this process's leases being let go
+
+
+async def letting_go(timeout_s: float) -> None:
+    """Wait at most ``timeout_s`` for the leases this process is letting go, their holders
+    cut off meanwhile (a stop closing the store after would leave them held until they
+    expire, and another process would resume their runs only then)."""
+    if _LETTING_GO and timeout_s > 0:
+        await asyncio.wait(list(_LETTING_GO), timeout=timeout_s)
 
 
 async def _let_go(
@@ -91,9 +105,10 @@ async def _let_go(
 
 
 def _stop_holder(holding: asyncio.Task[Any] | None, lost: Callable[[], None] | None) -> None:
-    if lost is not None:
+    # Only a holder that can say so is cancelled (a run); a short change outside a run (a
+    # delete, a prune) goes on to its end, logged.
+    if lost is not None and holding is not None:
         lost()
-    if holding is not None:
         holding.cancel()
 
 
@@ -175,24 +190,22 @@ async def _renew(
 ) -> None:
     # A renewal that fails (the pool timed out, PostgreSQL restarting) is tried again at the
     # next beat: ending here would let the lease expire under the run and another process
-    # take the thread while it goes on. One that renews nothing finds the lease expired
-    # (renewals failed a whole lease): taken back if nobody took the thread meanwhile, else
-    # the holder is told (``lost``) and renewal ends. It ends once its holder lets go
-    # (``set_live``), not only when cancelled: Python 3.11's ``asyncio.wait_for``, which
-    # psycopg's pool waits for a connection with, drops a cancel that lands as its result
-    # comes, and the loop went on for good while the run letting go of the thread waited for
-    # it to end.
+    # take the thread while it goes on. A lease that expired while still this holder's
+    # renews all the same (nobody took it); one that renews nothing was taken by another
+    # process once it expired (its row is another's, or gone: taken, used and let go), so
+    # the thread's checkpoints may have gone on without this run: the holder is told
+    # (``lost``) and renewal ends. Never taken back: a claim then would succeed once the
+    # other let go, and this run would write over the other's turn. It ends once its holder
+    # lets go (``set_live``), not only when cancelled: Python 3.11's ``asyncio.wait_for``,
+    # which psycopg's pool waits for a connection with, drops a cancel that lands as its
+    # result comes, and the loop went on for good while the run letting go of the thread
+    # waited for it to end.
     while is_live(holder):
         await asyncio.sleep(lease_s / 3)
         if not is_live(holder):
             return
         try:
             if thread_id in await leases.renew([thread_id], holder, lease_s):
-                continue
-            if not is_live(holder):  # let go meanwhile: nothing to take back
-                return
-            if await leases.claim(thread_id, holder, lease_s):
-                log.warning("thread.lease_taken_back", thread_id=thread_id, holder=holder)
                 continue
         except Exception as exc:
             log.warning("thread.lease_renew_failed", thread_id=thread_id, error=str(exc))

@@ -218,10 +218,10 @@ async def _lease_row(saver: Any, thread: str) -> Any:
         return await cursor.fetchone()
 
 
-async def test_a_lease_that_lapsed_under_its_holder_is_taken_back_when_nobody_took_it() -> None:
-    # Renewals that failed a whole lease (the database out of reach) left the lease expired,
-    # and the retention pass (or a claimant whose process then ended) may delete its row: a
-    # renewal renewed nothing, said nothing, and the run went on holding nothing.
+async def test_a_lease_that_lapsed_while_still_its_holders_renews_and_one_gone_is_lost() -> None:
+    # Renewals that failed a whole lease (the database out of reach) left it expired: still
+    # the holder's, it renews; its row gone (another process took it, answered and let go),
+    # the run is told and stopped, never taking it back over the other's turn (review).
     with schema_url("lease_back") as url:
         async with open_checkpointer(url) as saver:
             lost: list[bool] = []
@@ -230,18 +230,37 @@ async def test_a_lease_that_lapsed_under_its_holder_is_taken_back_when_nobody_to
             async def holder() -> None:
                 async with thread_lock(saver, "t", lease_s=0.3, lost=lambda: lost.append(True)):
                     held.set()
-                    await asyncio.sleep(0.8)
+                    await asyncio.sleep(30)
 
             task = asyncio.create_task(holder())
             await asyncio.wait_for(held.wait(), 5)
             mine = (await _lease_row(saver, "t"))["holder"]
             async with saver.conn.connection() as conn:
-                await conn.execute(f"DELETE FROM {LEASES} WHERE thread_id = 't'")
+                await conn.execute(
+                    f"UPDATE {LEASES} SET expires = extract(epoch from clock_timestamp()) - 1"
+                )
             await asyncio.sleep(0.3)  # a renewal's beat (a third of the lease) and more
-            assert (await _lease_row(saver, "t"))["holder"] == mine
-            await asyncio.wait_for(task, 5)  # the run went on to its end
             assert not lost
-            assert await _lease_row(saver, "t") is None  # and let go
+            assert not task.done()
+            assert (await _lease_row(saver, "t"))["holder"] == mine
+            async with saver.conn.connection() as conn:
+                await conn.execute(f"DELETE FROM {LEASES} WHERE thread_id = 't'")
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.wait_for(task, 5)
+            assert lost == [True]
+            assert await _lease_row(saver, "t") is None  # not taken back
+
+
+async def test_a_change_outside_a_run_that_loses_its_lease_goes_on_to_its_end() -> None:
+    # A delete or a prune (no ``lost`` to tell) was cancelled mid-way, retention's loop with
+    # it for good (review): only a run is stopped.
+    with schema_url("lease_change") as url:
+        async with open_checkpointer(url) as saver:
+            async with thread_lock(saver, "t", lease_s=0.3):
+                async with saver.conn.connection() as conn:
+                    await conn.execute(f"UPDATE {LEASES} SET holder = %s", (A,))
+                await asyncio.sleep(0.3)  # a beat finds the lease another's
+            assert (await _lease_row(saver, "t"))["holder"] == A
 
 
 async def test_a_holder_whose_thread_another_process_took_over_is_told_and_stopped() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import sys
 import threading
 import time
@@ -18,7 +19,7 @@ from agents.skills.loader import load_skill
 from agents.skills.registry import SkillRegistry
 from agents.skills.runner import _package
 from agents.skills.service import SkillService, SkillsOptions
-from agents.skills.worker import import_handler
+from agents.skills.worker import _KEPT, import_handler
 from tests.skillkit import FIXTURE_SKILLS, tool, write_skill
 from tests.workflowkit import alias_bomb
 
@@ -750,3 +751,10 @@ def test_handlers_are_imported_from_the_code_their_version_loaded_with(tmp_path:
     module = import_handler(_package(skill), str(folder), "handler", skill.code)
     assert module.kept_answer() == "kept beside"
     assert module.__file__ == str(folder / "handler.py")
+    assert "def kept_answer():" in inspect.getsource(module.kept_answer)  # not the edit
+    # The next version's code replaces this one's (not kept for every version imported).
+    (folder / "handler.py").write_text("def kept_answer():\n    return 'next'\n")
+    nearer = load_skill(folder)
+    module = import_handler(_package(nearer), str(folder), "handler", nearer.code)
+    assert module.kept_answer() == "next"
+    assert [p for p in _KEPT.code if p.startswith(_package(skill)[:-8])] == [_package(nearer)]
