@@ -173,6 +173,10 @@ def load_skill(folder: Path) -> Skill:
     """
     name = folder.name
     problems: list[SkillProblem] = []
+    # Stamped first, then the code read, then checked from what was read: an edit made
+    # meanwhile changes the stamp after this one, and the next reload takes it.
+    stamp = fingerprint(folder)
+    code = code_of(folder)
 
     def problem(file: str, field_: str, message: str) -> None:
         problems.append(SkillProblem(name, file, field_, message))
@@ -217,7 +221,7 @@ def load_skill(folder: Path) -> Skill:
         )
     config = _parse_config(folder, problem)
     if config is not None:
-        _check_handlers(folder, config, problem)
+        _check_handlers(folder, config, problem, code)
     if problems or frontmatter is None or config is None:
         raise SkillLoadError(problems)
     references, warnings = list_references(folder)
@@ -227,12 +231,12 @@ def load_skill(folder: Path) -> Skill:
         path=folder,
         frontmatter=frontmatter,
         config=config,
-        fingerprint=fingerprint(folder),
+        fingerprint=stamp,
         references=references,
         warnings=(*warnings, *(str(d) for d in deviations)),
         left_out=tuple(SkillProblem(name, "references", "", w) for w in warnings),
         deviations=tuple(deviations),
-        code=code_of(folder) if any(t.handler for t in config.tools) else {},
+        code=code if config.tools else {},
     )
 
 
@@ -376,14 +380,17 @@ def _parse_config(folder: Path, problem: Any) -> SkillConfig | None:
         return None
 
 
-def _check_handlers(folder: Path, config: SkillConfig, problem: Any) -> None:
-    """Resolve each 'module:function' statically (ast), so nothing is imported at start-up."""
+def _check_handlers(
+    folder: Path, config: SkillConfig, problem: Any, code: dict[str, str] | None = None
+) -> None:
+    """Resolve each 'module:function' statically (ast), so nothing is imported at start-up;
+    from ``code`` (``code_of``) where it holds the module: what its handlers will run."""
     parsed: dict[str, set[str] | str] = {}
     for i, tool in enumerate(config.tools):
         module, function = tool.handler.split(":")
         file = Path(*module.split(".")).with_suffix(".py")
         if module not in parsed:
-            parsed[module] = _functions(folder / file)
+            parsed[module] = _functions(folder / file, (code or {}).get(file.as_posix()))
         functions = parsed[module]
         where = f"tools[{i}].handler"
         if isinstance(functions, str):
@@ -397,10 +404,12 @@ def _check_handlers(folder: Path, config: SkillConfig, problem: Any) -> None:
             )
 
 
-def _functions(path: Path) -> set[str] | str:
-    """The top-level names a handler module defines, or why it cannot be read."""
+def _functions(path: Path, text: str | None = None) -> set[str] | str:
+    """The top-level names a handler module (``text``, else read) defines, or why it cannot
+    be read."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        source = path.read_text(encoding="utf-8") if text is None else text
+        tree = ast.parse(source, filename=str(path))
     except FileNotFoundError:
         return "is missing; create it or fix the reference"
     except SyntaxError as exc:
