@@ -252,6 +252,21 @@ def test_client_side_tool_messages_are_refused(client: TestClient, fake_llm: Fak
     assert response.json()["error"]["param"] == "messages.1"
 
 
+def test_tools_a_client_offers_are_refused_not_ignored(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    # They were dropped without a word: a client waiting for a call of its own tool got text.
+    offered = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
+    response = client.post("/v1/chat/completions", json={"messages": [USER], "tools": offered})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert (error["code"], error["param"]) == ("client_tools_unsupported", "tools")
+    assert fake_llm.requests == []
+    fake_llm.script(Reply(content="Hi."))
+    plain = {"messages": [USER], "tools": [], "temperature": 0.2}  # none offered: answered
+    assert client.post("/v1/chat/completions", json=plain).status_code == 200
+
+
 @pytest.mark.parametrize("content", [[{}], [{"text": "x"}], [{"type": "text"}]])
 def test_an_unreadable_content_part_is_a_400_and_the_thread_stays_usable(
     client: TestClient, fake_llm: FakeLLM, content: list[dict[str, Any]]

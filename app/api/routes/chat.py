@@ -135,6 +135,7 @@ async def chat_completions(
     message are new (system messages are taken on the first turn only), so clients may send
     either the full history or just the new message.
     """
+    _no_client_tools(body)
     thread_id = _thread_id(x_thread_id)
     cutoffs: Cutoffs = request.app.state.cutoffs
     target = run_target(services, model=body.model, skill=body.skill, workflow=body.workflow)
@@ -353,3 +354,20 @@ async def _sse(
             body = error_body(event.message, kind, event.code)
             yield f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
     yield "data: [DONE]\n\n"
+
+
+def _no_client_tools(body: ChatCompletionRequest) -> None:
+    """Refuse tools the client offers (OpenAI's ``tools``, ``functions``): the model here
+    calls the skills' tools, never the client's, so a client waiting for a tool call would
+    get text instead, unsaid (its other unknown fields change nothing of the answer's shape
+    and are ignored)."""
+    for field in ("tools", "functions"):
+        if (body.model_extra or {}).get(field):
+            raise ApiError(
+                400,
+                "client_tools_unsupported",
+                f"{field}: client-side tools are not supported: the service calls its skills' "
+                "tools itself (name one with `skill`, or list them: GET /v1/skills); send the "
+                "request without them.",
+                param=field,
+            )
