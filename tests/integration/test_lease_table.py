@@ -218,22 +218,29 @@ async def _lease_row(saver: Any, thread: str) -> Any:
         return await cursor.fetchone()
 
 
+async def _run_holding(saver: Any, thread: str) -> tuple[asyncio.Task[None], list[bool]]:
+    """A run holding ``thread`` (a lease of 0.3 s) until cancelled, and what its ``lost``
+    was told."""
+    lost: list[bool] = []
+    held = asyncio.Event()
+
+    async def holder() -> None:
+        async with thread_lock(saver, thread, lease_s=0.3, lost=lambda: lost.append(True)):
+            held.set()
+            await asyncio.sleep(30)
+
+    task = asyncio.create_task(holder())
+    await asyncio.wait_for(held.wait(), 5)
+    return task, lost
+
+
 async def test_a_lease_that_lapsed_while_still_its_holders_renews_and_one_gone_is_lost() -> None:
     # Renewals that failed a whole lease (the database out of reach) left it expired: still
     # the holder's, it renews; its row gone (another process took it, answered and let go),
     # the run is told and stopped, never taking it back over the other's turn (review).
     with schema_url("lease_back") as url:
         async with open_checkpointer(url) as saver:
-            lost: list[bool] = []
-            held = asyncio.Event()
-
-            async def holder() -> None:
-                async with thread_lock(saver, "t", lease_s=0.3, lost=lambda: lost.append(True)):
-                    held.set()
-                    await asyncio.sleep(30)
-
-            task = asyncio.create_task(holder())
-            await asyncio.wait_for(held.wait(), 5)
+            task, lost = await _run_holding(saver, "t")
             mine = (await _lease_row(saver, "t"))["holder"]
             async with saver.conn.connection() as conn:
                 await conn.execute(
@@ -266,16 +273,7 @@ async def test_a_change_outside_a_run_that_loses_its_lease_goes_on_to_its_end() 
 async def test_a_holder_whose_thread_another_process_took_over_is_told_and_stopped() -> None:
     with schema_url("lease_lost") as url:
         async with open_checkpointer(url) as saver:
-            lost: list[bool] = []
-            held = asyncio.Event()
-
-            async def holder() -> None:
-                async with thread_lock(saver, "t", lease_s=0.3, lost=lambda: lost.append(True)):
-                    held.set()
-                    await asyncio.sleep(30)
-
-            task = asyncio.create_task(holder())
-            await asyncio.wait_for(held.wait(), 5)
+            task, lost = await _run_holding(saver, "t")
             async with saver.conn.connection() as conn:  # its lease lapsed, and A took it
                 await conn.execute(
                     f"UPDATE {LEASES} SET holder = %s, "
