@@ -370,19 +370,13 @@ class Conversations(AcrossProcesses):
         if not tasks:
             return
         until = time.monotonic() + STOP_WAIT_S
-        _, going = await asyncio.wait(tasks, timeout=CUT_WAIT_S)
-        if going:
-            stopping = asyncio.ensure_future(stop_tasks(going))
-            await asyncio.wait([stopping], timeout=STOP_WAIT_S - CUT_WAIT_S)
-            if not stopping.done():
-                stopping.cancel()
-                left = [run for run, task in self._run_tasks.items() if not task.done()]
-                log.error("run.not_stopped", run_ids=left, waited_s=STOP_WAIT_S)
+        await asyncio.wait(tasks, timeout=CUT_WAIT_S)  # then those going are cancelled again
+        left = await stop_tasks(tasks, within_s=STOP_WAIT_S - CUT_WAIT_S)
+        if left:
+            runs = [run for run, task in self._run_tasks.items() if task in left]
+            log.error("run.not_stopped", run_ids=runs, waited_s=STOP_WAIT_S)
         # A run cut off again as it let go of its thread: its lease's release goes on.
         await letting_go(until - time.monotonic())
-        for task in tasks:
-            if task.done() and not task.cancelled():
-                task.exception()  # retrieved: asyncio does not log it as never retrieved
 
     async def _drive(
         self,

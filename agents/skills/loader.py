@@ -173,10 +173,9 @@ def load_skill(folder: Path) -> Skill:
     """
     name = folder.name
     problems: list[SkillProblem] = []
-    # Stamped first, then the code read, then checked from what was read: an edit made
-    # meanwhile changes the stamp after this one, and the next reload takes it.
+    # Stamped first, then the code read (below), then checked from what was read: an edit
+    # made meanwhile changes the stamp after this one, and the next reload takes it.
     stamp = fingerprint(folder)
-    code = code_of(folder)
 
     def problem(file: str, field_: str, message: str) -> None:
         problems.append(SkillProblem(name, file, field_, message))
@@ -220,6 +219,7 @@ def load_skill(folder: Path) -> Skill:
             f"the Agent Skills format requires them to be equal — {fix}",
         )
     config = _parse_config(folder, problem)
+    code = code_of(folder) if config is not None and config.tools else {}
     if config is not None:
         _check_handlers(folder, config, problem, code)
     if problems or frontmatter is None or config is None:
@@ -236,7 +236,7 @@ def load_skill(folder: Path) -> Skill:
         warnings=(*warnings, *(str(d) for d in deviations)),
         left_out=tuple(SkillProblem(name, "references", "", w) for w in warnings),
         deviations=tuple(deviations),
-        code=code if config.tools else {},
+        code=code,
     )
 
 

@@ -47,6 +47,15 @@ def wait_for(predicate: Any, timeout: float = 2.0) -> float:
     raise AssertionError(f"not within {timeout} s")
 
 
+def assert_order_answered(client: TestClient) -> None:
+    """The order lookup's tool answers, through the service, with the order."""
+    called = client.post(
+        "/v1/skills/order-lookup/tools/get_order", json={"arguments": {"order_id": "ORD1001"}}
+    )
+    assert called.json()["ok"] is True, called.text
+    assert "ORD1001" in json.dumps(called.json()["result"])
+
+
 def names(client: TestClient) -> list[str]:
     return [s["name"] for s in client.get("/v1/skills").json()["skills"]]
 
@@ -118,10 +127,7 @@ def test_a_broken_edit_keeps_serving_the_last_good_version(
     assert error["file"] == "skill.yaml"
     assert "line" in error["message"]
     assert "order-lookup" in names(client)
-    ok = client.post(
-        "/v1/skills/order-lookup/tools/get_order", json={"arguments": {"order_id": "ORD1001"}}
-    )
-    assert ok.json()["ok"] is True
+    assert_order_answered(client)
 
 
 def test_a_broken_handler_edit_keeps_the_last_good_code_answering(
@@ -138,11 +144,7 @@ def test_a_broken_handler_edit_keeps_the_last_good_code_answering(
         return any(e["skill"] == "order-lookup" and "parse" in e["message"] for e in errors)
 
     wait_for(reported, timeout=4.0)
-    called = client.post(
-        "/v1/skills/order-lookup/tools/get_order", json={"arguments": {"order_id": "ORD1001"}}
-    )
-    assert called.json()["ok"] is True, called.text
-    assert "ORD1001" in json.dumps(called.json()["result"])
+    assert_order_answered(client)
 
 
 def test_a_tool_schema_that_cannot_check_arguments_is_refused_by_place_not_served_as_500(

@@ -52,3 +52,27 @@ async def test_a_task_that_drops_a_cancel_is_cancelled_again_until_it_ends(
     assert beats == ended_at
     with contextlib.suppress(asyncio.CancelledError):
         await looping
+
+
+async def test_a_stop_within_a_bound_returns_the_tasks_still_going(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cancelling, "AGAIN_S", 0.05)
+    released = asyncio.Event()
+
+    async def ends_only_when_released() -> None:
+        while not released.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(0.01)
+
+    async def ends() -> None:
+        await asyncio.sleep(1)
+
+    stubborn = asyncio.create_task(ends_only_when_released())
+    willing = asyncio.create_task(ends())
+    await asyncio.sleep(0)
+    left = await asyncio.wait_for(stop_tasks([stubborn, willing], within_s=0.2), 2)
+    assert left == {stubborn}
+    assert willing.cancelled()
+    released.set()
+    await asyncio.wait_for(stubborn, 2)
