@@ -284,44 +284,48 @@ async def open_services(
                 workflows=engine,
             )
             engine.watch_threads(threads.exists)  # a run on a deleted thread goes no further
-            # Workflow runs a stopped process left (on PostgreSQL: only those whose lease
-            # expired or whose process, on this machine, is gone; one process claims each).
             tasks: list[asyncio.Task[Any]] = []
-            if background:
-                tasks.append(asyncio.create_task(engine.resume_orphans()))
-                # Conversation runs a stopped or killed process left: resumed here; on
-                # PostgreSQL also those of another process whose lease expired. Taken up
-                # before the first request: a run left waiting is known (queued) at once,
-                # not a 404 until the runs ahead of it ended (QA).
-                tasks.append(asyncio.create_task(threads.orphans.follow(await taken_up(threads))))
-                if settings.resolved_checkpoint_url.startswith(("postgresql:", "postgres:")):
-                    every = settings.run_lease_s
-                    tasks.append(asyncio.create_task(threads.orphans.keep_resuming(every)))
-                    tasks.append(asyncio.create_task(engine.keep_resuming(every)))
-                # What other processes learn or delete reaches this one.
-                tasks.append(asyncio.create_task(learned.keep_fresh()))
-            if background and settings.retention_interval_s > 0:
-                tasks.append(asyncio.create_task(threads.keep_bounded()))
-            services = Services(
-                settings,
-                gateway,
-                checkpointer,
-                conversations,
-                skills,
-                workflows,
-                registry,
-                engine,
-                turns,
-                threads,
-                tools,
-                ApiKeys(documents, bootstrap),
-                spend,
-                learned,
-                bus,
-            )
-            if background and bus is not None:
-                await bus.listen(_handlers(services, tasks))
+            # From the first run taken up on, a start-up that fails (Redis refusing the
+            # listener, say) stops what it started, as a stop does.
             try:
+                if background:
+                    # Workflow runs a stopped process left (on PostgreSQL: only those whose
+                    # lease expired or whose process, on this machine, is gone; one process
+                    # claims each).
+                    tasks.append(asyncio.create_task(engine.resume_orphans()))
+                    # Conversation runs a stopped or killed process left: resumed here; on
+                    # PostgreSQL also those of another process whose lease expired. Taken up
+                    # before the first request: a run left waiting is known (queued) at once,
+                    # not a 404 until the runs ahead of it ended (QA).
+                    left = await taken_up(threads)
+                    tasks.append(asyncio.create_task(threads.orphans.follow(left)))
+                    if settings.resolved_checkpoint_url.startswith(("postgresql:", "postgres:")):
+                        every = settings.run_lease_s
+                        tasks.append(asyncio.create_task(threads.orphans.keep_resuming(every)))
+                        tasks.append(asyncio.create_task(engine.keep_resuming(every)))
+                    # What other processes learn or delete reaches this one.
+                    tasks.append(asyncio.create_task(learned.keep_fresh()))
+                if background and settings.retention_interval_s > 0:
+                    tasks.append(asyncio.create_task(threads.keep_bounded()))
+                services = Services(
+                    settings,
+                    gateway,
+                    checkpointer,
+                    conversations,
+                    skills,
+                    workflows,
+                    registry,
+                    engine,
+                    turns,
+                    threads,
+                    tools,
+                    ApiKeys(documents, bootstrap),
+                    spend,
+                    learned,
+                    bus,
+                )
+                if background and bus is not None:
+                    await bus.listen(_handlers(services, tasks))
                 yield services
             finally:
                 await stop_tasks(tasks)

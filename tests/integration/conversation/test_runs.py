@@ -374,3 +374,47 @@ async def test_a_stop_ends_a_run_that_dropped_its_cancel(
     ended = [e async for e in feed.read()][-1]
     assert isinstance(ended, RunFailed)
     assert ended.code == "run_cancelled"
+
+
+async def test_a_start_up_that_fails_stops_the_runs_it_took_up(
+    model_settings: Any, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Runs a stopped process left are taken up before Redis's listener starts; a listener
+    # refused then failed the start-up with the taken-up run still going, its store closed.
+    settings = model_settings.model_copy(update={"shutdown_grace_s": 0.0})
+    fake_llm.script(
+        Reply(content="cut off by the stop", delay=30),
+        Reply(content="cut off by the failed start", delay=30),
+        Reply(content="The whole story."),
+    )
+    async with open_services(settings) as services:
+        services.conversations.start("left", [HumanMessage("tell me a long story")])
+        for _ in range(100):  # in its model call when the service stops
+            if fake_llm.requests:
+                break
+            await asyncio.sleep(0.05)
+    # Cut off by the stop (no grace): left for the next start to take up.
+
+    async def refused(self: RunBus, handlers: Any) -> None:
+        for _ in range(100):  # the run taken up is in its model call again
+            if len(fake_llm.requests) == 2:
+                break
+            await asyncio.sleep(0.05)
+        raise ConnectionError("the listener was refused")
+
+    monkeypatch.setattr(RunBus, "listen", refused)
+    shared = {"redis_url": REDIS, "redis_prefix": f"test-{uuid.uuid4().hex[:12]}"}
+    with pytest.raises(ConnectionError, match="refused"):
+        async with open_services(settings.model_copy(update=shared)):
+            pass
+    assert len(fake_llm.requests) == 2  # taken up, then stopped with the start
+    drives = [t for t in asyncio.all_tasks() if "_drive" in repr(t.get_coro())]
+    assert drives == [], "a run taken up outlived the start-up that failed"
+    monkeypatch.undo()
+    async with open_services(settings) as services:  # the next start takes it up again
+        for _ in range(100):
+            if (await services.threads.get("left"))["status"] == "idle":
+                break
+            await asyncio.sleep(0.05)
+        history = await services.conversations.history("left")
+    assert [m.text for m in history if isinstance(m, AIMessage)] == ["The whole story."]
