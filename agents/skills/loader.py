@@ -402,6 +402,48 @@ def _check_handlers(
                 f"{tool.handler!r}: {file} defines no top-level "
                 f"function {function!r}; define it or fix the name",
             )
+    for broken, why in _broken_siblings(code or {}, list(parsed)):
+        problem(broken, "", why)
+
+
+def _broken_siblings(code: dict[str, str], handlers: list[str]) -> list[tuple[str, str]]:
+    """The modules of the skill's folder that its handler modules import relatively
+    (``from .helper import x``), directly or through one another, and that do not parse:
+    (file, why). Checked with the handlers, so that a broken helper is reported when the
+    skill loads (its last good version serving on) rather than failing its tool calls."""
+    broken: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    todo = list(handlers)
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        parts = module.split(".")
+        file = next(
+            (f for f in ("/".join(parts) + ".py", "/".join([*parts, "__init__.py"])) if f in code),
+            None,
+        )
+        if file is None:
+            continue
+        try:
+            tree = ast.parse(code[file], filename=file)
+        except SyntaxError as exc:
+            why = f"does not parse: {exc.msg} (line {exc.lineno}); a handler imports it, fix it"
+            if module not in handlers:  # a handler module's own is reported with its tool
+                broken.append((file, why))
+            continue
+        package = parts if file.rpartition("/")[2] == "__init__.py" else parts[:-1]
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or not node.level:
+                continue
+            if node.level - 1 > len(package):
+                continue  # beyond the skill's package: the import fails at the call
+            target = [*package[: len(package) - node.level + 1], *(node.module or "").split(".")]
+            target = [t for t in target if t]
+            todo += [".".join(target[:n]) for n in range(1, len(target) + 1)]
+            todo += [".".join([*target, alias.name]) for alias in node.names]
+    return broken
 
 
 def _functions(path: Path, text: str | None = None) -> set[str] | str:

@@ -483,6 +483,31 @@ def test_a_handler_that_does_not_parse_says_where_and_why(tmp_path: Path) -> Non
     assert "lookup.py is missing; create it" in problem
 
 
+def test_a_module_a_handler_imports_that_does_not_parse_is_reported_with_the_skill(
+    tmp_path: Path,
+) -> None:
+    # Only handler modules were parsed: a broken helper loaded as the skill's last good
+    # version, and every call of its tools then failed on import.
+    folder = write_skill(
+        tmp_path,
+        "orders",
+        config={"tools": [tool("get_order", "handler:get_order")]},
+        handler="from .helpers import fetch\n\ndef get_order():\n    return fetch()\n",
+    )
+    (folder / "helpers").mkdir()
+    (folder / "helpers" / "__init__.py").write_text("from .wire import fetch\n")
+    (folder / "helpers" / "wire.py").write_text("def fetch(:\n    return 1\n")
+    # Not imported by a handler: a script of the Agent Skills format, run by others.
+    (folder / "scripts").mkdir()
+    (folder / "scripts" / "template.py").write_text("{{ placeholder }} = 1\n")
+    [problem] = problems_of(folder)
+    assert "helpers/wire.py" in problem
+    assert "does not parse: " in problem
+    assert "(line 1)" in problem
+    (folder / "helpers" / "wire.py").write_text("def fetch():\n    return 1\n")
+    assert "def fetch():" in load_skill(folder).code["helpers/wire.py"]
+
+
 def test_invalid_yaml_reports_line_and_column(tmp_path: Path) -> None:
     folder = write_skill(tmp_path, "broken")
     (folder / "skill.yaml").write_text("triggers: [a, b\nexamples: x\n", encoding="utf-8")
