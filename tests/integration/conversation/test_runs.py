@@ -376,6 +376,34 @@ async def test_a_stop_ends_a_run_that_dropped_its_cancel(
     assert ended.code == "run_cancelled"
 
 
+async def _left_running(settings: Any, fake_llm: FakeLLM) -> None:
+    """A run of thread "left" cut off in its model call by a stop with no grace: left for
+    the next start to take up."""
+    async with open_services(settings) as services:
+        services.conversations.start("left", [HumanMessage("tell me a long story")])
+        await _model_called(fake_llm, 1)
+
+
+async def _model_called(fake_llm: FakeLLM, times: int) -> None:
+    for _ in range(100):
+        if len(fake_llm.requests) >= times:
+            return
+        await asyncio.sleep(0.05)
+
+
+async def _answered(services: Services, thread_id: str) -> list[str]:
+    for _ in range(100):
+        if (await services.threads.get(thread_id))["status"] == "idle":
+            break
+        await asyncio.sleep(0.05)
+    history = await services.conversations.history(thread_id)
+    return [m.text for m in history if isinstance(m, AIMessage)]
+
+
+def _runs_going() -> list[asyncio.Task[Any]]:
+    return [t for t in asyncio.all_tasks() if "_drive" in repr(t.get_coro())]
+
+
 async def test_a_start_up_that_fails_stops_the_runs_it_took_up(
     model_settings: Any, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -387,19 +415,10 @@ async def test_a_start_up_that_fails_stops_the_runs_it_took_up(
         Reply(content="cut off by the failed start", delay=30),
         Reply(content="The whole story."),
     )
-    async with open_services(settings) as services:
-        services.conversations.start("left", [HumanMessage("tell me a long story")])
-        for _ in range(100):  # in its model call when the service stops
-            if fake_llm.requests:
-                break
-            await asyncio.sleep(0.05)
-    # Cut off by the stop (no grace): left for the next start to take up.
+    await _left_running(settings, fake_llm)
 
     async def refused(self: RunBus, handlers: Any) -> None:
-        for _ in range(100):  # the run taken up is in its model call again
-            if len(fake_llm.requests) == 2:
-                break
-            await asyncio.sleep(0.05)
+        await _model_called(fake_llm, 2)  # the run taken up is in its model call again
         raise ConnectionError("the listener was refused")
 
     monkeypatch.setattr(RunBus, "listen", refused)
@@ -408,13 +427,38 @@ async def test_a_start_up_that_fails_stops_the_runs_it_took_up(
         async with open_services(settings.model_copy(update=shared)):
             pass
     assert len(fake_llm.requests) == 2  # taken up, then stopped with the start
-    drives = [t for t in asyncio.all_tasks() if "_drive" in repr(t.get_coro())]
-    assert drives == [], "a run taken up outlived the start-up that failed"
+    assert _runs_going() == [], "a run taken up outlived the start-up that failed"
     monkeypatch.undo()
     async with open_services(settings) as services:  # the next start takes it up again
-        for _ in range(100):
-            if (await services.threads.get("left"))["status"] == "idle":
+        assert await _answered(services, "left") == ["The whole story."]
+
+
+async def test_a_cut_off_run_resumed_for_a_holder_stops_with_its_holder(
+    model_settings: Any, fake_llm: FakeLLM
+) -> None:
+    # A run that takes a thread after the process of its last run died resumes that run
+    # first, holding the thread through it; stopped (it lost the thread, say), it left the
+    # resumed run going on a thread it no longer held.
+    settings = model_settings.model_copy(update={"shutdown_grace_s": 0.0})
+    fake_llm.script(
+        Reply(content="cut off by the stop", delay=30),
+        Reply(content="cut off with its holder", delay=30),
+        Reply(content="The whole story."),
+    )
+    await _left_running(settings, fake_llm)
+    async with open_services(settings, background=False) as services:  # none taken up
+        cut = (await services.threads.get("left"))["run_id"]
+        holder = asyncio.create_task(services.threads.orphans.resume_held("left", cut))
+        await _model_called(fake_llm, 2)
+        assert len(_runs_going()) == 1
+        holder.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await holder
+        for _ in range(40):
+            if not _runs_going():
                 break
             await asyncio.sleep(0.05)
-        history = await services.conversations.history("left")
-    assert [m.text for m in history if isinstance(m, AIMessage)] == ["The whole story."]
+        assert _runs_going() == [], "the resumed run outlived the holder it ran for"
+        assert (await services.threads.get("left"))["status"] == "running"  # left to take up
+        await services.threads.orphans.resume()
+        assert await _answered(services, "left") == ["The whole story."]
