@@ -9,6 +9,7 @@ module-level functions (or ``functools.partial`` of them), not lambdas.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 from multiprocessing.connection import Connection
 from typing import Any
@@ -116,6 +117,13 @@ class FakeLLMProcess:
 
 def _serve(conn: Connection) -> None:
     with FakeLLM() as fake:
+        # A model server's own pauses are not the client's latency: the full garbage
+        # collections of this process, over the exchanges it keeps (a heap growing with every
+        # request of a load), stalled every request in flight for up to 0.2 s, which the load
+        # benchmark counted as latency the service added. They run when the script is reset,
+        # between loads; young objects are still collected as they go.
+        gc.freeze()
+        gc.set_threshold(700, 10, 2**31 - 1)
         conn.send(fake.base_url)
         while True:
             try:
@@ -130,6 +138,8 @@ def _serve(conn: Connection) -> None:
                 conn.send((True, member(*args) if callable(member) else member))
             except Exception as exc:
                 conn.send((False, exc))
+            if name == "reset":
+                gc.collect()
 
 
 __all__ = ["FakeLLMProcess", "Reply"]
