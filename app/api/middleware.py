@@ -151,9 +151,9 @@ def _unicode_problem(body: bytes) -> tuple[str, str, str, str | None] | None:
         return None
     try:
         value = json.loads(body)
-    except ValueError:
-        return None  # not JSON: the route says so
-    where = bad_text(value)
+        where = bad_text(value)
+    except (ValueError, RecursionError):
+        return None  # not JSON, or nested too deeply: the route says so
     if where is None:
         return None
     name = where or "the body"

@@ -11,13 +11,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pydantic_core
 import structlog
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types.jsonrpc import UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types.jsonrpc import PARSE_ERROR, UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
 
@@ -30,6 +32,15 @@ WATCH_EVERY_S = 0.5
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # The versions the SDK serves: by the initialize handshake, or request by request (2026).
 SPOKEN = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
+# How deep a body may nest arrays and objects: as deep as the SDK's parser (pydantic_core's)
+# reads. The transport parses with it too, so the two never disagree on a body.
+MAX_NESTING = 200
+# The service refuses a body over SKILLDESK_MAX_REQUEST_BYTES before any route, /mcp included
+# (413 `request_too_large`, app.api.middleware), and the transport reads the body whole before
+# the SDK does: the SDK's own limit (4 MiB, answered in plain text) would be a second, lower one.
+NO_SDK_BODY_LIMIT = sys.maxsize
+# What a POST body parses to when it is not JSON (the SDK answers it), or nests too deeply.
+NOT_JSON, TOO_DEEP = object(), object()
 
 
 class McpEndpoint:
@@ -43,15 +54,20 @@ class McpEndpoint:
         if self._stateful is None or self._stateless is None:
             await _unavailable(send)
             return
-        body = await _body(receive) if scope.get("method") == "POST" else b""
-        version = _unspoken_version(scope, body)
+        posted = scope.get("method") == "POST"
+        body = await _body(receive) if posted else b""
+        message = _parse(body) if posted else NOT_JSON  # parsed once, as the SDK parses it
+        version = _unspoken_version(scope, message)
         if version is not None:  # the SDK would ask for the 2026 protocol's _meta envelope
             await _reply(send, 400, version)
             return
-        if scope.get("method") != "POST":
+        if not posted:
             await self._stateful.handle_request(scope, receive, send)
             return
-        refused = _bad_call(body)
+        if message is TOO_DEEP:  # the SDK would say "recursion limit exceeded", or "Parse error"
+            await _reply(send, 400, _too_deep())
+            return
+        refused = _bad_call(message)
         if refused is not None:  # the SDK would say "Invalid request parameters", no more
             await _reply(send, 200, refused)
             return
@@ -59,7 +75,7 @@ class McpEndpoint:
         if b"mcp-session-id" in headers:
             manager = self._stateful
         else:
-            manager = self._stateful if _opens_session(body) else self._stateless
+            manager = self._stateful if _opens_session(message) else self._stateless
         await manager.handle_request(scope, _replay(body, receive), send)
 
     @contextlib.asynccontextmanager
@@ -69,8 +85,15 @@ class McpEndpoint:
         sessions = Sessions()
         server = build_server(catalogue, sessions)
         security = _loopback_only() if host in LOOPBACK else None
-        stateful = StreamableHTTPSessionManager(server, security_settings=security)
-        stateless = StreamableHTTPSessionManager(server, stateless=True, security_settings=security)
+        stateful = StreamableHTTPSessionManager(
+            server, security_settings=security, max_request_body_size=NO_SDK_BODY_LIMIT
+        )
+        stateless = StreamableHTTPSessionManager(
+            server,
+            stateless=True,
+            security_settings=security,
+            max_request_body_size=NO_SDK_BODY_LIMIT,
+        )
         async with stateful.run(), stateless.run():
             self._stateful, self._stateless = stateful, stateless
             watching = asyncio.create_task(_watch(catalogue, sessions, stateful))
@@ -108,17 +131,32 @@ def _loopback_only() -> TransportSecuritySettings:
     )
 
 
-def _opens_session(body: bytes) -> bool:
-    """Whether a POST body is an ``initialize`` request (alone or in a batch)."""
+def _parse(body: bytes) -> Any:
+    """A POST body's JSON value, parsed as the SDK parses it: ``TOO_DEEP`` when it nests arrays
+    and objects deeper than ``MAX_NESTING`` levels, ``NOT_JSON`` when it is no JSON otherwise.
+    (``json.loads`` raised RecursionError for a body nested some 1,000 levels deep.)"""
     try:
-        message = json.loads(body)
-    except ValueError:
-        return False
+        return pydantic_core.from_json(body)
+    except ValueError as exc:
+        return TOO_DEEP if str(exc).startswith("recursion limit exceeded") else NOT_JSON
+
+
+def _too_deep() -> dict[str, Any]:
+    """The JSON-RPC parse error for a body nested too deeply (no id: none could be read)."""
+    message = (
+        "Parse error: the request body nests arrays and objects too deeply "
+        f"(more than {MAX_NESTING} levels)"
+    )
+    return {"jsonrpc": "2.0", "id": None, "error": {"code": PARSE_ERROR, "message": message}}
+
+
+def _opens_session(message: Any) -> bool:
+    """Whether a POST body's ``message`` is an ``initialize`` request (alone or in a batch)."""
     messages = message if isinstance(message, list) else [message]
     return any(isinstance(m, dict) and m.get("method") == "initialize" for m in messages)
 
 
-def _unspoken_version(scope: Scope, body: bytes) -> dict[str, Any] | None:
+def _unspoken_version(scope: Scope, message: Any) -> dict[str, Any] | None:
     """The JSON-RPC error for an ``MCP-Protocol-Version`` header naming a version this server
     does not speak (the spec: 400 Bad Request), or None."""
     asked = next((v for k, v in scope.get("headers") or () if k == b"mcp-protocol-version"), None)
@@ -133,25 +171,17 @@ def _unspoken_version(scope: Scope, body: bytes) -> dict[str, Any] | None:
         + ", ".join(SPOKEN),
         "data": {"supported": list(SPOKEN), "requested": requested},
     }
-    return {"jsonrpc": "2.0", "id": _request_id(body), "error": error}
+    return {"jsonrpc": "2.0", "id": _request_id(message), "error": error}
 
 
-def _request_id(body: bytes) -> Any:
+def _request_id(message: Any) -> Any:
     """A single request's id, for an error answering it (None when there is none)."""
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return None
     return message.get("id") if isinstance(message, dict) else None
 
 
-def _bad_call(body: bytes) -> dict[str, Any] | None:
+def _bad_call(message: Any) -> dict[str, Any] | None:
     """A JSON-RPC error naming what is wrong in a ``tools/call`` request's params (the
     tool's name, its arguments), or None for any other request."""
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return None
     if not isinstance(message, dict) or message.get("method") != "tools/call":
         return None
     params = message.get("params")

@@ -457,6 +457,79 @@ async def test_a_malformed_mcp_tool_call_names_the_field_at_fault(
     assert says in reply["error"]["message"]
 
 
+def _nested_call(levels: int, array: bool = False) -> str:
+    """A ``tools/call`` request whose body nests ``levels`` objects (or arrays) deep."""
+    inner = levels - 3  # the request, its params and its arguments are three already
+    value = "[" * inner + "1" + "]" * inner if array else '{"a":' * inner + "1" + "}" * inner
+    return (
+        '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"get_order",'
+        f'"arguments":{{"order_id":{value}}}}}}}'
+    )
+
+
+@pytest.mark.parametrize("version", [None, "2026-07-28"])
+@pytest.mark.parametrize(
+    ("levels", "array"), [(201, False), (2_000, True), (100_003, False)], ids=str
+)
+async def test_an_mcp_body_nested_too_deeply_is_a_parse_error_saying_so(
+    service: Service, levels: int, array: bool, version: str | None
+) -> None:
+    # QA: a 500 with an OpenAI-style internal_error (RecursionError in the transport's own
+    # parse); past the SDK's parser's limit, "recursion limit exceeded at line 1 column
+    # 1090", or on the 2026 protocol's path a bare "Parse error", or the call was served.
+    headers = {"Accept": "application/json, text/event-stream"}
+    if version is not None:
+        headers["MCP-Protocol-Version"] = version
+    headers["Content-Type"] = "application/json"
+    async with httpx.AsyncClient(base_url=service.url, timeout=30) as http:
+        response = await http.post("/mcp", content=_nested_call(levels, array), headers=headers)
+    assert response.status_code == 400, response.text
+    reply = response.json()
+    assert reply["id"] is None
+    assert reply["error"]["code"] == -32700
+    message = reply["error"]["message"]
+    assert message.startswith("Parse error: ")
+    assert "nests arrays and objects too deeply" in message
+    assert "200 levels" in message
+    assert "RecursionError" not in service.log_path.read_text()
+
+
+async def test_an_mcp_body_as_deep_as_the_sdk_parses_is_served(service: Service) -> None:
+    # The limit is the SDK's own parser's (200 levels): one level more is refused, no less.
+    headers = {"Accept": "application/json, text/event-stream"}
+    headers["Content-Type"] = "application/json"
+    async with httpx.AsyncClient(base_url=service.url, timeout=30) as http:
+        deepest = await http.post("/mcp", content=_nested_call(200), headers=headers)
+        beyond = await http.post("/mcp", content=_nested_call(201), headers=headers)
+    assert deepest.status_code == 200, deepest.text
+    assert "invalid_arguments" in deepest.text  # served: the tool refused the order_id
+    assert beyond.status_code == 400, beyond.text
+    assert "nests arrays and objects too deeply" in beyond.json()["error"]["message"]
+
+
+async def test_the_mcp_body_limit_is_the_service_s_request_limit(service: Service) -> None:
+    # QA: the SDK's own 4 MiB limit, answered in plain text "Request body too large";
+    # the README documents SKILLDESK_MAX_REQUEST_BYTES (16 MiB) and `request_too_large`.
+    headers = {"Accept": "application/json, text/event-stream"}
+
+    def ping(pad: int) -> dict[str, Any]:
+        return {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "ping",
+            "params": {"_meta": {"pad": "x" * pad}},
+        }
+
+    async with httpx.AsyncClient(base_url=service.url, timeout=60) as http:
+        served = await http.post("/mcp", json=ping(5 * 1024 * 1024), headers=headers)
+        refused = await http.post("/mcp", json=ping(16 * 1024 * 1024), headers=headers)
+    assert served.status_code == 200, served.text[:200]
+    assert '"result":{}' in served.text
+    assert refused.status_code == 413
+    assert refused.json()["error"]["code"] == "request_too_large"
+    assert "SKILLDESK_MAX_REQUEST_BYTES" in refused.json()["error"]["message"]
+
+
 async def test_an_unknown_protocol_version_is_refused_naming_the_ones_spoken(
     service: Service,
 ) -> None:

@@ -66,3 +66,16 @@ def test_a_valid_surrogate_pair_reaches_the_model_as_one_character(
     assert response.status_code == 200, response.text
     sent = fake_llm.scripted_requests[-1]["messages"][-1]["content"]
     assert sent == "hi \U0001f600"
+
+
+@pytest.mark.parametrize("url", ["/v1/chat/completions", "/mcp"])
+def test_a_body_nested_too_deeply_with_a_lone_surrogate_is_a_client_error(
+    client: TestClient, url: str
+) -> None:
+    # The check for lone surrogates parsed the body first: nested deeper than Python's
+    # recursion limit, it raised RecursionError, a 500 with a traceback.
+    depth = 100_000
+    body = '{"messages": ' + '{"a": ' * depth + LONE + "}" * depth + "}"
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    response = client.post(url, content=body.encode(), headers=headers)
+    assert response.status_code == 400, response.text
