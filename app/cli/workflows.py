@@ -60,10 +60,13 @@ def _world(settings: Settings) -> dict[str, Any]:
 
 
 def _registry(settings: Settings, *, world: bool = True) -> WorkflowRegistry:
+    return _folder(settings, settings.workflows_dir, _world(settings) if world else {})
+
+
+def _folder(settings: Settings, directory: Path, world: dict[str, Any]) -> WorkflowRegistry:
+    """The workflows of ``directory`` as a service serving it would load them."""
     registry = WorkflowRegistry(
-        settings.workflows_dir,
-        owners=workflow_owners(settings.data_dir, write=False),
-        **(_world(settings) if world else {}),
+        directory, owners=workflow_owners(settings.data_dir, write=False), **world
     )
     registry.reload()
     return registry
@@ -105,7 +108,10 @@ def list_workflows(
 def validate(
     files: Annotated[
         list[Path] | None,
-        typer.Argument(help="Workflow files or folders; default: the workflows folder."),
+        typer.Argument(
+            help="Workflow files (checked as if added to the workflows folder) or folders "
+            "(each checked on its own); default: the workflows folder."
+        ),
     ] = None,
     workflows_dir: WorkflowsDir = None,
     skills_dir: SkillsDir = None,
@@ -114,7 +120,8 @@ def validate(
 ) -> None:
     """Check workflows against the installed skills and model profiles; exit status 1 when
     any has a problem (run it in CI). A name two files declare goes to the one the
-    service's data folder records."""
+    service's data folder records. A folder given is checked on its own, as a service serving
+    it would load it; a file given, as if added to the configured folder."""
     settings = load_cli_settings(
         workflows_dir=workflows_dir, skills_dir=skills_dir, data_dir=data_dir
     )
@@ -129,16 +136,43 @@ def validate(
 def _validate_files(
     files: list[Path], settings: Settings
 ) -> tuple[list[str], list[WorkflowProblem]]:
-    """Each file (a folder: each workflow file in it) with every check; a sub-workflow may be
-    one of the files or a workflow of the configured folder."""
+    """Each folder on its own, as a service serving it would load it (as ``--workflows-dir``
+    does); the files (but those of a folder given) as if added to the configured folder: with
+    every check, a name must not be another file's there, and a sub-workflow may be one of the
+    files or a workflow of the configured folder."""
     world = _world(settings)
+    folders: dict[Path, Path] = {}  # each folder once, as first given
+    for path in files:
+        if path.is_dir():
+            folders.setdefault(path.resolve(), path)
+    loaded: set[str] = set()
+    errors: list[WorkflowProblem] = []
+    for directory in folders.values():
+        registry = _folder(settings, directory, world)
+        loaded.update(registry.names())
+        errors += registry.errors
+    # A file of a folder given is checked with it (a file its registry reads: not hidden).
     paths = [
         p
-        for path in files
-        for p in (
-            sorted(f for f in path.iterdir() if f.suffix in SUFFIXES) if path.is_dir() else [path]
+        for p in files
+        if not p.is_dir()
+        and not (
+            p.parent.resolve() in folders
+            and p.suffix in SUFFIXES
+            and not p.name.startswith((".", "_"))
         )
     ]
+    if paths:
+        names, problems = _files_in_folder(paths, settings, world)
+        loaded.update(names)
+        errors += problems
+    return sorted(loaded), errors
+
+
+def _files_in_folder(
+    paths: list[Path], settings: Settings, world: dict[str, Any]
+) -> tuple[list[str], list[WorkflowProblem]]:
+    """``paths`` as if added to the configured folder (a file of it stands for itself)."""
     # Each sub-workflow by its definition, so a child that can wait for an approval is found.
     folder = {w.name: w for w in _registry(settings, world=False).all()}
     known: dict[str, WorkflowSpec] = {name: w.spec for name, w in folder.items()}

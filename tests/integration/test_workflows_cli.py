@@ -166,6 +166,57 @@ def test_validate_a_file_whose_sub_workflow_can_wait_for_an_approval(tmp_path: P
     assert error["message"].startswith("workflow: 'gated' can wait for an approval")
 
 
+def test_validate_a_folder_checks_it_on_its_own(tmp_path: Path) -> None:
+    # QA: a copy of the configured folder, given, was reported as duplicating each of its
+    # workflows; a folder given is checked as a service serving it would load it.
+    folder = setup(tmp_path)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "alarm-check.yaml").write_text(
+        (folder / "alarm-check.yaml").read_text("utf-8"), encoding="utf-8"
+    )
+    (folder / "gated.yaml").write_text(
+        "name: gated\ndescription: Asks first.\nnodes:\n"
+        "  - {id: ok, kind: approval, summary: Go?}\n",
+        encoding="utf-8",
+    )
+    (copy / "runner.yaml").write_text(
+        "name: runner\ndescription: Runs the others.\nnodes:\n"
+        "  - {id: check, kind: workflow, workflow: alarm-check, inputs: {device_id: D1}}\n"
+        "  - {id: gate, kind: workflow, workflow: gated}\n",
+        encoding="utf-8",
+    )
+    done = run("validate", str(copy), "--json", tmp_path=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    found = json.loads(done.stdout)
+    assert found["loaded"] == ["alarm-check"]
+    # Not the configured folder's workflows either: `gated` is not in the copy.
+    [error] = found["errors"]
+    assert (Path(error["file"]), error["node"], error["line"]) == (copy / "runner.yaml", "gate", 5)
+    assert error["message"].startswith("workflow: 'gated' is not loaded")
+    # As --workflows-dir serves it; and a file of the folder given, named too, is its own.
+    assert run("validate", "--workflows-dir", str(copy), "--json", tmp_path=tmp_path).stdout == (
+        done.stdout
+    )
+    both = run("validate", str(copy), str(copy / "alarm-check.yaml"), "--json", tmp_path=tmp_path)
+    assert both.stdout == done.stdout
+    # The bundled folder, copied elsewhere, validates as it does in place.
+    bundled = tmp_path / "bundled"
+    bundled.mkdir()
+    for source in sorted((ROOT / "workflows").glob("*.yaml")):
+        (bundled / source.name).write_text(source.read_text("utf-8"), encoding="utf-8")
+    done = run(
+        "validate",
+        str(bundled),
+        "--json",
+        tmp_path=tmp_path,
+        SKILLDESK_WORKFLOWS_DIR=str(ROOT / "workflows"),
+        SKILLDESK_SKILLS_DIR=str(ROOT / "skills"),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["loaded"] == sorted(p.stem for p in bundled.iterdir())
+
+
 def test_list_json(tmp_path: Path) -> None:
     setup(tmp_path)
     done = run("list", "--json", tmp_path=tmp_path)
@@ -320,7 +371,9 @@ def test_validate_files_finds_workflows_running_each_other_and_names_the_folder_
     (elsewhere / "copy.yaml").write_text(
         (folder / "alarm-check.yaml").read_text("utf-8"), encoding="utf-8"
     )
-    done = run("validate", str(elsewhere), "--json", tmp_path=tmp_path)
+    # The files given: the copy, as if dropped into the configured folder, clashes there.
+    files = sorted(str(f) for f in elsewhere.iterdir())
+    done = run("validate", *files, "--json", tmp_path=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     found = json.loads(done.stdout)
     assert found["loaded"] == []
@@ -329,6 +382,15 @@ def test_validate_files_finds_workflows_running_each_other_and_names_the_folder_
     assert "workflows cannot nest in a loop" in messages["wf-mutual-b.yaml"]
     assert "'alarm-check' is already defined by" in messages["copy.yaml"]
     assert str(folder / "alarm-check.yaml") in messages["copy.yaml"]
+    # The folder given is checked on its own: the loop still, the copy serves there.
+    done = run("validate", str(elsewhere), "--json", tmp_path=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    found = json.loads(done.stdout)
+    assert found["loaded"] == ["alarm-check"]
+    assert sorted(Path(e["file"]).name for e in found["errors"]) == [
+        "wf-mutual-a.yaml",
+        "wf-mutual-b.yaml",
+    ]
     # The folder's own file, named: no clash with itself.
     itself = run("validate", str(folder / "alarm-check.yaml"), "--json", tmp_path=tmp_path)
     assert json.loads(itself.stdout) == {"loaded": ["alarm-check"], "errors": []}
