@@ -75,6 +75,9 @@ def create_app(
                         freeze_startup_heap()
                     yield
             finally:
+                # Work requests left going (a client that went away) lets go of its runs
+                # while the store is open, to be resumed as a stop's are.
+                await cutoffs.aclose()
                 if gate.limiter is not None:
                     await gate.limiter.aclose()
 

@@ -43,6 +43,7 @@ from agents.errors import (
     ThreadNotFound,
     WorkflowNotFound,
 )
+from app.api.sse import CutOff
 
 log = structlog.get_logger(__name__)
 MAX_PART_HEADER = DEFAULT_MAX_HEADER_SIZE  # what Starlette's parser allows a part's header
@@ -347,21 +348,24 @@ def handed_over(services: Any, run_ids: list[str]) -> Iterator[None]:
         if services.conversations.stopping is None or task is None:
             raise
         task.uncancel()  # the request answers; its run was let go (WorkflowEngine.aclose)
-        if not run_ids:
-            raise ShuttingDown(
-                "This service process stopped before the request was done; nothing was "
-                "changed: send it again."
-            ) from None
-        # Not to be sent again (a client that retries a 503 would start a second run and
-        # its side effects): the run goes on, named in the headers too.
-        headers = {"X-Run-Id": run_ids[-1], "X-Should-Retry": "false"}
-        raise ApiError(
-            503,
-            "shutting_down",
-            cut_off_message(run_ids[-1]),
-            type_="server_error",
-            headers=headers,
-        ) from None
+        raise _cut_off(run_ids) from None
+    except CutOff:  # its run, detached (``Cutoffs.detached``), was cut off and let go
+        raise _cut_off(run_ids) from None
+
+
+def _cut_off(run_ids: list[str]) -> Exception:
+    """What a request answers whose workflow run the process's stop cut off."""
+    if not run_ids:
+        return ShuttingDown(
+            "This service process stopped before the request was done; nothing was "
+            "changed: send it again."
+        )
+    # Not to be sent again (a client that retries a 503 would start a second run and its
+    # side effects): the run goes on, named in the headers too.
+    headers = {"X-Run-Id": run_ids[-1], "X-Should-Retry": "false"}
+    return ApiError(
+        503, "shutting_down", cut_off_message(run_ids[-1]), type_="server_error", headers=headers
+    )
 
 
 def cut_off_message(run_id: str) -> str:

@@ -9,8 +9,10 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any, TypeVar, cast
 
+import structlog
 from fastapi.responses import StreamingResponse
 from starlette.types import Send
 
@@ -20,6 +22,15 @@ from agents.feed import RunFeed
 
 KEEPALIVE = ": keep-alive\n\n"
 RECONNECT_MS = 1000  # the `retry:` a stopping process asks of EventSource clients
+
+
+T = TypeVar("T")
+log = structlog.get_logger(__name__)
+
+
+class CutOff(Exception):
+    """Work a request started was cut off by the process's stop (``Cutoffs``): its grace
+    period was over."""
 
 
 class Last(str):
@@ -57,6 +68,7 @@ class Cutoffs:
         self.grace_s = grace_s
         self._at: float | None = None  # the loop's time of the cut-off, once told to stop
         self._waits: set[asyncio.Timeout] = set()
+        self._detached: set[asyncio.Task[Any]] = set()
 
     def stop(self) -> None:
         """The process was told to stop (on the event loop): every wait ends by the grace
@@ -78,6 +90,81 @@ class Cutoffs:
                 yield wait
             finally:
                 self._waits.discard(wait)
+
+    async def detached(self, work: Awaitable[T]) -> T:
+        """``work``'s result, ``work`` run by a task of its own rather than by the request
+        that waits for it: a client that goes away (its request cancelled) leaves the work
+        going on to its end (a workflow run, which its request drove: it stopped where it
+        was, RUNNING until the next start looked for runs left). The process's stop cuts it
+        off at the end of the grace period, as before: ``CutOff`` then."""
+        return await asyncio.shield(self._spawn(self._bounded(work)))
+
+    def detached_events(self, events: AsyncIterator[T]) -> AsyncIterator[T]:
+        """``events``, read by a task of its own (see ``detached``): a reader that stops
+        reading leaves them going on to their end; cut off by the process's stop, the
+        reader's next read raises ``CutOff``."""
+        queue: asyncio.Queue[tuple[bool, Any]] = asyncio.Queue()
+
+        async def drive() -> None:
+            async with contextlib.aclosing(cast(Any, events)) as closing:
+                async for event in closing:
+                    queue.put_nowait((True, event))
+
+        async def passed_on() -> None:
+            try:
+                await self._bounded(drive())
+            except BaseException as exc:
+                queue.put_nowait((False, exc))
+                if not isinstance(exc, Exception):
+                    raise
+            else:
+                queue.put_nowait((False, None))
+
+        self._spawn(passed_on())
+
+        async def read() -> AsyncIterator[T]:
+            while True:
+                more, item = await queue.get()
+                if more:
+                    yield item
+                elif item is None:
+                    return
+                elif isinstance(item, asyncio.CancelledError):  # the app closed meanwhile
+                    raise CutOff("the service stopped")
+                else:
+                    raise item
+
+        return read()
+
+    async def aclose(self) -> None:
+        """Cancel the detached work still going (the app closes; told to stop, the process
+        cut it off at the end of its grace period already) and wait for it to let go."""
+        left = list(self._detached)
+        for task in left:
+            task.cancel()
+        await asyncio.gather(*left, return_exceptions=True)
+
+    async def _bounded(self, work: Awaitable[T]) -> T:
+        try:
+            async with self.wait() as wait:
+                return await work
+        except TimeoutError:
+            if wait.expired():
+                raise CutOff("the service stopped; its grace period is over") from None
+            raise
+
+    def _spawn(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        task = asyncio.create_task(work)
+        self._detached.add(task)
+        task.add_done_callback(self._detached.discard)
+        task.add_done_callback(_told)
+        return task
+
+
+def _told(task: asyncio.Task[Any]) -> None:
+    """A detached task's failure, logged: its request may have gone (else it answers it)."""
+    if not task.cancelled() and not isinstance(task.exception(), CutOff | None):
+        log.warning("request.detached_work_failed", error=repr(task.exception()))
 
 
 def run_stream(

@@ -6,16 +6,19 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from app.main import create_app
 from tests.fakellm import FakeLLM, Reply, ToolCall
+from tests.servekit import read_events, serving
 
 ROOT = Path(__file__).parents[2]
 
@@ -654,3 +657,27 @@ def test_an_admin_reload_lists_every_workflow_refused_not_only_new_ones(
         answers = [client.post("/v1/admin/reload").json() for _ in range(2)]
     for answer in answers:
         assert any("broken.yaml" in error for error in answer["workflow_errors"]), answer
+
+
+def test_a_streamed_run_goes_on_to_its_end_when_its_client_goes_away(
+    model_settings: Any, fake_llm: FakeLLM
+) -> None:
+    # The request drove the run: a client that went away stopped it where it was, RUNNING
+    # until the service's next start looked for runs left (QA).
+    fake_llm.script(Reply(content="Shipped on Monday; returnable.", delay=1.0))
+    settings = model_settings.model_copy(
+        update={"skills_dir": ROOT / "skills", "workflows_dir": ROOT / "workflows"}
+    )
+    body = {"inputs": {"order_id": "ORD1001"}, "stream": True}
+    with serving(settings) as url, httpx.Client(base_url=url, timeout=30) as http:
+        with http.stream("POST", "/v1/workflows/order-overview/runs", json=body) as response:
+            assert response.status_code == 200
+            run_id = response.headers["X-Run-Id"]  # named at once, to be found again
+            read_events(response.iter_lines(), stop_after=1)  # then the client goes away
+        for _ in range(100):
+            record = http.get(f"/v1/workflow-runs/{run_id}").json()
+            if record["status"] != "RUNNING":
+                break
+            time.sleep(0.05)
+    assert record["status"] == "SUCCEEDED", record
+    assert len(fake_llm.requests) == 1  # its model call made once: the run was never cut

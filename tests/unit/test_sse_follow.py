@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage
 from agents.events import RunFinished, Token
 from agents.feed import RunFeed
 from app.api.routes import workflows
-from app.api.sse import Cutoffs, follow
+from app.api.sse import CutOff, Cutoffs, follow
 from tests.contract import sse_events
 
 
@@ -124,16 +124,60 @@ async def test_a_streamed_workflow_run_ends_with_handed_over_only_when_cut_off()
 
     first = {"type": "node_started", "node": "lookup"}
     cutoffs = Cutoffs(grace_s=0.05)
-    cut = workflows._sse(first, stuck(), cutoffs, ["run-1"])
+    cut = workflows._sse(first, cutoffs.detached_events(stuck()), ["run-1"])
     assert "node_started" in await anext(cut)
     asyncio.get_running_loop().call_later(0.05, cutoffs.stop)
     last = await anext(cut)
     assert last.startswith("event: handed_over\n")
     assert json.loads(last.split("data: ", 1)[1])["url"] == "/v1/workflow-runs/run-1"
-    failing = workflows._sse(first, store_times_out(), Cutoffs(grace_s=5), ["run-2"])
+    failing = workflows._sse(
+        first, Cutoffs(grace_s=5).detached_events(store_times_out()), ["run-2"]
+    )
     await anext(failing)
     told = await anext(failing)  # the run's own error, not a cut-off: said as an error
     assert told.startswith("event: error\n"), told
     assert json.loads(told.split("data: ", 1)[1])["run_id"] == "run-2"
     with pytest.raises(StopAsyncIteration):
         await anext(failing)
+
+
+async def test_detached_work_goes_on_when_its_reader_goes_away() -> None:
+    # A workflow run was driven by the request reading it: a client that went away stopped
+    # it where it was, RUNNING until the service's next start.
+    done: list[str] = []
+
+    async def run() -> AsyncIterator[dict[str, Any]]:
+        for step in ("lookup", "answer", "end"):
+            await asyncio.sleep(0.05)
+            done.append(step)
+            yield {"type": "node_finished", "node": step}
+
+    cutoffs = Cutoffs(grace_s=5)
+    reader = cutoffs.detached_events(run())
+    assert (await anext(reader))["node"] == "lookup"
+    await reader.aclose()  # the client went away
+    waiting = asyncio.create_task(cutoffs.detached(_after(0.2, done, "decided")))
+    await asyncio.sleep(0.05)
+    waiting.cancel()  # its request too
+    await asyncio.sleep(0.4)
+    assert done == ["lookup", "answer", "end", "decided"]
+
+
+async def _after(delay: float, done: list[str], step: str) -> str:
+    await asyncio.sleep(delay)
+    done.append(step)
+    return step
+
+
+async def test_detached_work_is_cut_off_by_a_stop_and_by_closing() -> None:
+    cutoffs = Cutoffs(grace_s=0.05)
+    cutoffs.stop()
+    with pytest.raises(CutOff):
+        await cutoffs.detached(asyncio.sleep(30))
+    closing = Cutoffs(grace_s=5)
+    left = asyncio.create_task(closing.detached(asyncio.sleep(30)))
+    await asyncio.sleep(0.05)
+    await closing.aclose()  # the app closes: what was left is cancelled, waited for
+    with pytest.raises(asyncio.CancelledError):
+        await left
+    assert await Cutoffs(grace_s=5).detached(_after(0, [], "answered")) == "answered"

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
 from app.api.deps import ApproverDep, ServicesDep
 from app.api.errors import CUT_OFF, error_responses, handed_over
 from app.api.schemas.threads import THREAD_ID_PATTERN, Cursor
 from app.api.schemas.workflows import ApprovalPublic, ApprovalsPublic, Decision, RunPublic
+from app.api.sse import Cutoffs
 
 router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
 
@@ -50,18 +51,26 @@ async def list_approvals(
     ),
 )
 async def decide(
-    services: ServicesDep, approval_id: str, body: Decision, approver: ApproverDep
+    request: Request,
+    services: ServicesDep,
+    approval_id: str,
+    body: Decision,
+    approver: ApproverDep,
 ) -> RunPublic:
     """Approve or reject; the run resumes with no new input (a rejection follows the gate's
-    reject branch) and the thread it came from is told how it ended."""
+    reject branch) and the thread it came from is told how it ended. The run goes on to its
+    end (or next approval) should the client go away meanwhile."""
     resumed: list[str] = []
+    cutoffs: Cutoffs = request.app.state.cutoffs
     with handed_over(services, resumed):
-        record = await services.workflow_turns.decide(
-            approval_id,
-            approved=body.decision == "approve",
-            by=approver or body.by,
-            comment=body.comment,
-            post=services.conversations.post,
-            on_start=resumed.append,
+        record = await cutoffs.detached(
+            services.workflow_turns.decide(
+                approval_id,
+                approved=body.decision == "approve",
+                by=approver or body.by,
+                comment=body.comment,
+                post=services.conversations.post,
+                on_start=resumed.append,
+            )
         )
     return RunPublic.model_validate(record)

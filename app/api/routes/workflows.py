@@ -35,7 +35,7 @@ from app.api.schemas.workflows import (
     WorkflowPublic,
     WorkflowsPublic,
 )
-from app.api.sse import Cutoffs
+from app.api.sse import CutOff, Cutoffs
 from app.auth.principal import Principal
 
 log = structlog.get_logger(__name__)
@@ -126,17 +126,19 @@ async def start_run(
         usage_sink=USAGE_SINK.get(),  # its cost counts against the starter's day
         on_start=started.append,
     )
+    cutoffs: Cutoffs = request.app.state.cutoffs
     if not body.stream:
-        last: dict[str, Any] = {}
         with handed_over(services, started):
-            async for event in events:
-                last = event
+            # Driven by a task of its own: a client that goes away leaves the run going on.
+            last = await cutoffs.detached(_last(events))
         return RunPublic.model_validate(last["record"])
     first = await anext(events)  # bad inputs are a 400 before anything runs
+    # The run's id named at once: a client that goes away finds its run by it.
+    named = {"X-Run-Id": started[-1]} if started else {}
     return StreamingResponse(
-        _sse(first, events, request.app.state.cutoffs, started),
+        _sse(first, cutoffs.detached_events(events), started),
         media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache"},
+        headers={"Cache-Control": "no-cache", **named},
     )
 
 
@@ -287,15 +289,20 @@ def _public(workflow: Any) -> WorkflowPublic:
     )
 
 
+async def _last(events: AsyncIterator[dict[str, Any]]) -> dict[str, Any]:
+    last: dict[str, Any] = {}
+    async for event in events:
+        last = event
+    return last
+
+
 async def _sse(
-    first: dict[str, Any],
-    events: AsyncIterator[dict[str, Any]],
-    cutoffs: Cutoffs,
-    run_ids: list[str],
+    first: dict[str, Any], events: AsyncIterator[dict[str, Any]], run_ids: list[str]
 ) -> AsyncIterator[str]:
-    """The run's events; if the process stops before the run ends, the run is let go at the
-    end of the grace period (another process, or this one's next start, resumes it from its
-    last step) and the last event, ``handed_over``, says where to follow it. If the run fails
+    """The run's events (``events`` detached: a client that goes away leaves the run going on
+    to its end); if the process stops before the run ends, the run is let go at the end of
+    the grace period (another process, or this one's next start, resumes it from its last
+    step) and the last event, ``handed_over``, says where to follow it. If the run fails
     here (its store, say), the last event, ``error``, says what happened and where the run,
     let go, goes on: the response's status went out with the first event."""
     event: dict[str, Any] | None = first
@@ -303,16 +310,13 @@ async def _sse(
         kind = str(event.get("type", "event"))
         yield f"event: {kind}\ndata: {json.dumps(event, default=str)}\n\n"
         try:
-            async with cutoffs.wait() as wait:
-                event = await anext(events, None)
+            event = await anext(events, None)
+        except CutOff:  # the run's step was cancelled at the cut-off: the run was let go
+            if run_ids:
+                data = json.dumps(handed_over_event(run_ids[-1]))
+                yield f"event: handed_over\ndata: {data}\n\n"
+            return
         except Exception as exc:
-            if isinstance(exc, TimeoutError) and wait.expired():
-                # The run's step was cancelled at the cut-off: the run (if it started) was
-                # let go.
-                if run_ids:
-                    data = json.dumps(handed_over_event(run_ids[-1]))
-                    yield f"event: handed_over\ndata: {data}\n\n"
-                return
             # The run's own failure (a store timing out or refusing): logged, and told.
             log.exception("workflow.stream_failed", run_id=run_ids[-1] if run_ids else None)
             yield f"event: error\ndata: {json.dumps(stopped_event(exc, run_ids))}\n\n"

@@ -6,20 +6,18 @@ gets every event exactly once, in order, from a real server."""
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 
 from app.main import create_app
 from tests.contract import sse_events
 from tests.fakellm import FakeLLM, Reply
+from tests.servekit import read_events, serving
 
 WORDS = " ".join(f"word{i}" for i in range(30))
 
@@ -239,42 +237,8 @@ def test_an_unknown_run_or_one_of_another_thread_is_not_found(
 @pytest.fixture
 def server(model_settings: Any) -> Iterator[str]:
     """The app served by uvicorn on a free port (keep-alives every 0.2 s)."""
-    settings = model_settings.model_copy(update={"sse_keepalive_s": 0.2})
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_config=None)
-    uv = uvicorn.Server(config)
-    thread = threading.Thread(target=uv.run, daemon=True)
-    thread.start()
-    for _ in range(400):
-        if uv.started:
-            break
-        time.sleep(0.025)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        uv.should_exit = True
-        thread.join(timeout=20)
-
-
-def read_events(lines: Iterator[str], stop_after: int | None = None) -> list[dict[str, str]]:
-    """Server-Sent Events from a line stream (comments skipped), up to ``stop_after``."""
-    events: list[dict[str, str]] = []
-    fields: dict[str, str] = {}
-    for line in lines:
-        if line.startswith(":"):
-            continue
-        if not line:
-            if fields:
-                events.append(fields)
-                fields = {}
-                if stop_after is not None and len(events) == stop_after:
-                    break
-            continue
-        name, _, value = line.partition(": ")
-        fields[name] = value
-    return events
+    with serving(model_settings.model_copy(update={"sse_keepalive_s": 0.2})) as url:
+        yield url
 
 
 def test_a_consumer_that_reconnects_with_last_event_id_gets_every_event_once_in_order(
