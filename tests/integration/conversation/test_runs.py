@@ -376,12 +376,20 @@ async def test_a_stop_ends_a_run_that_dropped_its_cancel(
     assert ended.code == "run_cancelled"
 
 
-async def _left_running(settings: Any, fake_llm: FakeLLM) -> None:
-    """A run of thread "left" cut off in its model call by a stop with no grace: left for
-    the next start to take up."""
+async def _left_running(model_settings: Any, fake_llm: FakeLLM, then: str) -> Any:
+    """A run of thread "left" cut off in its model call by a stop with no grace, left for
+    the next start to take up; its model call cut off once more (``then``), then answered.
+    Returns the settings (no grace)."""
+    settings = model_settings.model_copy(update={"shutdown_grace_s": 0.0})
+    fake_llm.script(
+        Reply(content="cut off by the stop", delay=30),
+        Reply(content=then, delay=30),
+        Reply(content="The whole story."),
+    )
     async with open_services(settings) as services:
         services.conversations.start("left", [HumanMessage("tell me a long story")])
         await _model_called(fake_llm, 1)
+    return settings
 
 
 async def _model_called(fake_llm: FakeLLM, times: int) -> None:
@@ -409,13 +417,7 @@ async def test_a_start_up_that_fails_stops_the_runs_it_took_up(
 ) -> None:
     # Runs a stopped process left are taken up before Redis's listener starts; a listener
     # refused then failed the start-up with the taken-up run still going, its store closed.
-    settings = model_settings.model_copy(update={"shutdown_grace_s": 0.0})
-    fake_llm.script(
-        Reply(content="cut off by the stop", delay=30),
-        Reply(content="cut off by the failed start", delay=30),
-        Reply(content="The whole story."),
-    )
-    await _left_running(settings, fake_llm)
+    settings = await _left_running(model_settings, fake_llm, "cut off by the failed start")
 
     async def refused(self: RunBus, handlers: Any) -> None:
         await _model_called(fake_llm, 2)  # the run taken up is in its model call again
@@ -439,13 +441,7 @@ async def test_a_cut_off_run_resumed_for_a_holder_stops_with_its_holder(
     # A run that takes a thread after the process of its last run died resumes that run
     # first, holding the thread through it; stopped (it lost the thread, say), it left the
     # resumed run going on a thread it no longer held.
-    settings = model_settings.model_copy(update={"shutdown_grace_s": 0.0})
-    fake_llm.script(
-        Reply(content="cut off by the stop", delay=30),
-        Reply(content="cut off with its holder", delay=30),
-        Reply(content="The whole story."),
-    )
-    await _left_running(settings, fake_llm)
+    settings = await _left_running(model_settings, fake_llm, "cut off with its holder")
     async with open_services(settings, background=False) as services:  # none taken up
         cut = (await services.threads.get("left"))["run_id"]
         holder = asyncio.create_task(services.threads.orphans.resume_held("left", cut))
