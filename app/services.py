@@ -336,9 +336,9 @@ async def open_services(
                 # of while the store is open, then resumed elsewhere at once too.
                 cut_runs = await engine.aclose()
                 if cut and bus is not None:
-                    await bus.publish("orphans", threads=cut)
+                    await _told_others(bus, "orphans", threads=cut)
                 if cut_runs and bus is not None:
-                    await bus.publish("workflow_orphans", runs=cut_runs)
+                    await _told_others(bus, "workflow_orphans", runs=cut_runs)
                 log.info(
                     "service.stopped", runs_cut_off=len(cut), workflow_runs_cut_off=len(cut_runs)
                 )
@@ -376,6 +376,16 @@ def _handlers(services: Services, tasks: list[asyncio.Task[Any]]) -> dict[str, A
         "orphans": orphans,
         "workflow_orphans": workflow_orphans,
     }
+
+
+async def _told_others(bus: RunBus, topic: str, **body: Any) -> None:
+    """Publish what a stop left for the other processes; Redis failing (a start-up that
+    failed on it, say) is logged, not raised over why the service stopped: they find the
+    runs at their next look."""
+    try:
+        await bus.publish(topic, **body)
+    except Exception as exc:
+        log.warning("service.stop_not_told", topic=topic, error=str(exc))
 
 
 async def taken_up(threads: Threads) -> list[tuple[str, str | None, RunFeed]]:

@@ -16,12 +16,13 @@ from app.main import create_app
 
 
 @contextlib.contextmanager
-def serving(settings: Any) -> Iterator[str]:
-    """The app of ``settings`` served on a free port; its base URL."""
+def serving(settings: Any, app: Any = None) -> Iterator[str]:
+    """The app of ``settings`` (or ``app``) served on a free port; its base URL."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_config=None)
+    app = app or create_app(settings)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None)
     uv = uvicorn.Server(config)
     thread = threading.Thread(target=uv.run, daemon=True)
     thread.start()

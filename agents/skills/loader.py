@@ -6,6 +6,7 @@ import ast
 import hashlib
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -434,7 +435,7 @@ def _broken_siblings(code: dict[str, str], handlers: list[str]) -> list[tuple[st
                 broken.append((file, why))
             continue
         package = parts if file.rpartition("/")[2] == "__init__.py" else parts[:-1]
-        for node in ast.walk(tree):
+        for node in _run_at_import(tree.body):
             if not isinstance(node, ast.ImportFrom) or not node.level:
                 continue
             if node.level - 1 > len(package):
@@ -444,6 +445,26 @@ def _broken_siblings(code: dict[str, str], handlers: list[str]) -> list[tuple[st
             todo += [".".join(target[:n]) for n in range(1, len(target) + 1)]
             todo += [".".join([*target, alias.name]) for alias in node.names]
     return broken
+
+
+def _run_at_import(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements a module runs when it is imported: its top level, into the blocks of
+    ``if``, ``try``, ``with`` and class bodies, not into functions (imports there may never
+    run) nor ``if TYPE_CHECKING:`` blocks."""
+    for node in body:
+        yield node
+        if isinstance(node, ast.If):
+            test = node.test
+            name = test.id if isinstance(test, ast.Name) else getattr(test, "attr", None)
+            if name != "TYPE_CHECKING":
+                yield from _run_at_import(node.body)
+            yield from _run_at_import(node.orelse)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, *(h.body for h in node.handlers), node.orelse):
+                yield from _run_at_import(block)
+            yield from _run_at_import(node.finalbody)
+        elif isinstance(node, ast.With | ast.ClassDef):
+            yield from _run_at_import(node.body)
 
 
 def _functions(path: Path, text: str | None = None) -> set[str] | str:

@@ -17,6 +17,7 @@ from fastapi.responses import StreamingResponse
 from starlette.types import Send
 
 from agents.bus import RunBus, reconnect_data
+from agents.cancelling import stop_tasks
 from agents.events import Event, event_data, event_name
 from agents.feed import RunFeed
 
@@ -58,11 +59,13 @@ class EventStream(StreamingResponse):
 
 
 class Cutoffs:
-    """When the responses that drive their work themselves (a streamed workflow run) stop
-    waiting for it: never, until the process is told to stop; then at the end of its grace
-    period, a moment before uvicorn cuts them off (``skilldesk serve`` gives uvicorn the
-    grace rounded up to a whole second), so that such a response can let its run go to be
-    resumed and end with an event saying where the run goes on, rather than just end."""
+    """When the requests whose work is their own (a workflow run, a chat answer waited for)
+    stop waiting for it: never, until the process is told to stop; then at the end of its
+    grace period, a moment before uvicorn cuts them off (``skilldesk serve`` gives uvicorn
+    the grace rounded up to a whole second), so that such a response can let its run go to
+    be resumed and end with an event saying where the run goes on, rather than just end.
+    Such work runs detached from its request (``detached``, ``detached_events``): a client
+    that goes away leaves it going on; the app's close stops what is left (``aclose``)."""
 
     def __init__(self, grace_s: float) -> None:
         self.grace_s = grace_s
@@ -96,18 +99,28 @@ class Cutoffs:
         that waits for it: a client that goes away (its request cancelled) leaves the work
         going on to its end (a workflow run, which its request drove: it stopped where it
         was, RUNNING until the next start looked for runs left). The process's stop cuts it
-        off at the end of the grace period, as before: ``CutOff`` then."""
-        return await asyncio.shield(self._spawn(self._bounded(work)))
+        off at the end of the grace period, as before: ``CutOff`` then. The work must start
+        in the task (a workflow run's lease names the task that claimed it)."""
+        task = self._spawn(self._bounded(work))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:  # its request went: a failure is told here
+            task.add_done_callback(_told)
+            raise
 
     def detached_events(self, events: AsyncIterator[T]) -> AsyncIterator[T]:
-        """``events``, read by a task of its own (see ``detached``): a reader that stops
-        reading leaves them going on to their end; cut off by the process's stop, the
-        reader's next read raises ``CutOff``."""
+        """``events``, read by a task of its own from the first (see ``detached``): a reader
+        that stops reading leaves them going on to their end; cut off by the process's stop,
+        the reader's next read raises ``CutOff``; what they raise, the reader's next read
+        raises (and, once some came, it is logged: the reader may have gone)."""
         queue: asyncio.Queue[tuple[bool, Any]] = asyncio.Queue()
+        came = False
 
         async def drive() -> None:
+            nonlocal came
             async with contextlib.aclosing(cast(Any, events)) as closing:
                 async for event in closing:
+                    came = True
                     queue.put_nowait((True, event))
 
         async def passed_on() -> None:
@@ -117,6 +130,8 @@ class Cutoffs:
                 queue.put_nowait((False, exc))
                 if not isinstance(exc, Exception):
                     raise
+                if came and not isinstance(exc, CutOff):
+                    log.warning("request.detached_work_failed", exc_info=exc)
             else:
                 queue.put_nowait((False, None))
 
@@ -136,13 +151,18 @@ class Cutoffs:
 
         return read()
 
-    async def aclose(self) -> None:
-        """Cancel the detached work still going (the app closes; told to stop, the process
-        cut it off at the end of its grace period already) and wait for it to let go."""
+    async def aclose(self, within_s: float = 5.0) -> None:
+        """The app closes: detached work still going gets what is left of the grace period
+        (told to stop, ``stop``), then is cancelled (a workflow run lets go of its lease, to
+        be resumed as a stop's are); those that outlast ``within_s`` more are logged."""
         left = list(self._detached)
-        for task in left:
-            task.cancel()
-        await asyncio.gather(*left, return_exceptions=True)
+        if not left:
+            return
+        if self._at is not None:
+            await asyncio.wait(left, timeout=max(0.0, self._at - asyncio.get_running_loop().time()))
+        going = await stop_tasks(left, within_s=within_s)
+        if going:
+            log.error("request.detached_work_not_stopped", tasks=len(going))
 
     async def _bounded(self, work: Awaitable[T]) -> T:
         try:
@@ -157,14 +177,13 @@ class Cutoffs:
         task = asyncio.create_task(work)
         self._detached.add(task)
         task.add_done_callback(self._detached.discard)
-        task.add_done_callback(_told)
         return task
 
 
 def _told(task: asyncio.Task[Any]) -> None:
-    """A detached task's failure, logged: its request may have gone (else it answers it)."""
+    """The failure of detached work whose request went: logged, nobody else sees it."""
     if not task.cancelled() and not isinstance(task.exception(), CutOff | None):
-        log.warning("request.detached_work_failed", error=repr(task.exception()))
+        log.warning("request.detached_work_failed", exc_info=task.exception())
 
 
 def run_stream(

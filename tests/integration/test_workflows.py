@@ -669,11 +669,18 @@ def test_a_streamed_run_goes_on_to_its_end_when_its_client_goes_away(
         update={"skills_dir": ROOT / "skills", "workflows_dir": ROOT / "workflows"}
     )
     body = {"inputs": {"order_id": "ORD1001"}, "stream": True}
-    with serving(settings) as url, httpx.Client(base_url=url, timeout=30) as http:
+    app = create_app(settings)
+    with serving(settings, app) as url, httpx.Client(base_url=url, timeout=30) as http:
         with http.stream("POST", "/v1/workflows/order-overview/runs", json=body) as response:
             assert response.status_code == 200
             run_id = response.headers["X-Run-Id"]  # named at once, to be found again
             read_events(response.iter_lines(), stop_after=1)  # then the client goes away
+        time.sleep(0.3)  # in its model call
+        leases = app.state.services.engine.leases
+        # Held by the task that drives it, not by the request that ended: a run whose task
+        # ended is let go, and on PostgreSQL another process would run it at the same time.
+        assert leases.holds(run_id)
+        assert leases._abandoned() == []
         for _ in range(100):
             record = http.get(f"/v1/workflow-runs/{run_id}").json()
             if record["status"] != "RUNNING":

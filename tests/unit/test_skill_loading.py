@@ -497,9 +497,17 @@ def test_a_module_a_handler_imports_that_does_not_parse_is_reported_with_the_ski
     (folder / "helpers").mkdir()
     (folder / "helpers" / "__init__.py").write_text("from .wire import fetch\n")
     (folder / "helpers" / "wire.py").write_text("def fetch(:\n    return 1\n")
-    # Not imported by a handler: a script of the Agent Skills format, run by others.
+    # Not imported by a handler: a script of the Agent Skills format, run by others; nor
+    # when the handler is imported (inside a function, for type checkers only).
     (folder / "scripts").mkdir()
     (folder / "scripts" / "template.py").write_text("{{ placeholder }} = 1\n")
+    (folder / "handler.py").write_text(
+        "from typing import TYPE_CHECKING\nfrom .helpers import fetch\n"
+        "if TYPE_CHECKING:\n    from .typing_only import Order\n"
+        "def get_order():\n    from .later import maybe\n    return fetch()\n"
+    )
+    (folder / "typing_only.py").write_text("class Order(:\n")
+    (folder / "later.py").write_text("def maybe(:\n")
     [problem] = problems_of(folder)
     assert "helpers/wire.py" in problem
     assert "does not parse: " in problem

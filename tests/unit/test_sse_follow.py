@@ -181,3 +181,15 @@ async def test_detached_work_is_cut_off_by_a_stop_and_by_closing() -> None:
     with pytest.raises(asyncio.CancelledError):
         await left
     assert await Cutoffs(grace_s=5).detached(_after(0, [], "answered")) == "answered"
+
+
+async def test_closing_gives_detached_work_what_is_left_of_the_grace_period() -> None:
+    # Its client gone, uvicorn does not wait for it: the app's close cancelled it at once.
+    cutoffs = Cutoffs(grace_s=1.0)
+    done: list[str] = []
+    waiting = asyncio.create_task(cutoffs.detached(_after(0.2, done, "ended")))
+    await asyncio.sleep(0.05)
+    cutoffs.stop()
+    await cutoffs.aclose()
+    assert done == ["ended"]
+    assert await waiting == "ended"

@@ -132,11 +132,15 @@ async def start_run(
             # Driven by a task of its own: a client that goes away leaves the run going on.
             last = await cutoffs.detached(_last(events))
         return RunPublic.model_validate(last["record"])
-    first = await anext(events)  # bad inputs are a 400 before anything runs
-    # The run's id named at once: a client that goes away finds its run by it.
-    named = {"X-Run-Id": started[-1]} if started else {}
+    # Read from its first event by a task of its own, which the run's lease names.
+    detached = cutoffs.detached_events(events)
+    first = await anext(detached)  # bad inputs are a 400 before anything runs
+    # The run's id named at once (a start sent again: the first run's): a client that goes
+    # away finds its run by it.
+    run_id = started[-1] if started else (first.get("record") or {}).get("id")
+    named = {"X-Run-Id": str(run_id)} if run_id else {}
     return StreamingResponse(
-        _sse(first, cutoffs.detached_events(events), started),
+        _sse(first, detached, started),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", **named},
     )

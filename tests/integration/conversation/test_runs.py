@@ -409,7 +409,8 @@ async def _answered(services: Services, thread_id: str) -> list[str]:
 
 
 def _runs_going() -> list[asyncio.Task[Any]]:
-    return [t for t in asyncio.all_tasks() if "_drive" in repr(t.get_coro())]
+    drive = conversations_module.Conversations._drive.__qualname__
+    return [t for t in asyncio.all_tasks() if getattr(t.get_coro(), "__qualname__", "") == drive]
 
 
 async def test_a_start_up_that_fails_stops_the_runs_it_took_up(
