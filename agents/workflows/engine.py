@@ -210,6 +210,7 @@ class WorkflowEngine(RunDecisions):
         inputs: dict[str, Any] | None = None,
         *,
         usage_sink: Callable[[dict[str, int]], None] | None = None,
+        on_start: Callable[[str], None] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """Run a finished run again from ``node``, with ``inputs`` changed: the nodes before it
         keep their outputs (they do not run again), ``node`` and what follows run anew, as a
@@ -217,7 +218,7 @@ class WorkflowEngine(RunDecisions):
         and what ``usage_sink`` gets (as for ``stream``), are its own calls: the kept nodes'
         were the original's. With inputs changed, an approval given before ``node`` is not
         kept: the fork goes back to the first such approval, which asks again (it was given for
-        other inputs).
+        other inputs). ``on_start`` gets the fork's id once its record is stored.
 
         Raises:
             RunNotFound: no such run, or it never reached ``node``.
@@ -231,6 +232,8 @@ class WorkflowEngine(RunDecisions):
         graph = self.definitions.graph(workflow)
         record, config = await fork_record(graph, workflow.spec, old, node, inputs)
         await self.runs.save(record)
+        if on_start is not None:
+            on_start(record["id"])
         driven = self._driver.drive(record, None, config, workflow=workflow, usage_sink=usage_sink)
         async with contextlib.aclosing(driven) as events:
             async for event in events:

@@ -195,17 +195,23 @@ async def get_run(services: ServicesDep, principal: PrincipalDep, run_id: str) -
         404,
         409,
         500,
+        503,
         notes={
             400: "Inputs it cannot take (`invalid_inputs`), or a node the run did not run "
             "(`invalid_request`).",
             404: "No such run (`run_not_found`).",
             409: "The run has not ended: it waits for a decision on an approval "
             "(`run_waiting`) or is under way (`run_running`); it can be forked once it ends.",
+            503: CUT_OFF,
         },
     ),
 )
 async def fork_run(
-    services: ServicesDep, principal: PrincipalDep, run_id: str, body: ForkRequest
+    request: Request,
+    services: ServicesDep,
+    principal: PrincipalDep,
+    run_id: str,
+    body: ForkRequest,
 ) -> RunPublic:
     """Run a finished run again from ``node`` with some inputs changed, as a new run: the
     nodes before it keep their outputs, the rest run anew (the original is untouched)."""
@@ -219,10 +225,14 @@ async def fork_run(
             f"it ran: {', '.join(ran) or '(none)'}.",
             param="node",
         )
-    last: dict[str, Any] = {}
     sink = USAGE_SINK.get()  # its cost counts against the day of who forked it
-    async for event in services.engine.fork(run_id, body.node, body.inputs, usage_sink=sink):
-        last = event
+    forked: list[str] = []
+    events = services.engine.fork(
+        run_id, body.node, body.inputs, usage_sink=sink, on_start=forked.append
+    )
+    cutoffs: Cutoffs = request.app.state.cutoffs
+    with handed_over(services, forked):  # goes on should its client go away, as a start does
+        last = await cutoffs.detached(_last(events))
     return RunPublic.model_validate(last["record"])
 
 

@@ -269,6 +269,19 @@ def _cut_off(services: Services, mp: pytest.MonkeyPatch) -> None:
     mp.setattr(services.workflow_turns, "decide", cut)
 
 
+def _fork_cut_off(services: Services, mp: pytest.MonkeyPatch) -> None:
+    """As ``_cut_off``, for a fork under way (the run forked is a real one)."""
+    mp.setattr(services.conversations, "stopping", 1.0)
+
+    async def forked_then_cut(*_: Any, on_start: Any = None, **__: Any) -> AsyncIterator[Any]:
+        if on_start is not None:
+            on_start("r-fork-cut")
+        raise asyncio.CancelledError
+        yield  # an async generator, as the engine's fork is
+
+    mp.setattr(services.engine, "fork", forked_then_cut)
+
+
 def _raises(name: str) -> Patch:
     async def broken(*_: Any, **__: Any) -> Any:
         raise RuntimeError("a bug")
@@ -617,6 +630,15 @@ PROBES = [
         200,
         {"node": "ok"},
         before=(START, ("/v1/approvals/{approval}", {"decision": "approve"})),
+    ),
+    Probe(
+        "a fork cut off by a stop",
+        "POST",
+        "/v1/workflow-runs/{run}/fork",
+        503,
+        {"node": "ok"},
+        before=(START, ("/v1/approvals/{approval}", {"decision": "approve"})),
+        patch=_fork_cut_off,
     ),
     Probe(
         "fork a waiting run",
