@@ -120,21 +120,27 @@ class InvalidTurn(SkilldeskError):
 
 
 class SkillNotFound(SkilldeskError, LookupError):
-    """No skill (or tool) by that name; the message suggests close names.
+    """No skill (or tool) by that name is serving; the message suggests close names, or says
+    why a skill of that name is not serving (its folder did not load).
 
     Args:
         kind: ``"skill"`` or ``"tool"``.
         name: The name asked for.
         known: The names there are, for the suggestion.
+        reason: Why a skill of that name is not serving, when one is there.
     """
 
     code = "skill_not_found"
 
-    def __init__(self, kind: str, name: str, known: Sequence[str]) -> None:
-        close = difflib.get_close_matches(name, list(known), n=3)
-        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        super().__init__(f"no {kind} named {name!r}{hint}", code=f"{kind}_not_found")
-        self.kind, self.name = kind, name
+    def __init__(self, kind: str, name: str, known: Sequence[str], reason: str = "") -> None:
+        if reason:
+            message = f"{kind} {name!r} is not available: {reason}"
+        else:
+            close = difflib.get_close_matches(name, list(known), n=3)
+            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            message = f"no {kind} named {name!r}{hint}"
+        super().__init__(message, code=f"{kind}_not_found")
+        self.kind, self.name, self.reason = kind, name, reason
 
 
 class WorkflowNotFound(SkilldeskError, LookupError):

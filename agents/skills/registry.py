@@ -153,12 +153,23 @@ class SkillRegistry:
         }
 
     def get(self, name: str) -> Skill:
-        """The skill by name; raises SkillNotFound naming close matches."""
+        """The skill by name; raises SkillNotFound naming close matches, or why a folder of
+        that name did not load."""
         with self._lock:
             try:
                 return self._skills[name]
             except KeyError:
-                raise SkillNotFound("skill", name, list(self._skills)) from None
+                reason = self.not_loaded(name)
+                raise SkillNotFound("skill", name, list(self._skills), reason) from None
+
+    def not_loaded(self, name: str) -> str:
+        """Why skill ``name``'s folder did not load (its problems, with where), or ""."""
+        problems = [p for p in self.errors if p.skill == name]
+        if not problems:
+            return ""
+        said = "; ".join(str(p).removeprefix(f"skill {name!r}, ") for p in problems[:3])
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        return f"its folder did not load: {said}{more}"
 
     def tool(self, name: str) -> tuple[Skill, ToolSpec]:
         """The skill and spec of a tool by its (globally unique) name."""

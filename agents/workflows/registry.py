@@ -320,8 +320,17 @@ class WorkflowRegistry:
             try:
                 return self._serving[name]
             except KeyError:
-                reason = self._unavailable.get(name, "")
+                reason = self._unavailable.get(name, "") or self._not_loaded(name)
                 raise WorkflowNotFound(name, list(self._serving), reason) from None
+
+    def _not_loaded(self, name: str) -> str:
+        """Why the file named for workflow ``name`` (``name.yaml``) did not load, or ""."""
+        problems = [p for p in self.errors if Path(p.file).stem == name]
+        if not problems:
+            return ""
+        said = "; ".join(str(p) for p in problems[:3])
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        return f"its file did not load: {said}{more}"
 
     def names(self) -> list[str]:
         """The serving workflows' names, sorted."""

@@ -113,10 +113,13 @@ def run_target(
             param=workflow_param or "workflow",
         )
     if skill is not None and skill not in services.skills.registry:
+        broken = services.skills.registry.not_loaded(skill)
         raise ApiError(
             400,
             "unknown_skill",
-            f"There is no skill named {skill!r}; GET /v1/skills lists them.",
+            f"Skill {skill!r} is not available: {broken}."
+            if broken
+            else f"There is no skill named {skill!r}; GET /v1/skills lists them.",
             param=skill_param or "skill",
         )
     installed = services.workflows.names() if workflow is not None else []

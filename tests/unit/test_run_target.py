@@ -25,11 +25,16 @@ class TwoWorkflows:
         raise WorkflowNotFound(name, self.names())
 
 
+class OneSkill(dict[str, Any]):
+    def not_loaded(self, name: str) -> str:  # the registry: no folder failed to load
+        return ""
+
+
 def services(workflows: Any) -> Services:
     return cast(
         Services,
         SimpleNamespace(
-            skills=SimpleNamespace(registry={"order-query": object()}),
+            skills=SimpleNamespace(registry=OneSkill({"order-query": object()})),
             workflows=workflows,
             workflow_registry=workflows,
             gateway=SimpleNamespace(config=SimpleNamespace(profiles={"fast": object()})),

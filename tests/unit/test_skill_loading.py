@@ -574,6 +574,24 @@ def test_removed_folder_is_dropped(tmp_path: Path) -> None:
         registry.get("temp-skill")
 
 
+def test_a_skill_asked_for_whose_folder_did_not_load_says_why(tmp_path: Path) -> None:
+    # It said "no skill named ..." as for one that was never there (QA).
+    write_skill(
+        tmp_path,
+        "orders",
+        config={"tools": [tool("get_order", "handler:get_order")]},
+        handler="def get_order(:\n    return 1\n",
+    )
+    registry = SkillRegistry(tmp_path)
+    registry.reload()
+    with pytest.raises(SkillNotFound) as info:
+        registry.get("orders")
+    message = str(info.value)
+    assert message.startswith("skill 'orders' is not available: its folder did not load: ")
+    assert "handler.py does not parse" in message
+    assert info.value.code == "skill_not_found"
+
+
 def test_unknown_skill_suggests_close_names(tmp_path: Path) -> None:
     write_skill(tmp_path, "order-query")
     registry = SkillRegistry(tmp_path)

@@ -86,8 +86,13 @@ def test_a_broken_new_file_is_reported_and_the_rest_load(tmp_path: Path) -> None
     report = registry.reload()
     assert report.added == ["alarms"]
     assert [p.file for p in registry.errors] == [str(tmp_path / "broken.yaml")]
-    with pytest.raises(WorkflowNotFound, match="no workflow named 'broken'"):
+    # Asked for by name, it says why it is not there, not that there is none (QA).
+    with pytest.raises(WorkflowNotFound) as info:
         registry.get("broken")
+    assert str(info.value).startswith("workflow 'broken' is not available: its file did not")
+    assert "broken.yaml:3: is not valid YAML" in str(info.value)
+    with pytest.raises(WorkflowNotFound, match="no workflow named 'nothing'"):
+        registry.get("nothing")
 
 
 def test_a_duplicate_name_names_both_files_and_the_first_keeps_it(tmp_path: Path) -> None:
