@@ -76,7 +76,9 @@ def test_a_second_run_is_rejected_or_queued_as_asked_never_interleaved(
 
 
 def test_a_queued_run_cancelled_never_runs(client: TestClient, fake_llm: FakeLLM) -> None:
-    fake_llm.script(Reply(content="Only answer.", delay=0.5))
+    # The first answer takes 2 s, so the cancel comes while the second run is still queued
+    # on a slow machine (CI: with 0.5 s the first had ended and the second begun).
+    fake_llm.script(Reply(content="Only answer.", delay=2.0))
     first = start(client, "r-3", "first")
     queued = start(client, "r-3", "second")
     cancelled = client.post(f"/v1/threads/r-3/runs/{queued['id']}/cancel")
