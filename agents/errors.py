@@ -119,6 +119,16 @@ class InvalidTurn(SkilldeskError):
         self.param = param
 
 
+def _not_found(kind: str, name: str, known: Sequence[str], reason: str) -> str:
+    """Why no ``kind`` ``name`` serves: ``reason`` when one is there but not serving, else
+    that there is none, with the close names among ``known``."""
+    if reason:
+        return f"{kind} {name!r} is not available: {reason}"
+    close = difflib.get_close_matches(name, list(known), n=3)
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    return f"no {kind} named {name!r}{hint}"
+
+
 class SkillNotFound(SkilldeskError, LookupError):
     """No skill (or tool) by that name is serving; the message suggests close names, or says
     why a skill of that name is not serving (its folder did not load).
@@ -133,13 +143,7 @@ class SkillNotFound(SkilldeskError, LookupError):
     code = "skill_not_found"
 
     def __init__(self, kind: str, name: str, known: Sequence[str], reason: str = "") -> None:
-        if reason:
-            message = f"{kind} {name!r} is not available: {reason}"
-        else:
-            close = difflib.get_close_matches(name, list(known), n=3)
-            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-            message = f"no {kind} named {name!r}{hint}"
-        super().__init__(message, code=f"{kind}_not_found")
+        super().__init__(_not_found(kind, name, known, reason), code=f"{kind}_not_found")
         self.kind, self.name, self.reason = kind, name, reason
 
 
@@ -156,13 +160,7 @@ class WorkflowNotFound(SkilldeskError, LookupError):
     code = "workflow_not_found"
 
     def __init__(self, name: str, known: Sequence[str], reason: str = "") -> None:
-        if reason:
-            message = f"workflow {name!r} is not available: {reason}"
-        else:
-            close = difflib.get_close_matches(name, list(known), n=3)
-            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-            message = f"no workflow named {name!r}{hint}"
-        super().__init__(message)
+        super().__init__(_not_found("workflow", name, known, reason))
         self.name, self.reason = name, reason
 
 

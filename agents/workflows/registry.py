@@ -63,6 +63,11 @@ class _World:
     profiles: Collection[str] | None = None
 
 
+def is_workflow_file(path: Path) -> bool:
+    """Whether a folder's registry reads ``path``: a YAML file, not hidden (``.``, ``_``)."""
+    return path.suffix in SUFFIXES and not path.name.startswith((".", "_")) and path.is_file()
+
+
 class WorkflowRegistry:
     """The workflows of one folder (``*.yaml``/``*.yml`` directly in it) by name.
 
@@ -149,11 +154,7 @@ class WorkflowRegistry:
     def _paths(self) -> list[Path]:
         if not self.directory.is_dir():
             return []
-        return sorted(
-            p
-            for p in self.directory.iterdir()
-            if p.suffix in SUFFIXES and not p.name.startswith((".", "_")) and p.is_file()
-        )
+        return sorted(p for p in self.directory.iterdir() if is_workflow_file(p))
 
     def _resolve(self) -> WorkflowReport:
         """Choose what serves from each file, given the world; report what changed."""

@@ -15,9 +15,14 @@ from agents.errors import BadInputs, WorkflowLoadError, WorkflowNotFound, Workfl
 from agents.owners import tool_owners, workflow_owners
 from agents.skills.registry import SkillRegistry
 from agents.workflows.inputs import check_inputs
-from agents.workflows.loader import SUFFIXES, Workflow, line_of, load_workflow, read_workflow
+from agents.workflows.loader import Workflow, line_of, load_workflow, read_workflow
 from agents.workflows.mermaid import mermaid
-from agents.workflows.registry import WorkflowRegistry, nesting_loop, skills_world
+from agents.workflows.registry import (
+    WorkflowRegistry,
+    is_workflow_file,
+    nesting_loop,
+    skills_world,
+)
 from agents.workflows.spec import WorkflowSpec
 from app.api.schemas.workflows import RunStatus
 from app.cli.common import load_cli_settings, report_validation
@@ -155,12 +160,7 @@ def _validate_files(
     paths = [
         p
         for p in files
-        if not p.is_dir()
-        and not (
-            p.parent.resolve() in folders
-            and p.suffix in SUFFIXES
-            and not p.name.startswith((".", "_"))
-        )
+        if not p.is_dir() and not (p.parent.resolve() in folders and is_workflow_file(p))
     ]
     if paths:
         names, problems = _files_in_folder(paths, settings, world)

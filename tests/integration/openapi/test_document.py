@@ -251,35 +251,34 @@ def _stopping(services: Services, mp: pytest.MonkeyPatch) -> None:
     mp.setattr(services.conversations, "stopping", 1.0)  # told to stop (SIGTERM)
 
 
+def _started_then_cut(run_id: str) -> Any:
+    """An engine's stream (or fork) that starts run ``run_id``, then is cut off."""
+
+    async def stream(*_: Any, on_start: Any = None, **__: Any) -> AsyncIterator[Any]:
+        if on_start is not None:
+            on_start(run_id)
+        raise asyncio.CancelledError
+        yield  # an async generator, as the engine's stream is
+
+    return stream
+
+
 def _cut_off(services: Services, mp: pytest.MonkeyPatch) -> None:
     """The process stops (SIGTERM) and its grace period ends while a request drives a
     workflow run: the server cancels the request."""
     mp.setattr(services.conversations, "stopping", 1.0)
 
-    async def started_then_cut(*_: Any, on_start: Any = None, **__: Any) -> AsyncIterator[Any]:
-        if on_start is not None:
-            on_start("r-cut")
-        raise asyncio.CancelledError
-        yield  # an async generator, as the engine's stream is
-
     async def cut(*_: Any, **__: Any) -> Any:
         raise asyncio.CancelledError
 
-    mp.setattr(services.engine, "stream", started_then_cut)
+    mp.setattr(services.engine, "stream", _started_then_cut("r-cut"))
     mp.setattr(services.workflow_turns, "decide", cut)
 
 
 def _fork_cut_off(services: Services, mp: pytest.MonkeyPatch) -> None:
     """As ``_cut_off``, for a fork under way (the run forked is a real one)."""
     mp.setattr(services.conversations, "stopping", 1.0)
-
-    async def forked_then_cut(*_: Any, on_start: Any = None, **__: Any) -> AsyncIterator[Any]:
-        if on_start is not None:
-            on_start("r-fork-cut")
-        raise asyncio.CancelledError
-        yield  # an async generator, as the engine's fork is
-
-    mp.setattr(services.engine, "fork", forked_then_cut)
+    mp.setattr(services.engine, "fork", _started_then_cut("r-fork-cut"))
 
 
 def _raises(name: str) -> Patch:
