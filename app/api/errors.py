@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -190,6 +190,23 @@ def error_body(message: str, type_: str, code: str, param: str | None = None) ->
     return {"error": {"message": message, "type": type_, "code": code, "param": param}}
 
 
+def _not_sent_as_json(request: Request, errors: Sequence[Any]) -> str | None:
+    """Why a JSON route's body was not read, when it came without ``Content-Type:
+    application/json`` (``curl -d`` sends it as a form): FastAPI then hands the model the
+    raw text, and pydantic says "Input should be a valid dictionary"."""
+    whole = [err for err in errors if tuple(err.get("loc", ())) == ("body",)]
+    if not whole or not isinstance(whole[0].get("input"), str | bytes):
+        return None
+    sent = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if sent == "application/json" or sent.endswith("+json"):
+        return None
+    how = f"as {sent!r}" if sent else "without a Content-Type"
+    return (
+        f"The request body was sent {how}; send it as JSON with the header "
+        "`Content-Type: application/json` (curl: -H 'Content-Type: application/json')."
+    )
+
+
 def api_error(exc: SkilldeskError) -> ApiError:
     """An error of the agents as the HTTP error it answers."""
     status, kind = next((s, k) for cls, s, k in _BY_CLASS if isinstance(exc, cls))
@@ -243,8 +260,12 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(error.body(), status_code=error.status)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
+        unread = _not_sent_as_json(request, errors)
+        if unread is not None:
+            body = error_body(unread, "invalid_request_error", "invalid_content_type")
+            return JSONResponse(body, status_code=400)
         detail = next((err for err in errors if err.get("type") == "json_invalid"), None)
         if detail is not None:
             reason = (detail.get("ctx") or {}).get("error", "")

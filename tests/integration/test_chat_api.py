@@ -342,6 +342,31 @@ def test_a_body_that_is_not_json_says_so(client: TestClient, fake_llm: FakeLLM, 
         assert "more than 4,300 digits" in error["message"]
 
 
+@pytest.mark.parametrize(
+    ("headers", "said"),
+    [
+        (
+            {"Content-Type": "application/x-www-form-urlencoded"},
+            "as 'application/x-www-form-urlencoded'",
+        ),
+        ({"Content-Type": "text/plain; charset=utf-8"}, "as 'text/plain'"),
+        ({}, "without a Content-Type"),
+    ],
+)
+def test_a_json_body_sent_without_its_content_type_is_told_to_send_it(
+    client: TestClient, fake_llm: FakeLLM, headers: dict[str, str], said: str
+) -> None:
+    # `curl -d '{...}'` sends a form: the body was "Input should be a valid dictionary".
+    raw = json.dumps({"messages": [USER]}).encode()
+    response = client.post("/v1/chat/completions", content=raw, headers=headers)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_content_type"
+    assert said in error["message"]
+    assert "Content-Type: application/json" in error["message"]
+    assert fake_llm.requests == []
+
+
 def test_stream_null_means_not_streamed(client: TestClient, fake_llm: FakeLLM) -> None:
     fake_llm.script(Reply(content="Plain."))
     body = {"messages": [USER], "stream": None, "stream_options": None}
