@@ -154,9 +154,7 @@ async def open_services(
                 fix=f"check {setting}; the folder is created and watched, empty",
             )
     skills = SkillService(replace(settings.skills_options(), record_owners=background))
-    report = await asyncio.to_thread(skills.reload)
-    for problem in report.errors:
-        log.warning("skill.skipped", error=str(problem))
+    await asyncio.to_thread(skills.reload)  # the registry logs each problem (skill.invalid)
     options = AnswerOptions(
         max_rounds=settings.max_tool_rounds,
         index_budget_tokens=settings.skills_prompt_budget,
@@ -178,8 +176,7 @@ async def open_services(
         owners=workflow_owners(settings.data_dir, write=background),
         **skills_world(skills.registry),
     )
-    for failed in (await asyncio.to_thread(registry.reload)).errors:
-        log.warning("workflow.skipped", error=str(failed))
+    await asyncio.to_thread(registry.reload)  # logs each problem (workflow.invalid)
     workflows = IntentMatcher(registry, getattr(skills.index, "cache", None))
     watching = settings.skills_watch if watch is None else watch
     prompts = Prompts(settings.prompts_dir)

@@ -173,3 +173,25 @@ async def test_a_skills_or_workflows_folder_that_is_not_there_is_said_at_start_u
     assert said["skills.folder_missing"]["directory"] == str(tmp_path / "no-skills")
     assert said["workflows.folder_missing"]["directory"] == str(tmp_path / "no-flows")
     assert "SKILLDESK_WORKFLOWS_DIR" in said["workflows.folder_missing"]["fix"]
+
+
+async def test_a_broken_skill_and_workflow_are_each_logged_once_at_start_up(
+    model_settings: Any, tmp_path: Path
+) -> None:
+    # QA: each problem was logged by its registry, then again by the start-up.
+    from structlog.testing import capture_logs
+
+    from app.services import open_services
+
+    skills, flows = tmp_path / "skills", tmp_path / "workflows"
+    (skills / "broken").mkdir(parents=True)
+    (skills / "broken" / "SKILL.md").write_text("---\nname: broken\n---\nno description\n")
+    flows.mkdir()
+    (flows / "bad.yaml").write_text("name: bad\nnodes: [\n")
+    settings = model_settings.model_copy(update={"skills_dir": skills, "workflows_dir": flows})
+    with capture_logs() as logs:
+        async with open_services(settings):
+            pass
+    about = [e for e in logs if "broken" in str(e) or "bad.yaml" in str(e)]
+    assert [e["event"] for e in about] == ["skill.invalid", "workflow.invalid"], about
+    assert about[0]["field"] == "description"
