@@ -86,6 +86,8 @@ def create_app(
         version="0.1.0",
         lifespan=lifespan,
         generate_unique_id_function=operation_id,
+        docs_url=None,  # app.web serves /docs from its vendored copy; no ReDoc (a CDN's)
+        redoc_url=None,
     )
     app.add_middleware(RequestContextMiddleware, max_body_bytes=settings.max_request_bytes)
     install_error_handlers(app)

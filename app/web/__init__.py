@@ -1,12 +1,15 @@
-"""The web page: static files (no build step) served by the service at ``/``."""
+"""The web page: static files (no build step) served by the service at ``/``, and the API's
+documentation page at ``/docs``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from fastapi import FastAPI
-from fastapi.responses import FileResponse
-from fastapi.staticfiles import StaticFiles
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
+from app.web.docs import mount_docs
+from app.web.files import PageFiles
 
 STATIC = Path(__file__).parent / "static"
 
@@ -20,14 +23,16 @@ CSP = (
 
 
 def mount(app: FastAPI) -> None:
-    """Serve the page at ``/`` and its files under ``/static/``."""
+    """Serve the page at ``/``, its files under ``/static/`` and the API's docs at ``/docs``."""
+    files = PageFiles(STATIC)
 
     @app.get("/", include_in_schema=False)
     @app.head("/", include_in_schema=False)  # uptime checks ask with HEAD
-    async def index() -> FileResponse:
-        return FileResponse(
-            STATIC / "index.html",
-            headers={"Cache-Control": "no-cache", "Content-Security-Policy": CSP},
-        )
+    async def index(request: Request) -> Response:
+        # As a static file: no-cache, and 304 to an If-None-Match that matches.
+        response = await files.get_response("index.html", request.scope)
+        response.headers["Content-Security-Policy"] = CSP
+        return response
 
-    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.mount("/static", files, name="static")
+    mount_docs(app)

@@ -163,7 +163,11 @@ def test_the_installed_package_serves_its_content_and_page_and_keeps_data_where_
     workflows = httpx.get(f"{served}/v1/workflows").json()
     assert workflows["errors"] == []
     assert sorted(w["name"] for w in workflows["workflows"]) == WORKFLOWS
-    for path in ("/", "/static/js/main.js", "/static/vendor/mermaid.min.js"):
-        assert httpx.get(f"{served}{path}").status_code == 200, path
+    vendored = ("/static/vendor/mermaid.min.js", "/static/vendor/swagger-ui-bundle.js")
+    for path in ("/", "/docs", "/static/js/main.js", *vendored):
+        answer = httpx.get(f"{served}{path}", headers={"Accept-Encoding": "gzip"})
+        assert answer.status_code == 200, path
+        if path in vendored:  # their gzipped copies are installed too
+            assert answer.headers["content-encoding"] == "gzip", path
     assert (tmp_path / "data" / "skilldesk.sqlite").is_file()
     assert not (site / "data").exists()  # an installed package's folder is not written to
