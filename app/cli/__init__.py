@@ -1,16 +1,16 @@
 """The ``skilldesk`` command line: the root command, with one module per command or group.
 
-A new group is a module here with its own ``cli = typer.Typer(...)``, registered below with
-``cli.add_typer``; what several groups need (settings) lives in ``app.cli.common``.
+A new group is a module here with its own ``cli = Typer(...)`` (``app.cli.common.Typer``, so
+that its help flows), registered below with ``cli.add_typer``; what several groups need
+(settings, the store's options) lives in ``app.cli.common``.
 """
 
 from __future__ import annotations
 
-import typer
-
 from app.cli import chat, keys, serve, skills, threads, workflows
+from app.cli.common import Typer
 
-cli = typer.Typer(
+cli = Typer(
     help="Skilldesk: a multi-agent chatbot service with skill plugins.",
     no_args_is_help=True,
     add_completion=False,

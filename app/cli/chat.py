@@ -7,7 +7,8 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import urlsplit
 
 import httpx
 import typer
@@ -17,6 +18,9 @@ from agents.events import RunFailed, RunFinished, Token
 from app.cli.common import load_cli_settings
 from app.logging import configure_logging
 from app.settings import Settings
+
+if TYPE_CHECKING:
+    from openai import APIConnectionError
 
 
 def chat(
@@ -36,10 +40,11 @@ def chat(
     ] = None,
 ) -> None:
     """Chat in the terminal. Empty line or Ctrl-D ends."""
+    service = _service_url(url) if url else None
     thread_id = thread or uuid.uuid4().hex
     typer.echo(f"thread {thread_id} — empty line or Ctrl-D to quit", err=True)
-    if url:
-        ok = _chat_remote(url.rstrip("/"), thread_id, api_key)
+    if service:
+        ok = _chat_remote(service, thread_id, api_key)
     else:
         settings = load_cli_settings(data_dir=data_dir)
         # The service's log lines would interleave with the conversation: warnings only,
@@ -66,9 +71,37 @@ def _lines() -> Iterator[str]:
         yield line
 
 
+def _service_url(url: str) -> str:
+    """``url`` without a trailing slash; a usage error (exit 2) unless it is an http(s) address."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise typer.BadParameter(
+            f"{url!r} is not the address of a service; write it as http://HOST:PORT, e.g. "
+            "http://127.0.0.1:8000",
+            param_hint="--url",
+        )
+    return url.strip().rstrip("/")
+
+
+def _unreachable(url: str, exc: APIConnectionError) -> str:
+    """Which service could not be reached, why, and what to do about it."""
+    from openai import APITimeoutError
+
+    if isinstance(exc, APITimeoutError):
+        return f"the service at {url} did not answer in time; try again, or check its log"
+    why: BaseException | None = exc.__cause__
+    while why is not None and not (isinstance(why, OSError) and why.strerror):
+        why = why.__cause__ or why.__context__
+    reason = why.strerror if isinstance(why, OSError) else str(exc.__cause__ or exc)
+    return (
+        f"cannot reach the service at {url} ({reason}): start it with `skilldesk serve` "
+        "(or `make run`), or give its address with --url"
+    )
+
+
 def _chat_remote(url: str, thread_id: str, api_key: str | None) -> bool:
     # Lazy: the OpenAI SDK is slow to import and only talking to a running service needs it.
-    from openai import AuthenticationError, OpenAI, OpenAIError
+    from openai import APIConnectionError, AuthenticationError, OpenAI, OpenAIError
 
     client = OpenAI(
         base_url=f"{url}/v1",
@@ -87,9 +120,11 @@ def _chat_remote(url: str, thread_id: str, api_key: str | None) -> bool:
                     typer.echo(chunk.choices[0].delta.content, nl=False)
             typer.echo()
         except AuthenticationError as exc:
-            given = "the key given" if api_key else "no key (--api-key or SKILLDESK_API_KEY)"
-            typer.echo(f"error: {exc.message}; sent {given}", err=True)
+            typer.echo(f"error: {_refused(url, api_key, exc)}", err=True)
             return False  # every next message would be refused alike
+        except APIConnectionError as exc:  # the next message may find the service started
+            typer.echo(f"error: {_unreachable(url, exc)}", err=True)
+            ok = False
         except (OpenAIError, httpx.HTTPError) as exc:
             typer.echo(f"error: {exc}", err=True)
             ok = False
@@ -117,3 +152,16 @@ async def _chat_local(settings: Settings, thread_id: str) -> bool:
                     ok = False
             typer.echo()
     return ok
+
+
+def _refused(url: str, api_key: str | None, exc: Any) -> str:
+    """Why the service refused the conversation's key, and what to do."""
+    if not api_key:  # the placeholder went: the service has keys
+        return (
+            f"the service at {url} needs an API key: give it with --api-key or "
+            "SKILLDESK_API_KEY (an admin makes one with `skilldesk keys create`)"
+        )
+    body = getattr(exc, "body", None)
+    error = body.get("error", body) if isinstance(body, dict) else None
+    said = error.get("message") if isinstance(error, dict) else None
+    return f"the service at {url} refused the key given ({said or exc.message})"

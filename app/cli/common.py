@@ -1,18 +1,20 @@
-"""What several command groups share: settings with the command line's overrides."""
+"""What several command groups share: the ``Typer`` they are made with, settings with the
+command line's overrides, the options of the service's store."""
 
 from __future__ import annotations
 
+import inspect
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
 from agents.errors import ConfigError
 from app.settings import Settings, load_settings
 
-# The options of the commands that work on the service's store (threads, keys).
+# The options of the commands that work on the service's store (threads, keys, skills examples).
 StoreUrl = Annotated[
     str | None,
     typer.Option("--checkpoint-url", help="The store [SKILLDESK_CHECKPOINT_URL]."),
@@ -22,6 +24,36 @@ DataDir = Annotated[
     typer.Option("--data-dir", help="The SQLite file's folder [SKILLDESK_DATA_DIR]."),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def flowing(text: str) -> str:
+    """``text`` (a docstring) with each paragraph on one line, for the terminal to wrap. As in
+    click, a paragraph that starts with ``\\b`` keeps its lines and ``\\f`` ends the help."""
+    paragraphs = inspect.cleandoc(text).partition("\f")[0].split("\n\n")
+    return "\n\n".join(p if p.startswith("\b") else " ".join(p.split()) for p in paragraphs)
+
+
+class Typer(typer.Typer):
+    """``typer.Typer`` whose help flows as paragraphs. Typer prints a command's help in its
+    group's listing with the line breaks of the source (docstrings wrap at 100 columns), so
+    ``--help`` would cut sentences mid-line at any terminal width."""
+
+    def __init__(self, **options: Any) -> None:
+        if isinstance(options.get("help"), str):
+            options["help"] = flowing(options["help"])
+        super().__init__(**options)
+
+    def command(self, name: str | None = None, **options: Any) -> Callable[[F], F]:
+        """Register a command, its help (``help=`` or the docstring) flowing."""
+        register = super().command
+
+        def decorator(f: F) -> F:
+            text = options.get("help") or inspect.getdoc(f)
+            return register(name, **{**options, "help": flowing(text) if text else None})(f)
+
+        return decorator
 
 
 def load_cli_settings(**overrides: Any) -> Settings:

@@ -25,10 +25,10 @@ from app.auth.keys import (
     key_view,
 )
 from app.auth.principal import SCOPES
-from app.cli.common import DataDir, JsonFlag, StoreUrl, load_cli_settings
+from app.cli.common import DataDir, JsonFlag, StoreUrl, Typer, load_cli_settings
 from app.logging import configure_logging
 
-cli = typer.Typer(help="Create, list and revoke API keys.", no_args_is_help=True)
+cli = Typer(help="Create, list and revoke API keys.", no_args_is_help=True)
 T = TypeVar("T")
 
 
@@ -89,12 +89,16 @@ def create(
     user: Annotated[str, typer.Argument(help="The user id the key acts as.")],
     scope: Annotated[
         list[str] | None,
-        typer.Option("--scope", "-s", help=f"Repeat for each: {', '.join(SCOPES)} [chat]."),
+        typer.Option(
+            "--scope", "-s", help=f"Repeat for each: {', '.join(SCOPES)}; chat when none is given."
+        ),
     ] = None,
     name: Annotated[str, typer.Option(help="What the key is for.")] = "",
     expires_in: Annotated[
         str | None,
-        typer.Option(help="It stops working after this long: 30d, 12h, 15m, 90s [never]."),
+        typer.Option(
+            help="It stops working after this long: 30d, 12h, 15m, 90s; never if left out."
+        ),
     ] = None,
     checkpoint_url: StoreUrl = None,
     data_dir: DataDir = None,

@@ -9,17 +9,19 @@ from typing import Annotated, Any
 
 import typer
 
+from agents.errors import ConfigError
 from agents.owners import tool_owners
 from agents.skills.embeddings import MiniLMEmbedder
 from agents.skills.loader import SKILL_FILE
 from agents.skills.registry import SkillRegistry
 from agents.skills.scaffold import scaffold
 from agents.skills.service import SkillService
-from app.cli.common import load_cli_settings, report_validation
+from app.cli.common import DataDir as StoreDataDir
+from app.cli.common import StoreUrl, Typer, load_cli_settings, report_validation
 from app.logging import configure_logging
 from app.settings import Settings
 
-cli = typer.Typer(help="Author and inspect skills.", no_args_is_help=True)
+cli = Typer(help="Author and inspect skills.", no_args_is_help=True)
 
 SkillsDir = Annotated[
     Path | None, typer.Option("--skills-dir", help="Skills folder [SKILLDESK_SKILLS_DIR].")
@@ -187,21 +189,19 @@ def examples(
     delete: Annotated[
         str | None, typer.Option("--delete", help="Delete the learned example with this id.")
     ] = None,
-    checkpoint_url: Annotated[
-        str | None,
-        typer.Option("--checkpoint-url", help="The store [SKILLDESK_CHECKPOINT_URL]."),
-    ] = None,
+    checkpoint_url: StoreUrl = None,
+    data_dir: StoreDataDir = None,
     as_json: JsonFlag = False,
 ) -> None:
     """List the examples routing learned for skill NAME from use (users' messages whose
-    skill the model chose), newest first, or delete one (--delete ID); a running service
-    on the same store stops routing by it within five seconds."""
+    skill the model chose), newest first, or delete one (--delete ID), in the service's store;
+    a running service on the same store stops routing by it within five seconds."""
     import asyncio
     from dataclasses import asdict
 
     from app.services import open_services
 
-    settings = load_cli_settings(checkpoint_url=checkpoint_url)
+    settings = load_cli_settings(checkpoint_url=checkpoint_url, data_dir=data_dir)
     light = settings.model_copy(update={"skills_embeddings": False})
 
     async def job() -> tuple[bool, list[dict[str, Any]]]:
@@ -211,7 +211,11 @@ def examples(
             found = [asdict(e) for e in await services.learned.examples(name)]
             return deleted, found
 
-    deleted, found = asyncio.run(job())
+    try:
+        deleted, found = asyncio.run(job())
+    except ConfigError as exc:  # the store does not answer, say
+        typer.echo(f"skilldesk: configuration error: {exc}", err=True)
+        raise typer.Exit(2) from None
     if delete is not None and not deleted:
         typer.echo(
             f"skilldesk: skill {name!r} has no learned example {delete!r}; "

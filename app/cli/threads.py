@@ -16,11 +16,11 @@ import typer
 
 from agents.errors import SkilldeskError, ThreadBusy
 from agents.memory.summaries import summarised_count
-from app.cli.common import DataDir, JsonFlag, StoreUrl, load_cli_settings
+from app.cli.common import DataDir, JsonFlag, StoreUrl, Typer, load_cli_settings
 from app.logging import configure_logging
 from app.settings import Settings
 
-cli = typer.Typer(help="List, inspect, branch, delete and prune threads.", no_args_is_help=True)
+cli = Typer(help="List, inspect, branch, delete and prune threads.", no_args_is_help=True)
 T = TypeVar("T")
 
 ThreadArg = Annotated[str, typer.Argument(help="The thread's id.")]

@@ -25,11 +25,11 @@ from agents.workflows.registry import (
 )
 from agents.workflows.spec import WorkflowSpec
 from app.api.schemas.workflows import RunStatus
-from app.cli.common import load_cli_settings, report_validation
+from app.cli.common import Typer, load_cli_settings, report_validation
 from app.logging import configure_logging
 from app.settings import Settings
 
-cli = typer.Typer(help="Author and inspect workflows.", no_args_is_help=True)
+cli = Typer(help="Author and inspect workflows.", no_args_is_help=True)
 
 WorkflowsDir = Annotated[
     Path | None,

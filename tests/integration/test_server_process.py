@@ -313,11 +313,23 @@ def test_terminal_chat_with_a_service_that_has_keys_sends_the_one_given(
             timeout=60,
             env={**env, "SKILLDESK_API_KEY": key},
         )
+        wrong = subprocess.run(
+            [*command, "--api-key", "sdk_not-a-key"],
+            input="one\n",
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
     finally:
         service.stop()
+    assert wrong.returncode == 1
+    assert f"the service at {service.url} refused the key given" in wrong.stderr
+    assert "The API key is not valid." in wrong.stderr
     assert refused.returncode == 1
     assert refused.stderr.count("error:") == 1  # not once per message
-    assert "sent no key (--api-key or SKILLDESK_API_KEY)" in refused.stderr
+    assert "needs an API key: give it with --api-key or SKILLDESK_API_KEY" in refused.stderr
+    assert "not valid" not in refused.stderr  # the placeholder key is not blamed
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["hello ana"]
 

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from agents.state.checkpointers import open_checkpointer, sqlite_url
@@ -37,6 +42,96 @@ def test_every_command_and_group_answers_help(args: list[str], lists: list[str])
     done = CliRunner().invoke(cli, [*args, "--help"], prog_name="skilldesk")
     assert done.exit_code == 0, done.output
     assert all(word in done.output for word in lists)
+
+
+def _tree(
+    command: click.Command, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], click.Command]]:
+    yield path, command
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _tree(sub, (*path, name))
+
+
+COMMANDS = list(_tree(typer.main.get_command(cli)))
+
+
+@pytest.mark.parametrize(
+    ("path", "command"), COMMANDS, ids=[" ".join(p) or "skilldesk" for p, _ in COMMANDS]
+)
+def test_help_flows_as_paragraphs_and_shows_each_text_as_written(
+    path: tuple[str, ...], command: click.Command, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # QA: the help of a group's commands kept the docstrings' line breaks (cut mid-sentence),
+    # and rich markup ate an option's "[chat]".
+    monkeypatch.setenv("COLUMNS", "1000")  # wide enough that nothing wraps: one line a text
+    done = CliRunner().invoke(cli, [*path, "--help"], prog_name="skilldesk")
+    assert done.exit_code == 0, done.output
+    shown = click.unstyle(done.output)
+    subcommands = getattr(command, "commands", {}).values()
+    texts = [command.help, *(getattr(p, "help", None) for p in command.params)]
+    texts += [sub.help.split("\n\n")[0] for sub in subcommands if sub.help]
+    for text in filter(None, texts):
+        for paragraph in text.split("\n\n"):
+            assert " ".join(paragraph.split()) in shown  # on one line, as written
+
+
+def test_chat_with_no_service_at_the_url_names_it_and_how_to_start_one() -> None:
+    with socket.socket() as bound:  # bound, never listening: a connection is refused
+        bound.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{bound.getsockname()[1]}"
+        done = CliRunner().invoke(cli, ["chat", "--url", url], input="hello\n", prog_name="x")
+    assert done.exit_code == 1
+    assert f"error: cannot reach the service at {url} (Connection refused)" in done.stderr
+    assert "start it with `skilldesk serve` (or `make run`)" in done.stderr
+    assert "give its address with --url" in done.stderr
+
+
+def test_chat_refuses_a_url_that_is_not_an_http_address_with_status_2() -> None:
+    done = CliRunner().invoke(
+        cli, ["chat", "--url", "127.0.0.1:8000"], input="hello\n", prog_name="skilldesk"
+    )
+    assert done.exit_code == 2
+    assert "write it as http://HOST:PORT" in done.stderr
+    assert "thread" not in done.stderr  # refused before the conversation starts
+
+
+def test_skills_examples_reads_the_store_in_the_data_dir_given(
+    make_settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.services import open_services
+
+    settings = make_settings()
+
+    async def learn() -> str:
+        async with open_services(settings, watch=False, background=False) as services:
+            assert services.learned is not None
+            example = await services.learned.learn(
+                "greet", "please greet the visitors", thread_id="t-1", run_id="r-1", how="noted"
+            )
+            assert example is not None
+            return example.id
+
+    example_id = asyncio.run(learn())
+    monkeypatch.setenv("SKILLDESK_DATA_DIR", str(tmp_path / "another"))  # --data-dir wins
+    monkeypatch.setenv("SKILLDESK_SKILLS_DIR", str(settings.skills_dir))
+    args = ["skills", "examples", "greet", "--data-dir", str(settings.data_dir), "--json"]
+    done = CliRunner().invoke(cli, args, prog_name="skilldesk")
+    assert done.exit_code == 0, done.output
+    assert [e["id"] for e in json.loads(done.stdout)["examples"]] == [example_id]
+
+
+def test_skills_examples_with_a_store_that_does_not_answer_exits_2_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SKILLDESK_SKILLS_DIR", str(tmp_path / "skills"))
+    with socket.socket() as bound:
+        bound.bind(("127.0.0.1", 0))
+        store = f"postgresql://skilldesk@127.0.0.1:{bound.getsockname()[1]}/skilldesk"
+        done = CliRunner().invoke(
+            cli, ["skills", "examples", "greet", "--checkpoint-url", store], prog_name="skilldesk"
+        )
+    assert done.exit_code == 2, done.output
+    assert "configuration error: cannot connect to PostgreSQL" in done.stderr
 
 
 def test_a_bad_setting_exits_2_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
