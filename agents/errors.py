@@ -165,9 +165,14 @@ class WorkflowNotFound(SkilldeskError, LookupError):
 
 
 class SkillReferenceError(SkilldeskError):
-    """A reference path outside the skill's folder, or one that does not exist."""
+    """A reference path outside the skill's folder (``outside``), or one that names nothing
+    there; ``reason`` is the message without the skill's references it lists."""
 
     code = "bad_reference"
+
+    def __init__(self, message: str, *, reason: str = "", outside: bool = False) -> None:
+        super().__init__(message)
+        self.reason, self.outside = reason or message, outside
 
 
 # Runtime limits and failures.

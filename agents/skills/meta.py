@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agents.echo import cut, few
 from agents.errors import SkillNotFound, SkillReferenceError
 from agents.models.structured import function_tool
 from agents.prompts import Prompts
@@ -87,31 +88,34 @@ def read_reference(skill: Skill, path: str, limit: int = MAX_REFERENCE_CHARS) ->
     """One reference document of a skill; the path is confined to the skill's folder.
 
     Raises:
-        SkillReferenceError: for a path outside the folder, or one that does not exist.
+        SkillReferenceError: for a path outside the folder (``outside``), one that names
+            nothing there, or one the file system does not take (a NUL byte, a name too
+            long); its message names a few of the skill's references.
     """
+    shown = repr(cut(path))
     relative = Path(path.strip().lstrip("/"))
     if relative.parts and relative.parts[0] not in REFERENCE_DIRS:
         relative = Path(REFERENCE_DIRS[0]) / relative
     root = skill.path.resolve()
     try:
         target = (root / relative).resolve()
-    except (ValueError, OSError) as exc:  # a NUL byte, a loop of links...
-        raise SkillReferenceError(f"{path!r} is not a usable path: {exc}") from None
-    if not target.is_relative_to(root) or ".." in relative.parts:
-        raise SkillReferenceError(
-            f"{path!r} is outside skill {skill.name!r}; use one of {list(skill.references)}"
-        )
-    if not target.is_file():
-        raise SkillReferenceError(
-            f"skill {skill.name!r} has no reference {path!r}; it has {list(skill.references)}"
-        )
-    try:
+        if not target.is_relative_to(root) or ".." in relative.parts:
+            raise _unreadable(skill, f"{shown} is outside skill {skill.name!r}", outside=True)
+        if not target.is_file():
+            raise _unreadable(skill, f"skill {skill.name!r} has no reference {shown}")
         text = target.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise SkillReferenceError(f"reference {path!r} cannot be read: {exc}") from None
+    except (ValueError, OSError) as exc:  # a NUL byte, a loop of links, a name too long...
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise _unreadable(skill, f"{shown} is not a usable path ({why})") from None
     if len(text) > limit:
         text = text[:limit] + f"…[truncated {len(text) - limit} characters]"
     return text
+
+
+def _unreadable(skill: Skill, reason: str, *, outside: bool = False) -> SkillReferenceError:
+    listed = [repr(r) for r in skill.references]
+    there = f"its references are {few(listed)}" if listed else "it has no references"
+    return SkillReferenceError(f"{reason}; {there}", reason=reason, outside=outside)
 
 
 def meta_tools(

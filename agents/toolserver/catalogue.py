@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from agents.echo import cut, cut_in, not_an_object
 from agents.errors import SchemaUnusable, SkillNotFound, SkillReferenceError
 from agents.prompts import Prompts
 from agents.skills.arguments import parse_arguments
@@ -150,13 +151,13 @@ class ToolCatalogue:
         """A tool by the name callers use.
 
         Raises:
-            SkillNotFound: (code ``tool_not_found``) naming close names.
+            SkillNotFound: (code ``tool_not_found``) naming close names (``name`` cut).
         """
         entries = self.all()
         try:
             return entries[name]
         except KeyError:
-            raise SkillNotFound("tool", name, list(entries)) from None
+            raise SkillNotFound("tool", cut(name), list(entries)) from None
 
     def _meta(self) -> list[ToolEntry]:
         tools = [
@@ -181,30 +182,35 @@ class ToolCatalogue:
     async def call(
         self,
         name: str,
-        arguments: dict[str, Any] | str | None,
+        arguments: Any,
         *,
         idempotency_key: str | None = None,
     ) -> ToolResult:
         """Call tool ``name``; every failure of the call comes back as a ToolResult.
 
-        Arguments may follow the strict-mode variant (nulls for optional values, JSON text
-        for free-form objects). A skill tool runs through the ToolRunner.
+        ``arguments`` is a JSON object, its JSON text, or None; any other JSON value is an
+        ``invalid_arguments`` result naming its type. They may follow the strict-mode
+        variant (nulls for optional values, JSON text for free-form objects). A skill tool
+        runs through the ToolRunner.
 
         Raises:
             SkillNotFound: ``name`` is no tool of the catalogue (the caller's mistake).
         """
         entry = self.entry(name)
         started = time.perf_counter()
-        if isinstance(arguments, str):
-            args, problem = parse_arguments(name, {"type": "object"}, arguments)
-            if problem is not None:
-                return tool_error(name, "invalid_arguments", problem, started)
-            arguments = args
+        arguments, problem = _as_object(name, arguments)
+        if problem is not None:
+            return tool_error(name, "invalid_arguments", problem, started)
         arguments = loosen(entry.parameters, arguments)
         if entry.kind == "skill":
             assert entry.tool is not None
             called = await self.skills.call(entry.tool, arguments, idempotency_key=idempotency_key)
             return _renamed(await self.skills.handed_over(called), name)
+        if name == CALL_SKILL_TOOL and isinstance(arguments, dict):
+            inner = not_an_object("arguments (the tool's)", arguments.get("arguments"))
+            if inner is not None:
+                why = f"invalid arguments for {name}: {inner}"
+                return tool_error(name, "invalid_arguments", why, started)
         try:
             args, problem = parse_arguments(name, entry.parameters, arguments)
         except SchemaUnusable as exc:  # a tool definition from prompts/ that is broken
@@ -241,7 +247,7 @@ class ToolCatalogue:
         try:
             skill = self.skills.registry.get(name)
         except SkillNotFound as exc:
-            return tool_error(LOAD_SKILL, exc.code, str(exc), started)
+            return tool_error(LOAD_SKILL, exc.code, cut_in(str(exc), name), started)
         names = {e.tool: e.name for e in self.all().values() if e.kind == "skill"}
         tools = [
             {
@@ -273,7 +279,7 @@ class ToolCatalogue:
         try:
             text = read_reference(self.skills.registry.get(name), path)
         except (SkillNotFound, SkillReferenceError) as exc:
-            return tool_error(READ_REFERENCE, exc.code, str(exc), started)
+            return tool_error(READ_REFERENCE, exc.code, cut_in(str(exc), name, path), started)
         data = {"skill": name, "path": path, "text": text}
         return ok_result(READ_REFERENCE, text, data, started)
 
@@ -284,7 +290,7 @@ class ToolCatalogue:
         try:
             skill = self.skills.registry.get(skill_name)
         except SkillNotFound as exc:
-            return tool_error(CALL_SKILL_TOOL, exc.code, str(exc), started)
+            return tool_error(CALL_SKILL_TOOL, exc.code, cut_in(str(exc), skill_name), started)
         entries = self.all()
         spec = next(
             (t for t in skill.tools if tool in (t.name, _public(entries, skill.name, t.name))),
@@ -292,11 +298,24 @@ class ToolCatalogue:
         )
         if spec is None:
             having = [t.name for t in skill.tools]
-            why = f"skill {skill_name!r} has no tool {tool!r}; it has {having}"
+            why = f"skill {skill_name!r} has no tool {cut(tool)!r}; it has {having}"
             return tool_error(CALL_SKILL_TOOL, "tool_not_found", why, started)
         arguments = loosen(spec.parameters, args.get("arguments") or {})
         called = await self.skills.call(spec.name, arguments, idempotency_key=idempotency_key)
         return await self.skills.handed_over(called)
+
+
+def _as_object(name: str, arguments: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """The arguments of a call to ``name`` as an object (as sent, or read from their JSON
+    text), or why they are none, naming what came when it is JSON."""
+    if arguments is None or isinstance(arguments, dict):
+        return arguments, None
+    problem: str | None = f"the arguments of {name} must be a JSON object"
+    if isinstance(arguments, str):
+        args, problem = parse_arguments(name, {"type": "object"}, arguments)
+        if problem is None:
+            return args, None
+    return None, not_an_object(f"the arguments of {name}", arguments) or problem
 
 
 def _public(entries: dict[str, ToolEntry], skill: str, tool: str) -> str | None:

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any
 
+from agents.echo import cut_in
 from agents.errors import BadInputs, KeyReused, RunNotFound, WorkflowNotFound
 from agents.feed import USAGE_SINK
 from agents.prompts import Prompts
@@ -93,7 +94,8 @@ class WorkflowTools:
                 if caller is not None and record.get("user") != caller:
                     raise RunNotFound(f"there is no workflow run {args['run_id']!r}")
         except (WorkflowNotFound, BadInputs, KeyReused, RunNotFound) as exc:
-            return tool_error(name, exc.code, str(exc), started)
+            sent = (str(args.get("workflow", "")), str(args.get("run_id", "")))
+            return tool_error(name, exc.code, cut_in(str(exc), *sent), started)
         run = run_summary(record)
         return ok_result(name, json.dumps(run, ensure_ascii=False, default=str), run, started)
 

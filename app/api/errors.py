@@ -278,7 +278,8 @@ def install_error_handlers(app: FastAPI) -> None:
         parts = []
         for err in errors:
             loc = [str(p) for p in err.get("loc", ()) if p != "body"]
-            parts.append(f"{'.'.join(loc) or 'body'}: {err.get('msg')}")
+            message = str(err.get("msg")).removeprefix("Value error, ")  # a validator's own
+            parts.append(f"{'.'.join(loc) or 'body'}: {message}")
         first = [str(p) for p in errors[0].get("loc", ()) if p != "body"] if errors else []
         # A user's message over the limit: the code chat completions gives it too.
         too_long = first[-1:] == ["message"] and errors[0].get("type") == "string_too_long"

@@ -26,6 +26,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourcesListChanged, ToolsListChanged
 
+from agents.echo import cut, cut_in, few
 from agents.errors import SkillNotFound, SkillReferenceError
 from agents.feed import USAGE_SINK
 from agents.skills.loader import SKILL_FILE, Skill
@@ -245,7 +246,9 @@ def call_result(
     """A call's result as MCP's: the text, the data as ``structuredContent`` (an object;
     other values under ``result``), and ``isError`` for a failed call, or for a result that
     breaks the tool's declared ``output_schema`` (MCP clients would refuse it); files as
-    content the caller's ``protocol`` version knows."""
+    content the caller's ``protocol`` version knows. A failure's ``structuredContent`` is
+    ``{"error": {"code", "message"}}``, the message without the text's ``error (code):``
+    (the code is beside it)."""
     data = result.data
     structured = data if isinstance(data, dict) else {"result": data}
     if result.ok and output_schema is not None:
@@ -259,7 +262,8 @@ def call_result(
             result = tool_error(result.tool, "invalid_output", why, time.perf_counter())
     text = [types.TextContent(type="text", text=result.content)]
     if not result.ok:
-        error = {"error": {"code": result.error_code, "message": result.content}}
+        message = result.content.removeprefix(f"error ({result.error_code}): ")
+        error = {"error": {"code": result.error_code, "message": message}}
         return types.CallToolResult(content=text, structured_content=error, is_error=True)
     audio = protocol >= AUDIO_SINCE  # versions are dates: they compare as text
     content = [*text, *(file_content(f, audio=audio) for f in result.files)]
@@ -305,20 +309,41 @@ def read_skill_file(catalogue: ToolCatalogue, uri: str) -> tuple[str, str]:
     """The text and MIME type of ``skill://NAME/PATH``.
 
     Raises:
-        MCPError: (-32002) no such skill or file.
+        MCPError: (-32002) no such skill or file, or a path out of the skill's folder; the
+            message names a few resources to read instead.
     """
+    registry = catalogue.skills.registry
     if not uri.startswith("skill://") or "/" not in uri[len("skill://") :]:
-        raise MCPError(RESOURCE_NOT_FOUND, f"{uri!r} is not a skill:// resource", {"uri": uri})
+        every = [_uri(s, SKILL_FILE) for s in registry.all()]
+        raise _refused(uri, "not found: it is not a skill:// resource", every)
     name, path = uri[len("skill://") :].split("/", 1)
     try:
-        skill = catalogue.skills.registry.get(name)
-        if path == SKILL_FILE:
-            return (skill.path / SKILL_FILE).read_text(encoding="utf-8"), "text/markdown"
-        if path == MANIFEST:
-            return json.dumps(manifest(skill), indent=2), "application/json"
+        skill = registry.get(name)
+    except SkillNotFound as exc:
+        every = [_uri(s, SKILL_FILE) for s in registry.all()]
+        raise _refused(uri, f"not found: {cut_in(str(exc), name)}", every) from None
+    if path == SKILL_FILE:
+        return (skill.path / SKILL_FILE).read_text(encoding="utf-8"), "text/markdown"
+    if path == MANIFEST:
+        return json.dumps(manifest(skill), indent=2), "application/json"
+    try:
         return read_reference(skill, path), _mime(path)
-    except (SkillNotFound, SkillReferenceError) as exc:
-        raise MCPError(RESOURCE_NOT_FOUND, str(exc), {"uri": uri}) from None
+    except SkillReferenceError as exc:
+        verdict = "not allowed" if exc.outside else "not found"
+        own = [_uri(skill, f) for f in (SKILL_FILE, MANIFEST, *skill.references)]
+        raise _refused(uri, f"{verdict}: {exc.reason}", own) from None
+
+
+def _refused(uri: str, why: str, instead: list[str]) -> MCPError:
+    """The error for resource ``uri`` (cut), ``why`` it cannot be read, and a few of the
+    resources ``instead``."""
+    shown = cut(uri)
+    choices = f"read one of {few(instead)}" if instead else "no skill is installed"
+    return MCPError(RESOURCE_NOT_FOUND, f"resource {shown!r} is {why}; {choices}", {"uri": shown})
+
+
+def _uri(skill: Skill, path: str) -> str:
+    return f"skill://{skill.name}/{path}"
 
 
 def manifest(skill: Skill) -> dict[str, Any]:

@@ -19,10 +19,16 @@ import pydantic_core
 import structlog
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types.jsonrpc import PARSE_ERROR, UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types.jsonrpc import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    UNSUPPORTED_PROTOCOL_VERSION,
+)
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
 
+from agents.echo import cut, json_type
 from agents.toolserver.catalogue import ToolCatalogue
 from app.mcp.server import Sessions, build_server
 
@@ -41,6 +47,7 @@ MAX_NESTING = 200
 NO_SDK_BODY_LIMIT = sys.maxsize
 # What a POST body parses to when it is not JSON (the SDK answers it), or nests too deeply.
 NOT_JSON, TOO_DEEP = object(), object()
+EXAMPLE = '{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}'  # what an Invalid Request shows
 
 
 class McpEndpoint:
@@ -67,7 +74,11 @@ class McpEndpoint:
         if message is TOO_DEEP:  # the SDK would say "recursion limit exceeded", or "Parse error"
             await _reply(send, 400, _too_deep())
             return
-        refused = _bad_call(message)
+        refused = _not_a_message(message)
+        if refused is not None:  # the SDK would answer -32602 with pydantic's whole report
+            await _reply(send, 400, refused)
+            return
+        refused = _bad_params(message)
         if refused is not None:  # the SDK would say "Invalid request parameters", no more
             await _reply(send, 200, refused)
             return
@@ -165,27 +176,93 @@ def _unspoken_version(scope: Scope, message: Any) -> dict[str, Any] | None:
     requested = asked.decode("latin-1")
     if requested in SPOKEN:
         return None
+    shown = cut(requested)
     error = {
         "code": UNSUPPORTED_PROTOCOL_VERSION,
-        "message": f"Unsupported protocol version {requested!r}: this server speaks "
+        "message": f"Unsupported protocol version {shown!r}: this server speaks "
         + ", ".join(SPOKEN),
-        "data": {"supported": list(SPOKEN), "requested": requested},
+        "data": {"supported": list(SPOKEN), "requested": shown},
     }
     return {"jsonrpc": "2.0", "id": _request_id(message), "error": error}
 
 
 def _request_id(message: Any) -> Any:
-    """A single request's id, for an error answering it (None when there is none)."""
-    return message.get("id") if isinstance(message, dict) else None
+    """A single request's id, for an error answering it (None when there is none, or it is
+    none JSON-RPC allows)."""
+    ident = message.get("id") if isinstance(message, dict) else None
+    return ident if _is_id(ident) else None
 
 
-def _bad_call(message: Any) -> dict[str, Any] | None:
-    """A JSON-RPC error naming what is wrong in a ``tools/call`` request's params (the
-    tool's name, its arguments), or None for any other request."""
-    if not isinstance(message, dict) or message.get("method") != "tools/call":
+def _is_id(value: Any) -> bool:
+    """Whether ``value`` is a request id the SDK takes: a string or an integer."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _not_a_message(message: Any) -> dict[str, Any] | None:
+    """JSON-RPC's Invalid Request (-32600) for a body that is JSON but no JSON-RPC 2.0
+    message, saying what it lacks or has wrong; None for a message (or a body that is no
+    JSON, which the SDK answers)."""
+    if message is NOT_JSON:
+        return None
+    if isinstance(message, list):
+        problems = ["the body is an array (a batch): send one message per request"]
+    elif not isinstance(message, dict):
+        problems = [f"the body is {json_type(message)}, not a JSON object"]
+    else:
+        problems = _envelope_problems(message)
+    if not problems:
+        return None
+    text = f"Invalid Request: {'; '.join(problems)} (a request is {EXAMPLE})"
+    error = {"code": INVALID_REQUEST, "message": text}
+    return {"jsonrpc": "2.0", "id": _request_id(message), "error": error}
+
+
+def _envelope_problems(message: dict[str, Any]) -> list[str]:
+    """What keeps ``message`` from being a JSON-RPC 2.0 request, notification or response
+    (its params are checked apart)."""
+    problems = []
+    if "jsonrpc" not in message:
+        problems.append('"jsonrpc": "2.0" is missing')
+    elif message["jsonrpc"] != "2.0":
+        sent = message["jsonrpc"]
+        shown = json.dumps(cut(sent)) if isinstance(sent, str) else json_type(sent)
+        problems.append(f'"jsonrpc" must be "2.0", not {shown}')
+    ident = message.get("id")
+    if "method" in message:  # a request, or without an id a notification
+        if not isinstance(message["method"], str):
+            problems.append(f'"method" must be a string, not {json_type(message["method"])}')
+        if ident is not None and not _is_id(ident):
+            problems.append(f'"id" must be a string or an integer, not {json_type(ident)}')
+    elif "result" in message:  # a response to a request of the server's
+        if not _is_id(ident):
+            problems.append(f'"id" must be a string or an integer, not {json_type(ident)}')
+        if not isinstance(message["result"], dict):
+            problems.append(f'"result" must be an object, not {json_type(message["result"])}')
+    elif "error" in message:
+        error = message["error"]
+        if ident is not None and not _is_id(ident):
+            problems.append(f'"id" must be a string, an integer or null, not {json_type(ident)}')
+        code = error.get("code") if isinstance(error, dict) else None
+        integer = isinstance(code, int) and not isinstance(code, bool)
+        if not (integer and isinstance(error.get("message"), str)):
+            problems.append('"error" must be an object with an integer "code" and a "message"')
+    else:
+        problems.append('"method" is missing')
+    return problems
+
+
+def _bad_params(message: Any) -> dict[str, Any] | None:
+    """A JSON-RPC error naming what is wrong in a message's params: not an object, or in a
+    ``tools/call`` request the tool's name or its arguments; None when nothing is (or the
+    body is no JSON, which the SDK answers)."""
+    if not isinstance(message, dict):
         return None
     params = message.get("params")
-    if not isinstance(params, dict):
+    if message.get("method") != "tools/call":
+        if params is None or isinstance(params, dict):
+            return None
+        param, problem = "params", f"must be an object, not {json_type(params)}"
+    elif not isinstance(params, dict):
         param, problem = (
             "params",
             f"must be an object with the tool's name and arguments, not {_kind(params)}",
@@ -198,31 +275,22 @@ def _bad_call(message: Any) -> dict[str, Any] | None:
     elif params.get("arguments") is not None and not isinstance(params["arguments"], dict):
         param = "params.arguments"
         problem = (
-            f"must be an object of the tool's arguments, not {_kind(params['arguments'])}"
-            " (tools/list gives each tool's inputSchema)"
+            f"must be a JSON object (the tool's arguments by name), not "
+            f"{_kind(params['arguments'])} (tools/list gives each tool's inputSchema)"
         )
     else:
         return None
     error = {
-        "code": -32602,
+        "code": INVALID_PARAMS,
         "message": f"Invalid params: {param} {problem}",
         "data": {"param": param},
     }
-    return {"jsonrpc": "2.0", "id": message.get("id"), "error": error}
+    return {"jsonrpc": "2.0", "id": _request_id(message), "error": error}
 
 
 def _kind(value: Any) -> str:
-    """How a JSON value is named in an error."""
-    if value is None:
-        return "missing"
-    names = {
-        bool: "a boolean",
-        int: "a number",
-        float: "a number",
-        str: "a string",
-        list: "an array",
-    }
-    return names.get(type(value), "an object")
+    """How a member's JSON value is named in an error (``missing`` when it is absent)."""
+    return "missing" if value is None else json_type(value)
 
 
 async def _reply(send: Send, status: int, message: dict[str, Any]) -> None:

@@ -364,6 +364,80 @@ async def test_an_unknown_tool_is_refused_naming_a_close_one(surface: Mcp | Open
     assert "get_order" in message
 
 
+LONG = "x" * 5_000
+CUT = "x" * 100 + "…"  # as an error quotes a name sent: its first 100 characters
+
+
+async def test_a_huge_unknown_tool_name_is_quoted_cut(surface: Mcp | OpenAITools) -> None:
+    # QA: a 5,000-character name came back whole in the error.
+    message = await surface.unknown(LONG)
+    assert f"no tool named '{CUT}'" in message
+    assert "x" * 101 not in message
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("load_skill", {"name": LONG}),
+        ("call_skill_tool", {"skill": LONG, "tool": "get_order"}),
+        ("call_skill_tool", {"skill": "order-lookup", "tool": LONG}),
+        ("read_skill_reference", {"name": LONG, "path": "references/shipping.md"}),
+        ("read_skill_reference", {"name": "order-lookup", "path": LONG}),
+        ("read_skill_reference", {"name": "order-lookup", "path": f"../{LONG}"}),
+        ("get_workflow_run", {"run_id": LONG}),
+    ],
+    ids=lambda value: next(iter(value)) if isinstance(value, dict) else value,
+)
+async def test_a_huge_name_sent_to_a_tool_is_quoted_cut_in_its_error(
+    surface: Mcp | OpenAITools, name: str, arguments: dict[str, Any]
+) -> None:
+    result = await surface.call(name, arguments)
+    assert not result.ok
+    assert "x" * 97 + "…" in result.text  # 100 characters of what was sent ("../x...")
+    assert "x" * 101 not in result.text
+    assert len(result.text) < 600, result.text
+
+
+async def test_a_reference_refused_names_the_skill_s_references_never_an_empty_list(
+    surface: Mcp | OpenAITools,
+) -> None:
+    # QA: "'../x' is outside skill 'weather-report'; use one of []".
+    none = await surface.call("read_skill_reference", {"name": "weather-report", "path": "../x"})
+    assert not none.ok
+    assert none.data["error"]["code"] == "bad_reference"
+    assert "'../x' is outside skill 'weather-report'; it has no references" in none.text
+    assert "[]" not in none.text
+    some = await surface.call("read_skill_reference", {"name": "order-lookup", "path": "nope.md"})
+    assert "has no reference 'nope.md'; its references are 'references/shipping.md'" in some.text
+
+
+async def test_arguments_that_are_no_json_object_say_so_naming_what_came(
+    surface: Mcp | OpenAITools,
+) -> None:
+    arguments = {"skill": "order-lookup", "tool": "get_order", "arguments": ["ORD1001"]}
+    listed = await surface.call("call_skill_tool", arguments)
+    assert not listed.ok
+    assert listed.data["error"]["code"] == "invalid_arguments"
+    assert "arguments (the tool's) must be a JSON object, not an array" in listed.text
+    texted = await surface.call("call_skill_tool", {**arguments, "arguments": '"ORD1001"'})
+    assert "must be a JSON object, not JSON text of a string" in texted.text
+
+
+@pytest.mark.parametrize(("sent", "named"), [(["ORD1001"], "an array"), (7, "a number")])
+async def test_invoke_arguments_that_are_no_object_say_so_not_pydantic_s_union(
+    service: Service, sent: Any, named: str
+) -> None:
+    async with httpx.AsyncClient(base_url=service.url, timeout=30) as http:
+        response = await http.post("/v1/tools/search_skills/invoke", json={"arguments": sent})
+        nothing = await http.post("/v1/tools/search_skills/invoke", json={"arguments": None})
+    assert response.status_code == 400, response.text
+    message = response.json()["error"]["message"]
+    assert f"arguments: arguments must be a JSON object, not {named}" in message
+    assert "dict[str,any]" not in message
+    assert "Value error" not in message
+    assert nothing.status_code == 200, nothing.text  # null: no arguments, as over MCP
+
+
 async def test_a_workflow_waits_for_its_approval_and_is_read_back_by_its_run_id(
     surface: Mcp | OpenAITools, service: Service
 ) -> None:
@@ -426,15 +500,31 @@ async def test_mcp_answers_at_exactly_mcp_without_a_session(service: Service) ->
         assert rebound.status_code == 421
 
 
+async def test_a_failed_call_s_answer_says_error_code_once(service: Service) -> None:
+    # QA: "error (tool_failed):" came twice in the answer, the text's prefix repeated in
+    # structuredContent's message beside its code.
+    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+    request["params"] = {"name": "get_order", "arguments": {"order_id": "ORD9"}}
+    headers = {"Accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient(base_url=service.url, timeout=30) as http:
+        response = await http.post("/mcp", json=request, headers=headers)
+    assert response.text.count("error (tool_failed)") == 1, response.text
+    assert '"message":"get_order failed: ValueError: no order ORD9"' in response.text
+
+
 @pytest.mark.parametrize(
     ("params", "named", "says"),
     [
         (
             {"name": "get_order", "arguments": '{"order_id": "ORD1001"}'},
             "params.arguments",
-            "not a string",
+            "must be a JSON object (the tool's arguments by name), not a string",
         ),
-        ({"name": "get_order", "arguments": ["ORD1001"]}, "params.arguments", "not an array"),
+        (
+            {"name": "get_order", "arguments": ["ORD1001"]},
+            "params.arguments",
+            "must be a JSON object (the tool's arguments by name), not an array",
+        ),
         ({"arguments": {}}, "params.name", "not missing"),
         ({"name": 7, "arguments": {}}, "params.name", "not a number"),
         ("get_order", "params", "not a string"),
@@ -455,6 +545,62 @@ async def test_a_malformed_mcp_tool_call_names_the_field_at_fault(
     assert reply["error"]["data"] == {"param": named}
     assert reply["error"]["message"].startswith(f"Invalid params: {named} must be")
     assert says in reply["error"]["message"]
+
+
+@pytest.mark.parametrize("version", [None, "2026-07-28"])
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ({"hello": 1}, ['"jsonrpc": "2.0" is missing', '"method" is missing']),
+        ({"jsonrpc": "2.0", "id": 1}, ['"method" is missing']),
+        ({"jsonrpc": "1.0", "id": 2, "method": "ping"}, ['"jsonrpc" must be "2.0", not "1.0"']),
+        ({"jsonrpc": "2.0", "id": 3, "method": 7}, ['"method" must be a string, not a number']),
+        # The SDK took this one for a notification (202, no answer ever came).
+        ({"jsonrpc": "2.0", "id": {}, "method": "ping"}, ['"id" must be a string or an integer']),
+        ([{"jsonrpc": "2.0", "id": 4, "method": "ping"}], ["an array (a batch)"]),
+        (7, ["the body is a number, not a JSON object"]),
+    ],
+    ids=["no-envelope", "no-method", "jsonrpc-1.0", "method-7", "id-object", "batch", "number"],
+)
+async def test_a_body_that_is_no_jsonrpc_message_is_invalid_request_saying_what_it_lacks(
+    service: Service, body: Any, says: list[str], version: str | None
+) -> None:
+    # QA: -32602 with pydantic's report of 11 validation errors for union[JSONRPCRequest, ...].
+    headers = {"Accept": "application/json, text/event-stream"}
+    if version is not None:
+        headers["MCP-Protocol-Version"] = version
+    async with httpx.AsyncClient(base_url=service.url) as http:
+        response = await http.post("/mcp", json=body, headers=headers)
+    assert response.status_code == 400, response.text
+    reply = response.json()
+    sent_id = body.get("id") if isinstance(body, dict) else None
+    assert reply["id"] == (sent_id if isinstance(sent_id, int) else None)  # one it can name
+    assert reply["error"]["code"] == -32600
+    message = reply["error"]["message"]
+    assert message.startswith("Invalid Request: ")
+    for words in says:
+        assert words in message
+    assert "validation error" not in message.lower()
+    assert len(message) < 300, message
+
+
+async def test_params_that_are_no_object_are_invalid_params_naming_what_came(
+    service: Service,
+) -> None:
+    request = {"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": ["all"]}
+    headers = {"Accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient(base_url=service.url) as http:
+        response = await http.post("/mcp", json=request, headers=headers)
+    assert response.status_code == 200, response.text
+    assert response.json() == {
+        "jsonrpc": "2.0",
+        "id": 5,
+        "error": {
+            "code": -32602,
+            "message": "Invalid params: params must be an object, not an array",
+            "data": {"param": "params"},
+        },
+    }
 
 
 def _nested_call(levels: int, array: bool = False) -> str:
@@ -600,6 +746,56 @@ async def test_skills_are_resources_read_on_demand(service: Service) -> None:
     assert '"sha256"' in getattr(manifest.contents[0], "text", "")
     assert outside.value.error.code == -32002
     assert "outside skill 'order-lookup'" in str(outside.value)
+
+
+@pytest.mark.parametrize(
+    ("uri", "says"),
+    [
+        (
+            "skill://weather-report/../../etc/passwd",
+            "is not allowed: '../../etc/passwd' is outside skill 'weather-report'; read one of "
+            "skill://weather-report/SKILL.md, skill://weather-report/_manifest",
+        ),
+        (
+            "skill://order-lookup/references/nope.md",
+            "is not found: skill 'order-lookup' has no reference 'references/nope.md'; read one "
+            "of skill://order-lookup/SKILL.md, skill://order-lookup/_manifest, "
+            "skill://order-lookup/references/shipping.md",
+        ),
+        ("skill://x/../../etc/passwd", "is not found: no skill named 'x'; read one of skill://"),
+        ("file:///etc/passwd", "is not found: it is not a skill:// resource; read one of skill://"),
+    ],
+    ids=["outside", "no-such-reference", "no-such-skill", "no-skill-scheme"],
+)
+async def test_a_resource_refused_says_not_found_or_not_allowed_and_names_some_there_are(
+    service: Service, uri: str, says: str
+) -> None:
+    # QA: "'../../etc/passwd' is outside skill 'weather-report'; use one of []".
+    async with Mcp(service.url).client() as client:
+        with pytest.raises(MCPError) as refused:
+            await client.read_resource(uri)
+    assert refused.value.error.code == -32002
+    assert f"resource {uri!r} {says}" in str(refused.value)
+    assert "[]" not in str(refused.value)
+
+
+async def test_a_huge_resource_uri_or_protocol_version_is_quoted_cut(service: Service) -> None:
+    async with Mcp(service.url).client() as client:
+        with pytest.raises(MCPError) as refused:
+            await client.read_resource(f"skill://{LONG}/SKILL.md")
+    message = str(refused.value)
+    assert f"resource 'skill://{'x' * 92}…' is not found: no skill named '{CUT}'" in message
+    assert "x" * 101 not in message
+    assert refused.value.error.data == {"uri": f"skill://{'x' * 92}…"}
+    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": LONG}
+    request = {"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {}}
+    async with httpx.AsyncClient(base_url=service.url) as http:
+        response = await http.post("/mcp", json=request, headers=headers)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["message"].startswith(f"Unsupported protocol version '{CUT}'")
+    assert error["data"]["requested"] == CUT
+    assert "x" * 101 not in response.text
 
 
 async def test_a_call_longer_than_a_second_reports_progress(service: Service) -> None:

@@ -43,9 +43,9 @@ def test_data_becomes_structured_content_an_object_always() -> None:
     assert listed.is_error is False
     failed = call_result(ToolResult("count", False, "error (timeout): slow", None, "timeout"))
     assert failed.is_error is True
-    assert failed.structured_content == {
-        "error": {"code": "timeout", "message": "error (timeout): slow"}
-    }
+    assert getattr(failed.content[0], "text", "") == "error (timeout): slow"
+    # QA: the prefix came twice in the answer, in the text and again in the error's message.
+    assert failed.structured_content == {"error": {"code": "timeout", "message": "slow"}}
 
 
 def test_a_result_against_the_declared_output_schema_is_an_error_saying_how_to_fix_it() -> None:

@@ -191,3 +191,51 @@ def test_loading_a_skill_no_longer_installed_says_so_whatever_the_scope(tmp_path
     assert (ok, refused.split(":")[0]) == (False, "error (out_of_scope)")
     missing, ok = tools.decide(narrow, "load_skill", {"name": "removed-one"}) or ("", True)
     assert (ok, missing.split(":")[0]) == (False, "error (unknown_skill)")
+
+
+async def test_arguments_that_are_no_json_object_are_refused_naming_what_came(
+    tmp_path: Path,
+) -> None:
+    # QA: "must be a JSON object" said nothing of what was sent; a list went to the runner.
+    write_skill(
+        tmp_path / "skills",
+        "echoes",
+        handler=ECHO,
+        config={"tools": [tool("echo", "handler:echo", {"a": {"type": "integer"}})]},
+    )
+    tools = catalogue(tmp_path)
+    listed = await tools.call("echo", [1])
+    assert (listed.ok, listed.error_code) == (False, "invalid_arguments")
+    assert listed.content.endswith("the arguments of echo must be a JSON object, not an array")
+    texted = await tools.call("search_skills", "[1]")
+    assert texted.content.endswith("must be a JSON object, not JSON text of an array")
+    no_json = await tools.call("echo", "{bad")
+    assert "are not valid JSON (Expecting property name" in no_json.content
+    inner = await tools.call("call_skill_tool", {"skill": "echoes", "tool": "echo", "arguments": 5})
+    assert inner.content == (
+        "error (invalid_arguments): invalid arguments for call_skill_tool: "
+        "arguments (the tool's) must be a JSON object, not a number"
+    )
+
+
+async def test_a_refused_reference_names_a_few_of_the_skill_s_references(tmp_path: Path) -> None:
+    # QA: every reference listed, or "use one of []" for a skill that has none.
+    files = {f"references/r{i}.md": "text" for i in range(7)}
+    write_skill(tmp_path / "skills", "manuals", files=files)
+    write_skill(tmp_path / "skills", "bare")
+    tools = catalogue(tmp_path)
+    many = await tools.call("read_skill_reference", {"name": "manuals", "path": "../../x"})
+    assert many.error_code == "bad_reference"
+    assert many.content == (
+        "error (bad_reference): '../../x' is outside skill 'manuals'; its references are "
+        "'references/r0.md', 'references/r1.md', 'references/r2.md', 'references/r3.md', "
+        "'references/r4.md' and 2 more"
+    )
+    none = await tools.call("read_skill_reference", {"name": "bare", "path": "guide.md"})
+    assert none.content == (
+        "error (bad_reference): skill 'bare' has no reference 'guide.md'; it has no references"
+    )
+    # A name longer than the file system takes: a refusal, not an OSError (a 500).
+    long = await tools.call("read_skill_reference", {"name": "manuals", "path": "y" * 300})
+    assert long.error_code == "bad_reference"
+    assert f"'{'y' * 100}…' is not a usable path (File name too long)" in long.content

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from agents.echo import not_an_object
 
 
 class ToolFunctionPublic(BaseModel):
@@ -46,3 +48,14 @@ class ToolInvokeRequest(BaseModel):
         description="Per the tool's parameters (`GET /v1/tools`); nulls for optional values "
         "and JSON text for free-form objects are accepted, as strict mode sends them.",
     )
+
+    @field_validator("arguments", mode="before")
+    @classmethod
+    def _an_object(cls, value: Any) -> Any:
+        # Else pydantic names its union's members ("arguments.dict[str,any]: ...").
+        if value is None:  # as the tool server takes it: no arguments
+            return {}
+        problem = None if isinstance(value, str) else not_an_object("arguments", value)
+        if problem is not None:
+            raise ValueError(f"{problem} (the tool's arguments by name)")
+        return value
