@@ -15,7 +15,7 @@ from agents.errors import ConfigError
 from agents.state.spend import SpendLedger
 from app.api.errors import ApiError
 from app.auth.keys import ApiKeys
-from app.auth.obo import OboVerifier, TokenRefused
+from app.auth.obo import OboClaims, OboVerifier, TokenRefused
 from app.auth.principal import LOCAL, Principal
 from app.auth.ratelimit import RateLimiter
 
@@ -30,6 +30,16 @@ FIX = (
 
 # Where this resource's OAuth metadata (RFC 9728) is served.
 METADATA = "/.well-known/oauth-protected-resource"
+
+
+def _delegated(claims: OboClaims, agent: Principal) -> Principal:
+    """The token's user, with the scopes both the agent and the token grant (``admin`` is
+    never delegated: an admin agent passes on every other scope)."""
+    allowed = OBO_SCOPES if "admin" in agent.scopes else agent.scopes & OBO_SCOPES
+    scopes = allowed if claims.scopes is None else allowed & claims.scopes
+    return Principal(
+        user=claims.user, scopes=frozenset(scopes), key_id=agent.key_id, agent=agent.user
+    )
 
 
 def metadata_url(public_url: str | None, scheme: str, host: str | None) -> str:
@@ -116,7 +126,7 @@ class Gate:
 
     async def _verify(self, token: str, on_behalf_of: str | None) -> Principal:
         if token.count(".") == 2 and self.verifier is not None and not token.startswith("sdk_"):
-            return self._obo(token, None)
+            return await self._alone(token)
         key = await self.keys.find(token)
         if key is None:
             raise self.unauthorized("invalid_api_key", "The API key is not valid.")
@@ -154,7 +164,7 @@ class Gate:
             error.headers = headers
         return error
 
-    def _obo(self, token: str, agent: Principal | None) -> Principal:
+    def _claims(self, token: str) -> OboClaims:
         if self.verifier is None:
             raise self.unauthorized(
                 "obo_not_configured",
@@ -162,26 +172,38 @@ class Gate:
                 "SKILLDESK_OBO_ISSUER, SKILLDESK_OBO_AUDIENCE and a key).",
             )
         try:
-            claims = self.verifier.verify(token)
+            return self.verifier.verify(token)
         except TokenRefused as exc:
             raise self.unauthorized("invalid_token", f"Refused: {exc}.") from None
-        allowed = OBO_SCOPES if agent is None else agent.scopes & OBO_SCOPES
-        if agent is not None and "admin" in agent.scopes:
-            allowed = OBO_SCOPES
-        scopes = allowed if claims.scopes is None else allowed & claims.scopes
-        acting = agent.user if agent is not None else claims.agent
-        if acting is None:
+
+    def _obo(self, token: str, agent: Principal) -> Principal:
+        """The user a token sent in ``X-On-Behalf-Of`` names, beside ``agent``'s key."""
+        return _delegated(self._claims(token), agent)
+
+    async def _alone(self, token: str) -> Principal:
+        """The user a token sent alone names, acting through the agent it names: with no more
+        than the agent's own keys in force would give it (a token is never stronger alone
+        than beside its agent's key), and only for an agent that holds one."""
+        claims = self._claims(token)
+        if claims.agent is None:
             raise self.unauthorized(
                 "invalid_token",
                 "Refused: an on-behalf-of token sent alone must name its agent (`act.sub` "
                 "or `azp`), or be sent in X-On-Behalf-Of beside the agent's own API key.",
             )
-        return Principal(
-            user=claims.user,
-            scopes=frozenset(scopes),
-            key_id=agent.key_id if agent is not None else f"agent:{acting}",
-            agent=acting,
-        )
+        now = time.time()
+        held = [k for k in await self.keys.all(claims.agent) if k.revoked is None]
+        in_force = [k for k in held if not k.expired(now)]
+        if not in_force:
+            raise self.unauthorized(
+                "invalid_token",
+                f"Refused: the token names agent {claims.agent[:100]!r}, which holds no API "
+                "key in force here; an admin gives it one (`skilldesk keys create "
+                "AGENT`), or send the token in X-On-Behalf-Of beside the agent's key.",
+            )
+        scopes = frozenset().union(*(k.principal().scopes for k in in_force))
+        agent = Principal(user=claims.agent, scopes=scopes, key_id=f"agent:{claims.agent}")
+        return _delegated(claims, agent)
 
     async def _limit(self, principal: Principal) -> None:
         if self.limiter is None or principal.key_id is None:

@@ -86,11 +86,38 @@ def test_the_token_narrows_the_scopes_and_never_grants_admin(keyed: TestClient) 
 
 
 def test_a_token_sent_alone_names_its_agent(keyed: TestClient) -> None:
-    alone = {"Authorization": f"Bearer {token('alice', act={'sub': 'planner-bot'})}"}
+    alone = {"Authorization": f"Bearer {token('alice', act={'sub': 'agent'})}"}
     me = keyed.get("/v1/me", headers=alone).json()
-    assert (me["user"], me["agent"]) == ("alice", "planner-bot")
+    assert (me["user"], me["agent"]) == ("alice", "agent")
     nameless = {"Authorization": f"Bearer {token('alice')}"}
     assert keyed.get("/v1/me", headers=nameless).status_code == 401
+
+
+def test_a_token_sent_alone_is_no_stronger_than_beside_its_agent_s_key(
+    keyed: TestClient,
+) -> None:
+    # QA: alone, a token without a scope claim got `approve`, which the agent's key
+    # (chat, tools) never had; and an agent nobody had given a key was taken on its word.
+    for claim in ({"act": {"sub": "agent"}}, {"azp": "agent"}):
+        alone = {"Authorization": f"Bearer {token('alice', **claim)}"}
+        me = keyed.get("/v1/me", headers=alone).json()
+        beside = keyed.get("/v1/me", headers=acting(token("alice"))).json()
+        assert sorted(me["scopes"]) == sorted(beside["scopes"]) == ["chat", "tools"]
+    unknown = {"Authorization": f"Bearer {token('alice', azp='nobody')}"}
+    refused = keyed.get("/v1/me", headers=unknown)
+    assert refused.status_code == 401
+    assert refused.json()["error"]["code"] == "invalid_token"
+    assert "agent 'nobody', which holds no API key in force" in refused.json()["error"]["message"]
+    # an agent whose keys are all revoked acts for nobody either
+    made = keyed.post(
+        "/v1/admin/keys", json={"user": "helper-bot", "scopes": ["chat"]}, headers=bearer("admin")
+    )
+    assert made.status_code == 201, made.text
+    helper = {"Authorization": f"Bearer {token('alice', azp='helper-bot')}"}
+    assert keyed.get("/v1/me", headers=helper).json()["scopes"] == ["chat"]
+    key_id = made.json()["id"]
+    assert keyed.delete(f"/v1/admin/keys/{key_id}", headers=bearer("admin")).status_code == 200
+    assert keyed.get("/v1/me", headers=helper).status_code == 401
 
 
 @pytest.mark.parametrize(
