@@ -149,7 +149,16 @@ class RunFeed:
             else _refusal(self.error),
             "cancel_requested": self.cancel_requested,
             "usage": dict(last.usage) if isinstance(last, RunFinished) else None,
+            "approval": self._awaited() if self.done else None,
         }
+
+    def _awaited(self) -> dict[str, str] | None:
+        """The approval an interrupted run ended waiting for, and the workflow run its
+        decision resumes (that run goes on, not this one)."""
+        asked = next((e for e in reversed(self.events) if isinstance(e, ApprovalRequired)), None)
+        if asked is None or self.status != "interrupted":
+            return None
+        return {"approval_id": asked.approval_id, "workflow_run_id": asked.run_id}
 
     def begin(self) -> None:
         """The run holds its thread: it is running."""

@@ -530,6 +530,32 @@ def test_a_cancel_of_a_chat_run_waiting_for_an_approval_says_it_is_not_under_way
     assert client.get(f"/v1/threads/wf-stop/runs/{run_id}").json() == run
 
 
+def test_an_interrupted_chat_run_names_its_approval_and_the_workflow_run_that_goes_on(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    # QA: the run said `interrupted` forever after the decision; a client polling it never
+    # learned where the outcome went.
+    body = {"message": "I want a refund for order ORD1017.", "stream": True}
+    run_id = client.post("/v1/threads/wf-link/runs", json=body).headers["X-Run-Id"]
+    run = client.get(f"/v1/threads/wf-link/runs/{run_id}").json()
+    [pending] = client.get("/v1/approvals?thread_id=wf-link").json()["approvals"]
+    assert run["approval"] == {
+        "approval_id": pending["approval_id"],
+        "workflow_run_id": pending["run_id"],
+    }
+    decided = client.post(
+        f"/v1/approvals/{pending['approval_id']}", json={"decision": "reject", "comment": "no"}
+    )
+    assert decided.status_code == 200, decided.text
+    followed = client.get(f"/v1/workflow-runs/{run['approval']['workflow_run_id']}").json()
+    assert followed["status"] == "SUCCEEDED"
+    assert client.get(f"/v1/threads/wf-link/runs/{run_id}").json()["status"] == "interrupted"
+    fake_llm.script(Reply(content="Hello."))
+    answered = client.post("/v1/threads/wf-link/runs", json={"message": "hi", "stream": True})
+    later = answered.headers["X-Run-Id"]
+    assert client.get(f"/v1/threads/wf-link/runs/{later}").json()["approval"] is None
+
+
 def test_a_waiting_run_is_cancelled_by_its_starter_and_its_thread_is_told(
     client: TestClient,
 ) -> None:

@@ -97,14 +97,23 @@ class RunErrorPublic(BaseModel):
     message: str = Field(description="What happened.")
 
 
+class RunApprovalPublic(BaseModel):
+    """The approval an interrupted run ended waiting for."""
+
+    approval_id: str = Field(description="Decide it with `POST /v1/approvals/{approval_id}`.")
+    workflow_run_id: str = Field(description="The workflow run the decision resumes.")
+
+
 class ChatRunPublic(BaseModel):
     """One run of a thread: its status and how far its events go."""
 
     id: str = Field(description="The run's id.")
     thread_id: str = Field(description="Its thread.")
     status: Literal["queued", "running", "interrupted", "succeeded", "failed", "cancelled"] = Field(
-        description="`queued` (waiting for the thread), `running`, `interrupted` (waiting "
-        "for an approval), `succeeded`, `failed` or `cancelled`."
+        description="`queued` (waiting for the thread), `running`, `interrupted` (it ended "
+        "waiting for an approval: `approval` names it and the workflow run its decision "
+        "resumes; that run goes on, this one stays `interrupted`), `succeeded`, `failed` or "
+        "`cancelled`."
     )
     created: float = Field(description="When it was asked for (Unix time).")
     started: float | None = Field(description="When it started running.")
@@ -117,6 +126,11 @@ class ChatRunPublic(BaseModel):
         None,
         description="A run cut off by a process that stopped or died goes on from its last "
         "step as this run (with Redis; its stream ended with a `reconnect` event to it).",
+    )
+    approval: RunApprovalPublic | None = Field(
+        None,
+        description="An `interrupted` run's approval and the workflow run it waits in: "
+        "`GET /v1/workflow-runs/{workflow_run_id}` follows that run to its end.",
     )
     usage: dict[str, int] | None = Field(
         None,
