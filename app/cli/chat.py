@@ -20,7 +20,10 @@ from app.logging import configure_logging
 from app.settings import Settings
 
 if TYPE_CHECKING:
-    from openai import APIConnectionError
+    from openai import APIConnectionError, APIStatusError
+
+# What a server without the route answers (no such path; it takes no POST there): not Skilldesk.
+NO_ROUTE = (404, 405, 501)
 
 
 def chat(
@@ -99,9 +102,28 @@ def _unreachable(url: str, exc: APIConnectionError) -> str:
     )
 
 
+def _no_chat_route(exc: APIStatusError) -> bool:
+    """Whether the server has no ``/v1/chat/completions``: an error status saying so, with no
+    body of Skilldesk's saying why (a thread of another user's is a Skilldesk 404, say)."""
+    if exc.status_code not in NO_ROUTE:
+        return False
+    body = exc.body  # the SDK's: a JSON body's ``error`` member, if any
+    code = body.get("code") if isinstance(body, dict) else None
+    return code in (None, "not_found", "method_not_allowed")  # Skilldesk's for no such route
+
+
+def _not_skilldesk(url: str, status: int) -> str:
+    """That the server at ``url`` is not a Skilldesk service, and what to do."""
+    return (
+        f"the server at {url} is not a Skilldesk service: it has no /v1/chat/completions "
+        f"(HTTP {status}); check --url, the address `skilldesk serve` listens on "
+        "(e.g. http://127.0.0.1:8000)"
+    )
+
+
 def _chat_remote(url: str, thread_id: str, api_key: str | None) -> bool:
     # Lazy: the OpenAI SDK is slow to import and only talking to a running service needs it.
-    from openai import APIConnectionError, AuthenticationError, OpenAI, OpenAIError
+    from openai import APIConnectionError, APIStatusError, AuthenticationError, OpenAI, OpenAIError
 
     client = OpenAI(
         base_url=f"{url}/v1",
@@ -124,6 +146,12 @@ def _chat_remote(url: str, thread_id: str, api_key: str | None) -> bool:
             return False  # every next message would be refused alike
         except APIConnectionError as exc:  # the next message may find the service started
             typer.echo(f"error: {_unreachable(url, exc)}", err=True)
+            ok = False
+        except APIStatusError as exc:
+            if _no_chat_route(exc):  # every next message would go to the same wrong server
+                typer.echo(f"error: {_not_skilldesk(url, exc.status_code)}", err=True)
+                return False
+            typer.echo(f"error: {exc}", err=True)
             ok = False
         except (OpenAIError, httpx.HTTPError) as exc:
             typer.echo(f"error: {exc}", err=True)

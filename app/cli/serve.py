@@ -50,14 +50,11 @@ def serve(
     if taken is not None:  # before a start-up of seconds (skills, the stores) that would fail
         typer.echo(f"skilldesk: {taken}", err=True)
         raise typer.Exit(2)
-    try:
-        asyncio.run(check_stores(settings))  # PostgreSQL and Redis answer, else say which
-        problem = asyncio.run(refusal(settings))
-    except ConfigError as exc:
-        problem = str(exc)
-    if problem is not None:  # said plainly, before the server starts
-        typer.echo(f"skilldesk: configuration error: {problem}", err=True)
-        raise typer.Exit(2)
+    # Said plainly before the server starts, as any command's configuration error (exit 2).
+    asyncio.run(check_stores(settings))  # PostgreSQL and Redis answer, else say which
+    problem = asyncio.run(refusal(settings))
+    if problem is not None:
+        raise ConfigError(problem)
     config = uvicorn.Config(
         create_app(settings, freeze_heap=True, stores_checked=True),
         host=settings.host,

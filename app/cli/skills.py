@@ -9,15 +9,20 @@ from typing import Annotated, Any
 
 import typer
 
-from agents.errors import ConfigError
 from agents.owners import tool_owners
 from agents.skills.embeddings import MiniLMEmbedder
 from agents.skills.loader import SKILL_FILE
 from agents.skills.registry import SkillRegistry
 from agents.skills.scaffold import scaffold
 from agents.skills.service import SkillService
-from app.cli.common import DataDir as StoreDataDir
-from app.cli.common import StoreUrl, Typer, load_cli_settings, report_validation
+from app.cli.common import (
+    DataDir,
+    JsonFlag,
+    StoreUrl,
+    Typer,
+    load_cli_settings,
+    report_validation,
+)
 from app.logging import configure_logging
 from app.settings import Settings
 
@@ -25,15 +30,6 @@ cli = Typer(help="Author and inspect skills.", no_args_is_help=True)
 
 SkillsDir = Annotated[
     Path | None, typer.Option("--skills-dir", help="Skills folder [SKILLDESK_SKILLS_DIR].")
-]
-JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
-DataDir = Annotated[
-    Path | None,
-    typer.Option(
-        "--data-dir",
-        help="The service's data folder, whose record of tool owners decides a tool two "
-        "skills declare [SKILLDESK_DATA_DIR].",
-    ),
 ]
 
 
@@ -190,7 +186,7 @@ def examples(
         str | None, typer.Option("--delete", help="Delete the learned example with this id.")
     ] = None,
     checkpoint_url: StoreUrl = None,
-    data_dir: StoreDataDir = None,
+    data_dir: DataDir = None,
     as_json: JsonFlag = False,
 ) -> None:
     """List the examples routing learned for skill NAME from use (users' messages whose
@@ -211,11 +207,7 @@ def examples(
             found = [asdict(e) for e in await services.learned.examples(name)]
             return deleted, found
 
-    try:
-        deleted, found = asyncio.run(job())
-    except ConfigError as exc:  # the store does not answer, say
-        typer.echo(f"skilldesk: configuration error: {exc}", err=True)
-        raise typer.Exit(2) from None
+    deleted, found = asyncio.run(job())  # a store that does not answer: exit 2, naming it
     if delete is not None and not deleted:
         typer.echo(
             f"skilldesk: skill {name!r} has no learned example {delete!r}; "

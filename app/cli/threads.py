@@ -14,7 +14,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from agents.errors import SkilldeskError, ThreadBusy
+from agents.errors import ConfigError, SkilldeskError, ThreadBusy
 from agents.memory.summaries import summarised_count
 from app.cli.common import DataDir, JsonFlag, StoreUrl, Typer, load_cli_settings
 from app.logging import configure_logging
@@ -42,7 +42,8 @@ async def _services(settings: Settings) -> AsyncIterator[Any]:
 
 
 def _run(url: str | None, data_dir: Path | None, job: Callable[[Any], Awaitable[T]]) -> T:
-    """Open the store, run ``job`` on the services; a Skilldesk error exits with status 1."""
+    """Open the store, run ``job`` on the services; a Skilldesk error exits with status 1, a
+    configuration error (a store that does not answer, say) with 2, as every command's."""
     settings = load_cli_settings(checkpoint_url=url, data_dir=data_dir)
 
     async def go() -> T:
@@ -51,6 +52,8 @@ def _run(url: str | None, data_dir: Path | None, job: Callable[[Any], Awaitable[
 
     try:
         return asyncio.run(go())
+    except ConfigError:
+        raise  # said by the command's ``configuration_errors`` (``app.cli.common.Typer``)
     except SkilldeskError as exc:
         typer.echo(f"skilldesk: {exc}", err=True)
         raise typer.Exit(1) from None
@@ -137,7 +140,7 @@ def history(
     data_dir: DataDir = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """A thread's checkpoints, newest first (fork from one with ``fork --checkpoint``)."""
+    """A thread's checkpoints, newest first (fork from one with ``threads fork --checkpoint``)."""
     entries = _run(checkpoint_url, data_dir, lambda s: s.threads.history(thread_id, limit=limit))
     if as_json:
         _echo_json(entries)

@@ -1,4 +1,5 @@
-"""``skilldesk workflows list|validate|graph`` (shapes that other tools and CI script against)."""
+"""``skilldesk workflows list|validate|graph|run|runs`` (shapes other tools and CI script
+against)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from agents.workflows.registry import (
 )
 from agents.workflows.spec import WorkflowSpec
 from app.api.schemas.workflows import RunStatus
-from app.cli.common import Typer, load_cli_settings, report_validation
+from app.cli.common import DataDir, JsonFlag, Typer, load_cli_settings, report_validation
 from app.logging import configure_logging
 from app.settings import Settings
 
@@ -38,10 +39,6 @@ WorkflowsDir = Annotated[
 SkillsDir = Annotated[
     Path | None,
     typer.Option("--skills-dir", help="Skills the workflows may use [SKILLDESK_SKILLS_DIR]."),
-]
-JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
-DataDir = Annotated[
-    Path | None, typer.Option("--data-dir", help="SQLite file and records [SKILLDESK_DATA_DIR].")
 ]
 
 
@@ -240,7 +237,8 @@ def run(
     as_json: JsonFlag = False,
 ) -> None:
     """Run a workflow in-process: each node as it finishes, then how it ended. Exit 0 when it
-    succeeded or waits for an approval, 1 when it failed, 2 for bad inputs or names."""
+    succeeded or waits for an approval, 1 when it failed, 2 for bad inputs or names or a
+    configuration error (a store that does not answer, say)."""
     try:
         inputs = json.loads(input_json)
     except json.JSONDecodeError as exc:

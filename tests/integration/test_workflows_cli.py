@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -352,6 +353,26 @@ def test_workflows_run_refuses_what_it_cannot_run_with_status_2(
     )
     assert done.returncode == 2, done.stdout + done.stderr
     assert says in done.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("run", "alarm-check", "--input", '{"device_id": "D1"}'), ("runs",)],
+    ids=["run", "runs"],
+)
+def test_run_and_runs_on_a_store_that_does_not_answer_say_so_and_exit_2(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    # QA: both printed a traceback where `threads`, `keys` and `skills examples` named the setting.
+    setup(tmp_path)
+    with socket.socket() as bound:  # bound, never listening: a connection is refused
+        bound.bind(("127.0.0.1", 0))
+        store = f"postgresql://postgres@127.0.0.1:{bound.getsockname()[1]}/x"
+        done = run(*args, tmp_path=tmp_path, SKILLDESK_CHECKPOINT_URL=store)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("skilldesk: configuration error: cannot connect to PostgreSQL")
+    assert "(SKILLDESK_CHECKPOINT_URL)" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_validate_files_finds_workflows_running_each_other_and_names_the_folder_holds(

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import http.server
 import json
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,6 +77,31 @@ def test_help_flows_as_paragraphs_and_shows_each_text_as_written(
             assert " ".join(paragraph.split()) in shown  # on one line, as written
 
 
+@pytest.mark.parametrize(
+    ("path", "command"), COMMANDS, ids=[" ".join(p) or "skilldesk" for p, _ in COMMANDS]
+)
+def test_help_reads_as_plain_text_without_the_docstrings_markup(
+    path: tuple[str, ...], command: click.Command
+) -> None:
+    # QA: `threads history --help` showed ``fork --checkpoint`` with its reST backquotes.
+    done = CliRunner().invoke(cli, [*path, "--help"], prog_name="skilldesk")
+    assert done.exit_code == 0, done.output
+    assert "``" not in click.unstyle(done.output)
+
+
+def test_an_option_the_groups_share_says_the_same_on_every_command() -> None:
+    # QA: --data-dir said three things (and was defined three times) across the groups.
+    said: dict[str, set[str | None]] = {}
+    for path, command in COMMANDS:
+        if path[:1] not in (("skills",), ("workflows",), ("threads",), ("keys",)):
+            continue  # serve and chat take their own (chat's data folder is in-process only)
+        for param in command.params:
+            for opt in set(param.opts) & {"--data-dir", "--checkpoint-url", "--json"}:
+                said.setdefault(opt, set()).add(getattr(param, "help", None))
+    assert set(said) == {"--data-dir", "--checkpoint-url", "--json"}
+    assert {opt: len(helps) for opt, helps in said.items()} == dict.fromkeys(said, 1), said
+
+
 def test_chat_with_no_service_at_the_url_names_it_and_how_to_start_one() -> None:
     with socket.socket() as bound:  # bound, never listening: a connection is refused
         bound.bind(("127.0.0.1", 0))
@@ -84,6 +111,75 @@ def test_chat_with_no_service_at_the_url_names_it_and_how_to_start_one() -> None
     assert f"error: cannot reach the service at {url} (Connection refused)" in done.stderr
     assert "start it with `skilldesk serve` (or `make run`)" in done.stderr
     assert "give its address with --url" in done.stderr
+
+
+class NoChatHere(http.server.BaseHTTPRequestHandler):
+    """A server with no /v1/chat/completions: 404 to any POST."""
+
+    def do_POST(self) -> None:
+        self.send_error(404)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class QuietFiles(http.server.SimpleHTTPRequestHandler):
+    """`python -m http.server`: it takes no POST (501)."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class AnotherUsersThread(NoChatHere):
+    """Skilldesk's 404 for a thread of another user's: the route is there."""
+
+    def do_POST(self) -> None:
+        body = json.dumps(
+            {"error": {"message": "There is no thread 't'.", "code": "thread_not_found"}}
+        ).encode()
+        self.send_response(404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def http_server(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A server on a free loopback port answering with ``request.param`` (a handler class)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), request.param)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("http_server", [NoChatHere, QuietFiles], indirect=True, ids=["404", "501"])
+def test_chat_with_a_server_that_is_not_skilldesk_at_the_url_says_so_and_to_check_it(
+    http_server: str,
+) -> None:
+    # QA: a server answering 404 printed the SDK's "Error code: 404 - ..." and nothing more.
+    done = CliRunner().invoke(
+        cli, ["chat", "--url", http_server], input="hello\nagain\n", prog_name="skilldesk"
+    )
+    assert done.exit_code == 1
+    assert done.stderr.count("error: ") == 1  # said once: every next message would go there
+    assert f"the server at {http_server} is not a Skilldesk service" in done.stderr
+    assert "it has no /v1/chat/completions" in done.stderr
+    assert "check --url" in done.stderr
+    assert "Error code" not in done.stderr
+
+
+@pytest.mark.parametrize("http_server", [AnotherUsersThread], indirect=True)
+def test_chat_does_not_call_a_skilldesk_404_a_server_that_is_not_skilldesk(
+    http_server: str,
+) -> None:
+    done = CliRunner().invoke(cli, ["chat", "--url", http_server], input="hello\n", prog_name="x")
+    assert done.exit_code == 1
+    assert "There is no thread 't'." in done.stderr  # what the service said
+    assert "not a Skilldesk service" not in done.stderr
 
 
 def test_chat_refuses_a_url_that_is_not_an_http_address_with_status_2() -> None:
@@ -132,6 +228,49 @@ def test_skills_examples_with_a_store_that_does_not_answer_exits_2_naming_it(
         )
     assert done.exit_code == 2, done.output
     assert "configuration error: cannot connect to PostgreSQL" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["workflows", "run", "greet"],
+        ["workflows", "runs"],
+        ["threads", "list"],
+        ["keys", "list"],
+        ["skills", "examples", "greet"],
+        ["chat"],
+    ],
+    ids=" ".join,
+)
+def test_every_command_on_a_store_that_does_not_answer_exits_2_naming_the_setting(
+    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # QA: `workflows run` and `runs` printed a traceback; `threads` exited 1, the rest 2.
+    (tmp_path / "workflows").mkdir()
+    (tmp_path / "workflows" / "greet.yaml").write_text(GREET)
+    monkeypatch.setenv("SKILLDESK_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("SKILLDESK_WORKFLOWS_DIR", str(tmp_path / "workflows"))
+    monkeypatch.setenv("SKILLDESK_SKILLS_DIR", str(tmp_path / "skills"))
+    monkeypatch.setenv("SKILLDESK_SKILLS_EMBEDDINGS", "false")
+    with socket.socket() as bound:  # bound, never listening: a connection is refused
+        bound.bind(("127.0.0.1", 0))
+        store = f"postgresql://skilldesk@127.0.0.1:{bound.getsockname()[1]}/skilldesk"
+        monkeypatch.setenv("SKILLDESK_CHECKPOINT_URL", store)
+        done = CliRunner().invoke(cli, args, input="hello\n", prog_name="skilldesk")
+    assert done.exit_code == 2, done.exception or done.output
+    assert "skilldesk: configuration error: cannot connect to PostgreSQL" in done.stderr
+    assert "SKILLDESK_CHECKPOINT_URL" in done.stderr
+
+
+def test_skills_search_with_an_embedding_model_that_is_not_one_exits_2_naming_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SKILLDESK_SKILLS_DIR", str(tmp_path / "skills"))
+    monkeypatch.setenv("SKILLDESK_SKILLS_EMBEDDING_MODEL", str(tmp_path))  # no model there
+    done = CliRunner().invoke(cli, ["skills", "search", "refund"], prog_name="skilldesk")
+    assert done.exit_code == 2, done.exception or done.output
+    assert done.stderr.startswith("skilldesk: configuration error: ")
+    assert "SKILLDESK_SKILLS_EMBEDDING_MODEL" in done.stderr
 
 
 def test_a_bad_setting_exits_2_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
