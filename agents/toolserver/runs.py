@@ -97,6 +97,12 @@ class WorkflowTools:
             sent = (str(args.get("workflow", "")), str(args.get("run_id", "")))
             return tool_error(name, exc.code, cut_in(str(exc), *sent), started)
         run = run_summary(record)
+        if name == RUN_WORKFLOW and run["status"] == "FAILED":  # a call that did not do its work
+            why = (
+                f"workflow {run['workflow']!r} run {run['run_id']} failed: {run['error']} "
+                f"({GET_WORKFLOW_RUN} reads it by its run_id)"
+            )
+            return tool_error(name, "workflow_failed", why, started)
         return ok_result(name, json.dumps(run, ensure_ascii=False, default=str), run, started)
 
 

@@ -438,6 +438,22 @@ async def test_invoke_arguments_that_are_no_object_say_so_not_pydantic_s_union(
     assert nothing.status_code == 200, nothing.text  # null: no arguments, as over MCP
 
 
+async def test_a_workflow_run_that_failed_is_a_failed_call_naming_its_run(
+    surface: Mcp | OpenAITools,
+) -> None:
+    # QA: a FAILED run came back as a call that worked (isError false, ok true).
+    started = await surface.call(
+        "run_workflow", {"workflow": "lookup", "inputs": {"order_id": "ORD9999"}}
+    )
+    assert not started.ok
+    assert started.data["error"]["code"] == "workflow_failed"
+    assert "no order ORD9999" in started.text
+    run_id = started.text.split("run ", 1)[1].split(" ", 1)[0]
+    read = await surface.call("get_workflow_run", {"run_id": run_id})
+    assert read.ok  # reading it worked: the run is FAILED
+    assert read.data["status"] == "FAILED"
+
+
 async def test_a_workflow_waits_for_its_approval_and_is_read_back_by_its_run_id(
     surface: Mcp | OpenAITools, service: Service
 ) -> None:
