@@ -185,13 +185,16 @@ class ToolCatalogue:
         arguments: Any,
         *,
         idempotency_key: str | None = None,
+        key_owner: str | None = None,
     ) -> ToolResult:
         """Call tool ``name``; every failure of the call comes back as a ToolResult.
 
         ``arguments`` is a JSON object, its JSON text, or None; any other JSON value is an
         ``invalid_arguments`` result naming its type. They may follow the strict-mode
         variant (nulls for optional values, JSON text for free-form objects). A skill tool
-        runs through the ToolRunner.
+        runs through the ToolRunner. ``idempotency_key`` is the caller's, one of
+        ``key_owner``'s keys: a skill call's is kept under both (one user's keys never
+        answer another's), a workflow run's the engine keeps by its user.
 
         Raises:
             SkillNotFound: ``name`` is no tool of the catalogue (the caller's mistake).
@@ -202,9 +205,12 @@ class ToolCatalogue:
         if problem is not None:
             return tool_error(name, "invalid_arguments", problem, started)
         arguments = loosen(entry.parameters, arguments)
+        call_key = idempotency_key
+        if call_key is not None and key_owner is not None:
+            call_key = f"{key_owner}\x1f{call_key}"
         if entry.kind == "skill":
             assert entry.tool is not None
-            called = await self.skills.call(entry.tool, arguments, idempotency_key=idempotency_key)
+            called = await self.skills.call(entry.tool, arguments, idempotency_key=call_key)
             return _renamed(await self.skills.handed_over(called), name)
         if name == CALL_SKILL_TOOL and isinstance(arguments, dict):
             inner = not_an_object("arguments (the tool's)", arguments.get("arguments"))
@@ -223,7 +229,7 @@ class ToolCatalogue:
         if name == LOAD_SKILL:
             return self._load(str(args["name"]), started)
         if name == CALL_SKILL_TOOL:
-            return await self._call_skill_tool(args, idempotency_key, started)
+            return await self._call_skill_tool(args, call_key, started)
         if name == READ_REFERENCE:
             return self._read(str(args["name"]), str(args["path"]), started)
         assert self.workflows is not None

@@ -146,11 +146,12 @@ def run_target(
     return {"profile": profile, "skill": skill, "workflow": workflow}
 
 
+MAX_KEY_CHARS = 200  # of an Idempotency-Key, on every surface (/mcp too)
 IdempotencyKey = Annotated[
     str | None,
     Header(
         alias="Idempotency-Key",
-        max_length=200,
+        max_length=MAX_KEY_CHARS,
         description="A key of the client's for this request: the same request sent again "
         "with it (a retry after a timeout) gets the first one's answer instead of running "
         "again.",

@@ -34,6 +34,7 @@ from agents.skills.meta import read_reference
 from agents.skills.results import MadeFile, ToolResult, tool_error
 from agents.toolserver.catalogue import ToolCatalogue, ToolEntry
 from agents.toolserver.runs import CALLER
+from app.api.deps import MAX_KEY_CHARS
 
 log = structlog.get_logger(__name__)
 
@@ -104,11 +105,14 @@ def build_server(catalogue: ToolCatalogue, sessions: Sessions) -> Server[Any]:
         scope = getattr(ctx.request, "scope", None) or {}
         state = scope.get("state") or {}
         caller = state.get(CALLER_STATE)
-        if key is not None and caller is not None:
-            key = f"{caller}\x1f{key}"  # one user's keys only
+        if key is not None and len(key) > MAX_KEY_CHARS:  # as every HTTP route takes it
+            why = f"the Idempotency-Key header is longer than {MAX_KEY_CHARS} characters"
+            raise MCPError(code=types.INVALID_PARAMS, message=why)
         token, sink = CALLER.set(caller), USAGE_SINK.set(state.get(SINK_STATE))
         try:
-            call = catalogue.call(params.name, params.arguments or {}, idempotency_key=key)
+            call = catalogue.call(
+                params.name, params.arguments or {}, idempotency_key=key, key_owner=caller
+            )
             done = await with_progress(ctx, call)
             return call_result(done, entry.output_schema, ctx.session.protocol_version)
         except SkillNotFound as exc:  # gone since it was looked up (a reload)

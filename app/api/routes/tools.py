@@ -84,10 +84,10 @@ async def invoke(
     """Call tool ``name`` of the catalogue for ``principal`` (a workflow run it starts is
     theirs); an unknown name is a 404 naming close ones."""
     caller = CALLER.set(None if principal.sees_all else principal.user)
-    if idempotency_key is not None and principal.user is not None:
-        idempotency_key = f"{principal.user}\x1f{idempotency_key}"  # one user's keys only
     try:
-        result = await services.tools.call(name, arguments, idempotency_key=idempotency_key)
+        result = await services.tools.call(
+            name, arguments, idempotency_key=idempotency_key, key_owner=principal.user
+        )
     except SkillNotFound as exc:
         raise ApiError(404, exc.code, str(exc), param="name") from None
     finally:

@@ -207,6 +207,40 @@ def test_over_mcp_user_b_cannot_read_user_as_workflow_run(
     assert _mcp(client, "bob", "tools/call", again)["result"]["isError"] is False
 
 
+def test_a_reused_key_s_error_names_the_key_the_client_sent(client: TestClient) -> None:
+    # QA: the error quoted the key as the service scopes it by user ("alice\x1fk-1").
+    def start(order: str, key: str) -> dict[str, Any]:
+        request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+        request["params"] = {
+            "name": "run_workflow",
+            "arguments": {"workflow": "lookup", "inputs": {"order_id": order}},
+        }
+        headers = {**MCP_HEADERS, **bearer("alice"), "Idempotency-Key": key}
+        response = client.post("/mcp", json=request, headers=headers)
+        text = response.text
+        if "data:" in text:
+            text = next(line[5:] for line in text.splitlines() if line.startswith("data:"))
+        return {"status": response.status_code, **json.loads(text)}
+
+    assert start("ORD1001", "k-1")["result"]["isError"] is False
+    reused = start("ORD1002", "k-1")["result"]
+    assert reused["isError"] is True
+    message = reused["structuredContent"]["error"]["message"]
+    assert "Idempotency-Key 'k-1' started a run" in message
+    assert "\x1f" not in message
+    assert "alice" not in message
+    over_http = client.post(
+        "/v1/tools/run_workflow/invoke",
+        json={"arguments": {"workflow": "lookup", "inputs": {"order_id": "ORD1002"}}},
+        headers={**bearer("alice"), "Idempotency-Key": "k-1"},
+    ).json()
+    assert "Idempotency-Key 'k-1' started a run" in over_http["error"]["message"]
+    too_long = start("ORD1001", "k" * 201)
+    assert too_long["error"]["code"] == -32602
+    assert "Idempotency-Key" in too_long["error"]["message"]
+    assert "200" in too_long["error"]["message"]
+
+
 def test_mcp_without_a_key_is_a_401_naming_the_resource_metadata(client: TestClient) -> None:
     request = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     response = client.post("/mcp", json=request, headers=MCP_HEADERS)
