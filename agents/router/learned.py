@@ -61,7 +61,8 @@ class Example:
     run_id: str
     how: How  # how the model chose the skill
     created: float
-    status: Literal["learned", "confirmed"] = "learned"
+    # Stored: learned or confirmed; "removed" only in what ``feedback`` returns of a "down".
+    status: Literal["learned", "confirmed", "removed"] = "learned"
     comment: str | None = None  # the feedback's comment, when a user confirmed it
 
     @classmethod
@@ -198,7 +199,8 @@ class LearnedExamples:
         self, thread_id: str, run_id: str, rating: Rating, comment: str | None = None
     ) -> list[Example]:
         """A user's verdict on a run: ``up`` confirms the examples it produced (the cap keeps
-        them longest), ``down`` removes them. Returns the examples it touched."""
+        them longest), ``down`` removes them. Returns the examples it touched, as they are
+        now (``removed``, for a down)."""
         await self.documents.put(
             FEEDBACK,
             run_id,
@@ -222,6 +224,7 @@ class LearnedExamples:
                 example = Example.of(body)
                 if rating == "down":
                     await self.documents.delete(EXAMPLE, example.id)
+                    example = Example(**{**asdict(example), "status": "removed"})
                 else:
                     example = Example(
                         **{**asdict(example), "status": "confirmed", "comment": comment}

@@ -25,6 +25,7 @@ from agents.state.schema import add_usage, usage_since
 from agents.state.spend import SpendLedger
 from agents.workflows.engine import WorkflowEngine, keyed_run_id
 from agents.workflows.inputs import check_inputs, convert_all
+from agents.workflows.records import LAST_EVENTS
 from agents.workflows.spec import WorkflowSpec
 
 CANCEL = re.compile(r"^\s*(cancel|stop|never ?mind|abort|取消)\W*$", re.IGNORECASE)
@@ -130,7 +131,7 @@ class WorkflowTurns:
                 user=owner,
                 idempotency_key=key,
             ):
-                if event.get("type") == "workflow_ended":
+                if event.get("type") in LAST_EVENTS:
                     record = event["record"]
                 else:
                     emit(str(event.pop("type")), **event)
@@ -176,7 +177,7 @@ class WorkflowTurns:
         async for event in self.engine.decide(
             approval_id, approved=approved, by=by, comment=comment, on_start=on_start
         ):
-            if event.get("type") == "workflow_ended":
+            if event.get("type") in LAST_EVENTS:
                 record = event["record"]
             elif (typed := from_custom(event)) is not None:
                 events.append(typed)

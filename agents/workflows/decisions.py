@@ -20,7 +20,7 @@ from agents.errors import ApprovalNotFound, RunNotFound, RunStatusConflict
 from agents.state.documents import Documents
 from agents.workflows.definitions import Definitions
 from agents.workflows.driver import RunDriver
-from agents.workflows.records import RUN, graph_config, pending_approval
+from agents.workflows.records import LAST_EVENTS, RUN, graph_config, pending_approval
 from agents.workflows.views import RunViews
 
 log = structlog.get_logger("agents.workflows.engine")  # the engine's log, as before
@@ -61,8 +61,9 @@ class RunDecisions(RunViews):
         on_start: Callable[[str], None] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """Decide a pending approval; the run resumes with no new input. Yields the resumed
-        run's events, the last ``workflow_ended``. ``on_start`` gets the run's id once the
-        decision is stored and the run goes on (as for ``stream``).
+        run's events, the last ``workflow_ended``, or ``workflow_waiting`` when it waits at
+        another approval. ``on_start`` gets the run's id once the decision is stored and the
+        run goes on (as for ``stream``).
 
         Nothing changes when the decision cannot be applied: the approval stays pending.
 
@@ -155,7 +156,7 @@ class RunDecisions(RunViews):
                 last = event
                 seen.append(event)
         ended = dict(last["record"])
-        ran = bool(seen) and seen[-1].get("type") == "workflow_ended"
+        ran = bool(seen) and seen[-1].get("type") in LAST_EVENTS
         if self.after_decision is not None and record.get("decided") and ran:
             try:
                 await self.after_decision(record, ended, seen[:-1], started)

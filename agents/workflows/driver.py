@@ -27,7 +27,7 @@ from agents.state.schema import usage_since
 from agents.workflows.compile import WorkflowContext
 from agents.workflows.definitions import Definitions, LoadedWorkflow
 from agents.workflows.executors import RunInfo
-from agents.workflows.records import FINAL, RunRecords, graph_config
+from agents.workflows.records import FINAL, LAST_EVENTS, RunRecords, graph_config, last_event
 from agents.workflows.spec import ApprovalNode, WorkflowSpec
 from agents.workflows.templates import render
 
@@ -69,8 +69,9 @@ class RunDriver:
         usage_sink: Callable[[dict[str, int]], None] | None = None,
     ) -> AsyncGenerator[dict[str, Any], None]:
         """Run ``record``'s graph from ``start`` (inputs, a decision, or None to go on from
-        its last checkpoint) and yield its events, the last ``workflow_ended`` once its
-        record is stored; a run cut off is let go, to be resumed."""
+        its last checkpoint) and yield its events, the last ``workflow_waiting`` or
+        ``workflow_ended`` (``last_event``) once its record is stored; a run cut off is let
+        go, to be resumed."""
         run_id = record["id"]
         self.runs.under_way[run_id] = record
         stored = False
@@ -78,7 +79,7 @@ class RunDriver:
             steps = self._steps(record, start, config, workflow, usage_sink)
             async with contextlib.aclosing(steps) as events:
                 async for event in events:
-                    if event["type"] == "workflow_ended" and event["record"]["id"] == run_id:
+                    if event["type"] in LAST_EVENTS and event["record"]["id"] == run_id:
                         stored = True  # its last state is stored
                     yield event
         finally:
@@ -120,7 +121,7 @@ class RunDriver:
             record.update(status="FAILED", error=why, ended=time.time())
             await self.runs.save(record)
             log.error("workflow.definition_lost", run_id=run_id, error=why)
-            yield {"type": "workflow_ended", "record": dict(record)}
+            yield last_event(dict(record))
             return
         graph = self.definitions.graph(workflow)
         config = config or graph_config(record)
@@ -202,7 +203,7 @@ class RunDriver:
             log.exception("workflow.cancel_failed", run_id=run_id)
         if usage_sink is not None:
             usage_sink(dict(record.get("usage") or {}))
-        yield {"type": "workflow_ended", "record": dict(record)}
+        yield last_event(dict(record))
 
     async def _thread_gone(self, info: RunInfo) -> bool:
         """Whether the thread the run was started on is deleted (a run on none never is)."""

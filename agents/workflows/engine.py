@@ -43,7 +43,7 @@ from agents.workflows.forks import fork_record, not_ended
 from agents.workflows.inputs import check_inputs
 from agents.workflows.leases import RunLeases
 from agents.workflows.orphans import Orphans
-from agents.workflows.records import FINAL, RUN, RunRecords, new_record
+from agents.workflows.records import FINAL, RUN, RunRecords, last_event, new_record
 
 
 class WorkflowEngine(RunDecisions):
@@ -115,8 +115,9 @@ class WorkflowEngine(RunDecisions):
         usage_sink: Callable[[dict[str, int]], None] | None = None,
         on_start: Callable[[str], None] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
-        """Start a run and yield its events; the last one is ``workflow_ended`` with the
-        record (status SUCCEEDED, FAILED or WAITING for an approval).
+        """Start a run and yield its events; the last one, with the record, is
+        ``workflow_waiting`` when the run waits for an approval (with that approval), else
+        ``workflow_ended`` (SUCCEEDED, FAILED or CANCELLED).
 
         ``usage_sink`` gets what the run's model calls used once it ends or waits (its
         starter's daily spending: a run started by a request; a chat turn counts its own).
@@ -157,7 +158,7 @@ class WorkflowEngine(RunDecisions):
                             f"{name!r} with other inputs ({earlier['inputs']}); send a new "
                             "key for a new run"
                         )
-                    yield {"type": "workflow_ended", "record": earlier, "replayed": True}
+                    yield last_event(earlier, replayed=True)
                     return
             record = new_record(run_id, name, workflow, values, thread_id, user, parent, profile)
             try:
@@ -214,11 +215,12 @@ class WorkflowEngine(RunDecisions):
     ) -> AsyncIterator[dict[str, Any]]:
         """Run a finished run again from ``node``, with ``inputs`` changed: the nodes before it
         keep their outputs (they do not run again), ``node`` and what follows run anew, as a
-        run of its own. Yields its events, the last ``workflow_ended``. Its record's usage,
-        and what ``usage_sink`` gets (as for ``stream``), are its own calls: the kept nodes'
-        were the original's. With inputs changed, an approval given before ``node`` is not
-        kept: the fork goes back to the first such approval, which asks again (it was given for
-        other inputs). ``on_start`` gets the fork's id once its record is stored.
+        run of its own. Yields its events, the last ``workflow_waiting`` or ``workflow_ended``
+        (as ``stream``'s). Its record's usage, and what ``usage_sink`` gets (as for
+        ``stream``), are its own calls: the kept nodes' were the original's. With inputs
+        changed, an approval given before ``node`` is not kept: the fork goes back to the
+        first such approval, which asks again (it was given for other inputs). ``on_start``
+        gets the fork's id once its record is stored.
 
         Raises:
             RunNotFound: no such run, or it never reached ``node``.

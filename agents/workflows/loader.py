@@ -1,4 +1,5 @@
-"""Read one workflow file: YAML with line marks, the schema, then every check of checks/.
+"""Read one workflow file: YAML with line marks, the schema, then every check of checks/
+(on what the schema lets through when it fails, ``salvage.py``: one pass finds every problem).
 
 Every problem names the file, the node id ("" for the file as a whole) and the line where the
 YAML parser puts the node or field, so an author goes straight to it.
@@ -24,6 +25,7 @@ from agents.workflows.checks.findings import Finding
 from agents.workflows.checks.graph import check_graph
 from agents.workflows.checks.installed import Tools, check_installed
 from agents.workflows.flow import Flow, flow_of
+from agents.workflows.salvage import Salvage, salvage
 from agents.workflows.spec import NODE_KINDS, NODE_TYPES, WorkflowSpec
 from agents.workflows.templates import check_templates
 
@@ -71,7 +73,7 @@ def load_workflow(
     Raises:
         WorkflowLoadError: listing every problem, each naming the file, the node and the line.
     """
-    workflow, problems = _read(path)
+    workflow, problems = inspect_workflow(path)
     if workflow is not None:
         found = check_installed(
             workflow.spec, tools=tools, skills=skills, profiles=profiles, workflows=workflows
@@ -88,20 +90,25 @@ def read_workflow(path: Path) -> Workflow:
     Raises:
         WorkflowLoadError: listing every problem, each naming the file, the node and the line.
     """
-    workflow, problems = _read(path)
+    workflow, problems = inspect_workflow(path)
     if problems or workflow is None:
-        raise WorkflowLoadError(sorted(problems, key=lambda p: p.line))
+        raise WorkflowLoadError(problems)
     return workflow
 
 
-def _read(path: Path) -> tuple[Workflow | None, list[WorkflowProblem]]:
-    """The workflow (``None`` when its schema fails) and every problem of the file itself.
+def inspect_workflow(path: Path) -> tuple[Workflow | None, list[WorkflowProblem]]:
+    """Every problem of the file itself, and the workflow as far as the checks can read it,
+    for the checks of the installed world (``None`` when nothing is readable: no YAML, no
+    list of nodes).
+
+    With problems, the workflow is for checking only, never to serve: a node that fails the
+    schema is an ``UnreadNode`` in its place (``salvage.py``).
 
     An unexpected error (a bug in a check) is the file's problem, with the traceback in the
     log: it must not fail the reload, or the start, of every other workflow.
     """
     try:
-        return _checked(path)
+        workflow, problems = _checked(path)
     except Exception as exc:
         log.exception("workflow.read_failed", file=str(path))
         message = (
@@ -109,6 +116,7 @@ def _read(path: Path) -> tuple[Workflow | None, list[WorkflowProblem]]:
             "service log has the traceback)"
         )
         return None, [WorkflowProblem(str(path), "", 0, message)]
+    return workflow, sorted(problems, key=lambda p: p.line)
 
 
 def _checked(path: Path) -> tuple[Workflow | None, list[WorkflowProblem]]:
@@ -125,12 +133,19 @@ def _checked(path: Path) -> tuple[Workflow | None, list[WorkflowProblem]]:
     if data is None:
         return None, problems
     try:
-        spec = WorkflowSpec.model_validate(data)
+        read = Salvage(WorkflowSpec.model_validate(data), whole=True)
     except ValidationError as exc:
-        return None, problems + [_problem(file, lines, f) for f in schema_findings(exc, data)]
+        # Every schema problem, then what the other checks find in the rest of the file.
+        problems += [_problem(file, lines, f) for f in schema_findings(exc, data)]
+        salvaged = salvage(data, exc)
+        if salvaged is None:
+            return None, problems
+        read = salvaged
+    spec = read.spec
     flow = flow_of(spec)
-    findings = [*check_graph(spec, flow), *check_templates(spec, flow)]
-    problems += [_problem(file, lines, f) for f in findings]
+    graph = flow if read.whole else None  # a node or an edge is missing: no graph checks
+    findings = [*check_graph(spec, graph), *check_templates(spec, graph)]
+    problems += [_problem(file, lines, read.in_file(f)) for f in findings]
     digest = hashlib.sha256(raw).hexdigest()
     return Workflow(spec.name, spec, path, flow, digest, lines), problems
 

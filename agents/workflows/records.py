@@ -23,6 +23,8 @@ from agents.workflows.leases import RunLeases
 
 RUN = "workflow_run"  # the documents' kind
 FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
+# The last of a run's events (``last_event``): the run waits for a decision, or is over.
+LAST_EVENTS = ("workflow_waiting", "workflow_ended")
 _PAGE = 200  # records read at a time by a listing that filters them
 
 
@@ -218,6 +220,16 @@ def _approval(record: dict[str, Any]) -> dict[str, Any]:
         "workflow": record["workflow"],
         "thread_id": record["thread_id"],
     }
+
+
+def last_event(record: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """The last of a run's events, with its record: ``workflow_waiting`` when the run stopped
+    to wait for a decision (with the approval it waits for: a decision resumes it), else
+    ``workflow_ended`` (SUCCEEDED, FAILED or CANCELLED: it is over)."""
+    if record["status"] == "WAITING" and record.get("waiting"):
+        approval = {k: v for k, v in _approval(record).items() if k != "interrupt_id"}
+        return {"type": "workflow_waiting", "record": record, "approval": approval, **extra}
+    return {"type": "workflow_ended", "record": record, **extra}
 
 
 def thread_of(record: dict[str, Any]) -> str:

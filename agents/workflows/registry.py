@@ -1,11 +1,11 @@
 """The workflow registry: one YAML file per workflow in one folder, by name, reloadable in place.
 
 A file whose edit breaks it keeps serving its last good version, and its problems stay in
-``errors`` until it is fixed. The installed world (tools, skills, model profiles) is checked
-at every reload and again by ``recheck`` when it changes: a workflow that names a tool or
-skill no longer installed is withdrawn (reported in ``errors``, ``get`` says why) rather than
-left to fail half-way through a run, after side effects; it serves again by itself once
-what it needs is back.
+``errors`` until it is fixed (all of them at once, the installed world's included). The
+installed world (tools, skills, model profiles) is checked at every reload and again by
+``recheck`` when it changes: a workflow that names a tool or skill no longer installed is
+withdrawn (reported in ``errors``, ``get`` says why) rather than left to fail half-way
+through a run, after side effects; it serves again by itself once what it needs is back.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from agents.errors import WorkflowLoadError, WorkflowNotFound, WorkflowProblem
+from agents.errors import WorkflowNotFound, WorkflowProblem
 from agents.owners import OwnersFile
 from agents.workflows.checks.findings import Finding
 from agents.workflows.checks.installed import Tools, check_installed
-from agents.workflows.loader import SUFFIXES, Workflow, line_of, read_workflow
+from agents.workflows.loader import SUFFIXES, Workflow, inspect_workflow, line_of
 from agents.workflows.spec import WorkflowNode, WorkflowSpec
 
 if TYPE_CHECKING:
@@ -51,9 +51,14 @@ class _File:
     """One file: what it holds now, and the last version of it that served."""
 
     stamp: tuple[int, int]
-    latest: Workflow | None  # its current content, when that passes the file's own checks
+    read: Workflow | None  # its current content as far as the checks read it (to check only)
     problems: list[WorkflowProblem]  # the file's own problems (current content)
     good: Workflow | None = None  # the last version that served
+
+    @property
+    def latest(self) -> Workflow | None:
+        """Its current content, when that passes the file's own checks."""
+        return None if self.problems else self.read
 
 
 @dataclass
@@ -119,12 +124,9 @@ class WorkflowRegistry:
                 if known is not None and known.stamp == stamp:
                     files[path] = known
                     continue
-                try:
-                    latest, problems = read_workflow(path), []
-                except WorkflowLoadError as exc:
-                    latest, problems = None, exc.problems
+                read, problems = inspect_workflow(path)
                 good = known.good if known is not None else None
-                files[path] = _File(stamp, latest, problems, good)
+                files[path] = _File(stamp, read, problems, good)
             self._files = files
             return self._resolve()
 
@@ -164,9 +166,11 @@ class WorkflowRegistry:
         withdrawn: dict[Path, Workflow] = {}
         reasons: dict[Path, str] = {}
         for path, entry in self._files.items():
-            errors += entry.problems
-            latest = self._world_problems(entry.latest) if entry.latest else []
-            errors += latest
+            # The world's problems of what the file holds, also when it has its own: one
+            # pass says every problem, not the next once the first is fixed.
+            current = self._world_problems(entry.read) if entry.read else []
+            errors += sorted([*entry.problems, *current], key=lambda p: p.line)
+            latest = current if entry.latest is not None else []
             if entry.latest is not None and not latest:
                 chosen[path] = entry.latest
                 continue
@@ -187,7 +191,14 @@ class WorkflowRegistry:
         for name, path in owners.items():
             if name not in serving and path not in withdrawn and self._files[path].problems:
                 unavailable[name] = self._files[path].problems[0].message
+        # What the files hold that does not serve (_sub_workflows checks what does).
+        unserved = [
+            f.read
+            for f in self._files.values()
+            if f.read is not None and serving.get(f.read.name) is not f.read
+        ]
         self._sub_workflows(serving, errors, unavailable)
+        errors += _sub_workflow_problems(unserved, serving)
         for name, workflow in serving.items():
             self._files[owners[name]].good = workflow
         report = self._report(serving, errors)
@@ -377,6 +388,21 @@ def nesting_loop(workflow: Workflow, serving: dict[str, Workflow]) -> list[Findi
                 seen.add(node.workflow)
                 todo.append([*chain, node.workflow])
     return []
+
+
+def _sub_workflow_problems(
+    unserved: list[Workflow], serving: dict[str, Workflow]
+) -> list[WorkflowProblem]:
+    """The sub-workflow problems of what files hold that does not serve (a broken edit, a
+    version withdrawn): said with its other problems, not once those are fixed."""
+    specs = {n: w.spec for n, w in serving.items()}
+    found: list[WorkflowProblem] = []
+    for workflow in unserved:
+        findings = check_installed(workflow.spec, workflows=specs)
+        if workflow.name:  # a name that fails the schema is left empty: it names nothing
+            findings += nesting_loop(workflow, {**serving, workflow.name: workflow})
+        found += [workflow.problem(f) for f in findings]
+    return found
 
 
 def skills_world(skills: SkillRegistry) -> dict[str, Any]:

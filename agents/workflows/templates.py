@@ -37,15 +37,16 @@ _NONE: frozenset[str] = frozenset()
 _ONE_EXPRESSION = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\}\}).)*)\}\}\s*$", re.DOTALL)
 
 
-def check_templates(spec: WorkflowSpec, flow: Flow) -> list[Finding]:
+def check_templates(spec: WorkflowSpec, flow: Flow | None) -> list[Finding]:
     """Each template parses, and names only declared inputs and nodes that can have run
-    before it (for ``outputs``: any node a run can reach)."""
+    before it (for ``outputs``: any node a run can reach); with no ``flow`` (the graph is
+    not whole), any node there is."""
     found: list[Finding] = []
-    ids = {n.id for n in spec.nodes}
+    ids = {n.id for n in spec.nodes if n.id}  # a node that failed the schema may have none
     unique = len(ids) == len(spec.nodes)  # else which node runs before which is unclear
-    ancestors = flow.ancestors() if unique else {}
+    ancestors = flow.ancestors() if flow is not None and unique else None
     for i, node in enumerate(spec.nodes):
-        before = ancestors.get(node.id, _NONE) if unique else ids
+        before = ancestors.get(node.id, _NONE) if ancestors is not None else ids
         for field, text in node.templates():
             path = f"nodes.{i}.{field}"
             if isinstance(node, SwitchNode) and text.count("{{") > 1:
@@ -54,7 +55,7 @@ def check_templates(spec: WorkflowSpec, flow: Flow) -> list[Finding]:
                 continue
             for message in _template_problems(text, spec, ids, before, own=node.id):
                 found.append((node.id, path, f"{field}: {message}"))
-    reachable = flow.reachable()
+    reachable = flow.reachable() if flow is not None else ids
     for key, text in spec.outputs.items():
         path = f"outputs.{key}"
         for message in _template_problems(text, spec, ids, reachable, own=None):

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 import structlog
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from langchain_core.messages import BaseMessage
 
@@ -70,15 +71,22 @@ def answer_elsewhere(
 
 
 def run_target(
-    services: Services, *, model: str | None, skill: str | None, workflow: str | None
+    services: Services,
+    *,
+    model: str | None,
+    skill: str | None,
+    workflow: str | None,
+    foreign_models: bool = False,
 ) -> dict[str, Any]:
     """What a request names to answer it, checked: the keyword arguments of a run.
 
-    ``model`` selects a profile when it names one (otherwise the default answers, as OpenAI
-    clients send model names of their own), or a target, for clients that speak only the
-    OpenAI protocol: ``skilldesk`` (the router decides), ``skilldesk/workflow/NAME``,
-    ``skilldesk/skill/NAME`` (``GET /v1/models`` lists them). An unknown skill or workflow is
-    a 400 naming the field, and so are both named at once (``conflicting_targets``).
+    ``model`` selects a profile, or a target, for clients that speak only the OpenAI
+    protocol: ``skilldesk`` (the router decides), ``skilldesk/workflow/NAME``,
+    ``skilldesk/skill/NAME`` (``GET /v1/models`` lists them). A name that is neither is a 400
+    ``unknown_model`` naming the profiles, unless ``foreign_models`` (chat completions, whose
+    OpenAI clients send model names of their own): then the default profile answers. An
+    unknown skill or workflow is a 400 naming the field, and so are both named at once
+    (``conflicting_targets``).
     """
     skill_param = workflow_param = None
     if model is not None and (model == TARGET or model.startswith(TARGET + "/")):
@@ -141,9 +149,25 @@ def run_target(
             f"There is no workflow named {workflow!r} ({listed}).",
             param=workflow_param or "workflow",
         )
-    config = services.gateway.config
-    profile = model if config is not None and model in config.profiles else None
+    profiles = services.gateway.config.profiles if services.gateway.config is not None else {}
+    if model is not None and model not in profiles and not foreign_models:
+        raise _unknown_profile(model, sorted(profiles))
+    profile = model if model in profiles else None
     return {"profile": profile, "skill": skill, "workflow": workflow}
+
+
+def _unknown_profile(model: str, profiles: list[str]) -> ApiError:
+    """A run's ``model`` that names no profile: refused rather than answered by the default,
+    which the caller did not ask for (a misspelled profile is a misspelled skill)."""
+    listed = f"the profiles: {', '.join(profiles)}" if profiles else "no profiles are configured"
+    return ApiError(
+        400,
+        "unknown_model",
+        f"There is no model profile named {model!r} ({listed}); leave `model` out for the "
+        f"default profile, or name a target: {TARGET}, {TARGET}/workflow/NAME or "
+        f"{TARGET}/skill/NAME (GET /v1/models lists them all).",
+        param="model",
+    )
 
 
 MAX_KEY_CHARS = 200  # of an Idempotency-Key, on every surface (/mcp too)
@@ -157,6 +181,37 @@ IdempotencyKey = Annotated[
         "again.",
     ),
 ]
+
+
+# A listing's page cursor: the last item's time, then its id (``Documents.find_page``).
+_CURSOR = re.compile(r"-?[0-9]+(\.[0-9]+)?(e[+-]?[0-9]+)? .+")
+CURSOR_PATTERN = f"^{_CURSOR.pattern}$"  # as the OpenAPI document states it
+
+
+async def page_cursor(
+    cursor: Annotated[
+        str | None,
+        Query(
+            description="`next_cursor` of the previous page (none for the first page).",
+            json_schema_extra={"pattern": CURSOR_PATTERN},
+        ),
+    ] = None,
+) -> str | None:
+    """A listing's ``cursor``, as a page before gave it: anything else is a 400 that says
+    where cursors come from (the pattern, as pydantic would say it, tells a client nothing)."""
+    if cursor is not None and _CURSOR.fullmatch(cursor) is None:
+        shown = cursor if len(cursor) <= 80 else cursor[:80] + "…"
+        raise ApiError(
+            400,
+            "invalid_request",
+            f"The cursor {shown!r} is not one this service gave: send the `next_cursor` of "
+            "the previous page as it came (URL-encoded), or no cursor for the first page.",
+            param="cursor",
+        )
+    return cursor
+
+
+Cursor = Annotated[str | None, Depends(page_cursor)]
 
 
 bearer = HTTPBearer(

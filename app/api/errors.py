@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import structlog
@@ -44,6 +44,7 @@ from agents.errors import (
     WorkflowNotFound,
 )
 from app.api.sse import CutOff
+from app.api.validation import not_sent_as_json, problems
 
 log = structlog.get_logger(__name__)
 MAX_PART_HEADER = DEFAULT_MAX_HEADER_SIZE  # what Starlette's parser allows a part's header
@@ -190,23 +191,6 @@ def error_body(message: str, type_: str, code: str, param: str | None = None) ->
     return {"error": {"message": message, "type": type_, "code": code, "param": param}}
 
 
-def _not_sent_as_json(request: Request, errors: Sequence[Any]) -> str | None:
-    """Why a JSON route's body was not read, when it came without ``Content-Type:
-    application/json`` (``curl -d`` sends it as a form): FastAPI then hands the model the
-    raw text, and pydantic says "Input should be a valid dictionary"."""
-    whole = [err for err in errors if tuple(err.get("loc", ())) == ("body",)]
-    if not whole or not isinstance(whole[0].get("input"), str | bytes):
-        return None
-    sent = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if sent == "application/json" or sent.endswith("+json"):
-        return None
-    how = f"as {sent!r}" if sent else "without a Content-Type"
-    return (
-        f"The request body was sent {how}; send it as JSON with the header "
-        "`Content-Type: application/json` (curl: -H 'Content-Type: application/json')."
-    )
-
-
 def api_error(exc: SkilldeskError) -> ApiError:
     """An error of the agents as the HTTP error it answers."""
     status, kind = next((s, k) for cls, s, k in _BY_CLASS if isinstance(exc, cls))
@@ -262,7 +246,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
-        unread = _not_sent_as_json(request, errors)
+        unread = not_sent_as_json(request, errors)
         if unread is not None:
             body = error_body(unread, "invalid_request_error", "invalid_content_type")
             return JSONResponse(body, status_code=400)
@@ -275,19 +259,19 @@ def install_error_handlers(app: FastAPI) -> None:
                 "invalid_json",
             )
             return JSONResponse(body, status_code=400)
-        parts = []
-        for err in errors:
-            loc = [str(p) for p in err.get("loc", ()) if p != "body"]
-            message = str(err.get("msg")).removeprefix("Value error, ")  # a validator's own
-            parts.append(f"{'.'.join(loc) or 'body'}: {message}")
-        first = [str(p) for p in errors[0].get("loc", ()) if p != "body"] if errors else []
+        found = problems(errors)
+        first = found[0] if found else None
         # A user's message over the limit: the code chat completions gives it too.
-        too_long = first[-1:] == ["message"] and errors[0].get("type") == "string_too_long"
+        too_long = (
+            first is not None
+            and (first.param or "").rpartition(".")[2] == "message"
+            and first.type == "string_too_long"
+        )
         body = error_body(
-            "Invalid request: " + "; ".join(parts),
+            "Invalid request: " + "; ".join(p.text for p in found),
             "invalid_request_error",
             "message_too_long" if too_long else "invalid_request",
-            ".".join(first) or None,
+            first.param if first is not None else None,
         )
         return JSONResponse(body, status_code=400)
 

@@ -1,5 +1,6 @@
 """What several command groups share: the ``Typer`` they are made with (a configuration
-error exits with status 2), settings with the command line's overrides, the common options."""
+error exits with status 2), settings with the command line's overrides (and the check that
+the service's store is there), the common options, messages in the command line's terms."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import typer
 
 from agents.errors import ConfigError
 from app.settings import Settings, load_settings
+from app.settings.service import ServiceSettings
 
 # The options of the commands that work on the service's store (threads, keys, skills examples).
 StoreUrl = Annotated[
@@ -36,6 +38,12 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.
 
 F = TypeVar("F", bound=Callable[..., Any])
 _LITERAL = re.compile(r"``(.+?)``", re.DOTALL)  # reST's inline literal, in a docstring
+# The HTTP routes that errors from agents/ (written for the API) name, as commands.
+_AS_COMMANDS = {
+    re.compile(r"GET /v1/threads/([A-Za-z0-9][A-Za-z0-9._:-]*)/history\b"): (
+        r"`skilldesk threads history \1`"
+    ),
+}
 
 
 def flowing(text: str) -> str:
@@ -45,6 +53,14 @@ def flowing(text: str) -> str:
     help."""
     paragraphs = _LITERAL.sub(r"`\1`", inspect.cleandoc(text).partition("\f")[0]).split("\n\n")
     return "\n\n".join(p if p.startswith("\b") else " ".join(p.split()) for p in paragraphs)
+
+
+def in_cli_terms(message: str) -> str:
+    """``message``, an error written for the API, naming the command that does what each
+    HTTP route it names does (``skilldesk threads history ID`` for its history route)."""
+    for route, command in _AS_COMMANDS.items():
+        message = route.sub(command, message)
+    return message
 
 
 @contextmanager
@@ -90,12 +106,74 @@ class Typer(typer.Typer):
         return decorator
 
 
-def load_cli_settings(**overrides: Any) -> Settings:
-    """Settings with command-line overrides; a configuration error exits with status 2."""
+def load_cli_settings(
+    *, store: bool = False, create_option: str | None = None, **overrides: Any
+) -> Settings:
+    """Settings with command-line overrides; a configuration error exits with status 2.
+
+    Args:
+        store: The command works on the service's store, which must be there: an SQLite
+            file that does not exist (a mistyped ``--data-dir``, say) is a configuration
+            error, rather than a new, empty store that no service reads.
+        create_option: The command's option that makes a new store (named in the fix).
+        **overrides: Settings given on the command line (``None``: not given).
+    """
     with configuration_errors():
         settings = load_settings(**overrides)
         settings.models()  # model profiles are validated before anything starts
+        missing = missing_store(settings) if store else None
+        if missing is not None:
+            raise _no_store(settings, missing, create_option)
     return settings
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file an SQLite checkpoint URL names, as ``open_checkpointer`` reads it; None for
+    PostgreSQL or a store in memory."""
+    if not url.startswith("sqlite://"):
+        return None
+    path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url[9:]
+    return Path(path) if path not in ("", ":memory:") else None
+
+
+def missing_store(settings: Settings) -> Path | None:
+    """The SQLite file of the settings' store when it does not exist (opening it would make
+    a new, empty one); None when it does, or when the store is not such a file."""
+    path = sqlite_file(settings.resolved_checkpoint_url)
+    return path if path is not None and not path.exists() else None
+
+
+def _no_store(settings: Settings, path: Path, create_option: str | None) -> ConfigError:
+    """That the store the settings name is not there, which setting named it, and where the
+    service keeps its store."""
+    default = sqlite_file(ServiceSettings().resolved_checkpoint_url)  # the data folder's
+    name = default.name if default is not None else "an SQLite file"
+    if settings.checkpoint_url:
+        what = (
+            f"the SQLite store {path} (--checkpoint-url / SKILLDESK_CHECKPOINT_URL) does not exist"
+        )
+    else:
+        folder = settings.data_dir
+        what = (
+            f"the data folder {folder} (--data-dir / SKILLDESK_DATA_DIR)"
+            if "data_dir" in settings.model_fields_set
+            else f"the default data folder {folder} (no --data-dir or SKILLDESK_DATA_DIR given)"
+        )
+        what += f" holds no store (no {name} in it)" if folder.exists() else " does not exist"
+    fix = (
+        "give the data folder of the service whose store this is (its --data-dir or "
+        "SKILLDESK_DATA_DIR), or its SKILLDESK_CHECKPOINT_URL"
+    )
+    if create_option:
+        fix += (
+            f"; to make a new store there, for a service to be started on it, add {create_option}"
+        )
+    return ConfigError(
+        f"{what}, so no service has kept its store there. The service keeps its store in its "
+        f"data folder, as {name} (`skilldesk serve --data-dir DIR` or SKILLDESK_DATA_DIR; by "
+        f"default {default}), or where SKILLDESK_CHECKPOINT_URL says",
+        fix=fix,
+    )
 
 
 def report_validation(

@@ -24,7 +24,14 @@ from app.auth.keys import (
     key_view,
 )
 from app.auth.principal import SCOPES
-from app.cli.common import DataDir, JsonFlag, StoreUrl, Typer, load_cli_settings
+from app.cli.common import (
+    DataDir,
+    JsonFlag,
+    StoreUrl,
+    Typer,
+    load_cli_settings,
+    missing_store,
+)
 from app.logging import configure_logging
 
 cli = Typer(help="Create, list and revoke API keys.", no_args_is_help=True)
@@ -36,9 +43,26 @@ def _quiet_logs() -> None:
     configure_logging("error", "console")
 
 
-def _run(url: str | None, data_dir: Path | None, job: Callable[[ApiKeys], Awaitable[T]]) -> T:
-    """Open the store's keys (and the bootstrap ones of the settings), run ``job``."""
-    settings = load_cli_settings(checkpoint_url=url, data_dir=data_dir)
+def _run(
+    url: str | None,
+    data_dir: Path | None,
+    job: Callable[[ApiKeys], Awaitable[T]],
+    *,
+    create: bool | None = None,
+) -> T:
+    """Open the store's keys (and the bootstrap ones of the settings), run ``job``.
+
+    A store that is not there is a configuration error (exit 2), unless ``create`` (`keys
+    create --create`; None: the command has no such option): then it is made, and said so
+    on stderr, since only a service started on it sees the key.
+    """
+    settings = load_cli_settings(
+        store=not create,
+        create_option="--create" if create is not None else None,
+        checkpoint_url=url,
+        data_dir=data_dir,
+    )
+    made = missing_store(settings)
 
     async def go() -> T:
         secret = settings.api_keys.get_secret_value() if settings.api_keys else None
@@ -47,7 +71,19 @@ def _run(url: str | None, data_dir: Path | None, job: Callable[[ApiKeys], Awaita
         async with open_checkpointer(settings.resolved_checkpoint_url) as saver:
             return await job(ApiKeys(documents_for(saver), bootstrap))
 
-    return asyncio.run(go())  # a store that does not answer: exit 2, naming it (Typer)
+    done = asyncio.run(go())  # a store that does not answer: exit 2, naming it (Typer)
+    if made is not None:
+        serve = (
+            f"SKILLDESK_CHECKPOINT_URL={settings.checkpoint_url}"
+            if settings.checkpoint_url
+            else f"`skilldesk serve --data-dir {made.parent}`"
+        )
+        typer.echo(
+            f"skilldesk: made a NEW store at {made} (there was none): only a service started "
+            f"on it ({serve}) sees this key",
+            err=True,
+        )
+    return done
 
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -95,11 +131,20 @@ def create(
             help="It stops working after this long: 30d, 12h, 15m, 90s; never if left out."
         ),
     ] = None,
+    create: Annotated[
+        bool,
+        typer.Option(
+            "--create",
+            help="Make the store if there is none yet (a new installation): only a service "
+            "started on it sees the key.",
+        ),
+    ] = False,
     checkpoint_url: StoreUrl = None,
     data_dir: DataDir = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Make a key for USER and print it: it is shown this once (the store keeps its hash)."""
+    """Make a key for USER and print it: it is shown this once (the store keeps its hash).
+    The store must be there (a service made it) unless --create."""
     life = duration(expires_in) if expires_in is not None else None
     try:
         check_user(user)
@@ -107,7 +152,12 @@ def create(
     except ValueError as exc:
         typer.echo(f"skilldesk: {exc}", err=True)
         raise typer.Exit(2) from None
-    token, key = _run(checkpoint_url, data_dir, lambda keys: keys.create(user, scopes, name, life))
+    token, key = _run(
+        checkpoint_url,
+        data_dir,
+        lambda keys: keys.create(user, scopes, name, life),
+        create=create,
+    )
     if as_json:
         typer.echo(json.dumps({**key_view(key), "key": token}))
         return

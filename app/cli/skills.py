@@ -197,7 +197,7 @@ def examples(
 
     from app.services import open_services
 
-    settings = load_cli_settings(checkpoint_url=checkpoint_url, data_dir=data_dir)
+    settings = load_cli_settings(store=True, checkpoint_url=checkpoint_url, data_dir=data_dir)
     light = settings.model_copy(update={"skills_embeddings": False})
 
     async def job() -> tuple[bool, list[dict[str, Any]]]:

@@ -16,7 +16,14 @@ import typer
 
 from agents.errors import ConfigError, SkilldeskError, ThreadBusy
 from agents.memory.summaries import summarised_count
-from app.cli.common import DataDir, JsonFlag, StoreUrl, Typer, load_cli_settings
+from app.cli.common import (
+    DataDir,
+    JsonFlag,
+    StoreUrl,
+    Typer,
+    in_cli_terms,
+    load_cli_settings,
+)
 from app.logging import configure_logging
 from app.settings import Settings
 
@@ -43,8 +50,9 @@ async def _services(settings: Settings) -> AsyncIterator[Any]:
 
 def _run(url: str | None, data_dir: Path | None, job: Callable[[Any], Awaitable[T]]) -> T:
     """Open the store, run ``job`` on the services; a Skilldesk error exits with status 1, a
-    configuration error (a store that does not answer, say) with 2, as every command's."""
-    settings = load_cli_settings(checkpoint_url=url, data_dir=data_dir)
+    configuration error (a store that does not answer or is not there, say) with 2, as every
+    command's."""
+    settings = load_cli_settings(store=True, checkpoint_url=url, data_dir=data_dir)
 
     async def go() -> T:
         async with _services(settings) as services:
@@ -55,7 +63,7 @@ def _run(url: str | None, data_dir: Path | None, job: Callable[[Any], Awaitable[
     except ConfigError:
         raise  # said by the command's ``configuration_errors`` (``app.cli.common.Typer``)
     except SkilldeskError as exc:
-        typer.echo(f"skilldesk: {exc}", err=True)
+        typer.echo(f"skilldesk: {in_cli_terms(str(exc))}", err=True)
         raise typer.Exit(1) from None
 
 

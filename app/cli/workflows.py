@@ -276,7 +276,7 @@ def runs(
             err=True,
         )
         raise typer.Exit(2)
-    settings = load_cli_settings(data_dir=data_dir)
+    settings = load_cli_settings(store=True, data_dir=data_dir)
     records = asyncio.run(_runs(settings, name, status))
     if as_json:
         typer.echo(json.dumps(records, ensure_ascii=False, default=str))
@@ -299,7 +299,7 @@ async def _run(
                 await services.threads.ensure(thread, owner=None, title=f"Workflow {name}")
             async for event in services.engine.stream(name, inputs, thread_id=thread):
                 kind = event.get("type")
-                if kind == "workflow_ended":
+                if kind in ("workflow_waiting", "workflow_ended"):  # it waits, or is over
                     record = event["record"]
                 elif kind == "node_finished" and not quiet:
                     mark = "ok" if event.get("ok") else f"failed: {event.get('error')}"

@@ -193,6 +193,32 @@ def test_malformed_request_names_the_field(
     assert fake_llm.requests == []
 
 
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (5, "messages.0.content must be a string or a list of content parts, not a number"),
+        (
+            {"type": "text"},
+            "messages.0.content must be a string or a list of content parts, not an object",
+        ),
+        # A list is the right type: what is wrong is inside it, and named there.
+        (["hi"], "messages.0.content.0 must be an object, not a string"),
+    ],
+)
+def test_content_of_the_wrong_type_is_named_once_saying_what_it_may_be(
+    client: TestClient, fake_llm: FakeLLM, content: Any, said: str
+) -> None:
+    # QA: `param` was "messages.0.content.str", and the message named pydantic's union
+    # members ("messages.0.content.list[dict[str,any]]: Input should be a valid list").
+    body = {"messages": [{"role": "user", "content": content}]}
+    response = client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["message"] == f"Invalid request: {said}"
+    assert (error["code"], error["param"]) == ("invalid_request", said.split(" ")[0])
+    assert fake_llm.requests == []
+
+
 def test_invalid_thread_id_is_refused(client: TestClient) -> None:
     response = client.post(
         "/v1/chat/completions", json={"messages": [USER]}, headers={"X-Thread-Id": "../../etc"}

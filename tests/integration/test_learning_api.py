@@ -71,6 +71,24 @@ def test_thumbs_down_removes_what_the_run_taught(client: TestClient, fake_llm: F
     assert run(client, "t-2", PUMP_AGAIN)["route_decided"]["kind"] == "candidates"
 
 
+def test_thumbs_down_after_up_answers_the_example_as_removed(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    # QA: the answer to the down listed the example as "confirmed", though it was deleted.
+    fake_llm.script(order_lookup, order_lookup)
+    run_id = run(client, "t-1", PUMP)["run_finished"]["run_id"]
+    feedback = f"/v1/threads/t-1/runs/{run_id}/feedback"
+    up = client.post(feedback, json={"rating": "up", "comment": "nice"}).json()
+    [confirmed] = up["examples"]
+    assert (confirmed["status"], confirmed["comment"]) == ("confirmed", "nice")
+    down = client.post(feedback, json={"rating": "down"})
+    assert down.status_code == 200, down.text
+    assert down.json()["examples"] == [{**confirmed, "status": "removed"}]
+    assert client.get(EXAMPLES).json()["data"] == []
+    again = client.post(feedback, json={"rating": "down"}).json()
+    assert again["examples"] == []  # nothing of the run's is left to remove
+
+
 def test_thumbs_up_confirms_and_an_operator_deletes(client: TestClient, fake_llm: FakeLLM) -> None:
     fake_llm.script(order_lookup, order_lookup)
     run_id = run(client, "t-1", PUMP)["run_finished"]["run_id"]

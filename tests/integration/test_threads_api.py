@@ -161,3 +161,21 @@ def test_a_title_with_a_control_character_is_refused_naming_the_field(
     assert client.get(f"/v1/threads/{thread_id}").json()["title"] == "New conversation"
     renamed = client.patch(f"/v1/threads/{thread_id}", json={"title": "Ünïcode — 订单 ✓"})
     assert renamed.json()["title"] == "Ünïcode — 订单 ✓"
+
+
+@pytest.mark.parametrize(
+    "listing", ["/v1/threads", "/v1/approvals", "/v1/workflow-runs", "/v1/admin/keys"]
+)
+def test_a_cursor_the_service_did_not_give_is_refused_saying_where_cursors_come_from(
+    client: TestClient, listing: str
+) -> None:
+    # QA: the answer quoted the cursor's regular expression, which tells a client nothing.
+    refused = client.get(listing, params={"cursor": "garbage"})
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert (error["code"], error["param"]) == ("invalid_request", "cursor")
+    assert error["message"] == (
+        "The cursor 'garbage' is not one this service gave: send the `next_cursor` of the "
+        "previous page as it came (URL-encoded), or no cursor for the first page."
+    )
+    assert client.get(listing).status_code == 200  # no cursor: the first page

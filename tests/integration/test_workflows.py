@@ -4,10 +4,12 @@ approvals decided through the inbox (approve, reject, twice), and execution reco
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sqlite3
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +108,33 @@ def test_a_rejected_refund_tells_the_customer_why(client: TestClient) -> None:
     assert "refused" in decided["nodes"]
 
 
+def test_a_decision_sent_again_is_told_which_was_taken_by_whom_and_when(
+    client: TestClient,
+) -> None:
+    # QA: the 409 `already_decided` said neither, so a client that sent its decision again
+    # (its answer lost) could not tell whether its own had applied.
+    record = start(client, "refund-request", order_id="ORD1003")
+    approval = record["waiting"]["approval_id"]
+    body = {"decision": "reject", "by": "ann", "comment": "worn item"}
+    assert client.post(f"/v1/approvals/{approval}", json=body).status_code == 200
+    for decision in ("reject", "approve"):
+        again = client.post(f"/v1/approvals/{approval}", json={"decision": decision})
+        assert again.status_code == 409, again.text
+        error = again.json()["error"]
+        assert error["code"] == "already_decided"
+        run = record["id"]
+        said = re.escape(
+            f"Approval {approval} was decided already: rejected by ann at WHEN (comment: "
+            "'worn item'). This request changed nothing; if that decision was this client's "
+            f"(sent again after a lost answer), it stands. GET /v1/workflow-runs/{run} shows "
+            f"run {run}, now SUCCEEDED."
+        )
+        taken = re.fullmatch(said.replace("WHEN", r"(\S+Z)"), error["message"])
+        assert taken is not None, error["message"]
+        at = datetime.strptime(taken[1], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        assert abs(at.timestamp() - time.time()) < 60
+
+
 def test_a_forked_run_names_its_parent_over_http(client: TestClient) -> None:
     original = start(client, "refund-request", order_id="ORD1001")
     assert original["parent"] is None
@@ -196,8 +225,9 @@ def test_a_start_sent_again_with_its_key_answers_the_first_run_and_starts_nothin
     assert len(client.get("/v1/approvals").json()["approvals"]) == 1  # one refund asked for
     streamed = client.post(url, json={**body, "stream": True}, headers=key)
     events = [json.loads(x[6:]) for x in streamed.text.splitlines() if x.startswith("data: ")]
-    assert [e["type"] for e in events] == ["workflow_ended"]
+    assert [e["type"] for e in events] == ["workflow_waiting"]  # as it stands: it waits
     assert events[0]["record"]["id"] == first.json()["id"]
+    assert events[0]["replayed"] is True
     # After the decision, a retry reads the run as it stands now.
     approval = first.json()["waiting"]["approval_id"]
     client.post(f"/v1/approvals/{approval}", json={"decision": "approve"})
@@ -210,6 +240,36 @@ def test_a_start_sent_again_with_its_key_answers_the_first_run_and_starts_nothin
     assert fresh.json()["id"] != first.json()["id"]
     runs = client.get("/v1/workflow-runs", params={"workflow": "refund-request"}).json()["runs"]
     assert len(runs) == 2
+
+
+def test_a_streamed_run_that_waits_for_an_approval_says_so_not_that_it_ended(
+    client: TestClient,
+) -> None:
+    # QA: its stream ended with `workflow_ended`, which a client reads as the run over.
+    url = "/v1/workflows/refund-request/runs"
+    body = {"inputs": {"order_id": "ORD1002"}, "stream": True}
+    streamed = client.post(url, json=body)
+    events = [json.loads(x[6:]) for x in streamed.text.splitlines() if x.startswith("data: ")]
+    kinds = [x[7:] for x in streamed.text.splitlines() if x.startswith("event: ")]
+    assert kinds == [e["type"] for e in events]
+    assert kinds[-2:] == ["approval_required", "workflow_waiting"]
+    assert "workflow_ended" not in kinds
+    last = events[-1]
+    assert last["record"]["status"] == "WAITING"
+    assert last["approval"] == last["record"]["waiting"]
+    assert last["approval"]["approval_id"] == events[-2]["approval_id"]
+    assert last["approval"]["run_id"] == last["record"]["id"] == streamed.headers["X-Run-Id"]
+    decided = client.post(
+        f"/v1/approvals/{last['approval']['approval_id']}", json={"decision": "approve"}
+    )
+    assert decided.json()["status"] == "SUCCEEDED"
+    # A run that is over ends its stream with `workflow_ended`.
+    small = client.post(url, json={**body, "inputs": {"order_id": "ORD1001"}})
+    kinds = [x[7:] for x in small.text.splitlines() if x.startswith("event: ")]
+    assert kinds[-1] == "workflow_ended"
+    assert "workflow_waiting" not in kinds
+    ended = json.loads(small.text.strip().splitlines()[-1][6:])
+    assert ended["record"]["status"] == "SUCCEEDED"
 
 
 def test_bad_inputs_and_unknown_ids_are_clear_errors(client: TestClient) -> None:
@@ -683,6 +743,34 @@ def test_an_admin_reload_lists_every_workflow_refused_not_only_new_ones(
         answers = [client.post("/v1/admin/reload").json() for _ in range(2)]
     for answer in answers:
         assert any("broken.yaml" in error for error in answer["workflow_errors"]), answer
+
+
+def test_the_listing_names_every_problem_of_a_file_at_once(
+    model_settings: Any, tmp_path: Path
+) -> None:
+    # QA: a node's unknown kind hid another's template, and that the unknown tool.
+    folder = tmp_path / "workflows"
+    folder.mkdir()
+    (folder / "staged.yaml").write_text(
+        "name: staged\n"
+        "description: Three problems.\n"
+        "nodes:\n"
+        "  - {id: a, kind: tool, tool: no_such_tool}\n"
+        '  - {id: b, kind: set, values: {y: "{{ nodes.zzz.output }}"}}\n'
+        "  - {id: c, kind: bogus}\n",
+        encoding="utf-8",
+    )
+    settings = model_settings.model_copy(
+        update={"skills_dir": ROOT / "skills", "workflows_dir": folder}
+    )
+    with TestClient(create_app(settings)) as client:
+        errors = client.get("/v1/workflows").json()["errors"]
+    file = str(folder / "staged.yaml")
+    assert [(e["file"], e["node"], e["line"], e["message"].split(":")[0]) for e in errors] == [
+        (file, "a", 4, "tool"),
+        (file, "b", 5, "values.y"),
+        (file, "c", 6, "kind"),
+    ]
 
 
 def test_a_streamed_run_goes_on_to_its_end_when_its_client_goes_away(

@@ -102,6 +102,34 @@ def test_validate_files_exits_0_when_they_are_good(tmp_path: Path) -> None:
     assert text.stdout.splitlines() == ["ok      alarm-check", "1 loaded, 0 problem(s)"]
 
 
+def test_validate_names_every_problem_of_a_file_in_one_pass(tmp_path: Path) -> None:
+    # QA: each run named one stage: the unknown kind, then the template, then the tool.
+    folder = setup(tmp_path)
+    staged = folder / "broken.yaml"
+    staged.write_text(
+        textwrap.dedent(
+            """\
+            name: broken
+            description: Three problems.
+            nodes:
+              - {id: a, kind: tool, tool: no_such_tool}
+              - {id: b, kind: set, values: {y: "{{ nodes.zzz.output }}"}}
+              - {id: c, kind: bogus}
+            """
+        ),
+        encoding="utf-8",
+    )
+    for args in (["--json"], [str(staged), "--json"]):  # the folder's service, a file given
+        done = run("validate", *args, tmp_path=tmp_path)
+        assert done.returncode == 1, done.stderr
+        errors = json.loads(done.stdout)["errors"]
+        assert [(e["node"], e["line"], e["message"].split(":")[0]) for e in errors] == [
+            ("a", 4, "tool"),
+            ("b", 5, "values.y"),
+            ("c", 6, "kind"),
+        ], args
+
+
 def test_validate_reports_files_whose_aliases_expand_without_end(tmp_path: Path) -> None:
     # Once a traceback (RecursionError), and minutes of a growing process for the bomb.
     folder = setup(tmp_path)

@@ -262,6 +262,72 @@ def test_every_command_on_a_store_that_does_not_answer_exits_2_naming_the_settin
     assert "SKILLDESK_CHECKPOINT_URL" in done.stderr
 
 
+STORE_COMMANDS = [
+    ["threads", "list"],
+    ["threads", "show", "t-1"],
+    ["threads", "history", "t-1"],
+    ["threads", "fork", "t-1", "--checkpoint", "c-1"],
+    ["threads", "delete", "t-1", "--yes"],
+    ["threads", "prune"],
+    ["keys", "create", "alice"],
+    ["keys", "list"],
+    ["keys", "revoke", "key_000000000000"],
+    ["skills", "examples", "greet"],
+    ["workflows", "runs"],
+]
+
+
+@pytest.mark.parametrize("where", ["no folder", "a folder without it", "no SQLite file"])
+@pytest.mark.parametrize("args", STORE_COMMANDS, ids=" ".join)
+def test_a_command_on_the_store_refuses_a_store_that_is_not_there_and_makes_none(
+    args: list[str], where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # QA: a mistyped --data-dir made a new, empty store that no service reads: `keys create`
+    # printed a key "in force" in it, `threads list` said "no threads", both with status 0.
+    monkeypatch.setenv("SKILLDESK_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("SKILLDESK_SKILLS_DIR", str(tmp_path / "skills"))
+    monkeypatch.setenv("SKILLDESK_WORKFLOWS_DIR", str(tmp_path / "workflows"))
+    monkeypatch.setenv("SKILLDESK_SKILLS_EMBEDDINGS", "false")
+    typo = tmp_path / "d1-typo"
+    if where == "no SQLite file":
+        store = typo / "threads.sqlite"
+        monkeypatch.setenv("SKILLDESK_CHECKPOINT_URL", sqlite_url(store))
+        given, named = (
+            [],
+            [f"the SQLite store {store} (--checkpoint-url / SKILLDESK_CHECKPOINT_URL)"],
+        )
+    else:
+        if where == "a folder without it":
+            typo.mkdir()
+        store = typo.resolve() / "skilldesk.sqlite"
+        given, named = ["--data-dir", str(typo)], [f"{typo} (--data-dir / SKILLDESK_DATA_DIR)"]
+    done = CliRunner().invoke(cli, [*args, *given], prog_name="skilldesk")
+    assert done.exit_code == 2, done.exception or done.output
+    assert done.stderr.startswith("skilldesk: configuration error: ")
+    assert all(name in done.stderr for name in named), done.stderr
+    assert "The service keeps its store in its data folder, as skilldesk.sqlite" in done.stderr
+    assert ("add --create" in done.stderr) == (args[:2] == ["keys", "create"])
+    assert not store.exists()
+    assert typo.exists() == (where == "a folder without it")  # nothing made
+
+
+def test_chat_in_process_and_workflows_run_still_make_the_store_of_a_new_data_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A fresh install works with one command: only the commands that read or change what a
+    # service stored refuse a store that is not there.
+    (tmp_path / "workflows").mkdir()
+    (tmp_path / "workflows" / "greet.yaml").write_text(GREET)
+    monkeypatch.setenv("SKILLDESK_WORKFLOWS_DIR", str(tmp_path / "workflows"))
+    monkeypatch.setenv("SKILLDESK_SKILLS_DIR", str(tmp_path / "skills"))
+    monkeypatch.setenv("SKILLDESK_SKILLS_EMBEDDINGS", "false")
+    for command, folder in ((["chat"], "chatted"), (["workflows", "run", "greet"], "ran")):
+        args = [*command, "--data-dir", str(tmp_path / folder)]
+        done = CliRunner().invoke(cli, args, input="hello\n", prog_name="skilldesk")
+        assert done.exit_code == 0, done.exception or done.output
+        assert (tmp_path / folder / "skilldesk.sqlite").is_file()
+
+
 def test_skills_search_with_an_embedding_model_that_is_not_one_exits_2_naming_the_setting(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -46,9 +46,20 @@ def test_an_installed_workflow_and_a_known_skill_and_profile_pass() -> None:
     target = run_target(services(TwoWorkflows()), model="fast", skill=None, workflow="refund")
     assert target == {"profile": "fast", "skill": None, "workflow": "refund"}
     target = run_target(
-        services(TwoWorkflows()), model="gpt-4o", skill="order-query", workflow=None
+        services(TwoWorkflows()),
+        model="gpt-4o",
+        skill="order-query",
+        workflow=None,
+        foreign_models=True,  # chat completions': an OpenAI client's own name, the default
     )
     assert target == {"profile": None, "skill": "order-query", "workflow": None}
+
+
+def test_a_model_that_names_no_profile_is_a_400_naming_the_profiles() -> None:
+    with pytest.raises(ApiError) as info:
+        run_target(services(TwoWorkflows()), model="gpt-4o", skill=None, workflow=None)
+    assert (info.value.status, info.value.code, info.value.param) == (400, "unknown_model", "model")
+    assert "no model profile named 'gpt-4o' (the profiles: fast)" in info.value.message
 
 
 def test_an_unknown_workflow_names_the_installed_ones() -> None:

@@ -79,6 +79,33 @@ def test_a_broken_edit_keeps_the_last_good_version_serving(tmp_path: Path) -> No
     assert registry.errors == []
 
 
+def test_a_broken_edit_says_every_problem_at_once_and_the_last_good_version_serves(
+    tmp_path: Path,
+) -> None:
+    # QA: the folder listed only the schema's problem; fixed, the template's; then the tool.
+    path = write(tmp_path, "alarms.yaml", flow("alarms"))
+    registry = WorkflowRegistry(tmp_path, tools=TOOLS)
+    registry.reload()
+    good = registry.get("alarms")
+    broken = (
+        "  - {id: a, kind: tool, tool: no_such_tool}\n"
+        '  - {id: b, kind: set, values: {y: "{{ nodes.zzz.output }}"}}\n'
+        "  - {id: c, kind: bogus}\n"
+        "  - {id: d, kind: workflow, workflow: nowhere}\n"
+    )
+    write(tmp_path, "alarms.yaml", flow("alarms", extra=broken))
+    registry.reload()
+    assert registry.get("alarms") is good
+    assert [(p.file, p.node, p.line, p.message.split(":")[0]) for p in registry.errors] == [
+        (str(path), "a", 5, "tool"),
+        (str(path), "b", 6, "values.y"),
+        (str(path), "c", 7, "kind"),
+        (str(path), "d", 8, "workflow"),
+    ]
+    assert "'no_such_tool' is not installed" in registry.errors[0].message
+    assert "'nowhere' is not loaded" in registry.errors[3].message
+
+
 def test_a_broken_new_file_is_reported_and_the_rest_load(tmp_path: Path) -> None:
     write(tmp_path, "alarms.yaml", flow("alarms"))
     write(tmp_path, "broken.yaml", "name: broken\ndescription: [oops\n")

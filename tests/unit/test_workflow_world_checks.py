@@ -202,6 +202,63 @@ nodes:
     assert [(p.node, p.line) for p in found] == [("a", 6), ("b", 7)]
 
 
+def test_a_node_that_fails_the_schema_hides_no_other_node_s_problems(tmp_path: Path) -> None:
+    # QA: one pass said only the schema's problem; fixed, only the template's; then the tool.
+    found = problems(
+        tmp_path,
+        HEAD
+        + """\
+nodes:
+  - {id: a, kind: tool, tool: no_such_tool}
+  - {id: b, kind: set, values: {y: "{{ nodes.zzz.output }}"}}
+  - {id: c, kind: bogus}
+  - {kind: notify, message: "{{ nodes.c.output }} {{ inputs.nope }}"}
+""",
+        tools={"list_alarms"},
+    )
+    assert [(p.node, p.line, p.message.split(" (")[0]) for p in found] == [
+        ("a", 6, "tool: 'no_such_tool' is not installed: no skill offers it"),
+        ("b", 7, "values.y: refers to nodes.zzz, which does not exist"),
+        ("c", 8, "kind: unknown node kind 'bogus'"),
+        ("", 9, "nodes.3.id: is required"),
+    ]
+    # The node that fails the schema is there all the same (an edge or template may name
+    # it); one without an id is not listed as one.
+    assert found[1].message.endswith("(the nodes: a, b, c)")
+
+
+def test_what_needs_the_whole_graph_waits_for_a_node_or_edge_that_fails_the_schema(
+    tmp_path: Path,
+) -> None:
+    found = problems(
+        tmp_path,
+        HEAD
+        + """\
+nodes:
+  - {id: start, kind: set, values: {}}
+  - {id: bridge, kind: set, values: {}, colour: red}
+  - {id: end, kind: notify, message: "{{ nodes.start.output }}", timeout_s: 0}
+  - {id: gate, kind: approval, summary: Go?, timeout_s: 5}
+edges:
+  - {from: start, too: bridge}
+  - {from: bridge, to: end}
+  - {from: end, to: nowhere}
+""",
+    )
+    # No "unreachable" for the nodes after the bridge, nor for the gate: the graph is not
+    # the file's; what each node and each edge says on its own is checked.
+    assert [(p.node, p.line, p.message.split(";")[0]) for p in found] == [
+        ("bridge", 7, "colour: is not a known field"),
+        ("end", 8, "timeout_s: Input should be greater than 0"),
+        ("gate", 9, "timeout_s: an approval waits for a person's decision without a time "
+         "limit"),
+        ("", 11, "edges.0.to: is required"),
+        ("", 11, "edges.0.too: is not a known field"),
+        ("", 13, "edges.2.to: names node 'nowhere', which does not exist (the nodes: "
+         "bridge, end, gate, start)"),
+    ]  # fmt: skip
+
+
 def test_the_bundled_workflows_load_against_the_bundled_skills() -> None:
     skills = SkillRegistry(ROOT / "skills")
     skills.reload()

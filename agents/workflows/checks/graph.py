@@ -12,13 +12,19 @@ from agents.workflows.flow import Flow
 from agents.workflows.spec import ApprovalNode, GoTo, SwitchNode, WorkflowNode, WorkflowSpec
 
 
-def check_graph(spec: WorkflowSpec, flow: Flow) -> list[Finding]:
+def check_graph(spec: WorkflowSpec, flow: Flow | None) -> list[Finding]:
     """Duplicate ids, edges to missing nodes, unreachable nodes, unbounded cycles, joins that
     cannot fire, approvals that could wait at once or with a time limit, a workflow that runs
-    itself."""
+    itself.
+
+    ``flow`` is ``None`` when the graph is not whole (a node or an edge failed the schema:
+    ``salvage.py``): then each node is checked on its own, and the edges against the ids.
+    """
     found: list[Finding] = []
     first: dict[str, int] = {}
     for i, node in enumerate(spec.nodes):
+        if not node.id:
+            continue  # a node that failed the schema, without an id
         if node.id in first:
             found.append(
                 (
@@ -48,7 +54,7 @@ def check_graph(spec: WorkflowSpec, flow: Flow) -> list[Finding]:
                 )
             )
     found += _missing_targets(spec, set(first))
-    if len(first) < len(spec.nodes):
+    if flow is None or len(first) < len(spec.nodes):
         return found  # which node an edge means is unclear: the graph is not checked further
     reachable = flow.reachable()
     explicit = spec.edges is not None or any(n.next is not None for n in spec.nodes)

@@ -8,10 +8,9 @@ import structlog
 from fastapi import APIRouter, Path, Query, Response
 from fastapi.responses import JSONResponse
 
-from app.api.deps import PrincipalDep, ServicesDep
+from app.api.deps import Cursor, PrincipalDep, ServicesDep
 from app.api.errors import ApiError, error_responses
 from app.api.schemas.admin import KeyCreate, KeyCreated, KeyList, KeyPublic, ReloadPublic
-from app.api.schemas.threads import Cursor
 from app.auth.keys import key_view
 
 KeyId = Annotated[

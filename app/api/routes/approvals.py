@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from datetime import UTC, datetime
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
-from app.api.deps import ApproverDep, ServicesDep
-from app.api.errors import CUT_OFF, error_responses, handed_over
-from app.api.schemas.threads import THREAD_ID_PATTERN, Cursor
+from agents.errors import AlreadyDecided
+from app.api.deps import ApproverDep, Cursor, ServicesDep
+from app.api.errors import CUT_OFF, ApiError, error_responses, handed_over
+from app.api.schemas.threads import THREAD_ID_PATTERN
 from app.api.schemas.workflows import ApprovalPublic, ApprovalsPublic, Decision, RunPublic
 from app.api.sse import Cutoffs
 
@@ -45,7 +47,9 @@ async def list_approvals(
         503,
         notes={
             404: "No approval by that id was ever asked (`approval_not_found`).",
-            409: "It was decided already, or its run ended without a decision (`already_decided`).",
+            409: "It was decided already (`already_decided`: the message says how, by whom "
+            "and when, so a client sending its decision again can tell whether it was its "
+            "own), or its run ended without a decision.",
             503: CUT_OFF,
         },
     ),
@@ -62,15 +66,57 @@ async def decide(
     end (or next approval) should the client go away meanwhile."""
     resumed: list[str] = []
     cutoffs: Cutoffs = request.app.state.cutoffs
-    with handed_over(services, resumed):
-        record = await cutoffs.detached(
-            services.workflow_turns.decide(
-                approval_id,
-                approved=body.decision == "approve",
-                by=approver or body.by,
-                comment=body.comment,
-                post=services.conversations.post,
-                on_start=resumed.append,
+    try:
+        with handed_over(services, resumed):
+            record = await cutoffs.detached(
+                services.workflow_turns.decide(
+                    approval_id,
+                    approved=body.decision == "approve",
+                    by=approver or body.by,
+                    comment=body.comment,
+                    post=services.conversations.post,
+                    on_start=resumed.append,
+                )
             )
-        )
+    except AlreadyDecided as exc:
+        run = await services.engine.asked_by(approval_id)
+        raise ApiError(409, exc.code, _decided_already(run, approval_id, exc.message)) from None
     return RunPublic.model_validate(record)
+
+
+def _decided_already(run: dict[str, Any], approval_id: str, reason: str) -> str:
+    """What a 409 ``already_decided`` tells: the decision taken, by whom and when, so that a
+    client that sends its decision again (its answer lost) can tell whether it was its own.
+    ``reason``: the engine's, for an approval whose run ended without a decision."""
+    taken = _decision(run, approval_id)
+    where = f"GET /v1/workflow-runs/{run['id']} shows run {run['id']}, now {run['status']}"
+    if taken is None:
+        return f"{reason[:1].upper()}{reason[1:]}; nothing was changed. {where}."
+    how = "approved" if taken.get("approved") else "rejected"
+    by = f"by {taken['by']}" if taken.get("by") else "by an approver not named"
+    at = taken.get("at")
+    when = (
+        f" at {datetime.fromtimestamp(at, UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
+        if isinstance(at, int | float)
+        else ""
+    )
+    said = f" (comment: {taken['comment']!r})" if taken.get("comment") else ""
+    return (
+        f"Approval {approval_id} was decided already: {how} {by}{when}{said}. This request "
+        f"changed nothing; if that decision was this client's (sent again after a lost "
+        f"answer), it stands. {where}."
+    )
+
+
+def _decision(run: dict[str, Any], approval_id: str) -> dict[str, Any] | None:
+    """The decision taken on ``approval_id`` as the run's record keeps it: in its approval
+    node's output once the run took it, before that as the decision stored for it to take;
+    None when the record no longer shows it (a node visited again since, an output cut)."""
+    for node in (run.get("nodes") or {}).values():
+        output = node.get("output") if isinstance(node, dict) else None
+        if isinstance(output, dict) and output.get("approval_id") == approval_id:
+            return output if "approved" in output else None
+    stored = (run.get("decision") or {}).get("value")
+    if (run.get("decided") or [])[-1:] == [approval_id] and isinstance(stored, dict):
+        return stored
+    return None

@@ -6,23 +6,51 @@ import re
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, File, Form, Path, UploadFile
+from fastapi import APIRouter, Depends, File, Form, Path, Request, UploadFile
 from fastapi.responses import FileResponse, JSONResponse
+from starlette.datastructures import UploadFile as SentFile
 
 from agents.errors import AttachmentNotFound, ThreadNotFound
 from agents.state.attachments import media_type_of
 from app.api.deps import PrincipalDep, ServicesDep, reach_thread
-from app.api.errors import error_responses
+from app.api.errors import ApiError, error_responses
 from app.api.routes.threads import NO_THREAD, ThreadId
 from app.api.schemas.thread_view import AttachmentPublic
 
 router = APIRouter(prefix="/v1/threads", tags=["threads"], default_response_class=JSONResponse)
 UPLOAD_CHUNK = 64 * 1024
+HOW = "curl: -F file=@path/to/file, and -F caption=... for a caption"
+
+
+async def sent_as_upload(request: Request) -> None:
+    """A 400 that says how to send a file, for a body that is not ``multipart/form-data``
+    or holds no file in its ``file`` field (FastAPI would say "file: Field required")."""
+    sent = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if sent != "multipart/form-data":
+        how = f"with Content-Type {sent!r}" if sent else "without a Content-Type"
+        raise ApiError(
+            400,
+            "invalid_content_type",
+            f"The upload came {how}: send it as multipart/form-data with the file in the "
+            f"`file` field ({HOW}).",
+            param="file",
+        )
+    form = await request.form()  # parsed already, for the route: read again from its cache
+    if not isinstance(form.get("file"), SentFile):
+        what = "holds text, not a file" if "file" in form else "is missing"
+        raise ApiError(
+            400,
+            "invalid_request",
+            f"The upload's `file` field {what}: send the file in a multipart field named "
+            f"`file` ({HOW}; the @ sends the file's bytes).",
+            param="file",
+        )
 
 
 @router.post(
     "/{thread_id}/attachments",
     status_code=201,
+    dependencies=[Depends(sent_as_upload)],
     responses=error_responses(
         400,
         404,
@@ -30,6 +58,8 @@ UPLOAD_CHUNK = 64 * 1024
         415,
         500,
         notes={
+            400: "Not `multipart/form-data` (`invalid_content_type`), no file in its `file` "
+            "field, or a body the multipart parser refuses (`invalid_multipart`).",
             404: NO_THREAD,
             413: "Larger than the attachment limit (`attachment_too_large`).",
             415: "A type not accepted, or content that is not of its type "

@@ -138,7 +138,9 @@ async def chat_completions(
     _no_client_tools(body)
     thread_id = _thread_id(x_thread_id)
     cutoffs: Cutoffs = request.app.state.cutoffs
-    target = run_target(services, model=body.model, skill=body.skill, workflow=body.workflow)
+    target = run_target(
+        services, model=body.model, skill=body.skill, workflow=body.workflow, foreign_models=True
+    )
     named = x_thread_id is not None and bool(x_thread_id.strip())  # another's: a 404
     async with claimed_for(services, principal, thread_id) if named else nullcontext():
         conversations = services.conversations

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response
@@ -16,6 +17,7 @@ from agents.memory.summaries import summarised_count
 from agents.state.records import ThreadRecord
 from agents.state.traces import ThreadRuns
 from app.api.deps import (
+    Cursor,
     IdempotencyKey,
     OwnerDep,
     PrincipalDep,
@@ -33,7 +35,6 @@ from app.api.schemas.runs import RUN_HEADERS, RunRequest
 from app.api.schemas.thread_view import AttachmentPublic, ThreadPublic
 from app.api.schemas.threads import (
     THREAD_ID_PATTERN,
-    Cursor,
     ForkRequest,
     HistoryPublic,
     NewThread,
@@ -85,9 +86,10 @@ async def create_thread(
     """A new, empty thread (a run creates one too: this is for a client that wants the id
     first)."""
     body = body or NewThread()
-    record = await services.threads.create(
-        owner=principal.user, title=body.title, thread_id=body.thread_id, agent=principal.agent
-    )
+    with _id_taken(body.thread_id):
+        record = await services.threads.create(
+            owner=principal.user, title=body.title, thread_id=body.thread_id, agent=principal.agent
+        )
     return ThreadRecordPublic.model_validate(record)
 
 
@@ -174,9 +176,10 @@ async def fork_thread(
     if checkpoint is None:
         assert body.before_message is not None  # the schema asks for one of the two
         checkpoint = await services.threads.checkpoint_before(thread_id, body.before_message)
-    record = await services.threads.fork(
-        thread_id, checkpoint, new_thread_id=body.thread_id, owner=owner
-    )
+    with _id_taken(body.thread_id):
+        record = await services.threads.fork(
+            thread_id, checkpoint, new_thread_id=body.thread_id, owner=owner
+        )
     return ThreadRecordPublic.model_validate(record)
 
 
@@ -266,8 +269,8 @@ async def get_thread(
             notes={
                 400: "The request is malformed: not JSON (`invalid_json`), against the "
                 "schema (`invalid_request`: a blank `message`, a bad thread id...), or an "
-                "unknown `skill` / `workflow` (`unknown_skill`, `unknown_workflow`, "
-                "`workflow_unavailable`).",
+                "unknown `skill` / `workflow` / `model` (`unknown_skill`, `unknown_workflow`, "
+                "`workflow_unavailable`, `unknown_model`).",
                 404: "Another user's thread (`thread_not_found`).",
                 409: "The `Idempotency-Key` came before with another message or target "
                 "(`idempotency_key_reused`).",
@@ -400,3 +403,21 @@ def _message(index: int, message: BaseMessage, runs: ThreadRuns | None = None) -
     if isinstance(message, ToolMessage):
         out["tool_call_id"] = message.tool_call_id
     return out
+
+
+@contextmanager
+def _id_taken(thread_id: str | None) -> Iterator[None]:
+    """A new thread's id in use (``thread_exists``), named as the request names it: its
+    ``thread_id``. Whose thread has it is not said (ids are one namespace for all users)."""
+    try:
+        yield
+    except ThreadBusy as exc:
+        if exc.code != "thread_exists":
+            raise
+        raise ApiError(
+            409,
+            "thread_exists",
+            f"The thread id {thread_id!r} is taken: send another `thread_id`, or none and the "
+            "service chooses one.",
+            param="thread_id",
+        ) from None

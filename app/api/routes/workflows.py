@@ -14,7 +14,15 @@ from agents.errors import RunNotFound, ThreadNotFound, WorkflowNotFound
 from agents.feed import USAGE_SINK
 from agents.workflows.inputs import check_inputs
 from agents.workflows.mermaid import mermaid
-from app.api.deps import IdempotencyKey, PrincipalDep, ServicesDep, WithinBudget, reach_thread
+from agents.workflows.records import LAST_EVENTS
+from app.api.deps import (
+    Cursor,
+    IdempotencyKey,
+    PrincipalDep,
+    ServicesDep,
+    WithinBudget,
+    reach_thread,
+)
 from app.api.errors import (
     CUT_OFF,
     ApiError,
@@ -23,8 +31,9 @@ from app.api.errors import (
     error_responses,
     handed_over,
 )
-from app.api.schemas.threads import Cursor
+from app.api.openapi import named_events
 from app.api.schemas.workflows import (
+    WORKFLOW_RUN_EVENTS,
     ForkRequest,
     RunPublic,
     RunsPublic,
@@ -83,8 +92,19 @@ async def get_workflow(services: ServicesDep, name: str) -> WorkflowDefinitionPu
             },
         ),
         200: {
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
-            "description": "The record, or with `stream: true` the run's events.",
+            "model": RunPublic,
+            "content": {
+                "text/event-stream": named_events(
+                    WORKFLOW_RUN_EVENTS,
+                    "`event: <type>` and `data: <JSON>` for each event. The last one says how "
+                    "the stream stops: `workflow_waiting` (the run waits for a decision on "
+                    "its `approval`, and goes on after it: it is not over), `workflow_ended` "
+                    "(it is over: `SUCCEEDED`, `FAILED` or `CANCELLED`), `error` or "
+                    "`handed_over` (the run goes on elsewhere: follow its `url`).",
+                )
+            },
+            "description": "The record (the run ended, or waits for a decision: status "
+            "`WAITING`, its approval in `waiting`), or with `stream: true` the run's events.",
         },
     },
 )
@@ -322,6 +342,8 @@ async def _sse(
     event: dict[str, Any] | None = first
     while event is not None:
         kind = str(event.get("type", "event"))
+        if kind in LAST_EVENTS:  # the record and approval as the API shows them
+            event = WORKFLOW_RUN_EVENTS[kind].model_validate(event).model_dump(mode="json")
         yield f"event: {kind}\ndata: {json.dumps(event, default=str)}\n\n"
         try:
             event = await anext(events, None)

@@ -20,8 +20,9 @@ class LearnedExamplePublic(BaseModel):
         "`tie-break`, `load_skill`, or `tool` (the general assistant used a pre-loaded skill)."
     )
     created: float = Field(description="When it was learned (Unix time).")
-    status: Literal["learned", "confirmed"] = Field(
-        description="`confirmed` once a user's feedback on its run was up."
+    status: Literal["learned", "confirmed", "removed"] = Field(
+        description="`confirmed` once a user's feedback on its run was up; `removed` in the "
+        "answer to feedback that was down (it is deleted: routing no longer uses it)."
     )
     comment: str | None = Field(None, description="The confirming feedback's comment.")
 
@@ -52,5 +53,6 @@ class FeedbackPublic(BaseModel):
     run_id: str = Field(description="The run.")
     rating: Literal["up", "down"] = Field(description="As sent.")
     examples: list[LearnedExamplePublic] = Field(
-        description="The run's learned examples: confirmed (up) or removed (down)."
+        description="The run's learned examples as the feedback left them: `confirmed` "
+        "(up) or `removed` (down)."
     )

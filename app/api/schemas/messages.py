@@ -18,9 +18,11 @@ from pydantic import (
     GetJsonSchemaHandler,
     TypeAdapter,
     WithJsonSchema,
+    with_config,
 )
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
+from typing_extensions import TypedDict
 
 from agents.turns import MAX_MESSAGE_CHARS
 
@@ -173,13 +175,20 @@ RequestMessage = Annotated[
 _DOCUMENTED = TypeAdapter(RequestMessage)
 
 
+@with_config(ConfigDict(extra="allow"))
+class ContentPart(TypedDict):
+    """A content part as the route parses it: any object, kept whole (the turn checks its
+    ``type`` and fields). Its name is what a 400 calls a list of them ("a list of content
+    parts", ``app.api.validation``)."""
+
+
 class ChatMessage(BaseModel):
     """One message in OpenAI's chat format (documented as ``RequestMessage``; see above)."""
 
     model_config = ConfigDict(extra="allow")
 
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[dict[str, Any]] | None = None
+    content: str | list[ContentPart] | None = None
     name: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None

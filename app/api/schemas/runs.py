@@ -58,7 +58,11 @@ class RunRequest(BaseModel):
         None, description="Run this installed workflow (400 `unknown_workflow` otherwise)."
     )
     model: str | None = Field(
-        None, description="A model profile for this run; an unknown name means the default."
+        None,
+        description="A model profile for this run (400 `unknown_model`, naming the profiles, "
+        "for a name that is none; without it the default profile answers), or a target as "
+        "`GET /v1/models` lists them: `skilldesk`, `skilldesk/workflow/NAME`, "
+        "`skilldesk/skill/NAME`.",
     )
 
     @field_validator("message")

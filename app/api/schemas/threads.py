@@ -1,12 +1,11 @@
 """Threads as resources: their ids, records and listings, creating, renaming and forking
-one, its checkpoint history; a listing's page cursor (what ``GET /v1/threads/{id}`` shows
-is in ``thread_view.py``, a run's request and its records in ``runs.py``)."""
+one, its checkpoint history (what ``GET /v1/threads/{id}`` shows is in ``thread_view.py``, a
+run's request and its records in ``runs.py``, a listing's page cursor in ``deps.py``)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import Query
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
@@ -184,14 +183,3 @@ class HistoryPublic(BaseModel):
     object: Literal["list"] = "list"
     data: list[CheckpointPublic]
     has_more: bool = Field(description="Whether older checkpoints exist.")
-
-
-# A listing's page cursor: the last item's time, then its id (``Documents.find_page``). The
-# pattern admits only what parses, so a cursor the service did not give is a 400 naming it.
-Cursor = Annotated[
-    str | None,
-    Query(
-        description="`next_cursor` of the previous page.",
-        pattern=r"^-?[0-9]+(\.[0-9]+)?(e[+-]?[0-9]+)? .+$",
-    ),
-]

@@ -144,3 +144,130 @@ class Decision(BaseModel):
     decision: Literal["approve", "reject"]
     by: str = Field("", max_length=200, description="Who decides (until API keys: as given).")
     comment: str = Field("", max_length=2000)
+
+
+# The events of a streamed workflow run (`POST /v1/workflows/{name}/runs` with `stream: true`):
+# each one Server-Sent Event whose `event:` line names its type and whose `data:` is this JSON
+# (its `type` the same name).
+
+
+class NodeStartedData(BaseModel):
+    """A node of the workflow began."""
+
+    type: Literal["node_started"]
+    node: str = Field(description="The node's id.")
+    workflow: str = Field(description="The workflow whose node it is.")
+
+
+class NodeFinishedData(BaseModel):
+    """A node of the workflow ended."""
+
+    type: Literal["node_finished"]
+    node: str = Field(description="The node's id.")
+    workflow: str = Field(description="The workflow whose node it is.")
+    ok: bool = Field(description="Whether it succeeded.")
+    ms: float | None = Field(None, description="How long it ran, in milliseconds.")
+    error: str | None = Field(None, description="Why it failed.")
+    output: str | None = Field(None, description="Its output as one short line.")
+
+
+class ToolCalledData(BaseModel):
+    """A tool was called (by a `tool` node, or by an `expert` node's model)."""
+
+    type: Literal["tool_called"]
+    tool: str
+    arguments: Any = Field(description="The arguments, as sent.")
+    call_id: str = Field(description="Pairs it with its `tool_returned`.")
+    task_id: str | None = None
+
+
+class ToolReturnedData(BaseModel):
+    """A tool answered."""
+
+    type: Literal["tool_returned"]
+    tool: str
+    call_id: str = Field(description="The `tool_called` it answers.")
+    ok: bool
+    content: str = Field(description="What it returned (or its error), shortened.")
+    task_id: str | None = None
+
+
+class ReasoningSummaryData(BaseModel):
+    """A summary of a model's reasoning (a model node's), never part of any answer."""
+
+    type: Literal["reasoning_summary"]
+    text: str
+    node: str
+
+
+class ApprovalRequiredData(BaseModel):
+    """The run asks a person to decide: `POST /v1/approvals/{approval_id}`."""
+
+    type: Literal["approval_required"]
+    approval_id: str
+    run_id: str
+    node: str = Field(description="The approval node.")
+    summary: str = Field(description="What is to be approved.")
+    data: Any = Field(None, description="The data behind it.")
+
+
+class WorkflowWaitingData(BaseModel):
+    """The stream's last event when the run stopped to wait for a decision: it is not over.
+    A decision on `approval` resumes it; `GET /v1/workflow-runs/{id}` follows it then."""
+
+    type: Literal["workflow_waiting"]
+    record: RunPublic = Field(description="The run's record, status `WAITING`.")
+    approval: ApprovalPublic = Field(description="The approval it waits for.")
+    replayed: bool = Field(
+        False, description="A start sent again with its `Idempotency-Key`: the first run's."
+    )
+
+
+class WorkflowEndedData(BaseModel):
+    """The stream's last event when the run is over: `SUCCEEDED`, `FAILED` or `CANCELLED`."""
+
+    type: Literal["workflow_ended"]
+    record: RunPublic = Field(description="The run's record.")
+    replayed: bool = Field(
+        False,
+        description="A start sent again with its `Idempotency-Key`: the first run's record "
+        "as it stands.",
+    )
+
+
+class RunStreamErrorData(BaseModel):
+    """A node's model reported an error; or, as the last event, the run failed in this
+    process (its store, say): it is let go and goes on from its last step (`url`)."""
+
+    type: Literal["error"]
+    code: str
+    message: str
+    run_id: str | None = Field(None, description="The run, once it was under way.")
+    url: str | None = Field(None, description="Where to follow it: its record.")
+    task_id: str | None = None
+
+
+class HandedOverData(BaseModel):
+    """The last event when this process stopped before the run ended: another process (or
+    this one's next start) goes on with it; follow it at `url`."""
+
+    type: Literal["handed_over"]
+    run_id: str
+    url: str = Field(description="The run's record.")
+    reason: str = Field(description="Why: `shutting_down`.")
+    message: str
+
+
+# The event names, as the stream's `event:` lines carry them, in a run's usual order.
+WORKFLOW_RUN_EVENTS: dict[str, type[BaseModel]] = {
+    "node_started": NodeStartedData,
+    "tool_called": ToolCalledData,
+    "tool_returned": ToolReturnedData,
+    "reasoning_summary": ReasoningSummaryData,
+    "node_finished": NodeFinishedData,
+    "approval_required": ApprovalRequiredData,
+    "workflow_waiting": WorkflowWaitingData,
+    "workflow_ended": WorkflowEndedData,
+    "error": RunStreamErrorData,
+    "handed_over": HandedOverData,
+}

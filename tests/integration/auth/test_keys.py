@@ -29,7 +29,9 @@ from tests.integration.test_server_process import SKILLDESK
 @dataclass
 class Done:
     exit_code: int
-    output: str
+    output: str  # stdout, then stderr
+    stdout: str = ""
+    stderr: str = ""
 
 
 def skilldesk(*args: str, settings: dict[str, str] | None = None) -> Done:
@@ -40,7 +42,7 @@ def skilldesk(*args: str, settings: dict[str, str] | None = None) -> Done:
     done = subprocess.run(
         [SKILLDESK, *args], env=env, capture_output=True, text=True, timeout=120, check=False
     )
-    return Done(done.returncode, done.stdout + done.stderr)
+    return Done(done.returncode, done.stdout + done.stderr, done.stdout, done.stderr)
 
 
 def test_a_request_without_a_key_is_refused_with_a_bearer_challenge(keyed: TestClient) -> None:
@@ -112,9 +114,11 @@ def test_an_admin_lists_every_users_threads_a_user_only_theirs(keyed: TestClient
 
 def test_a_key_made_revoked_with_the_cli_stops_working(keyed_settings: Any) -> None:
     url = keyed_settings.resolved_checkpoint_url
-    made = skilldesk(*["keys", "create", "carol", "-s", "chat", "--checkpoint-url", url])
+    made = skilldesk(
+        *["keys", "create", "carol", "-s", "chat", "--create", "--checkpoint-url", url]
+    )
     assert made.exit_code == 0, made.output
-    key_id, token = made.output.split()[0], made.output.splitlines()[1]
+    key_id, token = made.stdout.split()[0], made.stdout.splitlines()[1]
     listed = skilldesk(*["keys", "list", "--json", "--checkpoint-url", url])
     assert key_id in listed.output
     assert token not in listed.output
@@ -166,7 +170,8 @@ def test_a_key_made_to_expire_is_refused_as_expired_once_its_time_is_up(
         assert nobody.exit_code == 2, nobody.output
         assert "is not a user id" in nobody.output
     listed = skilldesk(*["keys", "list", "--user", "erin", "--json", "--checkpoint-url", url])
-    assert json.loads(listed.output) == []  # nothing was made
+    assert listed.exit_code == 2, listed.output  # nothing was made, not even the store
+    assert not Path(url.removeprefix("sqlite:///")).exists()
     with TestClient(create_app(keyed_settings)) as client:
         made = skilldesk(
             *["keys", "create", "erin", "--expires-in", "4s", "--json", "--checkpoint-url", url]
@@ -186,20 +191,50 @@ def test_a_key_made_to_expire_is_refused_as_expired_once_its_time_is_up(
 def test_keys_are_made_and_listed_in_the_data_dir_given(tmp_path: Path) -> None:
     # QA: `keys` alone of the store's commands took no --data-dir (threads does).
     here, there = str(tmp_path / "here"), str(tmp_path / "there")
-    made = skilldesk(*["keys", "create", "fay", "--json", "--data-dir", here])
+    made = skilldesk(*["keys", "create", "fay", "--json", "--create", "--data-dir", here])
     assert made.exit_code == 0, made.output
-    key_id = json.loads(made.output)["id"]
+    key_id = json.loads(made.stdout)["id"]
     listed = skilldesk(*["keys", "list", "--json", "--data-dir", here])
     assert [k["id"] for k in json.loads(listed.output)] == [key_id]
-    assert json.loads(skilldesk(*["keys", "list", "--json", "--data-dir", there]).output) == []
+    elsewhere = skilldesk(*["keys", "list", "--json", "--data-dir", there])
+    assert elsewhere.exit_code == 2, elsewhere.output
+    assert f"{there} (--data-dir / SKILLDESK_DATA_DIR) does not exist" in elsewhere.stderr
     revoked = skilldesk(*["keys", "revoke", key_id, "--data-dir", here])
     assert revoked.exit_code == 0, revoked.output
 
 
+def test_a_key_is_made_in_a_new_store_only_with_create_and_says_a_new_store_was_made(
+    tmp_path: Path,
+) -> None:
+    # QA: a mistyped --data-dir printed a key "in force", status 0, in a new, empty store
+    # that the service never reads.
+    typo = tmp_path / "d1-typo"
+    refused = skilldesk(
+        *["keys", "create", "typo-user", "--scope", "chat", "--data-dir", str(typo)]
+    )
+    assert refused.exit_code == 2, refused.output
+    assert refused.stderr.startswith("skilldesk: configuration error: the data folder ")
+    assert f"{typo} (--data-dir / SKILLDESK_DATA_DIR) does not exist" in refused.stderr
+    assert "add --create" in refused.stderr
+    assert refused.stdout == ""  # no key
+    assert not typo.exists()
+    made = skilldesk(*["keys", "create", "new-user", "--create", "--data-dir", str(typo)])
+    assert made.exit_code == 0, made.output
+    assert made.stdout.splitlines()[0].endswith("for new-user (chat), in force")
+    store = typo.resolve() / "skilldesk.sqlite"
+    assert f"made a NEW store at {store}" in made.stderr
+    assert f"`skilldesk serve --data-dir {typo.resolve()}`" in made.stderr
+    again = skilldesk(*["keys", "create", "next-user", "--create", "--data-dir", str(typo)])
+    assert again.exit_code == 0, again.output
+    assert again.stderr == ""  # the store was there
+    listed = skilldesk(*["keys", "list", "--json", "--data-dir", str(typo)])
+    assert sorted(k["user"] for k in json.loads(listed.stdout)) == ["new-user", "next-user"]
+
+
 def test_keys_are_stored_hashed(keyed_settings: Any) -> None:
     url = keyed_settings.resolved_checkpoint_url
-    made = skilldesk(*["keys", "create", "dave", "--checkpoint-url", url])
-    token = made.output.splitlines()[1]
+    made = skilldesk(*["keys", "create", "dave", "--create", "--checkpoint-url", url])
+    token = made.stdout.splitlines()[1]
     stored = keyed_settings.resolved_checkpoint_url.removeprefix("sqlite:///")
     with open(stored, "rb") as db:
         assert token.encode() not in db.read()
@@ -468,7 +503,7 @@ def test_keys_are_listed_a_page_at_a_time_the_settings_ones_on_the_first(
     whole = keyed.get("/v1/admin/keys", headers=admin).json()
     assert (whole["next_cursor"], len(whole["data"])) == (None, 3 + len(KEYS))
     wrong = keyed.get("/v1/admin/keys", params={"cursor": "yesterday"}, headers=admin)
-    assert (wrong.status_code, wrong.json()["error"]["param"]) == (400, "query.cursor")
+    assert (wrong.status_code, wrong.json()["error"]["param"]) == (400, "cursor")
     too_many = keyed.get("/v1/admin/keys?limit=501", headers=admin)
     assert too_many.status_code == 400
     assert too_many.json()["error"]["param"] == "query.limit"

@@ -5,6 +5,7 @@ schema."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from agents.events import (
 from agents.feed import RunFeed
 from app.api import sse
 from app.api.errors import REDIS_LOST_DOC
-from app.api.routes import threads
+from app.api.routes import threads, workflows
 from app.services import Services
 from tests.contract import (
     Document,
@@ -798,6 +799,35 @@ def test_every_event_type_a_run_can_send_is_documented(document: Document) -> No
     item_schema = closed(run_op["responses"]["200"]["content"]["text/event-stream"]["itemSchema"])
     for event in sse_events(asyncio.run(streamed())):
         assert event_errors(item_schema, event, closed(document)) == []
+
+
+def test_a_workflow_run_s_stream_is_documented_and_its_last_event_says_if_it_waits(
+    client: TestClient, document: Document
+) -> None:
+    # QA: a run stopped at an approval ended its stream with `workflow_ended`, and the
+    # document said nothing of the events.
+    path, body = START
+    key = {"Idempotency-Key": f"doc-{uuid.uuid4().hex}"}
+    streamed = client.post(path, json={**body, "stream": True}, headers=key)
+    check_documented(document, "POST", path, streamed)
+    last = sse_events(streamed.text)[-1]
+    assert last["event"] == "workflow_waiting"
+    approval = json.loads(last["data"])["approval"]["approval_id"]
+    client.post(f"/v1/approvals/{approval}", json={"decision": "approve"})
+    again = client.post(path, json={**body, "stream": True}, headers=key)  # the run as it is
+    check_documented(document, "POST", path, again)
+    [ended] = sse_events(again.text)
+    assert ended["event"] == "workflow_ended"
+    assert json.loads(ended["data"])["record"]["status"] == "SUCCEEDED"
+    # The last event of a stream its process could not see to the end, as the route says it.
+    _, run_op = operation(document, "POST", path)
+    item_schema = closed(run_op["responses"]["200"]["content"]["text/event-stream"]["itemSchema"])
+    for event in (
+        workflows.stopped_event(TimeoutError("the store"), ["r1"]),
+        workflows.handed_over_event("r1"),
+    ):
+        sent = {"event": event["type"], "data": json.dumps(event)}
+        assert event_errors(item_schema, sent, closed(document)) == []
 
 
 @pytest.mark.parametrize(

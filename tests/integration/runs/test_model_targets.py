@@ -84,3 +84,30 @@ def test_a_workflow_withdrawn_for_a_missing_tool_is_refused_saying_why(
         assert "Workflow 'lookup' is not available" in error["message"]
         assert "get_order" in error["message"]
     assert unknown.json()["error"]["code"] == "unknown_workflow"
+
+
+def test_a_run_naming_no_model_profile_is_refused_naming_the_profiles(
+    model_settings: Any, fake_llm: FakeLLM
+) -> None:
+    # QA: `"model": "nope"` was answered by the default profile (202), while a misspelled
+    # skill or workflow was a 400.
+    user = [{"role": "user", "content": "hello there"}]
+    with TestClient(create_app(model_settings)) as client:
+        for path in ("/v1/threads/m-1/runs", "/v1/threads/m-1/runs/stream"):
+            refused = client.post(path, json={"message": "hello there", "model": "nope"})
+            assert refused.status_code == 400, refused.text
+            error = refused.json()["error"]
+            assert (error["code"], error["param"]) == ("unknown_model", "model")
+            assert error["message"].startswith(
+                "There is no model profile named 'nope' (the profiles: default); leave "
+                "`model` out for the default profile, or name a target: skilldesk, "
+            )
+        assert client.get("/v1/threads/m-1").status_code == 404  # nothing was made
+        fake_llm.script(Reply(content="Hi."), Reply(content="Hi again."), Reply(content="Hi."))
+        named = {"message": "hello there", "model": "default"}
+        assert client.post("/v1/threads/m-2/runs/stream", json=named).status_code == 200
+        target = {"message": "hello there", "model": "skilldesk"}
+        assert client.post("/v1/threads/m-2/runs/stream", json=target).status_code == 200
+        # OpenAI clients send model names of their own: the default profile answers them.
+        chat = client.post("/v1/chat/completions", json={"model": "gpt-4o", "messages": user})
+        assert chat.status_code == 200, chat.text

@@ -220,6 +220,18 @@ def test_a_value_of_the_wrong_type_is_refused_not_read_as_another(
     assert (error["code"], error["param"]) == (code, param)
 
 
+def test_a_message_that_is_not_text_says_what_it_must_be_and_what_came(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    # QA: pydantic's "message: Input should be a valid string", not saying what was sent.
+    for path in ("/v1/threads/t-5/runs", "/v1/threads/t-5/runs/stream"):
+        for sent, given in ((5, "a number"), (["hi"], "a list"), (True, "a boolean")):
+            error = client.post(path, json={"message": sent}).json()["error"]
+            assert error["message"] == f"Invalid request: message must be a string, not {given}"
+            assert (error["code"], error["param"]) == ("invalid_request", "message")
+    assert fake_llm.requests == []
+
+
 def test_an_unknown_run_or_one_of_another_thread_is_not_found(
     client: TestClient, fake_llm: FakeLLM
 ) -> None:

@@ -220,3 +220,31 @@ def test_a_file_a_workflow_tool_made_for_a_thread_is_listed_with_the_thread(
         assert shown == listed
         assert (shown["kind"], shown["caption"]) == ("generated", "Shift report")
         assert client.get(shown["url"]).content == b"all clear"
+
+
+def test_an_upload_that_is_not_multipart_says_how_to_send_the_file(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    # QA: a JSON body got "file: Field required", which says nothing of how to send a file.
+    fake_llm.script(Reply(content="Hi."))
+    say(client, "sent", "Hello")
+    as_json = client.post("/v1/threads/sent/attachments", json={"file": "plan.png"})
+    assert as_json.status_code == 400, as_json.text
+    error = as_json.json()["error"]
+    assert (error["code"], error["param"]) == ("invalid_content_type", "file")
+    assert error["message"] == (
+        "The upload came with Content-Type 'application/json': send it as multipart/form-data "
+        "with the file in the `file` field (curl: -F file=@path/to/file, and -F caption=... "
+        "for a caption)."
+    )
+    elsewhere = client.post(
+        "/v1/threads/sent/attachments", files={"upload": ("plan.png", PNG, "image/png")}
+    )
+    assert elsewhere.status_code == 400, elsewhere.text
+    assert elsewhere.json()["error"]["param"] == "file"
+    assert "`file` field is missing" in elsewhere.json()["error"]["message"]
+    as_text = client.post(
+        "/v1/threads/sent/attachments", data={"file": "plan.png"}, files={"x": ("x", b"")}
+    )
+    assert "`file` field holds text, not a file" in as_text.json()["error"]["message"]
+    assert client.get("/v1/threads/sent/attachments").json() == []

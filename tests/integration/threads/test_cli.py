@@ -94,6 +94,21 @@ def test_list_show_history_fork_prune_and_delete(thread_settings: Any, fake_llm:
     assert "There is no thread 'other'" in missing.stderr
 
 
+def test_a_fork_from_no_checkpoint_names_the_history_command_not_the_http_route(
+    thread_settings: Any, fake_llm: FakeLLM
+) -> None:
+    # QA: `threads fork qa-t1 --checkpoint nope` said "GET /v1/threads/qa-t1/history lists
+    # them": on the command line, the command that lists them.
+    fake_llm.script(Reply(content="Noted."))
+    with TestClient(create_app(thread_settings)) as client:
+        say(client, "qa-t1", "Remember ORD1007.")
+    for how in (["--checkpoint", "nope"], ["--before-message", "1"]):  # 1: the answer
+        refused = cli(thread_settings, "fork", "qa-t1", *how)
+        assert refused.returncode == 1, refused.stdout
+        assert "`skilldesk threads history qa-t1` lists" in refused.stderr
+        assert "/v1/" not in refused.stderr
+
+
 def test_show_numbers_messages_as_the_api_does_when_a_summary_has_folded_entries(
     thread_settings: Any, fake_llm: FakeLLM
 ) -> None:
@@ -142,8 +157,15 @@ def test_data_dir_option_reads_the_store_the_service_keeps_there(
     assert [t["thread_id"] for t in json.loads(listed.stdout)] == ["kept-here"]
     shown = threads("show", "kept-here", "--json", "--data-dir", str(data))
     assert json.loads(shown.stdout)["active"][-1]["content"] == "Hi."
+    # QA: a folder that holds no store (a mistyped --data-dir) listed "no threads" and was
+    # made, with a new, empty store in it that no service reads.
     elsewhere = threads("list", "--json", "--data-dir", str(tmp_path / "empty"))
-    assert json.loads(elsewhere.stdout) == []
+    assert elsewhere.returncode == 2, elsewhere.stdout
+    assert elsewhere.stderr.startswith("skilldesk: configuration error: the data folder ")
+    assert f"{tmp_path / 'empty'} (--data-dir / SKILLDESK_DATA_DIR) does not exist" in (
+        elsewhere.stderr
+    )
+    assert not (tmp_path / "empty").exists()
 
 
 def test_show_counts_the_messages_the_thread_holds_not_those_its_record_last_counted(

@@ -41,7 +41,7 @@ def test_threads_are_listed_newest_first_with_titles_from_their_first_message(
     assert (rest["has_more"], rest["next_cursor"]) == (False, None)
     bad = client.get("/v1/threads", params={"cursor": "yesterday"})
     assert bad.status_code == 400
-    assert bad.json()["error"]["param"] == "query.cursor"
+    assert bad.json()["error"]["param"] == "cursor"
 
 
 def test_threads_saved_at_the_same_instant_are_paged_once_each(client: TestClient) -> None:
@@ -94,6 +94,25 @@ def test_a_thread_is_created_empty_renamed_and_named_by_its_first_message(
     assert client.get(f"/v1/threads/{thread_id}").json()["title"] == "Parcel"  # the page's header
     assert client.patch(f"/v1/threads/{thread_id}", json={"title": "  "}).status_code == 400
     assert client.patch("/v1/threads/nope", json={"title": "x"}).status_code == 404
+
+
+def test_a_thread_id_in_use_is_refused_naming_the_field_that_asked_for_it(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    # QA: the 409 `thread_exists` had `param: null`.
+    fake_llm.script(Reply(content="Hi."))
+    say(client, "taken", "Hello")
+    latest = client.get("/v1/threads/taken/history").json()["data"][0]["checkpoint_id"]
+    fork = {"checkpoint_id": latest, "thread_id": "taken"}
+    for path, body in (("/v1/threads", {"thread_id": "taken"}), ("/v1/threads/taken/fork", fork)):
+        refused = client.post(path, json=body)
+        assert refused.status_code == 409, refused.text
+        error = refused.json()["error"]
+        assert (error["code"], error["param"]) == ("thread_exists", "thread_id")
+        assert error["message"] == (
+            "The thread id 'taken' is taken: send another `thread_id`, or none and the "
+            "service chooses one."
+        )
 
 
 def test_deleting_a_thread_removes_its_checkpoints_record_and_files(
