@@ -39,6 +39,7 @@ class ToolExecutor:
             ok=result.ok,
             content=result.content[:2000],
         )
-        if not result.ok:
-            raise HandlerFailed(result.content)
+        if not result.ok:  # "node 'x' failed: get_order: ... (invalid_arguments)"
+            said = result.content.removeprefix(f"error ({result.error_code}): ")
+            raise HandlerFailed(f"{ctx.node.tool}: {said} ({result.error_code})")
         return Outcome(result.data if result.data is not None else result.content)
