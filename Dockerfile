@@ -3,7 +3,8 @@
 # The image binds 0.0.0.0, so it refuses to start without API keys. Give it some:
 #   docker run -e SKILLDESK_API_KEYS="alice:chat,tools:$(openssl rand -hex 32)" ...
 #   (or -e SKILLDESK_API_KEYS_FILE=/run/secrets/keys.yaml, or `skilldesk keys create` in
-#   the container against the same data volume or PostgreSQL store)
+#   the container against the same data volume or PostgreSQL store: `--create` on a new
+#   volume, whose store the refused start has not made yet)
 # or, on a trusted network only (every caller is then an admin):
 #   docker run -e SKILLDESK_AUTH_DISABLED=true ...
 #

@@ -233,7 +233,9 @@ class ToolCatalogue:
         if name == READ_REFERENCE:
             return self._read(str(args["name"]), str(args["path"]), started)
         assert self.workflows is not None
-        return await self.workflows.call(name, args, started, idempotency_key=idempotency_key)
+        return await self.workflows.call(
+            name, args, started, idempotency_key=idempotency_key, key_owner=key_owner
+        )
 
     async def _search(self, query: str, k: int, started: float) -> ToolResult:
         hits = await self.skills.off_loop(self.skills.search, query, k)

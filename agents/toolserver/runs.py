@@ -72,9 +72,11 @@ class WorkflowTools:
         started: float,
         *,
         idempotency_key: str | None = None,
+        key_owner: str | None = None,
     ) -> ToolResult:
         """Start a run or read one; a failure is a ToolResult naming what went wrong. A start
-        sent again with the same ``idempotency_key`` answers the first run as it stands."""
+        sent again with the same ``idempotency_key`` (one of ``key_owner``'s) answers the
+        first run as it stands."""
         try:
             caller = CALLER.get()
             if name == RUN_WORKFLOW:
@@ -87,6 +89,7 @@ class WorkflowTools:
                     inputs,
                     user=caller,
                     idempotency_key=idempotency_key,
+                    key_owner=key_owner,
                     usage_sink=USAGE_SINK.get(),  # its cost counts against the caller's day
                 )
             else:

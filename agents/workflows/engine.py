@@ -114,6 +114,7 @@ class WorkflowEngine(RunDecisions):
         idempotency_key: str | None = None,
         usage_sink: Callable[[dict[str, int]], None] | None = None,
         on_start: Callable[[str], None] | None = None,
+        key_owner: str | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """Start a run and yield its events; the last one, with the record, is
         ``workflow_waiting`` when the run waits for an approval (with that approval), else
@@ -124,10 +125,11 @@ class WorkflowEngine(RunDecisions):
         ``on_start`` gets the run's id once its record is stored (a request cut off while
         the run goes on can say which run it was).
 
-        With ``idempotency_key``, the run's id is made from the user, the workflow and the
-        key: the same start sent again (a retry after a timeout, by any process) yields the
-        first run's record as it stands, once that start is through in this process, and
-        starts nothing.
+        With ``idempotency_key``, the run's id is made from the key's owner (``key_owner``,
+        else ``user``: an admin's run is recorded as nobody's, its key stays its own), the
+        workflow and the key: the same start sent again (a retry after a timeout, by any
+        process) yields the first run's record as it stands, once that start is through in
+        this process, and starts nothing.
 
         Raises:
             BadInputs: before the run starts, naming each input that is missing or wrong.
@@ -138,7 +140,7 @@ class WorkflowEngine(RunDecisions):
         if idempotency_key is None:
             run_id = uuid.uuid4().hex
         else:  # a sub-workflow's key names its parent's node visit: unique without the user
-            run_id = keyed_run_id(name, idempotency_key, None if parent else user)
+            run_id = keyed_run_id(name, idempotency_key, None if parent else key_owner or user)
         keyed_lock = self._locks.setdefault(run_id, asyncio.Lock()) if idempotency_key else None
         async with keyed_lock or contextlib.nullcontext():
             if idempotency_key is not None:
@@ -187,9 +189,11 @@ class WorkflowEngine(RunDecisions):
         user: str | None = None,
         idempotency_key: str | None = None,
         usage_sink: Callable[[dict[str, int]], None] | None = None,
+        key_owner: str | None = None,
     ) -> dict[str, Any]:
         """Run to its end (or to an approval) and return the record (``user``: who started
-        it, recorded for isolation; ``idempotency_key``, ``usage_sink``: as for ``stream``)."""
+        it, recorded for isolation; ``idempotency_key``, ``usage_sink``, ``key_owner``: as
+        for ``stream``)."""
         last: dict[str, Any] = {}
         async for event in self.stream(
             name,
@@ -200,6 +204,7 @@ class WorkflowEngine(RunDecisions):
             user=user,
             idempotency_key=idempotency_key,
             usage_sink=usage_sink,
+            key_owner=key_owner,
         ):
             last = event
         return dict(last["record"])

@@ -13,6 +13,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from langchain_core.messages import BaseMessage
 
 from agents.conversations import Conversations
+from agents.echo import cut
 from agents.errors import SkilldeskError, ThreadNotFound, WorkflowNotFound
 from agents.events import RunFailed, RunFinished, Token
 from agents.feed import USAGE_SINK
@@ -163,7 +164,7 @@ def _unknown_profile(model: str, profiles: list[str]) -> ApiError:
     return ApiError(
         400,
         "unknown_model",
-        f"There is no model profile named {model!r} ({listed}); leave `model` out for the "
+        f"There is no model profile named {cut(model)!r} ({listed}); leave `model` out for the "
         f"default profile, or name a target: {TARGET}, {TARGET}/workflow/NAME or "
         f"{TARGET}/skill/NAME (GET /v1/models lists them all).",
         param="model",

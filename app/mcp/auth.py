@@ -9,7 +9,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.errors import ApiError
 from app.auth.guard import Gate, metadata_url, no_scope
-from app.mcp.server import CALLER_STATE, SINK_STATE
+from app.mcp.server import CALLER_STATE, KEY_OWNER_STATE, SINK_STATE
 
 
 class McpGate:
@@ -35,6 +35,7 @@ class McpGate:
             return
         state = scope.setdefault("state", {})
         state[CALLER_STATE] = None if principal.sees_all else principal.user
+        state[KEY_OWNER_STATE] = principal.user
         state[SINK_STATE] = gate.usage_sink(principal)  # what its workflow runs cost counts
         await self.app(scope, receive, send)
 

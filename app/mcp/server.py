@@ -44,6 +44,7 @@ MANIFEST = "_manifest"
 
 CALLER_STATE = "skilldesk_caller"  # where the MCP gate leaves the user it authenticated
 SINK_STATE = "skilldesk_usage_sink"  # and where the cost of the runs they start is counted
+KEY_OWNER_STATE = "skilldesk_key_owner"  # whose Idempotency-Keys (an admin's too)
 
 
 class Sessions:
@@ -111,7 +112,10 @@ def build_server(catalogue: ToolCatalogue, sessions: Sessions) -> Server[Any]:
         token, sink = CALLER.set(caller), USAGE_SINK.set(state.get(SINK_STATE))
         try:
             call = catalogue.call(
-                params.name, params.arguments or {}, idempotency_key=key, key_owner=caller
+                params.name,
+                params.arguments or {},
+                idempotency_key=key,
+                key_owner=state.get(KEY_OWNER_STATE),
             )
             done = await with_progress(ctx, call)
             return call_result(done, entry.output_schema, ctx.session.protocol_version)

@@ -18,7 +18,7 @@ from langchain_core.messages import HumanMessage
 from agents.errors import ThreadNotFound
 from app.main import create_app
 from tests.fakellm import FakeLLM, Reply, ToolCall
-from tests.integration.auth.conftest import bearer
+from tests.integration.auth.conftest import KEYS, bearer
 from tests.integration.threads.conftest import store_url  # noqa: F401  (a fixture)
 
 SECRET_TEXT = "alice's secret: the vault code is 4711"
@@ -239,6 +239,50 @@ def test_a_reused_key_s_error_names_the_key_the_client_sent(client: TestClient) 
     assert too_long["error"]["code"] == -32602
     assert "Idempotency-Key" in too_long["error"]["message"]
     assert "200" in too_long["error"]["message"]
+
+
+def test_one_user_s_idempotency_key_never_answers_another_s_workflow_start(
+    client: TestClient,
+) -> None:
+    # Review: once the catalogue scoped keys, an admin's run (recorded as nobody's) was
+    # keyed by nobody: a second admin sending the same key was handed the first one's run.
+    made = client.post(
+        "/v1/admin/keys", json={"user": "admin2", "scopes": ["admin"]}, headers=bearer("admin")
+    )
+    assert made.status_code == 201, made.text
+    headers = {
+        who: {"Authorization": f"Bearer {key}"}
+        for who, key in (
+            *((w, KEYS[w]) for w in ("alice", "bob", "admin")),
+            ("admin2", made.json()["key"]),
+        )
+    }
+    start = {"workflow": "lookup", "inputs": {"order_id": "ORD1001"}}
+
+    def over_http(who: str) -> str:
+        answer = client.post(
+            "/v1/tools/run_workflow/invoke",
+            json={"arguments": start},
+            headers={**headers[who], "Idempotency-Key": "same-key"},
+        ).json()
+        assert answer["ok"], answer
+        return str(answer["result"]["run_id"])
+
+    def over_mcp(who: str) -> str:
+        request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+        request["params"] = {"name": "run_workflow", "arguments": start}
+        sent = {**MCP_HEADERS, **headers[who], "Idempotency-Key": "same-mcp-key"}
+        text = client.post("/mcp", json=request, headers=sent).text
+        if "data:" in text:
+            text = next(line[5:] for line in text.splitlines() if line.startswith("data:"))
+        result = json.loads(text)["result"]
+        assert result["isError"] is False, result
+        return str(result["structuredContent"]["run_id"])
+
+    for call in (over_http, over_mcp):
+        runs = {who: call(who) for who in headers}
+        assert len(set(runs.values())) == len(runs), runs  # each caller's own run
+        assert call("admin2") == runs["admin2"]  # and a retry gets its own first run
 
 
 def test_mcp_without_a_key_is_a_401_naming_the_resource_metadata(client: TestClient) -> None:
