@@ -230,6 +230,18 @@ def test_skills_examples_with_a_store_that_does_not_answer_exits_2_naming_it(
     assert "configuration error: cannot connect to PostgreSQL" in done.stderr
 
 
+def _folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, data: bool = True) -> None:
+    """Skills, workflows (``greet``) and, with ``data``, the data folder under ``tmp_path``,
+    as the settings name them; no embeddings (no model to load)."""
+    (tmp_path / "workflows").mkdir(exist_ok=True)
+    (tmp_path / "workflows" / "greet.yaml").write_text(GREET)
+    if data:
+        monkeypatch.setenv("SKILLDESK_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("SKILLDESK_WORKFLOWS_DIR", str(tmp_path / "workflows"))
+    monkeypatch.setenv("SKILLDESK_SKILLS_DIR", str(tmp_path / "skills"))
+    monkeypatch.setenv("SKILLDESK_SKILLS_EMBEDDINGS", "false")
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -246,12 +258,7 @@ def test_every_command_on_a_store_that_does_not_answer_exits_2_naming_the_settin
     args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # QA: `workflows run` and `runs` printed a traceback; `threads` exited 1, the rest 2.
-    (tmp_path / "workflows").mkdir()
-    (tmp_path / "workflows" / "greet.yaml").write_text(GREET)
-    monkeypatch.setenv("SKILLDESK_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("SKILLDESK_WORKFLOWS_DIR", str(tmp_path / "workflows"))
-    monkeypatch.setenv("SKILLDESK_SKILLS_DIR", str(tmp_path / "skills"))
-    monkeypatch.setenv("SKILLDESK_SKILLS_EMBEDDINGS", "false")
+    _folders(tmp_path, monkeypatch)
     with socket.socket() as bound:  # bound, never listening: a connection is refused
         bound.bind(("127.0.0.1", 0))
         store = f"postgresql://skilldesk@127.0.0.1:{bound.getsockname()[1]}/skilldesk"
@@ -284,10 +291,7 @@ def test_a_command_on_the_store_refuses_a_store_that_is_not_there_and_makes_none
 ) -> None:
     # QA: a mistyped --data-dir made a new, empty store that no service reads: `keys create`
     # printed a key "in force" in it, `threads list` said "no threads", both with status 0.
-    monkeypatch.setenv("SKILLDESK_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("SKILLDESK_SKILLS_DIR", str(tmp_path / "skills"))
-    monkeypatch.setenv("SKILLDESK_WORKFLOWS_DIR", str(tmp_path / "workflows"))
-    monkeypatch.setenv("SKILLDESK_SKILLS_EMBEDDINGS", "false")
+    _folders(tmp_path, monkeypatch)
     typo = tmp_path / "d1-typo"
     if where == "no SQLite file":
         store = typo / "threads.sqlite"
@@ -316,11 +320,7 @@ def test_chat_in_process_and_workflows_run_still_make_the_store_of_a_new_data_fo
 ) -> None:
     # A fresh install works with one command: only the commands that read or change what a
     # service stored refuse a store that is not there.
-    (tmp_path / "workflows").mkdir()
-    (tmp_path / "workflows" / "greet.yaml").write_text(GREET)
-    monkeypatch.setenv("SKILLDESK_WORKFLOWS_DIR", str(tmp_path / "workflows"))
-    monkeypatch.setenv("SKILLDESK_SKILLS_DIR", str(tmp_path / "skills"))
-    monkeypatch.setenv("SKILLDESK_SKILLS_EMBEDDINGS", "false")
+    _folders(tmp_path, monkeypatch, data=False)
     for command, folder in ((["chat"], "chatted"), (["workflows", "run", "greet"], "ran")):
         args = [*command, "--data-dir", str(tmp_path / folder)]
         done = CliRunner().invoke(cli, args, input="hello\n", prog_name="skilldesk")

@@ -25,6 +25,17 @@ def catalogue(root: Path, **options: Any) -> ToolCatalogue:
     return ToolCatalogue(service, Prompts(), **options)
 
 
+def echoes(root: Path) -> ToolCatalogue:
+    """The catalogue of one skill, ``echoes``, whose tool ``echo`` takes an integer ``a``."""
+    write_skill(
+        root / "skills",
+        "echoes",
+        handler=ECHO,
+        config={"tools": [tool("echo", "handler:echo", {"a": {"type": "integer"}})]},
+    )
+    return catalogue(root)
+
+
 def many_tools(root: Path, count: int) -> None:
     for i in range(count):
         config = {"tools": [tool(f"tool_{i}", "handler:echo")]}
@@ -156,13 +167,7 @@ def test_arguments_sent_in_strict_form_validate_against_the_declared_schema() ->
 async def test_call_skill_tool_with_arguments_that_are_no_json_says_so(tmp_path: Path) -> None:
     # QA: arguments "{bad" came back as "'{bad' is not of type 'object'", where a direct
     # call of the tool says the text is not JSON.
-    write_skill(
-        tmp_path / "skills",
-        "echoes",
-        handler=ECHO,
-        config={"tools": [tool("echo", "handler:echo", {"a": {"type": "integer"}})]},
-    )
-    tools = catalogue(tmp_path)
+    tools = echoes(tmp_path)
     result = await tools.call(
         "call_skill_tool", {"skill": "echoes", "tool": "echo", "arguments": "{bad"}
     )
@@ -197,13 +202,7 @@ async def test_arguments_that_are_no_json_object_are_refused_naming_what_came(
     tmp_path: Path,
 ) -> None:
     # QA: "must be a JSON object" said nothing of what was sent; a list went to the runner.
-    write_skill(
-        tmp_path / "skills",
-        "echoes",
-        handler=ECHO,
-        config={"tools": [tool("echo", "handler:echo", {"a": {"type": "integer"}})]},
-    )
-    tools = catalogue(tmp_path)
+    tools = echoes(tmp_path)
     listed = await tools.call("echo", [1])
     assert (listed.ok, listed.error_code) == (False, "invalid_arguments")
     assert listed.content.endswith("the arguments of echo must be a JSON object, not an array")
