@@ -39,6 +39,15 @@ def sqlite_url(path: Path) -> str:
     return f"sqlite:///{path}"
 
 
+def sqlite_path(url: str) -> str | None:
+    """The file (or ``:memory:``) an ``sqlite://`` checkpoint URL names; None for another
+    scheme."""
+    if not url.startswith("sqlite://"):
+        return None
+    path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url[9:]
+    return path or ":memory:"
+
+
 @asynccontextmanager
 async def open_checkpointer(
     url: str, *, checked: bool = False
@@ -53,9 +62,9 @@ async def open_checkpointer(
     Raises:
         ConfigError: for any other scheme, or when the store cannot be opened.
     """
-    if url.startswith("sqlite://"):
-        path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url[9:]
-        async with _sqlite(path or ":memory:") as saver:
+    path = sqlite_path(url)
+    if path is not None:
+        async with _sqlite(path) as saver:
             yield saver
     elif url.startswith(("postgresql://", "postgres://")):
         async with _postgres(url, checked=checked) as saver:

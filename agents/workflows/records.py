@@ -245,3 +245,17 @@ def graph_config(record: dict[str, Any]) -> RunnableConfig:
     if record.get("graph_thread") and record.get("checkpoint"):
         configurable["checkpoint_id"] = str(record["checkpoint"])
     return {"configurable": configurable}
+
+
+def decision_taken(run: dict[str, Any], approval_id: str) -> dict[str, Any] | None:
+    """The decision taken on ``approval_id`` as the run's record keeps it: in its approval
+    node's output once the run took it, before that as the decision stored for it to take;
+    None when the record no longer shows it (a node visited again since, an output cut)."""
+    for node in (run.get("nodes") or {}).values():
+        output = node.get("output") if isinstance(node, dict) else None
+        if isinstance(output, dict) and output.get("approval_id") == approval_id:
+            return output if "approved" in output else None
+    stored = (run.get("decision") or {}).get("value")
+    if (run.get("decided") or [])[-1:] == [approval_id] and isinstance(stored, dict):
+        return stored
+    return None

@@ -67,6 +67,8 @@ def salvage(data: Mapping[str, Any], error: ValidationError) -> Salvage | None:
     refused: dict[str, set[Any]] = {}
     for err in error.errors():
         loc = err["loc"]
+        if not loc:  # the whole file refused (a validator of the spec's own): nothing to keep
+            return None
         refused.setdefault(str(loc[0]), set()).add(loc[1] if len(loc) > 1 else None)
     nodes = data.get("nodes")
     if not isinstance(nodes, list) or None in refused.get("nodes", ()):

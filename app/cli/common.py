@@ -16,6 +16,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from agents.errors import ConfigError
+from agents.state.checkpointers import sqlite_path
 from app.settings import Settings, load_settings
 from app.settings.service import ServiceSettings
 
@@ -128,12 +129,9 @@ def load_cli_settings(
 
 
 def sqlite_file(url: str) -> Path | None:
-    """The file an SQLite checkpoint URL names, as ``open_checkpointer`` reads it; None for
-    PostgreSQL or a store in memory."""
-    if not url.startswith("sqlite://"):
-        return None
-    path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url[9:]
-    return Path(path) if path not in ("", ":memory:") else None
+    """The file an SQLite checkpoint URL names; None for PostgreSQL or a store in memory."""
+    path = sqlite_path(url)
+    return Path(path) if path not in (None, ":memory:") else None
 
 
 def missing_store(settings: Settings) -> Path | None:

@@ -347,3 +347,17 @@ def test_a_sub_workflows_inputs_are_checked_at_load(tmp_path: Path) -> None:
          "'step'? (its inputs: n, step)"),
         ("short", 7, "inputs: loop-count requires 'n', which the node does not give"),
     ]  # fmt: skip
+
+
+def test_a_refusal_of_the_whole_file_salvages_nothing_rather_than_failing() -> None:
+    # Review: an error with no location (a validator of the spec's own) was indexed at loc[0].
+    from pydantic import ValidationError
+    from pydantic_core import InitErrorDetails, PydanticCustomError
+
+    from agents.workflows.salvage import salvage
+
+    whole = InitErrorDetails(
+        type=PydanticCustomError("whole", "the file as a whole"), loc=(), input={}
+    )
+    error = ValidationError.from_exception_data("WorkflowSpec", [whole])
+    assert salvage({"nodes": [{"id": "a", "kind": "join"}]}, error) is None

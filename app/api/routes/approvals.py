@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 
 from agents.errors import AlreadyDecided
+from agents.workflows.records import decision_taken
 from app.api.deps import ApproverDep, Cursor, ServicesDep
 from app.api.errors import CUT_OFF, ApiError, error_responses, handed_over
 from app.api.schemas.threads import THREAD_ID_PATTERN
@@ -88,7 +89,7 @@ def _decided_already(run: dict[str, Any], approval_id: str, reason: str) -> str:
     """What a 409 ``already_decided`` tells: the decision taken, by whom and when, so that a
     client that sends its decision again (its answer lost) can tell whether it was its own.
     ``reason``: the engine's, for an approval whose run ended without a decision."""
-    taken = _decision(run, approval_id)
+    taken = decision_taken(run, approval_id)
     where = f"GET /v1/workflow-runs/{run['id']} shows run {run['id']}, now {run['status']}"
     if taken is None:
         return f"{reason[:1].upper()}{reason[1:]}; nothing was changed. {where}."
@@ -106,17 +107,3 @@ def _decided_already(run: dict[str, Any], approval_id: str, reason: str) -> str:
         f"changed nothing; if that decision was this client's (sent again after a lost "
         f"answer), it stands. {where}."
     )
-
-
-def _decision(run: dict[str, Any], approval_id: str) -> dict[str, Any] | None:
-    """The decision taken on ``approval_id`` as the run's record keeps it: in its approval
-    node's output once the run took it, before that as the decision stored for it to take;
-    None when the record no longer shows it (a node visited again since, an output cut)."""
-    for node in (run.get("nodes") or {}).values():
-        output = node.get("output") if isinstance(node, dict) else None
-        if isinstance(output, dict) and output.get("approval_id") == approval_id:
-            return output if "approved" in output else None
-    stored = (run.get("decision") or {}).get("value")
-    if (run.get("decided") or [])[-1:] == [approval_id] and isinstance(stored, dict):
-        return stored
-    return None
