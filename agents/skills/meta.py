@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.echo import cut, few
+from agents.echo import cut, cut_in, few
 from agents.errors import SkillNotFound, SkillReferenceError
 from agents.models.structured import function_tool
 from agents.prompts import Prompts
@@ -175,7 +175,7 @@ class SkillTools:
         try:
             owner, _ = self.skills.registry.tool(name)
         except SkillNotFound as exc:
-            return f"error (unknown_tool): {exc}", False
+            return f"error (unknown_tool): {cut_in(str(exc), name)}", False
         if owner.name in scope.loaded:
             return None
         # Only tools of skills this conversation (or task) loaded are callable: a tool name
@@ -212,7 +212,7 @@ class SkillTools:
         try:  # one no longer installed is said to be so, whatever the task's scope
             skill = self.skills.registry.get(skill_name)
         except SkillNotFound as exc:
-            return f"error (unknown_skill): {exc}", False
+            return f"error (unknown_skill): {cut_in(str(exc), skill_name)}", False
         if not scope.may_load(skill_name):
             return (
                 f"error (out_of_scope): skill {skill_name!r} is not part of this task; "
@@ -224,13 +224,13 @@ class SkillTools:
     def _read(self, scope: Scope, skill_name: str, path: str) -> Outcome:
         if skill_name not in scope.loaded:
             return (
-                f"error (skill_not_loaded): load skill {skill_name!r} with load_skill first",
+                f"error (skill_not_loaded): load skill {cut(skill_name)!r} with load_skill first",
                 False,
             )
         try:
             return read_reference(self.skills.registry.get(skill_name), path), True
         except (SkillNotFound, SkillReferenceError) as exc:
-            return f"error (bad_reference): {exc}", False
+            return f"error (bad_reference): {cut_in(str(exc), skill_name, path)}", False
 
 
 def _as_function(tool: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,8 @@ so a caller holding three tools reaches every skill (``read_skill_reference`` re
 reference documents, for callers that cannot read MCP resources); each skill tool is offered
 under a safe name too; workflows are ``run_workflow`` and ``get_workflow_run``. A skill
 tool's call, direct or through ``call_skill_tool``, goes through the skills' ToolRunner: the
-same validation, timeouts, trimming and idempotency as inside the service.
+same validation, timeouts, trimming and idempotency as inside the service, and its result
+is checked against the tool's ``output_schema`` here, whichever path it took.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from agents.skills.meta import read_reference
 from agents.skills.results import ToolResult, tool_error
 from agents.skills.service import SkillService
 from agents.skills.spec import RESERVED_TOOL_NAMES, ToolSpec
-from agents.toolserver.results import ok_result
+from agents.toolserver.results import checked, ok_result
 from agents.toolserver.runs import WorkflowTools
 from agents.toolserver.strict import loosen, strict_schema
 
@@ -192,9 +193,11 @@ class ToolCatalogue:
         ``arguments`` is a JSON object, its JSON text, or None; any other JSON value is an
         ``invalid_arguments`` result naming its type. They may follow the strict-mode
         variant (nulls for optional values, JSON text for free-form objects). A skill tool
-        runs through the ToolRunner. ``idempotency_key`` is the caller's, one of
-        ``key_owner``'s keys: a skill call's is kept under both (one user's keys never
-        answer another's), a workflow run's the engine keeps by its user.
+        runs through the ToolRunner, and a result that breaks its ``output_schema`` is an
+        ``invalid_output`` error (called directly or through ``call_skill_tool`` alike).
+        ``idempotency_key`` is the caller's, one of ``key_owner``'s keys: a skill call's is
+        kept under both (one user's keys never answer another's), a workflow run's the
+        engine keeps by its user.
 
         Raises:
             SkillNotFound: ``name`` is no tool of the catalogue (the caller's mistake).
@@ -211,7 +214,8 @@ class ToolCatalogue:
         if entry.kind == "skill":
             assert entry.tool is not None
             called = await self.skills.call(entry.tool, arguments, idempotency_key=call_key)
-            return _renamed(await self.skills.handed_over(called), name)
+            result = _renamed(await self.skills.handed_over(called), name)
+            return checked(result, entry.output_schema)
         if name == CALL_SKILL_TOOL and isinstance(arguments, dict):
             inner = not_an_object("arguments (the tool's)", arguments.get("arguments"))
             if inner is not None:
@@ -310,7 +314,7 @@ class ToolCatalogue:
             return tool_error(CALL_SKILL_TOOL, "tool_not_found", why, started)
         arguments = loosen(spec.parameters, args.get("arguments") or {})
         called = await self.skills.call(spec.name, arguments, idempotency_key=idempotency_key)
-        return await self.skills.handed_over(called)
+        return checked(await self.skills.handed_over(called), spec.output_schema)
 
 
 def _as_object(name: str, arguments: Any) -> tuple[dict[str, Any] | None, str | None]:

@@ -18,7 +18,7 @@ from agents.errors import BadInputs, KeyReused, RunNotFound, WorkflowNotFound
 from agents.feed import USAGE_SINK
 from agents.prompts import Prompts
 from agents.skills.results import ToolResult, tool_error
-from agents.toolserver.results import ok_result
+from agents.toolserver.results import failed, ok_result
 from agents.workflows.engine import WorkflowEngine
 from agents.workflows.registry import WorkflowRegistry
 
@@ -74,9 +74,10 @@ class WorkflowTools:
         idempotency_key: str | None = None,
         key_owner: str | None = None,
     ) -> ToolResult:
-        """Start a run or read one; a failure is a ToolResult naming what went wrong. A start
-        sent again with the same ``idempotency_key`` (one of ``key_owner``'s) answers the
-        first run as it stands."""
+        """Start a run or read one; a failure is a ToolResult naming what went wrong (a run
+        that ended FAILED is ``workflow_failed`` with its ``run_id`` and ``status`` as the
+        error's details). A start sent again with the same ``idempotency_key`` (one of
+        ``key_owner``'s) answers the first run as it stands."""
         try:
             caller = CALLER.get()
             if name == RUN_WORKFLOW:
@@ -105,7 +106,9 @@ class WorkflowTools:
                 f"workflow {run['workflow']!r} run {run['run_id']} failed: {run['error']} "
                 f"({GET_WORKFLOW_RUN} reads it by its run_id)"
             )
-            return tool_error(name, "workflow_failed", why, started)
+            return failed(
+                name, "workflow_failed", why, started, run_id=run["run_id"], status=run["status"]
+            )
         return ok_result(name, json.dumps(run, ensure_ascii=False, default=str), run, started)
 
 

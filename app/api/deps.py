@@ -22,6 +22,7 @@ from agents.turns import ClientTurn, turn_fingerprint
 from app.api.errors import ApiError
 from app.auth.guard import Gate, metadata_url, no_scope
 from app.auth.principal import Principal
+from app.idempotency import MAX_KEY_CHARS
 from app.services import Services
 
 
@@ -171,7 +172,6 @@ def _unknown_profile(model: str, profiles: list[str]) -> ApiError:
     )
 
 
-MAX_KEY_CHARS = 200  # of an Idempotency-Key, on every surface (/mcp too)
 IdempotencyKey = Annotated[
     str | None,
     Header(

@@ -9,15 +9,12 @@ import base64
 import hashlib
 import json
 import mimetypes
-import time
 from collections.abc import Awaitable
 from typing import Any
 from urllib.parse import quote
 
 import mcp_types as types
 import structlog
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
@@ -31,10 +28,11 @@ from agents.errors import SkillNotFound, SkillReferenceError
 from agents.feed import USAGE_SINK
 from agents.skills.loader import SKILL_FILE, Skill
 from agents.skills.meta import read_reference
-from agents.skills.results import MadeFile, ToolResult, tool_error
+from agents.skills.results import MadeFile, ToolResult
 from agents.toolserver.catalogue import ToolCatalogue, ToolEntry
+from agents.toolserver.results import structured
 from agents.toolserver.runs import CALLER
-from app.api.deps import MAX_KEY_CHARS
+from app.idempotency import MAX_KEY_CHARS
 
 log = structlog.get_logger(__name__)
 
@@ -96,7 +94,7 @@ def build_server(catalogue: ToolCatalogue, sessions: Sessions) -> Server[Any]:
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         try:
-            entry = catalogue.entry(params.name)
+            catalogue.entry(params.name)
         except SkillNotFound as exc:  # an unknown tool is the caller's protocol error
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         headers = getattr(ctx.request, "headers", None)
@@ -118,7 +116,7 @@ def build_server(catalogue: ToolCatalogue, sessions: Sessions) -> Server[Any]:
                 key_owner=state.get(KEY_OWNER_STATE),
             )
             done = await with_progress(ctx, call)
-            return call_result(done, entry.output_schema, ctx.session.protocol_version)
+            return call_result(done, ctx.session.protocol_version)
         except SkillNotFound as exc:  # gone since it was looked up (a reload)
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         except Exception:
@@ -195,7 +193,7 @@ def build_server(catalogue: ToolCatalogue, sessions: Sessions) -> Server[Any]:
         on_read_resource=read_resource,
         on_subscriptions_listen=sessions.listen,
     )
-    server.middleware.append(_Remember(sessions))
+    server.middleware += [_Remember(sessions), _CutMethod()]
     return server
 
 
@@ -227,6 +225,20 @@ class _Remember:
         return result
 
 
+class _CutMethod:
+    """Middleware: the SDK's "Method not found" quotes the method a caller sent (its
+    ``data``), which may be megabytes long; it is quoted cut, as every name sent is."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
+        try:
+            result: HandlerResult = await call_next(ctx)
+        except MCPError as exc:
+            if exc.code != types.METHOD_NOT_FOUND or not isinstance(exc.data, str):
+                raise
+            raise MCPError(code=exc.code, message=exc.message, data=cut(exc.data)) from None
+        return result
+
+
 def mcp_tool(entry: ToolEntry) -> types.Tool:
     """A catalogue entry as an MCP tool, with its annotations."""
     annotations = types.ToolAnnotations(
@@ -246,36 +258,28 @@ def mcp_tool(entry: ToolEntry) -> types.Tool:
 AUDIO_SINCE = "2025-03-26"  # the first MCP version with audio content
 
 
-def call_result(
-    result: ToolResult,
-    output_schema: dict[str, Any] | None = None,
-    protocol: str = AUDIO_SINCE,
-) -> types.CallToolResult:
+def call_result(result: ToolResult, protocol: str = AUDIO_SINCE) -> types.CallToolResult:
     """A call's result as MCP's: the text, the data as ``structuredContent`` (an object;
-    other values under ``result``), and ``isError`` for a failed call, or for a result that
-    breaks the tool's declared ``output_schema`` (MCP clients would refuse it); files as
-    content the caller's ``protocol`` version knows. A failure's ``structuredContent`` is
-    ``{"error": {"code", "message"}}``, the message without the text's ``error (code):``
-    (the code is beside it)."""
-    data = result.data
-    structured = data if isinstance(data, dict) else {"result": data}
-    if result.ok and output_schema is not None:
-        broken = best_match(Draft202012Validator(output_schema).iter_errors(structured))
-        if broken is not None:
-            where = ".".join(str(p) for p in broken.absolute_path) or "the result"
-            why = (
-                f"the result of {result.tool} does not match its output_schema ({where}: "
-                f"{broken.message}); fix the handler or the output_schema in skill.yaml"
-            )
-            result = tool_error(result.tool, "invalid_output", why, time.perf_counter())
+    other values under ``result``), ``isError`` for a failed call (a result that breaks the
+    tool's ``output_schema`` is one already: the catalogue checks it), and files as content
+    the caller's ``protocol`` version knows. A failure's ``structuredContent`` is
+    ``{"error": {"code", "message", ...}}``, the message without the text's
+    ``error (code):`` (the code is beside it), and the failure's details after them (a
+    failed ``run_workflow``'s ``run_id`` and ``status``)."""
     text = [types.TextContent(type="text", text=result.content)]
     if not result.ok:
         message = result.content.removeprefix(f"error ({result.error_code}): ")
-        error = {"error": {"code": result.error_code, "message": message}}
-        return types.CallToolResult(content=text, structured_content=error, is_error=True)
+        error = {"code": result.error_code, "message": message}
+        if isinstance(result.data, dict):
+            error |= {k: v for k, v in result.data.items() if k not in error}
+        return types.CallToolResult(
+            content=text, structured_content={"error": error}, is_error=True
+        )
     audio = protocol >= AUDIO_SINCE  # versions are dates: they compare as text
     content = [*text, *(file_content(f, audio=audio) for f in result.files)]
-    return types.CallToolResult(content=content, structured_content=structured, is_error=False)
+    return types.CallToolResult(
+        content=content, structured_content=structured(result.data), is_error=False
+    )
 
 
 def file_content(

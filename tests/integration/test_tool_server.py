@@ -5,6 +5,7 @@ suite runs over both; what only MCP has (resources, sessions, notifications) fol
 from __future__ import annotations
 
 import base64
+import json
 import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -62,6 +63,13 @@ def make_stray(context):
 """
 
 
+TALLY = """
+def tally(n):
+    return {"n": n}
+"""
+COUNTED = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+
 RESTOCK = """
 name: restock
 description: Checks a product's stock.
@@ -84,8 +92,9 @@ def _env(skills: Path, workflows: Path) -> dict[str, str]:
 
 
 def _content(root: Path) -> tuple[Path, Path]:
-    """Two skills with tools (order-lookup, with a reference; slow-clock), an
-    instruction-only one, and a workflow that looks an order up and waits for approval."""
+    """Skills with tools (order-lookup, with a reference; slow-clock; shift-reports;
+    tally-sheet, with an output_schema), an instruction-only one, and a workflow that looks
+    an order up and waits for approval."""
     skills, workflows = root / "skills", root / "workflows"
     copy_fixture_skill(skills, "storefront/order-lookup")
     copy_fixture_skill(skills, "storefront/weather-report")
@@ -113,6 +122,16 @@ def _content(root: Path) -> tuple[Path, Path]:
             ]
         },
         handler=REPORTS,
+    )
+    write_skill(
+        skills,
+        "tally-sheet",
+        "Counts what it is told to. Use it to keep a tally.",
+        config={
+            "isolation": "thread",
+            "tools": [tool("tally", "handler:tally", {"n": {}}, ["n"], output_schema=COUNTED)],
+        },
+        handler=TALLY,
     )
     workflows.mkdir(parents=True)
     (workflows / "lookup.yaml").write_text(LOOKUP)
@@ -236,7 +255,7 @@ async def test_the_list_holds_the_meta_tools_the_workflow_tools_and_each_skill_t
         "run_workflow",
         "get_workflow_run",
     ]
-    assert set(names[6:]) == {"get_order", "wait", "bump", "make_files", "make_stray"}
+    assert set(names[6:]) == {"get_order", "wait", "bump", "make_files", "make_stray", "tally"}
 
 
 async def test_search_finds_the_skill_with_a_short_summary_and_its_tools(
@@ -294,6 +313,27 @@ async def test_a_skill_tool_runs_through_the_runner_directly_or_through_call_ski
     # The runner's trimming (keep_fields) applied: the internal margin never leaves.
     assert result.data == {"order_id": "ORD1001", "status": "shipped", "carrier": "DHL"}
     assert "internal_margin" not in result.text
+
+
+@pytest.mark.parametrize("through", ["direct", "call_skill_tool"])
+async def test_a_result_against_its_output_schema_is_invalid_output_on_every_path(
+    surface: Mcp | OpenAITools, through: str
+) -> None:
+    # Review: checked for an MCP tools/call of the tool itself only; through call_skill_tool,
+    # or over /v1/tools, a result breaking the declared schema was handed over as it was.
+    def call(n: Any) -> tuple[str, dict[str, Any]]:
+        if through == "direct":
+            return "tally", {"n": n}
+        return "call_skill_tool", {"skill": "tally-sheet", "tool": "tally", "arguments": {"n": n}}
+
+    good = await surface.call(*call(3))
+    assert good.ok, good.text
+    assert good.data == {"n": 3}
+    bad = await surface.call(*call("3"))
+    assert not bad.ok
+    assert bad.data["error"]["code"] == "invalid_output"
+    assert "does not match its output_schema (n: '3' is not of type 'integer')" in bad.text
+    assert "fix the handler or the output_schema in skill.yaml" in bad.text
 
 
 async def test_files_a_handler_made_come_back_with_the_result_never_a_server_path(
@@ -454,6 +494,21 @@ async def test_a_workflow_run_that_failed_is_a_failed_call_naming_its_run(
     read = await surface.call("get_workflow_run", {"run_id": run_id})
     assert read.ok  # reading it worked: the run is FAILED
     assert read.data["status"] == "FAILED"
+
+
+async def test_a_failed_run_s_structured_error_over_mcp_carries_its_run_id_and_status(
+    service: Service,
+) -> None:
+    # Review: the run id was in the message only; a client had to parse it out.
+    started = await Mcp(service.url).call(
+        "run_workflow", {"workflow": "lookup", "inputs": {"order_id": "ORD9998"}}
+    )
+    assert not started.ok
+    error = started.data["error"]
+    assert (error["code"], error["status"]) == ("workflow_failed", "FAILED")
+    assert f"run {error['run_id']} failed" in error["message"]
+    read = await Mcp(service.url).call("get_workflow_run", {"run_id": error["run_id"]})
+    assert (read.data["run_id"], read.data["status"]) == (error["run_id"], "FAILED")
 
 
 async def test_a_workflow_waits_for_its_approval_and_is_read_back_by_its_run_id(
@@ -816,6 +871,22 @@ async def test_a_huge_resource_uri_or_protocol_version_is_quoted_cut(service: Se
     assert "x" * 101 not in response.text
 
 
+@pytest.mark.parametrize("length", [5_000, 4_000_000])
+async def test_a_huge_unknown_method_is_quoted_cut_in_method_not_found(
+    service: Service, length: int
+) -> None:
+    # Review: the SDK's "Method not found" quoted the whole method sent (its data).
+    request = {"jsonrpc": "2.0", "id": 8, "method": "x" * length, "params": {}}
+    headers = {"Accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient(base_url=service.url, timeout=60) as http:
+        response = await http.post("/mcp", json=request, headers=headers)
+    assert response.status_code == 200, response.text[:300]
+    assert len(response.text) < 500, response.text[:300]
+    reply = json.loads(response.text.split("data: ", 1)[1])
+    assert reply["id"] == 8
+    assert reply["error"] == {"code": -32601, "message": "Method not found", "data": CUT}
+
+
 async def test_a_call_longer_than_a_second_reports_progress(service: Service) -> None:
     seen: list[float] = []
 
@@ -967,3 +1038,51 @@ def test_a_retried_workflow_start_with_its_key_answers_the_first_run(service: Se
     refused = httpx.post(start, json=other, headers={"Idempotency-Key": "wf-1"}).json()
     assert not refused["ok"]
     assert refused["error"]["code"] == "idempotency_key_reused"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "code"),
+    [
+        ("GET", f"/v1/skills/{LONG}", "skill_not_found"),
+        ("POST", f"/v1/skills/{LONG}/tools/get_order", "skill_not_found"),
+        ("POST", f"/v1/skills/order-lookup/tools/{LONG}", "tool_not_found"),
+        ("GET", f"/v1/skills/{LONG}/examples", "skill_not_found"),
+        ("DELETE", f"/v1/skills/{LONG}/examples/{LONG}", "example_not_found"),
+    ],
+    ids=["definition", "call-skill", "call-tool", "examples", "delete-example"],
+)
+def test_the_skills_routes_quote_a_huge_name_cut(
+    service: Service, method: str, path: str, code: str
+) -> None:
+    # Review: the direct-call route and its neighbours quoted a 5,000-character name whole.
+    body = {"arguments": {}} if method == "POST" else None
+    response = httpx.request(method, f"{service.url}{path}", json=body)
+    assert response.status_code == 404, response.text[:300]
+    error = response.json()["error"]
+    assert error["code"] == code
+    assert f"'{CUT}'" in error["message"]
+    assert "x" * 101 not in response.text
+
+
+async def test_an_idempotency_key_too_long_is_refused_alike_over_mcp_and_http(
+    service: Service,
+) -> None:
+    # Both surfaces take the same limit (app.idempotency): 200 characters, not one more.
+    request = {"jsonrpc": "2.0", "id": 6, "method": "tools/call"}
+    request["params"] = {"name": "get_order", "arguments": {"order_id": "ORD1001"}}
+    arguments = {"arguments": {"order_id": "ORD1001"}}
+    answers = {}
+    async with httpx.AsyncClient(base_url=service.url, timeout=30) as http:
+        for length in (200, 201):
+            key = {"Idempotency-Key": "k" * length}
+            headers = {"Accept": "application/json, text/event-stream", **key}
+            mcp = await http.post("/mcp", json=request, headers=headers)
+            invoked = await http.post("/v1/tools/get_order/invoke", json=arguments, headers=key)
+            answers[length] = (mcp, invoked)
+    mcp, invoked = answers[200]
+    assert '"isError":false' in mcp.text, mcp.text
+    assert invoked.status_code == 200, invoked.text
+    mcp, invoked = answers[201]
+    assert "the Idempotency-Key header is longer than 200 characters" in mcp.text, mcp.text
+    assert '"code":-32602' in mcp.text
+    assert invoked.status_code == 400, invoked.text

@@ -10,8 +10,10 @@ from jsonschema import Draft202012Validator
 
 from agents.errors import SkillNotFound
 from agents.prompts import Prompts
+from agents.skills.results import ToolResult
 from agents.skills.service import SkillService, SkillsOptions
 from agents.toolserver.catalogue import NAME_PATTERN, ToolCatalogue, public_name
+from agents.toolserver.results import checked
 from agents.toolserver.strict import loosen, strict_problems, strict_schema
 from app.settings import Settings
 from tests.skillkit import tool, write_skill
@@ -238,3 +240,76 @@ async def test_a_refused_reference_names_a_few_of_the_skill_s_references(tmp_pat
     long = await tools.call("read_skill_reference", {"name": "manuals", "path": "y" * 300})
     assert long.error_code == "bad_reference"
     assert f"'{'y' * 100}…' is not a usable path (File name too long)" in long.content
+
+
+COUNTED = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+
+@pytest.mark.parametrize("path", ["direct", "call_skill_tool"])
+async def test_a_result_against_its_output_schema_is_invalid_output_on_every_path(
+    tmp_path: Path, path: str
+) -> None:
+    # Review: only MCP's tools/call of the tool itself checked it; through call_skill_tool,
+    # or over /v1/tools, a result breaking its declared schema was handed over as it was.
+    entry = tool("count", "handler:echo", {"n": {}}, output_schema=COUNTED)
+    config = {"isolation": "thread", "tools": [entry]}
+    write_skill(tmp_path / "skills", "counter", handler=ECHO, config=config)
+    tools = catalogue(tmp_path)
+
+    async def call(n: Any) -> ToolResult:
+        if path == "direct":
+            return await tools.call("count", {"n": n})
+        sent = {"skill": "counter", "tool": "count", "arguments": {"n": n}}
+        return await tools.call("call_skill_tool", sent)
+
+    good = await call(3)
+    assert (good.ok, good.data) == (True, {"n": 3})
+    bad = await call("3")
+    assert (bad.ok, bad.error_code, bad.data) == (False, "invalid_output", None)
+    assert bad.content == (
+        "error (invalid_output): the result of count does not match its output_schema "
+        "(n: '3' is not of type 'integer'); fix the handler or the output_schema in skill.yaml"
+    )
+    await tools.skills.aclose()
+
+
+def test_a_result_that_is_no_object_is_checked_as_structured_content_holds_it() -> None:
+    listed = {"type": "object", "properties": {"result": {"type": "array"}}}
+    assert checked(ToolResult("count", True, "[1]", [1]), listed).ok
+    wrong = checked(ToolResult("count", True, "[1]", [1]), COUNTED)
+    assert wrong.error_code == "invalid_output"
+    assert "'n' is a required property" in wrong.content
+    failed = ToolResult("count", False, "error (timeout): slow", None, "timeout")
+    assert checked(failed, COUNTED) is failed  # a failure is no result to check
+    broken = {"type": "object", "properties": {"n": {"pattern": "([unclosed"}}}
+    unusable = checked(ToolResult("count", True, '{"n": "x"}', {"n": "x"}), broken)
+    assert unusable.error_code == "invalid_schema"
+    assert "the result of count cannot be checked: its output_schema fails" in unusable.content
+
+
+LONG = "x" * 5_000
+CUT = "x" * 100 + "…"  # as an error quotes a name sent: its first 100 characters
+
+
+def test_the_tiers_quote_a_huge_skill_or_tool_name_cut(tmp_path: Path) -> None:
+    # Review: the experts' load_skill, read_skill_reference and an unknown tool quoted a
+    # 5,000-character name whole (the tool server's meta-tools cut it).
+    from agents.skills.meta import Scope, SkillTools
+
+    write_skill(tmp_path / "skills", "echoes", handler=ECHO)
+    service = SkillService(SkillsOptions(tmp_path / "skills", tmp_path / "data", embeddings=False))
+    service.reload()
+    tools = SkillTools(service, Prompts())
+    scope = Scope(loaded=["echoes"])
+    calls = [
+        ("load_skill", {"name": LONG}, "error (unknown_skill): no skill named"),
+        ("read_skill_reference", {"name": LONG, "path": "a.md"}, "error (skill_not_loaded)"),
+        ("read_skill_reference", {"name": "echoes", "path": LONG}, "error (bad_reference)"),
+        (LONG, {}, "error (unknown_tool): no tool named"),
+    ]
+    for name, args, says in calls:
+        text, ok = tools.decide(scope, name, args) or ("", True)
+        assert not ok
+        assert text.startswith(says), text
+        assert f"'{CUT}'" in text
+        assert "x" * 101 not in text

@@ -10,6 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 from fastapi.responses import JSONResponse
 
+from agents.echo import cut, cut_in
 from agents.errors import SkillNotFound
 from agents.skills.meta import definition
 from app.api.deps import IdempotencyKey, PrincipalDep, ServicesDep, needs
@@ -84,7 +85,7 @@ async def get_skill(services: ServicesDep, name: str) -> SkillDefinitionPublic:
     try:
         return SkillDefinitionPublic.model_validate(definition(services.skills.registry.get(name)))
     except SkillNotFound as exc:
-        raise ApiError(404, "skill_not_found", str(exc), param="name") from None
+        raise ApiError(404, "skill_not_found", cut_in(str(exc), name), param="name") from None
 
 
 @router.post(
@@ -118,7 +119,7 @@ async def call_tool(
     try:
         skill = registry.get(name)
     except SkillNotFound as exc:
-        raise ApiError(404, "skill_not_found", str(exc), param="name") from None
+        raise ApiError(404, "skill_not_found", cut_in(str(exc), name), param="name") from None
     try:
         owner, _ = registry.tool(tool)
     except SkillNotFound:
@@ -127,7 +128,7 @@ async def call_tool(
         raise ApiError(
             404,
             "tool_not_found",
-            f"skill {name!r} has no tool {tool!r}; it has {[t.name for t in skill.tools]}",
+            f"skill {name!r} has no tool {cut(tool)!r}; it has {[t.name for t in skill.tools]}",
         )
     entries = services.tools.all().values()
     public = next((e.name for e in entries if (e.skill, e.tool) == (name, tool)), tool)
@@ -148,7 +149,7 @@ async def list_examples(services: ServicesDep, name: str) -> LearnedExamplesPubl
         try:
             services.skills.registry.get(name)  # the error suggests a close name
         except SkillNotFound as exc:
-            raise ApiError(404, "skill_not_found", str(exc), param="name") from None
+            raise ApiError(404, "skill_not_found", cut_in(str(exc), name), param="name") from None
     return LearnedExamplesPublic(
         skill=name,
         learning=services.settings.learn_examples,
@@ -171,8 +172,8 @@ async def delete_example(services: ServicesDep, name: str, example_id: str) -> R
         raise ApiError(
             404,
             "example_not_found",
-            f"skill {name!r} has no learned example {example_id!r}; "
-            f"GET /v1/skills/{name}/examples lists them",
+            f"skill {cut(name)!r} has no learned example {cut(example_id)!r}; "
+            f"GET /v1/skills/{cut(name)}/examples lists them",
             param="example_id",
         )
     return Response(status_code=204)
