@@ -496,18 +496,18 @@ async def test_a_workflow_run_that_failed_is_a_failed_call_naming_its_run(
     assert read.data["status"] == "FAILED"
 
 
-async def test_a_failed_run_s_structured_error_over_mcp_carries_its_run_id_and_status(
-    service: Service,
+async def test_a_failed_run_s_error_carries_its_run_id_and_status(
+    surface: Mcp | OpenAITools,
 ) -> None:
     # Review: the run id was in the message only; a client had to parse it out.
-    started = await Mcp(service.url).call(
+    started = await surface.call(
         "run_workflow", {"workflow": "lookup", "inputs": {"order_id": "ORD9998"}}
     )
     assert not started.ok
     error = started.data["error"]
     assert (error["code"], error["status"]) == ("workflow_failed", "FAILED")
     assert f"run {error['run_id']} failed" in error["message"]
-    read = await Mcp(service.url).call("get_workflow_run", {"run_id": error["run_id"]})
+    read = await surface.call("get_workflow_run", {"run_id": error["run_id"]})
     assert (read.data["run_id"], read.data["status"]) == (error["run_id"], "FAILED")
 
 

@@ -95,6 +95,14 @@ async def invoke(
     return public_result(result)
 
 
+def _error(result: ToolResult) -> ToolErrorPublic:
+    """A failed call's error: its code and message, and the fields it carries beside them
+    (a failed ``run_workflow``'s ``run_id`` and ``status``, as MCP's structured error)."""
+    details = result.data if isinstance(result.data, dict) else {}
+    known = {k: details[k] for k in ("run_id", "status") if k in details}
+    return ToolErrorPublic(code=str(result.error_code), message=result.content, **known)
+
+
 def public_result(result: ToolResult) -> ToolResultPublic:
     """A call's result as the API answers it."""
     return ToolResultPublic(
@@ -102,9 +110,7 @@ def public_result(result: ToolResult) -> ToolResultPublic:
         ok=result.ok,
         result=result.data if result.ok else None,
         content=result.content,
-        error=None
-        if result.ok
-        else ToolErrorPublic(code=str(result.error_code), message=result.content),
+        error=None if result.ok else _error(result),
         truncated=result.truncated,
         ms=round(result.ms, 3),
         files=[

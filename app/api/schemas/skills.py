@@ -109,6 +109,14 @@ class ToolErrorPublic(BaseModel):
         examples=["tool_failed"],
     )
     message: str = Field(description="What went wrong (the same text as `content`).")
+    run_id: str | None = Field(
+        default=None,
+        description="`workflow_failed`: the workflow run that failed (`get_workflow_run` "
+        "reads it); absent otherwise.",
+    )
+    status: str | None = Field(
+        default=None, description="`workflow_failed`: the run's status (`FAILED`)."
+    )
 
 
 class ToolFilePublic(BaseModel):
