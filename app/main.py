@@ -23,6 +23,7 @@ from app.api.routes import (
     health,
     runs,
     skills,
+    thread_view,
     threads,
     tools,
     workflows,
@@ -99,6 +100,7 @@ def create_app(
     app.include_router(skills.router, dependencies=[needs()])
     app.include_router(tools.router, dependencies=[needs("tools")])
     app.include_router(threads.router, dependencies=[needs("chat")])
+    app.include_router(thread_view.router, dependencies=[needs("chat")])
     app.include_router(attachments.router, dependencies=[needs("chat")])
     app.include_router(feedback.router, dependencies=[needs("chat")])
     app.include_router(runs.router, dependencies=[needs("chat")])

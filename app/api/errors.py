@@ -44,7 +44,7 @@ from agents.errors import (
     WorkflowNotFound,
 )
 from app.api.sse import CutOff
-from app.api.validation import not_sent_as_json, problems
+from app.api.validation import not_json, not_sent_as_json, problems
 
 log = structlog.get_logger(__name__)
 MAX_PART_HEADER = DEFAULT_MAX_HEADER_SIZE  # what Starlette's parser allows a part's header
@@ -111,7 +111,8 @@ class ErrorDetail(BaseModel):
         examples=["invalid_request"],
     )
     param: str | None = Field(
-        description="The offending field, dotted (`messages.0.content`), or null.",
+        description="The offending field, dotted (`messages.0.content`), or query or path "
+        "parameter or header, named as sent (`limit`, `thread_id`, `Idempotency-Key`), or null.",
         examples=["messages.0.role"],
     )
 
@@ -252,14 +253,9 @@ def install_error_handlers(app: FastAPI) -> None:
             return JSONResponse(body, status_code=400)
         detail = next((err for err in errors if err.get("type") == "json_invalid"), None)
         if detail is not None:
-            reason = (detail.get("ctx") or {}).get("error", "")
-            body = error_body(
-                f"The request body is not valid JSON{f' ({reason})' if reason else ''}.",
-                "invalid_request_error",
-                "invalid_json",
-            )
+            body = error_body(not_json(detail, exc.body), "invalid_request_error", "invalid_json")
             return JSONResponse(body, status_code=400)
-        found = problems(errors)
+        found = problems(errors, exc.body)
         first = found[0] if found else None
         # A user's message over the limit: the code chat completions gives it too.
         too_long = (

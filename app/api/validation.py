@@ -7,8 +7,10 @@ one error on the field itself, saying what it must be and what was sent. A value
 fits a member but whose content does not (a string too long, a list with a bad item) keeps
 that member's own errors, with the labels taken out of their paths. A wrong type outside a
 union says the same ("must be a string, not a number"); every other error keeps pydantic's
-words (or a validator's own, without "Value error, "). And a JSON route's body sent without
-its Content-Type is told to send one.
+words (or a validator's own, without "Value error, "), but for a pattern described in words
+(``app.api.patterns``). A parameter is named as the client sends it (``limit``, not pydantic's
+``query.limit``), saying where it goes ("limit (query parameter)"). A JSON route's body sent
+without its Content-Type is told to send one; a body that is not JSON, where it breaks.
 """
 
 from __future__ import annotations
@@ -20,12 +22,25 @@ from typing import Any
 
 from fastapi import Request
 
+from app.api.patterns import in_words
+
 Loc = tuple[str | int, ...]
+
+# Where a parameter goes, by the first segment of its errors' ``loc`` (the body's is left out).
+_SOURCES = {
+    "query": "query parameter",
+    "path": "path parameter",
+    "header": "header",
+    "cookie": "cookie",
+}
+_UNSEEN: Any = object()  # the value sent at a place, when it is not known
+_BEFORE, _AFTER = 24, 12  # characters of a body that is not JSON quoted around its fault
 
 # Pydantic's labels of union members: scalar types, generic and validator schemas
 # (``list[...]``, ``function-after[...]``, ``literal[...]``, ``tagged-union[...]``), and
-# classes by name (models, typed dicts). A segment counts as a label only where two or more
-# errors carry different ones at the same place (see ``_unions``): a union's members.
+# classes by name (models, typed dicts). A segment of that form is a label only where it is
+# no key of the value sent there (a dict's ``Accept``, a typed dict's ``Name``) and two or
+# more errors carry different ones at the same place (see ``_unions``): a union's members.
 _SCALARS = {
     "str": "a string",
     "constrained-str": "a string",
@@ -50,6 +65,12 @@ _BY_TYPE = {
     "model_attributes_type": "an object",
     "none_required": "null",
 }
+# What a text that does not read as a value must be (a query parameter is always a text).
+_BY_PARSING = {
+    "int_parsing": "an integer",
+    "float_parsing": "a number",
+    "bool_parsing": "true or false",
+}
 # A member the value's type did not fit at all (rather than one whose content was wrong).
 _MISFITS = ("none_required", "literal_error", "is_instance_of", "enum")
 
@@ -63,15 +84,52 @@ class Problem:
     type: str  # pydantic's error type (``string_too_long``...)
 
 
-def problems(errors: Sequence[Mapping[str, Any]]) -> list[Problem]:
-    """``RequestValidationError.errors()`` as problems, one per field, in their order."""
-    located: list[tuple[Loc, Mapping[str, Any]]] = [
-        (tuple(p for p in err.get("loc", ()) if p != "body"), err) for err in errors
-    ]
+@dataclass(frozen=True)
+class _Where:
+    """Where a request's errors are: a kind of parameter, or the body and what was sent."""
+
+    kind: str | None = None  # "query parameter"...; None: the body
+    sent: Any = _UNSEEN  # the body as parsed, to tell its keys from union labels
+
+
+def problems(errors: Sequence[Mapping[str, Any]], body: Any = _UNSEEN) -> list[Problem]:
+    """``RequestValidationError.errors()`` as problems, one per field, in their order.
+
+    ``body``: the request's body as parsed (``RequestValidationError.body``).
+    """
+    by_source: dict[str, list[tuple[Loc, Mapping[str, Any]]]] = {}
+    for err in errors:
+        loc = tuple(err.get("loc", ()))
+        source = str(loc[0]) if loc and loc[0] in (*_SOURCES, "body") else "body"
+        by_source.setdefault(source, []).append((loc[1:] if loc[:1] == (source,) else loc, err))
     found: dict[tuple[str | None, str], Problem] = {}
-    for problem in _fold(located):
-        found.setdefault((problem.param, problem.text), problem)
+    for source, located in by_source.items():
+        where = _Where(_SOURCES.get(source), body if source == "body" else _UNSEEN)
+        for problem in _fold(located, where):
+            found.setdefault((problem.param, problem.text), problem)
     return list(found.values())
+
+
+def not_json(detail: Mapping[str, Any], text: Any) -> str:
+    """Why a body is not JSON (FastAPI's ``json_invalid`` error ``detail`` of ``text``, the
+    body decoded), and where: line, column, offset, and the text either side."""
+    reason = str((detail.get("ctx") or {}).get("error", "")).removesuffix(" at")
+    loc = tuple(detail.get("loc", ()))
+    at = loc[-1] if loc else None
+    if not isinstance(text, str) or not isinstance(at, int) or not 0 <= at <= len(text):
+        return f"The request body is not valid JSON{f' ({reason})' if reason else ''}."
+    line = text.count("\n", 0, at) + 1
+    column = at - text.rfind("\n", 0, at)  # from 1: rfind is -1 on the first line
+    before = ("…" if at > _BEFORE else "") + text[max(0, at - _BEFORE) : at]
+    after = text[at : at + _AFTER] + ("…" if len(text) > at + _AFTER else "")
+    if not after:
+        near = f"the body ends after {before!r}"
+    else:
+        near = f"found {after!r} " + (f"after {before!r}" if before else "at the start")
+    return (
+        f"The request body is not valid JSON: {reason or 'unreadable'} at line {line}, "
+        f"column {column} (character offset {at}): {near}."
+    )
 
 
 def not_sent_as_json(request: Request, errors: Sequence[Any]) -> str | None:
@@ -91,9 +149,9 @@ def not_sent_as_json(request: Request, errors: Sequence[Any]) -> str | None:
     )
 
 
-def _fold(located: list[tuple[Loc, Mapping[str, Any]]]) -> list[Problem]:
+def _fold(located: list[tuple[Loc, Mapping[str, Any]]], where: _Where) -> list[Problem]:
     """Problems of ``located`` errors, each union's members' errors folded into one."""
-    unions = _unions(located)
+    unions = _unions(located, where.sent)
     # In the order of their first errors: a plain error by itself, a union's by its field.
     groups: dict[Loc | int, list[tuple[Loc, Mapping[str, Any]]]] = {}
     for i, (loc, err) in enumerate(located):
@@ -102,28 +160,52 @@ def _fold(located: list[tuple[Loc, Mapping[str, Any]]]) -> list[Problem]:
     out: list[Problem] = []
     for key, members in groups.items():
         if isinstance(key, int):
-            out.append(_plain(*members[0]))
+            out.append(_plain(*members[0], where))
             continue
         at = len(key)
         fitted = [(m[:at] + m[at + 1 :], e) for m, e in members if not _misfit(m, at, e)]
         if fitted:  # the value's type fits a member: what is wrong inside it
-            out.extend(_fold(fitted))
+            out.extend(_fold(fitted, where))
         else:
-            out.append(_misfit_all(key, members))
+            out.append(_misfit_all(key, members, where))
     return out
 
 
-def _unions(located: list[tuple[Loc, Mapping[str, Any]]]) -> dict[Loc, int]:
+def _unions(located: list[tuple[Loc, Mapping[str, Any]]], sent: Any) -> dict[Loc, int]:
     """For each error under a union, where in its path the member's label is: the first
-    segment that looks like one, where errors under one path carry two or more labels."""
+    segment that is one, where errors under one path carry two or more labels."""
     candidates: dict[Loc, int] = {}
     labels: dict[Loc, set[str]] = {}
-    for loc, _ in located:
-        at = next((i for i, part in enumerate(loc) if _label(part)), None)
+    for loc, err in located:
+        at = _label_at(loc, err, sent)
         if at is not None:
             candidates[loc] = at
             labels.setdefault(loc[:at], set()).add(str(loc[at]))
     return {loc: at for loc, at in candidates.items() if len(labels[loc[:at]]) > 1}
+
+
+def _label_at(loc: Loc, err: Mapping[str, Any], sent: Any) -> int | None:
+    """The first segment of ``loc`` that may be a union member's label: of a label's form,
+    not the field a ``missing`` error names, and no key of the value ``sent`` there (unless
+    the error is about that whole value, as a member's is: ``{"ContentPart": ...}`` handed
+    to a member ``ContentPart``)."""
+    value = sent
+    for i, part in enumerate(loc):
+        named = i == len(loc) - 1 and err.get("type") == "missing"
+        key = isinstance(value, Mapping) and part in value and err.get("input") is not value
+        if _label(part) and not named and not key:
+            return i
+        value = _child(value, part)
+    return None
+
+
+def _child(value: Any, part: str | int) -> Any:
+    """The value at ``part`` of ``value`` as sent, or ``_UNSEEN``."""
+    if isinstance(value, Mapping) and part in value:
+        return value[part]
+    if isinstance(value, list) and isinstance(part, int) and -len(value) <= part < len(value):
+        return value[part]
+    return _UNSEEN
 
 
 def _label(part: str | int) -> bool:
@@ -139,24 +221,29 @@ def _misfit(loc: Loc, at: int, err: Mapping[str, Any]) -> bool:
     return at_root and (kind.endswith(("_type", "_parsing")) or kind in _MISFITS)
 
 
-def _misfit_all(field: Loc, members: list[tuple[Loc, Mapping[str, Any]]]) -> Problem:
+def _misfit_all(field: Loc, members: list[tuple[Loc, Mapping[str, Any]]], where: _Where) -> Problem:
     """One problem for a value that fits none of a union's members."""
     at = len(field)
     wanted = list(dict.fromkeys(_wanted(str(m[at]), e) for m, e in members))
     either = ", ".join(wanted[:-1]) + f" or {wanted[-1]}" if len(wanted) > 1 else wanted[0]
-    name = _dotted(field)
     given = _given(members[0][1].get("input"))
-    return Problem(name, f"{name or 'the body'} must be {either}, not {given}", "union_mismatch")
+    text = f"{_shown(field, where, 'the body')} must be {either}, not {given}"
+    return Problem(_dotted(field), text, "union_mismatch")
 
 
-def _plain(loc: Loc, err: Mapping[str, Any]) -> Problem:
+def _plain(loc: Loc, err: Mapping[str, Any], where: _Where) -> Problem:
     name, kind = _dotted(loc), str(err.get("type"))
     wanted = _BY_TYPE.get(kind) if kind.endswith("_type") else None
     if wanted is not None:
-        text = f"{name or 'the body'} must be {wanted}, not {_given(err.get('input'))}"
+        text = f"{_shown(loc, where, 'the body')} must be {wanted}, not {_given(err.get('input'))}"
         return Problem(name, text, kind)
+    words = in_words((err.get("ctx") or {}).get("pattern"))
+    if kind == "string_pattern_mismatch" and words is not None:
+        return Problem(name, f"{_shown(loc, where, 'the body')} {words}", kind)
+    if kind in _BY_PARSING:
+        return Problem(name, f"{_shown(loc, where, 'the body')} must be {_BY_PARSING[kind]}", kind)
     message = str(err.get("msg")).removeprefix("Value error, ")  # a validator's own words
-    return Problem(name, f"{name or 'body'}: {message}", kind)
+    return Problem(name, f"{_shown(loc, where, 'body')}: {message}", kind)
 
 
 def _wanted(label: str, err: Mapping[str, Any]) -> str:
@@ -213,3 +300,12 @@ def _given(value: Any) -> str:
 
 def _dotted(loc: Loc) -> str | None:
     return ".".join(str(p) for p in loc) or None
+
+
+def _shown(loc: Loc, where: _Where, whole: str) -> str:
+    """The field as a message names it: dotted, with where a parameter goes; ``whole`` for
+    the body as a whole."""
+    name = _dotted(loc)
+    if name is None:
+        return whole
+    return f"{name} ({where.kind})" if where.kind else name

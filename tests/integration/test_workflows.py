@@ -206,7 +206,7 @@ def test_runs_listed_by_a_status_that_is_not_one_are_a_bad_request(
     listed = client.get("/v1/workflow-runs", params={"status": status})
     assert listed.status_code == 400, listed.text
     error = listed.json()["error"]
-    assert error["param"] == "query.status"
+    assert error["param"] == "status"
     assert "'RUNNING', 'WAITING', 'SUCCEEDED', 'FAILED' or 'CANCELLED'" in error["message"]
     assert client.get("/v1/workflow-runs", params={"status": "WAITING"}).status_code == 200
 

@@ -506,7 +506,7 @@ def test_keys_are_listed_a_page_at_a_time_the_settings_ones_on_the_first(
     assert (wrong.status_code, wrong.json()["error"]["param"]) == (400, "cursor")
     too_many = keyed.get("/v1/admin/keys?limit=501", headers=admin)
     assert too_many.status_code == 400
-    assert too_many.json()["error"]["param"] == "query.limit"
+    assert too_many.json()["error"]["param"] == "limit"
 
 
 async def test_every_key_is_listed_from_the_command_line_past_ten_thousand() -> None:
