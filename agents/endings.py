@@ -53,7 +53,7 @@ def failed(ctx: RunContext, exc: Exception) -> RunFailed:
 
 def _failure(ctx: RunContext, exc: Exception) -> RunFailed:
     if isinstance(exc, ModelError):
-        log.warning("run.failed", code=exc.code, error=exc.message)
+        log.warning("run.failed", code=exc.code, error=exc.message, detail=exc.detail)
         return RunFailed(ctx.thread_id, ctx.run_id, exc.code, exc.message, {"profile": exc.profile})
     if isinstance(exc, SkilldeskError):  # a configuration mistake (a prompt file...) or a limit
         log.error("run.failed", code=exc.code, error=str(exc))

@@ -311,16 +311,23 @@ class ModelError(SkilldeskError):
     """A model call failed after its retries and fallbacks.
 
     Args:
-        message: What happened, in words a user can act on.
+        message: What happened, in words a user of the chat can act on: it reaches every
+            client (a run's failure, an error event). Never the provider's own text, which
+            may quote keys, internal ids or hosts.
         profile: The model profile that was asked.
         code: A stable machine-readable code (``model_timeout``, ``model_unavailable``...).
+        detail: For the service's operator, logged, never sent: the profiles tried, what
+            to check, what the provider said.
     """
 
     code = "model_error"
 
-    def __init__(self, message: str, *, profile: str, code: str = "model_error") -> None:
+    def __init__(
+        self, message: str, *, profile: str, code: str = "model_error", detail: str = ""
+    ) -> None:
         super().__init__(message, code=code)
         self.profile = profile
+        self.detail = detail
 
 
 class ProfileUnusable(SkilldeskError):

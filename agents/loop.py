@@ -50,9 +50,9 @@ class LoopResult:
     stopped: str | None = None
 
 
-EMPTY_ANSWER = (
-    "The model sent an empty answer (no text and no tool call); your message is kept, the "
-    "answer is not. Send it again; if it recurs, check the model: a reasoning model may have "
+EMPTY_ANSWER = "The model sent an empty answer; your message is kept: send it again."
+EMPTY_DETAIL = (
+    "No text and no tool call. If it recurs, check the model: a reasoning model may have "
     "spent its max_tokens thinking, or the provider filtered the answer."
 )
 
@@ -108,7 +108,10 @@ async def run_tool_loop(
                 return _stopped(new, scope, before, usage, "empty", prompts.reply("empty_answer"))
             # Nothing to tell the user, nor to keep in the thread but the user's message.
             raise ModelError(
-                EMPTY_ANSWER, profile=profile or ctx.profile or "default", code="model_bad_reply"
+                EMPTY_ANSWER,
+                profile=profile or ctx.profile or "default",
+                code="model_bad_reply",
+                detail=EMPTY_DETAIL,
             )
         new.append(reply)
         rounds += 1

@@ -59,8 +59,14 @@ def retry_delay(exc: Exception) -> float | None:
     return 0.0 if status in _RETRY_STATUS or status >= 500 else None
 
 
+_FIX = "the service's operator must fix its model settings (the service's log says how)"
+_AGAIN = "try again shortly; if it persists, the service's log says why"
+
+
 def to_model_error(exc: Exception, profile: str, chain: Sequence[str]) -> ModelError:
-    """Describe a failed call: what happened, which profiles were tried, what to check."""
+    """Describe a failed call: what happened for the user (``message``: never the provider's
+    text, which may quote a key, an internal id or a host), and for the operator (``detail``,
+    logged: which profiles were tried, what to check, what the provider said)."""
     if isinstance(exc, ModelError):
         return exc
     exc = _unwrapped(exc)
@@ -68,47 +74,53 @@ def to_model_error(exc: Exception, profile: str, chain: Sequence[str]) -> ModelE
     detail = _first_line(getattr(exc, "message", None) or str(exc) or type(exc).__name__)
     status = _status(exc)
     if isinstance(exc, _timeouts()):
-        code, what = "model_timeout", "did not answer in time"
+        code, what, advice = "model_timeout", "did not answer in time", _AGAIN
         hint = "check that the model server is up, or raise timeout_s in the profile"
     elif status in (401, 403):
-        code, what = "model_auth_failed", "refused the API key"
+        code, what, advice = "model_auth_failed", "refused the service's credentials", _FIX
         hint = "check the key (SKILLDESK_MODEL_API_KEY or the profile's api_key_env)"
     elif status == 404:
-        code, what = "model_not_found", "does not know this model"
+        code, what, advice = "model_not_found", "does not know the model asked for", _FIX
         hint = "check the model name and the api_base of the profile"
     elif status in (400, 413, 422):
         code, what = "model_rejected_request", "refused the request"
+        advice = (
+            "a conversation longer than the model can read is the usual cause: send a "
+            "shorter message or start a new thread"
+        )
         hint = (
             "see what the provider said below: a conversation longer than the model's "
             "context window or a parameter the model does not take are the usual causes"
         )
     elif status == 429:
-        code, what = "model_rate_limited", "is rate limiting requests"
+        code, what = "model_rate_limited", "is busy (rate limited)"
+        advice = "try again in a moment"
         hint = "wait a moment and try again, or add a fallback profile"
     elif isinstance(exc, _unreachable()):
-        code, what = "model_unreachable", "could not be reached"
+        code, what, advice = "model_unreachable", "could not be reached", _AGAIN
         hint = "check the api_base URL and that the model server is running"
     elif isinstance(exc, UnreadableReply | StreamError):
-        code, what = "model_bad_reply", "sent a reply that could not be used"
+        code, what, advice = "model_bad_reply", "sent a reply that could not be used", _AGAIN
         hint = "check that the api_base points at an OpenAI-compatible chat completions API"
     elif isinstance(exc, ProfileUnusable) or (
         isinstance(exc, TypeError) and "unexpected keyword argument" in str(exc)
     ):  # the profile's kwargs hold one the model's client does not take
-        code, what = "model_misconfigured", "cannot be used as its profile is written"
+        code, what, advice = "model_misconfigured", "is not set up correctly", _FIX
         hint = "fix the profile in the models file (its model, its kwargs), then restart"
     elif isinstance(exc, MissingKey) or (
         isinstance(exc, _loaded("openai", "OpenAIError")) and "api_key" in str(exc)
     ):
-        code, what = "model_auth_failed", "has no API key"
+        code, what, advice = "model_auth_failed", "has no API key", _FIX
         hint = "set the key (SKILLDESK_MODEL_API_KEY or the profile's api_key_env)"
     else:
-        code, what = "model_unavailable", "failed"
+        code, what, advice = "model_unavailable", "failed", _AGAIN
         hint = "try again shortly; if it persists, check the model server's logs"
-    message = (
-        f"The language model {what} (profiles tried: {tried}). {hint[0].upper()}{hint[1:]}. "
-        f"Provider said: {detail}"
+    return ModelError(
+        f"The language model {what}: {advice}.",
+        profile=profile,
+        code=code,
+        detail=f"Profiles tried: {tried}. {hint[0].upper()}{hint[1:]}. Provider said: {detail}",
     )
-    return ModelError(message, profile=profile, code=code)
 
 
 def _unwrapped(exc: Exception) -> Exception:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from structlog.testing import capture_logs
 
 from app.main import create_app
 from tests.fakellm import FakeLLM, Reply
@@ -117,13 +118,24 @@ def test_without_thread_id_requests_are_independent(client: TestClient, fake_llm
 def test_model_failure_is_an_openai_error_and_the_service_keeps_serving(
     client: TestClient, fake_llm: FakeLLM
 ) -> None:
-    fake_llm.script(*[Reply(status=500)] * 3)
+    said = "upstream exploded: key sk-te** internal trace id 42"
+    fake_llm.script(*[Reply(status=500, error_message=said)] * 3)
     headers = {"X-Thread-Id": "failing"}
-    response = client.post("/v1/chat/completions", json={"messages": [USER]}, headers=headers)
+    with capture_logs() as logs:
+        response = client.post("/v1/chat/completions", json={"messages": [USER]}, headers=headers)
     assert response.status_code == 502
     error = response.json()["error"]
     assert error["code"] == "model_unavailable"
-    assert "profiles tried: 'default'" in error["message"]
+    # QA: the chat's user read the provider's words (a key's first characters, its trace
+    # ids) and the operator's settings; they read what happened, the operator's log the rest.
+    assert "try again" in error["message"]
+    assert "sk-te" not in response.text
+    assert "trace id" not in response.text
+    assert "profiles tried" not in error["message"].lower()
+    logged = [e for e in logs if e["event"] == "model.failed"]
+    assert [e["code"] for e in logged] == ["model_unavailable"]
+    assert said in logged[0]["detail"]
+    assert "Profiles tried: 'default'" in logged[0]["detail"]
     # Nothing is lost: the next turn on the same thread still carries the first question.
     fake_llm.script(Reply(content="Back again."))
     again = {"role": "user", "content": "Are you there?"}

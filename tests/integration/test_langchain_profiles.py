@@ -96,8 +96,8 @@ async def test_a_profile_langchain_cannot_build_is_a_configuration_error_not_an_
     with pytest.raises(ModelError) as info:
         await answer(tmp_path, profile)
     assert info.value.code == "model_misconfigured"
-    assert "Fix the profile in the models file" in str(info.value)
-    assert said in str(info.value)
+    assert "Fix the profile in the models file" in info.value.detail
+    assert said in info.value.detail
     assert fake_llm.requests == []  # nothing was sent
 
 

@@ -200,7 +200,7 @@ async def test_every_profile_failing_gives_the_same_error_code(
     with pytest.raises(ModelError) as info:
         await gateway.chat_model().ainvoke(HELLO)
     assert info.value.code == "model_unavailable"
-    assert "'main' → 'backup'" in info.value.message
+    assert "'main' → 'backup'" in info.value.detail
 
 
 async def test_a_refused_key_is_not_retried_and_says_to_check_the_key(

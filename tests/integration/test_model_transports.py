@@ -122,8 +122,9 @@ async def test_a_reply_that_is_not_json_is_named_as_such() -> None:
         await anext(aiter(events))
     error = to_model_error(info.value, "main", ["main", "backup"])
     assert error.code == "model_bad_reply"
-    assert "<html>Bad Gateway</html>" in error.message
-    assert "'main' → 'backup'" in error.message
+    assert "<html>Bad Gateway</html>" in error.detail
+    assert "'main' → 'backup'" in error.detail
+    assert "<html>" not in error.message
     assert retry_delay(info.value) is None  # the next profile, not the same again
 
 
