@@ -301,8 +301,8 @@ class AlreadyDecided(SkilldeskError):
 
 class RunStatusConflict(SkilldeskError):
     """A workflow run is not in the status a request needs: a fork needs it ended (it waits
-    for a decision, ``run_waiting``, or is under way, ``run_running``); a cancel needs it
-    waiting for a decision (``run_not_waiting``)."""
+    for a decision, ``run_waiting``, or is under way, ``run_running``); a cancel needs it not
+    ended (``run_ended``)."""
 
     code = "run_running"
 

@@ -25,7 +25,7 @@ from agents.state.schema import add_usage, usage_since
 from agents.state.spend import SpendLedger
 from agents.workflows.engine import WorkflowEngine, keyed_run_id
 from agents.workflows.inputs import check_inputs, convert_all
-from agents.workflows.records import LAST_EVENTS
+from agents.workflows.records import FINAL, LAST_EVENTS
 from agents.workflows.spec import WorkflowSpec
 
 CANCEL = re.compile(r"^\s*(cancel|stop|never ?mind|abort|取消)\W*$", re.IGNORECASE)
@@ -130,6 +130,7 @@ class WorkflowTurns:
                 profile=ctx.profile,
                 user=owner,
                 idempotency_key=key,
+                via="chat",  # this turn answers with the run's end, a cancel's too
             ):
                 if event.get("type") in LAST_EVENTS:
                     record = event["record"]
@@ -185,25 +186,32 @@ class WorkflowTurns:
         return record
 
     async def cancel(self, run_id: str, *, by: str, post: Post) -> dict[str, Any]:
-        """Cancel a run waiting for an approval (its approval leaves the inbox, it never goes
-        on) and tell the thread it came from. Returns its record.
+        """Cancel a run that has not ended (``WorkflowEngine.stop``), wherever it runs: one
+        waiting for an approval (its approval leaves the inbox, it never goes on), one under
+        way (it stops at its next node at the latest; a tool call under way runs to its end,
+        once); and tell the thread it came from. Returns its record: CANCELLED, or still
+        RUNNING with ``cancel_requested`` when its node under way in another process outlasts
+        the wait (its thread is told once it stops).
 
         Raises:
-            RunStatusConflict: it is not waiting (``run_not_waiting``, naming its status).
+            RunStatusConflict: it had ended (``run_ended``, naming its status), before the
+                cancel or while it went on to its end.
         """
         record = await self.engine.get_run(run_id)
-        waited = record["status"] == "WAITING"
-        if waited:  # decided meanwhile (even to wait at another approval): left as it is
-            seen = (record.get("waiting") or {}).get("approval_id")
-            record = await self.engine.cancel(run_id, f"cancelled by {by}", approval_id=seen)
-        if not waited or record["status"] != "CANCELLED":
-            raise RunStatusConflict(
-                f"workflow run {run_id} is {record['status']}, not waiting for a decision: "
-                "only a run waiting for an approval can be cancelled",
-                code="run_not_waiting",
-            )
-        await self._tell(record, record.get("usage") or {}, [], time.time(), post)  # nothing used
-        return record
+        if record["status"] not in FINAL:
+            reason = f"cancelled by {by}"
+            record = await self.engine.stop(run_id, reason)
+            ours = record["status"] == "CANCELLED" and record.get("error") == reason
+            if ours and record.get("cancelled_while") is None:
+                # It waited: nothing runs it to tell its thread (nothing used since).
+                await self._tell(record, record.get("usage") or {}, [], time.time(), post)
+            if ours or record["status"] == "RUNNING":
+                return record
+        raise RunStatusConflict(
+            f"workflow run {run_id} is {record['status']}: it has ended, so there is nothing "
+            "to cancel; only a run under way or waiting for an approval can be cancelled",
+            code="run_ended",
+        )
 
     async def resumed(
         self,
@@ -259,6 +267,10 @@ class WorkflowTurns:
                 summary=waiting.get("summary", ""),
                 approval=waiting.get("approval_id", ""),
             )
+        if record.get("status") == "CANCELLED" and record.get("cancelled_while"):
+            # Cancelled while it ran, not while it waited for approval.
+            reason = record.get("error") or "cancelled"
+            return self.prompts.reply("workflow_stopped", name=name, reason=reason)
         if record.get("status") == "CANCELLED":
             return self.prompts.reply(
                 "workflow_withdrawn", name=name, reason=record.get("error") or "cancelled"

@@ -1,7 +1,8 @@
 """Deciding, cancelling and resuming workflow runs: a pending approval's decision stored and
-its run gone on with, a waiting run ended without one, a run cut off mid-way resumed from its
-last checkpoint (with the decision it had not taken yet) or carried on once its process lets
-it go. A base of ``WorkflowEngine``, which sets its parts.
+its run gone on with, a waiting run ended without one, a run under way stopped wherever it
+runs, a run cut off mid-way resumed from its last checkpoint (with the decision it had not
+taken yet) or carried on once its process lets it go. A base of ``WorkflowEngine``, which sets
+its parts.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -19,7 +20,7 @@ from agents import metrics
 from agents.errors import ApprovalNotFound, RunNotFound, RunStatusConflict
 from agents.state.documents import Documents
 from agents.workflows.definitions import Definitions
-from agents.workflows.driver import RunDriver
+from agents.workflows.driver import CANCELLED_RUNNING, RunDriver
 from agents.workflows.records import LAST_EVENTS, RUN, graph_config, pending_approval
 from agents.workflows.views import RunViews
 
@@ -143,26 +144,100 @@ class RunDecisions(RunViews):
         log.info("workflow.cancelled", run_id=run_id, reason=reason)
         return record
 
+    async def stop(self, run_id: str, reason: str) -> dict[str, Any]:
+        """End a run that has not ended, CANCELLED with ``reason``: one waiting for an
+        approval as ``cancel`` does; one under way wherever it runs, at once here (its step
+        under way cut off), at its next node in another process (a long node there is cut
+        off within a third of a lease), at once if no process runs it (its process died).
+        Waits for it to stop, at most ``lease_s``. Returns its record: as it stands when it
+        had ended already, or ended otherwise first (its last node done before the cancel);
+        still RUNNING, ``cancel_requested``, when it outlasts the wait (it stops, and its
+        thread is told, after its node under way). A run cancelled while it ran says so
+        (``cancelled_while``): its thread is told as ``WorkflowEngine.after_decision`` says.
+        """
+        record = await self.get_run(run_id)
+        loop = asyncio.get_running_loop()
+        deadline, wait = loop.time() + self.leases.lease_s, 0.02
+        asked = False
+        try:
+            while True:
+                if record["status"] == "WAITING":  # or came to wait before it saw the cancel
+                    record = await self.cancel(run_id, reason)
+                if record["status"] == "RUNNING":  # or decided meanwhile
+                    if not asked:
+                        await self.stops.ask(run_id, reason)
+                        asked = True
+                    record = await self._stop_orphan(run_id, reason)
+                if record["status"] != "RUNNING" or loop.time() >= deadline:
+                    break
+                await asyncio.sleep(wait)
+                wait = min(wait * 2, 0.5)
+                record = await self.get_run(run_id)
+        finally:
+            if asked:
+                await self.stops.withdraw(run_id)
+        if record["status"] == "RUNNING":
+            record["cancel_requested"] = True
+        return record
+
+    async def _stop_orphan(self, run_id: str, reason: str) -> dict[str, Any]:
+        """End run ``run_id`` CANCELLED if no process runs it (its process stopped or died,
+        nobody resumed it yet); its record as it stands."""
+        if not await self.leases.claim(run_id):  # under way: here, or in another process
+            return await self.get_run(run_id)
+        try:
+            record = await self.runs.stored(run_id)
+            if record["status"] != "RUNNING":
+                await self.leases.release(run_id)
+                return record
+            ran = await self.nodes_so_far(record)
+            record = {**record, "status": "CANCELLED", "error": reason, "ended": time.time()}
+            record.update(nodes={**record["nodes"], **ran}, cancelled_while=CANCELLED_RUNNING)
+            record.pop("decision", None)  # never taken
+            await self.runs.save(record)
+        except BaseException:
+            await self.leases.release(run_id)
+            raise
+        metrics.WORKFLOW_RUNS.labels(record["workflow"], "CANCELLED").inc()
+        log.info("workflow.cancelled", run_id=run_id, reason=reason)
+        chat_turn = record.get("via") == "chat" and not record.get("decided")
+        if self.after_decision is not None and not chat_turn:  # nobody drives it to tell
+            try:
+                await self.after_decision(record, record, [], time.time())
+            except Exception:  # the run is stored; only its telling is lost
+                log.exception("workflow.outcome_not_told", run_id=run_id)
+        return record
+
     async def resume(self, run_id: str) -> dict[str, Any]:
         """Go on with a run from its last checkpoint (its process died mid-way); finished
         nodes are not run again, side effects are not repeated."""
         record = await self.get_run(run_id)
         last: dict[str, Any] = {"record": record}
+        async with contextlib.aclosing(self.going_on(record)) as events:
+            async for event in events:
+                last = event
+        return dict(last["record"])
+
+    async def going_on(
+        self, record: dict[str, Any], *, replayed: bool = False
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """Go on with ``record``'s run from its last checkpoint (see ``resume``: its lease
+        held here) and yield its events, the last one ``replayed`` when asked; a run that
+        went on from a decision tells how it ended (``after_decision``) before its last."""
+        run_id = record["id"]
         seen: list[dict[str, Any]] = []
         started = time.time()
         start = await self._decision_not_taken(record)
         async with contextlib.aclosing(self._driver.drive(record, start)) as events:
             async for event in events:
-                last = event
+                last = event.get("type") in LAST_EVENTS and event["record"]["id"] == run_id
+                if last and self.after_decision is not None and record.get("decided"):
+                    try:
+                        await self.after_decision(record, dict(event["record"]), seen, started)
+                    except Exception:  # the run is stored; only its telling is lost
+                        log.exception("workflow.outcome_not_told", run_id=run_id)
                 seen.append(event)
-        ended = dict(last["record"])
-        ran = bool(seen) and seen[-1].get("type") in LAST_EVENTS
-        if self.after_decision is not None and record.get("decided") and ran:
-            try:
-                await self.after_decision(record, ended, seen[:-1], started)
-            except Exception:  # the run is stored; only its telling is lost
-                log.exception("workflow.outcome_not_told", run_id=run_id)
-        return ended
+                yield {**event, "replayed": True} if last and replayed else event
 
     async def _decision_not_taken(self, record: dict[str, Any]) -> Command[Any] | None:
         """The decision a run was resumed with, when its process died before the run took it

@@ -7,11 +7,14 @@ way), the state after each step (the last one holds the outputs and the usage) a
 checkpoint (the run's own last state: its thread holds its forks' states too). A run ends
 SUCCEEDED or FAILED, or stops WAITING at an approval; one cut off on the way (its stream
 closed, its task cancelled, its last save failed) stays RUNNING as stored, and is let go to be
-resumed. A run on a thread that is deleted meanwhile ends CANCELLED at its next step.
+resumed. A run on a thread that is deleted meanwhile ends CANCELLED at its next step; one asked
+to stop (``RunStops``) ends CANCELLED at once here (its step under way cut off, that node
+recorded ``cancelled``), or, asked by another process, after its node under way.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -27,8 +30,16 @@ from agents.state.schema import usage_since
 from agents.workflows.compile import WorkflowContext
 from agents.workflows.definitions import Definitions, LoadedWorkflow
 from agents.workflows.executors import RunInfo
-from agents.workflows.records import FINAL, LAST_EVENTS, RunRecords, graph_config, last_event
+from agents.workflows.records import (
+    FINAL,
+    LAST_EVENTS,
+    RunRecords,
+    graph_config,
+    last_event,
+    node_record,
+)
 from agents.workflows.spec import ApprovalNode, WorkflowSpec
+from agents.workflows.stops import RunStops
 from agents.workflows.templates import render
 
 log = structlog.get_logger(__name__)
@@ -36,10 +47,19 @@ log = structlog.get_logger(__name__)
 THREAD_GONE = "its thread was deleted"
 
 Cancel = Callable[[str, str], Awaitable[dict[str, Any]]]
+CANCELLED_RUNNING = "running"  # a record's ``cancelled_while``: cancelled while it ran
 
 
 class _ThreadGone(Exception):
     """The run's thread was deleted while it ran: it goes no further."""
+
+
+class _Stopped(Exception):
+    """The run was asked to stop (``RunStops``): it goes no further."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class RunDriver:
@@ -50,12 +70,19 @@ class RunDriver:
         definitions: The definitions runs started with, and their graphs.
         cancel: Ends a waiting run (``RunDecisions.cancel``): one whose thread was deleted
             as it came to wait.
+        stops: The cancels asked for runs under way.
     """
 
-    def __init__(self, runs: RunRecords, definitions: Definitions, cancel: Cancel) -> None:
+    def __init__(
+        self, runs: RunRecords, definitions: Definitions, cancel: Cancel, stops: RunStops
+    ) -> None:
         self.runs = runs
         self.definitions = definitions
         self.cancel = cancel
+        self.stops = stops
+        # Told of a run ended CANCELLED here on a stop asked for it (the engine tells its
+        # thread, unless whoever drives the run answers with its end).
+        self.stopped: Callable[[dict[str, Any]], Awaitable[None]] | None = None
         # Whether a thread is there (``Threads.exists``); None: runs do not look.
         self.thread_there: Callable[[str], Awaitable[bool]] | None = None
 
@@ -85,25 +112,42 @@ class RunDriver:
         finally:
             # Cut off (its stream closed, its task cancelled, its last save failed): its
             # stored RUNNING record is the truth now, and the run is let go to be resumed;
-            # unless the chat run it answers was asked to stop: then it ends here, cancelled.
+            # unless it, or the chat run it answers, was asked to stop: then it ends here,
+            # cancelled.
             self.runs.under_way.pop(run_id, None)
+            asked = self.stops.asked_here(run_id)
             if not stored and self.runs.leases.holds(run_id):
-                if STOP_ASKED.get()():
-                    await self._cancelled(record)
+                if asked is not None:
+                    await self._cancelled(record, asked, stop=True)
+                elif STOP_ASKED.get()():
+                    await self._cancelled(record, "its run was cancelled by request")
                 else:
                     await self.runs.leases.release(run_id)
+            await self.stops.done(run_id, seen=asked is not None)
 
-    async def _cancelled(self, record: dict[str, Any]) -> None:
-        """End ``record``'s run as cancelled, stored (its lease let go with it)."""
-        record.update(status="CANCELLED", error="its run was cancelled by request")
-        record["ended"] = time.time()
+    async def _cancelled(self, record: dict[str, Any], reason: str, *, stop: bool = False) -> None:
+        """End ``record``'s run as cancelled, stored (its lease let go with it); ``stop``:
+        on a stop asked for it (its thread is told)."""
+        record.update(status="CANCELLED", error=reason, ended=time.time())
+        if stop:
+            record["cancelled_while"] = CANCELLED_RUNNING
         try:
             await self.runs.save(record)
         except Exception:  # its lease expires: then it is resumed, as a run cut off is
             log.exception("workflow.cancel_failed", run_id=record["id"])
             return
         metrics.WORKFLOW_RUNS.labels(record["workflow"], "CANCELLED").inc()
-        log.info("workflow.cancelled", run_id=record["id"], reason="its run was cancelled")
+        log.info("workflow.cancelled", run_id=record["id"], reason=reason)
+        if stop:
+            await self._told(record)
+
+    async def _told(self, record: dict[str, Any]) -> None:
+        if self.stopped is None:
+            return
+        try:
+            await self.stopped(dict(record))
+        except Exception:  # the run is stored; only its telling is lost
+            log.exception("workflow.outcome_not_told", run_id=record["id"])
 
     async def _steps(
         self,
@@ -133,7 +177,12 @@ class RunDriver:
             record.get("user"),
         )
         values: dict[str, Any] = {}
+        begun: dict[str, int] = {}  # nodes under way: how many times each ran before
+        noted: set[str] = set()  # nodes that ran in this stretch of the run
+        stopped = False
         try:
+            if (stop := await self.stops.asked(record)) is not None:  # before it goes on here
+                raise _Stopped(stop)
             pending: list[Any] = []
             stream = graph.astream(
                 start,
@@ -142,8 +191,10 @@ class RunDriver:
                 stream_mode=["custom", "updates", "values", "checkpoints"],
             )
             async with contextlib.aclosing(cast(AsyncGenerator[Any, None], stream)) as chunks:
-                async for mode, payload in chunks:
+                while (chunk := await self._next(run_id, chunks)) is not None:
+                    mode, payload = chunk
                     if mode == "custom" and isinstance(payload, dict):
+                        _under_way(begun, payload, record)
                         yield payload
                     elif mode == "values" and isinstance(payload, dict):
                         values = payload  # the run's state after each step: the last one is final
@@ -155,12 +206,14 @@ class RunDriver:
                             {**i.value, "interrupt_id": i.id}
                             for i in payload.get("__interrupt__", ())
                         ]
-                        self._note(record, payload)
+                        noted |= self._note(record, payload)
                         if await self._thread_gone(info):  # no step more, nor an approval
                             raise _ThreadGone
+                        if (stop := await self.stops.asked(record)) is not None:
+                            raise _Stopped(stop)
             # Every node the run has, those run before a crash included (the state holds them).
             ran = dict(values.get("nodes") or {})
-            record["nodes"] = {k: _node_record(v) for k, v in ran.items()} | {
+            record["nodes"] = {k: node_record(v) for k, v in ran.items()} | {
                 k: v for k, v in record["nodes"].items() if k not in ran
             }
             if pending:
@@ -175,6 +228,9 @@ class RunDriver:
                 record.update(status="SUCCEEDED", outputs=_outputs(workflow.spec, values, info))
         except _ThreadGone:
             record.update(status="CANCELLED", error=THREAD_GONE)
+        except _Stopped as stopping:
+            _stopped_at(record, values, noted, begun, stopping.reason)
+            stopped = True
         except WorkflowFailed as exc:
             record.update(status="FAILED", error=exc.message)
             if exc.node is not None:  # the failed node has no state update: record it here
@@ -189,6 +245,9 @@ class RunDriver:
             record["ended"] = time.time()
         record.pop("decision", None)  # taken: its gate is passed (see WorkflowEngine.resume)
         await self.runs.save(record)
+        if stopped:
+            await self.stops.done(run_id, seen=True)
+            await self._told(record)
         # Stored as ended or waiting (its steps checkpointed): no run answers its expert nodes
         # again. Not before: a record left RUNNING is resumed, and replays what they recorded.
         await forget_all(info.recorded)
@@ -211,14 +270,65 @@ class RunDriver:
             return False
         return not await self.thread_there(info.thread_id)
 
-    def _note(self, record: dict[str, Any], update: dict[str, Any]) -> None:
+    async def _next(self, run_id: str, chunks: AsyncGenerator[Any, None]) -> Any:
+        """The graph's next chunk, or None once it is through. A stop asked for the run
+        ends it here (``_Stopped``), cutting off the step it awaits."""
+        if (why := self.stops.asked_here(run_id)) is not None:
+            raise _Stopped(why)
+        with self.stops.interruptible(run_id):
+            try:
+                return await anext(chunks, None)
+            except asyncio.CancelledError:
+                if not self.stops.caught(run_id):  # another's cancel: the run is cut off
+                    raise
+        raise _Stopped(self.stops.asked_here(run_id) or "cancelled")
+
+    def _note(self, record: dict[str, Any], update: dict[str, Any]) -> set[str]:
         """Copy what nodes reported into the record (kept in memory while the run goes on,
         where ``get_run`` reads it; stored when the run ends or waits: the checkpoints hold
-        the outputs meanwhile, and a run cut off is found by its stored RUNNING record)."""
+        the outputs meanwhile, and a run cut off is found by its stored RUNNING record).
+        Returns the nodes it copied."""
+        copied = set()
         for node_update in update.values():
             if isinstance(node_update, dict):
                 for node_id, state in (node_update.get("nodes") or {}).items():
-                    record["nodes"][node_id] = _node_record(state)
+                    record["nodes"][node_id] = node_record(state)
+                    copied.add(node_id)
+        return copied
+
+
+def _under_way(begun: dict[str, int], event: dict[str, Any], record: dict[str, Any]) -> None:
+    """Keep ``begun`` (the run's nodes under way) as its node events say."""
+    node, kind = event.get("node"), event.get("type")
+    if event.get("workflow") != record["workflow"] or not isinstance(node, str):
+        return
+    if kind == "node_started":
+        begun[node] = int((record["nodes"].get(node) or {}).get("visits") or 0)
+    elif kind == "node_finished":
+        begun.pop(node, None)
+
+
+def _stopped_at(
+    record: dict[str, Any],
+    values: dict[str, Any],
+    noted: set[str],
+    begun: dict[str, int],
+    reason: str,
+) -> None:
+    """End ``record`` CANCELLED on a stop: every node it ran so far (those run before a crash
+    or an approval too), and those it cut off, ``cancelled``."""
+    ran = {k: node_record(v) for k, v in (values.get("nodes") or {}).items()}
+    record["nodes"] = {**record["nodes"], **ran, **{k: record["nodes"][k] for k in noted}}
+    cut = f"the run was cancelled while this node ran ({reason})"
+    for node, visits in begun.items():
+        record["nodes"][node] = {
+            "status": "cancelled",
+            "ms": None,
+            "error": cut,
+            "visits": visits + 1,
+            "output": None,
+        }
+    record.update(status="CANCELLED", error=reason, cancelled_while=CANCELLED_RUNNING)
 
 
 def _outputs(spec: WorkflowSpec, values: dict[str, Any], info: RunInfo) -> dict[str, Any]:
@@ -246,15 +356,3 @@ def _rejected(spec: WorkflowSpec, values: dict[str, Any]) -> str | None:
                 + (f": {comment}" if comment else "")
             )
     return None
-
-
-def _node_record(state: dict[str, Any]) -> dict[str, Any]:
-    output = state.get("output")
-    text = output if isinstance(output, str) else repr(output)
-    return {
-        "status": state.get("status"),
-        "ms": state.get("ms"),
-        "error": state.get("error"),
-        "visits": state.get("visits"),
-        "output": output if len(text) <= 2000 else text[:2000] + "…",
-    }

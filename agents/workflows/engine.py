@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import functools
 import hashlib
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -44,6 +45,7 @@ from agents.workflows.inputs import check_inputs
 from agents.workflows.leases import RunLeases
 from agents.workflows.orphans import Orphans
 from agents.workflows.records import FINAL, RUN, RunRecords, last_event, new_record
+from agents.workflows.stops import RunStops
 
 
 class WorkflowEngine(RunDecisions):
@@ -81,13 +83,18 @@ class WorkflowEngine(RunDecisions):
         self._locks: dict[str, asyncio.Lock] = {}
         self.leases = RunLeases(checkpointer, lease_s)  # which process runs a run
         self.runs = RunRecords(self.documents, self.leases)
+        self.stops = RunStops(self.runs)  # cancels of runs under way
+        self.leases.on_renew = self.stops.sweep  # those another process asked, looked at
         compile_graph = functools.partial(compile_workflow, self)
         self.definitions = Definitions(workflows, self.documents, compile_graph)
-        self._driver = RunDriver(self.runs, self.definitions, self.cancel)
+        self._driver = RunDriver(self.runs, self.definitions, self.cancel, self.stops)
+        self._driver.stopped = self._stopped
         self._orphans = Orphans(self.runs, self.resume)
-        # Told how a run that goes on from a decision ends (or waits again) when it is
-        # resumed here, its deciding process having stopped or died mid-way: the record
-        # before and after, the events since, when it started (``WorkflowTurns.resumed``).
+        # Told how a run ended (or waits again) that no request waiting for it tells of: the
+        # record before and after, the events since, when it went on (``WorkflowTurns.resumed``,
+        # which tells its thread). A run that goes on from a decision, resumed here (its
+        # deciding process stopped or died mid-way), and a run cancelled while it ran (by
+        # ``stop``) that no chat turn or decision drives.
         self.after_decision: ResumedHook | None = None
 
     def watch_threads(self, there: Callable[[str], Awaitable[bool]]) -> None:
@@ -115,6 +122,7 @@ class WorkflowEngine(RunDecisions):
         usage_sink: Callable[[dict[str, int]], None] | None = None,
         on_start: Callable[[str], None] | None = None,
         key_owner: str | None = None,
+        via: str | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """Start a run and yield its events; the last one, with the record, is
         ``workflow_waiting`` when the run waits for an approval (with that approval), else
@@ -128,8 +136,13 @@ class WorkflowEngine(RunDecisions):
         With ``idempotency_key``, the run's id is made from the key's owner (``key_owner``,
         else ``user``: an admin's run is recorded as nobody's, its key stays its own), the
         workflow and the key: the same start sent again (a retry after a timeout, by any
-        process) yields the first run's record as it stands, once that start is through in
-        this process, and starts nothing.
+        process) starts nothing and yields the first run's last event (``replayed``): once it
+        waits or is over as it stands (while it goes on in a process, once that process lets
+        it go); one left RUNNING (its process stopped or died, nobody resumed it yet) goes on
+        here from its last checkpoint, its events yielded, as ``resume`` does.
+
+        ``via``: ``"chat"`` for a run a chat turn starts, which answers with its end (a
+        cancel does not tell its thread again).
 
         Raises:
             BadInputs: before the run starts, naming each input that is missing or wrong.
@@ -153,16 +166,33 @@ class WorkflowEngine(RunDecisions):
                     await self.leases.release(run_id)
                     raise
                 if earlier is not None:
-                    await self.leases.release(run_id)
+                    if earlier["inputs"] != values or earlier["status"] != "RUNNING":
+                        await self.leases.release(run_id)
                     if earlier["inputs"] != values:
                         raise KeyReused(
                             f"Idempotency-Key {idempotency_key!r} started a run of "
                             f"{name!r} with other inputs ({earlier['inputs']}); send a new "
                             "key for a new run"
                         )
-                    yield last_event(earlier, replayed=True)
+                    if earlier["status"] != "RUNNING":
+                        yield last_event(earlier, replayed=True)
+                        return
+                    # Left RUNNING by a process that stopped or died, and no process runs it
+                    # (its lease is held here now): it goes on here, followed to its end.
+                    if on_start is not None:
+                        on_start(run_id)
+                    going = self.going_on(earlier, replayed=True)
+                    try:
+                        async with contextlib.aclosing(going) as events:
+                            async for event in events:
+                                yield event
+                    finally:  # failed before its driver began (which lets it go itself)
+                        if self.leases.holds(run_id) and run_id not in self.runs.under_way:
+                            await self.leases.release(run_id)
                     return
             record = new_record(run_id, name, workflow, values, thread_id, user, parent, profile)
+            if via is not None:
+                record["via"] = via
             try:
                 await self.definitions.keep(workflow)
                 await self.runs.save(record)
@@ -245,6 +275,13 @@ class WorkflowEngine(RunDecisions):
         async with contextlib.aclosing(driven) as events:
             async for event in events:
                 yield event
+
+    async def _stopped(self, record: dict[str, Any]) -> None:
+        """A run cancelled while it ran here: its thread is told (``after_decision``), unless
+        a chat turn or a decision drives it, which answer with its end."""
+        if self.after_decision is None or record.get("via") == "chat" or record.get("decided"):
+            return
+        await self.after_decision(record, record, [], time.time())
 
 
 def keyed_run_id(name: str, key: str, user: str | None = None) -> str:

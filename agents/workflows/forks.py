@@ -20,6 +20,10 @@ from agents.workflows.inputs import check_inputs
 from agents.workflows.records import thread_of
 from agents.workflows.spec import WorkflowSpec
 
+# What a fork does not take from the run it came from: its decisions, who started it (a chat
+# turn's run answers in the turn; a fork answers its own request), how a cancel ended it.
+_NOT_FORKED = ("decision", "decided", "via", "cancel_requested", "cancelled_while")
+
 
 async def fork_record(
     graph: Graph,
@@ -49,7 +53,7 @@ async def fork_record(
     config = await graph.aupdate_state(target.config, {"inputs": values})
     kept = set(target.values.get("nodes", {}))
     record = {
-        **{k: v for k, v in old.items() if k not in ("decision", "decided")},
+        **{k: v for k, v in old.items() if k not in _NOT_FORKED},
         "id": uuid.uuid4().hex,
         "parent": f"{old['id']}@{node}",
         "graph_thread": thread_of(old),

@@ -5,6 +5,7 @@ which resumes it. A run that waits for an approval runs nowhere and has no lease
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psycopg
@@ -46,6 +47,8 @@ class RunLeases:
         self._renewing: asyncio.Task[None] | None = None
         self._ready = False
         self._setting_up = asyncio.Lock()
+        # Looked at after each renewal (the cancels other processes asked: ``RunStops.sweep``).
+        self.on_renew: Callable[[], Awaitable[None]] | None = None
         set_live(self.holder, True)
 
     async def take(self, run_id: str) -> None:
@@ -148,6 +151,8 @@ class RunLeases:
                 for run_id in set(held) - kept:
                     if run_id in self._held:  # taken over: this process was silent too long
                         self._lost(run_id)
+                if self.on_renew is not None:
+                    await self.on_renew()
             except Exception:
                 log.warning("workflow.lease_renew_failed", exc_info=True)
 

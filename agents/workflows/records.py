@@ -259,3 +259,16 @@ def decision_taken(run: dict[str, Any], approval_id: str) -> dict[str, Any] | No
     if (run.get("decided") or [])[-1:] == [approval_id] and isinstance(stored, dict):
         return stored
     return None
+
+
+def node_record(state: dict[str, Any]) -> dict[str, Any]:
+    """A node's state in a run's graph as the run's record shows it (a long output cut)."""
+    output = state.get("output")
+    text = output if isinstance(output, str) else repr(output)
+    return {
+        "status": state.get("status"),
+        "ms": state.get("ms"),
+        "error": state.get("error"),
+        "visits": state.get("visits"),
+        "output": output if len(text) <= 2000 else text[:2000] + "…",
+    }

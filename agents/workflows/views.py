@@ -8,16 +8,21 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
 from agents.workflows.leases import RunLeases
 from agents.workflows.orphans import Orphans
-from agents.workflows.records import RunRecords
+from agents.workflows.records import RunRecords, graph_config, node_record
+from agents.workflows.stops import RunStops
 
 
 class RunViews:
     """Execution records, approvals and orphans, through the engine's parts."""
 
+    checkpointer: BaseCheckpointSaver[Any] | None
     leases: RunLeases
     runs: RunRecords
+    stops: RunStops
     _orphans: Orphans
 
     # Orphans: runs no process runs (see ``Orphans``).
@@ -49,6 +54,31 @@ class RunViews:
     async def get_run(self, run_id: str) -> dict[str, Any]:
         """A run's execution record (see ``RunRecords.get``: raises ``RunNotFound``)."""
         return await self.runs.get(run_id)
+
+    async def look(self, run_id: str) -> dict[str, Any]:
+        """A run's execution record as a reader sees it (``GET /v1/workflow-runs/{id}``): one
+        under way in another process (or cut off) shows the nodes its checkpoints hold so far
+        (its record is stored only when it waits or ends), and whether a cancel was asked
+        (``cancel_requested``); one under way here is written through already. Raises
+        ``RunNotFound``."""
+        record = await self.get_run(run_id)
+        if record["status"] != "RUNNING" or run_id in self.runs.under_way:
+            return record
+        record["nodes"] = {**record["nodes"], **await self.nodes_so_far(record)}
+        if not record.get("cancel_requested") and await self.stops.requested(run_id):
+            record["cancel_requested"] = True
+        return record
+
+    async def nodes_so_far(self, record: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """The nodes ``record``'s run ran, as its last checkpoint holds them (a fork under
+        way elsewhere: as its first); none without a checkpointer."""
+        if self.checkpointer is None:
+            return {}
+        saved = await self.checkpointer.aget_tuple(graph_config(record))
+        if saved is None:
+            return {}
+        nodes = saved.checkpoint.get("channel_values", {}).get("nodes") or {}
+        return {k: node_record(v) for k, v in nodes.items() if isinstance(v, dict)}
 
     async def list_runs(
         self, *, workflow: str | None = None, status: str | None = None, limit: int = 100

@@ -30,6 +30,13 @@ nodes:
   - {id: write, kind: llm, prompt: Say hello.}
 outputs: {message: "{{ nodes.write.output }}"}
 """
+GREET_THEN_NOTE = """
+name: greet-then-note
+description: One model call, then a note of it.
+nodes:
+  - {id: write, kind: llm, prompt: Say hello., next: note}
+  - {id: note, kind: set, values: {said: "{{ nodes.write.output }}"}}
+"""
 
 
 @pytest.fixture
@@ -50,7 +57,7 @@ async def process(url: str, gateway: ModelGateway, lease_s: float) -> AsyncItera
     """The workflow engine of one service process (a checkpointer of its own)."""
     async with open_checkpointer(url) as saver:
         engine = WorkflowEngine(
-            Workflows(GREET),
+            Workflows(GREET, GREET_THEN_NOTE),
             saver,
             skills=None,
             gateway=gateway,
@@ -193,3 +200,25 @@ async def test_a_driver_whose_lease_another_process_claimed_is_cancelled(
         assert await a.live(["run-1"]) == {"run-1"}  # B's
         a.abandon()
         b.abandon()
+
+
+async def test_a_run_another_process_cancels_stops_at_its_next_node(
+    postgres_url: str, gateway: ModelGateway, fake_llm: FakeLLM
+) -> None:
+    # QA: a run under way could not be cancelled, in its process or any other.
+    fake_llm.script(Reply(content="Hello.", delay=2))
+    async with (
+        process(postgres_url, gateway, lease_s=30) as a,  # no look at cancels meanwhile
+        process(postgres_url, gateway, lease_s=30) as b,
+    ):
+        running = asyncio.create_task(a.run("greet-then-note", {}))
+        await model_asked(fake_llm, 1)
+        (run_id,) = [r["id"] for r in await b.list_runs(status="RUNNING")]
+        stopped = await b.stop(run_id, "cancelled by ann")
+        ran = await running
+    assert stopped["status"] == "CANCELLED"
+    assert stopped["error"] == "cancelled by ann"
+    assert stopped["nodes"]["write"]["output"] == "Hello."  # the node under way ended
+    assert "note" not in stopped["nodes"]  # the next one never began
+    assert ran == stopped
+    assert len(fake_llm.requests) == 1

@@ -628,7 +628,7 @@ def test_a_waiting_run_is_cancelled_by_its_starter_and_its_thread_is_told(
     thread = client.get("/v1/threads/wf-withdrawn").json()
     assert "was cancelled while it waited for approval" in thread["messages"][-1]["content"]
     again = client.post(f"/v1/workflow-runs/{run_id}/cancel")
-    assert (again.status_code, again.json()["error"]["code"]) == (409, "run_not_waiting")
+    assert (again.status_code, again.json()["error"]["code"]) == (409, "run_ended")
     late = client.post(f"/v1/approvals/{pending['approval_id']}", json={"decision": "approve"})
     assert late.status_code == 409
     # Nobody decided it: the answer says its run was cancelled ("was decided already", before).

@@ -117,8 +117,10 @@ async def start_run(
     idempotency_key: IdempotencyKey = None,
 ) -> Any:
     """Run a workflow: to its end or its first approval (the record), or streamed. Sent
-    again with the same ``Idempotency-Key``, it answers the first run's record as it stands
-    (streamed: its last event) and starts nothing."""
+    again with the same ``Idempotency-Key``, it starts nothing and answers the first run's
+    record once it waits or is over (streamed: its last event, ``replayed``); a first run
+    left under way by a process that stopped or died, which no process runs, goes on here
+    from its last step (streamed: its events), to its end or approval."""
     workflow = _workflow(services, name)
     if body.thread_id is not None:
         try:
@@ -203,8 +205,9 @@ async def list_runs(
     responses=error_responses(404, 500, notes={404: "No such run (`run_not_found`)."}),
 )
 async def get_run(services: ServicesDep, principal: PrincipalDep, run_id: str) -> RunPublic:
-    """One run's execution record: status, and per node status, time, output or error."""
-    return RunPublic.model_validate(await _run_of(services, principal, run_id))
+    """One run's execution record: status, and per node status, time, output or error (a run
+    under way: the nodes it finished so far, whichever process runs it)."""
+    return RunPublic.model_validate(await _run_of(services, principal, run_id, look=True))
 
 
 @router.post(
@@ -264,13 +267,22 @@ async def fork_run(
         500,
         notes={
             404: "No such run (`run_not_found`).",
-            409: "The run is not waiting for a decision (`run_not_waiting`, naming its status).",
+            409: "The run has ended (`run_ended`, naming its status: `SUCCEEDED`, `FAILED` or "
+            "`CANCELLED`), before the cancel or while its last node finished. Nothing was "
+            "changed.",
         },
     ),
 )
 async def cancel_run(services: ServicesDep, principal: PrincipalDep, run_id: str) -> RunPublic:
-    """Cancel a run of one's own that waits for an approval: the approval leaves the inbox,
-    the run never goes on (status ``CANCELLED``), and the thread it came from is told."""
+    """Cancel a run of one's own that has not ended, whichever process runs it; the answer
+    is its record, status ``CANCELLED`` and ``error`` naming who cancelled it, and the thread
+    it came from is told. A run waiting for an approval: the approval leaves the inbox (a
+    decision sent later is a 409) and the run never goes on. A run under way stops at its
+    next node at the latest: in this process at once, its node under way cut off (recorded
+    ``cancelled``; a tool call under way runs to its end, once, and is not made again); in
+    another process after its node under way (a long node is cut off within a third of the
+    run lease). Should that outlast the run lease, the answer is its record still
+    ``RUNNING`` with ``cancel_requested``: it stops after that node."""
     await _run_of(services, principal, run_id)
     by = principal.user or "the local user"
     record = await services.workflow_turns.cancel(run_id, by=by, post=services.conversations.post)
@@ -298,9 +310,13 @@ async def _mine(
     return False
 
 
-async def _run_of(services: Any, principal: Principal, run_id: str) -> dict[str, Any]:
-    """A run's record if it is the principal's; another user's is not found, as none."""
-    record = await services.engine.get_run(run_id)
+async def _run_of(
+    services: Any, principal: Principal, run_id: str, *, look: bool = False
+) -> dict[str, Any]:
+    """A run's record if it is the principal's; another user's is not found, as none.
+    ``look``: as a reader sees it (a run under way: its nodes so far, see ``look``)."""
+    engine = services.engine
+    record = await (engine.look(run_id) if look else engine.get_run(run_id))
     if not await _mine(services, principal, record):
         raise RunNotFound(f"there is no workflow run {run_id!r}")
     return dict(record)

@@ -70,7 +70,10 @@ class ForkRequest(BaseModel):
 class NodeRecordPublic(BaseModel):
     """How one node of a run went."""
 
-    status: str | None = Field(description="done or failed.")
+    status: str | None = Field(
+        description="`done` or `failed`; `cancelled` when the run was cancelled while the node "
+        "ran (cut off: a tool call it made ran to its end, once, its result not kept here)."
+    )
     ms: float | None = None
     error: str | None = None
     visits: int | None = None
@@ -107,9 +110,18 @@ class RunPublic(BaseModel):
     ended: float | None
     inputs: dict[str, Any]
     outputs: dict[str, Any]
-    error: str | None
-    nodes: dict[str, NodeRecordPublic]
+    error: str | None = Field(
+        description="Why it failed or was cancelled (`cancelled by <who>` for a cancel)."
+    )
+    nodes: dict[str, NodeRecordPublic] = Field(
+        description="How each node it ran went (a run under way: those finished so far)."
+    )
     waiting: ApprovalPublic | None = Field(description="The approval it waits for, if any.")
+    cancel_requested: bool = Field(
+        False,
+        description="A cancel was asked while it ran (`POST /v1/workflow-runs/{id}/cancel`): "
+        "a run still `RUNNING` stops after its node under way.",
+    )
     usage: dict[str, int] = Field(
         default_factory=dict,
         description="Its model calls' `input_tokens`, `output_tokens`, `total_tokens`, "
@@ -231,7 +243,8 @@ class WorkflowEndedData(BaseModel):
     replayed: bool = Field(
         False,
         description="A start sent again with its `Idempotency-Key`: the first run's record "
-        "as it stands.",
+        "once it is over (a first run left under way by a process that stopped or died went "
+        "on here, its events before this one).",
     )
 
 
