@@ -7,7 +7,7 @@ that its help flows), registered below with ``cli.add_typer``; what several grou
 
 from __future__ import annotations
 
-from app.cli import chat, keys, serve, skills, threads, workflows
+from app.cli import approvals, chat, keys, serve, skills, threads, workflows
 from app.cli.common import Typer
 
 cli = Typer(
@@ -21,6 +21,7 @@ cli.command("chat")(chat.chat)
 cli.add_typer(skills.cli, name="skills")
 cli.add_typer(workflows.cli, name="workflows")
 cli.add_typer(threads.cli, name="threads")
+cli.add_typer(approvals.cli, name="approvals")
 cli.add_typer(keys.cli, name="keys")
 
 

@@ -1,21 +1,23 @@
 """What several command groups share: the ``Typer`` they are made with (a configuration
 error exits with status 2), settings with the command line's overrides (and the check that
-the service's store is there), the common options, messages in the command line's terms."""
+the service's store, or its data folder, is there), the services opened on the store beside a
+live server, the common options, messages in the command line's terms."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import json
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
 
-from agents.errors import ConfigError
+from agents.errors import ConfigError, SkilldeskError
 from agents.state.checkpointers import sqlite_path
 from app.settings import Settings, load_settings
 from app.settings.service import ServiceSettings
@@ -38,6 +40,7 @@ DataDir = Annotated[
 JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 _LITERAL = re.compile(r"``(.+?)``", re.DOTALL)  # reST's inline literal, in a docstring
 # The HTTP routes that errors from agents/ (written for the API) name, as commands.
 _AS_COMMANDS = {
@@ -108,7 +111,11 @@ class Typer(typer.Typer):
 
 
 def load_cli_settings(
-    *, store: bool = False, create_option: str | None = None, **overrides: Any
+    *,
+    store: bool = False,
+    create_option: str | None = None,
+    records: bool = False,
+    **overrides: Any,
 ) -> Settings:
     """Settings with command-line overrides; a configuration error exits with status 2.
 
@@ -117,6 +124,10 @@ def load_cli_settings(
             file that does not exist (a mistyped ``--data-dir``, say) is a configuration
             error, rather than a new, empty store that no service reads.
         create_option: The command's option that makes a new store (named in the fix).
+        records: The command reads the records of name owners the service keeps in its data
+            folder: a data folder named (``--data-dir``, ``SKILLDESK_DATA_DIR``) that does not
+            exist is a configuration error, rather than read as one without records. The
+            default folder may be missing: no service ran there yet (a first start's case).
         **overrides: Settings given on the command line (``None``: not given).
     """
     with configuration_errors():
@@ -125,7 +136,59 @@ def load_cli_settings(
         missing = missing_store(settings) if store else None
         if missing is not None:
             raise _no_store(settings, missing, create_option)
+        if records and "data_dir" in settings.model_fields_set:
+            check_data_dir(settings.data_dir, "--data-dir / SKILLDESK_DATA_DIR")
     return settings
+
+
+def check_data_dir(folder: Path, named_by: str) -> None:
+    """That ``folder``, a data folder the user named (by ``named_by``) for the records of
+    which skill owns each tool and which file each workflow name, is there.
+
+    Raises:
+        ConfigError: it does not exist (a mistyped folder would otherwise be read as one
+            without records, and the check pass where the service refuses).
+    """
+    if folder.is_dir():
+        return
+    what = "is not a folder" if folder.exists() else "does not exist"
+    raise ConfigError(
+        f"the data folder {folder} ({named_by}) {what}, so it holds no records of which "
+        "skill owns each tool and which file each workflow name",
+        fix="give the data folder of the service whose skills and workflows these are (its "
+        "--data-dir or SKILLDESK_DATA_DIR); to check as a first start would, with no "
+        "records, give an empty folder",
+    )
+
+
+def on_the_store(
+    settings: Settings, job: Callable[[Any], Awaitable[T]], *, light: bool = True
+) -> T:
+    """Open the services on the settings' store as a command beside a live server does (no
+    background work: it must not resume the server's runs; no watching), run ``job`` on
+    them. A Skilldesk error exits with status 1, said in the command line's terms; a
+    configuration error (a store that does not answer) with 2, as every command's.
+
+    Args:
+        light: Without skill retrieval's embeddings: the command runs no turn and no
+            workflow, so keyword-only skills, loaded at once, are enough.
+    """
+    from app.services import open_services  # lazy: the whole service loads only here
+
+    if light:
+        settings = settings.model_copy(update={"skills_embeddings": False})
+
+    async def go() -> T:
+        async with open_services(settings, watch=False, background=False) as services:
+            return await job(services)
+
+    try:
+        return asyncio.run(go())
+    except ConfigError:
+        raise  # said by the command's ``configuration_errors`` (``Typer``)
+    except SkilldeskError as exc:
+        typer.echo(f"skilldesk: {in_cli_terms(str(exc))}", err=True)
+        raise typer.Exit(1) from None
 
 
 def sqlite_file(url: str) -> Path | None:

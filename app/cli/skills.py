@@ -20,6 +20,7 @@ from app.cli.common import (
     JsonFlag,
     StoreUrl,
     Typer,
+    check_data_dir,
     load_cli_settings,
     report_validation,
 )
@@ -39,8 +40,10 @@ def _quiet_logs() -> None:
     configure_logging("error", "console")
 
 
-def _settings(skills_dir: Path | None, data_dir: Path | None = None) -> Settings:
-    return load_cli_settings(skills_dir=skills_dir, data_dir=data_dir)
+def _settings(
+    skills_dir: Path | None, data_dir: Path | None = None, *, records: bool = False
+) -> Settings:
+    return load_cli_settings(records=records, skills_dir=skills_dir, data_dir=data_dir)
 
 
 def _registry(directory: Path, data_dir: Path | None) -> SkillRegistry:
@@ -56,7 +59,7 @@ def list_skills(
     skills_dir: SkillsDir = None, data_dir: DataDir = None, as_json: JsonFlag = False
 ) -> None:
     """List the skills that load."""
-    settings = _settings(skills_dir, data_dir)
+    settings = _settings(skills_dir, data_dir, records=True)
     registry = _registry(settings.skills_dir, settings.data_dir)
     rows: list[dict[str, Any]] = [
         {
@@ -101,10 +104,12 @@ def validate(
     about the Agent Skills spec too). A tool two skills declare goes to the one the
     service's data folder records (the configured one; with DIRECTORY, only --data-dir)."""
     if directory is None:
-        settings = _settings(None, data_dir)
+        settings = _settings(None, data_dir, records=True)
         target, data_dir = settings.skills_dir, settings.data_dir
     else:
         target = directory
+        if data_dir is not None:  # the settings' folder is not read for DIRECTORY
+            check_data_dir(data_dir, "--data-dir")
     if not target.is_dir():
         typer.echo(f"skilldesk: {target} is not a folder", err=True)
         raise typer.Exit(2)

@@ -3,29 +3,27 @@ store the service uses (the same settings), from the command line."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from langchain_core.messages import BaseMessage
 
-from agents.errors import ConfigError, SkilldeskError, ThreadBusy
+from agents.errors import ThreadBusy
 from agents.memory.summaries import summarised_count
 from app.cli.common import (
     DataDir,
     JsonFlag,
     StoreUrl,
     Typer,
-    in_cli_terms,
     load_cli_settings,
+    on_the_store,
 )
 from app.logging import configure_logging
-from app.settings import Settings
 
 cli = Typer(help="List, inspect, branch, delete and prune threads.", no_args_is_help=True)
 T = TypeVar("T")
@@ -38,33 +36,12 @@ def _quiet_logs() -> None:
     configure_logging("error", "console")
 
 
-@asynccontextmanager
-async def _services(settings: Settings) -> AsyncIterator[Any]:
-    from app.services import open_services
-
-    # Thread commands need no retrieval: keyword-only skills load at once.
-    light = settings.model_copy(update={"skills_embeddings": False})
-    async with open_services(light, watch=False, background=False) as services:
-        yield services
-
-
 def _run(url: str | None, data_dir: Path | None, job: Callable[[Any], Awaitable[T]]) -> T:
     """Open the store, run ``job`` on the services; a Skilldesk error exits with status 1, a
     configuration error (a store that does not answer or is not there, say) with 2, as every
-    command's."""
+    command's. Thread commands need no retrieval: keyword-only skills load at once."""
     settings = load_cli_settings(store=True, checkpoint_url=url, data_dir=data_dir)
-
-    async def go() -> T:
-        async with _services(settings) as services:
-            return await job(services)
-
-    try:
-        return asyncio.run(go())
-    except ConfigError:
-        raise  # said by the command's ``configuration_errors`` (``app.cli.common.Typer``)
-    except SkilldeskError as exc:
-        typer.echo(f"skilldesk: {in_cli_terms(str(exc))}", err=True)
-        raise typer.Exit(1) from None
+    return on_the_store(settings, job)
 
 
 def _when(stamp: float | str | None) -> str:
@@ -99,23 +76,30 @@ def list_threads(
 @cli.command()
 def show(
     thread_id: ThreadArg,
+    every: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Also the messages a summary took out of the active history (the model "
+            "reads the summary instead), with their indexes: fork before one with `threads "
+            "fork --before-message N`.",
+        ),
+    ] = False,
     checkpoint_url: StoreUrl = None,
     data_dir: DataDir = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """A thread's record and its active messages (index, speaker, text)."""
+    """A thread's record and its active messages (index, speaker, text); with --all, the
+    summarised ones before them."""
 
     async def job(services: Any) -> dict[str, Any]:
         record = await services.threads.get(thread_id)
         values = await services.conversations.state(thread_id)
         first = summarised_count(values.get("summary"))  # as GET /v1/threads/{id} numbers
         summary = values.get("summary") or {}
-        messages = [
-            {"index": first + i, "role": m.type, "content": m.text, "name": m.name}
-            for i, m in enumerate(values.get("messages", []))
-        ]
+        messages = [_message(first + i, m) for i, m in enumerate(values.get("messages", []))]
         attachments = values.get("attachments", [])
-        return {
+        found = {
             **record,
             # What the thread holds now: the record counts them when a run ends (one under
             # way or cut off has stored its messages already).
@@ -125,19 +109,58 @@ def show(
             "active": messages,
             "attachments": attachments,
         }
+        if every:  # the originals kept (retention may have let the oldest go)
+            kept = await services.threads.summarised(thread_id, first)
+            found["summarised"] = [_message(i, m) for i, m in kept]
+        return found
 
     found = _run(checkpoint_url, data_dir, job)
     if as_json:
         _echo_json(found)
         return
     typer.echo(f"{found['title']}  ({found['thread_id']}, {found['messages']} messages)")
-    if found["summary"]:
-        typer.echo(f"  [summary of {found['summarised_messages']} earlier messages]")
+    if found["summary"] and not every:
+        typer.echo(
+            f"  [summary of {found['summarised_messages']} earlier messages] (--all shows them)"
+        )
+    elif found["summary"]:
+        typer.echo(
+            f"  [summary of {found['summarised_messages']} earlier messages] the model reads "
+            "it instead of these:"
+        )
+        _echo_summarised(found["summarised"], found["summarised_messages"])
+        typer.echo("  [active messages]")
     for m in found["active"]:
-        who = m["role"] + (f":{m['name']}" if m["name"] else "")
-        typer.echo(f"  {m['index']:>4} {who:<16} {' '.join(str(m['content']).split())[:100]}")
+        _echo_message(m)
     for a in found["attachments"]:
         typer.echo(f"  file {a['id']} {a['name']} ({a['media_type']}, {a['size']} bytes)")
+
+
+def _message(index: int, message: BaseMessage) -> dict[str, Any]:
+    return {"index": index, "role": message.type, "content": message.text, "name": message.name}
+
+
+def _echo_message(m: dict[str, Any]) -> None:
+    who = m["role"] + (f":{m['name']}" if m["name"] else "")
+    typer.echo(f"  {m['index']:>4} {who:<16} {' '.join(str(m['content']).split())[:100]}")
+
+
+def _echo_summarised(kept: list[dict[str, Any]], count: int) -> None:
+    """The summarised messages whose originals are kept, and where those not kept would be
+    (retention let them go, or they were summarised before originals were kept)."""
+    expected = 0
+    for m in kept:
+        if m["index"] > expected:
+            _echo_not_kept(expected, m["index"] - 1)
+        _echo_message(m)
+        expected = m["index"] + 1
+    if count > expected:
+        _echo_not_kept(expected, count - 1)
+
+
+def _echo_not_kept(first: int, last: int) -> None:
+    which = f"{first}" if first == last else f"{first}-{last}"
+    typer.echo(f"  {which:>4} (not kept: only the summary stands for them)")
 
 
 @cli.command()

@@ -83,7 +83,9 @@ def list_workflows(
 ) -> None:
     """List the workflows that load."""
     registry = _registry(
-        load_cli_settings(workflows_dir=workflows_dir, skills_dir=skills_dir, data_dir=data_dir)
+        load_cli_settings(
+            records=True, workflows_dir=workflows_dir, skills_dir=skills_dir, data_dir=data_dir
+        )
     )
     rows = [
         {
@@ -125,7 +127,7 @@ def validate(
     service's data folder records. A folder given is checked on its own, as a service serving
     it would load it; a file given, as if added to the configured folder."""
     settings = load_cli_settings(
-        workflows_dir=workflows_dir, skills_dir=skills_dir, data_dir=data_dir
+        records=True, workflows_dir=workflows_dir, skills_dir=skills_dir, data_dir=data_dir
     )
     if not files:
         registry = _registry(settings)
@@ -254,7 +256,7 @@ def run(
     if as_json:
         typer.echo(json.dumps(record, ensure_ascii=False, default=str))
     else:
-        typer.echo(_ending(record))
+        typer.echo(ending(record))
     if record["status"] == "FAILED":
         raise typer.Exit(1)
 
@@ -327,14 +329,16 @@ def _services(settings: Settings) -> Any:
     return open_services(settings, watch=False, background=False)
 
 
-def _ending(record: dict[str, Any]) -> str:
+def ending(record: dict[str, Any]) -> str:
+    """How a run ended, or the approval it waits for and the commands that decide it."""
     status = record.get("status")
     if status == "WAITING":
         waiting = record.get("waiting") or {}
         approval = waiting.get("approval_id")
         return (
             f"{record['id']} WAITING for approval {approval}: {waiting.get('summary')}\n"
-            f"(decide with POST /v1/approvals/{approval})"
+            f"(decide with `skilldesk approvals approve {approval}` or "
+            f"`skilldesk approvals reject {approval}`)"
         )
     if status == "SUCCEEDED":
         message = (record.get("outputs") or {}).get("message") or ""

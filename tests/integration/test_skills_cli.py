@@ -149,6 +149,7 @@ def test_list_and_validate_follow_the_services_tool_owners_and_leave_the_record(
     refused = [e for e in json.loads(done.stdout)["errors"] if e["skill"] == "b-dup"]
     assert "already defined by skill 'order-query'" in refused[0]["message"]
     assert (data / "owners" / "tools.json").read_bytes() == record
+    (tmp_path / "fresh").mkdir()  # a data folder without records, as at a first start
     done = run("list", "--skills-dir", str(skills), "--json", data_dir=tmp_path / "fresh")
     assert "b-dup" in [r["name"] for r in json.loads(done.stdout)]  # no record: the older
     assert not (tmp_path / "fresh" / "owners").exists()

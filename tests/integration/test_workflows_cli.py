@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str, tmp_path: Path, **env_extra: str) -> subprocess.CompletedProcess[str]:
+    # The data folder named must be there: a missing one is refused (as a mistyped folder).
+    (tmp_path / "data").mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLDESK_")}
     env.update(
         {

@@ -38,6 +38,7 @@ outputs: {message: "{{ nodes.hello.output.text }}"}
         (["chat"], ["--url", "--thread", "--data-dir", "--api-key"]),
         (["skills"], ["list", "validate", "search", "new"]),
         (["workflows"], ["list", "validate", "graph"]),
+        (["approvals"], ["list", "show", "approve", "reject"]),
     ],
 )
 def test_every_command_and_group_answers_help(args: list[str], lists: list[str]) -> None:
@@ -93,7 +94,7 @@ def test_an_option_the_groups_share_says_the_same_on_every_command() -> None:
     # QA: --data-dir said three things (and was defined three times) across the groups.
     said: dict[str, set[str | None]] = {}
     for path, command in COMMANDS:
-        if path[:1] not in (("skills",), ("workflows",), ("threads",), ("keys",)):
+        if path[:1] not in (("skills",), ("workflows",), ("threads",), ("keys",), ("approvals",)):
             continue  # serve and chat take their own (chat's data folder is in-process only)
         for param in command.params:
             for opt in set(param.opts) & {"--data-dir", "--checkpoint-url", "--json"}:
@@ -250,6 +251,8 @@ def _folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, data: bool = Tr
         ["threads", "list"],
         ["keys", "list"],
         ["skills", "examples", "greet"],
+        ["approvals", "list"],
+        ["approvals", "approve", "a-1"],
         ["chat"],
     ],
     ids=" ".join,
@@ -281,6 +284,10 @@ STORE_COMMANDS = [
     ["keys", "revoke", "key_000000000000"],
     ["skills", "examples", "greet"],
     ["workflows", "runs"],
+    ["approvals", "list"],
+    ["approvals", "show", "a-1"],
+    ["approvals", "approve", "a-1"],
+    ["approvals", "reject", "a-1"],
 ]
 
 
@@ -313,6 +320,63 @@ def test_a_command_on_the_store_refuses_a_store_that_is_not_there_and_makes_none
     assert ("add --create" in done.stderr) == (args[:2] == ["keys", "create"])
     assert not store.exists()
     assert typo.exists() == (where == "a folder without it")  # nothing made
+
+
+# The commands that read the records of name owners kept in the data folder (not the store),
+# and how the folder is named. `skills validate DIR` reads only --data-dir's (documented).
+RECORDS_COMMANDS = [
+    (args, how)
+    for args in (
+        ["skills", "list"],
+        ["skills", "validate"],
+        ["workflows", "list"],
+        ["workflows", "validate"],
+        ["workflows", "validate", "GREET"],
+    )
+    for how in ("--data-dir", "SKILLDESK_DATA_DIR")
+] + [(["skills", "validate", "SKILLS"], "--data-dir")]
+
+
+@pytest.mark.parametrize(
+    ("args", "how"), RECORDS_COMMANDS, ids=[f"{' '.join(a)} {h}" for a, h in RECORDS_COMMANDS]
+)
+def test_a_command_reading_the_owners_records_refuses_a_data_folder_named_that_is_not_there(
+    args: list[str], how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # QA: with a mistyped --data-dir they carried on as with a folder without records (a
+    # contested name went to the older definition, where the service gives it to its owner),
+    # while the commands on the store refused it, exit 2.
+    _folders(tmp_path, monkeypatch, data=False)
+    (tmp_path / "skills").mkdir()
+    folders = {"SKILLS": str(tmp_path / "skills"), "GREET": str(tmp_path / "workflows/greet.yaml")}
+    args = [folders.get(a, a) for a in args]
+
+    def invoke(folder: Path | None) -> Any:
+        monkeypatch.delenv("SKILLDESK_DATA_DIR", raising=False)
+        given = []
+        if folder is not None and how == "--data-dir":
+            given = ["--data-dir", str(folder)]
+        elif folder is not None:
+            monkeypatch.setenv("SKILLDESK_DATA_DIR", str(folder))
+        return CliRunner().invoke(cli, [*args, *given], prog_name="skilldesk")
+
+    typo = tmp_path / "d1-typo"
+    done = invoke(typo)
+    assert done.exit_code == 2, done.exception or done.output
+    directory = args[:2] == ["skills", "validate"] and len(args) == 3
+    said = "--data-dir" if directory else "--data-dir / SKILLDESK_DATA_DIR"
+    assert done.stderr.startswith(
+        f"skilldesk: configuration error: the data folder {typo} ({said}) does not exist"
+    ), done.stderr
+    assert "fix: give the data folder of the service" in done.stderr
+    assert not typo.exists()
+    # An empty folder holds no records, as a first start's; so does the default one, missing
+    # (no service ran in this checkout yet).
+    (tmp_path / "empty").mkdir()
+    assert invoke(tmp_path / "empty").exit_code == 0
+    monkeypatch.setattr("app.settings.service.ROOT", tmp_path / "checkout")
+    assert invoke(None).exit_code == 0
+    assert not (tmp_path / "checkout").exists()
 
 
 def test_chat_in_process_and_workflows_run_still_make_the_store_of_a_new_data_folder(

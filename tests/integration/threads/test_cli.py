@@ -193,3 +193,58 @@ def test_show_counts_the_messages_the_thread_holds_not_those_its_record_last_cou
     assert [m["content"] for m in found["active"]] == ["Hello?", "Hi."]
     assert found["messages"] == 2
     assert "2 messages)" in cli(thread_settings, "show", "cut").stdout
+
+
+def test_show_all_prints_the_summarised_messages_with_their_indexes(
+    thread_settings: Any, fake_llm: FakeLLM
+) -> None:
+    # QA: `threads show` printed "[summary of 2 earlier messages]" and no way to read them, nor
+    # the index to fork before one of them.
+    summarising = thread_settings.model_copy(
+        update={"summary_after_messages": 4, "summary_after_tokens": 0, "summary_keep": 2}
+    )
+    with TestClient(create_app(summarising)) as client:
+        for n in (1, 2, 3):
+            if n == 3:
+                fake_llm.script(Reply(content="The user asked about orders 1 and 2 [#0 user]."))
+            fake_llm.script(Reply(content=f"Order {n} shipped."))
+            say(client, "long", f"Where is order {n}?")
+
+    active = [
+        "  [active messages]",
+        "     2 human            Where is order 2?",
+        "     3 ai               Order 2 shipped.",
+        "     4 human            Where is order 3?",
+        "     5 ai               Order 3 shipped.",
+    ]
+    plain = cli(thread_settings, "show", "long").stdout.splitlines()
+    assert plain[1:] == ["  [summary of 2 earlier messages] (--all shows them)", *active[1:]]
+    every = cli(thread_settings, "show", "long", "--all")
+    assert every.returncode == 0, every.stderr
+    assert every.stdout.splitlines()[1:] == [
+        "  [summary of 2 earlier messages] the model reads it instead of these:",
+        "     0 human            Where is order 1?",
+        "     1 ai               Order 1 shipped.",
+        *active,
+    ]
+    found = json.loads(cli(thread_settings, "show", "long", "--all", "--json").stdout)
+    assert found["summarised"] == [
+        {"index": 0, "role": "human", "content": "Where is order 1?", "name": None},
+        {"index": 1, "role": "ai", "content": "Order 1 shipped.", "name": None},
+    ]
+    assert [m["index"] for m in found["active"]] == [2, 3, 4, 5]
+    assert "summarised" not in json.loads(cli(thread_settings, "show", "long", "--json").stdout)
+
+    # Originals not kept (summarised before they were, or let go by retention): where they
+    # were is said, the summary stands for them.
+    import asyncio
+
+    from app.services import open_services
+
+    async def forget_the_originals() -> None:
+        async with open_services(thread_settings, background=False) as services:
+            await services.threads.transcript.delete_thread("long")
+
+    asyncio.run(forget_the_originals())
+    gone = cli(thread_settings, "show", "long", "--all").stdout.splitlines()
+    assert gone[2:4] == ["   0-1 (not kept: only the summary stands for them)", active[0]]
