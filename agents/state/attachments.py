@@ -160,8 +160,8 @@ class AttachmentStore:
                     size += len(chunk)
                     if size > self.options.max_bytes:
                         raise AttachmentRejected(
-                            f"the file is larger than {self.options.max_bytes} bytes "
-                            "(SKILLDESK_ATTACHMENT_MAX_BYTES)",
+                            f"the file is larger than {_size(self.options.max_bytes)}, the "
+                            "most this service takes",
                             code="attachment_too_large",
                         )
                     await asyncio.to_thread(out.write, chunk)
@@ -258,3 +258,11 @@ class AttachmentStore:
 def _public(doc: dict[str, Any]) -> Attachment:
     keys = ("id", "kind", "ref", "name", "media_type", "size", "caption", "created")
     return cast(Attachment, {k: doc[k] for k in keys if k in doc})
+
+
+def _size(count: int) -> str:
+    """A size as a person reads it: ``10 MB (10,485,760 bytes)``; bytes alone below 1 KB."""
+    for unit, scale in (("GB", 2**30), ("MB", 2**20), ("KB", 2**10)):
+        if count >= scale:
+            return f"{count / scale:.3g} {unit} ({count:,} bytes)"
+    return f"{count:,} bytes"

@@ -133,6 +133,10 @@ def test_a_refused_upload_says_why_and_leaves_nothing(
         )
         assert response.status_code == status
         assert response.json()["error"]["code"] == code
+        if code == "attachment_too_large":  # in words, not the operator's setting
+            message = response.json()["error"]["message"]
+            assert "larger than 1 KB (1,024 bytes), the most this service takes" in message
+            assert "SKILLDESK_" not in message
         assert client.get("/v1/threads/refused").json()["attachments"] == []
         folder = settings.data_dir / "attachments" / "refused"
         assert not folder.exists() or not any(folder.iterdir())
