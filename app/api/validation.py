@@ -242,8 +242,34 @@ def _plain(loc: Loc, err: Mapping[str, Any], where: _Where) -> Problem:
         return Problem(name, f"{_shown(loc, where, 'the body')} {words}", kind)
     if kind in _BY_PARSING:
         return Problem(name, f"{_shown(loc, where, 'the body')} must be {_BY_PARSING[kind]}", kind)
+    bound = _bound(kind, err)
+    if bound is not None:
+        return Problem(name, f"{_shown(loc, where, 'the body')} {bound}", kind)
     message = str(err.get("msg")).removeprefix("Value error, ")  # a validator's own words
     return Problem(name, f"{_shown(loc, where, 'body')}: {message}", kind)
+
+
+_LENGTHS = {
+    "string_too_long": ("at most", "max_length", "character"),
+    "string_too_short": ("at least", "min_length", "character"),
+    "too_long": ("at most", "max_length", "item"),
+    "too_short": ("at least", "min_length", "item"),
+}
+
+
+def _bound(kind: str, err: Mapping[str, Any]) -> str | None:
+    """A length out of its bounds in words, with the length sent ("must be at most 100,000
+    characters, not 100,001"), or None for another error."""
+    if kind not in _LENGTHS:
+        return None
+    side, key, unit = _LENGTHS[kind]
+    limit = (err.get("ctx") or {}).get(key)
+    if not isinstance(limit, int):
+        return None
+    value = err.get("input")
+    sent = f", not {len(value):,}" if isinstance(value, str | list | tuple | dict) else ""
+    verb = "be" if unit == "character" else "have"
+    return f"must {verb} {side} {limit:,} {unit}{'' if limit == 1 else 's'}{sent}"
 
 
 def _wanted(label: str, err: Mapping[str, Any]) -> str:

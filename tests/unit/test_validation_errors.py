@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
 from app.api.errors import install_error_handlers
@@ -30,6 +30,9 @@ class Thing(BaseModel):
     part: str | Part = ""
     headers: dict[str, int] = {}
     person: Person | None = None
+    title: str = Field("", max_length=5)
+    tags: list[str] = Field(default_factory=list, min_length=0, max_length=2)
+    name: str = Field("x", min_length=1)
 
 
 @pytest.fixture(scope="module")
@@ -125,3 +128,21 @@ def test_a_union_member_s_label_that_is_also_a_key_still_folds(client: TestClien
     assert error["message"] == (
         "Invalid request: part.text: Field required; headers.Part must be an integer"
     )
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "said"),
+    [
+        ({"title": "x" * 100_001}, "title", "title must be at most 5 characters, not 100,001"),
+        ({"tags": ["a", "b", "c"]}, "tags", "tags must have at most 2 items, not 3"),
+        ({"name": ""}, "name", "name must be at least 1 character, not 0"),
+    ],
+)
+def test_a_length_out_of_bounds_says_the_bound_and_what_came_in_words(
+    client: TestClient, body: dict[str, Any], param: str, said: str
+) -> None:
+    # QA: "message: String should have at most 100000 characters", pydantic's words.
+    error = error_of(client, body)
+    assert error["param"] == param
+    assert said in error["message"], error["message"]
+    assert "should have" not in error["message"]
