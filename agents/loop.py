@@ -26,6 +26,7 @@ from agents import failpoints
 from agents.errors import BudgetExceeded, ModelError, SkillNotFound
 from agents.models import ModelGateway
 from agents.models.chat_model import GatewayChatModel, finish_stream
+from agents.models.errors import logged
 from agents.models.usage import call_usage
 from agents.prompts import Prompts
 from agents.replies import Replies
@@ -107,11 +108,13 @@ async def run_tool_loop(
             if new:  # tools ran: what they did is kept, and said, though the model said nothing
                 return _stopped(new, scope, before, usage, "empty", prompts.reply("empty_answer"))
             # Nothing to tell the user, nor to keep in the thread but the user's message.
-            raise ModelError(
-                EMPTY_ANSWER,
-                profile=profile or ctx.profile or "default",
-                code="model_bad_reply",
-                detail=EMPTY_DETAIL,
+            raise logged(
+                ModelError(
+                    EMPTY_ANSWER,
+                    profile=profile or ctx.profile or "default",
+                    code="model_bad_reply",
+                    detail=EMPTY_DETAIL,
+                )
             )
         new.append(reply)
         rounds += 1

@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Send
 
-from agents.errors import BudgetExceeded, ModelError
+from agents.errors import BudgetExceeded, ModelError, SkilldeskError
 from agents.graph.experts import expert_prompt
 from agents.graph.nodes import Brain, Node, last_user_text
 from agents.loop import complete
@@ -90,7 +90,10 @@ async def _run_task(
         return TaskUpdate(status="failed", error=exc.message), {}
     except Exception as exc:  # one task's bug (a skill removed mid-run...) fails that task
         log.exception("task.crashed", task_id=item["id"])
-        return TaskUpdate(status="failed", error=f"{type(exc).__name__}: {exc}"), {}
+        # Our own errors say what happened; another's text (a driver's, a library's) may
+        # name hosts or paths: its kind only, the rest in the log.
+        why = str(exc) if isinstance(exc, SkilldeskError) else f"{type(exc).__name__}"
+        return TaskUpdate(status="failed", error=f"internal error: {why}; it has been logged"), {}
     text = str(result.answer.text)
     ok = result.stopped is None
     update = TaskUpdate(status="done" if ok else "failed", result=text, error=None if ok else text)

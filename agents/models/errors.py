@@ -8,10 +8,15 @@ exception classes (its own subclass them) and httpx's.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Sequence
 
+import structlog
+
 from agents.errors import MissingKey, ModelError, ProfileUnusable, StreamError, UnreadableReply
+
+log = structlog.get_logger(__name__)
 
 
 def _loaded(module: str, name: str) -> tuple[type[BaseException], ...]:
@@ -54,11 +59,19 @@ def retry_delay(exc: Exception) -> float | None:
     status = _status(exc)
     if status is None:
         return None
-    if status == 429:
-        return _rate_limit_wait(exc)
+    if status == 429:  # a quota spent stays spent: the next profile, not another wait
+        return None if _QUOTA.search(str(exc)) else _rate_limit_wait(exc)
     return 0.0 if status in _RETRY_STATUS or status >= 500 else None
 
 
+# What providers say of a conversation past the context window (OpenAI, Anthropic, vLLM,
+# Gemini...), and of a quota spent (no waiting helps: the operator must act).
+_TOO_LONG = re.compile(
+    r"context[ _]length|context window|maximum context|too many tokens|prompt is too long|"
+    r"input is too long|reduce the length",
+    re.IGNORECASE,
+)
+_QUOTA = re.compile(r"quota|billing|credit balance|insufficient", re.IGNORECASE)
 _FIX = "the service's operator must fix its model settings (the service's log says how)"
 _AGAIN = "try again shortly; if it persists, the service's log says why"
 
@@ -85,8 +98,10 @@ def to_model_error(exc: Exception, profile: str, chain: Sequence[str]) -> ModelE
     elif status in (400, 413, 422):
         code, what = "model_rejected_request", "refused the request"
         advice = (
-            "a conversation longer than the model can read is the usual cause: send a "
-            "shorter message or start a new thread"
+            "the conversation is longer than the model can read: send a shorter message or "
+            "start a new thread"
+            if status == 413 or _TOO_LONG.search(detail)
+            else _FIX  # a parameter or a schema of the service's: not the user's to change
         )
         hint = (
             "see what the provider said below: a conversation longer than the model's "
@@ -94,7 +109,7 @@ def to_model_error(exc: Exception, profile: str, chain: Sequence[str]) -> ModelE
         )
     elif status == 429:
         code, what = "model_rate_limited", "is busy (rate limited)"
-        advice = "try again in a moment"
+        advice = _FIX if _QUOTA.search(detail) else "try again in a moment"
         hint = "wait a moment and try again, or add a fallback profile"
     elif isinstance(exc, _unreachable()):
         code, what, advice = "model_unreachable", "could not be reached", _AGAIN
@@ -155,3 +170,10 @@ def _rate_limit_wait(exc: Exception) -> float:
 def _first_line(text: str, limit: int = 300) -> str:
     line = text.strip().splitlines()[0] if text.strip() else "no details"
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def logged(error: ModelError) -> ModelError:
+    """``error``, its detail logged for the operator (``model.failed``): what its users read
+    leaves the provider's words out."""
+    log.warning("model.failed", code=error.code, profile=error.profile, detail=error.detail)
+    return error

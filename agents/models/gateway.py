@@ -8,15 +8,13 @@ import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
-import structlog
-
 from agents import metrics
 from agents.errors import ModelError, NoModelConfigured, UnreadableReply
 from agents.models.chat_model import GatewayChatModel
 from agents.models.config import ModelProfile, ModelsConfig, NodeRole, Price
 from agents.models.cost import micro_usd, price_map, price_of
 from agents.models.deadline import StreamDeadline
-from agents.models.errors import retry_delay, to_model_error
+from agents.models.errors import logged, retry_delay, to_model_error
 from agents.models.transports import (
     Transport,
     aclose_stream,
@@ -24,8 +22,6 @@ from agents.models.transports import (
     transport_for,
 )
 from agents.models.usage import UsageRecorder
-
-log = structlog.get_logger(__name__)
 
 
 class ModelGateway:
@@ -336,20 +332,20 @@ class _Attempts:
     def error(self) -> ModelError:
         """What the caller raises when every attempt failed (its detail logged)."""
         assert self._last is not None
-        return _logged(to_model_error(self._last, self.profile, self.chain))
+        return logged(to_model_error(self._last, self.profile, self.chain))
 
     def broken(self, exc: Exception) -> ModelError:
         """A stream that failed after its first chunk (not retried: text may be out)."""
         error = to_model_error(exc, self.profile, self.chain)
         if error.code not in ("model_timeout", "model_unreachable"):
-            return _logged(error)
+            return logged(error)
         if error.code == "model_timeout":
             what = f"was cut off: {exc}" if str(exc) else "stopped mid-way"
             code, hint = "model_timeout", "if it recurs, check the model server's load"
         else:  # it was reached: it answered, then the connection broke
             what, code = f"broke off mid-way ({exc or type(exc).__name__})", "model_unavailable"
             hint = "if it recurs, check the model server's logs"
-        return _logged(
+        return logged(
             ModelError(
                 "The language model's reply stopped mid-way; the part already streamed is "
                 "not kept: send the message again.",
@@ -358,10 +354,3 @@ class _Attempts:
                 detail=f"The reply {what} (profile '{self.current}'); {hint}.",
             )
         )
-
-
-def _logged(error: ModelError) -> ModelError:
-    """``error``, its detail logged for the operator: the message its users read leaves
-    the provider's words out."""
-    log.warning("model.failed", code=error.code, profile=error.profile, detail=error.detail)
-    return error

@@ -285,6 +285,28 @@ async def test_a_refused_request_is_not_retried_and_says_what_the_provider_said(
     assert len(fake_llm.requests) == 1
 
 
+@pytest.mark.parametrize(
+    ("status", "said", "advice"),
+    [
+        (400, "maximum context length is 8192 tokens", "start a new thread"),
+        (400, "Unsupported parameter: 'temperature'", "operator must fix"),
+        (422, "tools.0.function.parameters: invalid schema", "operator must fix"),
+        (429, "You exceeded your current quota, check your billing", "operator must fix"),
+    ],
+)
+async def test_what_the_user_is_told_to_do_fits_what_the_provider_refused(
+    tmp_path: Path, fake_llm: FakeLLM, status: int, said: str, advice: str
+) -> None:
+    # Review: every 400 told the user to shorten the conversation (a parameter of the
+    # service's is no fault of theirs), and a spent quota to try again in a moment.
+    fake_llm.script(Reply(status=status, error_message=said))
+    with pytest.raises(ModelError) as info:  # a spent quota is not tried again either
+        await gateway_for(tmp_path, fake_llm, retries=2).chat_model().ainvoke(HELLO)
+    assert advice in info.value.message
+    assert said in info.value.detail
+    assert said not in info.value.message
+
+
 async def test_rate_limits_are_retried_after_a_pause(tmp_path: Path, fake_llm: FakeLLM) -> None:
     fake_llm.script(Reply(status=429), Reply(content="after the pause"))
     started = time.monotonic()
