@@ -45,7 +45,8 @@ def checked(result: ToolResult, output_schema: dict[str, Any] | None) -> ToolRes
     if not problems:
         return result
     why = (
-        f"the result of {result.tool} does not match its output_schema "
-        f"({'; '.join(problems)}); fix the handler or the output_schema in skill.yaml"
+        f"{result.tool} ran (what it does is done: do not call it again for this), but its "
+        f"result does not match its output_schema ({'; '.join(problems)}); fix the handler "
+        "or the output_schema in skill.yaml"
     )
     return tool_error(result.tool, "invalid_output", why, started)

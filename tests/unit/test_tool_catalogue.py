@@ -267,8 +267,9 @@ async def test_a_result_against_its_output_schema_is_invalid_output_on_every_pat
     bad = await call("3")
     assert (bad.ok, bad.error_code, bad.data) == (False, "invalid_output", None)
     assert bad.content == (
-        "error (invalid_output): the result of count does not match its output_schema "
-        "(n: '3' is not of type 'integer'); fix the handler or the output_schema in skill.yaml"
+        "error (invalid_output): count ran (what it does is done: do not call it again for "
+        "this), but its result does not match its output_schema (n: '3' is not of type "
+        "'integer'); fix the handler or the output_schema in skill.yaml"
     )
     await tools.skills.aclose()
 
