@@ -22,6 +22,7 @@ from agents.state.documents import Documents
 from agents.workflows.definitions import Definitions
 from agents.workflows.driver import CANCELLED_RUNNING, RunDriver
 from agents.workflows.records import LAST_EVENTS, RUN, graph_config, pending_approval
+from agents.workflows.stops import parent_run
 from agents.workflows.views import RunViews
 
 log = structlog.get_logger("agents.workflows.engine")  # the engine's log, as before
@@ -116,17 +117,23 @@ class RunDecisions(RunViews):
                 yield event
 
     async def cancel(
-        self, run_id: str, reason: str, *, approval_id: str | None = None
+        self, run_id: str, reason: str, *, approval_id: str | None = None, wait: bool = True
     ) -> dict[str, Any]:
         """End a waiting run without a decision: its approval leaves the inbox and it never
         resumes (a run not waiting, or with ``approval_id`` waiting at another approval than
-        that one, is left as it is). Returns its record."""
+        that one, is left as it is). Returns its record. ``wait`` False: while a process
+        holds the run (it is deciding it), nothing is waited for: its record is returned
+        as it stands, ``RUNNING`` (the decided run goes on there)."""
         lock = self._locks.setdefault(run_id, asyncio.Lock())
         async with lock:
             record = await self.get_run(run_id)
             if record["status"] != "WAITING":
                 return record
-            await self.leases.take(run_id)  # then looked at again: it may be decided by now
+            # Then looked at again: it may be decided by now.
+            if wait:
+                await self.leases.take(run_id)
+            elif not await self.leases.claim(run_id):  # being decided: it goes on, there
+                return {**record, "status": "RUNNING"}
             try:
                 record = await self.runs.stored(run_id)
                 waits_at = (record.get("waiting") or {}).get("approval_id")
@@ -159,25 +166,30 @@ class RunDecisions(RunViews):
         loop = asyncio.get_running_loop()
         deadline, wait = loop.time() + self.leases.lease_s, 0.02
         asked = False
-        try:
-            while True:
-                if record["status"] == "WAITING":  # or came to wait before it saw the cancel
-                    record = await self.cancel(run_id, reason)
-                if record["status"] == "RUNNING":  # or decided meanwhile
-                    if not asked:
-                        await self.stops.ask(run_id, reason)
-                        asked = True
-                    record = await self._stop_orphan(run_id, reason)
-                if record["status"] != "RUNNING" or loop.time() >= deadline:
-                    break
-                await asyncio.sleep(wait)
-                wait = min(wait * 2, 0.5)
-                record = await self.get_run(run_id)
-        finally:
-            if asked:
-                await self.stops.withdraw(run_id)
+        while True:
+            if record["status"] == "WAITING":  # or came to wait before it saw the cancel
+                # Not waited for while another process decides it: then it goes on there,
+                # and is stopped as a run under way is.
+                record = await self.cancel(run_id, reason, wait=False)
+            if record["status"] == "RUNNING":  # or decided meanwhile
+                if not asked:
+                    await self.stops.ask(run_id, reason)
+                    asked = True
+                record = await self._stop_orphan(run_id, reason)
+                if record["status"] == "WAITING":  # held: decided there now, it goes on
+                    record = {**record, "status": "RUNNING"}
+            if record["status"] != "RUNNING" or loop.time() >= deadline:
+                break
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, 0.5)
+            record = await self.get_run(run_id)
+        # A run still RUNNING keeps its stop (the answer promises it; its process deletes it
+        # once the run ends on it, ``RunStops.sweep`` once it ended otherwise), as it does
+        # when the request is cut off (its client went away) before this.
         if record["status"] == "RUNNING":
             record["cancel_requested"] = True
+        elif asked:
+            await self.stops.withdraw(run_id)
         return record
 
     async def _stop_orphan(self, run_id: str, reason: str) -> dict[str, Any]:
@@ -206,7 +218,20 @@ class RunDecisions(RunViews):
                 await self.after_decision(record, record, [], time.time())
             except Exception:  # the run is stored; only its telling is lost
                 log.exception("workflow.outcome_not_told", run_id=run_id)
+        await self._stop_children(run_id, reason)
         return record
+
+    async def _stop_children(self, run_id: str, reason: str) -> None:
+        """Stop the sub-workflow runs stored RUNNING whose parent is ``run_id`` (cut off with
+        it): ended CANCELLED at once if no process runs them, else asked to stop."""
+        for child in await self.documents.find(RUN, status="RUNNING", limit=None):
+            if parent_run(child) != run_id:
+                continue
+            try:
+                if (await self._stop_orphan(child["id"], reason))["status"] == "RUNNING":
+                    await self.stops.ask(child["id"], reason)  # under way: it stops there
+            except Exception:  # it stops once resumed: its parent has ended
+                log.exception("workflow.cancel_failed", run_id=child["id"])
 
     async def resume(self, run_id: str) -> dict[str, Any]:
         """Go on with a run from its last checkpoint (its process died mid-way); finished
@@ -219,16 +244,22 @@ class RunDecisions(RunViews):
         return dict(last["record"])
 
     async def going_on(
-        self, record: dict[str, Any], *, replayed: bool = False
+        self,
+        record: dict[str, Any],
+        *,
+        replayed: bool = False,
+        usage_sink: Callable[[dict[str, int]], None] | None = None,
     ) -> AsyncGenerator[dict[str, Any], None]:
         """Go on with ``record``'s run from its last checkpoint (see ``resume``: its lease
         held here) and yield its events, the last one ``replayed`` when asked; a run that
-        went on from a decision tells how it ended (``after_decision``) before its last."""
+        went on from a decision tells how it ended (``after_decision``) before its last.
+        ``usage_sink``: as for ``stream`` (a keyed start that follows the run is charged)."""
         run_id = record["id"]
         seen: list[dict[str, Any]] = []
         started = time.time()
         start = await self._decision_not_taken(record)
-        async with contextlib.aclosing(self._driver.drive(record, start)) as events:
+        driven = self._driver.drive(record, start, usage_sink=usage_sink)
+        async with contextlib.aclosing(driven) as events:
             async for event in events:
                 last = event.get("type") in LAST_EVENTS and event["record"]["id"] == run_id
                 if last and self.after_decision is not None and record.get("decided"):

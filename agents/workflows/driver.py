@@ -181,7 +181,8 @@ class RunDriver:
         noted: set[str] = set()  # nodes that ran in this stretch of the run
         stopped = False
         try:
-            if (stop := await self.stops.asked(record)) is not None:  # before it goes on here
+            # Before it goes on here (a sub-workflow whose parent run ended: too).
+            if (stop := await self.stops.asked(record, first=True)) is not None:
                 raise _Stopped(stop)
             pending: list[Any] = []
             stream = graph.astream(
@@ -229,6 +230,8 @@ class RunDriver:
         except _ThreadGone:
             record.update(status="CANCELLED", error=THREAD_GONE)
         except _Stopped as stopping:
+            if not values:  # before its first step here: the nodes it ran before are kept
+                values = await self._checkpointed(graph, config, run_id)
             _stopped_at(record, values, noted, begun, stopping.reason)
             stopped = True
         except WorkflowFailed as exc:
@@ -238,7 +241,12 @@ class RunDriver:
                 record["nodes"][exc.node] = {**failed, "visits": exc.visits}
         except Exception as exc:  # a bug or a store failure fails the run, not the service
             log.exception("workflow.crashed", run_id=run_id)
-            record.update(status="FAILED", error=f"{type(exc).__name__}: {exc}")
+            # Its text may name what a run's reader should not see (a store's host, a user):
+            # it is in the log.
+            why = f"the run failed on an internal error ({type(exc).__name__}); it has been logged"
+            record.update(status="FAILED", error=why)
+        if not stopped:  # a stop that came as it ended (or came to wait) did not stop it
+            record.pop("cancel_requested", None)
         if values.get("usage"):  # its model calls (the thread's cost includes them)
             record["usage"] = usage_since(values["usage"], record.get("usage_before"))
         if record["status"] in FINAL:
@@ -263,6 +271,16 @@ class RunDriver:
         if usage_sink is not None:
             usage_sink(dict(record.get("usage") or {}))
         yield last_event(dict(record))
+
+    async def _checkpointed(self, graph: Any, config: Any, run_id: str) -> dict[str, Any]:
+        """The state of the run's last checkpoint (the nodes it ran before this stretch of
+        it), or none when it cannot be read."""
+        try:
+            state = await graph.aget_state(config)
+        except Exception:  # its record keeps the nodes it holds
+            log.warning("workflow.state_not_read", run_id=run_id, exc_info=True)
+            return {}
+        return dict(state.values or {})
 
     async def _thread_gone(self, info: RunInfo) -> bool:
         """Whether the thread the run was started on is deleted (a run on none never is)."""

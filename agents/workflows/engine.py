@@ -181,7 +181,7 @@ class WorkflowEngine(RunDecisions):
                     # (its lease is held here now): it goes on here, followed to its end.
                     if on_start is not None:
                         on_start(run_id)
-                    going = self.going_on(earlier, replayed=True)
+                    going = self.going_on(earlier, replayed=True, usage_sink=usage_sink)
                     try:
                         async with contextlib.aclosing(going) as events:
                             async for event in events:

@@ -45,6 +45,7 @@ class RunLeases:
         self.holder = new_holder()
         self._held: dict[str, asyncio.Task[Any] | None] = {}  # run id: the task driving it
         self._renewing: asyncio.Task[None] | None = None
+        self._looking: asyncio.Task[None] | None = None  # ``on_renew`` under way
         self._ready = False
         self._setting_up = asyncio.Lock()
         # Looked at after each renewal (the cancels other processes asked: ``RunStops.sweep``).
@@ -121,14 +122,17 @@ class RunLeases:
             await self.release(run_id)
         if not self._held and self._renewing is not None:
             self._renewing.cancel()
+        if not self._held and self._looking is not None:
+            self._looking.cancel()
 
     def abandon(self) -> None:
         """Stop holding and renewing anything, as a process that died would (its runs are
         another's once their leases expire, at once for a process of this machine)."""
         set_live(self.holder, False)
         self._held.clear()
-        if self._renewing is not None:
-            self._renewing.cancel()
+        for task in (self._renewing, self._looking):
+            if task is not None:
+                task.cancel()
 
     def _abandoned(self) -> list[str]:
         """Runs whose driving task ended without letting them go."""
@@ -151,10 +155,23 @@ class RunLeases:
                 for run_id in set(held) - kept:
                     if run_id in self._held:  # taken over: this process was silent too long
                         self._lost(run_id)
-                if self.on_renew is not None:
-                    await self.on_renew()
+                self._look_after_renewal()
             except Exception:
                 log.warning("workflow.lease_renew_failed", exc_info=True)
+
+    def _look_after_renewal(self) -> None:
+        """Run ``on_renew`` in a task of its own (one at a time): a slow or stalled look
+        never delays the renewals (the leases would expire, and the runs be taken over)."""
+        if self.on_renew is None or (self._looking is not None and not self._looking.done()):
+            return
+        self._looking = asyncio.create_task(self._look(self.on_renew))
+
+    async def _look(self, on_renew: Callable[[], Awaitable[None]]) -> None:
+        try:
+            async with asyncio.timeout(self.lease_s):  # a stalled one gives way to the next
+                await on_renew()
+        except Exception:  # TimeoutError included: the next renewal looks again
+            log.warning("workflow.lease_look_failed", exc_info=True)
 
     def _lost(self, run_id: str) -> None:
         """Another process holds ``run_id`` now (it claimed the run once this one's lease

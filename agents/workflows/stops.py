@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from agents.workflows.records import RunRecords
+from agents.workflows.records import FINAL, RUN, RunRecords
 
 STOP = "workflow_run_stop"  # the documents' kind: a cancel asked for a run under way
 
@@ -65,12 +65,21 @@ class RunStops:
         """Why ``run_id`` stops, if it was asked in this process (or seen asked)."""
         return self._asked.get(run_id)
 
-    async def asked(self, record: dict[str, Any]) -> str | None:
+    async def asked(self, record: dict[str, Any], *, first: bool = False) -> str | None:
         """Why the run of ``record`` stops, if it was asked to (or its parent run was, whose
-        node runs it), here or, on a shared store, by any process; else None."""
+        node runs it), here or, on a shared store, by any process; else None. ``first``: at
+        the start of a stretch of the run (it goes on, resumed say), when a sub-workflow's
+        parent run stored as ended stops it too (nothing waits for it any more)."""
         run_id = record["id"]
         if (why := self._asked.get(run_id)) is not None:
             return why
+        parent = parent_run(record)
+        if first and parent is not None:
+            stored = await self.records.documents.get(RUN, parent)
+            if stored is not None and stored.get("status") in FINAL:
+                why = stored.get("error") if stored["status"] == "CANCELLED" else None
+                self._asked[run_id] = str(why or f"its parent run ended {stored['status']}")
+                return self._asked[run_id]
         if not self.shared:
             return None
         for asked_id in (run_id, parent_run(record)):
@@ -84,14 +93,21 @@ class RunStops:
 
     async def sweep(self) -> None:
         """Stop the runs under way here that another process asked to stop (one look at the
-        store, from the lease renewal: their step under way is cut off then)."""
+        store, from the lease renewal: their step under way is cut off then), and delete the
+        stops of runs that ended otherwise (a stop outlasts its request until its run ends)."""
         under_way = self.records.under_way
-        if not self.shared or not under_way:
+        if not self.shared:
             return
-        for stored in await self.records.documents.find(STOP, limit=None):
+        documents = self.records.documents
+        for stored in await documents.find(STOP, limit=None):
             run_id = str(stored.get("run_id"))
-            if run_id in under_way and run_id not in self._asked:
-                self.here(run_id, str(stored.get("reason") or "cancelled"))
+            if run_id in under_way:
+                if run_id not in self._asked:
+                    self.here(run_id, str(stored.get("reason") or "cancelled"))
+                continue
+            run = await documents.get(RUN, run_id)
+            if run is None or run.get("status") in FINAL:  # ended, or deleted
+                await documents.delete(STOP, run_id)
 
     @contextlib.contextmanager
     def interruptible(self, run_id: str) -> Iterator[None]:

@@ -316,9 +316,11 @@ async def _run_of(
     """A run's record if it is the principal's; another user's is not found, as none.
     ``look``: as a reader sees it (a run under way: its nodes so far, see ``look``)."""
     engine = services.engine
-    record = await (engine.look(run_id) if look else engine.get_run(run_id))
+    record = await engine.get_run(run_id)
     if not await _mine(services, principal, record):
         raise RunNotFound(f"there is no workflow run {run_id!r}")
+    if look:  # its checkpoint read only for its owner
+        record = await engine.look(run_id)
     return dict(record)
 
 
