@@ -220,6 +220,7 @@ class RunDriver:
             if pending:
                 where = {"run_id": run_id, "workflow": record["workflow"]}
                 waiting = {**pending[0], **where, "thread_id": record.get("thread_id")}
+                waiting["asked"] = time.time()  # when it came to wait (the inbox says)
                 record.update(status="WAITING", waiting=waiting)
                 asked = {k: v for k, v in pending[0].items() if k != "interrupt_id"}
                 yield {"type": "approval_required", "run_id": run_id, **asked}

@@ -313,8 +313,12 @@ def _settings(checkpoint_url: str | None, data_dir: Path | None) -> Settings:
 
 
 async def _asked(services: Any, run: dict[str, Any]) -> float | None:
-    """When a waiting run asked for its approval: the time of its last checkpoint (the step
-    before its gate), None when the store no longer has it."""
+    """When a waiting run asked for its approval: as its record says, or (asked before
+    records said) the time of its last checkpoint (the step before its gate), None when the
+    store no longer has it."""
+    asked = (run.get("waiting") or {}).get("asked")
+    if isinstance(asked, int | float):
+        return float(asked)
     saved = await services.checkpointer.aget_tuple(graph_config(run))
     stamp = saved.checkpoint.get("ts") if saved is not None else None
     return datetime.fromisoformat(stamp).timestamp() if isinstance(stamp, str) else None

@@ -62,10 +62,12 @@ def test_a_small_refund_is_approved_without_a_person(client: TestClient) -> None
 def test_a_large_refund_waits_for_the_inbox_and_resumes_when_approved(
     client: TestClient,
 ) -> None:
+    before = time.time()
     record = start(client, "refund-request", order_id="ORD1002")  # 488 CNY
     assert record["status"] == "WAITING"
     inbox = client.get("/v1/approvals").json()
     [pending] = inbox["approvals"]
+    assert before <= pending["asked"] <= time.time()  # when it was asked, for the inbox
     assert (inbox["total"], inbox["next_cursor"]) == (1, None)
     assert pending["run_id"] == record["id"]
     assert "Refund 488" in pending["summary"]

@@ -90,6 +90,11 @@ class ApprovalPublic(BaseModel):
     run_id: str | None = None
     workflow: str | None = None
     thread_id: str | None = None
+    asked: float | None = Field(
+        None,
+        description="When its run came to wait for it (Unix time); none for approvals asked "
+        "before 2026-12-07.",
+    )
 
 
 class RunPublic(BaseModel):
