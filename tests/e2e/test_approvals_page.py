@@ -131,3 +131,38 @@ def test_a_decision_in_the_inbox_or_on_the_card_shows_its_outcome_in_the_open_th
     expect(page.locator(".message.assistant").last).to_contain_text("approved")
     expect(card).to_have_count(0)
     expect(page.locator("#composer-status")).to_contain_text("Approved. Run succeeded")
+
+
+def test_a_decision_taken_elsewhere_shows_in_the_open_thread_and_in_other_approvers_badges(
+    page: Any, browser: Any, service: Service
+) -> None:
+    # The requester's card said it waited until a reload; another approver's badge kept its
+    # count until they acted.
+    page.goto("/")
+    page.get_by_role("textbox", name="Message").fill("I want a refund for order ORD1002.")
+    page.get_by_role("button", name="Send").click()
+    card = page.locator(".messages .approval")
+    expect(card.locator(".approval-summary")).to_contain_text("ORD1002")
+    expect(page.locator("#approval-count")).to_have_text("1")
+    context = browser.new_context(base_url=service.url, viewport={"width": 1280, "height": 860})
+    try:
+        approver = context.new_page()
+        approver.goto("/")
+        expect(approver.locator("#approval-count")).to_have_text("1")
+
+        with httpx.Client(base_url=service.url, timeout=60) as client:
+            waiting = client.get("/v1/approvals").json()["approvals"]
+            assert [a["summary"] for a in waiting if "ORD1002" in a["summary"]], waiting
+            decided = client.post(
+                f"/v1/approvals/{waiting[0]['approval_id']}",
+                json={"decision": "approve", "by": "dana", "comment": "From the CLI."},
+            )
+            assert decided.status_code == 200, decided.text
+        # No click, no reload: the open thread shows how the run ended.
+        expect(page.locator(".message.assistant").last).to_contain_text("approved")
+        expect(card).to_have_count(0)
+        expect(page.locator("#composer-status")).to_contain_text("Decided. Run succeeded")
+        expect(page.locator("#approval-count")).to_be_hidden()
+        expect(approver.locator("#approval-count")).to_be_hidden(timeout=20_000)
+    finally:
+        context.close()

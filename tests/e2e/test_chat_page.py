@@ -213,3 +213,29 @@ def test_a_malformed_thread_link_still_starts_the_page(page: Any) -> None:
     page.goto("/#thread=%E0%A4%A")
     expect(page.locator("#mode")).to_have_text("Development mode (no key needed)")
     expect(page.locator("#thread-title")).to_have_text("New conversation")
+
+
+def test_the_address_names_the_open_thread_and_an_answers_table_has_borders(
+    page: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="| Order | State |\n| --- | --- |\n| ORD1001 | shipped |"))
+    page.goto("/")
+    page.get_by_role("textbox", name="Message").fill("my orders")
+    page.keyboard.press("Enter")
+    table = page.locator(".answer[aria-busy='false'] table")
+    expect(table).to_contain_text("shipped")
+    thread = page.evaluate("sessionStorage.getItem('skilldesk.thread')")
+    expect(page).to_have_url(re.compile(f"#thread={thread}$"))  # a link to copy
+    for cell in (table.locator("th").first, table.locator("td").first):
+        assert cell.evaluate("c => getComputedStyle(c).borderTopStyle") == "solid"
+    page.get_by_role("button", name="Skills & workflows").click()
+    expect(page).to_have_url(re.compile("#browser$"))
+    page.get_by_role("button", name="Chat").click()
+    expect(page).to_have_url(re.compile(f"#thread={thread}$"))
+    link = page.url
+    page.get_by_role("button", name="New thread").click()
+    expect(page).to_have_url(re.compile(r"/$"))
+    other = page.context.new_page()  # the link, pasted into another tab
+    other.goto(link)
+    expect(other.locator(".message.assistant")).to_contain_text("shipped")
+    other.close()

@@ -27,6 +27,8 @@ def test_a_failed_run_and_an_unreachable_service_are_said_plainly(
     expect(kept.locator(".run-error")).to_contain_text("The run failed:")
     kept.locator(".trace summary").click()
     expect(kept.locator(".trace-body")).to_contain_text("model_auth_failed")
+    # A step that failed without a message of its own says so, not "failed:" and nothing.
+    expect(kept.locator(".steps li.failed .step-time")).to_have_text("failed")
 
     service.stop()
     page.get_by_role("textbox", name="Message").fill("are you there?")

@@ -164,9 +164,13 @@ def test_an_admin_makes_a_key_in_the_page_shown_once_and_revokes_it(
     page.goto("about:blank")
     page.goto("/#keys")  # an admin: the address opens the keys view
     expect(page.locator("#view-keys")).to_be_visible()
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
     page.get_by_role("button", name=re.compile(r"Revoke .* \(carol\)")).click()
     expect(page.locator("#key-status")).to_contain_text("requests with it are refused")
     expect(carol).to_contain_text("revoked")
+    assert asked[0].startswith("Revoke key_"), asked
+    assert "(carol)" in asked[0], asked
     page.get_by_role("button", name="Sign out").click()
     sign_in(page, token)
     expect(page.locator("#banner")).to_contain_text("Your API key was revoked")
@@ -189,6 +193,7 @@ def test_older_keys_are_shown_a_page_at_a_time(page: Any, service: Service) -> N
     expect(rows).to_have_count(101 + 3)
     expect(page.locator("#key-table tbody tr", has_text="user000")).to_have_count(1)
     expect(older).to_be_hidden()
+    page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name=re.compile(r"Revoke .* \(user000\)")).click()
     expect(page.locator("#key-table tbody tr", has_text="user000")).to_contain_text("revoked")
     expect(rows).to_have_count(101 + 3)  # revoked in place: the older keys stay shown
@@ -249,3 +254,131 @@ def test_a_thread_link_opened_before_signing_in_opens_the_thread_after_it(
     page.evaluate("location.hash = '#thread=linked-b'")
     expect(page.locator("#thread-title")).to_have_text("where is my parcel? (linked-b)")
     expect(page.locator(".message.assistant")).to_contain_text("Another one.")
+
+
+@pytest.mark.parametrize("extra_env", [{}])  # development mode: no key yet
+def test_the_first_key_made_in_the_page_is_an_admin_key_and_the_page_signs_in_with_it(
+    page: Any, fake_llm: FakeLLM
+) -> None:
+    # It was a chat-only key by default: the service then asked for a key, the header still
+    # said development mode, and the key hid the keys, the approvals and every earlier thread.
+    fake_llm.script(Reply(content="Made before any key."))
+    page.goto("/")
+    expect(page.locator("#mode")).to_have_text("Development mode (no key needed)")
+    page.get_by_role("textbox", name="Message").fill("a thread of the local user")
+    page.keyboard.press("Enter")
+    expect(page.locator(".answer[aria-busy='false']")).to_have_text("Made before any key.")
+
+    page.get_by_role("button", name="API keys").click()
+    expect(page.locator("#key-first")).to_contain_text("The first key ends development mode")
+    admin = page.get_by_role("checkbox", name="admin")
+    expect(admin).to_be_checked()  # by default, for the first key
+    admin.uncheck()
+    page.get_by_role("textbox", name="User").fill("alice")
+    page.get_by_role("button", name="Create key").click()
+    expect(page.locator("#key-status")).to_contain_text("The first key must include admin")
+    expect(page.locator("#key-made")).to_be_hidden()
+    check_in_light_and_dark(page, "keys, the first key")
+    admin.check()
+    page.get_by_role("button", name="Create key").click()
+    made = page.get_by_label("New API key")
+    expect(made).to_have_text(re.compile(r"^sdk_"))
+    expect(page.locator("#key-made")).to_contain_text("needs a key from now on")
+    expect(page.locator("#mode")).to_have_text("Not signed in")  # development mode is over
+    expect(page.locator("#key-first")).to_be_hidden()
+    token = made.inner_text()
+
+    with page.expect_request("**/v1/me") as me:
+        page.get_by_role("button", name="Sign in with this key").click()
+    assert me.value.headers["authorization"] == f"Bearer {token}"
+    expect(page.locator("#mode")).to_have_text("Signed in as alice (admin, chat)")
+    expect(made).to_have_text(token)  # still shown to whoever made it, to copy
+    expect(page.locator("#key-table tbody tr", has_text="alice")).to_contain_text("(this key)")
+    expect(page.get_by_role("button", name="Approvals")).to_be_visible()
+
+    # The threads made before any key belong to no user: the admin is shown every user's.
+    page.get_by_role("button", name="Chat").click()
+    everyone = page.get_by_label("Everyone's threads")
+    expect(everyone).to_be_checked()
+    listed = page.locator("#thread-list .thread")
+    expect(listed).to_contain_text("a thread of the local user")
+    expect(listed).to_contain_text("by the local user")
+    with page.expect_request(lambda r: "/v1/threads?" in r.url) as asked:
+        everyone.uncheck()
+    assert "all=true" not in asked.value.url
+    expect(page.locator("#thread-list")).to_contain_text("No threads yet.")
+    with page.expect_request(lambda r: "/v1/threads?" in r.url) as asked:
+        everyone.check()
+    assert "all=true" in asked.value.url
+    listed.first.click()
+    expect(page.locator(".message.assistant")).to_contain_text("Made before any key.")
+
+
+@pytest.mark.parametrize("extra_env", [{}])  # development mode: no key yet
+def test_a_key_made_elsewhere_ends_development_mode_and_the_header_says_so(
+    page: Any, service: Service
+) -> None:
+    page.goto("/")
+    expect(page.locator("#mode")).to_have_text("Development mode (no key needed)")
+    keys(service, "create", "bob", "--json")
+    time.sleep(5.5)  # an open service looks for a key made meanwhile every few seconds
+    page.get_by_role("textbox", name="Message").fill("hello")
+    page.keyboard.press("Enter")
+    expect(page.locator("#banner")).to_contain_text("This service needs an API key")
+    expect(page.locator("#mode")).to_have_text("Not signed in")
+    # Refused, not sent: no bubble, the message back in the box.
+    expect(page.locator(".message")).to_have_count(0)
+    expect(page.get_by_role("textbox", name="Message")).to_have_value("hello")
+
+
+def test_sign_in_with_a_key_opens_the_form_and_never_closes_it(page: Any) -> None:
+    page.goto("/")
+    form = page.locator("#sign-in")
+    toggle = page.get_by_role("button", name="Sign in with a key")
+    expect(form).to_be_visible()  # the service asks for a key: open already
+    expect(toggle).to_have_attribute("aria-expanded", "true")
+    toggle.click()  # it used to close the form
+    expect(form).to_be_visible()
+    expect(page.get_by_label("API key", exact=True)).to_be_focused()
+    expect(toggle).to_have_attribute("aria-expanded", "true")
+    page.get_by_role("button", name="Cancel").click()
+    expect(form).to_be_hidden()
+    expect(toggle).to_have_attribute("aria-expanded", "false")
+    expect(toggle).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(form).to_be_visible()
+    expect(page.get_by_label("API key", exact=True)).to_be_focused()
+
+
+def test_at_phone_width_the_keys_table_scrolls_within_itself(page: Any) -> None:
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto("/")
+    sign_in(page, ADMIN)
+    page.get_by_role("button", name="API keys").click()
+    expect(page.locator("#key-table tbody tr")).to_have_count(3)
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"the page is {width} px wide at 390"
+    region = page.get_by_role("region", name="Keys (never the keys themselves)")
+    assert region.evaluate("r => r.scrollWidth > r.clientWidth")  # the table scrolls itself
+    expect(page.locator("#key-table tbody tr", has_text="ops")).to_contain_text("(this key)")
+    check_in_light_and_dark(page, "keys at phone width")
+
+
+def test_revoking_ones_own_key_asks_first_and_a_draft_is_not_left_after_sign_out(
+    page: Any, service: Service
+) -> None:
+    mine = keys(service, "create", "frank", "-s", "chat", "-s", "admin", "--json")
+    page.goto("/")
+    sign_in(page, mine["key"])
+    page.get_by_role("textbox", name="Message").fill("a draft of frank's")
+    page.get_by_role("button", name="API keys").click()
+    own = page.locator("#key-table tbody tr", has_text="frank")
+    expect(own).to_contain_text("(this key)")
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    own.get_by_role("button", name=re.compile("Revoke")).click()
+    expect(own).to_contain_text("in force")  # not revoked: the question was dismissed
+    assert "the key this page is signed in with" in asked[0], asked
+    page.get_by_role("button", name="Sign out").click()
+    page.get_by_role("button", name="Chat").click()
+    expect(page.get_by_role("textbox", name="Message")).to_have_value("")

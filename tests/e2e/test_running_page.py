@@ -5,6 +5,7 @@ refuses goes back into the box."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -152,7 +153,11 @@ def test_a_thread_opened_while_another_answers_does_not_get_its_files(
     expect(page.locator("#thread-title")).to_have_text("hi")
 
 
-def test_a_message_the_service_refuses_is_put_back_in_the_box(page: Any) -> None:
+def test_a_message_the_service_refuses_is_put_back_in_the_box_and_leaves_no_thread(
+    page: Any, service: Service
+) -> None:
+    # It left a "You said" bubble beside the text put back (the message twice), the thread
+    # titled after it, and an empty thread in the list.
     body = {"error": {"code": "rate_limited", "message": "Too many requests: wait a minute."}}
     page.route(
         "**/runs/stream",
@@ -163,10 +168,124 @@ def test_a_message_the_service_refuses_is_put_back_in_the_box(page: Any) -> None
     page.goto("/")
     box = page.get_by_role("textbox", name="Message")
     box.fill("a long question I do not want to type again")
-    page.keyboard.press("Enter")
-    expect(page.locator(".run-error")).to_contain_text("The message was refused")
+    with page.expect_request(lambda r: r.method == "DELETE"):  # the thread made for it
+        page.keyboard.press("Enter")
+    expect(page.locator("#composer-status")).to_contain_text(
+        "The message was refused: Too many requests: wait a minute. (rate_limited)"
+    )
     expect(box).to_have_value("a long question I do not want to type again")
     expect(page.get_by_role("button", name="Send")).to_be_enabled()
+    expect(page.locator(".message")).to_have_count(0)
+    expect(page.locator("#thread-title")).to_have_text("New conversation")
+    expect(page.locator("#thread-list")).to_contain_text("No threads yet.")
+    assert httpx.get(f"{service.url}/v1/threads", timeout=30).json()["data"] == []
+
+
+def test_a_message_over_the_limit_is_said_so_in_the_page_and_not_sent(page: Any) -> None:
+    sent: list[str] = []
+    page.on("request", lambda r: r.method == "POST" and sent.append(r.url))
+    page.goto("/")
+    expect(page.locator("#mode")).to_have_text("Development mode (no key needed)")
+    box = page.get_by_role("textbox", name="Message")
+    box.fill("x" * 100_001)
+    page.keyboard.press("Enter")
+    expect(page.locator("#composer-status")).to_have_text(
+        "Not sent: the message is 100,001 characters long, and the limit is 100,000. "
+        "Shorten it by 1."
+    )
+    expect(box).to_have_attribute("aria-invalid", "true")
+    assert box.input_value() == "x" * 100_001  # still there to shorten, once
+    expect(page.locator(".message")).to_have_count(0)
+    expect(page.locator("#thread-title")).to_have_text("New conversation")
+    expect(page.locator("#thread-list")).to_contain_text("No threads yet.")
+    assert sent == []
+    box.press("Backspace")
+    expect(box).not_to_have_attribute("aria-invalid", "true")
+
+
+def test_a_new_conversation_is_listed_while_its_first_answer_comes(
+    page: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(slow(0.4))
+    page.goto("/")
+    page.get_by_role("textbox", name="Message").fill("tell me slowly")
+    page.keyboard.press("Enter")
+    expect(page.locator(".answer[aria-busy='true']")).to_contain_text("word1")
+    listed = page.locator("#thread-list .thread", has_text="tell me slowly")
+    expect(listed).to_have_count(1, timeout=4000)
+    assert "END." not in page.locator(".message.assistant").inner_text()  # still answering
+    page.get_by_role("button", name="New thread").click()
+    expect(page.locator(".message")).to_have_count(0)
+    listed.click()  # reopened while it answers: the answer goes on there
+    expect(page.locator(".message.user")).to_have_count(1)
+    answer = page.locator(".message.assistant .answer")
+    expect(answer).to_have_attribute("aria-busy", "true")
+    expect(answer).to_have_text(SLOW)
+    expect(page.locator(".message.assistant")).to_have_count(1)
+
+
+def test_after_the_service_comes_back_retry_shows_the_open_threads_answer_whole(
+    page: Any, fake_llm: FakeLLM, service: Service
+) -> None:
+    fake_llm.script(slow(0.4), Reply(content="The answer after the restart."))
+    page.goto("/")
+    page.get_by_role("textbox", name="Message").fill("tell me slowly")
+    page.keyboard.press("Enter")
+    expect(page.locator(".answer[aria-busy='true']")).to_contain_text("word2")
+    service.proc.kill()  # the process dies mid-answer
+    service.proc.wait(timeout=30)
+    lost = page.locator(".run-error")
+    expect(lost).to_contain_text("The connection to the service was lost", timeout=30_000)
+    service.restart()  # a new process resumes the run
+    page.get_by_role("button", name="Retry").click()
+    expect(page.locator(".message.assistant")).to_contain_text("The answer after the restart.")
+    expect(lost).to_have_count(0)
+    expect(page.locator(".message.assistant")).to_have_count(1)
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
+
+
+def test_an_answer_is_stopped_and_delete_and_edit_wait_while_it_comes(
+    page: Any, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="First."), slow(0.4))
+    page.goto("/")
+    box = page.get_by_role("textbox", name="Message")
+    box.fill("hello")
+    page.keyboard.press("Enter")
+    expect(page.locator(".answer[aria-busy='false']")).to_have_text("First.")
+    stop = page.get_by_role("button", name="Stop")
+    expect(stop).to_be_hidden()
+    box.fill("tell me slowly")
+    page.keyboard.press("Enter")
+    expect(page.locator(".answer[aria-busy='true']")).to_contain_text("word1")
+    expect(stop).to_be_visible()
+
+    asked: list[str] = []
+    page.on("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    delete = page.get_by_role("button", name="Delete")
+    expect(delete).to_have_attribute("aria-disabled", "true")
+    delete.click(force=True)  # said why, not asked to confirm and then refused
+    status = page.locator("#composer-status")
+    expect(status).to_contain_text("This thread is answering: stop the answer")
+    edit = page.get_by_role("button", name=re.compile("Edit this message: hello"))
+    expect(edit).to_have_attribute("aria-disabled", "true")
+    edit.click(force=True)
+    expect(status).to_contain_text("before editing a message")
+    expect(page.get_by_label("Edited message")).to_have_count(0)
+    assert asked == []
+
+    with page.expect_request(re.compile(r"/runs/[0-9a-f-]+/cancel$")):
+        stop.click()
+    last = page.locator(".message.assistant").last
+    expect(last).to_contain_text("Stopped as asked")
+    expect(last.locator(".answer")).to_have_attribute("aria-busy", "false")
+    assert "END." not in last.inner_text()
+    expect(stop).to_be_hidden()
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
+    expect(delete).to_have_attribute("aria-disabled", "false")
+    expect(status).to_be_empty()
+    page.reload()  # the stop is said where it happened after a reload too
+    expect(page.locator(".message.assistant").last).to_contain_text("Stopped as asked")
 
 
 def test_a_thread_that_still_says_it_runs_a_finished_run_is_not_joined_over_and_over(

@@ -65,7 +65,9 @@ async function json(method, path, options) {
 const enc = encodeURIComponent;
 
 export const threads = {
-  list: (cursor) => json("GET", `/v1/threads?limit=50${cursor ? `&cursor=${enc(cursor)}` : ""}`),
+  /** A page of the user's threads; `all`: every user's (admins). */
+  list: (cursor, { all = false } = {}) =>
+    json("GET", `/v1/threads?limit=50${all ? "&all=true" : ""}${cursor ? `&cursor=${enc(cursor)}` : ""}`),
   create: () => json("POST", "/v1/threads", { json: {} }),
   get: (id) => json("GET", `/v1/threads/${enc(id)}`),
   rename: (id, title) => json("PATCH", `/v1/threads/${enc(id)}`, { json: { title } }),
@@ -75,6 +77,8 @@ export const threads = {
   attachments: (id) => json("GET", `/v1/threads/${enc(id)}/attachments`),
   /** How an earlier answer was reached: its run's kept events (tokens left out). */
   trace: (id, runId) => json("GET", `/v1/threads/${enc(id)}/runs/${enc(runId)}/trace`),
+  /** Stop a run under way (it ends with `run_failed`, code `run_cancelled_by_request`). */
+  cancelRun: (id, runId) => json("POST", `/v1/threads/${enc(id)}/runs/${enc(runId)}/cancel`),
   upload(id, file) {
     const form = new FormData();
     form.append("file", file);
@@ -97,6 +101,11 @@ export const keys = {
   list: (cursor = null) => json("GET", cursor === null ? "/v1/admin/keys" : `/v1/admin/keys?cursor=${enc(cursor)}`),
   create: (body) => json("POST", "/v1/admin/keys", { json: body }),
   revoke: (id) => json("DELETE", `/v1/admin/keys/${enc(id)}`),
+};
+
+export const workflowRuns = {
+  /** A workflow run's record: `status` WAITING while its approval waits. */
+  get: (id) => json("GET", `/v1/workflow-runs/${enc(id)}`),
 };
 
 export const skills = {

@@ -38,16 +38,49 @@ export function approvalCard(approval, onDecided = () => {}, { canApprove = true
     .join(", ");
   const card = el(
     "section",
-    { class: "approval", "aria-labelledby": `${id}-title` },
+    { class: "approval", "aria-labelledby": `${id}-title`, "data-approval": approval.approval_id, "data-run": approval.run_id },
     el("h3", { id: `${id}-title` }, "Approval needed"),
     el("p", { class: "approval-summary" }, approval.summary),
     context ? el("p", { class: "hint" }, context) : null,
     approval.data !== null && approval.data !== undefined ? codeBlock(pretty(approval.data), "What is to be approved") : null,
     ...(canApprove
       ? [el("label", { for: `${id}-comment` }, "Comment"), comment, el("div", { class: "approval-actions" }, buttons), status]
-      : [el("p", { class: "hint" }, "It waits for someone with the approve scope.")]),
+      : [el("p", { class: "hint" }, "It waits for someone with the approve scope."), status]),
   );
   return card;
+}
+
+const ENDED = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]); // a workflow run's last statuses
+
+/**
+ * The waiting cards in `container`, as their workflow runs stand now: a card decided elsewhere
+ * (another approver, the CLI) says so. What the card of a run that has ended says; null while
+ * none has (one decided and going on is looked at again next time).
+ */
+export async function settleCards(container) {
+  const cards = [...container.querySelectorAll(".approval[data-run]:not(.decided)")];
+  for (const runId of new Set(cards.map((card) => card.dataset.run))) {
+    const record = await api.workflowRuns.get(runId);
+    if (record.status === "WAITING") continue;
+    const ended = ENDED.has(record.status);
+    let said = "";
+    for (const card of cards.filter((c) => c.dataset.run === runId)) said = settleCard(card, record, ended);
+    if (ended) return said;
+  }
+  return null;
+}
+
+/** A card whose approval was decided elsewhere: says how its run stands now (`record`: the
+ * workflow run), its buttons off; `ended`: the run is over. */
+function settleCard(card, record, ended) {
+  const message = record.outputs?.message;
+  const status = card.querySelector(".status");
+  status.textContent = ended
+    ? `Decided. Run ${record.status.toLowerCase()}${message ? `: ${message}` : "."}`
+    : "Decided: the run goes on…";
+  for (const button of card.querySelectorAll(".approval-actions button")) button.disabled = true;
+  if (ended) card.classList.add("decided");
+  return status.textContent;
 }
 
 /** How many approvals wait. */

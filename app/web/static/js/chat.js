@@ -1,8 +1,12 @@
-// The chat: thread list, messages, the streamed answer with its trace, files.
+// The chat: messages, the streamed answer with its trace, files (the thread list beside it is
+// threadlist.js).
 import * as api from "./api.js";
-import { approvalCard } from "./approvals.js";
+import { approvalCard, settleCards } from "./approvals.js";
 import { el, renderMarkdown } from "./markdown.js";
+import { clearThreadList, initThreadList, loadThreads, markOpen, remember, statusOf, titles } from "./threadlist.js";
 import { Trace } from "./trace.js";
+
+export { loadThreads, setSeesAll } from "./threadlist.js";
 
 const $ = (id) => document.getElementById(id);
 let current = null; // the open thread's id
@@ -11,17 +15,28 @@ let current = null; // the open thread's id
 const answering = new Map();
 let starting = false; // a first message is making its new thread
 let attaching = 0; // uploads under way (one may be making its new thread)
-const statusOf = new Map(); // thread id: its status (`running`...) as the last listing said
 const followedRuns = new Set(); // runs this page joined and read to their end
 const RUN = "skilldesk.run."; // + thread id: its run under way, kept over a reload
 let report = () => {};
 let succeeded = () => {}; // an action the user asked for went through: an earlier error is old news
 let approvalsChanged = () => {};
 let canApprove = true;
+const MAX_CHARS = 100_000; // a message's text, in characters: the API's limit (MAX_MESSAGE_CHARS)
+const FOLLOW_MS = 3000; // how often a waiting approval shown in the open thread is looked at
+const STOPPED = "run_cancelled_by_request"; // a run's failure code when it was stopped as asked
 
 /** Whether the signed-in user may decide approvals (the `approve` scope). */
 export function setCanApprove(value) {
   canApprove = value;
+}
+
+/** The page's address for the open thread (`#thread=ID`, to copy), or none. */
+export function threadAddress() {
+  return current ? `#thread=${encodeURIComponent(current)}` : location.pathname;
+}
+
+function showAddress() {
+  if (!$("view-chat").hidden) history.replaceState(null, "", threadAddress());
 }
 
 export function initChat({ onError, onOk, onApprovals }) {
@@ -44,83 +59,18 @@ export function initChat({ onError, onOk, onApprovals }) {
   });
   $("rename-thread").addEventListener("click", startRename);
   $("delete-thread").addEventListener("click", deleteThread);
+  $("stop").addEventListener("click", stop);
   $("upload").addEventListener("change", upload);
-  $("threads-toggle").addEventListener("click", () => {
-    const open = $("threads-toggle").getAttribute("aria-expanded") !== "true";
-    $("threads-toggle").setAttribute("aria-expanded", String(open));
-    $("thread-list").classList.toggle("open", open);
-  });
-}
-
-export async function loadThreads() {
-  const page = await api.threads.list();
-  remember(page.data);
-  $("thread-list").replaceChildren(...page.data.map(threadItem));
-  if (!page.data.length) $("thread-list").append(el("li", { class: "hint" }, "No threads yet."));
-  addOlder(page);
+  $("message").addEventListener("input", () => $("message").removeAttribute("aria-invalid"));
+  setInterval(followApprovals, FOLLOW_MS);
+  initThreadList({ open: openThread, current: () => current, report, succeeded });
 }
 
 /** Forget the user's threads on screen (signed out, or the key no longer works). */
 export function forgetThreads() {
-  $("thread-list").replaceChildren();
+  clearThreadList();
   openThread(null);
   forgotAt = opening; // what the next user does counts as engagement, not this
-}
-
-function threadItem(t) {
-  return el(
-    "li",
-    {},
-    el(
-      "button",
-      {
-        type: "button",
-        class: "thread",
-        "data-thread": t.thread_id,
-        "aria-current": t.thread_id === current ? "true" : null,
-        onclick: () => openThread(t.thread_id),
-      },
-      el("span", { class: "thread-title" }, t.title || "Untitled"),
-      el("span", { class: "thread-time" }, new Date(t.updated * 1000).toLocaleString()),
-    ),
-  );
-}
-
-function remember(threads) {
-  for (const t of threads) statusOf.set(t.thread_id, t.status);
-}
-
-function addOlder(page) {
-  if (!page.next_cursor) return;
-  const item = el(
-    "li",
-    {},
-    el(
-      "button",
-      {
-        type: "button",
-        class: "link",
-        onclick: async (event) => {
-          const button = event.currentTarget;
-          button.disabled = true; // one page at a time
-          try {
-            const older = await api.threads.list(page.next_cursor);
-            remember(older.data);
-            // A thread updated since the first page moved up to it: not shown twice.
-            const shown = new Set([...document.querySelectorAll(".thread")].map((b) => b.dataset.thread));
-            item.replaceWith(...older.data.filter((t) => !shown.has(t.thread_id)).map(threadItem));
-            addOlder(older);
-            succeeded();
-          } catch (error) {
-            button.disabled = false;
-            report(error);
-          }
-        },
-      },
-      "Older threads",
-    ),
-  );
-  $("thread-list").append(item);
 }
 
 let opening = 0; // which openThread call is the latest: an earlier one still loading gives way
@@ -139,11 +89,8 @@ export async function openThread(id) {
   $("files").hidden = true;
   $("thread-actions").hidden = !id;
   $("thread-title").textContent = "New conversation";
-  $("thread-list").classList.remove("open");
-  $("threads-toggle").setAttribute("aria-expanded", "false");
-  for (const button of document.querySelectorAll(".thread")) {
-    button.toggleAttribute("aria-current", button.dataset.thread === id);
-  }
+  markOpen(id);
+  showAddress();
   showComposer();
   if (!id) return;
   try {
@@ -222,11 +169,17 @@ function editable(messages) {
 }
 
 function editButton(item, text, index) {
-  return el("button", { type: "button", class: "link edit", "aria-label": `Edit this message: ${text.slice(0, 40)}`, onclick: () => startEdit(item, text, index) }, "Edit");
+  const busy = answering.has(current) ? "true" : null;
+  return el("button", { type: "button", class: "link edit", "aria-label": `Edit this message: ${text.slice(0, 40)}`, "aria-disabled": busy, onclick: () => startEdit(item, text, index) }, "Edit");
+}
+
+/** Delete and Edit wait while the thread answers: said where the composer says it answers. */
+function busyNote(what) {
+  $("composer-status").textContent = `This thread is answering: stop the answer (or wait for it to end) before ${what}.`;
 }
 
 function startEdit(item, text, index) {
-  if (answering.has(current)) return;
+  if (answering.has(current)) return busyNote("editing a message");
   const kept = [...item.childNodes];
   const box = el("textarea", { "aria-label": "Edited message", rows: "3" });
   box.value = text;
@@ -279,42 +232,77 @@ async function ensureThread() {
     current = record.thread_id;
     sessionStorage.setItem("skilldesk.thread", current);
     $("thread-actions").hidden = false;
+    showAddress();
   }
   return record.thread_id;
 }
 
-/** Send and not Answering… unless the open thread (or one being made) has an answer under way. */
+/** Send and not Answering… unless the open thread (or one being made) has an answer under way;
+ * then Stop (once the service took the message), and Delete and Edit wait. */
 function showComposer() {
-  const busy = starting || (current !== null && answering.has(current));
+  const run = current === null ? undefined : answering.get(current);
+  const busy = starting || run !== undefined;
   $("send").disabled = busy;
+  $("stop").hidden = !run?.runId;
   const status = $("composer-status");
   if (busy) status.textContent = "Answering…";
-  else if (status.textContent === "Answering…") status.textContent = "";
+  else if (status.textContent === "Answering…" || status.textContent.startsWith("This thread is answering")) {
+    status.textContent = "";
+  }
+  const waits = String(run !== undefined);
+  $("delete-thread").setAttribute("aria-disabled", waits);
+  for (const button of $("messages").querySelectorAll(".edit")) button.setAttribute("aria-disabled", waits);
 }
 
 function newRun() {
-  return { nodes: [], approvals: new Set(), ended: false };
+  return { nodes: [], approvals: new Set(), ended: false, runId: null };
+}
+
+/** Characters as the service counts them (code points, not UTF-16 units). */
+function length(text) {
+  let count = 0;
+  for (const _ of text) count++;
+  return count;
+}
+
+/** Whether the message may be sent: a longer one than the service takes is said here. */
+function withinLimit(text) {
+  const count = length(text);
+  if (count <= MAX_CHARS) return true;
+  const n = (value) => value.toLocaleString("en");
+  $("message").setAttribute("aria-invalid", "true");
+  $("composer-status").textContent =
+    `Not sent: the message is ${n(count)} characters long, and the limit is ${n(MAX_CHARS)}. Shorten it by ${n(count - MAX_CHARS)}.`;
+  return false;
 }
 
 async function send() {
   const text = $("message").value.trim();
   if (!text || starting || (current !== null && answering.has(current))) return;
+  if (!withinLimit(text)) return;
   $("message").value = ""; // sent once, whatever Enter is pressed meanwhile; put back if refused
   starting = true;
   showComposer();
   const run = newRun();
+  const fresh = current === null; // the thread is made for this message
   let id = current;
   let accepted = false;
+  let said = null; // the message's bubble
   try {
     id = await ensureThread();
     answering.set(id, run);
     starting = false;
     showComposer();
-    if (current === id) {
-      addMessage("user", text);
-      if ($("thread-title").textContent === "New conversation") $("thread-title").textContent = text.split("\n")[0].slice(0, 60);
-    }
-    accepted = await stream(id, run, (onEvent, onRun) => api.runStream(id, { message: text }, onEvent, { onRun }));
+    if (current === id) said = addMessage("user", text);
+    const taken = () => {
+      // The service took the message: the thread is titled, and listed, while it answers.
+      const title = text.split("\n")[0].slice(0, 60);
+      if (current === id && $("thread-title").textContent === "New conversation") $("thread-title").textContent = title;
+      if (!fresh) return;
+      titles.set(id, title);
+      loadThreads().catch(() => {}); // listed once the answer ends anyway
+    };
+    accepted = await stream(id, run, (onEvent, onRun) => api.runStream(id, { message: text }, onEvent, { onRun }), taken);
     if (!accepted) putBack(id, text);
     await loadThreads();
     if (current === id) {
@@ -327,8 +315,15 @@ async function send() {
     }
     if (accepted) succeeded();
   } catch (error) {
-    if (!accepted) putBack(id, text);
-    report(error);
+    if (!accepted) {
+      said?.remove(); // not sent: the box has it back, not also a bubble
+      putBack(id, text);
+    }
+    if (error.refused) {
+      if (current === id) $("composer-status").textContent = `The message was refused: ${error.message} (${error.code})`;
+      if (fresh) abandon(id, run); // the thread made for it stays empty: not kept
+    }
+    if (!error.refused || error.status === 401 || error.status === 403) report(error);
   } finally {
     starting = false;
     if (answering.get(id) === run) answering.delete(id);
@@ -337,6 +332,24 @@ async function send() {
     // Back to the message, unless the page asks for a key meanwhile or shows another thread.
     if (current === id && !$("sign-in").contains(document.activeElement)) $("message").focus();
   }
+}
+
+/** The thread made for a message the service refused: deleted (it is empty), and the page
+ * back on a new conversation, the message still in the box. */
+async function abandon(id, run) {
+  try {
+    await api.threads.remove(id);
+  } catch {
+    return; // kept, empty: it can be deleted by hand
+  }
+  titles.delete(id);
+  if (answering.get(id) === run) answering.delete(id);
+  if (current === id) {
+    const status = $("composer-status").textContent;
+    await openThread(null);
+    $("composer-status").textContent = status;
+  }
+  await loadThreads().catch(() => {});
 }
 
 /** A message not sent (refused, or the service not reached) is not lost: it goes back into the
@@ -405,18 +418,24 @@ async function waitFor(id, run) {
 
 /** A run that failed after the message before it, as the page said it when it happened. */
 function addFailure(threadId, run) {
-  const answer = el("div", { class: "answer" }, el("p", { class: "run-error" }, `The run failed: ${run.message} (${run.code})`));
+  const answer = el("div", { class: "answer" }, run.code === STOPPED ? stoppedNote() : el("p", { class: "run-error" }, `The run failed: ${run.message} (${run.code})`));
   const item = el("li", { class: "message assistant failed" }, el("span", { class: "visually-hidden" }, "Answer:"), answer);
   item.append(Trace.stored(threadId, run.run_id).element);
   $("messages").append(item);
 }
 
+function stoppedNote() {
+  return el("p", { class: "hint stopped" }, "Stopped as asked: the answer ends here.");
+}
+
 /**
  * Show a run's answer as its events come: `request(onEvent, onRun)` reads them (a message sent,
- * or a run joined). The answer is shown only while its thread is open (it is put back when
- * the thread is opened again). Whether any event came (false: the message was not taken).
+ * or a run joined); `taken()` once the service took it (its run's id known). The answer is
+ * shown only while its thread is open (it is put back when the thread is opened again).
+ * Whether any event came (false: the service was not reached). A request the service refused
+ * is thrown (marked `refused`), its answer taken off the thread.
  */
-async function stream(id, run, request) {
+async function stream(id, run, request, taken = () => {}) {
   const trace = new Trace();
   const words = el("div");
   const answer = el("div", { class: "answer", "aria-live": "polite", "aria-busy": "true" }, words);
@@ -450,24 +469,33 @@ async function stream(id, run, request) {
       buffer = data.answer ?? buffer;
       run.ended = true;
     } else if (type === "run_failed") {
-      say(`The run failed: ${data.message} (${data.code})`);
+      if (data.code === STOPPED) answer.append(stoppedNote());
+      else say(`The run failed: ${data.message} (${data.code})`);
       run.ended = true;
     }
     trace.add(type, data);
   };
+  const onRun = (runId) => {
+    sessionStorage.setItem(RUN + id, runId);
+    const first = run.runId === null;
+    run.runId = runId;
+    showComposer(); // Stop, now that there is a run to stop
+    if (first) taken();
+  };
   try {
-    await request(onEvent, (runId) => sessionStorage.setItem(RUN + id, runId));
+    await request(onEvent, onRun);
   } catch (error) {
-    if (error.code === "run_not_found") {
-      item.remove(); // nothing to join: the caller says so another way
+    if (error.code === "run_not_found" || error.status > 0) {
+      // Nothing to join (the caller says so another way), or refused: the caller says why.
+      item.remove();
       run.nodes.splice(run.nodes.indexOf(item), 1);
+      error.refused = error.code !== "run_not_found";
       throw error;
     }
-    if (error.code !== "unreachable") say(`The message was refused: ${error.message} (${error.code})`);
+    if (error.code !== "unreachable") say(`The answer could not be shown: ${error.message}`);
     else if (received) say("The connection to the service was lost; the answer will be in the thread once it is back.");
     else say("The message was not sent: the service cannot be reached.");
-    if (error.status === 401 || error.status === 403) throw error; // the caller says why
-    if (error.status === 0) report(error);
+    if (error.code === "unreachable") report(error);
   } finally {
     if (frame) cancelAnimationFrame(frame);
     paint();
@@ -534,6 +562,7 @@ function startRename() {
 }
 
 async function deleteThread() {
+  if (current && answering.has(current)) return busyNote("deleting it");
   if (!current || !confirm(`Delete “${$("thread-title").textContent}” and its files?`)) return;
   try {
     await api.threads.remove(current);
@@ -542,7 +571,49 @@ async function deleteThread() {
     $("new-thread").focus();
     succeeded();
   } catch (error) {
-    report(error);
+    if (error.code !== "thread_busy") return report(error);
+    // Answering a message sent from elsewhere (another tab, the API).
+    report(new api.ApiError(409, "thread_busy", "This thread is answering a message: stop it, or wait for it to end, then delete the thread."));
+  }
+}
+
+/** Stop the open thread's answer: the run is cancelled, what it wrote so far stays. */
+async function stop() {
+  const run = current === null ? undefined : answering.get(current);
+  if (!run?.runId) return;
+  const button = $("stop");
+  button.disabled = true; // once
+  try {
+    await api.threads.cancelRun(current, run.runId);
+  } catch (error) {
+    if (error.code !== "run_not_active") report(error); // it ended meanwhile: nothing to stop
+  } finally {
+    button.disabled = false;
+  }
+}
+
+let following = false; // a look at the waiting approvals is under way
+
+/**
+ * The open thread's waiting approvals: one decided elsewhere (another approver, the CLI) says
+ * so on its card, and once its run has ended the thread is shown as it is now (the outcome
+ * told to it) and the approvals badge asked for again.
+ */
+async function followApprovals() {
+  const id = current;
+  if (following || id === null || answering.has(id) || $("view-chat").hidden || document.visibilityState !== "visible") return;
+  following = true;
+  try {
+    const said = await settleCards($("messages"));
+    if (said === null || current !== id) return;
+    approvalsChanged();
+    if (answering.has(id)) return;
+    await openThread(id);
+    if (current === id) $("composer-status").textContent = said;
+  } catch {
+    // looked at again in a while (the service away, or the run not the user's to read)
+  } finally {
+    following = false;
   }
 }
 

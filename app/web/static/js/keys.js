@@ -4,6 +4,10 @@ import { el } from "./markdown.js";
 
 const $ = (id) => document.getElementById(id);
 let onError = () => {};
+let onSignIn = () => {};
+let onClosed = () => {};
+let open = false; // development mode: no key exists yet, the next one made is the first
+let ownKey = null; // the id of the key the page is signed in with
 
 function state(key) {
   if (key.revoked) return `revoked ${new Date(key.revoked * 1000).toLocaleString()}`;
@@ -13,10 +17,15 @@ function state(key) {
 }
 
 function row(key) {
+  const own = key.id === ownKey;
   const revoke = el("button", { type: "button", "aria-label": `Revoke ${key.id} (${key.user})` }, "Revoke");
   revoke.disabled = Boolean(key.revoked) || key.source !== "store";
   if (key.source !== "store") revoke.title = "From SKILLDESK_API_KEYS or the keys file: change it there";
   revoke.addEventListener("click", async () => {
+    const question = own
+      ? `Revoke ${key.id}, the key this page is signed in with? You are signed out, and requests with it are refused from now on.`
+      : `Revoke ${key.id} (${key.user})? Requests with it are refused from now on; this cannot be undone.`;
+    if (!confirm(question)) return;
     revoke.disabled = true;
     try {
       const revoked = await api.keys.revoke(key.id);
@@ -30,7 +39,7 @@ function row(key) {
   const line = el(
     "tr",
     { "data-key": key.id },
-    el("td", {}, key.id),
+    el("td", {}, key.id, own ? el("strong", { class: "own-key" }, " (this key)") : null),
     el("td", {}, key.user),
     el("td", {}, key.scopes.join(", ")),
     el("td", {}, key.name || (key.source === "store" ? "" : "settings")),
@@ -83,6 +92,14 @@ async function create(event) {
     $("key-status").textContent = "Choose at least one scope.";
     return;
   }
+  const first = open;
+  if (first && !scopes.includes("admin")) {
+    // Without it nobody could manage keys, nor see the threads made so far, from the page.
+    $("key-status").textContent =
+      "The first key must include admin: once it exists the page needs a key, and only an admin key can make others here.";
+    $("admin-scope").focus();
+    return;
+  }
   $("key-status").textContent = "Creating…";
   try {
     const made = await api.keys.create(body);
@@ -91,6 +108,17 @@ async function create(event) {
     $("key-made").hidden = false;
     $("key-status").textContent = `Created ${made.id}.`;
     $("key-form").reset();
+    if (first) {
+      // Development mode has ended (within seconds): the listing would be refused. The page
+      // says so, and offers to sign in with the key at once.
+      setOpen(false);
+      $("key-made-next").hidden = false;
+      $("key-sign-in").hidden = false;
+      $("key-sign-in").onclick = () => onSignIn(made.key);
+      $("key-table").querySelector("tbody").replaceChildren(row(made));
+      onClosed();
+      return;
+    }
     await loadKeys();
   } catch (error) {
     $("key-status").textContent = `Could not create the key: ${error.message}`;
@@ -99,10 +127,14 @@ async function create(event) {
 }
 
 /** Forget what the view shows (a key shown once, the listing): the user changed. */
-export function clearKeys() {
-  $("key-made").hidden = true;
-  $("key-made-value").textContent = "";
-  $("key-made-user").textContent = "";
+export function clearKeys({ keepMade = false } = {}) {
+  if (!keepMade) {
+    $("key-made").hidden = true;
+    $("key-made-value").textContent = "";
+    $("key-made-user").textContent = "";
+  }
+  $("key-made-next").hidden = true;
+  $("key-sign-in").hidden = true;
   $("key-status").textContent = "";
   $("key-table").querySelector("tbody").replaceChildren();
   shown += 1; // a listing still on its way is not shown
@@ -110,9 +142,29 @@ export function clearKeys() {
   $("key-form").reset();
 }
 
-/** Wire the form; `handlers.onError(error)` shows what the service refused. */
+/**
+ * Who the page acts as: `open` in development mode (no key yet: the first one made ends it),
+ * `keyId` the key it is signed in with (marked in the listing).
+ */
+export function setKeyContext({ open: isOpen, keyId }) {
+  ownKey = keyId ?? null;
+  setOpen(isOpen);
+}
+
+function setOpen(isOpen) {
+  open = isOpen;
+  $("key-first").hidden = !open;
+  if (open) $("admin-scope").checked = true;
+}
+
+/** Wire the form; `handlers.onError(error)` shows what the service refused, `onSignIn(key)`
+ * signs in with a key just made, `onClosed()` is told that the first key ended development
+ * mode. */
 export function initKeys(handlers) {
   onError = handlers.onError;
+  onSignIn = handlers.onSignIn;
+  onClosed = handlers.onClosed;
+  $("key-form").addEventListener("reset", () => setTimeout(() => setOpen(open)));
   $("key-form").addEventListener("submit", create);
   $("key-more").addEventListener("click", () => loadOlder().catch(onError));
 }

@@ -2,11 +2,22 @@
 import * as api from "./api.js";
 import { clearInbox, loadInbox, waiting } from "./approvals.js";
 import { initBrowser, loadBrowser } from "./browser.js";
-import { engaged, forgetThreads, initChat, loadThreads, openThread, refreshThread, setCanApprove } from "./chat.js";
-import { clearKeys, initKeys, loadKeys } from "./keys.js";
+import {
+  engaged,
+  forgetThreads,
+  initChat,
+  loadThreads,
+  openThread,
+  refreshThread,
+  setCanApprove,
+  setSeesAll,
+  threadAddress,
+} from "./chat.js";
+import { clearKeys, initKeys, loadKeys, setKeyContext } from "./keys.js";
 
 const $ = (id) => document.getElementById(id);
 let canApprove = false;
+const COUNT_EVERY_MS = 10_000; // how often the approvals badge is asked for again
 // A link to a thread (#thread=ID), read before the views rewrite the address.
 let linked = linkedThread();
 
@@ -46,6 +57,8 @@ function showError(error, { retry = false } = {}) {
     $("mode").textContent = ended[1];
   } else if (error.status === 401 && api.apiKey()) text = `Your API key was refused (${error.message}). Sign in with a valid key.`;
   else if (error.status === 401) text = "This service needs an API key. Sign in with one.";
+  // The header no longer says what is not so (development mode, or a key that worked).
+  if (error.status === 401 && !ended) $("mode").textContent = api.apiKey() ? "Key refused" : "Not signed in";
   else if (error.status === 403) text = `Not allowed: ${error.message}`;
   $("banner-text").textContent = text;
   $("banner-retry").hidden = !(retry || error.code === "unreachable" || error.status === 401);
@@ -62,13 +75,25 @@ function clearError() {
 
 function showSignIn(open) {
   $("sign-in").hidden = !open;
+  $("sign-in-toggle").setAttribute("aria-expanded", String(open));
   if (open) $("api-key").focus();
+}
+
+/** Sign in with `key`; `keepMade`: the key was just made in this page, and stays shown. */
+function signInWith(key, { keepMade = false } = {}) {
+  api.signIn(key);
+  keyEnded = false;
+  $("api-key").value = "";
+  showSignIn(false);
+  switchUser({ keepMade });
 }
 
 function showMode(me) {
   const signedIn = Boolean(api.apiKey());
+  // A key's user, even while the service has not yet noticed that the first key was made.
+  const keyed = Boolean(me && me.user !== null);
   if (!me) $("mode").textContent = signedIn ? "Key refused" : "Not signed in";
-  else if (me.auth !== "api_keys") $("mode").textContent = "Development mode (no key needed)";
+  else if (!keyed) $("mode").textContent = "Development mode (no key needed)";
   else $("mode").textContent = `Signed in as ${me.user} (${me.scopes.join(", ")})`;
   $("sign-out").hidden = !signedIn;
   $("sign-in-toggle").hidden = signedIn;
@@ -77,6 +102,9 @@ function showMode(me) {
   document.querySelector('.tab[data-view="approvals"]').hidden = !canApprove;
   const isAdmin = Boolean(me && me.scopes.includes("admin"));
   document.querySelector('.tab[data-view="keys"]').hidden = !isAdmin;
+  setKeyContext({ open: Boolean(me && me.auth.startsWith("open") && !keyed), keyId: me?.key_id });
+  // Without keys everyone sees every thread already; an admin's key may ask for all of them.
+  setSeesAll(isAdmin && keyed);
   if (!isAdmin && !$("view-keys").hidden) showView("chat");
   if (wanted === "keys" && isAdmin) showView("keys"); // asked for by the address: now allowed
   wanted = null;
@@ -87,12 +115,14 @@ function showCount(count) {
   $("approval-count").hidden = count === 0;
 }
 
-async function refreshCount() {
+/** Ask how many approvals wait; `quietly`: a look of the page's own, whose failure is not said
+ * (the next action the user takes says it). */
+async function refreshCount({ quietly = false } = {}) {
   if (!canApprove) return;
   try {
     showCount(await waiting());
   } catch (error) {
-    showError(error);
+    if (!quietly) showError(error);
   }
 }
 
@@ -116,7 +146,7 @@ function showView(name) {
   if (name === "approvals") refreshApprovals();
   if (name === "browser") loadBrowser().then(clearError, showError);
   if (name === "keys") loadKeys().then(clearError, showError);
-  history.replaceState(null, "", name === "chat" ? location.pathname : `#${name}`);
+  history.replaceState(null, "", name === "chat" ? threadAddress() : `#${name}`);
 }
 
 async function start() {
@@ -135,16 +165,19 @@ async function start() {
     await loadThreads();
     const last = linked || sessionStorage.getItem("skilldesk.thread");
     linked = null;
-    // A message sent while the page was still loading: its thread is open already.
+    // A message sent while the page was still loading: its thread is open already. Else
+    // (Retry, the service back) the open thread as the service has it now.
     if (!engaged()) await openThread(last || null);
+    else refreshThread();
+    if (!$("view-keys").hidden) loadKeys().catch(showError);
     await refreshCount();
   } catch (error) {
     showError(error, { retry: true });
   }
 }
 
-function switchUser() {
-  clearKeys(); // a key shown once is not left for the next user, in the page or its DOM
+function switchUser({ keepMade = false } = {}) {
+  clearKeys({ keepMade }); // a key shown once is not left for the next user, in the page or its DOM
   clearInbox($("inbox")); // nor another user's approvals
   sessionStorage.removeItem("skilldesk.thread");
   forgetThreads(); // nor their threads
@@ -162,7 +195,18 @@ window.addEventListener("hashchange", () => {
 document.addEventListener("DOMContentLoaded", () => {
   initChat({ onError: showError, onOk: clearError, onApprovals: refreshCount });
   initBrowser({ onError: showError, onOk: clearError });
-  initKeys({ onError: showError });
+  initKeys({
+    onError: showError,
+    // The first key was made: the admin signs in with it, and sees the threads made so far.
+    onSignIn: (key) => {
+      sessionStorage.setItem("skilldesk.all", "true");
+      signInWith(key, { keepMade: true });
+    },
+    onClosed: () => {
+      $("mode").textContent = "Not signed in";
+      $("sign-in-toggle").hidden = false;
+    },
+  });
   for (const tab of document.querySelectorAll(".tab")) tab.addEventListener("click", () => showView(tab.dataset.view));
   $("refresh-approvals").addEventListener("click", refreshApprovals);
   $("banner-retry").addEventListener("click", start);
@@ -170,19 +214,26 @@ document.addEventListener("DOMContentLoaded", () => {
     clearError();
     if ($("message").checkVisibility()) $("message").focus(); // not left on a button that is gone
   });
-  $("sign-in-toggle").addEventListener("click", () => showSignIn($("sign-in").hidden));
+  // Opens the form, or goes to its field when it is open already (never closes it: Cancel does).
+  $("sign-in-toggle").addEventListener("click", () => showSignIn(true));
+  $("sign-in-cancel").addEventListener("click", () => {
+    showSignIn(false);
+    $("sign-in-toggle").focus();
+  });
   $("sign-out").addEventListener("click", () => {
     api.signOut();
+    $("message").value = ""; // a draft is not left for whoever signs in next
+    sessionStorage.removeItem("skilldesk.all");
     switchUser();
   });
   $("sign-in").addEventListener("submit", (event) => {
     event.preventDefault();
-    api.signIn($("api-key").value);
-    keyEnded = false;
-    $("api-key").value = "";
-    showSignIn(false);
-    switchUser();
+    signInWith($("api-key").value);
   });
+  // Decided elsewhere (another approver, the CLI): the badge follows, while the page is seen.
+  const look = () => document.visibilityState === "visible" && refreshCount({ quietly: true });
+  setInterval(look, COUNT_EVERY_MS);
+  document.addEventListener("visibilitychange", look);
   const view = location.hash.slice(1);
   if (view === "keys") wanted = view; // opened once /v1/me says the user is an admin
   showView(["approvals", "browser"].includes(view) ? view : "chat");

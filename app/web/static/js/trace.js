@@ -174,7 +174,7 @@ function routeView(route) {
 
 function stepView(step) {
   const name = [step.workflow, step.task_id, step.node].filter(Boolean).join(" · ");
-  const state = step.waiting ? "waiting for approval" : step.running ? "running…" : step.ok === false ? `failed: ${step.error || ""}` : `${Math.round(step.ms)} ms`;
+  const state = step.waiting ? "waiting for approval" : step.running ? "running…" : step.ok === false ? (step.error ? `failed: ${step.error}` : "failed") : `${Math.round(step.ms)} ms`;
   return el(
     "li",
     { class: step.ok === false ? "failed" : "" },
