@@ -244,14 +244,6 @@ class Gate:
 
         return count
 
-    def key_made(self) -> None:
-        """A key was made through this process (``POST /v1/admin/keys``): open, it closes at
-        once, not at its next look at the store (a client using the key it just made, or
-        the page that made it, sees requests need one from now on)."""
-        if self.open and not self.disabled:
-            self.open = False
-            log.info("auth.api_keys", note="a key was created: requests need one now")
-
     async def _still_open(self) -> bool:
         """Whether the service is still open: a key made meanwhile (by `skilldesk keys
         create` in another process) closes it within a few seconds."""
