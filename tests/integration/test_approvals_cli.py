@@ -296,9 +296,10 @@ def test_an_interrupted_decision_leaves_its_run_for_the_service_to_resume(
 ) -> None:
     skills, workflows = tmp_path / "skills", tmp_path / "workflows"
     # The node works until the test lets it finish: cut off mid-way however slow the machine.
-    go = tmp_path / "go"
+    go, begun = tmp_path / "go", tmp_path / "begun"
     handler = (
         "import pathlib, time\n\ndef slow_work():\n"
+        f"    pathlib.Path({str(begun)!r}).touch()\n"
         f"    while not pathlib.Path({str(go)!r}).exists():\n"
         "        time.sleep(0.05)\n"
         "    return 'slow work done'\n"
@@ -330,10 +331,10 @@ def test_an_interrupted_decision_leaves_its_run_for_the_service_to_resume(
         text=True,
     )
     deadline = time.monotonic() + 60
-    while asyncio.run(stored())["status"] == "WAITING":  # until the decision is stored
-        assert time.monotonic() < deadline
+    while not begun.exists():  # decided, and the run went on to its slow node
+        assert time.monotonic() < deadline, deciding.poll()
         time.sleep(0.1)
-    time.sleep(0.5)  # the slow node under way
+    assert asyncio.run(stored())["status"] == "RUNNING"
     deciding.send_signal(signal.SIGINT)
     out, err = deciding.communicate(timeout=60)
     assert deciding.returncode == 130, out + err
@@ -354,7 +355,14 @@ def test_an_interrupted_decision_leaves_its_run_for_the_service_to_resume(
             while (record := await services.engine.get_run(run_id))["status"] == "RUNNING":
                 assert time.monotonic() < deadline + 60
                 await asyncio.sleep(0.1)
-            return record, await services.conversations.history("t-slow")
+            # Its thread is told after the run is stored as ended: wait for that too.
+            while not (told := await services.conversations.history("t-slow")) or (
+                told[-1].text != "slow work done"
+            ):
+                if time.monotonic() > deadline + 90:
+                    return record, told
+                await asyncio.sleep(0.1)
+            return record, told
 
     record, told = asyncio.run(resumed())
     assert (record["status"], record["outputs"]) == ("SUCCEEDED", {"message": "slow work done"})
