@@ -6,10 +6,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import app.api.deps
-import app.idempotency
-import app.mcp.server
-
 MCP = Path(__file__).resolve().parents[2] / "app" / "mcp"
 HTTP_ONLY = ("app.api.deps", "app.api.routes")  # the routes' dependencies, the routes
 
@@ -30,9 +26,3 @@ def test_the_mcp_transport_imports_nothing_of_the_http_routes_dependencies() -> 
     for path in sorted(MCP.glob("*.py")):
         wrong = {n for n in _imported(path) if n.startswith(HTTP_ONLY)}
         assert not wrong, f"{path.name} imports {sorted(wrong)}"
-
-
-def test_both_transports_take_the_idempotency_key_limit_from_one_place() -> None:
-    assert app.mcp.server.MAX_KEY_CHARS is app.idempotency.MAX_KEY_CHARS
-    assert app.api.deps.MAX_KEY_CHARS is app.idempotency.MAX_KEY_CHARS
-    assert app.idempotency.MAX_KEY_CHARS == 200
