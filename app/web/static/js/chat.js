@@ -3,7 +3,7 @@
 import * as api from "./api.js";
 import { approvalCard, settleCards } from "./approvals.js";
 import { el, renderMarkdown } from "./markdown.js";
-import { clearThreadList, initThreadList, loadThreads, markOpen, remember, statusOf, titles } from "./threadlist.js";
+import { NEW_TITLE, clearThreadList, initThreadList, loadThreads, markOpen, remember, statusOf, titleOf, titles } from "./threadlist.js";
 import { Trace } from "./trace.js";
 
 export { loadThreads, setSeesAll } from "./threadlist.js";
@@ -88,7 +88,7 @@ export async function openThread(id) {
   $("messages").replaceChildren();
   $("files").hidden = true;
   $("thread-actions").hidden = !id;
-  $("thread-title").textContent = "New conversation";
+  $("thread-title").textContent = NEW_TITLE;
   markOpen(id);
   showAddress();
   showComposer();
@@ -102,7 +102,7 @@ export async function openThread(id) {
     // A message sent while this loaded is answered in this thread: it goes after the thread's.
     const early = [...$("messages").children];
     const run = answering.get(id); // its answer under way, shown as it comes
-    $("thread-title").textContent = thread.title || id;
+    $("thread-title").textContent = titleOf(thread);
     for (const message of thread.messages) {
       const kept = { index: message.index, summarised: message.summarised };
       if (message.role === "human") addMessage("user", message.content, kept);
@@ -297,7 +297,7 @@ async function send() {
     const taken = () => {
       // The service took the message: the thread is titled, and listed, while it answers.
       const title = text.split("\n")[0].slice(0, 60);
-      if (current === id && $("thread-title").textContent === "New conversation") $("thread-title").textContent = title;
+      if (current === id && $("thread-title").textContent === NEW_TITLE) $("thread-title").textContent = title;
       if (!fresh) return;
       titles.set(id, title);
       loadThreads().catch(() => {}); // listed once the answer ends anyway

@@ -8,6 +8,13 @@ const $ = (id) => document.getElementById(id);
 export const statusOf = new Map();
 /** Thread id: the first message sent to it in this page, its title until the service's. */
 export const titles = new Map();
+/** The title the service gives a thread until its first message names it (and the page a
+ * conversation not yet sent). */
+export const NEW_TITLE = "New conversation";
+
+/** A thread's title as shown: the service's, or, while the service has not named it yet (its
+ * run's record not written when the page asked), the first message this page sent it. */
+export const titleOf = (t) => (t.title && t.title !== NEW_TITLE ? t.title : titles.get(t.thread_id) || t.title || "Untitled");
 let seesAll = false; // an admin signed in with a key: may list every user's threads
 let listing = 0; // which listing is the latest asked for: an earlier one answered later is old
 let hooks = { open: () => {}, current: () => null, report: () => {}, succeeded: () => {} };
@@ -78,7 +85,7 @@ function threadItem(t, all = false) {
         "aria-current": t.thread_id === hooks.current() ? "true" : null,
         onclick: () => hooks.open(t.thread_id),
       },
-      el("span", { class: "thread-title" }, t.title || titles.get(t.thread_id) || "Untitled"),
+      el("span", { class: "thread-title" }, titleOf(t)),
       all ? el("span", { class: "thread-owner" }, t.owner ? `by ${t.owner}` : "by the local user (no key)") : null,
       el("span", { class: "thread-time" }, new Date(t.updated * 1000).toLocaleString()),
     ),
