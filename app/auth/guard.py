@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -243,6 +243,22 @@ class Gate:
                 later(spend.add(user, usage["cost_micro_usd"]))  # type: ignore[union-attr,arg-type]
 
         return count
+
+    async def first_key_without_admin(self, scopes: Collection[str]) -> bool:
+        """Whether a key with ``scopes`` would be the first key of a service in development
+        mode, and lack ``admin``: it would end development mode leaving no key that can make
+        or revoke keys through the API (``skilldesk keys``, on the store, still could)."""
+        if self.disabled or "admin" in scopes:
+            return False
+        return not await self.keys.any()
+
+    def key_made(self) -> None:
+        """A key was made through this process (``POST /v1/admin/keys``): open, it closes at
+        once, not at its next look at the store (a client using the key it just made, or
+        the page that made it, sees requests need one from now on)."""
+        if self.open and not self.disabled:
+            self.open = False
+            log.info("auth.api_keys", note="a key was created: requests need one now")
 
     async def _still_open(self) -> bool:
         """Whether the service is still open: a key made meanwhile (by `skilldesk keys

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 import structlog
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from app.api.deps import Cursor, PrincipalDep, ServicesDep
 from app.api.errors import ApiError, error_responses
 from app.api.schemas.admin import KeyCreate, KeyCreated, KeyList, KeyPublic, ReloadPublic
+from app.auth.guard import Gate
 from app.auth.keys import key_view
 
 KeyId = Annotated[
@@ -45,14 +46,43 @@ async def list_keys(
     return KeyList.model_validate({"data": [key_view(k) for k in keys], "next_cursor": after})
 
 
-@router.post("/keys", status_code=201, responses=error_responses(400))
+@router.post(
+    "/keys",
+    status_code=201,
+    responses=error_responses(
+        400,
+        notes={
+            400: "A field against the schema (`invalid_request`, `param` names it), or the "
+            "first key (in development mode: none exists yet) without the `admin` scope "
+            "(`first_key_needs_admin`): include `admin` in its scopes."
+        },
+    ),
+)
 async def create_key(
-    services: ServicesDep, principal: PrincipalDep, body: KeyCreate, response: Response
+    services: ServicesDep,
+    principal: PrincipalDep,
+    body: KeyCreate,
+    response: Response,
+    request: Request,
 ) -> KeyCreated:
     """Make a key for a user. The answer carries the key this once (and is not to be cached):
     the store keeps only its hash. Every service process on the same store accepts it at
-    once."""
+    once. The first key (in development mode: none exists yet) must include ``admin``: it
+    ends development mode, and without it nobody could manage keys here."""
+    gate: Gate = request.app.state.gate
+    if await gate.first_key_without_admin(body.scopes):
+        raise ApiError(
+            400,
+            "first_key_needs_admin",
+            "No API key exists yet (development mode), and this first one lacks the 'admin' "
+            "scope: it would end development mode with no key able to make or revoke keys "
+            "through the API. Include 'admin' in its scopes, then make the other keys with "
+            "it; or make any key on the service's store with `skilldesk keys create USER "
+            "--scope SCOPE`.",
+            param="scopes",
+        )
     token, key = await services.keys.create(body.user, body.scopes, body.name, body.expires_in_s)
+    gate.key_made()  # development mode ends with its first key, at once
     response.headers["Cache-Control"] = "no-store"
     log.info(
         "auth.key_created",

@@ -281,6 +281,47 @@ def test_a_key_made_while_open_closes_the_service(
         assert client.get("/v1/me", headers={"Authorization": f"Bearer {token}"}).status_code == 200
 
 
+def test_a_key_made_through_the_api_while_open_closes_the_service_at_once(
+    model_settings: Any,
+) -> None:
+    # The web page: the first key it made left the service open for up to RECHECK_S.
+    with TestClient(create_app(model_settings)) as client:
+        made = client.post("/v1/admin/keys", json={"user": "root", "scopes": ["admin"]})
+        assert made.status_code == 201, made.text
+        assert client.get("/v1/threads").status_code == 401  # no wait for the next look
+        assert client.get("/v1/me").status_code == 401
+        signed = {"Authorization": f"Bearer {made.json()['key']}"}
+        assert client.get("/v1/me", headers=signed).json()["user"] == "root"
+
+
+def test_the_first_key_made_through_the_api_must_include_admin(
+    model_settings: Any, tmp_path: Path
+) -> None:
+    # Only the web page refused it: over the API a first key without admin ended development
+    # mode, and no key was left that could make or revoke keys through the API.
+    with TestClient(create_app(model_settings)) as client:
+        for asked in ({"user": "carol", "scopes": ["chat", "tools"]}, {"user": "carol"}):
+            refused = client.post("/v1/admin/keys", json=asked)
+            assert refused.status_code == 400, refused.text
+            error = refused.json()["error"]
+            assert (error["code"], error["param"]) == ("first_key_needs_admin", "scopes")
+            assert "Include 'admin' in its scopes" in error["message"]
+            assert "`skilldesk keys create USER --scope SCOPE`" in error["message"]
+        assert client.get("/v1/admin/keys").json()["data"] == []  # none made: still open
+        made = client.post("/v1/admin/keys", json={"user": "root", "scopes": ["chat", "admin"]})
+        assert made.status_code == 201, made.text
+        admin = {"Authorization": f"Bearer {made.json()['key']}"}
+        later = client.post("/v1/admin/keys", json={"user": "carol"}, headers=admin)
+        assert later.status_code == 201, later.text
+        assert later.json()["scopes"] == ["chat"]
+    trusted = model_settings.model_copy(
+        update={"auth_disabled": True, "data_dir": tmp_path / "trusted"}
+    )
+    with TestClient(create_app(trusted)) as client:  # no development mode to end
+        made = client.post("/v1/admin/keys", json={"user": "carol"})
+        assert made.status_code == 201, made.text
+
+
 @pytest.mark.parametrize("shared", ["memory", "redis"])
 def test_over_the_rate_a_key_gets_429_with_retry_after(keyed_settings: Any, shared: str) -> None:
     update: dict[str, Any] = {"rate_limit_per_minute": 3}

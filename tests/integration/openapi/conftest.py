@@ -1,4 +1,5 @@
-"""One app for the OpenAPI tests, and its document."""
+"""The apps of the OpenAPI tests, and their document: one open (development mode: no key
+exists) for nearly every request, and one with an admin key for the requests that make keys."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
 
 from app.main import create_app
 from app.settings import Settings
@@ -14,16 +16,16 @@ from tests.contract import (
     Document,
 )
 from tests.fakellm import FakeLLM
-from tests.integration.openapi.kit import LIMIT, LOOKUP
+from tests.integration.openapi.kit import ADMIN_KEY, LIMIT, LOOKUP
 from tests.skillkit import copy_fixture_skill, write_skill
 
 
 @pytest.fixture(scope="module")
-def client(
+def openapi_settings(
     _fake_llm_server: FakeLLM, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[TestClient]:
-    """One app for the module: two skills and a broken one, a default model profile and an
-    impatient one (for timeouts), a small body limit; server errors are answered, not raised."""
+) -> Settings:
+    """Two skills and a broken one, a default model profile and an impatient one (for
+    timeouts), a small body limit; no keys."""
     root = tmp_path_factory.mktemp("openapi")
     skills = root / "skills"
     copy_fixture_skill(skills, "storefront/order-lookup")
@@ -43,7 +45,7 @@ def client(
     with pytest.MonkeyPatch.context() as env:  # the developer's settings stay out
         for name in [n for n in os.environ if n.startswith("SKILLDESK_")]:
             env.delenv(name)
-        settings = Settings(
+        return Settings(
             data_dir=root / "data",
             skills_dir=skills,
             skills_watch=False,
@@ -52,12 +54,44 @@ def client(
             models_file=models,
             max_request_bytes=LIMIT,
         )
-    with TestClient(create_app(settings), raise_server_exceptions=False) as test_client:
+
+
+@pytest.fixture(scope="module")
+def client(openapi_settings: Settings) -> Iterator[TestClient]:
+    """One open app for the module (development mode: no request needs a key, so none may
+    make one); server errors are answered, not raised."""
+    with TestClient(create_app(openapi_settings), raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+@pytest.fixture(scope="module")
+def admin_client(
+    openapi_settings: Settings, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[TestClient]:
+    """The same app with keys, for the requests that make keys (the first key made in
+    ``client`` would end its development mode: every later request there would get a 401):
+    an admin key from the settings, sent with every request; a store of its own."""
+    keyed = openapi_settings.model_copy(
+        update={
+            "data_dir": tmp_path_factory.mktemp("openapi-admin") / "data",
+            "api_keys": SecretStr(f"root:admin:{ADMIN_KEY}"),
+        }
+    )
+    app = create_app(keyed)
+    auth = {"Authorization": f"Bearer {ADMIN_KEY}"}
+    with TestClient(app, raise_server_exceptions=False, headers=auth) as test_client:
         yield test_client
 
 
 @pytest.fixture(scope="module")
 def document(client: TestClient) -> Document:
     response = client.get("/openapi.json")
+    assert response.status_code == 200
+    return dict(response.json())
+
+
+@pytest.fixture(scope="module")
+def admin_document(admin_client: TestClient) -> Document:
+    response = admin_client.get("/openapi.json")
     assert response.status_code == 200
     return dict(response.json())

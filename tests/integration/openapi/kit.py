@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 LIMIT = 300_000  # request bytes: room for a message at the text limit
+ADMIN_KEY = "sdk_openapi-admin-0123456789abcdef"  # the keyed app's (``admin_client``)
 CHAT, RUN = "/v1/chat/completions", "/v1/threads/{}/runs/stream"
 TOOL = "/v1/skills/order-lookup/tools/get_order"
 INVOKE = "/v1/tools/get_order/invoke"

@@ -70,6 +70,9 @@ class Probe:
     patch: Patch | None = None  # breaks something, for a status no request reaches
     setup: Callable[[TestClient], dict[str, str]] | None = None  # ids for the path
     files: dict[str, Any] | None = None  # a multipart body
+    # It makes keys: sent with an admin key to an app of its own that has keys (the first
+    # key made in the shared, open app would end its development mode: later probes, 401).
+    admin: bool = False
 
 
 def chat(name: str, status: int, body: dict[str, Any] | None = None, **more: Any) -> Probe:
@@ -535,10 +538,13 @@ PROBES = [
     Probe("reload skills and workflows", "POST", "/v1/admin/reload", 200),
     get("api keys", KEYS, 200),
     get("api keys, a bad page size", KEYS, 400, params={"limit": 0}),
-    Probe("make an api key", "POST", KEYS, 201, {"user": "carol", "scopes": ["chat"]}),
+    Probe("make an api key", "POST", KEYS, 201, {"user": "carol", "scopes": ["chat"]}, admin=True),
     Probe("make an api key, unknown scope", "POST", KEYS, 400, {"user": "c", "scopes": ["x"]}),
-    Probe("revoke an api key", "DELETE", KEYS + "/{key}", 200, setup=_a_key),
-    Probe("revoke an api key again", "DELETE", KEYS + "/{key}", 409, setup=_a_revoked_key),
+    Probe("make a first api key without admin", "POST", KEYS, 400, {"user": "c"}),
+    Probe("revoke an api key", "DELETE", KEYS + "/{key}", 200, setup=_a_key, admin=True),
+    Probe(
+        "revoke an api key again", "DELETE", KEYS + "/{key}", 409, setup=_a_revoked_key, admin=True
+    ),
     Probe("revoke no such api key", "DELETE", KEYS + "/key_000000000000", 404),
     Probe("revoke an api key, bad id", "DELETE", KEYS + "/nokey", 400),
     get("a run", A_RUN, 200, setup=_ran, replies=(Reply(content="Hi."),)),
@@ -693,7 +699,11 @@ def test_every_answer_is_documented_and_matches_its_schema(
     document: Document,
     fake_llm: FakeLLM,
     monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
+    if probe.admin:
+        client = request.getfixturevalue("admin_client")
+        document = request.getfixturevalue("admin_document")
     fake_llm.script(*probe.replies)
     ids: dict[str, str] = {}  # what earlier requests made: {run} and {approval} in paths
     for path, body in probe.before:
@@ -722,6 +732,10 @@ def test_every_answer_is_documented_and_matches_its_schema(
     )
     assert response.status_code == probe.status, response.text
     check_documented(document, probe.method, probe.path, response)
+    if not probe.admin:  # the shared app stays open for the probes after this one
+        keys = client.app.state.services.keys  # type: ignore[attr-defined]
+        made = client.portal.call(keys.any)  # type: ignore[union-attr]
+        assert not made, f"{probe.name!r} made a key in the open app: give it admin=True"
 
 
 def test_every_documented_status_is_probed(document: Document) -> None:
