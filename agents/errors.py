@@ -302,7 +302,7 @@ class AlreadyDecided(SkilldeskError):
 class RunStatusConflict(SkilldeskError):
     """A workflow run is not in the status a request needs: a fork needs it ended (it waits
     for a decision, ``run_waiting``, or is under way, ``run_running``); a cancel needs it not
-    ended (``run_ended``)."""
+    ended (``run_ended``), and not a step of a run under way (``run_is_step``)."""
 
     code = "run_running"
 

@@ -195,7 +195,8 @@ class WorkflowTurns:
 
         Raises:
             RunStatusConflict: it had ended (``run_ended``, naming its status), before the
-                cancel or while it went on to its end.
+                cancel or while it went on to its end; it is a sub-workflow's run, a step of
+                a run that has not ended (``run_is_step``, naming the run to cancel).
         """
         record = await self.engine.get_run(run_id)
         if record["status"] not in FINAL:

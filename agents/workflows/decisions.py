@@ -16,12 +16,25 @@ from typing import Any
 import structlog
 from langgraph.types import Command
 
-from agents import metrics
-from agents.errors import ApprovalNotFound, RunNotFound, RunStatusConflict
+from agents.errors import (
+    AlreadyDecided,
+    ApprovalNotFound,
+    RunNotFound,
+    RunStatusConflict,
+    WorkflowNotFound,
+)
 from agents.state.documents import Documents
 from agents.workflows.definitions import Definitions
 from agents.workflows.driver import CANCELLED_RUNNING, RunDriver
-from agents.workflows.records import LAST_EVENTS, RUN, graph_config, pending_approval
+from agents.workflows.records import (
+    FINAL,
+    LAST_EVENTS,
+    RUN,
+    approval_node,
+    graph_config,
+    pending_approval,
+    was_decided,
+)
 from agents.workflows.stops import parent_run
 from agents.workflows.views import RunViews
 
@@ -53,6 +66,32 @@ class RunDecisions(RunViews):
         except RunNotFound:
             raise ApprovalNotFound(f"there is no approval {approval_id!r}") from None
 
+    async def pending(self, record: dict[str, Any], approval_id: str) -> dict[str, Any]:
+        """``record``, whose run waits for approval ``approval_id`` (see ``pending_approval``).
+
+        Raises:
+            AlreadyDecided: it was decided, or its run ended while it waited (or, its
+                definition gone, ended at all: whether it was asked cannot be told).
+            ApprovalNotFound: its run never asked for it: an id naming no approval node of
+                the run's workflow, though the run ended.
+        """
+        try:
+            return pending_approval(record, approval_id)
+        except AlreadyDecided:
+            if was_decided(record, approval_id) or await self._may_ask(record, approval_id):
+                raise
+        raise ApprovalNotFound(f"there is no approval {approval_id!r}")
+
+    async def _may_ask(self, record: dict[str, Any], approval_id: str) -> bool:
+        """Whether ``approval_id`` names an approval node of the workflow ``record``'s run
+        started with; True when that definition is gone (nothing says otherwise)."""
+        node = approval_node(approval_id, record["id"])
+        try:
+            spec = (await self.definitions.of(record)).spec
+        except WorkflowNotFound:
+            return True
+        return any(n.id == node and n.kind == "approval" for n in spec.nodes)
+
     async def decide(
         self,
         approval_id: str,
@@ -70,15 +109,16 @@ class RunDecisions(RunViews):
         Nothing changes when the decision cannot be applied: the approval stays pending.
 
         Raises:
-            ApprovalNotFound: no pending or past approval by that id.
-            AlreadyDecided: it was decided before (a 409 for the API).
+            ApprovalNotFound: no pending or past approval by that id (see ``pending``).
+            AlreadyDecided: it was decided before, or its run ended while it waited (a 409
+                for the API).
             WorkflowNotFound: the run's definition is neither kept nor serving (a run started
                 before definitions were kept, whose workflow is withdrawn).
         """
         run_id = approval_id.split("-", 1)[0]
         lock = self._locks.setdefault(run_id, asyncio.Lock())
         async with lock:
-            pending_approval(await self.asked_by(approval_id), approval_id)  # without waiting
+            await self.pending(await self.asked_by(approval_id), approval_id)  # without waiting
             # Held, then looked at again as stored: a process that decided it meanwhile has
             # stored the run's next state before letting it go.
             await self.leases.take(run_id)
@@ -140,15 +180,11 @@ class RunDecisions(RunViews):
                 if record["status"] != "WAITING" or approval_id not in (None, waits_at):
                     await self.leases.release(run_id)
                     return record
-                ended = time.time()
-                record = {**record, "status": "CANCELLED", "waiting": None, "error": reason}
-                record["ended"] = ended
-                await self.runs.save(record)
+                record = {**record, "waiting": None}
+                await self._driver.store_cancelled(record, reason, logger=log)
             except BaseException:
                 await self.leases.release(run_id)
                 raise
-            metrics.WORKFLOW_RUNS.labels(record["workflow"], "CANCELLED").inc()
-        log.info("workflow.cancelled", run_id=run_id, reason=reason)
         return record
 
     async def stop(self, run_id: str, reason: str) -> dict[str, Any]:
@@ -161,8 +197,14 @@ class RunDecisions(RunViews):
         still RUNNING, ``cancel_requested``, when it outlasts the wait (it stops, and its
         thread is told, after its node under way). A run cancelled while it ran says so
         (``cancelled_while``): its thread is told as ``WorkflowEngine.after_decision`` says.
+
+        Raises:
+            RunStatusConflict: it is a sub-workflow's run, a step of a run that has not ended
+                (``run_is_step``, naming that run: cancelling it stops this one).
         """
         record = await self.get_run(run_id)
+        if record["status"] not in FINAL:
+            await self._refuse_a_step(record)
         loop = asyncio.get_running_loop()
         deadline, wait = loop.time() + self.leases.lease_s, 0.02
         asked = False
@@ -192,6 +234,31 @@ class RunDecisions(RunViews):
             await self.stops.withdraw(run_id)
         return record
 
+    async def _refuse_a_step(self, record: dict[str, Any]) -> None:
+        """Refuse to stop a sub-workflow's run on its own while the run whose node runs it
+        goes on: that node, and so its run, would fail. Its parent's cancel stops it.
+
+        Raises:
+            RunStatusConflict: ``run_is_step``, its parent not ended.
+        """
+        parent_id = parent_run(record)
+        if parent_id is None:
+            return
+        try:
+            parent = await self.get_run(parent_id)
+        except RunNotFound:  # gone with its thread: nothing goes on to fail
+            return
+        if parent["status"] in FINAL:
+            return
+        node = str(record["parent"]).partition(":")[2].rpartition("#")[0]
+        raise RunStatusConflict(
+            f"workflow run {record['id']} is a step of workflow run {parent_id} (its node "
+            f"{node!r}, workflow {parent['workflow']!r}), which is {parent['status']}: "
+            f"cancelled alone it would fail that run; cancel run {parent_id} instead, and "
+            "its sub-workflow runs stop with it. Nothing was cancelled",
+            code="run_is_step",
+        )
+
     async def _stop_orphan(self, run_id: str, reason: str) -> dict[str, Any]:
         """End run ``run_id`` CANCELLED if no process runs it (its process stopped or died,
         nobody resumed it yet); its record as it stands."""
@@ -203,15 +270,13 @@ class RunDecisions(RunViews):
                 await self.leases.release(run_id)
                 return record
             ran = await self.nodes_so_far(record)
-            record = {**record, "status": "CANCELLED", "error": reason, "ended": time.time()}
-            record.update(nodes={**record["nodes"], **ran}, cancelled_while=CANCELLED_RUNNING)
+            record = {**record, "nodes": {**record["nodes"], **ran}}
+            record["cancelled_while"] = CANCELLED_RUNNING
             record.pop("decision", None)  # never taken
-            await self.runs.save(record)
+            await self._driver.store_cancelled(record, reason, logger=log)
         except BaseException:
             await self.leases.release(run_id)
             raise
-        metrics.WORKFLOW_RUNS.labels(record["workflow"], "CANCELLED").inc()
-        log.info("workflow.cancelled", run_id=run_id, reason=reason)
         chat_turn = record.get("via") == "chat" and not record.get("decided")
         if self.after_decision is not None and not chat_turn:  # nobody drives it to tell
             try:

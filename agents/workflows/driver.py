@@ -125,19 +125,27 @@ class RunDriver:
                     await self.runs.leases.release(run_id)
             await self.stops.done(run_id, seen=asked is not None)
 
+    async def store_cancelled(
+        self, record: dict[str, Any], reason: str, *, logger: Any = log
+    ) -> None:
+        """End ``record``'s run (changed in place) CANCELLED with ``reason``, under its lease:
+        stored (the lease let go with it), counted, and logged on ``logger``. A save that
+        fails raises, nothing counted."""
+        record.update(status="CANCELLED", error=reason, ended=time.time())
+        await self.runs.save(record)
+        metrics.WORKFLOW_RUNS.labels(record["workflow"], "CANCELLED").inc()
+        logger.info("workflow.cancelled", run_id=record["id"], reason=reason)
+
     async def _cancelled(self, record: dict[str, Any], reason: str, *, stop: bool = False) -> None:
         """End ``record``'s run as cancelled, stored (its lease let go with it); ``stop``:
         on a stop asked for it (its thread is told)."""
-        record.update(status="CANCELLED", error=reason, ended=time.time())
         if stop:
             record["cancelled_while"] = CANCELLED_RUNNING
         try:
-            await self.runs.save(record)
+            await self.store_cancelled(record, reason)
         except Exception:  # its lease expires: then it is resumed, as a run cut off is
             log.exception("workflow.cancel_failed", run_id=record["id"])
             return
-        metrics.WORKFLOW_RUNS.labels(record["workflow"], "CANCELLED").inc()
-        log.info("workflow.cancelled", run_id=record["id"], reason=reason)
         if stop:
             await self._told(record)
 

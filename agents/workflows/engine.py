@@ -79,7 +79,8 @@ class WorkflowEngine(RunDecisions):
         self.prompts = prompts
         self.documents = documents or MemoryDocuments()
         self.max_rounds = max_rounds
-        self._executors = load_executors()
+        # Its own table: an executor replaced in one engine (a test's) is not another's.
+        self._executors = dict(load_executors())
         self._locks: dict[str, asyncio.Lock] = {}
         self.leases = RunLeases(checkpointer, lease_s)  # which process runs a run
         self.runs = RunRecords(self.documents, self.leases)

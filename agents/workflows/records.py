@@ -187,21 +187,19 @@ def new_record(
 
 
 def pending_approval(record: dict[str, Any], approval_id: str) -> dict[str, Any]:
-    """``record``, whose run waits for approval ``approval_id``.
+    """``record``, whose run waits for approval ``approval_id``. Its record alone cannot
+    tell an approval a run that ended never asked for from one it ended waiting at:
+    ``RunDecisions.pending`` asks its workflow.
 
     Raises:
-        AlreadyDecided: it was decided, or the run ended.
-        ApprovalNotFound: the run never asked for it.
+        AlreadyDecided: it was decided, or the run ended (without a decision on it, if it
+            was asked at all).
+        ApprovalNotFound: the run, not ended, never asked for it.
     """
     waiting = record.get("waiting") or {}
     if waiting.get("approval_id") == approval_id and record["status"] == "WAITING":
         return record
-    decided = approval_id in record.get("decided", ()) or any(  # going on, or done since
-        (node.get("output") or {}).get("approval_id") == approval_id
-        for node in record["nodes"].values()
-        if isinstance(node.get("output"), dict)
-    )
-    if decided:
+    if was_decided(record, approval_id):
         raise AlreadyDecided(f"approval {approval_id} was decided already")
     if record["status"] in FINAL:  # ended without a decision: cancelled, or failed
         why = f": {record['error']}" if isinstance(record.get("error"), str) else ""
@@ -210,6 +208,23 @@ def pending_approval(record: dict[str, Any], approval_id: str) -> dict[str, Any]
             f"ended {record['status']} without a decision{why}"
         )
     raise ApprovalNotFound(f"there is no approval {approval_id!r}")
+
+
+def was_decided(record: dict[str, Any], approval_id: str) -> bool:
+    """Whether ``record``'s run was given a decision on ``approval_id`` (going on with it,
+    or done since)."""
+    return approval_id in record.get("decided", ()) or any(
+        (node.get("output") or {}).get("approval_id") == approval_id
+        for node in record["nodes"].values()
+        if isinstance(node.get("output"), dict)
+    )
+
+
+def approval_node(approval_id: str, run_id: str) -> str | None:
+    """The node of run ``run_id`` an approval id names (``<run>-<node>-<visit>``); None for
+    an id of another shape."""
+    node, _, visit = approval_id.removeprefix(f"{run_id}-").rpartition("-")
+    return node if node and visit.isdigit() else None
 
 
 def _approval(record: dict[str, Any]) -> dict[str, Any]:

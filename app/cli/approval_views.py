@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from agents.workflows.records import decision_taken
+from agents.workflows.records import approval_node, decision_taken
 
 
 def pending_view(
@@ -48,7 +48,7 @@ def past_view(run: dict[str, Any], approval_id: str) -> dict[str, Any]:
         "run_status": run["status"],
         "workflow": run["workflow"],
         "thread_id": run.get("thread_id"),
-        "node": output.get("node") or node_of(approval_id, run["id"]),
+        "node": output.get("node") or approval_node(approval_id, run["id"]),
         "summary": output.get("summary"),
         "data": output.get("data"),
         "asked": None,
@@ -57,12 +57,6 @@ def past_view(run: dict[str, Any], approval_id: str) -> dict[str, Any]:
         ),
         "error": run.get("error") if status == "withdrawn" else None,
     }
-
-
-def node_of(approval_id: str, run_id: str) -> str | None:
-    """The node of an approval by its id (``<run>-<node>-<visit>``)."""
-    node, _, visit = approval_id.removeprefix(f"{run_id}-").rpartition("-")
-    return node if node and visit.isdigit() else None
 
 
 def status_words(found: dict[str, Any]) -> str:

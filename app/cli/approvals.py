@@ -25,10 +25,9 @@ import typer
 
 from agents.errors import AlreadyDecided, ApprovalNotFound, RunNotFound, SkilldeskError
 from agents.workflows.conversation import Post
-from agents.workflows.records import decision_taken, graph_config, pending_approval
+from agents.workflows.records import graph_config
 from app.cli.approval_views import (
     decided_already,
-    node_of,
     nodes_ran,
     past_view,
     pending_view,
@@ -128,9 +127,8 @@ def show(
     async def job(services: Any) -> dict[str, Any]:
         run = await _asked_by(services, approval_id)
         try:
-            pending_approval(run, approval_id)
+            await services.engine.pending(run, approval_id)
         except AlreadyDecided:
-            await _check_asked(services, run, approval_id)
             return past_view(run, approval_id)
         except ApprovalNotFound as exc:  # its run exists, and never asked for it
             raise _unknown(exc) from None
@@ -229,7 +227,6 @@ def _decide(
             )
         except AlreadyDecided as exc:
             run = await services.engine.asked_by(approval_id)
-            await _check_asked(services, run, approval_id)
             raise SkilldeskError(decided_already(run, approval_id, exc.message)) from None
         except ApprovalNotFound as exc:
             raise _unknown(exc) from None
@@ -283,25 +280,6 @@ async def _asked_by(services: Any, approval_id: str) -> dict[str, Any]:
     except ApprovalNotFound as exc:
         raise _unknown(exc) from None
     return record
-
-
-async def _check_asked(services: Any, run: dict[str, Any], approval_id: str) -> None:
-    """That ``approval_id``, not pending, was asked by its run: decided, or its run ended
-    while it waited. A run that ended says every approval it never asked for "can no longer
-    be decided"; here one that names no approval node of its workflow is unknown.
-
-    Raises:
-        SkilldeskError: it names no approval node of the run's workflow.
-    """
-    if decision_taken(run, approval_id) is not None or approval_id in run.get("decided", ()):
-        return
-    node = node_of(approval_id, run["id"])
-    try:
-        spec = (await services.engine.definitions.of(run)).spec
-    except SkilldeskError:  # its definition is gone: the engine's word stands
-        return
-    if not any(n.id == node and n.kind == "approval" for n in spec.nodes):
-        raise _unknown(ApprovalNotFound(f"there is no approval {approval_id!r}"))
 
 
 def _unknown(exc: ApprovalNotFound) -> SkilldeskError:

@@ -40,6 +40,18 @@ outputs:
   message: "Filed {{ nodes.noted.output.claim }}."
 """
 
+FILING = """\
+name: filing
+description: Files a claim through the claim workflow, then notes it.
+inputs:
+  item: {type: string}
+nodes:
+  - {id: sub, kind: workflow, workflow: claim, inputs: {item: "{{ inputs.item }}"}}
+  - {id: done, kind: set, values: {note: "{{ nodes.sub.output.message }}"}}
+outputs:
+  message: "{{ nodes.done.output.note }}"
+"""
+
 
 def lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
@@ -109,6 +121,45 @@ def test_a_run_cancelled_in_its_tool_call_ends_at_once_and_makes_its_side_effect
     error = again.json()["error"]
     assert error["code"] == "run_ended"
     assert f"workflow run {running['id']} is CANCELLED" in error["message"]
+
+
+def test_a_sub_workflow_run_is_cancelled_through_the_run_it_is_a_step_of(claims: Any) -> None:
+    # QA: cancelling a sub-workflow's run on its own failed the run it was a step of.
+    (claims.workflows_dir / "filing.yaml").write_text(FILING, encoding="utf-8")
+    ledger = claims.data_dir / "skills" / "ledger"
+    ledger.mkdir(parents=True)
+    (ledger / "pause").write_text("3")
+    body = {"inputs": {"item": "pump"}, "thread_id": "claims-2"}
+    with (
+        serving(claims) as url,
+        httpx.Client(base_url=url, timeout=60) as http,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        starting = pool.submit(http.post, "/v1/workflows/filing/runs", json=body)
+        wait_for(lambda: lines(ledger / "ledger.jsonl"))  # the child in its tool call
+        running = http.get("/v1/workflow-runs", params={"status": "RUNNING"}).json()["runs"]
+        runs = {r["workflow"]: r["id"] for r in running}
+        refused = http.post(f"/v1/workflow-runs/{runs['claim']}/cancel")
+        child = http.get(f"/v1/workflow-runs/{runs['claim']}").json()
+        cancelled = http.post(f"/v1/workflow-runs/{runs['filing']}/cancel")
+        started = starting.result()
+        wait_for(
+            lambda: http.get(f"/v1/workflow-runs/{runs['claim']}").json()["status"] != "RUNNING"
+        )
+        stopped = http.get(f"/v1/workflow-runs/{runs['claim']}").json()
+        again = http.post(f"/v1/workflow-runs/{runs['claim']}/cancel")
+    assert refused.status_code == 409, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "run_is_step"
+    assert f"is a step of workflow run {runs['filing']}" in error["message"]
+    assert f"cancel run {runs['filing']} instead" in error["message"]
+    assert child["status"] == "RUNNING"  # nothing was changed
+    assert cancelled.status_code == 200, cancelled.text
+    assert cancelled.json()["status"] == "CANCELLED"
+    assert started.json()["status"] == "CANCELLED"
+    assert (stopped["status"], stopped["error"]) == ("CANCELLED", cancelled.json()["error"])
+    # Its parent ended, the step's own cancel is answered as any ended run's.
+    assert again.json()["error"]["code"] == "run_ended"
 
 
 def test_a_run_a_chat_turn_drives_is_cancelled_and_the_turn_answers_so_once(

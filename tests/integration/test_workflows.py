@@ -637,6 +637,13 @@ def test_a_waiting_run_is_cancelled_by_its_starter_and_its_thread_is_told(
     message = late.json()["error"]["message"]
     assert "can no longer be decided" in message
     assert "CANCELLED without a decision" in message
+    # Ids the ended run never asked for (no such node; a node that is no approval) are not
+    # found, not "can no longer be decided".
+    for never in (f"{run_id}-nowhere-0", f"{run_id}-order-0"):
+        unknown = client.post(f"/v1/approvals/{never}", json={"decision": "approve"})
+        assert unknown.status_code == 404, unknown.text
+        assert unknown.json()["error"]["code"] == "approval_not_found"
+        assert f"there is no approval {never!r}" in unknown.json()["error"]["message"]
     assert client.get(f"/v1/workflow-runs/{run_id}").json()["status"] == "CANCELLED"
 
 

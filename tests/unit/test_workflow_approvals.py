@@ -9,7 +9,13 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agents.errors import AlreadyDecided, RunNotFound, RunStatusConflict, WorkflowNotFound
+from agents.errors import (
+    AlreadyDecided,
+    ApprovalNotFound,
+    RunNotFound,
+    RunStatusConflict,
+    WorkflowNotFound,
+)
 from agents.models import ModelGateway
 from agents.prompts import Prompts
 from agents.state.documents import MemoryDocuments
@@ -296,3 +302,36 @@ async def test_a_decision_while_the_decided_run_goes_on_elsewhere_is_already_dec
     going_on = next(r for r in saved if r["status"] == "RUNNING")
     with pytest.raises(AlreadyDecided):
         pending_approval(going_on, approval)
+
+
+async def test_an_ended_run_refuses_its_own_approval_and_knows_none_of_the_others(
+    workflows: Workflows, engine: WorkflowEngine
+) -> None:
+    waiting = await engine.run("pay", {"amount": 5})
+    asked, run_id = waiting["waiting"]["approval_id"], waiting["id"]
+    await engine.cancel(run_id, "no longer needed")
+    with pytest.raises(AlreadyDecided, match="can no longer be decided"):
+        await decide(engine, asked)
+    # Ids it never asked for: a node that is no approval, no node at all, no visit.
+    for never in (f"{run_id}-pay-0", f"{run_id}-nowhere-0", f"{run_id}-approve"):
+        with pytest.raises(ApprovalNotFound, match=f"there is no approval '{never}'"):
+            await decide(engine, never)
+    # Its definition gone (a run from before definitions were kept, its workflow withdrawn):
+    # the run's record alone cannot tell, and its word stands.
+    await engine.documents.delete("workflow_definition", f"pay@{waiting['fingerprint']}")
+    workflows.withdraw("pay", "tool 'refund' is not installed")
+    restarted = engine_of(workflows, engine.checkpointer, engine.documents)
+    with pytest.raises(AlreadyDecided, match="can no longer be decided"):
+        await decide(restarted, f"{run_id}-pay-0")
+
+
+async def test_a_decided_approval_of_an_ended_run_says_it_was_decided(
+    engine: WorkflowEngine,
+) -> None:
+    waiting = await engine.run("pay", {"amount": 5})
+    approval = waiting["waiting"]["approval_id"]
+    await decide(engine, approval)
+    with pytest.raises(AlreadyDecided, match="was decided already"):
+        await decide(engine, approval)
+    with pytest.raises(ApprovalNotFound):
+        await decide(engine, f"{waiting['id']}-done-0")

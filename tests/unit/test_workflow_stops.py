@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agents.errors import RunNotFound
+from agents.errors import RunNotFound, RunStatusConflict
 from agents.models import ModelGateway
 from agents.prompts import Prompts
 from agents.state.documents import MemoryDocuments
@@ -182,6 +182,39 @@ async def test_a_sub_workflow_run_whose_parent_run_ended_is_not_gone_on_with() -
     child = await made.get_run(runs["child"]["id"])
     assert (child["status"], child["error"]) == ("CANCELLED", "cancelled by bob")
     assert slow.effects == []  # its node under way did not run again
+
+
+async def test_a_sub_workflow_run_is_not_cancelled_alone_while_its_parent_run_goes_on() -> None:
+    # QA: cancelling a step's run on its own failed the run it was a step of.
+    slow = Slow(1)
+    made = engine(CHILD, PARENT, slow=slow)
+    running = asyncio.create_task(made.run("parent", {}, thread_id="t"))
+    await started(slow)
+    runs = {r["workflow"]: r for r in await made.list_runs()}
+    parent_id, child_id = runs["parent"]["id"], runs["child"]["id"]
+
+    with pytest.raises(RunStatusConflict) as refused:
+        await made.stop(child_id, "cancelled by ann")
+
+    assert refused.value.code == "run_is_step"
+    assert f"is a step of workflow run {parent_id} (its node 'sub'" in refused.value.message
+    assert f"cancel run {parent_id} instead" in refused.value.message
+    ended = await running
+    assert (ended["status"], ended["outputs"]) == ("SUCCEEDED", {"message": "p"})
+    assert (await made.get_run(child_id))["status"] == "SUCCEEDED"
+
+
+async def test_a_sub_workflow_run_whose_parent_run_ended_is_cancelled_alone() -> None:
+    slow = Slow()
+    made = engine(CHILD, PARENT, slow=slow)
+    await left_running(made, slow, asyncio.create_task(made.run("parent", {}, thread_id="t")))
+    runs = {r["workflow"]: r for r in await made.list_runs()}
+    parent = {**runs["parent"], "status": "FAILED", "error": "it broke"}
+    await made.documents.put(RUN, parent["id"], parent, owner="t", status="FAILED")
+
+    record = await made.stop(runs["child"]["id"], "cancelled by ann")
+
+    assert (record["status"], record["error"]) == ("CANCELLED", "cancelled by ann")
 
 
 async def test_a_cancel_while_another_process_decides_the_run_stops_it_without_waiting() -> None:

@@ -268,7 +268,9 @@ async def fork_run(
         notes={
             404: "No such run (`run_not_found`).",
             409: "The run has ended (`run_ended`, naming its status: `SUCCEEDED`, `FAILED` or "
-            "`CANCELLED`), before the cancel or while its last node finished. Nothing was "
+            "`CANCELLED`), before the cancel or while its last node finished; or it is a "
+            "sub-workflow's run, a step of a run that has not ended (`run_is_step`, naming "
+            "that run: cancel it, and its sub-workflow runs stop with it). Nothing was "
             "changed.",
         },
     ),
