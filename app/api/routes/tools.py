@@ -25,7 +25,14 @@ from app.services import Services
 router = APIRouter(prefix="/v1/tools", tags=["tools"], default_response_class=JSONResponse)
 
 
-@router.get("", responses=error_responses(500))
+@router.get(
+    "",
+    responses=error_responses(
+        400,
+        500,
+        notes={400: "`strict` or `meta_only` not true or false (`invalid_request`, `param`)."},
+    ),
+)
 async def list_tools(
     services: ServicesDep,
     strict: Annotated[

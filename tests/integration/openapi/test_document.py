@@ -684,6 +684,7 @@ PROBES = [
     Probe("tool call unwrapped", "POST", TOOL, 400, {"order_id": "ORD1001"}),
     Probe("tool call too large", "POST", TOOL, 413, {"arguments": {"x": "x" * LIMIT}}),
     get("tools", "/v1/tools", 200),
+    get("tools, a flag neither true nor false", "/v1/tools", 400, params={"strict": "maybe"}),
     Probe("invoke", "POST", INVOKE, 200, {"arguments": {"order_id": "ORD1001"}}),
     Probe("invoke with JSON text", "POST", INVOKE, 200, {"arguments": '{"order_id": "ORD1001"}'}),
     Probe("invoke an unknown tool", "POST", "/v1/tools/get_ordr/invoke", 404, {}),

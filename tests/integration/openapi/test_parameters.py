@@ -120,18 +120,8 @@ BADS = [
         " must be at most 20 characters, not 21",
         path=f"/v1/threads/{THREAD}/runs/{RUN_ID}/stream",
     ),
-]
-# GET /v1/tools answers a bad flag with a 400 it does not document (app/api/routes/tools.py).
-UNDOCUMENTED = [
     Bad("GET", "/v1/tools", "query", "strict", "maybe", " must be true or false"),
     Bad("GET", "/v1/tools", "query", "meta_only", "maybe", " must be true or false"),
-]
-CASES = [
-    *BADS,
-    *(
-        pytest.param(b, marks=pytest.mark.xfail(strict=True, reason="its 400 is undocumented"))
-        for b in UNDOCUMENTED
-    ),
 ]
 
 
@@ -151,9 +141,7 @@ def _request(bad: Bad) -> tuple[str, dict[str, Any]]:
     return url, {"params": params, "headers": headers, "json": body}
 
 
-@pytest.mark.parametrize(
-    "bad", CASES, ids=[f"{b.method} {b.template} {b.name}" for b in [*BADS, *UNDOCUMENTED]]
-)
+@pytest.mark.parametrize("bad", BADS, ids=[f"{b.method} {b.template} {b.name}" for b in BADS])
 def test_a_bad_parameter_is_named_as_sent_and_said_in_words(
     client: TestClient, document: Document, bad: Bad
 ) -> None:
@@ -188,7 +176,7 @@ def test_every_kind_of_checked_parameter_is_probed(document: Document) -> None:
         for p in op.get("parameters", [])
     }
     checked = {kind for kind in documented.values() if _checked(json.loads(kind[2]))}
-    probed = {documented[b.method, b.template, b.where, b.name] for b in [*BADS, *UNDOCUMENTED]}
+    probed = {documented[b.method, b.template, b.where, b.name] for b in BADS}
     # Checked in the service's own words: a page's cursor (``app.api.deps.page_cursor``),
     # chat completions' X-Thread-Id (``app.api.routes.chat``).
     own = {kind for kind in checked if kind[1] in ("cursor", "x-thread-id")}
