@@ -7,11 +7,15 @@ import re
 from typing import Any
 
 import httpx
+import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.conftest import screenshot
+from tests.e2e.test_keys_page import sign_in
 from tests.fakellm import FakeLLM
 from tests.integration.test_server_process import Service
+
+CAROL = "carol-key-0123456789abcdef"  # chat, not approve
 
 
 def test_a_refund_started_from_chat_is_approved_from_the_inbox_after_a_reload(
@@ -25,6 +29,7 @@ def test_a_refund_started_from_chat_is_approved_from_the_inbox_after_a_reload(
     card = page.locator(".messages .approval")
     expect(card).to_contain_text("Approval needed")
     expect(card.locator(".approval-summary")).to_contain_text("ORD1002")
+    said_waiting(page, card)
     trace = page.locator(".message.assistant .trace")
     trace.locator("summary").click()
     expect(trace.locator(".route")).to_contain_text("refund-request")
@@ -46,6 +51,13 @@ def test_a_refund_started_from_chat_is_approved_from_the_inbox_after_a_reload(
     approve_from_the_inbox(page, "ORD1002")
 
 
+def said_waiting(page: Any, card: Any) -> None:
+    """The chat says in words what waits (the workflow, what it asks), not the approval's id."""
+    answer = page.locator(".message.assistant").first
+    expect(answer).to_contain_text("The refund-request procedure is waiting for approval: Refund")
+    expect(answer).not_to_contain_text(card.get_attribute("data-approval"))
+
+
 def approve_from_the_inbox(page: Any, order: str) -> None:
     """Approve the one waiting run from the inbox; back in the chat, the thread was told
     how the run ended."""
@@ -64,7 +76,8 @@ def approve_from_the_inbox(page: Any, order: str) -> None:
     expect(page.locator(".messages .approval")).to_have_count(0)
     # That message unfolds the steps that ran after the decision, on the workflow's graph.
     told.locator(".trace summary").click()
-    expect(told.locator(".steps")).to_contain_text("approve")
+    # The approval step was decided: no time of its own (that of the node resuming) shown.
+    expect(told.locator(".steps")).to_contain_text("refund-request · approve — decided")
     expect(told.locator(".graph svg g.node.done").first).to_be_visible()
 
 
@@ -166,3 +179,32 @@ def test_a_decision_taken_elsewhere_shows_in_the_open_thread_and_in_other_approv
         expect(approver.locator("#approval-count")).to_be_hidden(timeout=20_000)
     finally:
         context.close()
+
+
+@pytest.mark.parametrize("extra_env", [{"SKILLDESK_API_KEYS": f"carol:chat:{CAROL}"}])
+def test_a_chat_only_user_still_sees_what_waits_on_their_thread_after_a_reload(page: Any) -> None:
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url))
+    page.goto("/")
+    sign_in(page, CAROL)
+    expect(page.locator("#mode")).to_have_text("Signed in as carol (chat)")
+    page.get_by_role("textbox", name="Message").fill("I want a refund for order ORD1002.")
+    page.get_by_role("button", name="Send").click()
+    card = page.locator(".messages .approval")
+    expect(card.locator(".approval-summary")).to_contain_text("ORD1002")
+    expect(card).to_contain_text("It waits for someone with the approve scope.")
+    said_waiting(page, card)
+
+    # The thread carries what waits on it: no approvals list asked (Carol may not read it).
+    page.reload()
+    expect(card.locator(".approval-summary")).to_contain_text("ORD1002")
+    expect(card).to_contain_text("It waits for someone with the approve scope.")
+    expect(card.get_by_role("button", name="Approve")).to_have_count(0)
+    said_waiting(page, card)
+    assert not [url for url in asked if "/v1/approvals" in url], asked
+
+    # The status line keeps its height when it says something: the composer does not move.
+    status = page.locator("#composer-status")
+    empty = status.bounding_box()
+    status.evaluate("node => { node.textContent = 'Answering…'; }")
+    assert status.bounding_box() == empty

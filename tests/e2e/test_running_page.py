@@ -10,7 +10,6 @@ import time
 from typing import Any
 
 import httpx
-import pytest
 from playwright.sync_api import expect
 
 from tests.fakellm import FakeLLM, Reply

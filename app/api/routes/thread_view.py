@@ -1,5 +1,6 @@
 """What ``GET /v1/threads/{thread_id}`` shows of a thread: its messages (with index and
-speaker, those a summary compressed marked), route, skills, workspace, files and usage."""
+speaker, those a summary compressed marked), route, skills, workspace, files, usage and the
+approvals its workflow runs wait for."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ from app.api.deps import PrincipalDep, ServicesDep, reach_thread
 from app.api.errors import ApiError, error_responses
 from app.api.routes.threads import BAD_ID, NO_THREAD, ThreadId
 from app.api.schemas.thread_view import AttachmentPublic, ThreadPublic
+from app.api.schemas.workflows import ApprovalPublic
+
+WAITING_SHOWN = 100  # a thread's waiting approvals it shows, newest first
 
 # As the other thread routes (``threads.py``): rendered with json.dumps.
 router = APIRouter(prefix="/v1/threads", tags=["threads"], default_response_class=JSONResponse)
@@ -40,7 +44,9 @@ async def get_thread(
     ] = True,
 ) -> ThreadPublic:
     """The thread's messages (with index and speaker; those a summary compressed marked),
-    how many earlier ones are summarised, last route, loaded skills, workspace and usage."""
+    how many earlier ones are summarised, last route, loaded skills, workspace, usage, and
+    the approvals its workflow runs wait for (to whoever may read it: a user without the
+    `approve` scope sees what waits too)."""
     await reach_thread(services, principal, thread_id)
     state = await services.conversations.state(thread_id)
     record = await services.threads.records.get(thread_id)
@@ -63,6 +69,7 @@ async def get_thread(
         for a in await services.attachments.of_thread(thread_id)
         if a.get("kind") == "generated" and a.get("id") not in known
     ]
+    waiting, _ = await services.engine.approvals_page(WAITING_SHOWN, None, thread_id)
     return ThreadPublic.model_validate(
         {
             "thread_id": thread_id,
@@ -74,6 +81,7 @@ async def get_thread(
             "workspace": state.get("workspace"),
             "attachments": [AttachmentPublic.of(thread_id, a) for a in attachments],
             "usage": state.get("usage", {}),
+            "waiting_approvals": [ApprovalPublic.model_validate(a) for a in waiting],
         }
     )
 

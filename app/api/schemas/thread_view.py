@@ -1,6 +1,6 @@
 """A thread as ``GET /v1/threads/{id}`` shows it: its messages (with their tool calls and
-failed runs), how its last message was routed, the supervisor's plan, its attachments and
-usage."""
+failed runs), how its last message was routed, the supervisor's plan, its attachments, usage
+and the approvals its workflow runs wait for."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from agents.state.schema import Attachment
+from app.api.schemas.workflows import ApprovalPublic
 
 
 class ToolCallRecordPublic(BaseModel):
@@ -170,6 +171,13 @@ class ThreadPublic(BaseModel):
         "`total_tokens`, `model_calls`; `reasoning_tokens` and `cost_micro_usd` (the cost in "
         "millionths of a US dollar, of the calls whose prices are known) when there are any.",
         examples=[{"input_tokens": 30, "output_tokens": 4, "total_tokens": 34, "model_calls": 1}],
+    )
+    waiting_approvals: list[ApprovalPublic] = Field(
+        [],
+        description="Approvals that workflow runs on the thread wait for, newest first (at "
+        "most 100), as the inbox (`GET /v1/approvals`) lists them: shown to whoever may read "
+        "the thread, the `approve` scope or not; deciding one takes that scope. Empty when "
+        "none waits.",
     )
 
 

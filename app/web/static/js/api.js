@@ -87,12 +87,9 @@ export const threads = {
 };
 
 export const approvals = {
-  list: ({ limit = 500, cursor = null, thread = null } = {}) =>
-    json(
-      "GET",
-      `/v1/approvals?limit=${limit}${cursor === null ? "" : `&cursor=${enc(cursor)}`}` +
-        (thread === null ? "" : `&thread_id=${enc(thread)}`),
-    ),
+  // A thread's own waiting approvals come with it (`waiting_approvals` of threads.get).
+  list: ({ limit = 500, cursor = null } = {}) =>
+    json("GET", `/v1/approvals?limit=${limit}${cursor === null ? "" : `&cursor=${enc(cursor)}`}`),
   decide: (id, decision, comment) =>
     json("POST", `/v1/approvals/${enc(id)}`, { json: { decision, comment } }),
 };

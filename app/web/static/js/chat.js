@@ -94,10 +94,7 @@ export async function openThread(id) {
   showComposer();
   if (!id) return;
   try {
-    const [thread, { approvals }] = await Promise.all([
-      api.threads.get(id),
-      canApprove ? api.approvals.list({ thread: id }) : { approvals: [] },
-    ]);
+    const thread = await api.threads.get(id);
     if (mine !== opening) return; // another thread (or a new one) was opened meanwhile
     // A message sent while this loaded is answered in this thread: it goes after the thread's.
     const early = [...$("messages").children];
@@ -112,7 +109,9 @@ export async function openThread(id) {
       }
       if (message.failed_run) addFailure(id, message.failed_run);
     }
-    for (const approval of approvals.filter((a) => a.thread_id === id && !run?.approvals.has(a.approval_id))) {
+    // What its workflow runs wait for: listed with the thread, for a user without the approve
+    // scope too (the card then says it waits for someone who may approve).
+    for (const approval of (thread.waiting_approvals ?? []).filter((a) => !run?.approvals.has(a.approval_id))) {
       $("messages").append(el("li", { class: "card" }, approvalCard(approval, decided(id), { canApprove })));
     }
     if (run) $("messages").append(...run.nodes.filter((node) => !early.includes(node)));

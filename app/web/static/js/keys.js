@@ -109,8 +109,8 @@ async function create(event) {
     $("key-status").textContent = `Created ${made.id}.`;
     $("key-form").reset();
     if (first) {
-      // Development mode has ended (within seconds): the listing would be refused. The page
-      // says so, and offers to sign in with the key at once.
+      // Development mode has ended (at once in this process; the others within seconds): the
+      // listing would be refused. The page says so, and offers to sign in with the key at once.
       setOpen(false);
       $("key-made-next").hidden = false;
       $("key-sign-in").hidden = false;

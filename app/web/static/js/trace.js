@@ -17,6 +17,7 @@ export class Trace {
     this.loading = null; // an earlier answer's trace, being fetched
     this.body = el("div", { class: "trace-body" });
     this.workflow = null; // a workflow run's graph: { name, source, marks, box, drawing, dirty }
+    this.approvals = new Set(); // stepKey of the workflow's approval nodes
     this.summary = el("summary", {}, "How this answer was reached");
     this.element = el("details", { class: "trace" }, this.summary, this.body);
   }
@@ -89,7 +90,12 @@ export class Trace {
       .get(name)
       .then((workflow) => {
         this.workflow.source = workflow.mermaid;
+        // Its approval steps: how long one "ran" is the node resuming, not the wait.
+        for (const node of workflow.definition?.nodes ?? []) {
+          if (node.kind === "approval") this.approvals.add(stepKey({ workflow: name, node: node.id }));
+        }
         this.redraw();
+        if (this.approvals.size) this.render();
       })
       .catch(() => box.replaceChildren(el("p", { class: "hint" }, "The workflow's graph is not available.")));
   }
@@ -129,7 +135,8 @@ export class Trace {
     if (this.route) parts.push(routeView(this.route));
     if (this.workflow) parts.push(el("h3", {}, `Workflow ${this.workflow.name}`), this.workflow.box);
     if (this.nodes.length) {
-      parts.push(el("h3", {}, "Steps"), el("ol", { class: "steps" }, this.nodes.map(stepView)));
+      const view = (step) => stepView(step, this.approvals.has(stepKey(step)));
+      parts.push(el("h3", {}, "Steps"), el("ol", { class: "steps" }, this.nodes.map(view)));
     }
     if (this.tools.size) {
       parts.push(el("h3", {}, "Tool calls"), el("ol", { class: "tools" }, [...this.tools.values()].map(toolView)));
@@ -172,9 +179,17 @@ function routeView(route) {
   );
 }
 
-function stepView(step) {
+/** One step: how it went and how long it ran; an approval step (`approval`) that went on
+ * was decided (its time, a node resuming, would not be how long it waited). */
+function stepView(step, approval = false) {
   const name = [step.workflow, step.task_id, step.node].filter(Boolean).join(" · ");
-  const state = step.waiting ? "waiting for approval" : step.running ? "running…" : step.ok === false ? (step.error ? `failed: ${step.error}` : "failed") : `${Math.round(step.ms)} ms`;
+  const state = step.waiting
+    ? "waiting for approval"
+    : step.running
+      ? "running…"
+      : step.ok === false
+        ? step.error ? `failed: ${step.error}` : "failed"
+        : approval ? "decided" : `${Math.round(step.ms)} ms`;
   return el(
     "li",
     { class: step.ok === false ? "failed" : "" },
