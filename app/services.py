@@ -332,6 +332,10 @@ async def open_services(
                 # Workflow runs the server cut off (requests past the grace period) let go
                 # of while the store is open, then resumed elsewhere at once too.
                 cut_runs = await engine.aclose()
+                # Tool calls those runs left under way end while the journal can still
+                # record them (else the next start would make them again), and before
+                # other processes are told to resume the runs.
+                await skills.finish_calls()
                 if cut and bus is not None:
                     await _told_others(bus, "orphans", threads=cut)
                 if cut_runs and bus is not None:

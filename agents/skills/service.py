@@ -145,6 +145,12 @@ class SkillService:
         ToolRunner.handed_over)."""
         return await self.runner.handed_over(result)
 
+    async def finish_calls(self) -> None:
+        """Wait for the side-effecting calls under way (those a stopped run left go on: see
+        ``OnceCalls``), so their ends reach the journal before the store closes; a call
+        still going after ``OnceCalls.aclose``'s wait is made again, with its key, later."""
+        await self.runner.once.aclose()
+
     async def aclose(self) -> None:
         """Stop what runs handlers (worker processes), once a reload under way is through
         (``RELOAD_WAIT_S`` at most): it would otherwise go on, and log, past the service."""

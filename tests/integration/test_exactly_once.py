@@ -3,6 +3,7 @@ side-effecting call, restarted on the same data, and the client resends its mess
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -181,3 +182,37 @@ def test_a_model_that_words_the_call_differently_after_a_crash_does_not_repeat_i
     assert [(c["name"], c["arguments"], c["id"]) for c in calls] == [
         ("file_claim", {"item": "pump P-7"}, "call_a")
     ]
+
+
+def test_a_side_effect_under_way_at_a_stop_is_recorded_before_the_store_closes(
+    env: dict[str, str], fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    # Told to stop with no grace, the process cuts the run off, but the call under way
+    # finishes (a side effect half made is worse): its end must reach the journal before the
+    # store closes, or the next start takes the call for one cut off and makes it again.
+    data = tmp_path / "data"
+    skill_data = data / "skills" / "ledger"
+    skill_data.mkdir(parents=True)
+    (skill_data / "pause").write_text("3")
+    fake_llm.script(Reply(tool_calls=[ToolCall("file_claim", {"item": "pump"}, id="call_a")]))
+    first = Service({**env, "SKILLDESK_SHUTDOWN_GRACE_S": "0"}, data)
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(ask, first)
+        wait_for(lambda: len(lines(skill_data / "ledger.jsonl")) == 1)  # filed, then paused
+        first.stop()  # SIGTERM while the handler pauses
+        with contextlib.suppress(httpx.HTTPError):
+            pending.result()
+    assert not [e for e in first.logs() if e.get("event") == "tool.journal_write_lost"]
+    assert ("done", "file_claim") in [(row[1], row[2]) for row in journal(data)]
+
+    (skill_data / "pause").unlink()
+    fake_llm.script(Reply(content="Your claim is filed."))
+    second = Service(env, data)
+    try:
+        response = ask(second)
+    finally:
+        second.stop()
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["message"]["content"] == "Your claim is filed."
+    assert len(lines(skill_data / "runs.jsonl")) == 1  # its recorded result was reused
+    assert len(lines(skill_data / "ledger.jsonl")) == 1
