@@ -137,13 +137,8 @@ class RunDecisions(RunViews):
                     )
                 self.definitions.graph(workflow)  # compiled before the record changes
                 decision = {"approved": approved, "by": by, "comment": comment, "at": time.time()}
-                interrupt_id = record["waiting"].get("interrupt_id")
-                decided = [*record.get("decided", []), approval_id]  # a late one: a 409
-                record = {**record, "status": "RUNNING", "waiting": None, "decided": decided}
-                # Kept until the run has taken it (see ``resume``): a process that dies
-                # before its first step would otherwise lose the decision.
-                record["decision"] = {"interrupt_id": interrupt_id, "value": decision}
-                await self.runs.save(record)
+                record = await self._take(record, approval_id, decision)
+                interrupt_id = record["decision"]["interrupt_id"]
             except BaseException:
                 await self.leases.release(run_id)
                 raise
@@ -155,6 +150,40 @@ class RunDecisions(RunViews):
         async with contextlib.aclosing(driven) as events:
             async for event in events:
                 yield event
+
+    async def _take(
+        self, record: dict[str, Any], approval_id: str, decision: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Store ``decision`` on ``record``'s run, RUNNING, if the run as stored still waits
+        at ``approval_id``, and return its record as stored. Read and written at once (see
+        ``Documents.merge``): of processes deciding it at the same instant, one takes it,
+        also where they share no leases (SQLite: the service and `skilldesk approvals`).
+
+        Raises:
+            AlreadyDecided: another process decided it, or ended its run, first.
+            ApprovalNotFound: its run is gone (deleted with its thread).
+        """
+
+        def take(stored: dict[str, Any]) -> dict[str, Any]:
+            pending_approval(stored, approval_id)  # what another process stored first: a 409
+            return {
+                "status": "RUNNING",
+                "waiting": None,
+                "decided": [*stored.get("decided", []), approval_id],  # a late one: a 409
+                # Kept until the run has taken it (see ``resume``): a process that dies
+                # before its first step would otherwise lose the decision.
+                "decision": {
+                    "interrupt_id": stored["waiting"].get("interrupt_id"),
+                    "value": decision,
+                },
+            }
+
+        taken = await self.documents.merge(
+            RUN, record["id"], take, owner=record.get("thread_id"), status="RUNNING"
+        )
+        if taken is None:
+            raise ApprovalNotFound(f"there is no approval {approval_id!r}")
+        return taken
 
     async def cancel(
         self, run_id: str, reason: str, *, approval_id: str | None = None, wait: bool = True

@@ -6,9 +6,11 @@ to its end (or its next approval), and the thread it was started from is told, o
 process is answering that thread. Beside a service on the same PostgreSQL store that is as
 safe as a decision through another service process: the run's lease is shared, so a second
 decision, here or there, is refused, and a run this command leaves cut off (Ctrl-C) is
-resumed by the service. On SQLite the processes share no leases: two decisions on one
-approval at the same instant could both be taken, a service that starts while this command
-runs the run resumes it too, and a run cut off here waits for the service's next start.
+resumed by the service. On SQLite too one decision is taken: it is stored only if the run,
+as the file holds it at that instant, still waits at the approval (one transaction across
+processes), so of two at the same instant the second is refused as a late one is. But the
+processes share no leases there: a service that starts while this command runs the run
+resumes it too, and a run cut off here waits for the service's next start.
 """
 
 from __future__ import annotations

@@ -4,7 +4,10 @@ start of their id through the primary key, and every one of a kind when asked fo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -238,3 +241,65 @@ async def test_merges_at_once_each_keep_their_change_and_bring_back_nothing_dele
     assert await documents.get("thread", "t") is None  # whenever the merges ran
     assert await documents.find("thread", status="running") == []
     assert await documents.merge("thread", "t", {"x": 1}) is None
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A store URL two processes open, each with a connection of its own."""
+    if request.param == "sqlite":
+        yield sqlite_url(tmp_path / "store.sqlite")
+        return
+    with schema_url("docs") as url:
+        yield url
+
+
+def test_merges_from_two_processes_at_once_each_see_the_others_change(shared_store: str) -> None:
+    # Review: on SQLite a merge read, then wrote in a transaction begun at its write: another
+    # process's change in between was written over (two decisions of one approval both taken).
+    async def first() -> None:
+        async with open_checkpointer(shared_store) as saver:
+            await documents_for(saver).put("thread", "t", {"n": 0}, status="idle")
+
+    asyncio.run(first())
+    both = threading.Barrier(2)
+
+    def count(_: int) -> None:
+        def more(stored: dict[str, Any]) -> dict[str, Any]:
+            time.sleep(0.005)  # between the read and the write: room for the other one's
+            return {"n": stored["n"] + 1}
+
+        async def merges() -> None:
+            async with open_checkpointer(shared_store) as saver:
+                documents = documents_for(saver)
+                await asyncio.to_thread(both.wait, 30)
+                for _ in range(15):
+                    await documents.merge("thread", "t", more)
+
+        asyncio.run(merges())
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(count, range(2)))
+
+    async def last() -> dict[str, Any] | None:
+        async with open_checkpointer(shared_store) as saver:
+            return await documents_for(saver).get("thread", "t")
+
+    assert (asyncio.run(last()) or {})["n"] == 30
+
+
+async def test_a_merge_whose_change_refuses_writes_nothing_and_one_may_set_its_index(
+    documents: Documents,
+) -> None:
+    await documents.put("run", "r", {"status": "WAITING", "thread_id": "t"}, owner="t")
+
+    def refuse(stored: dict[str, Any]) -> dict[str, Any]:
+        raise LookupError(f"not waiting: {stored['status']}")
+
+    with pytest.raises(LookupError, match="not waiting: WAITING"):
+        await documents.merge("run", "r", refuse)
+    assert await documents.get("run", "r") == {"status": "WAITING", "thread_id": "t"}
+    # The store goes on (no transaction left open, no lock held).
+    written = await documents.merge("run", "r", {"status": "RUNNING"}, owner="t")
+    assert written == {"status": "RUNNING", "thread_id": "t"}
+    assert [d["status"] for d in await documents.find("run", owner="t")] == ["RUNNING"]
+    assert await documents.count("run", status="RUNNING") == 1

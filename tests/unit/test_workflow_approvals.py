@@ -19,6 +19,7 @@ from agents.errors import (
 from agents.models import ModelGateway
 from agents.prompts import Prompts
 from agents.state.documents import MemoryDocuments
+from agents.state.documents.common import changed
 from agents.workflows.engine import WorkflowEngine
 from agents.workflows.records import pending_approval
 from tests.workflowkit import Workflows
@@ -246,15 +247,25 @@ async def test_a_late_decision_of_a_decided_gate_from_another_process_is_refused
     assert done["outputs"] == {"message": "ann+ann"}
 
 
-async def test_a_stale_decision_resumes_only_the_gate_it_was_taken_for() -> None:
+async def test_a_stale_decision_is_refused_and_resumes_only_the_gate_it_was_taken_for() -> None:
     a, b = two_processes(TWO_GATES)
     waiting = await a.run("two", {})
     first = waiting["waiting"]["approval_id"]
     await decide(a, first)
-    # Even were every look B takes stale, its decision is addressed to the first gate's
-    # interrupt, not to whatever gate the run waits at.
     seen_before(b, waiting)
     b.runs.stored = b.get_run  # type: ignore[method-assign]
+    # Its looks stale, B takes the decision from the run as stored when it writes: refused.
+    with pytest.raises(AlreadyDecided, match="was decided already"):
+        [e async for e in b.decide(first, approved=True, by="bob")]
+
+    # Even were the store's own read stale too, B's decision is addressed to the first
+    # gate's interrupt, not to whatever gate the run waits at.
+    async def stale_merge(kind: str, doc_id: str, changes: Any, **index: Any) -> dict[str, Any]:
+        body = changed(copy.deepcopy(waiting), changes)
+        await a.documents.put(kind, doc_id, body, **index)
+        return body
+
+    b.documents.merge = stale_merge  # type: ignore[method-assign]
     late = [e async for e in b.decide(first, approved=True, by="bob")][-1]["record"]
     assert (late["status"], late["waiting"]["node"]) == ("WAITING", "second")
     assert "second" not in late["nodes"]
@@ -291,13 +302,19 @@ async def test_a_decision_while_the_decided_run_goes_on_elsewhere_is_already_dec
     waiting = await a.run("pay", {"amount": 5})
     approval = waiting["waiting"]["approval_id"]
     saved: list[dict[str, Any]] = []
-    save = a.runs.save
+    save, merge = a.runs.save, a.documents.merge
 
     async def keep(record: dict[str, Any]) -> None:
         saved.append(copy.deepcopy(record))  # as stored then
         await save(record)
 
+    async def keep_merged(kind: str, doc_id: str, changes: Any, **index: Any) -> Any:
+        merged = await merge(kind, doc_id, changes, **index)
+        saved.append(copy.deepcopy(merged))  # the decision, as stored
+        return merged
+
     a.runs.save = keep  # type: ignore[method-assign]
+    a.documents.merge = keep_merged  # type: ignore[method-assign]
     await decide(a, approval)
     going_on = next(r for r in saved if r["status"] == "RUNNING")
     with pytest.raises(AlreadyDecided):

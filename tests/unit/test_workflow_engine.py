@@ -535,19 +535,20 @@ async def test_a_decision_its_process_died_before_the_run_took_is_given_again(
     waiting = await engine.run("refund", {"amount": 200}, thread_id="t-d")
     approval = waiting["waiting"]["approval_id"]
     going = engine.decide(approval, approved=True, by="sam")
-    stored = {}
+    merge = engine.documents.merge
 
-    async def died(record: dict[str, Any]) -> None:  # the decision stored, then the end
-        stored.update(record)
+    async def died(kind: str, doc_id: str, changes: Any, **index: Any) -> None:
+        await merge(kind, doc_id, changes, **index)  # the decision stored, then the end
         raise asyncio.CancelledError
 
-    original = engine.runs.save
-    engine.runs.save = died  # type: ignore[method-assign]
+    engine.documents.merge = died  # type: ignore[method-assign]
     with pytest.raises(asyncio.CancelledError):
         await anext(going)
-    engine.runs.save = original  # type: ignore[method-assign]
-    await original(stored)  # stored, as the dying process did, its lease let go with it
-    await engine.leases.release(stored["id"])
+    engine.documents.merge = merge  # type: ignore[method-assign]
+    await engine.leases.release(waiting["id"])  # let go with the dying process
+    stored = await engine.documents.get("workflow_run", waiting["id"])
+    assert stored is not None
+    assert stored["status"] == "RUNNING"
     assert await engine.resume_orphans() == [stored["id"]]
     done = await engine.get_run(stored["id"])
     assert done["status"] == "SUCCEEDED", done

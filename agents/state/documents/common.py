@@ -34,11 +34,15 @@ class Documents(Protocol):
         """One document, or None."""
         ...
 
-    async def merge(self, kind: str, doc_id: str, changes: Changes) -> dict[str, Any] | None:
+    async def merge(
+        self, kind: str, doc_id: str, changes: Changes, **index: Any
+    ) -> dict[str, Any] | None:
         """Write ``changes`` over a document's fields, its index (``owner``, ``status``,
-        ``updated``) taken from the result; the document as written, or None (nothing
-        written) when there is none. ``changes`` may be a function of the document as
-        stored, called between the read and the write (nothing changes it meanwhile)."""
+        ``updated``) taken from the result, or from ``index`` for those it gives (as for
+        ``put``); the document as written, or None (nothing written) when there is none.
+        ``changes`` may be a function of the document as stored, called between the read
+        and the write: no process changes it meanwhile (a conditional write: what it raises
+        is raised, nothing written)."""
         ...
 
     async def find(
@@ -82,12 +86,14 @@ class Documents(Protocol):
         ...
 
 
-def index_of(body: dict[str, Any]) -> dict[str, Any]:
-    """The index fields of a document that holds them (a thread's record)."""
+def index_of(body: dict[str, Any], given: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The index fields of a document that holds them (a thread's record), those ``given``
+    (a merge's) in their place."""
     return {
         "owner": body.get("owner"),
         "status": body.get("status"),
         "updated": body.get("updated") or time.time(),
+        **(given or {}),
     }
 
 

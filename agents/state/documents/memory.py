@@ -39,13 +39,15 @@ class MemoryDocuments:
         row = self.rows.get((kind, doc_id))
         return None if row is None else dict(json.loads(row[3]))
 
-    async def merge(self, kind: str, doc_id: str, changes: Changes) -> dict[str, Any] | None:
+    async def merge(
+        self, kind: str, doc_id: str, changes: Changes, **index: Any
+    ) -> dict[str, Any] | None:
         """See ``Documents.merge``: the read and the write with no await between them."""
         row = self.rows.get((kind, doc_id))
         if row is None:
             return None
         body = changed(json.loads(row[3]), changes)
-        self.rows[(kind, doc_id)] = _row(body, index_of(body))
+        self.rows[(kind, doc_id)] = _row(body, index_of(body, index))
         return body
 
     async def find(

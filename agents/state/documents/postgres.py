@@ -60,7 +60,9 @@ class PostgresDocuments:
         )
         return json.loads(rows[0]["body"]) if rows else None
 
-    async def merge(self, kind: str, doc_id: str, changes: Changes) -> dict[str, Any] | None:
+    async def merge(
+        self, kind: str, doc_id: str, changes: Changes, **index: Any
+    ) -> dict[str, Any] | None:
         """See ``Documents.merge``: the row locked from the read to the write, so a change
         or a delete by another process in between is neither written over nor undone."""
         await self._setup()
@@ -72,7 +74,7 @@ class PostgresDocuments:
             if row is None:
                 return None
             body = changed(json.loads(row["body"]), changes)
-            kind, doc_id, *fields = row_of(kind, doc_id, body, index_of(body))
+            kind, doc_id, *fields = row_of(kind, doc_id, body, index_of(body, index))
             await conn.execute(
                 f"UPDATE {TABLE} SET owner = %s, status = %s, updated = %s, body = %s "
                 "WHERE kind = %s AND id = %s",

@@ -11,7 +11,6 @@ from agents.state.documents.sql import (
     INDEXES,
     SQLITE_TABLE,
     TABLE,
-    dump,
     page_query,
     row_of,
     where,
@@ -41,9 +40,13 @@ class SqliteDocuments:
         )
         return json.loads(rows[0][0]) if rows else None
 
-    async def merge(self, kind: str, doc_id: str, changes: Changes) -> dict[str, Any] | None:
-        """See ``Documents.merge``: the read and the write in one trip to the saver's thread."""
-        return await self.saver.run(self._merge, kind, doc_id, changes)
+    async def merge(
+        self, kind: str, doc_id: str, changes: Changes, **index: Any
+    ) -> dict[str, Any] | None:
+        """See ``Documents.merge``: the read and the write in one trip to the saver's thread,
+        in one transaction that holds the file's write lock from the read on (other
+        processes on the file included)."""
+        return await self.saver.run(self._merge, kind, doc_id, changes, index)
 
     async def find(
         self,
@@ -115,18 +118,25 @@ class SqliteDocuments:
         self._setup()
         return list(self.saver.conn.execute(sql, args).fetchall())
 
-    def _merge(self, kind: str, doc_id: str, changes: Changes) -> dict[str, Any] | None:
+    def _merge(
+        self, kind: str, doc_id: str, changes: Changes, index: dict[str, Any]
+    ) -> dict[str, Any] | None:
         self._setup()
-        with self.saver.conn as conn:
+        conn = self.saver.conn
+        # Begun IMMEDIATE, the transaction takes the write lock before its read (waiting, as
+        # any write does, the connection's timeout for another process's to end). Begun at
+        # the write, as the module begins one, a process that wrote meanwhile was written
+        # over: two decisions of one approval, from the service and the CLI, both taken.
+        conn.execute("BEGIN IMMEDIATE")
+        with conn:  # committed, or rolled back with what raised (a refused change)
             row = conn.execute(
                 f"SELECT body FROM {TABLE} WHERE kind = ? AND id = ?", (kind, doc_id)
             ).fetchone()
             if row is None:
                 return None
             body = changed(json.loads(row[0]), changes)
-            index = index_of(body)
             conn.execute(
                 f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?)",
-                (kind, doc_id, index["owner"], index["status"], index["updated"], dump(body)),
+                row_of(kind, doc_id, body, index_of(body, index)),
             )
             return body

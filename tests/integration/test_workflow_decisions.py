@@ -1,0 +1,113 @@
+"""One approval decided from two processes at the same instant, on SQLite (no leases
+across processes) and PostgreSQL: one decision is taken, the other is refused saying which
+was, and the run's next step runs once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents.errors import AlreadyDecided
+from agents.models import ModelGateway
+from agents.prompts import Prompts
+from agents.state.checkpointers import open_checkpointer, sqlite_url
+from agents.state.documents import documents_for
+from agents.workflows.engine import WorkflowEngine
+from tests.fakellm import FakeLLM, Reply
+from tests.pgkit import schema_url
+from tests.workflowkit import Workflows
+
+ASK_THEN_WRITE = """
+name: ask-then-write
+description: An approval, then a model call (the step a decision lets run).
+nodes:
+  - {id: ok, kind: approval, summary: "Go?", next: write}
+  - {id: write, kind: llm, prompt: Say it is done.}
+outputs: {message: "{{ nodes.write.output }}"}
+"""
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield sqlite_url(tmp_path / "store.sqlite")
+        return
+    with schema_url("decide") as url:
+        yield url
+
+
+@pytest.fixture
+async def gateway(model_settings: Any) -> AsyncIterator[ModelGateway]:
+    gateway = ModelGateway(model_settings.models())
+    yield gateway
+    await gateway.aclose()
+
+
+@asynccontextmanager
+async def process(url: str, gateway: ModelGateway) -> AsyncIterator[WorkflowEngine]:
+    """The workflow engine of one process: a connection (and checkpointer) of its own."""
+    async with open_checkpointer(url) as saver:
+        engine = WorkflowEngine(
+            Workflows(ASK_THEN_WRITE),
+            saver,
+            skills=None,
+            gateway=gateway,
+            prompts=Prompts(),
+            documents=documents_for(saver),
+        )
+        try:
+            yield engine
+        finally:
+            engine.leases.abandon()
+
+
+def read_together(engines: list[WorkflowEngine]) -> None:
+    """Each engine, having read the run as stored before it decides, waits (at most a
+    second: on PostgreSQL the lease keeps the other out) until the other has too."""
+    read = [asyncio.Event() for _ in engines]
+    for n, engine in enumerate(engines):
+        stored = engine.runs.stored
+
+        async def stored_then_wait(run_id: str, n: int = n, stored: Any = stored) -> dict[str, Any]:
+            record: dict[str, Any] = await stored(run_id)
+            read[n].set()
+            with suppress(TimeoutError):
+                await asyncio.wait_for(read[1 - n].wait(), 1)
+            return record
+
+        engine.runs.stored = stored_then_wait  # type: ignore[method-assign]
+
+
+async def test_two_processes_deciding_one_approval_at_once_take_one_decision(
+    store_url: str, gateway: ModelGateway, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(content="Done."))
+    async with process(store_url, gateway) as a, process(store_url, gateway) as b:
+        waiting = await a.run("ask-then-write", {})
+        approval = waiting["waiting"]["approval_id"]
+        read_together([a, b])
+
+        async def decide(engine: WorkflowEngine, by: str, approved: bool) -> dict[str, Any]:
+            events = [e async for e in engine.decide(approval, approved=approved, by=by)]
+            return dict(events[-1]["record"])
+
+        outcomes = await asyncio.gather(
+            decide(a, "ann", True), decide(b, "bob", True), return_exceptions=True
+        )
+        refused = [o for o in outcomes if isinstance(o, BaseException)]
+        ended = [o for o in outcomes if not isinstance(o, BaseException)]
+        assert [type(e) for e in refused] == [AlreadyDecided], outcomes
+        assert "was decided already" in str(refused[0])
+        [record] = ended
+        assert (record["status"], record["outputs"]) == ("SUCCEEDED", {"message": "Done."})
+        winner = "ann" if outcomes[0] is record else "bob"
+        stored = await b.get_run(waiting["id"])
+        assert stored["status"] == "SUCCEEDED"
+        assert stored["decided"] == [approval]
+        assert stored["nodes"]["ok"]["output"]["by"] == winner
+    assert len(fake_llm.requests) == 1  # the step after the gate ran once, not twice
