@@ -248,7 +248,7 @@ class Gate:
         """Whether a key with ``scopes`` would be the first key of a service in development
         mode, and lack ``admin``: it would end development mode leaving no key that can make
         or revoke keys through the API (``skilldesk keys``, on the store, still could)."""
-        if self.disabled or "admin" in scopes:
+        if self.disabled or not self.open or "admin" in scopes:
             return False
         return not await self.keys.any()
 

@@ -193,7 +193,7 @@ def test_a_side_effect_under_way_at_a_stop_is_recorded_before_the_store_closes(
     data = tmp_path / "data"
     skill_data = data / "skills" / "ledger"
     skill_data.mkdir(parents=True)
-    (skill_data / "pause").write_text("3")
+    (skill_data / "pause").write_text("5")
     fake_llm.script(Reply(tool_calls=[ToolCall("file_claim", {"item": "pump"}, id="call_a")]))
     first = Service({**env, "SKILLDESK_SHUTDOWN_GRACE_S": "0"}, data)
     with ThreadPoolExecutor(1) as pool:
@@ -202,6 +202,8 @@ def test_a_side_effect_under_way_at_a_stop_is_recorded_before_the_store_closes(
         first.stop()  # SIGTERM while the handler pauses
         with contextlib.suppress(httpx.HTTPError):
             pending.result()
+    [stopped] = [e for e in first.logs() if e.get("event") == "service.stopped"]
+    assert stopped["runs_cut_off"] == 1  # the stop came while the call was under way
     assert not [e for e in first.logs() if e.get("event") == "tool.journal_write_lost"]
     assert ("done", "file_claim") in [(row[1], row[2]) for row in journal(data)]
 
