@@ -4,6 +4,8 @@ reload, and the thread hears how the run ended."""
 from __future__ import annotations
 
 import re
+import time
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -16,6 +18,7 @@ from tests.fakellm import FakeLLM
 from tests.integration.test_server_process import Service
 
 CAROL = "carol-key-0123456789abcdef"  # chat, not approve
+DANA = "dana-key-0123456789abcdef"  # chat and approve
 
 
 def test_a_refund_started_from_chat_is_approved_from_the_inbox_after_a_reload(
@@ -65,6 +68,12 @@ def approve_from_the_inbox(page: Any, order: str) -> None:
     inbox = page.locator("#inbox .approval")
     expect(inbox).to_have_count(1)
     expect(inbox.locator(".approval-summary")).to_contain_text(order)
+    # When it was asked, in local time (the approval does not say who asked).
+    expect(inbox.locator(".approval-context")).to_contain_text(
+        "workflow refund-request, step approve, asked "
+    )
+    asked = inbox.locator(".approval-context time").get_attribute("datetime") or ""
+    assert abs(time.time() - datetime.fromisoformat(asked).timestamp()) < 600, asked
     inbox.get_by_label("Comment").fill("Checked the receipt.")
     inbox.get_by_role("button", name="Approve").click()
     expect(inbox.locator(".status")).to_contain_text("Approved. Run succeeded")
@@ -208,3 +217,33 @@ def test_a_chat_only_user_still_sees_what_waits_on_their_thread_after_a_reload(p
     empty = status.bounding_box()
     status.evaluate("node => { node.textContent = 'Answering…'; }")
     assert status.bounding_box() == empty
+
+
+@pytest.mark.parametrize(
+    "extra_env", [{"SKILLDESK_API_KEYS": f"carol:chat:{CAROL} dana:chat,approve:{DANA}"}]
+)
+def test_a_chat_only_users_card_follows_a_decision_taken_by_an_approver(
+    page: Any, service: Service
+) -> None:
+    page.goto("/")
+    sign_in(page, CAROL)
+    page.get_by_role("textbox", name="Message").fill("I want a refund for order ORD1002.")
+    page.get_by_role("button", name="Send").click()
+    card = page.locator(".messages .approval")
+    expect(card).to_contain_text("It waits for someone with the approve scope.")
+
+    with httpx.Client(base_url=service.url, timeout=60) as client:
+        dana = {"Authorization": f"Bearer {DANA}"}
+        waiting = client.get("/v1/approvals", headers=dana).json()["approvals"]
+        assert len(waiting) == 1, waiting
+        decided = client.post(
+            f"/v1/approvals/{waiting[0]['approval_id']}",
+            json={"decision": "approve", "comment": "Fine."},
+            headers=dana,
+        )
+        assert decided.status_code == 200, decided.text
+    # No reload: Carol's card follows her run (she may read it: GET /v1/workflow-runs/{id}),
+    # and the thread then shows how it ended.
+    expect(card).to_have_count(0)
+    expect(page.locator("#composer-status")).to_contain_text("Decided. Run succeeded")
+    expect(page.locator(".message.assistant").last).to_contain_text("approved")

@@ -58,6 +58,9 @@ def test_an_answer_streams_in_unfolds_its_trace_and_the_thread_is_there_after_a_
     expect(trace.locator(".tool-args")).to_contain_text('"order_id": "ORD1001"')
     expect(trace.locator(".tool-result")).to_contain_text("ORD1001")
     expect(trace.locator(".usage")).to_contain_text("2 model calls")
+    # Folded, its summary says the route, the tool calls and the time the answer took.
+    summary = re.compile(r"\(skill → order-query · 1 tool call · \d+\.\d s\)$")
+    expect(trace.locator("summary")).to_have_text(summary)
     screenshot(page, "chat-trace")
 
     # The thread is listed, survives a reload, can be renamed and deleted.
@@ -68,6 +71,7 @@ def test_an_answer_streams_in_unfolds_its_trace_and_the_thread_is_there_after_a_
     expect(page.locator(".message.assistant")).to_contain_text("should arrive soon")
     # The answer's trace was kept by the service: it unfolds after the reload too.
     kept = page.locator(".message.assistant .trace")
+    expect(kept.locator("summary")).to_have_text(summary)  # as the live one, still folded
     kept.locator("summary").click()
     expect(kept.locator(".route table.scores tbody tr").first).to_contain_text("order-query")
     expect(kept.locator(".steps li").first).to_contain_text(" ms")

@@ -60,6 +60,11 @@ def test_an_edited_message_is_answered_in_a_new_thread_and_the_original_stays(
         "Second answer.",
     ]
     expect(page.locator("#thread-list .thread")).to_have_count(2)
+    # The fork is told apart from its source in the list, and above its messages.
+    expect(page.locator("#thread-list .thread-title")).to_have_text(
+        ["hello one (edited)", "hello one"]
+    )
+    expect(page.locator("#thread-title")).to_have_text("hello one (edited)")
     # The answer the fork copied unfolds how it was reached, as in the original thread.
     copied = page.locator(".message.assistant").first
     copied.locator(".trace summary").click()

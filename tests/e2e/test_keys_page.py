@@ -176,6 +176,24 @@ def test_an_admin_makes_a_key_in_the_page_shown_once_and_revokes_it(
     expect(page.locator("#banner")).to_contain_text("Your API key was revoked")
 
 
+def test_a_key_shown_once_is_cleared_when_the_admins_key_is_refused(page: Any) -> None:
+    page.goto("/")
+    sign_in(page, ADMIN)
+    page.get_by_role("button", name="API keys").click()
+    page.get_by_label("User").fill("carol")
+    page.get_by_role("button", name="Create key").click()
+    expect(page.get_by_label("New API key")).to_have_text(re.compile(r"^sdk_"))
+
+    # The key the page holds is refused (not one said to be revoked or expired: a plain 401).
+    page.evaluate("sessionStorage.setItem('skilldesk.key', 'no-such-key-0123456789')")
+    page.get_by_label("User").fill("dave")
+    page.get_by_role("button", name="Create key").click()
+    expect(page.locator("#banner")).to_contain_text("Your API key was refused")
+    expect(page.locator("#key-made")).to_be_hidden()  # not left for whoever signs in next
+    assert page.locator("#key-made-value").text_content() == ""  # nor in the page's DOM
+    expect(page.locator("#key-table tbody tr")).to_have_count(0)
+
+
 def test_older_keys_are_shown_a_page_at_a_time(page: Any, service: Service) -> None:
     admin = {"Authorization": f"Bearer {ADMIN}"}
     with httpx.Client(base_url=service.url, headers=admin, timeout=30) as client:

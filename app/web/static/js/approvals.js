@@ -41,13 +41,23 @@ export function approvalCard(approval, onDecided = () => {}, { canApprove = true
     { class: "approval", "aria-labelledby": `${id}-title`, "data-approval": approval.approval_id, "data-run": approval.run_id },
     el("h3", { id: `${id}-title` }, "Approval needed"),
     el("p", { class: "approval-summary" }, approval.summary),
-    context ? el("p", { class: "hint" }, context) : null,
+    context || approval.asked ? el("p", { class: "hint approval-context" }, context, askedAt(approval.asked, context)) : null,
     approval.data !== null && approval.data !== undefined ? codeBlock(pretty(approval.data), "What is to be approved") : null,
     ...(canApprove
       ? [el("label", { for: `${id}-comment` }, "Comment"), comment, el("div", { class: "approval-actions" }, buttons), status]
       : [el("p", { class: "hint" }, "It waits for someone with the approve scope."), status]),
   );
   return card;
+}
+
+/** When the approval was asked (its run came to wait), in local time; none when the service
+ * does not say (approvals asked before it kept the time). The approval does not say who asked:
+ * its thread's owner, which the inbox does not carry. */
+function askedAt(asked, after) {
+  if (typeof asked !== "number") return null;
+  const when = new Date(asked * 1000);
+  const time = el("time", { datetime: when.toISOString() }, when.toLocaleString());
+  return el("span", { class: "approval-asked" }, after ? ", asked " : "Asked ", time);
 }
 
 const ENDED = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]); // a workflow run's last statuses

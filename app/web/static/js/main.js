@@ -65,6 +65,12 @@ function showError(error, { retry = false } = {}) {
   $("banner").hidden = false;
   if (error.status === 401) {
     forgetThreads(); // nothing of the user's is left on screen for whoever signs in next
+    // Nor a key they made, shown once, nor their approvals; a first key made in development
+    // mode (no key signed in: no user to forget) stays, to be copied or signed in with.
+    if (api.apiKey() || ended) {
+      clearKeys();
+      clearInbox($("inbox"));
+    }
     showSignIn(true);
   }
 }

@@ -4,6 +4,17 @@ import * as api from "./api.js";
 import { drawGraph } from "./graph.js";
 import { codeBlock, el, pretty } from "./markdown.js";
 
+/** Stored traces not fetched yet: each one's loader, called once it is in view. */
+const inView = new WeakMap();
+const viewing = new IntersectionObserver((entries) => {
+  for (const entry of entries) {
+    if (!entry.isIntersecting) continue;
+    viewing.unobserve(entry.target);
+    inView.get(entry.target)?.();
+    inView.delete(entry.target);
+  }
+});
+
 export class Trace {
   constructor() {
     this.route = null;
@@ -15,6 +26,7 @@ export class Trace {
     this.started = performance.now();
     this.seconds = null;
     this.loading = null; // an earlier answer's trace, being fetched
+    this.kept = false; // an earlier answer's (stored): timed by the run's record
     this.body = el("div", { class: "trace-body" });
     this.workflow = null; // a workflow run's graph: { name, source, marks, box, drawing, dirty }
     this.approvals = new Set(); // stepKey of the workflow's approval nodes
@@ -22,21 +34,26 @@ export class Trace {
     this.element = el("details", { class: "trace" }, this.summary, this.body);
   }
 
-  /** The trace of an earlier answer, fetched from the service when first unfolded. */
+  /** The trace of an earlier answer, fetched from the service once it comes into view (its
+   * summary then says the route and the time, as a live one's does) or is unfolded. */
   static stored(threadId, runId) {
     const trace = new Trace();
+    trace.kept = true; // its time is the run's own, not the page's
     trace.body.replaceChildren(el("p", { class: "hint" }, "Loading…"));
     trace.element.dataset.run = runId;
-    trace.element.addEventListener("toggle", () => {
-      if (!trace.element.open || trace.loading) return;
+    const load = () => {
+      if (trace.loading) return;
       trace.loading = api.threads
         .trace(threadId, runId)
         .then((record) => trace.replay(record))
         .catch((error) => {
-          trace.loading = null;
+          trace.loading = null; // tried again when unfolded
           trace.body.replaceChildren(el("p", { class: "run-error", role: "alert" }, `The trace could not be loaded: ${error.message}`));
         });
-    });
+    };
+    inView.set(trace.element, load);
+    viewing.observe(trace.element);
+    trace.element.addEventListener("toggle", () => trace.element.open && load());
     return trace;
   }
 
@@ -78,7 +95,7 @@ export class Trace {
     }
     else if (type === "run_finished") this.usage = data.usage;
     else return false;
-    if (type === "run_finished") this.seconds = (performance.now() - this.started) / 1000;
+    if (type === "run_finished" && !this.kept) this.seconds = (performance.now() - this.started) / 1000;
     this.render();
     return true;
   }
