@@ -128,7 +128,7 @@ def test_a_sub_workflow_run_is_cancelled_through_the_run_it_is_a_step_of(claims:
     (claims.workflows_dir / "filing.yaml").write_text(FILING, encoding="utf-8")
     ledger = claims.data_dir / "skills" / "ledger"
     ledger.mkdir(parents=True)
-    (ledger / "pause").write_text("3")
+    (ledger / "hold").touch()  # the child's tool call lasts until let go
     body = {"inputs": {"item": "pump"}, "thread_id": "claims-2"}
     with (
         serving(claims) as url,
@@ -143,6 +143,7 @@ def test_a_sub_workflow_run_is_cancelled_through_the_run_it_is_a_step_of(claims:
         child = http.get(f"/v1/workflow-runs/{runs['claim']}").json()
         cancelled = http.post(f"/v1/workflow-runs/{runs['filing']}/cancel")
         started = starting.result()
+        (ledger / "hold").unlink()
         wait_for(
             lambda: http.get(f"/v1/workflow-runs/{runs['claim']}").json()["status"] != "RUNNING"
         )
