@@ -209,8 +209,11 @@ class RunDecisions(RunViews):
                 if record["status"] != "WAITING" or approval_id not in (None, waits_at):
                     await self.leases.release(run_id)
                     return record
-                record = {**record, "waiting": None}
-                await self._driver.store_cancelled(record, reason, logger=log)
+                # Stored only if it still waits there as stored: another process (SQLite:
+                # no leases across processes) may have decided it since, the run going on.
+                record = await self._driver.store_cancelled(
+                    {**record, "waiting": None}, reason, logger=log, still=_waits_at(waits_at)
+                )
             except BaseException:
                 await self.leases.release(run_id)
                 raise
@@ -294,18 +297,25 @@ class RunDecisions(RunViews):
         if not await self.leases.claim(run_id):  # under way: here, or in another process
             return await self.get_run(run_id)
         try:
-            record = await self.runs.stored(run_id)
-            if record["status"] != "RUNNING":
+            read = await self.runs.stored(run_id)
+            if read["status"] != "RUNNING":
                 await self.leases.release(run_id)
-                return record
-            ran = await self.nodes_so_far(record)
-            record = {**record, "nodes": {**record["nodes"], **ran}}
+                return read
+            ran = await self.nodes_so_far(read)
+            record = {**read, "nodes": {**read["nodes"], **ran}}
             record["cancelled_while"] = CANCELLED_RUNNING
             record.pop("decision", None)  # never taken
-            await self._driver.store_cancelled(record, reason, logger=log)
+            # Stored only if nothing was stored since the read: on SQLite the claim above
+            # keeps out no other process, which may have ended the run meanwhile, or
+            # brought it to wait and decided it (it goes on there).
+            stored = await self._driver.store_cancelled(
+                record, reason, logger=log, still=lambda now: now == read
+            )
         except BaseException:
             await self.leases.release(run_id)
             raise
+        if stored is not record:  # changed meanwhile: left as it is
+            return stored
         chat_turn = record.get("via") == "chat" and not record.get("decided")
         if self.after_decision is not None and not chat_turn:  # nobody drives it to tell
             try:
@@ -395,3 +405,13 @@ class RunDecisions(RunViews):
             await self.leases.release(run_id)
             return await self.get_run(run_id)
         return await self.resume(run_id)
+
+
+def _waits_at(approval_id: str | None) -> Callable[[dict[str, Any]], bool]:
+    """Whether a run's record says it waits at ``approval_id``."""
+
+    def waits(record: dict[str, Any]) -> bool:
+        waiting = record.get("waiting") or {}
+        return record["status"] == "WAITING" and waiting.get("approval_id") == approval_id
+
+    return waits

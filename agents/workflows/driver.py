@@ -126,15 +126,31 @@ class RunDriver:
             await self.stops.done(run_id, seen=asked is not None)
 
     async def store_cancelled(
-        self, record: dict[str, Any], reason: str, *, logger: Any = log
-    ) -> None:
+        self,
+        record: dict[str, Any],
+        reason: str,
+        *,
+        logger: Any = log,
+        still: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> dict[str, Any]:
         """End ``record``'s run (changed in place) CANCELLED with ``reason``, under its lease:
-        stored (the lease let go with it), counted, and logged on ``logger``. A save that
-        fails raises, nothing counted."""
-        record.update(status="CANCELLED", error=reason, ended=time.time())
-        await self.runs.save(record)
+        stored (the lease let go with it), counted, and logged on ``logger``; returns
+        ``record``. ``still``: stored only if the run as stored still passes it (see
+        ``RunRecords.save_if``: a decision another process stored meanwhile is not written
+        over); else nothing is stored, counted nor logged, ``record`` is left as it was,
+        and the record as stored is returned. A save that fails raises, nothing counted."""
+        ended = {"status": "CANCELLED", "error": reason, "ended": time.time()}
+        if still is None:
+            record.update(ended)
+            await self.runs.save(record)
+        else:
+            refused = await self.runs.save_if({**record, **ended}, still)
+            if refused is not None:
+                return refused
+            record.update(ended)
         metrics.WORKFLOW_RUNS.labels(record["workflow"], "CANCELLED").inc()
         logger.info("workflow.cancelled", run_id=record["id"], reason=reason)
+        return record
 
     async def _cancelled(self, record: dict[str, Any], reason: str, *, stop: bool = False) -> None:
         """End ``record``'s run as cancelled, stored (its lease let go with it); ``stop``:

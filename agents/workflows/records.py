@@ -28,6 +28,10 @@ LAST_EVENTS = ("workflow_waiting", "workflow_ended")
 _PAGE = 200  # records read at a time by a listing that filters them
 
 
+class _Refused(Exception):
+    """A conditional save (``RunRecords.save_if``) found the run changed: nothing written."""
+
+
 class RunRecords:
     """The execution records of workflow runs: those under way here, and the stored ones.
 
@@ -74,6 +78,39 @@ class RunRecords:
         )
         if not running:
             await self.leases.release(record["id"])
+
+    async def save_if(
+        self, record: dict[str, Any], still: Callable[[dict[str, Any]], bool]
+    ) -> dict[str, Any] | None:
+        """Store ``record``, not RUNNING, if its run as stored still passes ``still``, read
+        and written at once (see ``Documents.merge``): what a process stored meanwhile (a
+        decision, the run's end) is not written over, also where processes share no leases
+        (SQLite). The run's lease is let go either way. None once stored; else the record
+        as stored, which ``still`` refused (nothing written).
+
+        Raises:
+            RunNotFound: no record of the run is stored (deleted with its thread).
+        """
+        refused: list[dict[str, Any]] = []
+
+        def replace(stored: dict[str, Any]) -> dict[str, Any]:
+            if not still(stored):
+                refused.append(stored)
+                raise _Refused
+            return {**dict.fromkeys(stored), **record}  # a field it no longer has: cleared
+
+        try:
+            written = await self.documents.merge(
+                RUN, record["id"], replace, owner=record.get("thread_id"), status=record["status"]
+            )
+        except _Refused:
+            written = None
+        await self.leases.release(record["id"])
+        if refused:
+            return refused[0]
+        if written is None:
+            raise RunNotFound(f"there is no workflow run {record['id']!r}")
+        return None
 
     async def listed(
         self, *, workflow: str | None = None, status: str | None = None, limit: int = 100

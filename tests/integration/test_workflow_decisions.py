@@ -66,10 +66,13 @@ async def process(url: str, gateway: ModelGateway) -> AsyncIterator[WorkflowEngi
             engine.leases.abandon()
 
 
-def read_together(engines: list[WorkflowEngine]) -> None:
-    """Each engine, having read the run as stored before it decides, waits (at most a
-    second: on PostgreSQL the lease keeps the other out) until the other has too."""
+def read_together(engines: list[WorkflowEngine], *, first: int | None = None) -> None:
+    """Each engine, having read the run as stored before it decides (or cancels), waits (at
+    most a second: on PostgreSQL the lease keeps the other out) until the other has too;
+    with ``first``, the other one then waits until engine ``first`` has written, if that
+    one read too (on PostgreSQL it may still wait for the lease)."""
     read = [asyncio.Event() for _ in engines]
+    written = asyncio.Event()
     for n, engine in enumerate(engines):
         stored = engine.runs.stored
 
@@ -78,9 +81,25 @@ def read_together(engines: list[WorkflowEngine]) -> None:
             read[n].set()
             with suppress(TimeoutError):
                 await asyncio.wait_for(read[1 - n].wait(), 1)
+            if first == 1 - n and read[first].is_set():
+                await asyncio.wait_for(written.wait(), 5)
             return record
 
         engine.runs.stored = stored_then_wait  # type: ignore[method-assign]
+    if first is not None:
+        documents: Any = engines[first].documents
+        for name in ("merge", "put"):  # its first write: a decision, or a cancel
+            documents.__dict__[name] = _then_set(getattr(documents, name), written)
+
+
+def _then_set(write: Any, written: asyncio.Event) -> Any:
+    async def write_then_set(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await write(*args, **kwargs)
+        finally:
+            written.set()
+
+    return write_then_set
 
 
 async def test_two_processes_deciding_one_approval_at_once_take_one_decision(
@@ -111,3 +130,41 @@ async def test_two_processes_deciding_one_approval_at_once_take_one_decision(
         assert stored["decided"] == [approval]
         assert stored["nodes"]["ok"]["output"]["by"] == winner
     assert len(fake_llm.requests) == 1  # the step after the gate ran once, not twice
+
+
+@pytest.mark.parametrize("first", ["decision", "cancel"])
+async def test_a_cancel_and_a_decision_of_one_approval_at_once_in_two_processes_one_wins(
+    store_url: str, gateway: ModelGateway, fake_llm: FakeLLM, first: str
+) -> None:
+    fake_llm.script(Reply(content="Done."))
+    async with process(store_url, gateway) as a, process(store_url, gateway) as b:
+        waiting = await a.run("ask-then-write", {})
+        run_id, approval = waiting["id"], waiting["waiting"]["approval_id"]
+        read_together([a, b], first=1 if first == "decision" else 0)
+
+        async def decide() -> dict[str, Any]:
+            events = [e async for e in b.decide(approval, approved=True, by="bob")]
+            return dict(events[-1]["record"])
+
+        cancelled, decided = await asyncio.gather(
+            a.cancel(run_id, "withdrawn by ann", approval_id=approval),
+            decide(),
+            return_exceptions=True,
+        )
+        stored = await b.get_run(run_id)
+    assert not isinstance(cancelled, BaseException), cancelled
+    if isinstance(decided, BaseException):  # the cancel won
+        assert isinstance(decided, AlreadyDecided), decided
+        assert "can no longer be decided" in str(decided)
+        assert cancelled["status"] == "CANCELLED"
+        assert (stored["status"], stored["error"]) == ("CANCELLED", "withdrawn by ann")
+        assert not stored.get("decided")
+        assert fake_llm.requests == []  # the step after the gate never ran
+        fake_llm.allow_leftovers()
+    else:  # the decision won: the run went on, and the cancel left it as it was
+        assert cancelled["status"] in ("RUNNING", "SUCCEEDED"), cancelled
+        assert (decided["status"], decided["outputs"]) == ("SUCCEEDED", {"message": "Done."})
+        assert (stored["status"], stored["decided"]) == ("SUCCEEDED", [approval])
+        assert len(fake_llm.requests) == 1
+    if store_url.startswith("sqlite"):  # no lease orders them: the first to write wins
+        assert isinstance(decided, BaseException) == (first == "cancel")

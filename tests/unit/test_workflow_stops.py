@@ -243,6 +243,27 @@ async def test_a_cancel_while_another_process_decides_the_run_stops_it_without_w
     assert ("end", waiting["id"]) not in slow.effects
 
 
+async def test_a_run_another_process_ends_as_it_is_stopped_is_not_written_over() -> None:
+    documents, saver, slow = MemoryDocuments(), InMemorySaver(), Slow(0.05)
+    a = engine(FLOW, slow=slow, documents=documents, saver=saver)  # no leases shared: SQLite
+    b = engine(FLOW, slow=slow, documents=documents, saver=saver)
+    await left_running(a, slow, asyncio.create_task(a.run("flow", {})))
+    run_id = (await a.orphans())[0]
+    so_far = a.nodes_so_far
+
+    async def resumed_elsewhere(record: dict[str, Any]) -> Any:  # after A read it RUNNING
+        assert (await b.resume(run_id))["status"] == "SUCCEEDED"
+        return await so_far(record)
+
+    a.nodes_so_far = resumed_elsewhere  # type: ignore[method-assign]
+
+    record = await a.stop(run_id, "cancelled by ann")
+
+    assert record["status"] == "SUCCEEDED"
+    stored = await b.get_run(run_id)
+    assert (stored["status"], stored["error"]) == ("SUCCEEDED", None)
+
+
 async def test_a_cancel_that_outlasts_its_wait_stays_asked_and_stops_the_run() -> None:
     documents, saver, table, slow = MemoryDocuments(), InMemorySaver(), Table(), Slow(2)
     a = engine(FLOW, slow=slow, documents=documents, saver=saver, table=table, lease_s=0.6)
