@@ -15,6 +15,7 @@ from typing import Any
 
 import structlog
 from langgraph.types import Command
+from pydantic import ValidationError
 
 from agents.errors import (
     AlreadyDecided,
@@ -35,7 +36,7 @@ from agents.workflows.records import (
     pending_approval,
     was_decided,
 )
-from agents.workflows.stops import parent_run
+from agents.workflows.stops import parent_node, parent_run
 from agents.workflows.views import RunViews
 
 log = structlog.get_logger("agents.workflows.engine")  # the engine's log, as before
@@ -88,7 +89,7 @@ class RunDecisions(RunViews):
         node = approval_node(approval_id, record["id"])
         try:
             spec = (await self.definitions.of(record)).spec
-        except WorkflowNotFound:
+        except (WorkflowNotFound, ValidationError):  # gone, or kept but no longer valid
             return True
         return any(n.id == node and n.kind == "approval" for n in spec.nodes)
 
@@ -123,7 +124,7 @@ class RunDecisions(RunViews):
             # stored the run's next state before letting it go.
             await self.leases.take(run_id)
             try:
-                record = pending_approval(await self.runs.stored(run_id), approval_id)
+                record = await self.pending(await self.runs.stored(run_id), approval_id)
                 workflow = await self.definitions.of(record)
                 done = record["nodes"]
                 missing = self.definitions.workflows.not_installed(workflow.spec, done)
@@ -282,7 +283,7 @@ class RunDecisions(RunViews):
             return
         if parent["status"] in FINAL:
             return
-        node = str(record["parent"]).partition(":")[2].rpartition("#")[0]
+        node = parent_node(record)
         raise RunStatusConflict(
             f"workflow run {record['id']} is a step of workflow run {parent_id} (its node "
             f"{node!r}, workflow {parent['workflow']!r}), which is {parent['status']}: "

@@ -155,7 +155,15 @@ class RunStops:
 
 
 def parent_run(record: dict[str, Any]) -> str | None:
-    """The run whose node runs ``record``'s (a sub-workflow's parent), else None (a fork's
-    parent, ``<run id>@<node>``, is not running it)."""
+    """The run whose node runs ``record``'s (a sub-workflow's parent: ``<run id>:<node>#<visit>``,
+    as ``executors.subflow`` writes it), else None (a fork's parent, ``<run id>@<node>``, is
+    not running it)."""
     head, sep, _ = str(record.get("parent") or "").partition(":")
     return head if sep and "@" not in head else None
+
+
+def parent_node(record: dict[str, Any]) -> str | None:
+    """The node of its parent run that runs ``record``'s (see ``parent_run``), else None."""
+    if parent_run(record) is None:
+        return None
+    return str(record["parent"]).partition(":")[2].rpartition("#")[0]
