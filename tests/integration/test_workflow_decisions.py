@@ -66,12 +66,15 @@ async def process(url: str, gateway: ModelGateway) -> AsyncIterator[WorkflowEngi
             engine.leases.abandon()
 
 
-def read_together(engines: list[WorkflowEngine], *, first: int | None = None) -> None:
+def read_together(engines: list[WorkflowEngine], *, first: int | None = None) -> list[bool]:
     """Each engine, having read the run as stored before it decides (or cancels), waits (at
     most a second: on PostgreSQL the lease keeps the other out) until the other has too;
     with ``first``, the other one then waits until engine ``first`` has written, if that
-    one read too (on PostgreSQL it may still wait for the lease)."""
+    one read too (on PostgreSQL it may still wait for the lease). Returns, per read, whether
+    the other engine had read by then (on SQLite both must have: else the race was not
+    run)."""
     read = [asyncio.Event() for _ in engines]
+    together: list[bool] = []
     written = asyncio.Event()
     for n, engine in enumerate(engines):
         stored = engine.runs.stored
@@ -81,6 +84,7 @@ def read_together(engines: list[WorkflowEngine], *, first: int | None = None) ->
             read[n].set()
             with suppress(TimeoutError):
                 await asyncio.wait_for(read[1 - n].wait(), 1)
+            together.append(read[1 - n].is_set())
             if first == 1 - n and read[first].is_set():
                 await asyncio.wait_for(written.wait(), 5)
             return record
@@ -90,6 +94,7 @@ def read_together(engines: list[WorkflowEngine], *, first: int | None = None) ->
         documents: Any = engines[first].documents
         for name in ("merge", "put"):  # its first write: a decision, or a cancel
             documents.__dict__[name] = _then_set(getattr(documents, name), written)
+    return together
 
 
 def _then_set(write: Any, written: asyncio.Event) -> Any:
@@ -109,7 +114,7 @@ async def test_two_processes_deciding_one_approval_at_once_take_one_decision(
     async with process(store_url, gateway) as a, process(store_url, gateway) as b:
         waiting = await a.run("ask-then-write", {})
         approval = waiting["waiting"]["approval_id"]
-        read_together([a, b])
+        together = read_together([a, b])
 
         async def decide(engine: WorkflowEngine, by: str, approved: bool) -> dict[str, Any]:
             events = [e async for e in engine.decide(approval, approved=approved, by=by)]
@@ -130,6 +135,8 @@ async def test_two_processes_deciding_one_approval_at_once_take_one_decision(
         assert stored["decided"] == [approval]
         assert stored["nodes"]["ok"]["output"]["by"] == winner
     assert len(fake_llm.requests) == 1  # the step after the gate ran once, not twice
+    if store_url.startswith("sqlite"):  # both read before either wrote: the race was run
+        assert together[:2] == [True, True], together
 
 
 @pytest.mark.parametrize("first", ["decision", "cancel"])
@@ -140,7 +147,7 @@ async def test_a_cancel_and_a_decision_of_one_approval_at_once_in_two_processes_
     async with process(store_url, gateway) as a, process(store_url, gateway) as b:
         waiting = await a.run("ask-then-write", {})
         run_id, approval = waiting["id"], waiting["waiting"]["approval_id"]
-        read_together([a, b], first=1 if first == "decision" else 0)
+        together = read_together([a, b], first=1 if first == "decision" else 0)
 
         async def decide() -> dict[str, Any]:
             events = [e async for e in b.decide(approval, approved=True, by="bob")]
@@ -167,4 +174,5 @@ async def test_a_cancel_and_a_decision_of_one_approval_at_once_in_two_processes_
         assert (stored["status"], stored["decided"]) == ("SUCCEEDED", [approval])
         assert len(fake_llm.requests) == 1
     if store_url.startswith("sqlite"):  # no lease orders them: the first to write wins
+        assert together[:2] == [True, True], together  # both read before either wrote
         assert isinstance(decided, BaseException) == (first == "cancel")
