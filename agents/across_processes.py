@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Unpack
 
@@ -52,6 +53,33 @@ class AcrossProcesses:
     ) -> RunFeed:
         """Start a run in this process (``Conversations.start``)."""
         raise NotImplementedError
+
+    async def post(self, thread_id: str, message: BaseMessage, *more: Any) -> None:
+        """Add a message between runs of the thread (``Conversations.post``)."""
+        raise NotImplementedError
+
+    async def post_between_turns(
+        self,
+        thread_id: str,
+        message: BaseMessage,
+        *more: Any,
+        wait_s: float,
+        waiting: Callable[[], None] | None = None,
+    ) -> None:
+        """``post``, once no process answers the thread: what a command beside the service
+        writes (a run's outcome after a decision taken there). In one process a post waits in
+        the thread's line; on SQLite, which has no leases across processes, a message written
+        while the service answers the thread would be lost under that turn's next
+        checkpoint. Waits at most ``wait_s``, then writes all the same; ``waiting`` is
+        called once if it waits."""
+        deadline = time.monotonic() + wait_s
+        said = False
+        while await self.busy_anywhere(thread_id) and time.monotonic() <= deadline:
+            if not said and waiting is not None:
+                waiting()
+            said = True
+            await asyncio.sleep(0.2)
+        await self.post(thread_id, message, *more)
 
     async def busy_anywhere(self, thread_id: str) -> bool:
         """Whether a run of the thread is under way in this process or in another one: on

@@ -15,10 +15,9 @@ resumes it too, and a run cut off here waits for the service's next start.
 
 from __future__ import annotations
 
-import asyncio
 import getpass
 import json
-import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -251,26 +250,19 @@ def _decide(
 
 
 def _between_turns(services: Any) -> Post:
-    """``Conversations.post`` once no process answers the thread: on SQLite, threads have no
-    leases across processes, and a message written while the service answers the thread
-    would be lost under that turn's next checkpoint (the service's own decisions wait in
-    line for the thread). Waits at most ``_IDLE_WAIT_S``, then writes all the same."""
+    """``Conversations.post_between_turns``, saying so if the thread is answering."""
+
+    def waiting(thread_id: str) -> Callable[[], None]:
+        return lambda: typer.echo(
+            f"skilldesk: thread {thread_id} is answering a message in another process; "
+            "its run's outcome is written there once the answer is done",
+            err=True,
+        )
 
     async def post(thread_id: str, *told: Any) -> None:
-        deadline = time.monotonic() + _IDLE_WAIT_S
-        said = False
-        while await services.conversations.busy_anywhere(thread_id):
-            if time.monotonic() > deadline:
-                break
-            if not said:
-                typer.echo(
-                    f"skilldesk: thread {thread_id} is answering a message in another process; "
-                    "its run's outcome is written there once the answer is done",
-                    err=True,
-                )
-                said = True
-            await asyncio.sleep(0.2)
-        await services.conversations.post(thread_id, *told)
+        await services.conversations.post_between_turns(
+            thread_id, *told, wait_s=_IDLE_WAIT_S, waiting=waiting(thread_id)
+        )
 
     return post
 
