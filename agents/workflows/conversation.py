@@ -6,6 +6,7 @@ and its end (done, waiting for an approval, failed) is the answer."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -122,25 +123,28 @@ class WorkflowTurns:
         # message resent) finds the run it started, which goes on by its own resumption,
         # instead of starting a second run making the workflow's side effects again.
         key = _turn_key(ctx, name)
-        try:
-            async for event in self.engine.stream(
-                name,
-                inputs,
-                thread_id=ctx.thread_id or None,
-                profile=ctx.profile,
-                user=owner,
-                idempotency_key=key,
-                via="chat",  # this turn answers with the run's end, a cancel's too
-            ):
-                if event.get("type") in LAST_EVENTS:
-                    record = event["record"]
-                else:
-                    emit(str(event.pop("type")), **event)
-        except KeyReused:  # asked again, the model read other inputs: the run begun stands
-            assert key is not None
-            record = await self.engine.get_run(keyed_run_id(name, key, owner))
-        if record.get("status") == "RUNNING":  # the run begun, cut off: resumed, then told
-            record = await self._ended(record["id"])
+        run_id = keyed_run_id(name, key, owner) if key is not None else ""
+        # Answered again, this turn follows the run begun (decided since, say): its end is
+        # this turn's answer, not told to the thread beside it.
+        with self.engine.answering(run_id) if key is not None else contextlib.nullcontext():
+            try:
+                async for event in self.engine.stream(
+                    name,
+                    inputs,
+                    thread_id=ctx.thread_id or None,
+                    profile=ctx.profile,
+                    user=owner,
+                    idempotency_key=key,
+                    via="chat",  # this turn answers with the run's end, a cancel's too
+                ):
+                    if event.get("type") in LAST_EVENTS:
+                        record = event["record"]
+                    else:
+                        emit(str(event.pop("type")), **event)
+            except KeyReused:  # asked again, the model read other inputs: the run begun stands
+                record = await self.engine.get_run(run_id)
+            if record.get("status") == "RUNNING":  # the run begun, cut off: resumed, then told
+                record = await self._ended(record["id"])
         return WorkflowAnswer(self.reply(record), None, add_usage(usage, record.get("usage")))
 
     async def _ended(self, run_id: str) -> dict[str, Any]:

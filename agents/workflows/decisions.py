@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections import Counter
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import structlog
@@ -54,6 +55,20 @@ class RunDecisions(RunViews):
     after_decision: ResumedHook | None
     _locks: dict[str, asyncio.Lock]
     _driver: RunDriver
+    _answering: Counter[str]  # run id: the chat turns here that answer with its end
+
+    @contextlib.contextmanager
+    def answering(self, run_id: str) -> Iterator[None]:
+        """While inside, a chat turn in this process answers with run ``run_id``'s end (it
+        follows the run, gone on here or elsewhere): ``after_decision`` does not tell its
+        thread of it too."""
+        self._answering[run_id] += 1
+        try:
+            yield
+        finally:
+            self._answering[run_id] -= 1
+            if not self._answering[run_id]:
+                del self._answering[run_id]
 
     async def asked_by(self, approval_id: str) -> dict[str, Any]:
         """The record of the run that asked for approval ``approval_id`` (its id begins
@@ -357,8 +372,9 @@ class RunDecisions(RunViews):
     ) -> AsyncGenerator[dict[str, Any], None]:
         """Go on with ``record``'s run from its last checkpoint (see ``resume``: its lease
         held here) and yield its events, the last one ``replayed`` when asked; a run that
-        went on from a decision tells how it ended (``after_decision``) before its last.
-        ``usage_sink``: as for ``stream`` (a keyed start that follows the run is charged)."""
+        went on from a decision tells how it ended (``after_decision``) before its last,
+        unless a chat turn here answers with it (``answering``). ``usage_sink``: as for
+        ``stream`` (a keyed start that follows the run is charged)."""
         run_id = record["id"]
         seen: list[dict[str, Any]] = []
         started = time.time()
@@ -367,7 +383,8 @@ class RunDecisions(RunViews):
         async with contextlib.aclosing(driven) as events:
             async for event in events:
                 last = event.get("type") in LAST_EVENTS and event["record"]["id"] == run_id
-                if last and self.after_decision is not None and record.get("decided"):
+                told = record.get("decided") and run_id not in self._answering
+                if last and self.after_decision is not None and told:
                     try:
                         await self.after_decision(record, dict(event["record"]), seen, started)
                     except Exception:  # the run is stored; only its telling is lost

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import structlog
@@ -62,6 +63,16 @@ class _Stopped(Exception):
         self.reason = reason
 
 
+@dataclass
+class _Stretch:
+    """What one stretch of a run (one ``drive``) leaves to do once it ends, however it ends:
+    its nodes' recorded replies to forget, its usage to report."""
+
+    info: RunInfo
+    usage_sink: Callable[[dict[str, int]], None] | None
+    values: dict[str, Any] = field(default_factory=dict)  # its state after its last step
+
+
 class RunDriver:
     """Drives runs' graphs, keeping their records.
 
@@ -101,9 +112,10 @@ class RunDriver:
         go, to be resumed."""
         run_id = record["id"]
         self.runs.under_way[run_id] = record
+        stretch = _Stretch(_run_info(record), usage_sink)
         stored = False
         try:
-            steps = self._steps(record, start, config, workflow, usage_sink)
+            steps = self._steps(record, start, config, workflow, stretch)
             async with contextlib.aclosing(steps) as events:
                 async for event in events:
                     if event["type"] in LAST_EVENTS and event["record"]["id"] == run_id:
@@ -118,9 +130,9 @@ class RunDriver:
             asked = self.stops.asked_here(run_id)
             if not stored and self.runs.leases.holds(run_id):
                 if asked is not None:
-                    await self._cancelled(record, asked, stop=True)
+                    await self._cancelled(record, asked, stretch, stop=True)
                 elif STOP_ASKED.get()():
-                    await self._cancelled(record, "its run was cancelled by request")
+                    await self._cancelled(record, "its run was cancelled by request", stretch)
                 else:
                     await self.runs.leases.release(run_id)
             await self.stops.done(run_id, seen=asked is not None)
@@ -152,11 +164,14 @@ class RunDriver:
         logger.info("workflow.cancelled", run_id=record["id"], reason=reason)
         return record
 
-    async def _cancelled(self, record: dict[str, Any], reason: str, *, stop: bool = False) -> None:
-        """End ``record``'s run as cancelled, stored (its lease let go with it); ``stop``:
-        on a stop asked for it (its thread is told)."""
+    async def _cancelled(
+        self, record: dict[str, Any], reason: str, stretch: _Stretch, *, stop: bool = False
+    ) -> None:
+        """End ``record``'s run as cancelled, stored (its lease let go with it), its stretch
+        ended as ``_steps`` ends one; ``stop``: on a stop asked for it (its thread is told)."""
         if stop:
             record["cancelled_while"] = CANCELLED_RUNNING
+        _used(record, stretch.values)
         try:
             await self.store_cancelled(record, reason)
         except Exception:  # its lease expires: then it is resumed, as a run cut off is
@@ -164,6 +179,7 @@ class RunDriver:
             return
         if stop:
             await self._told(record)
+        await _ended(record, stretch)
 
     async def _told(self, record: dict[str, Any]) -> None:
         if self.stopped is None:
@@ -179,7 +195,7 @@ class RunDriver:
         start: Any,
         config: Any,
         workflow: LoadedWorkflow | None,
-        usage_sink: Callable[[dict[str, int]], None] | None,
+        stretch: _Stretch,
     ) -> AsyncGenerator[dict[str, Any], None]:
         run_id = record["id"]
         try:
@@ -193,13 +209,7 @@ class RunDriver:
             return
         graph = self.definitions.graph(workflow)
         config = config or graph_config(record)
-        info = RunInfo(
-            run_id,
-            record["workflow"],
-            record.get("thread_id"),
-            record.get("profile"),
-            record.get("user"),
-        )
+        info = stretch.info
         values: dict[str, Any] = {}
         begun: dict[str, int] = {}  # nodes under way: how many times each ran before
         noted: set[str] = set()  # nodes that ran in this stretch of the run
@@ -223,6 +233,7 @@ class RunDriver:
                         yield payload
                     elif mode == "values" and isinstance(payload, dict):
                         values = payload  # the run's state after each step: the last one is final
+                        stretch.values = values
                     elif mode == "checkpoints" and isinstance(payload, dict):
                         # The run's own last state: its thread holds its forks' states too.
                         record["checkpoint"] = payload["config"]["configurable"]["checkpoint_id"]
@@ -272,8 +283,7 @@ class RunDriver:
             record.update(status="FAILED", error=why)
         if not stopped:  # a stop that came as it ended (or came to wait) did not stop it
             record.pop("cancel_requested", None)
-        if values.get("usage"):  # its model calls (the thread's cost includes them)
-            record["usage"] = usage_since(values["usage"], record.get("usage_before"))
+        _used(record, values)
         if record["status"] in FINAL:
             record["ended"] = time.time()
         record.pop("decision", None)  # taken: its gate is passed (see WorkflowEngine.resume)
@@ -281,9 +291,7 @@ class RunDriver:
         if stopped:
             await self.stops.done(run_id, seen=True)
             await self._told(record)
-        # Stored as ended or waiting (its steps checkpointed): no run answers its expert nodes
-        # again. Not before: a record left RUNNING is resumed, and replays what they recorded.
-        await forget_all(info.recorded)
+        await _ended(record, stretch)
         metrics.WORKFLOW_RUNS.labels(record["workflow"], record["status"]).inc()
         log.info("workflow.ended", run_id=run_id, status=record["status"], error=record["error"])
         # Deleted between its last step and its waiting stored: the delete looks for waiting
@@ -293,8 +301,6 @@ class RunDriver:
                 record.update(await self.cancel(run_id, THREAD_GONE))
         except Exception:  # it waits: its approval is decided, or cancelled, by hand
             log.exception("workflow.cancel_failed", run_id=run_id)
-        if usage_sink is not None:
-            usage_sink(dict(record.get("usage") or {}))
         yield last_event(dict(record))
 
     async def _checkpointed(self, graph: Any, config: Any, run_id: str) -> dict[str, Any]:
@@ -338,6 +344,34 @@ class RunDriver:
                     record["nodes"][node_id] = node_record(state)
                     copied.add(node_id)
         return copied
+
+
+def _run_info(record: dict[str, Any]) -> RunInfo:
+    """The run ``record`` is of, as its nodes see it."""
+    return RunInfo(
+        record["id"],
+        record["workflow"],
+        record.get("thread_id"),
+        record.get("profile"),
+        record.get("user"),
+    )
+
+
+def _used(record: dict[str, Any], values: dict[str, Any]) -> None:
+    """Put the model calls of the run's state ``values`` in ``record`` (the thread's cost
+    includes them)."""
+    if values.get("usage"):
+        record["usage"] = usage_since(values["usage"], record.get("usage_before"))
+
+
+async def _ended(record: dict[str, Any], stretch: _Stretch) -> None:
+    """The bookkeeping of a stretch of a run stored as ended or waiting (its steps
+    checkpointed), however it came to: no run answers its expert nodes again, so their
+    recorded replies are forgotten (not before: a record left RUNNING is resumed, and
+    replays what they recorded); its usage goes to its sink."""
+    await forget_all(stretch.info.recorded)
+    if stretch.usage_sink is not None:
+        stretch.usage_sink(dict(record.get("usage") or {}))
 
 
 def _under_way(begun: dict[str, int], event: dict[str, Any], record: dict[str, Any]) -> None:

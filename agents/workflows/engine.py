@@ -23,6 +23,7 @@ import functools
 import hashlib
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -82,6 +83,7 @@ class WorkflowEngine(RunDecisions):
         # Its own table: an executor replaced in one engine (a test's) is not another's.
         self._executors = dict(load_executors())
         self._locks: dict[str, asyncio.Lock] = {}
+        self._answering: Counter[str] = Counter()  # see ``answering``
         self.leases = RunLeases(checkpointer, lease_s)  # which process runs a run
         self.runs = RunRecords(self.documents, self.leases)
         self.stops = RunStops(self.runs)  # cancels of runs under way

@@ -3,6 +3,7 @@ the next message, "cancel", and the run's end as the answer."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -145,3 +146,30 @@ async def test_a_value_that_is_not_its_inputs_type_is_asked_for_again_keeping_th
     reply, pending = await ask(turns, "yes", pending)
     assert pending is None
     assert "waiting for approval: Open T-CNC-001?" in reply
+
+
+async def test_a_turn_answered_again_after_its_decided_run_was_cut_off_tells_its_thread_once(
+    turns: WorkflowTurns,
+) -> None:
+    # Found by the review: the run went on from the turn answered again (the message resent
+    # with its key), and its end was posted to the thread beside the turn's answer.
+    posted: list[str] = []
+
+    async def post(thread_id: str, message: Any, *_: Any) -> None:
+        posted.append(str(message.content))
+
+    turns.engine.after_decision = functools.partial(turns.resumed, post=post)
+    text = "open a ticket for CNC-001: the spindle is hot"
+    pending = {"workflow": "ticket", "inputs": {"device": "CNC-001"}, "missing": ["note"]}
+    first = await turns.answer("ticket", text, pending, RunContext(thread_id="t", turn_id="m1"), {})
+    assert "waiting for approval" in first.reply
+    [waiting] = await turns.engine.approvals()
+    going = turns.engine.decide(waiting["approval_id"], approved=True, by="sam")
+    await anext(going)  # the run goes on from the decision ...
+    await going.aclose()  # ... and the deciding request is cut off
+    assert (await turns.engine.get_run(waiting["run_id"]))["status"] == "RUNNING"
+
+    again = await turns.answer("ticket", text, pending, RunContext(thread_id="t", turn_id="m1"), {})
+
+    assert "Opened T-CNC-001" in again.reply
+    assert posted == []  # the turn's answer is the one word of it

@@ -5,6 +5,7 @@ PostgreSQL database would have)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -15,7 +16,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from agents.errors import RunNotFound, RunStatusConflict
 from agents.models import ModelGateway
 from agents.prompts import Prompts
+from agents.run import RunContext
 from agents.state.documents import MemoryDocuments
+from agents.workflows.conversation import WorkflowTurns
 from agents.workflows.engine import WorkflowEngine
 from agents.workflows.executors import NodeContext, Outcome
 from agents.workflows.records import RUN
@@ -406,3 +409,71 @@ async def test_another_users_run_is_not_looked_at_before_it_is_found_not_theirs(
     ann = Principal(user="ann", scopes=frozenset({"chat"}))
     assert (await _run_of(services, ann, record["id"], look=True))["id"] == record["id"]
     assert looked == [record["id"]]
+
+
+class Forgotten:
+    """A node's recorded replies (``Recorded``): whether they were forgotten."""
+
+    def __init__(self) -> None:
+        self.forgotten = False
+
+    async def forget(self) -> None:
+        self.forgotten = True
+
+
+async def test_a_stop_that_coincides_with_another_cancel_forgets_and_charges_as_a_stop_does() -> (
+    None
+):
+    # Found by the review: ended CANCELLED on this path, its run kept its nodes' recorded
+    # replies and its starter was not charged for it, as the path of a stop alone does.
+    slow, recorded = Slow(5), Forgotten()
+    made = engine(FLOW, slow=slow)
+    run = slow.run
+
+    async def recording(ctx: NodeContext) -> Outcome:
+        ctx.run.recorded.append(recorded)  # type: ignore[arg-type]
+        return await run(ctx)
+
+    slow.run = recording  # type: ignore[method-assign]
+    charged: list[dict[str, int]] = []
+    running = asyncio.create_task(drained(made.stream("flow", {}, usage_sink=charged.append)))
+    await started(slow)
+    run_id = next(iter(made.runs.under_way))
+
+    made.stops.here(run_id, "cancelled by ann")
+    running.cancel()  # the service stopping, say, at that moment
+    await asyncio.gather(running, return_exceptions=True)
+
+    stored = await made.get_run(run_id)
+    assert (stored["status"], stored["error"]) == ("CANCELLED", "cancelled by ann")
+    assert recorded.forgotten
+    assert len(charged) == 1
+
+
+async def test_a_chat_run_cancelled_after_its_turn_was_cut_off_is_told_once_by_that_turn() -> None:
+    # Its turn's process died mid-run: the cancel does not tell the thread, the turn that
+    # answers the message again (the thread resumed, or the message resent) does.
+    slow, posted = Slow(), list[str]()
+    made = engine(FLOW, slow=slow)
+    turns = WorkflowTurns(made, ModelGateway(None), Prompts())
+
+    async def post(thread_id: str, message: Any, *_: Any) -> None:
+        posted.append(str(message.content))
+
+    made.after_decision = functools.partial(turns.resumed, post=post)
+
+    def turn() -> RunContext:
+        return RunContext(thread_id="t", turn_id="m1")
+
+    await left_running(
+        made, slow, asyncio.create_task(turns.answer("flow", "go", None, turn(), {}))
+    )
+    [run_id] = await made.orphans()
+
+    record = await turns.cancel(run_id, by="ann", post=post)
+
+    assert (record["status"], record["error"]) == ("CANCELLED", "cancelled by ann")
+    assert posted == []
+    again = await turns.answer("flow", "go", None, turn(), {})
+    assert "cancelled by ann" in again.reply
+    assert posted == []
