@@ -228,7 +228,11 @@ class RunDecisions(RunViews):
                 # Stored only if it still waits there as stored: another process (SQLite:
                 # no leases across processes) may have decided it since, the run going on.
                 record = await self._driver.store_cancelled(
-                    {**record, "waiting": None}, reason, logger=log, still=_waits_at(waits_at)
+                    # What it waited at stays: an approval it never asked is told from it.
+                    {**record, "waiting": None, "withdrawn": record["waiting"]},
+                    reason,
+                    logger=log,
+                    still=_waits_at(waits_at),
                 )
             except BaseException:
                 await self.leases.release(run_id)

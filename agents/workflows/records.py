@@ -224,9 +224,11 @@ def new_record(
 
 
 def pending_approval(record: dict[str, Any], approval_id: str) -> dict[str, Any]:
-    """``record``, whose run waits for approval ``approval_id``. Its record alone cannot
-    tell an approval a run that ended never asked for from one it ended waiting at:
-    ``RunDecisions.pending`` asks its workflow.
+    """``record``, whose run waits for approval ``approval_id``. A run cancelled while it
+    waited keeps the approval it waited at (``withdrawn``); a run that succeeded ended
+    waiting at none. Of a run cancelled before records kept it, the record alone cannot tell
+    an approval it never asked for from one it ended waiting at: ``RunDecisions.pending``
+    asks its workflow.
 
     Raises:
         AlreadyDecided: it was decided, or the run ended (without a decision on it, if it
@@ -238,6 +240,10 @@ def pending_approval(record: dict[str, Any], approval_id: str) -> dict[str, Any]
         return record
     if was_decided(record, approval_id):
         raise AlreadyDecided(f"approval {approval_id} was decided already")
+    withdrawn = (record.get("withdrawn") or {}).get("approval_id")
+    known = withdrawn is not None or record["status"] == "SUCCEEDED"  # what it ended at
+    if record["status"] in FINAL and known and withdrawn != approval_id:
+        raise ApprovalNotFound(f"there is no approval {approval_id!r}")  # another, or none
     if record["status"] in FINAL:  # ended without a decision: cancelled, or failed
         why = f": {record['error']}" if isinstance(record.get("error"), str) else ""
         raise AlreadyDecided(

@@ -40,7 +40,8 @@ def past_view(run: dict[str, Any], approval_id: str) -> dict[str, Any]:
         status = "approved" if taken.get("approved") else "rejected"
     elif decided:  # the record no longer shows how (the node was visited again since)
         status = "decided"
-    output = taken or {}
+    # Taken: how the decision went; withdrawn: what its run waited at when it was cancelled.
+    output = taken or run.get("withdrawn") or {}
     return {
         "approval_id": approval_id,
         "status": status,
@@ -51,7 +52,7 @@ def past_view(run: dict[str, Any], approval_id: str) -> dict[str, Any]:
         "node": output.get("node") or approval_node(approval_id, run["id"]),
         "summary": output.get("summary"),
         "data": output.get("data"),
-        "asked": None,
+        "asked": output.get("asked") if not taken else None,
         "decision": (
             {k: output.get(k) for k in ("approved", "by", "comment", "at")} if taken else None
         ),

@@ -288,6 +288,9 @@ def test_deciding_beside_a_live_service_on_its_store(
         ) in withdrawn.stderr
         shown = json.loads(skilldesk(env, "approvals", "show", approval, "--json").stdout)
         assert (shown["status"], shown["run_status"]) == ("withdrawn", "CANCELLED")
+        # QA: what it asked, and when, as while it waited (it showed "-").
+        assert shown["summary"]
+        assert shown["asked"] is not None
         assert client.get(f"/v1/workflow-runs/{run_id}").json()["status"] == "CANCELLED"
 
 

@@ -87,6 +87,11 @@ def test_a_large_refund_waits_for_the_inbox_and_resumes_when_approved(
     again = client.post(f"/v1/approvals/{pending['approval_id']}", json={"decision": "reject"})
     assert again.status_code == 409
     assert again.json()["error"]["code"] == "already_decided"
+    # QA: its approval node at a visit the run never made was "ended SUCCEEDED without a
+    # decision", a 409: the run ended waiting at nothing.
+    later = pending["approval_id"][:-1] + str(int(pending["approval_id"][-1]) + 1)
+    unknown = client.post(f"/v1/approvals/{later}", json={"decision": "approve"})
+    assert (unknown.status_code, unknown.json()["error"]["code"]) == (404, "approval_not_found")
     stored = client.get(f"/v1/workflow-runs/{record['id']}").json()
     assert stored["status"] == "SUCCEEDED"
     assert stored["nodes"]["approve"]["output"]["by"] == "ann"
@@ -639,7 +644,10 @@ def test_a_waiting_run_is_cancelled_by_its_starter_and_its_thread_is_told(
     assert "CANCELLED without a decision" in message
     # Ids the ended run never asked for (no such node; a node that is no approval) are not
     # found, not "can no longer be decided".
-    for never in (f"{run_id}-nowhere-0", f"{run_id}-order-0"):
+    # QA: also its approval node at a visit it never made.
+    node, _, visit = pending["approval_id"].removeprefix(f"{run_id}-").rpartition("-")
+    later = f"{run_id}-{node}-{int(visit) + 1}"
+    for never in (f"{run_id}-nowhere-0", f"{run_id}-order-0", later):
         unknown = client.post(f"/v1/approvals/{never}", json={"decision": "approve"})
         assert unknown.status_code == 404, unknown.text
         assert unknown.json()["error"]["code"] == "approval_not_found"

@@ -333,8 +333,15 @@ async def test_an_ended_run_refuses_its_own_approval_and_knows_none_of_the_other
     for never in (f"{run_id}-pay-0", f"{run_id}-nowhere-0", f"{run_id}-approve"):
         with pytest.raises(ApprovalNotFound, match=f"there is no approval '{never}'"):
             await decide(engine, never)
-    # Its definition gone (a run from before definitions were kept, its workflow withdrawn):
-    # the run's record alone cannot tell, and its word stands.
+    # A run cancelled before records kept what it waited at (``withdrawn``), its definition
+    # gone (from before definitions were kept, its workflow withdrawn): its record alone
+    # cannot tell, and its word stands.
+    stored = await engine.runs.stored(run_id)
+    assert stored["withdrawn"]["approval_id"] == asked
+    del stored["withdrawn"]
+    await engine.documents.put(
+        "workflow_run", run_id, stored, owner=stored.get("thread_id"), status=stored["status"]
+    )
     await engine.documents.delete("workflow_definition", f"pay@{waiting['fingerprint']}")
     workflows.withdraw("pay", "tool 'refund' is not installed")
     restarted = engine_of(workflows, engine.checkpointer, engine.documents)
