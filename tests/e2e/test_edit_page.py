@@ -4,6 +4,7 @@ now are marked as such and cannot be edited."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
@@ -103,3 +104,30 @@ def test_messages_only_the_summary_carries_are_marked_and_not_editable(
     expect(last).to_contain_text("hello three")
     expect(last).not_to_have_class("summarised")
     expect(last.get_by_role("button", name="Edit this message: hello three")).to_be_visible()
+
+
+def test_an_edits_mark_stays_in_sight_however_long_its_title(page: Any, fake_llm: FakeLLM) -> None:
+    # QA: the list cut titles at its width: an edit's "(edited)" was cut off with the rest,
+    # and the edit and its source looked alike.
+    fake_llm.script(Reply(content="First."), Reply(content="Second."), Reply(content="Edited."))
+    first = "please look into the order I placed last week for the garden furniture set"
+    page.goto("/")
+    say(page, first, "First.")
+    say(page, "and the second one", "Second.")
+    page.get_by_role("button", name="Edit this message: and the second one").click()
+    page.get_by_role("textbox", name="Edited message").fill("and the other one")
+    page.keyboard.press("Enter")
+    expect(page.locator(".answer[aria-busy='false']").last).to_have_text("Edited.")
+    fork = page.locator("#thread-list .thread").first
+    mark = fork.locator(".thread-edited")
+    expect(mark).to_have_text(" (edited)")
+    expect(mark).to_be_visible()
+    box, seen = fork.bounding_box(), mark.bounding_box()
+    assert box is not None
+    assert seen is not None
+    assert seen["x"] + seen["width"] <= box["x"] + box["width"]  # inside its button, in sight
+    name = fork.locator(".thread-name")
+    assert name.evaluate("e => e.scrollWidth > e.clientWidth")  # the rest of the title is cut
+    # The whole title (as the service cut it) in its tooltip.
+    whole = re.compile(r"^please look into the order I placed last week .*\u2026 \(edited\)$")
+    expect(fork.locator(".thread-title")).to_have_attribute("title", whole)

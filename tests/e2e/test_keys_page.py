@@ -304,6 +304,8 @@ def test_the_first_key_made_in_the_page_is_an_admin_key_and_the_page_signs_in_wi
     expect(page.locator("#key-made")).to_contain_text("needs a key from now on")
     expect(page.locator("#mode")).to_have_text("Not signed in")  # development mode is over
     expect(page.locator("#key-first")).to_be_hidden()
+    # QA: development mode's threads stayed listed (and would not open: a key is needed now).
+    expect(page.locator("#thread-list .thread")).to_have_count(0)
     token = made.inner_text()
 
     with page.expect_request("**/v1/me") as me:

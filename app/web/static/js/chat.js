@@ -3,7 +3,7 @@
 import * as api from "./api.js";
 import { approvalCard, settleCards } from "./approvals.js";
 import { el, renderMarkdown } from "./markdown.js";
-import { NEW_TITLE, clearThreadList, initThreadList, loadThreads, markOpen, remember, statusOf, titleOf, titles } from "./threadlist.js";
+import { EDITED, NEW_TITLE, clearThreadList, initThreadList, loadThreads, markOpen, remember, statusOf, titleOf, titles } from "./threadlist.js";
 import { Trace } from "./trace.js";
 
 export { loadThreads, setSeesAll } from "./threadlist.js";
@@ -222,8 +222,6 @@ async function resend(index, text) {
     resending = false;
   }
 }
-
-const EDITED = / \(edited(?: \d+)?\)$/;
 
 /** A fork made to edit a message is told apart from its source in the list (the service
  * copies the source's title): "<title> (edited)", or "(edited 2)"... when the list has that

@@ -211,6 +211,11 @@ document.addEventListener("DOMContentLoaded", () => {
     onClosed: () => {
       $("mode").textContent = "Not signed in";
       $("sign-in-toggle").hidden = false;
+      // The threads and approvals shown were development mode's: they need a key from now
+      // on (an admin's shows them again as everyone's).
+      forgetThreads();
+      clearInbox($("inbox"));
+      showCount(0);
     },
   });
   for (const tab of document.querySelectorAll(".tab")) tab.addEventListener("click", () => showView(tab.dataset.view));

@@ -12,6 +12,9 @@ export const titles = new Map();
  * conversation not yet sent). */
 export const NEW_TITLE = "New conversation";
 
+/** The mark of a thread made to edit a message ("<title> (edited)", "(edited 2)"...). */
+export const EDITED = / \(edited(?: \d+)?\)$/;
+
 /** A thread's title as shown: the service's, or, while the service has not named it yet (its
  * run's record not written when the page asked), the first message this page sent it. */
 export const titleOf = (t) => (t.title && t.title !== NEW_TITLE ? t.title : titles.get(t.thread_id) || t.title || "Untitled");
@@ -85,10 +88,22 @@ function threadItem(t, all = false) {
         "aria-current": t.thread_id === hooks.current() ? "true" : null,
         onclick: () => hooks.open(t.thread_id),
       },
-      el("span", { class: "thread-title" }, titleOf(t)),
+      titleSpan(titleOf(t)),
       all ? el("span", { class: "thread-owner" }, t.owner ? `by ${t.owner}` : "by the local user (no key)") : null,
       el("span", { class: "thread-time" }, new Date(t.updated * 1000).toLocaleString()),
     ),
+  );
+}
+
+/** A title cut to the list's width, its "(edited)" mark kept in sight (an edit's thread is
+ * told from its source by it), the whole title in its tooltip. */
+function titleSpan(title) {
+  const mark = title.match(EDITED)?.[0] ?? "";
+  return el(
+    "span",
+    { class: "thread-title", title },
+    el("span", { class: "thread-name" }, title.slice(0, title.length - mark.length)),
+    mark ? el("span", { class: "thread-edited" }, mark) : null,
   );
 }
 
