@@ -100,6 +100,8 @@ class ApprovalRequired:
     node: str
     summary: str
     data: Any = None
+    workflow: str = ""  # the workflow of the run that waits
+    asked: float | None = None  # when it came to wait (epoch seconds)
 
 
 @dataclass(frozen=True)

@@ -257,8 +257,8 @@ class RunDriver:
                 waiting = {**pending[0], **where, "thread_id": record.get("thread_id")}
                 waiting["asked"] = time.time()  # when it came to wait (the inbox says)
                 record.update(status="WAITING", waiting=waiting)
-                asked = {k: v for k, v in pending[0].items() if k != "interrupt_id"}
-                yield {"type": "approval_required", "run_id": run_id, **asked}
+                asked = {k: v for k, v in waiting.items() if k not in ("interrupt_id", "thread_id")}
+                yield {"type": "approval_required", **asked}
             elif rejected := _rejected(workflow.spec, values):  # ended by a person's "no"
                 record.update(status="CANCELLED", error=rejected)
             else:

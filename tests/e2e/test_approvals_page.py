@@ -32,6 +32,8 @@ def test_a_refund_started_from_chat_is_approved_from_the_inbox_after_a_reload(
     card = page.locator(".messages .approval")
     expect(card).to_contain_text("Approval needed")
     expect(card.locator(".approval-summary")).to_contain_text("ORD1002")
+    # QA: the live card said only its step; reloaded, also its workflow and when it asked.
+    expect(card).to_contain_text("workflow refund-request, step approve, asked ")
     said_waiting(page, card)
     trace = page.locator(".message.assistant .trace")
     trace.locator("summary").click()

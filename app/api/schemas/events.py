@@ -42,6 +42,8 @@ class ApprovalRequiredEvent(BaseModel):
     node: str = Field(description="The approval node.")
     summary: str = Field(description="What is to be approved.")
     data: Any = Field(description="The data behind it.")
+    workflow: str = Field(description="The workflow of the run that waits.")
+    asked: float | None = Field(description="When the run came to wait (epoch seconds).")
 
 
 class RouteDecidedEvent(BaseModel):

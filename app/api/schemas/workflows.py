@@ -226,6 +226,8 @@ class ApprovalRequiredData(BaseModel):
     node: str = Field(description="The approval node.")
     summary: str = Field(description="What is to be approved.")
     data: Any = Field(None, description="The data behind it.")
+    workflow: str = Field("", description="The workflow of the run that waits.")
+    asked: float | None = Field(None, description="When the run came to wait (epoch seconds).")
 
 
 class WorkflowWaitingData(BaseModel):
