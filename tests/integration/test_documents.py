@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -241,16 +241,6 @@ async def test_merges_at_once_each_keep_their_change_and_bring_back_nothing_dele
     assert await documents.get("thread", "t") is None  # whenever the merges ran
     assert await documents.find("thread", status="running") == []
     assert await documents.merge("thread", "t", {"x": 1}) is None
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A store URL two processes open, each with a connection of its own."""
-    if request.param == "sqlite":
-        yield sqlite_url(tmp_path / "store.sqlite")
-        return
-    with schema_url("docs") as url:
-        yield url
 
 
 def test_merges_from_two_processes_at_once_each_see_the_others_change(shared_store: str) -> None:

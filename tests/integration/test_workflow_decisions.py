@@ -5,9 +5,8 @@ was, and the run's next step runs once."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,11 +14,10 @@ import pytest
 from agents.errors import AlreadyDecided
 from agents.models import ModelGateway
 from agents.prompts import Prompts
-from agents.state.checkpointers import open_checkpointer, sqlite_url
+from agents.state.checkpointers import open_checkpointer
 from agents.state.documents import documents_for
 from agents.workflows.engine import WorkflowEngine
 from tests.fakellm import FakeLLM, Reply
-from tests.pgkit import schema_url
 from tests.workflowkit import Workflows
 
 ASK_THEN_WRITE = """
@@ -30,22 +28,6 @@ nodes:
   - {id: write, kind: llm, prompt: Say it is done.}
 outputs: {message: "{{ nodes.write.output }}"}
 """
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield sqlite_url(tmp_path / "store.sqlite")
-        return
-    with schema_url("decide") as url:
-        yield url
-
-
-@pytest.fixture
-async def gateway(model_settings: Any) -> AsyncIterator[ModelGateway]:
-    gateway = ModelGateway(model_settings.models())
-    yield gateway
-    await gateway.aclose()
 
 
 @asynccontextmanager
@@ -108,10 +90,10 @@ def _then_set(write: Any, written: asyncio.Event) -> Any:
 
 
 async def test_two_processes_deciding_one_approval_at_once_take_one_decision(
-    store_url: str, gateway: ModelGateway, fake_llm: FakeLLM
+    shared_store: str, gateway: ModelGateway, fake_llm: FakeLLM
 ) -> None:
     fake_llm.script(Reply(content="Done."))
-    async with process(store_url, gateway) as a, process(store_url, gateway) as b:
+    async with process(shared_store, gateway) as a, process(shared_store, gateway) as b:
         waiting = await a.run("ask-then-write", {})
         approval = waiting["waiting"]["approval_id"]
         together = read_together([a, b])
@@ -135,16 +117,16 @@ async def test_two_processes_deciding_one_approval_at_once_take_one_decision(
         assert stored["decided"] == [approval]
         assert stored["nodes"]["ok"]["output"]["by"] == winner
     assert len(fake_llm.requests) == 1  # the step after the gate ran once, not twice
-    if store_url.startswith("sqlite"):  # both read before either wrote: the race was run
+    if shared_store.startswith("sqlite"):  # both read before either wrote: the race was run
         assert together[:2] == [True, True], together
 
 
 @pytest.mark.parametrize("first", ["decision", "cancel"])
 async def test_a_cancel_and_a_decision_of_one_approval_at_once_in_two_processes_one_wins(
-    store_url: str, gateway: ModelGateway, fake_llm: FakeLLM, first: str
+    shared_store: str, gateway: ModelGateway, fake_llm: FakeLLM, first: str
 ) -> None:
     fake_llm.script(Reply(content="Done."))
-    async with process(store_url, gateway) as a, process(store_url, gateway) as b:
+    async with process(shared_store, gateway) as a, process(shared_store, gateway) as b:
         waiting = await a.run("ask-then-write", {})
         run_id, approval = waiting["id"], waiting["waiting"]["approval_id"]
         together = read_together([a, b], first=1 if first == "decision" else 0)
@@ -173,6 +155,6 @@ async def test_a_cancel_and_a_decision_of_one_approval_at_once_in_two_processes_
         assert (decided["status"], decided["outputs"]) == ("SUCCEEDED", {"message": "Done."})
         assert (stored["status"], stored["decided"]) == ("SUCCEEDED", [approval])
         assert len(fake_llm.requests) == 1
-    if store_url.startswith("sqlite"):  # no lease orders them: the first to write wins
+    if shared_store.startswith("sqlite"):  # no lease orders them: the first to write wins
         assert together[:2] == [True, True], together  # both read before either wrote
         assert isinstance(decided, BaseException) == (first == "cancel")

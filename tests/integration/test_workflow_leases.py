@@ -8,7 +8,6 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import psycopg
 import pytest
@@ -43,13 +42,6 @@ nodes:
 def postgres_url() -> Iterator[str]:
     with schema_url("leases") as url:
         yield url
-
-
-@pytest.fixture
-async def gateway(model_settings: Any) -> AsyncIterator[ModelGateway]:
-    gateway = ModelGateway(model_settings.models())
-    yield gateway
-    await gateway.aclose()
 
 
 @asynccontextmanager
