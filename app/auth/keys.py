@@ -38,6 +38,7 @@ def public_id(hashed: str) -> str:
 
 
 _PAGE = 500  # keys read at a time by a listing of all of them
+SHA256_HEX = r"^[0-9a-f]{64}$"  # a key kept by its SHA-256 only
 MAX_LIFE_S = 10 * 365 * 86400  # ten years: a key meant to live longer is one that never expires
 
 Revoked = Literal["revoked", "revoked_already", "from_settings", "unknown"]
@@ -94,7 +95,7 @@ class KeySpec(BaseModel):
     name: str = Field("", max_length=200, description="What the key is for.")
     token: str | None = Field(None, min_length=16, description="The key itself.")
     sha256: str | None = Field(
-        None, pattern=r"^[0-9a-f]{64}$", description="Or its SHA-256 (hex), to keep no secret."
+        None, pattern=SHA256_HEX, description="Or its SHA-256 (hex), to keep no secret."
     )
 
     @field_validator("scopes")

@@ -10,13 +10,12 @@ from fastapi.responses import JSONResponse
 
 from app.api.deps import Cursor, PrincipalDep, ServicesDep
 from app.api.errors import ApiError, error_responses
+from app.api.patterns import KEY_ID
 from app.api.schemas.admin import KeyCreate, KeyCreated, KeyList, KeyPublic, ReloadPublic
 from app.auth.guard import Gate
 from app.auth.keys import key_view
 
-KeyId = Annotated[
-    str, Path(pattern=r"^key_[0-9a-f]{12}$", description="The key's public id (key_...).")
-]
+KeyId = Annotated[str, Path(pattern=KEY_ID, description="The key's public id (key_...).")]
 
 log = structlog.get_logger(__name__)
 

@@ -14,6 +14,7 @@ from agents.errors import AttachmentNotFound, ThreadNotFound
 from agents.state.attachments import media_type_of
 from app.api.deps import PrincipalDep, ServicesDep, reach_thread
 from app.api.errors import ApiError, error_responses
+from app.api.patterns import ATTACHMENT_ID
 from app.api.routes.threads import NO_THREAD, ThreadId
 from app.api.schemas.thread_view import AttachmentPublic
 
@@ -120,7 +121,7 @@ async def get_attachment(
     services: ServicesDep,
     principal: PrincipalDep,
     thread_id: ThreadId,
-    attachment_id: Annotated[str, Path(pattern=r"^att_[0-9a-f]{1,64}$")],
+    attachment_id: Annotated[str, Path(pattern=ATTACHMENT_ID)],
 ) -> FileResponse:
     """One file of the thread."""
     try:

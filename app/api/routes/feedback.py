@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from agents.errors import RunNotFound
 from app.api.deps import PrincipalDep, ServicesDep, reach_thread
 from app.api.errors import error_responses
+from app.api.patterns import FEEDBACK_RUN_ID
 from app.api.schemas.learning import FeedbackPublic, FeedbackRequest, LearnedExamplePublic
 from app.api.schemas.threads import THREAD_ID_PATTERN
 
@@ -18,7 +19,7 @@ router = APIRouter(prefix="/v1/threads", tags=["threads"], default_response_clas
 ThreadId = Annotated[str, Path(pattern=THREAD_ID_PATTERN, description="The thread's id.")]
 RunId = Annotated[
     str,
-    Path(pattern=r"^[A-Za-z0-9-]{1,64}$", description="The run's id (`run_finished` carries it)."),
+    Path(pattern=FEEDBACK_RUN_ID, description="The run's id (`run_finished` carries it)."),
 ]
 
 

@@ -27,6 +27,7 @@ from app.api.deps import (
 )
 from app.api.errors import ApiError, error_responses
 from app.api.openapi import named_events
+from app.api.patterns import RUN_ID
 from app.api.routes.threads import NO_THREAD, ThreadId
 from app.api.schemas.events import RUN_EVENTS
 from app.api.schemas.runs import RUN_HEADERS, ChatRunPublic, RunCreate, RunTracePublic
@@ -34,7 +35,7 @@ from app.api.sse import follow, follow_shared, run_stream
 from app.services import Services
 
 router = APIRouter(prefix="/v1/threads", tags=["runs"], default_response_class=JSONResponse)
-RunId = Annotated[str, Path(pattern=r"^[0-9a-f-]{36}$", description="The run's id.")]
+RunId = Annotated[str, Path(pattern=RUN_ID, description="The run's id.")]
 NO_RUN = "No such run of the thread, or it ended too long ago (`run_not_found`)."
 STOPPING = "This process is stopping (`shutting_down`): send the request again."
 EVENTS = {
