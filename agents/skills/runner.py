@@ -1,17 +1,14 @@
-"""Tier 3: call a skill's tool — validate, import the handler lazily, run with a timeout, trim
-(where the handler runs: its worker process, or its handler thread)."""
+"""Tier 3: call a skill's tool — find it, validate its arguments, make a side-effecting call
+once per key (``once.py``), run its handler within its timeout where it runs (a worker process,
+``workers.py``, or a handler thread of this process, ``inprocess.py``), adopt the files it made
+(``files.py``) and trim its result; every failure becomes a tool error the model can read."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import inspect
 import json
-import re
-import threading
 import time
-import types
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,29 +27,21 @@ from agents.errors import (
 from agents.skills.arguments import parse_arguments
 from agents.skills.cgroups import WorkerGroups
 from agents.skills.context import ToolContext
+from agents.skills.files import adopt_files, hand_over
+from agents.skills.inprocess import InProcessHandlers
 from agents.skills.loader import Skill
 from agents.skills.once import KeyedCall, OnceCalls
+from agents.skills.packages import sibling_hint, skill_package
 from agents.skills.registry import SkillRegistry
-from agents.skills.results import (
-    MadeFile,
-    ToolResult,
-    called,
-    effective_limits,
-    made,
-    result_of,
-    tool_error,
-)
+from agents.skills.results import ToolResult, effective_limits, made, result_of, tool_error
 from agents.skills.spec import ResultLimits, ToolSpec
-from agents.skills.threads import HandlerThreads
 from agents.skills.trimming import Trimmed, has_files
-from agents.skills.worker import import_handler
 from agents.skills.workers import WorkerCall, WorkerPool
-from agents.state.attachments import AttachmentStore, media_type_of
+from agents.state.attachments import AttachmentStore
 from agents.state.calls import CallJournal
 
 log = structlog.get_logger(__name__)
-_IMPORT_TIMEOUT_S = 60.0
-HANDED_MAX_BYTES = 16 * 2**20  # files a direct call returns with its result, in all
+_IMPORT_TIMEOUT_S = 60.0  # a handler module that takes longer to load failed
 _IMPORT_RETRY_S = 60.0  # a handler module that failed to load is tried again after this
 
 
@@ -81,9 +70,7 @@ class ToolRunner:
         self.data_dir = data_dir
         self.trusted = trusted
         self._refused: set[str] = set()  # skills told they run in a worker instead
-        self._modules: dict[tuple[str, str, str], types.ModuleType] = {}
-        self._lock = threading.Lock()
-        self._threads = HandlerThreads()
+        self._local = InProcessHandlers(self._imported)
         self._workers = WorkerPool(groups=WorkerGroups.find() if cgroups else None)
         self.once = OnceCalls()  # side-effecting calls, once per key (``journal``)
         # Where files a handler makes become its thread's attachments (the service sets it).
@@ -208,7 +195,9 @@ class ToolRunner:
         limits = effective_limits(skill.config.limits, spec.limits)
         try:
             if self._in_process(skill):
-                value = await self._in_thread(skill, spec, args, context, limits, started)
+                value = await self._local.call(
+                    skill, spec, args, context, limits, started, _IMPORT_TIMEOUT_S
+                )
             else:
                 value = await self._in_worker(skill, spec, args, context, limits)
         except TimeoutError:
@@ -220,7 +209,7 @@ class ToolRunner:
             log.warning("tool.import_failed", skill=skill.name, tool=tool_name, error=str(exc))
             why = (
                 f"the handler of skill {skill.name!r} could not be loaded ({exc}"
-                f"{_sibling_hint(skill, str(exc))}); it is tried again in "
+                f"{sibling_hint(skill, str(exc))}); it is tried again in "
                 f"{_IMPORT_RETRY_S:g} s, or when the skill changes"
             )
             self._unloadable[module] = (time.monotonic() + _IMPORT_RETRY_S, why)
@@ -238,7 +227,7 @@ class ToolRunner:
             result = value
         else:  # files to adopt first, then trimmed off the loop (the value may be large)
             try:
-                value = await self._adopt_files(value, context)
+                value = await adopt_files(value, context, self.attachments)
             except ValueError as exc:
                 return tool_error(tool_name, "tool_failed", f"{tool_name}: {exc}", started)
             result = await asyncio.to_thread(result_of, tool_name, value, limits, started)
@@ -247,59 +236,20 @@ class ToolRunner:
             log.info("tool.called", skill=skill.name, tool=tool_name, ms=ms, truncated=truncated)
         return result
 
-    async def _adopt_files(self, value: Any, context: ToolContext) -> Any:
-        """Files a handler made (a result's ``files``: paths in its ``data_dir``, or
-        ``{"path", "caption"}``) become attachments of the thread, and the result the model
-        reads names each by attachment id instead of a path on the server. Without a thread
-        the paths stay, for ``handed_over`` (a direct caller) to replace.
-
-        Raises:
-            ValueError: a file outside the skill's data folder, or missing.
-        """
-        files = value.get("files") if isinstance(value, dict) else None
-        if not files or self.attachments is None or not context.thread_id:
-            return value
-        adopted, specs = [], _file_specs(files)
-        for spec in specs:
-            path = await asyncio.to_thread(_own_file, context.data_dir, spec.get("path"))
-            made = await self.attachments.adopt(
-                context.thread_id,
-                path,
-                key=context.idempotency_key,
-                caption=str(spec.get("caption", "")),
-                run_id=context.run_id or "",
-            )
-            adopted.append({k: made.get(k) for k in ("id", "name", "media_type", "size")})
-        return {**_without_paths(value, specs), "files": adopted}
-
     async def handed_over(self, result: ToolResult) -> ToolResult:
         """The result of a direct call (the tool server's: no thread keeps the files a
         handler made) with those files read into ``files`` and named in its data instead
         of by their paths on the server. A file outside the skill's data folder, missing,
-        or beyond ``HANDED_MAX_BYTES`` in all fails the call. A call replayed from the
+        or beyond ``files.HANDED_MAX_BYTES`` in all fails the call. A call replayed from the
         journal reads them again."""
         if not result.ok or not has_files(result.data):
             return result
-        started = time.perf_counter() - result.ms / 1000
         try:
             skill, spec = self.registry.tool(result.tool)
         except SkillNotFound:
             return result
-        specs = _file_specs(result.data["files"])
-        data_dir = self.data_dir / "skills" / skill.name
-        try:
-            made = await asyncio.to_thread(_read_files, data_dir, specs)
-        except ValueError as exc:  # it ran (its side effects made): the files alone fail
-            why = f"{result.tool} ran, but its files cannot be returned: {exc}"
-            return tool_error(result.tool, "tool_failed", why, started)
-        named = [{"name": f.name, "media_type": f.media_type, "size": len(f.data)} for f in made]
-        for entry, file in zip(named, made, strict=True):
-            if file.caption:
-                entry["caption"] = file.caption
-        value = {**_without_paths(result.data, specs), "files": named}
         limits = effective_limits(skill.config.limits, spec.limits)
-        trimmed = await asyncio.to_thread(result_of, result.tool, value, limits, started)
-        return replace(trimmed, files=tuple(made) if trimmed.ok else ())
+        return await hand_over(result, self._data_dir(skill), limits)
 
     async def aclose(self) -> None:
         """Stop the worker processes, once the side effects under way have ended (for a
@@ -338,166 +288,24 @@ class ToolRunner:
         timeouts = (spec.timeout_s, _IMPORT_TIMEOUT_S)
         call = WorkerCall(module, function, args, context, *timeouts, limits.model_dump())
         return await self._workers.call(
-            skill, spec, _package(skill), call, lambda m: self.imported.append(f"{skill.name}:{m}")
+            skill, spec, skill_package(skill), call, partial(self._imported, skill.name)
         )
-
-    async def _in_thread(
-        self,
-        skill: Skill,
-        spec: ToolSpec,
-        args: dict[str, Any],
-        context: ToolContext,
-        limits: ResultLimits,
-        started: float,
-    ) -> Any:
-        """The handler's result from a handler thread of this process (``isolation: thread``),
-        trimmed there to ``limits`` right after the call (``ToolResult``), or its value when
-        it has files to adopt first. Async handlers run there too, on a loop of their own:
-        one that blocks cannot stall the service's."""
-        function = await self._load(skill, spec)
-        if "context" in inspect.signature(function).parameters:
-            args = {**args, "context": context}
-        if inspect.iscoroutinefunction(function):
-            call = partial(_run_coroutine, function, args, spec.timeout_s)
-        else:
-            call = partial(function, **args)
-        quota, trimmed = skill.config.concurrency, (spec.name, limits, started)
-        run = self._threads.run_for(skill.name, quota, called, call, *trimmed)
-        return await asyncio.wait_for(run, spec.timeout_s)
-
-    async def _load(self, skill: Skill, spec: ToolSpec) -> Any:
-        """The handler function, imported on first use."""
-        function = self._cached(skill, spec)
-        if function is not None:
-            return function
-        try:  # imported off the event loop: a slow import must not stall other requests
-            return await asyncio.wait_for(
-                self._threads.run(self._function, skill, spec), _IMPORT_TIMEOUT_S
-            )
-        except TimeoutError:
-            raise HandlerImportFailed(f"it did not load within {_IMPORT_TIMEOUT_S:g} s") from None
-        except HandlersBusy:
-            raise
-        except Exception as exc:
-            raise HandlerImportFailed(f"{type(exc).__name__}: {exc}") from None
 
     def _context(
         self, skill: Skill, spec: ToolSpec, key: str, thread_id: str | None, run_id: str | None
     ) -> ToolContext:
-        data_dir = self.data_dir / "skills" / skill.name
+        data_dir = self._data_dir(skill)
         if data_dir not in self._made:  # once: an existing dir costs a failed mkdir and a stat
             data_dir.mkdir(parents=True, exist_ok=True)
             self._made.add(data_dir)
         return ToolContext(skill.name, spec.name, skill.path, data_dir, key, thread_id, run_id)
 
-    def _cached(self, skill: Skill, spec: ToolSpec) -> Any:
-        module_name, function_name = spec.handler.split(":")
-        module = self._modules.get((skill.name, module_name, skill.fingerprint))
-        return None if module is None else getattr(module, function_name)
+    def _data_dir(self, skill: Skill) -> Path:
+        """The skill's own writable folder (``ToolContext.data_dir``)."""
+        return self.data_dir / "skills" / skill.name
 
-    def _function(self, skill: Skill, spec: ToolSpec) -> Any:
-        module_name, function_name = spec.handler.split(":")
-        key = (skill.name, module_name, skill.fingerprint)
-        with self._lock:
-            module = self._modules.get(key)
-            if module is None:
-                module = _import(skill, module_name)
-                self._modules = {
-                    k: v for k, v in self._modules.items() if k[:2] != key[:2]
-                }  # drop an older version of this skill
-                self._modules[key] = module
-                self.imported.append(f"{skill.name}:{module_name}")
-        return getattr(module, function_name)
-
-
-def _file_specs(files: Any) -> list[dict[str, Any]]:
-    """A result's ``files`` as ``{"path", "caption"?}`` each (a path alone, or a list)."""
-    return [
-        f if isinstance(f, dict) else {"path": f}
-        for f in (files if isinstance(files, list) else [files])
-    ]
-
-
-def _without_paths(value: dict[str, Any], specs: list[dict[str, Any]]) -> dict[str, Any]:
-    """``value`` without the fields and items, at any depth, that only repeat a file's path:
-    a server path means nothing to the model, the user or another agent."""
-    paths = {str(spec.get("path")) for spec in specs}
-
-    def kept(item: Any) -> Any:
-        if isinstance(item, dict):
-            return {k: kept(v) for k, v in item.items() if not _is_path(v, paths)}
-        if isinstance(item, list):
-            return [kept(v) for v in item if not _is_path(v, paths)]
-        return item
-
-    return {k: kept(v) for k, v in value.items() if k != "files" and not _is_path(v, paths)}
-
-
-def _is_path(item: Any, paths: set[str]) -> bool:
-    return isinstance(item, str) and item in paths
-
-
-def _read_files(data_dir: Path, specs: list[dict[str, Any]]) -> list[MadeFile]:
-    """The files ``specs`` name, read (each one of the skill's, see ``_own_file``).
-
-    Raises:
-        ValueError: a file not the skill's, or more than ``HANDED_MAX_BYTES`` in all.
-    """
-    paths = [_own_file(data_dir, spec.get("path")) for spec in specs]
-    total = sum(path.stat().st_size for path in paths)
-    if total > HANDED_MAX_BYTES:
-        raise ValueError(
-            f"the files it made come to {total:,} bytes, more than the "
-            f"{HANDED_MAX_BYTES:,} a call returns with its result"
-        )
-    return [
-        MadeFile(
-            path.name, media_type_of(path.name), path.read_bytes(), str(spec.get("caption") or "")
-        )
-        for spec, path in zip(specs, paths, strict=True)
-    ]
-
-
-def _own_file(data_dir: Path, path: Any) -> Path:
-    """``path`` resolved, if it is a file in ``data_dir`` (a handler may not hand out others).
-
-    Raises:
-        ValueError: naming the path.
-    """
-    resolved = Path(str(path or "")).resolve()
-    if not resolved.is_relative_to(data_dir.resolve()) or not resolved.is_file():
-        # Its name only: the server's folders are not the caller's to see.
-        name = Path(str(path or "")).name
-        raise ValueError(f"the file {name!r} is not a file in the skill's data folder")
-    return resolved
-
-
-def _sibling_hint(skill: Skill, error: str) -> str:
-    """For a module of the skill's own folder imported as a top-level one (``import
-    helpers``): how to import it (the folder is a package, not on ``sys.path``)."""
-    found = re.search(r"No module named '([A-Za-z_][A-Za-z0-9_]*)", error)
-    if found is None:
-        return ""
-    name = found.group(1)
-    if not ((skill.path / f"{name}.py").is_file() or (skill.path / name).is_dir()):
-        return ""
-    return f"; {name} is a module of the skill's folder: import it as `from .{name} import ...`"
-
-
-def _package(skill: Skill) -> str:
-    """The package a skill's folder becomes, so that a handler may import its siblings
-    relatively and two skills' ``handler`` modules never collide."""
-    return "_skilldesk_skill_" + re.sub(r"\W", "_", skill.name) + "_" + skill.fingerprint[:8]
-
-
-def _run_coroutine(function: Any, args: dict[str, Any], timeout_s: float) -> Any:
-    """Run an async handler to its end on a loop of this thread, cancelled at the timeout
-    when it yields."""
-    return asyncio.run(asyncio.wait_for(function(**args), timeout_s))
-
-
-def _import(skill: Skill, module_name: str) -> types.ModuleType:
-    return import_handler(_package(skill), str(skill.path), module_name, skill.code)
+    def _imported(self, skill: str, module: str) -> None:
+        self.imported.append(f"{skill}:{module}")
 
 
 def idempotency_key_of(

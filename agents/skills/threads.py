@@ -8,7 +8,7 @@ import contextvars
 import os
 import queue
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -120,18 +120,6 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
         future.set_result(result)
     else:
         future.set_exception(error)
-
-
-async def contained(call: Awaitable[Any]) -> Any:
-    """Await an async handler; SystemExit or KeyboardInterrupt becomes a HandlerExit.
-
-    Only the handler's own coroutine is covered: a task it spawns and never awaits is outside
-    (await what you start). CancelledError passes through: it is how the timeout stops it.
-    """
-    try:
-        return await call
-    except (SystemExit, KeyboardInterrupt) as exc:
-        raise _as_error(exc) from None
 
 
 def _as_error(exc: BaseException) -> BaseException:

@@ -77,7 +77,7 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")  # object's own text: <Foo object 
 
 def has_files(value: Any) -> bool:
     """Whether ``value`` names files the service adopts as attachments before it trims the
-    result (a result's ``files``: see ``ToolRunner._adopt_files``); such a value is trimmed
+    result (a result's ``files``: see ``files.adopt_files``); such a value is trimmed
     by the service, after that."""
     if not isinstance(value, dict) or "files" not in value:
         return False

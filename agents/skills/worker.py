@@ -229,7 +229,7 @@ def import_handler(
         parent = types.ModuleType(package)
         parent.__path__ = [path]
         sys.modules[package] = parent
-        if code:  # the code of the skill's earlier versions is let go (``_package``)
+        if code:  # the code of the skill's earlier versions is let go (``packages.skill_package``)
             kin = package.rpartition("_")[0]
             for earlier in [k for k in _KEPT.code if k.rpartition("_")[0] == kin]:
                 del _KEPT.code[earlier]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agents.skills import runner as runner_module
+from agents.skills import files as files_module
 from agents.skills.registry import SkillRegistry
 from agents.skills.runner import ToolRunner
 from bench.large_results import stall_during
@@ -242,7 +242,7 @@ async def test_a_direct_call_gets_the_files_read_never_their_paths_within_a_boun
     runner = ToolRunner(registry, tmp_path / "data")
     try:
         result = await runner.handed_over(await runner.call("make", {}))
-        monkeypatch.setattr(runner_module, "HANDED_MAX_BYTES", 1)
+        monkeypatch.setattr(files_module, "HANDED_MAX_BYTES", 1)
         too_big = await runner.handed_over(await runner.call("make", {}))
     finally:
         await runner.aclose()

@@ -16,8 +16,8 @@ from agents import yamlsafe
 from agents.errors import SkillLoadError, SkillNotFound
 from agents.skills import loader
 from agents.skills.loader import load_skill
+from agents.skills.packages import skill_package
 from agents.skills.registry import SkillRegistry
-from agents.skills.runner import _package
 from agents.skills.service import SkillService, SkillsOptions
 from agents.skills.worker import _KEPT, import_handler
 from tests.skillkit import FIXTURE_SKILLS, tool, write_skill
@@ -799,13 +799,14 @@ def test_handlers_are_imported_from_the_code_their_version_loaded_with(tmp_path:
     assert set(skill.code) == {"handler.py", "helpers.py"}
     (folder / "handler.py").write_text("def kept_answer(:\n")  # broken since
     (folder / "helpers.py").write_text("def word():\n    return 'edited '\n")
-    module = import_handler(_package(skill), str(folder), "handler", skill.code)
+    module = import_handler(skill_package(skill), str(folder), "handler", skill.code)
     assert module.kept_answer() == "kept beside"
     assert module.__file__ == str(folder / "handler.py")
     assert "def kept_answer():" in inspect.getsource(module.kept_answer)  # not the edit
     # The next version's code replaces this one's (not kept for every version imported).
     (folder / "handler.py").write_text("def kept_answer():\n    return 'next'\n")
     nearer = load_skill(folder)
-    module = import_handler(_package(nearer), str(folder), "handler", nearer.code)
+    module = import_handler(skill_package(nearer), str(folder), "handler", nearer.code)
     assert module.kept_answer() == "next"
-    assert [p for p in _KEPT.code if p.startswith(_package(skill)[:-8])] == [_package(nearer)]
+    kin = skill_package(skill)[:-8]  # the skill's packages, whatever their version
+    assert [p for p in _KEPT.code if p.startswith(kin)] == [skill_package(nearer)]
