@@ -213,13 +213,14 @@ def _files_in_folder(
 
 @cli.command()
 def graph(name: str, workflows_dir: WorkflowsDir = None) -> None:
-    """Print workflow NAME as a Mermaid flowchart."""
+    """Print workflow NAME as a Mermaid flowchart; exit 2 for a name that is not a workflow
+    that loads (as ``run`` does)."""
     registry = _registry(load_cli_settings(workflows_dir=workflows_dir), world=False)
     try:
         workflow = registry.get(name)
     except WorkflowNotFound as exc:
         typer.echo(f"skilldesk: {exc}", err=True)
-        raise typer.Exit(1) from None
+        raise typer.Exit(2) from None
     typer.echo(mermaid(workflow), nl=False)
 
 

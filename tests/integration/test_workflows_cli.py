@@ -274,7 +274,7 @@ def test_graph_prints_mermaid_and_names_close_matches(tmp_path: Path) -> None:
         "    alarms --> tell",
     ]
     missing = run("graph", "alarm-chek", tmp_path=tmp_path)
-    assert missing.returncode == 1
+    assert missing.returncode == 2  # a bad name, as `workflows run` says it
     assert "did you mean 'alarm-check'?" in missing.stderr
 
 
