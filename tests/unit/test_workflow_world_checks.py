@@ -178,6 +178,26 @@ def test_installed_world_tools_skills_profiles_and_workflows(tmp_path: Path) -> 
     ]  # fmt: skip
 
 
+def test_arguments_one_of_several_ways_requires(tmp_path: Path) -> None:
+    """A tool whose schema requires one of several argument sets (``anyOf``/``oneOf``) and
+    every part of an ``allOf``: a node giving none of the sets is refused at load."""
+    stock = {
+        "type": "object",
+        "anyOf": [{"required": ["sku"]}, {"required": ["query"]}],
+        "allOf": [{"required": ["warehouse"]}],
+        "properties": {"sku": {}, "query": {}, "warehouse": {}},
+    }
+    text = HEAD + "nodes:\n  - {id: stock, kind: tool, tool: get_stock, arguments: %s}\n"
+    found = problems(tmp_path, text % "{}", tools={"get_stock": stock})
+    assert [(p.node, p.message) for p in found] == [
+        ("stock", "arguments: tool 'get_stock' needs 'warehouse'"),
+        ("stock", "arguments: tool 'get_stock' needs 'sku' or 'query'"),
+    ]
+    given = "{query: monitor, warehouse: SH-01}"
+    loaded = load_workflow(write(tmp_path, text % given), tools={"get_stock": stock})
+    assert loaded.name == "demo"
+
+
 def test_the_installed_world_is_checked_only_when_given(tmp_path: Path) -> None:
     assert load_workflow(write(tmp_path, INSTALLED_HEAD)).name == "demo"
 

@@ -156,7 +156,10 @@ def _arguments(node: ToolNode, at: str, schema: Mapping[str, Any]) -> list[Findi
                         + suggest(name, properties, "its arguments"),
                     )
                 )
-    missing = [r for r in schema.get("required") or () if r not in node.arguments]
+    required = [*(schema.get("required") or ())]
+    for part in schema.get("allOf") or ():  # every part's required names are required
+        required += [r for r in (part.get("required") or ()) if r not in required]
+    missing = [r for r in required if r not in node.arguments]
     if missing:
         found.append(
             (
@@ -165,4 +168,11 @@ def _arguments(node: ToolNode, at: str, schema: Mapping[str, Any]) -> list[Findi
                 f"arguments: tool {node.tool!r} needs {', '.join(map(repr, missing))}",
             )
         )
+    for key in ("anyOf", "oneOf"):  # alternatives: the arguments must meet one's names
+        ways = [tuple(part.get("required") or ()) for part in schema.get(key) or ()]
+        if ways and all(ways) and not any(set(way) <= node.arguments.keys() for way in ways):
+            either = " or ".join(" and ".join(map(repr, way)) for way in ways)
+            found.append(
+                (node.id, f"{at}.arguments", f"arguments: tool {node.tool!r} needs {either}")
+            )
     return found
