@@ -4,6 +4,7 @@ a fork (a new thread from a checkpoint, with its transcript and traces). A base 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import structlog
@@ -11,12 +12,17 @@ import structlog
 from agents.errors import CheckpointNotFound, ThreadBusy, ThreadNotFound
 from agents.memory.summaries import summarised_count
 from agents.state.migrations import migrate
-from agents.state.records import ThreadRecord
+from agents.state.records import DEFAULT_TITLE, ThreadRecord
 from agents.state.steps import history_entry
 from agents.threads.records import ThreadRecordsBase, checkpoint_at
 from agents.threads.records import new_thread_id as make_thread_id
 
 log = structlog.get_logger("agents.threads")  # the threads' log, as before
+
+TITLE_MAX = 200  # as a title the API takes (``ThreadPatch``)
+# A fork's mark: "<title> (fork)", "<title> (edited)", "(edited 2)" when that is taken...
+FORK_MARK = re.compile(r" \((?:fork|edited)(?: \d+)?\)$")
+TITLES_SEEN = 500  # the owner's newest threads a fork's name is told apart from
 
 
 class ThreadCheckpoints(ThreadRecordsBase):
@@ -87,11 +93,17 @@ class ThreadCheckpoints(ThreadRecordsBase):
         *,
         new_thread_id: str | None = None,
         owner: str | None = None,
+        title: str | None = None,
+        edit: bool = False,
     ) -> ThreadRecord:
         """A new thread whose state is the thread's at ``checkpoint_id``; the original is
         not touched. Forking where an earlier message was sent, then sending an edited
         message to the fork, is how a message is edited. A fork mid-turn has that
         checkpoint's ``next`` steps still to run: resuming the fork runs them.
+
+        The fork is named ``title`` when given, else told apart from its source in a listing:
+        ``"<source title> (fork)"``, or ``"(edited)"`` for an ``edit``, numbered (``"(edited
+        2)"``...) when the owner has a thread of that name already (see ``fork_title``).
 
         Raises:
             ThreadNotFound / CheckpointNotFound: nothing to fork from.
@@ -137,10 +149,33 @@ class ThreadCheckpoints(ThreadRecordsBase):
         made = await self.records.create(
             target,
             owner=owner if owner is not None else source.get("owner"),
-            title=source.get("title"),
+            title=title.strip() if title else await self.fork_title(source, owner, edit=edit),
             messages=count,
             forked_from={"thread_id": thread_id, "checkpoint_id": checkpoint_id},
         )
         if made is None:  # another caller made a thread of that id meanwhile: never taken
             raise ThreadBusy(f"thread {target!r} exists already", code="thread_exists")
         return made
+
+    async def fork_title(
+        self, source: ThreadRecord, owner: str | None = None, *, edit: bool = False
+    ) -> str:
+        """A fork's default title: its source's, its mark (a fork's or an edit's) taken off,
+        then `` (fork)`` or `` (edited)``, or `` (edited 2)``... when one of the owner's
+        newest threads (``TITLES_SEEN``) has that name; cut to ``TITLE_MAX`` with its mark
+        whole. A source not named yet gives its default title: the fork's first message
+        names it, as any thread's."""
+        title = source.get("title") or DEFAULT_TITLE
+        base = FORK_MARK.sub("", title)
+        if not base.strip() or base == DEFAULT_TITLE:
+            return DEFAULT_TITLE
+        whose = owner if owner is not None else source.get("owner")
+        taken = {t.get("title") for t in await self.records.find(owner=whose, limit=TITLES_SEEN)}
+        mark = "edited" if edit else "fork"
+        n = 1
+        while True:
+            suffix = f" ({mark})" if n == 1 else f" ({mark} {n})"
+            named = base[: TITLE_MAX - len(suffix)].rstrip() + suffix
+            if named not in taken:
+                return named
+            n += 1

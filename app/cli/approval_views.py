@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from agents.workflows.records import approval_node, decision_taken
+from app.api.schemas.workflows import RunPublic
 
 
 def pending_view(
@@ -58,6 +59,12 @@ def past_view(run: dict[str, Any], approval_id: str) -> dict[str, Any]:
         ),
         "error": run.get("error") if status == "withdrawn" else None,
     }
+
+
+def run_view(record: dict[str, Any]) -> dict[str, Any]:
+    """A decided run as ``POST /v1/approvals/{id}`` answers it (``RunPublic``): never the
+    record's own bookkeeping (its definition's fingerprint, checkpoint, starter...)."""
+    return RunPublic.model_validate(record).model_dump(mode="json")
 
 
 def status_words(found: dict[str, Any]) -> str:

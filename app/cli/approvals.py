@@ -32,6 +32,7 @@ from app.cli.approval_views import (
     nodes_ran,
     past_view,
     pending_view,
+    run_view,
     status_words,
     when,
 )
@@ -238,8 +239,8 @@ def _decide(
     except KeyboardInterrupt:
         typer.echo(f"skilldesk: {_interrupted(approval_id, started, settings)}", err=True)
         raise typer.Exit(130) from None
-    if as_json:
-        typer.echo(json.dumps(record, ensure_ascii=False, default=str))
+    if as_json:  # as the HTTP API answers a decision
+        typer.echo(json.dumps(run_view(record), ensure_ascii=False))
     else:
         typer.echo(f"{'approved' if approved else 'rejected'} {approval_id}")
         for node, mark in nodes_ran(before, record):

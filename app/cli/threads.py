@@ -12,9 +12,11 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from langchain_core.messages import BaseMessage
+from pydantic import ValidationError
 
 from agents.errors import ThreadBusy
 from agents.memory.summaries import summarised_count
+from app.api.schemas.threads import ThreadPatch
 from app.cli.common import (
     DataDir,
     JsonFlag,
@@ -200,6 +202,20 @@ def fork(
         ),
     ] = None,
     to: Annotated[str | None, typer.Option("--to", help="The new thread's id.")] = None,
+    title: Annotated[
+        str | None,
+        typer.Option(
+            "--title",
+            help="The new thread's title (default: THREAD_ID's with '(fork)' after it, or "
+            "'(edited)' with --edit, numbered when taken: '(edited 2)').",
+        ),
+    ] = None,
+    edit: Annotated[
+        bool,
+        typer.Option(
+            "--edit", help="For an edited message: name it '<title> (edited)', not '(fork)'."
+        ),
+    ] = False,
     checkpoint_url: StoreUrl = None,
     data_dir: DataDir = None,
     as_json: JsonFlag = False,
@@ -208,20 +224,31 @@ def fork(
     --checkpoint or --before-message."""
     if (checkpoint is None) == (before_message is None):
         raise typer.BadParameter("give exactly one of --checkpoint and --before-message")
+    if title is not None:
+        try:  # as the API takes a title
+            ThreadPatch(title=title)
+        except ValidationError:
+            raise typer.BadParameter(
+                "a title is one line of 1 to 200 characters, not only spaces",
+                param_hint="--title",
+            ) from None
 
     async def forked(services: Any) -> Any:
         at = checkpoint
         if at is None:
             assert before_message is not None
             at = await services.threads.checkpoint_before(thread_id, before_message)
-        return await services.threads.fork(thread_id, at, new_thread_id=to)
+        return await services.threads.fork(thread_id, at, new_thread_id=to, title=title, edit=edit)
 
     record = _run(checkpoint_url, data_dir, forked)
     if as_json:
         _echo_json(record)
         return
     source = record.get("forked_from") or {}
-    typer.echo(f"forked {thread_id}@{source.get('checkpoint_id')} -> {record['thread_id']}")
+    typer.echo(
+        f"forked {thread_id}@{source.get('checkpoint_id')} -> {record['thread_id']}  "
+        f"{record.get('title')}"
+    )
 
 
 @cli.command()

@@ -3,11 +3,13 @@ real `skilldesk serve` process with the bundled skills and workflows and the scr
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.fakellm import FakeLLM
@@ -102,3 +104,20 @@ def screenshot(page: Any, name: str) -> None:
     if os.environ.get("UPDATE_SCREENSHOTS") == "1":
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         (SCREENSHOTS / f"{name}.png").write_bytes(image)
+
+
+def run_time(service: Service, thread_id: str, run_id: str) -> str:
+    """How long a run took as a trace's summary says it: from the times its kept trace
+    records (the run's own, not the page's), "40 ms" under a second, "1.2 s" from one on."""
+    record = httpx.get(f"{service.url}/v1/threads/{thread_id}/runs/{run_id}/trace").json()
+    seconds = record["ended"] - record["started"]
+    ms = math.floor(seconds * 1000 + 0.5)  # as the page's Math.round
+    if ms < 1:
+        return "< 1 ms"
+    return f"{ms} ms" if ms < 1000 else f"{seconds:.1f} s"
+
+
+def answered_by(service: Service, thread_id: str) -> list[str]:
+    """The runs of a thread's answers, oldest first (each answer's ``run_id``)."""
+    view = httpx.get(f"{service.url}/v1/threads/{thread_id}").json()
+    return [m["run_id"] for m in view["messages"] if m.get("run_id")]

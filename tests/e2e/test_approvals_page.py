@@ -89,6 +89,9 @@ def approve_from_the_inbox(page: Any, order: str) -> None:
     told.locator(".trace summary").click()
     # The approval step was decided: no time of its own (that of the node resuming) shown.
     expect(told.locator(".steps")).to_contain_text("refund-request · approve — decided")
+    # QA: folded, it said "(0.0 s)": the nodes after the decision took some milliseconds.
+    took = re.compile(r"^How this answer was reached \((< 1 ms|\d+ ms|[1-9]\d*\.\d s)\)$")
+    expect(told.locator(".trace summary")).to_have_text(took)
     expect(told.locator(".graph svg g.node.done").first).to_be_visible()
 
 

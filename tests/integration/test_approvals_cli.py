@@ -22,6 +22,7 @@ from fastapi.testclient import TestClient
 
 from agents.state.checkpointers import open_checkpointer, sqlite_url
 from agents.state.documents import documents_for
+from app.api.schemas.workflows import RunPublic
 from app.main import create_app
 from app.services import open_services
 from tests.fakellm import FakeLLM, Reply
@@ -224,6 +225,11 @@ def test_a_run_with_two_gates_waits_again_then_its_model_node_runs(
         "SUCCEEDED",
         {"message": "Both approvals were given."},
     )
+    # QA: --json printed the run's stored record, its bookkeeping too (`fingerprint`,
+    # `checkpoint`, `via`, `decided`, `user`): the public shape, as POST /v1/approvals/{id}.
+    assert set(record) == set(RunPublic.model_fields)
+    assert not {"fingerprint", "checkpoint", "via", "decided", "user"} & set(record)
+    assert record == RunPublic.model_validate(record).model_dump(mode="json")
     assert [n for n, s in record["nodes"].items() if s["status"] == "done"] == [
         "first",
         "second",

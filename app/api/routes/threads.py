@@ -167,8 +167,10 @@ async def fork_thread(
     thread_id: ThreadId,
     body: ForkRequest,
 ) -> ThreadRecordPublic:
-    """A new thread from one checkpoint of this one (the original is untouched). To edit an
-    earlier message: fork with ``before_message`` (its index), then send the edited one."""
+    """A new thread from one checkpoint of this one (the original is untouched), named
+    ``title``, else the source's title with ``(fork)`` after it (``(edited)`` with ``edit``;
+    ``(edited 2)``... when the user has a thread of that name). To edit an earlier message:
+    fork with ``before_message`` (its index) and ``edit``, then send the edited one."""
     await reach_thread(services, principal, thread_id)
     checkpoint = body.checkpoint_id
     if checkpoint is None:
@@ -176,7 +178,12 @@ async def fork_thread(
         checkpoint = await services.threads.checkpoint_before(thread_id, body.before_message)
     with _id_taken(body.thread_id):
         record = await services.threads.fork(
-            thread_id, checkpoint, new_thread_id=body.thread_id, owner=owner
+            thread_id,
+            checkpoint,
+            new_thread_id=body.thread_id,
+            owner=owner,
+            title=body.title,
+            edit=body.edit,
         )
     return ThreadRecordPublic.model_validate(record)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 THREAD_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
@@ -36,6 +36,14 @@ def _one_line(title: str | None) -> str | None:
 
 
 OneLine = AfterValidator(_one_line)
+
+
+def _whole(value: object) -> object:
+    """A whole number sent as a float (``2.0``) is the integer JSON Schema says it is."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+WholeNumber = BeforeValidator(_whole)
 
 
 class ThreadRecordPublic(BaseModel):
@@ -140,7 +148,7 @@ class ForkRequest(BaseModel):
         description="The checkpoint to start from (`GET .../history` lists them). This or "
         "`before_message` is required: forking is never a silent copy of the latest state.",
     )
-    before_message: int | None = Field(
+    before_message: Annotated[int | None, WholeNumber] = Field(
         None,
         ge=0,
         le=10_000_000,
@@ -149,6 +157,21 @@ class ForkRequest(BaseModel):
     )
     thread_id: str | None = Field(
         None, pattern=THREAD_ID_PATTERN, description="The new thread's id (default: made up)."
+    )
+    title: Annotated[str | None, OneLine] = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        pattern=r"\S",
+        description="The new thread's title: one line of text (default: the source's with "
+        "`(fork)` after it, or `(edited)` with `edit`, numbered when the user has a thread "
+        "of that name: `(edited 2)`).",
+        json_schema_extra={"pattern": SOME_TEXT},
+    )
+    edit: bool = Field(
+        False,
+        description="The fork is for an edited message (sent to it next): named "
+        "`<source title> (edited)` rather than `(fork)`, when no `title` is given.",
     )
 
     @model_validator(mode="after")

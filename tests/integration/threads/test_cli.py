@@ -62,15 +62,22 @@ def test_list_show_history_fork_prune_and_delete(thread_settings: Any, fake_llm:
         thread_settings, "fork", "colours", "--checkpoint", first_turn["checkpoint_id"], "--to", "b"
     )
     assert forked.returncode == 0, forked.stderr
-    assert "-> b" in forked.stdout
+    # QA: a fork kept its source's exact title: the two looked alike in every listing.
+    assert "-> b  My colour is blue. (fork)" in forked.stdout
     assert json.loads(cli(thread_settings, "show", "b", "--json").stdout)["messages"] == 2
     by_index = cli(
-        thread_settings, "fork", "colours", "--before-message", "2", "--to", "c", "--json"
+        thread_settings, "fork", "colours", "--before-message", "2", "--to", "c", "--edit", "--json"
     )
     assert by_index.returncode == 0, by_index.stderr
-    assert (
-        json.loads(by_index.stdout)["forked_from"]["checkpoint_id"] == first_turn["checkpoint_id"]
-    )
+    made = json.loads(by_index.stdout)
+    assert made["forked_from"]["checkpoint_id"] == first_turn["checkpoint_id"]
+    assert made["title"] == "My colour is blue. (edited)"
+    named = cli(thread_settings, "fork", "colours", "--before-message", "2", "--title", "Mine")
+    assert named.returncode == 0, named.stderr
+    assert named.stdout.endswith("  Mine\n")
+    refused_title = cli(thread_settings, "fork", "colours", "--before-message", "2", "--title", " ")
+    assert refused_title.returncode == 2
+    assert "--title" in refused_title.stderr
     bad = cli(thread_settings, "fork", "colours", "--checkpoint", "nope")
     assert bad.returncode == 1
     assert "no checkpoint 'nope'" in bad.stderr
@@ -88,7 +95,8 @@ def test_list_show_history_fork_prune_and_delete(thread_settings: Any, fake_llm:
     assert refused.returncode != 0
     assert cli(thread_settings, "delete", "other", "--yes").returncode == 0
     remaining = [t["thread_id"] for t in json.loads(cli(thread_settings, "list", "--json").stdout)]
-    assert sorted(remaining) == ["b", "c", "colours"]
+    assert len(remaining) == 4  # the one named "Mine" with an id made up
+    assert {"b", "c", "colours"} < set(remaining)
     missing = cli(thread_settings, "show", "other")
     assert missing.returncode == 1
     assert "There is no thread 'other'" in missing.stderr

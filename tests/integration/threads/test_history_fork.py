@@ -144,6 +144,54 @@ def test_an_earlier_message_is_edited_by_its_index(client: TestClient, fake_llm:
     assert "start a new thread" in first["error"]["message"]
 
 
+def test_a_fork_is_named_apart_from_its_source_an_edit_as_edited(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    # QA: only the page renamed an edit's thread; an API or CLI fork kept its source's exact
+    # title, so the two looked alike in every listing.
+    fake_llm.script(Reply(content="Blue noted."), Reply(content="Blue."))
+    say(client, "src", "My colour is blue.")
+    say(client, "src", "What is my colour?")
+    latest = client.get("/v1/threads/src/history").json()["data"][0]["checkpoint_id"]
+
+    def fork(thread_id: str = "src", **body: Any) -> dict[str, Any]:
+        made = client.post(f"/v1/threads/{thread_id}/fork", json=body)
+        assert made.status_code == 201, made.text
+        found: dict[str, Any] = made.json()
+        return found
+
+    base = "My colour is blue."
+    edited = fork(before_message=2, edit=True)
+    assert edited["title"] == f"{base} (edited)"
+    assert fork(before_message=2, edit=True)["title"] == f"{base} (edited 2)"
+    # An edit of an edit is numbered on from its source's name, not marked twice.
+    assert fork(edited["thread_id"], before_message=2, edit=True)["title"] == f"{base} (edited 3)"
+    assert fork(checkpoint_id=latest)["title"] == f"{base} (fork)"
+    assert fork(checkpoint_id=latest)["title"] == f"{base} (fork 2)"
+    assert fork(checkpoint_id=latest, title=" Mine ", edit=True)["title"] == "Mine"
+    listed = {t["thread_id"]: t["title"] for t in client.get("/v1/threads").json()["data"]}
+    assert listed[edited["thread_id"]] == f"{base} (edited)"
+    assert sorted(listed.values()) == sorted(
+        [
+            base,
+            "Mine",
+            *(f"{base} (edited{n})" for n in ("", " 2", " 3")),
+            *(f"{base} (fork{n})" for n in ("", " 2")),
+        ]
+    )
+    for title in ("", "  ", "two\nlines", "x" * 201):
+        refused = client.post(
+            "/v1/threads/src/fork", json={"checkpoint_id": latest, "title": title}
+        )
+        assert refused.status_code == 400, (title, refused.text)
+    # A long title keeps its mark whole, within the 200 characters a title may have.
+    assert client.patch("/v1/threads/src", json={"title": "y" * 200}).status_code == 200
+    long = fork(before_message=2, edit=True)["title"]
+    assert (len(long), long[-9:]) == (200, " (edited)")
+    # A whole number sent as a float is the integer the schema says it is (the fuzzer sent one).
+    assert fork(before_message=2.0)["messages"] == 2
+
+
 def test_resume_with_nothing_left_to_run_is_a_conflict(
     client: TestClient, fake_llm: FakeLLM
 ) -> None:

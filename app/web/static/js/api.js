@@ -72,8 +72,9 @@ export const threads = {
   get: (id) => json("GET", `/v1/threads/${enc(id)}`),
   rename: (id, title) => json("PATCH", `/v1/threads/${enc(id)}`, { json: { title } }),
   remove: (id) => json("DELETE", `/v1/threads/${enc(id)}`),
-  /** A new thread holding what came before message `index`: there, an edited one is sent. */
-  forkBefore: (id, index) => json("POST", `/v1/threads/${enc(id)}/fork`, { json: { before_message: index } }),
+  /** A new thread holding what came before message `index`: there, an edited one is sent. The
+   * service names it "<title> (edited)", "(edited 2)"... to tell it from its source. */
+  forkBefore: (id, index) => json("POST", `/v1/threads/${enc(id)}/fork`, { json: { before_message: index, edit: true } }),
   attachments: (id) => json("GET", `/v1/threads/${enc(id)}/attachments`),
   /** How an earlier answer was reached: its run's kept events (tokens left out). */
   trace: (id, runId) => json("GET", `/v1/threads/${enc(id)}/runs/${enc(runId)}/trace`),

@@ -3,7 +3,7 @@
 import * as api from "./api.js";
 import { approvalCard, settleCards } from "./approvals.js";
 import { el, renderMarkdown } from "./markdown.js";
-import { EDITED, NEW_TITLE, clearThreadList, initThreadList, loadThreads, markOpen, remember, statusOf, titleOf, titles } from "./threadlist.js";
+import { NEW_TITLE, clearThreadList, initThreadList, loadThreads, markOpen, remember, statusOf, titleOf, titles } from "./threadlist.js";
 import { Trace } from "./trace.js";
 
 export { loadThreads, setSeesAll } from "./threadlist.js";
@@ -211,7 +211,6 @@ async function resend(index, text) {
   try {
     // Before the first message there is nothing to keep: the edit starts a thread of its own.
     const fork = index === 0 ? null : await api.threads.forkBefore(current, index);
-    if (fork) await nameEdit(fork);
     await openThread(fork ? fork.thread_id : null);
     if (fork && current !== fork.thread_id) return; // it could not be opened (said already)
     $("message").value = text;
@@ -220,25 +219,6 @@ async function resend(index, text) {
     report(error);
   } finally {
     resending = false;
-  }
-}
-
-/** A fork made to edit a message is told apart from its source in the list (the service
- * copies the source's title): "<title> (edited)", or "(edited 2)"... when the list has that
- * name already. A rename refused leaves the copied title: the edit still goes. */
-async function nameEdit(fork) {
-  const base = (fork.title || "").replace(EDITED, "");
-  if (!base || base === NEW_TITLE) return; // not named yet: its first message will
-  const listed = new Set([...document.querySelectorAll("#thread-list .thread-title")].map((t) => t.textContent));
-  let title;
-  for (let n = 1; !title || listed.has(title); n++) {
-    const suffix = n === 1 ? " (edited)" : ` (edited ${n})`;
-    title = base.slice(0, 200 - suffix.length).trimEnd() + suffix; // the service's limit: 200
-  }
-  try {
-    await api.threads.rename(fork.thread_id, title);
-  } catch {
-    // the edit matters more than its title
   }
 }
 

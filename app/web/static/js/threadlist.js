@@ -12,8 +12,9 @@ export const titles = new Map();
  * conversation not yet sent). */
 export const NEW_TITLE = "New conversation";
 
-/** The mark of a thread made to edit a message ("<title> (edited)", "(edited 2)"...). */
-export const EDITED = / \(edited(?: \d+)?\)$/;
+/** The mark the service gives a fork: "<title> (edited)", "(edited 2)"... for one made to
+ * edit a message, "(fork)", "(fork 2)"... for another. */
+export const FORKED = / \((?:edited|fork)(?: \d+)?\)$/;
 
 /** A thread's title as shown: the service's, or, while the service has not named it yet (its
  * run's record not written when the page asked), the first message this page sent it. */
@@ -95,10 +96,10 @@ function threadItem(t, all = false) {
   );
 }
 
-/** A title cut to the list's width, its "(edited)" mark kept in sight (an edit's thread is
+/** A title cut to the list's width, its "(edited)" or "(fork)" mark kept in sight (a fork is
  * told from its source by it), the whole title in its tooltip. */
 function titleSpan(title) {
-  const mark = title.match(EDITED)?.[0] ?? "";
+  const mark = title.match(FORKED)?.[0] ?? "";
   return el(
     "span",
     { class: "thread-title", title },

@@ -24,7 +24,7 @@ export class Trace {
     this.errors = [];
     this.usage = null;
     this.started = performance.now();
-    this.seconds = null;
+    this.seconds = null; // how long the run took; null: not known (no time is shown)
     this.loading = null; // an earlier answer's trace, being fetched
     this.kept = false; // an earlier answer's (stored): timed by the run's record
     this.body = el("div", { class: "trace-body" });
@@ -60,8 +60,24 @@ export class Trace {
   /** Show a run's kept events, with the run's own times. */
   replay(record) {
     for (const { type, data } of record.events) this.add(type, data);
-    if (record.started && record.ended) this.seconds = record.ended - record.started;
+    this.seconds = runSeconds(record);
     this.render();
+  }
+
+  /** Once a live run has ended: its time as the service kept it, as its trace says after a
+   * reload (the page's clock also counts the request and the stream, or only runs from a
+   * join). Its trace not there (not kept), the page's time stays. */
+  timeFrom(threadId, runId) {
+    if (!threadId || !runId) return;
+    api.threads
+      .trace(threadId, runId)
+      .then((record) => {
+        const seconds = runSeconds(record);
+        if (seconds === null) return;
+        this.seconds = seconds;
+        this.render();
+      })
+      .catch(() => {});
   }
 
   /** Take one event of the run; true when the trace changed. */
@@ -96,6 +112,7 @@ export class Trace {
     else if (type === "run_finished") this.usage = data.usage;
     else return false;
     if (type === "run_finished" && !this.kept) this.seconds = (performance.now() - this.started) / 1000;
+    if ((type === "run_finished" || type === "run_failed") && !this.kept) this.timeFrom(data.thread_id, data.run_id);
     this.render();
     return true;
   }
@@ -166,7 +183,8 @@ export class Trace {
     const bits = [];
     if (this.route) bits.push(`${this.route.kind}${this.route.target ? ` → ${this.route.target}` : ""}`);
     if (this.tools.size) bits.push(`${this.tools.size} tool call${this.tools.size > 1 ? "s" : ""}`);
-    if (this.seconds !== null) bits.push(`${this.seconds.toFixed(1)} s`);
+    const took = duration(this.seconds);
+    if (took) bits.push(took);
     this.summary.textContent = `How this answer was reached${bits.length ? ` (${bits.join(" · ")})` : ""}`;
   }
 }
@@ -238,8 +256,25 @@ function usageLine(usage, seconds) {
     if (usage.model_calls !== undefined) bits.push(`${usage.model_calls} model call${usage.model_calls === 1 ? "" : "s"}`);
     if (usage.cost_micro_usd !== undefined) bits.push(`$${(usage.cost_micro_usd / 1e6).toFixed(6)}`);
   }
-  if (seconds !== null) bits.push(`${seconds.toFixed(2)} s`);
+  const took = duration(seconds);
+  if (took) bits.push(took);
   return bits.join(" · ") || "Running…";
+}
+
+/** How long a kept run took, from its record's times; null when it does not say. */
+function runSeconds(record) {
+  const { started, ended } = record;
+  return typeof started === "number" && typeof ended === "number" && ended > started ? ended - started : null;
+}
+
+/** A run's time in words: "40 ms" under a second (in tenths of a second a quick run, a
+ * decision's outcome say, read "0.0 s", as if it took none), "1.2 s" from a second on; null
+ * for none measured. */
+function duration(seconds) {
+  if (typeof seconds !== "number" || !Number.isFinite(seconds) || seconds <= 0) return null;
+  const ms = Math.round(seconds * 1000);
+  if (ms < 1) return "< 1 ms";
+  return ms < 1000 ? `${ms} ms` : `${seconds.toFixed(1)} s`;
 }
 
 function fmt(value) {
