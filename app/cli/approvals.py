@@ -44,7 +44,7 @@ from app.cli.common import (
     load_cli_settings,
     on_the_store,
 )
-from app.cli.workflows import SkillsDir, WorkflowsDir, ending
+from app.cli.workflows import SkillsDir, WorkflowsDir, ending, store_flags
 from app.logging import configure_logging
 from app.settings import Settings
 
@@ -177,7 +177,15 @@ def approve(
         workflows_dir=workflows_dir,
         skills_dir=skills_dir,
     )
-    _decide(settings, approval_id, approved=True, comment=comment, by=by, as_json=as_json)
+    _decide(
+        settings,
+        approval_id,
+        approved=True,
+        comment=comment,
+        by=by,
+        as_json=as_json,
+        flags=store_flags(data_dir, checkpoint_url),
+    )
 
 
 @cli.command()
@@ -200,7 +208,15 @@ def reject(
         workflows_dir=workflows_dir,
         skills_dir=skills_dir,
     )
-    _decide(settings, approval_id, approved=False, comment=comment, by=by, as_json=as_json)
+    _decide(
+        settings,
+        approval_id,
+        approved=False,
+        comment=comment,
+        by=by,
+        as_json=as_json,
+        flags=store_flags(data_dir, checkpoint_url),
+    )
 
 
 def _decide(
@@ -211,8 +227,10 @@ def _decide(
     comment: str,
     by: str | None,
     as_json: bool,
+    flags: str = "",
 ) -> None:
-    """Decide ``approval_id``, the run going on here; print how it ended (or waits again)."""
+    """Decide ``approval_id``, the run going on here; print how it ended (or waits again:
+    the commands to decide it, with ``flags``)."""
     started: list[str] = []
     decider = _login() if by is None else by
 
@@ -245,7 +263,7 @@ def _decide(
         typer.echo(f"{'approved' if approved else 'rejected'} {approval_id}")
         for node, mark in nodes_ran(before, record):
             typer.echo(f"  {node}: {mark}")
-        typer.echo(ending(record))
+        typer.echo(ending(record, flags))
     if record.get("status") == "FAILED":
         raise typer.Exit(1)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shlex
 import time
 from pathlib import Path
 from typing import Annotated, Any, get_args
@@ -26,6 +27,7 @@ from agents.workflows.registry import (
 )
 from agents.workflows.spec import WorkflowSpec
 from app.api.schemas.workflows import RunStatus
+from app.cli.approval_views import run_view
 from app.cli.common import DataDir, JsonFlag, Typer, load_cli_settings, report_validation
 from app.logging import configure_logging
 from app.settings import Settings
@@ -254,10 +256,10 @@ def run(
         workflows_dir=workflows_dir, skills_dir=skills_dir, data_dir=data_dir
     )
     record = asyncio.run(_run(settings, name, inputs, thread, quiet=as_json))
-    if as_json:
-        typer.echo(json.dumps(record, ensure_ascii=False, default=str))
+    if as_json:  # as the HTTP API shows a run
+        typer.echo(json.dumps(run_view(record), ensure_ascii=False))
     else:
-        typer.echo(ending(record))
+        typer.echo(ending(record, store_flags(data_dir)))
     if record["status"] == "FAILED":
         raise typer.Exit(1)
 
@@ -281,8 +283,8 @@ def runs(
         raise typer.Exit(2)
     settings = load_cli_settings(store=True, data_dir=data_dir)
     records = asyncio.run(_runs(settings, name, status))
-    if as_json:
-        typer.echo(json.dumps(records, ensure_ascii=False, default=str))
+    if as_json:  # as the HTTP API lists runs
+        typer.echo(json.dumps([run_view(r) for r in records], ensure_ascii=False))
         return
     for r in records:
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["started"]))
@@ -330,16 +332,25 @@ def _services(settings: Settings) -> Any:
     return open_services(settings, watch=False, background=False)
 
 
-def ending(record: dict[str, Any]) -> str:
-    """How a run ended, or the approval it waits for and the commands that decide it."""
+def store_flags(data_dir: Path | None, checkpoint_url: str | None = None) -> str:
+    """The options that named the store of a command, to repeat in the commands it suggests
+    (`` --data-dir DIR``); empty when the settings named it."""
+    flags = [] if data_dir is None else ["--data-dir", str(data_dir)]
+    flags += [] if checkpoint_url is None else ["--checkpoint-url", checkpoint_url]
+    return "".join(f" {shlex.quote(flag)}" for flag in flags)
+
+
+def ending(record: dict[str, Any], flags: str = "") -> str:
+    """How a run ended, or the approval it waits for and the commands that decide it (with
+    ``flags``, the options that name the store: ``store_flags``)."""
     status = record.get("status")
     if status == "WAITING":
         waiting = record.get("waiting") or {}
         approval = waiting.get("approval_id")
         return (
             f"{record['id']} WAITING for approval {approval}: {waiting.get('summary')}\n"
-            f"(decide with `skilldesk approvals approve {approval}` or "
-            f"`skilldesk approvals reject {approval}`)"
+            f"(decide with `skilldesk approvals approve {approval}{flags}` or "
+            f"`skilldesk approvals reject {approval}{flags}`)"
         )
     if status == "SUCCEEDED":
         message = (record.get("outputs") or {}).get("message") or ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from app.api.schemas.workflows import RunPublic
 from tests.skillkit import tool, write_skill
 from tests.workflowkit import alias_bomb
 
@@ -322,9 +324,28 @@ def test_workflows_run_and_runs_with_the_bundled_refund(tmp_path: Path) -> None:
     waiting = json.loads(large.stdout)
     assert waiting["status"] == "WAITING"
     assert waiting["waiting"]["approval_id"].startswith(waiting["id"])
+    public = set(RunPublic.model_fields)  # as the HTTP API shows a run, no bookkeeping
+    assert set(waiting) <= public
+    assert "fingerprint" not in waiting
     listed = run("runs", "--json", tmp_path=tmp_path, **bundled)
     records = json.loads(listed.stdout)
     assert [r["status"] for r in records] == ["WAITING", "SUCCEEDED"]
+    assert all(set(r) <= public for r in records)
+    # The data folder named on the command line is named again in the commands suggested.
+    data = tmp_path / "data"
+    named = run(
+        "run",
+        "refund-request",
+        "--input",
+        '{"order_id": "ORD1002"}',
+        "--data-dir",
+        str(data),
+        tmp_path=tmp_path,
+        **bundled,
+    )
+    approval = re.search(r"WAITING for approval (\S+):", named.stdout)
+    assert approval is not None, named.stdout
+    assert f"`skilldesk approvals approve {approval[1]} --data-dir {data}`" in named.stdout
 
 
 def test_a_run_on_a_new_thread_makes_the_thread_it_is_to_be_told_in(tmp_path: Path) -> None:
