@@ -29,8 +29,9 @@ async def watch_folder(
     accept: Callable[[str], bool] | None = None,
 ) -> None:
     """Run ``reload`` whenever a file ``accept`` takes changes under ``directory``, until
-    ``stop`` is set. The report ``reload`` returns has its new ``errors`` logged. The
-    folder must exist (``start_watching`` creates it).
+    ``stop`` is set. ``reload`` logs the problems it finds (once each: the registries know
+    which are new), so they are not logged here again. The folder must exist
+    (``start_watching`` creates it).
 
     An entry of ``directory`` that is a link to a folder elsewhere (a skill developed in its
     own repository, linked in) is watched where it leads: the file system tells changes
@@ -76,12 +77,10 @@ async def _watch(
         elif not any(accept is None or accept(path) for _, path in changes):
             continue  # nothing changed for a while, or nothing reloading takes
         try:
-            report = await reload()
+            await reload()
         except Exception:  # a reload bug must not end live reload
             log.exception(f"{topic}.reload_failed")
             continue
-        for problem in getattr(report, "errors", ()):
-            log.warning(f"{topic}.reload_error", error=str(problem))
         if recursive and linked_folders(directory) != linked:
             return  # a link came or went: watched anew
 

@@ -390,12 +390,14 @@ def _check_handlers(
     for i, tool in enumerate(config.tools):
         module, function = tool.handler.split(":")
         file = Path(*module.split(".")).with_suffix(".py")
-        if module not in parsed:
+        first = module not in parsed
+        if first:
             parsed[module] = _functions(folder / file, (code or {}).get(file.as_posix()))
         functions = parsed[module]
         where = f"tools[{i}].handler"
         if isinstance(functions, str):
-            problem(CONFIG_FILE, where, f"{tool.handler!r}: {file} {functions}")
+            if first:  # a module that does not parse is one problem, not one per tool
+                problem(CONFIG_FILE, where, f"{tool.handler!r}: {file} {functions}")
         elif function not in functions:
             problem(
                 CONFIG_FILE,

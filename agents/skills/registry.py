@@ -107,6 +107,15 @@ class SkillRegistry:
                 for name, skill in skills.items()
                 if any(tool.side_effects for tool in skill.config.tools)
             )
+            # Logged once per change of a skill's folder: a problem of a folder unchanged
+            # since the last reload, found again (a broken folder is read again each time;
+            # a duplicate name is found again), was told already.
+            told = set(self.errors)
+            news = [
+                p
+                for p in _unique(report.errors)
+                if p not in told or self._fingerprints.get(p.skill) != fingerprints.get(p.skill)
+            ]
             self._fingerprints, self.errors = fingerprints, _unique(errors)
             self._load_errors = _unique(load_errors)
             if owners != self._owners:
@@ -115,7 +124,7 @@ class SkillRegistry:
                     self._owners_file.save(owners)
             if report.changed_anything:
                 self.version += 1
-        for problem in report.errors:
+        for problem in news:
             log.warning(
                 "skill.invalid",
                 skill=problem.skill,

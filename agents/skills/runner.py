@@ -193,17 +193,27 @@ class ToolRunner:
             return tool_error(tool_name, "handler_import_failed", failed[1], started)
         context = self._context(skill, spec, key, thread_id, run_id)
         limits = effective_limits(skill.config.limits, spec.limits)
+        in_process = self._in_process(skill)
         try:
-            if self._in_process(skill):
+            if in_process:
                 value = await self._local.call(
                     skill, spec, args, context, limits, started, _IMPORT_TIMEOUT_S
                 )
             else:
                 value = await self._in_worker(skill, spec, args, context, limits)
         except TimeoutError:
+            # Warned, so an operator finds a hung handler (its worker is killed, and says so).
+            log.warning(
+                "tool.timeout",
+                skill=skill.name,
+                tool=tool_name,
+                timeout_s=spec.timeout_s,
+                isolation="thread" if in_process else "worker",
+            )
             why = f"{tool_name} did not finish within {spec.timeout_s:g} s"
             return tool_error(tool_name, "timeout", why, started)
         except HandlersBusy as exc:
+            log.warning("tool.busy", skill=skill.name, tool=tool_name, error=str(exc))
             return tool_error(tool_name, "busy", str(exc), started)
         except HandlerImportFailed as exc:
             log.warning("tool.import_failed", skill=skill.name, tool=tool_name, error=str(exc))

@@ -18,7 +18,8 @@ to import its module, then ``("result", number, ok, kind, payload)``: ok, ``kind
 here, so the service does no work in proportion to it (``agents/skills/trimming.py``), or
 ``json`` and ``payload`` the whole value as JSON text, for a value whose ``files`` the
 service adopts before it trims it; not ok, ``kind`` is an error code and ``payload`` the
-error.
+error. What the handlers print goes to its standard error, each call's between two marks
+(``mark_output``), so the service logs it under that call.
 """
 
 from __future__ import annotations
@@ -57,6 +58,10 @@ _HEADER = struct.Struct("!I")
 # the length of one.
 REPLY_MARK = b"\x00\xffSD"  # not text: a print() cannot start with it
 _REPLY_HEADER = struct.Struct("!4sI")
+# Where a call's output starts and ends in what the handlers print (stderr): a line of its
+# own, ``OUTPUT_MARK`` then ``start N`` or ``end N``, so the service attributes each line to
+# the call under way when it was printed, however late it reads it.
+OUTPUT_MARK = b"\x00\xffSD call "
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _TREE_ROUNDS = 100  # looks for processes still starting others, at most
@@ -141,7 +146,24 @@ class Worker:
         limits: dict[str, Any],
     ) -> None:
         """Run one handler call and send its result trimmed to ``limits`` (``context`` goes
-        to handlers that declare a ``context`` parameter)."""
+        to handlers that declare a ``context`` parameter). What the handlers print meanwhile
+        is marked as this call's (``OUTPUT_MARK``)."""
+        mark_output(b"start", number)
+        try:
+            self._call(number, module, function, arguments, context, cpu_s, limits)
+        finally:
+            mark_output(b"end", number)
+
+    def _call(
+        self,
+        number: int,
+        module: str,
+        function: str,
+        arguments: dict[str, Any],
+        context: Any,
+        cpu_s: float,
+        limits: dict[str, Any],
+    ) -> None:
         handler = self._handler(module, function)
         if handler is None:
             return  # the import failed and was reported
@@ -170,6 +192,18 @@ class Worker:
             self.modules[module] = loaded
             self.send(("imported", module, None))
         return getattr(loaded, function)
+
+
+def mark_output(what: bytes, number: int) -> None:
+    """Mark the start or end of call ``number`` in the output, after what was printed before
+    (flushed first: a print to a pipe is buffered). A line of its own: a line the handler left
+    unended is ended."""
+    for out in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        with contextlib.suppress(Exception):  # closed or replaced by a handler: nothing to send
+            if out is not None:
+                out.flush()
+    with contextlib.suppress(OSError):
+        os.write(2, b"\n" + OUTPUT_MARK + what + b" %d\n" % number)
 
 
 def result_reply(number: int, value: Any, limits: PlainLimits) -> tuple[Any, ...]:

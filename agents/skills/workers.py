@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import os
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,7 @@ from agents.skills.context import ToolContext
 from agents.skills.loader import Skill
 from agents.skills.spec import ToolSpec
 from agents.skills.trimming import Trimmed, has_files
-from agents.skills.worker import REPLY_MARK, frame, kill_below
+from agents.skills.worker import OUTPUT_MARK, REPLY_MARK, frame, kill_below
 
 log = structlog.get_logger(__name__)
 _HEADER_SIZE = 8  # worker.REPLY_MARK (4 bytes), then the length (4 bytes)
@@ -71,18 +73,36 @@ _BURST = 50
 _PER_S = 10.0
 
 
-async def relay_output(stream: asyncio.StreamReader, skill: str) -> None:
-    """Log the lines a worker writes to its stderr (``print`` included) until it ends."""
+async def relay_output(
+    stream: asyncio.StreamReader,
+    skill: str,
+    pid: int | None = None,
+    calls: dict[int, Mapping[str, Any]] | None = None,
+) -> None:
+    """Log the lines a worker writes to its stderr (``print`` included) until it ends.
+
+    Each line is logged with the ids of the call under way in the worker when it was printed
+    (``calls``: the log context of each call by number, the worker's marks in the output
+    saying where each starts and ends), and with none between calls; never with the context
+    of whatever runs this (start it in a context of its own: a worker outlives the request
+    that started it)."""
     allowance, last = float(_BURST), time.monotonic()
     dropped = dropped_bytes = 0
     told = 0.0  # when dropped lines were last counted in the log (once a second at most)
     pending = b""
+    ids: Mapping[str, Any] = {}  # the call under way's
+    calls = {} if calls is None else calls
+    worker = {"skill": skill, "pid": pid}
+
+    def output(line: str) -> None:
+        log.info("skill.output", **{**_plain(ids), **worker, "line": line[:_LINE_CHARS]})
+
     while True:
         if dropped:  # told after a quiet second at the latest, not at the next output
             try:
                 chunk = await asyncio.wait_for(stream.read(65536), 1.0)
             except TimeoutError:
-                log.warning("skill.output_dropped", skill=skill, lines=dropped, bytes=dropped_bytes)
+                log.warning("skill.output_dropped", **worker, lines=dropped, bytes=dropped_bytes)
                 dropped = dropped_bytes = 0
                 told = time.monotonic()
                 continue
@@ -95,21 +115,33 @@ async def relay_output(stream: asyncio.StreamReader, skill: str) -> None:
         now = time.monotonic()
         allowance, last = min(float(_BURST), allowance + (now - last) * _PER_S), now
         for line in lines:
+            if line.startswith(OUTPUT_MARK):  # a call starts or ends (``worker.mark_output``)
+                what, _, digits = line[len(OUTPUT_MARK) :].partition(b" ")
+                number = int(digits) if digits.isdigit() else 0
+                ids = calls.get(number, {}) if what == b"start" else {}
+                if what == b"end":
+                    calls.pop(number, None)
+                continue
+            if not line.strip():
+                continue
             if allowance < 1:
                 dropped, dropped_bytes = dropped + 1, dropped_bytes + len(line) + 1
                 continue
             allowance -= 1
-            text = line.decode("utf-8", "replace").rstrip()
-            if text:
-                log.info("skill.output", skill=skill, line=text[:_LINE_CHARS])
+            output(line.decode("utf-8", "replace").rstrip())
         if dropped and now - told >= 1:
-            log.warning("skill.output_dropped", skill=skill, lines=dropped, bytes=dropped_bytes)
+            log.warning("skill.output_dropped", **worker, lines=dropped, bytes=dropped_bytes)
             dropped = dropped_bytes = 0
             told = now
     if pending.strip():
-        log.info("skill.output", skill=skill, line=pending.decode("utf-8", "replace")[:_LINE_CHARS])
+        output(pending.decode("utf-8", "replace"))
     if dropped:
-        log.warning("skill.output_dropped", skill=skill, lines=dropped, bytes=dropped_bytes)
+        log.warning("skill.output_dropped", **worker, lines=dropped, bytes=dropped_bytes)
+
+
+def _plain(ids: Mapping[str, Any]) -> dict[str, Any]:
+    """A call's log context, without the keys a log call takes itself."""
+    return {k: v for k, v in ids.items() if k != "event"}
 
 
 def kill_tree(pid: int) -> None:
@@ -135,6 +167,9 @@ class Worker:
         self.idle_since = time.monotonic()
         self.killed = False
         self._calls = 0
+        # The log context (request, user, thread ids) of each call not yet ended in its output:
+        # what the handlers print during a call is logged with it (``relay_output``).
+        self._ids: dict[int, Mapping[str, Any]] = {}
         self._output: asyncio.Task[None] | None = None  # relays what the handlers print
         self._watch: asyncio.Task[None] | None = None  # tells its end to its reply stream
 
@@ -158,7 +193,9 @@ class Worker:
             raise
         worker = cls(skill, process, group)
         assert process.stderr is not None
-        worker._output = asyncio.create_task(relay_output(process.stderr, skill.name))
+        # In a context of its own: the worker outlives the request that started it.
+        relay = relay_output(process.stderr, skill.name, process.pid, worker._ids)
+        worker._output = asyncio.create_task(relay, context=contextvars.Context())
         worker._watch = asyncio.create_task(worker._watch_exit())
         config = skill.config
         worker._send(("bind", skill.name, package, str(skill.path), config.memory_mb, skill.code))
@@ -180,6 +217,7 @@ class Worker:
         """
         self._calls += 1
         number = self._calls
+        self._ids[number] = structlog.contextvars.get_contextvars()
         cpu_s = call.timeout_s + (0 if call.module in self.imported else call.import_timeout_s)
         message = ("call", number, call.module, call.function, call.arguments, call.context)
         self._send((*message, cpu_s, call.limits))
@@ -226,12 +264,15 @@ class Worker:
                 raise HandlerFailed(payload)
         raise self._broken(reply)
 
-    def kill(self) -> None:
+    def kill(self, why: str | None = None) -> None:
         """Stop the process now (a hung or spinning handler cannot be asked), and every
-        process its handlers started that still runs."""
+        process its handlers started that still runs; ``why`` (a call's failure, not a stop
+        of a worker no longer needed) is logged."""
         if self.alive:
             self.killed = True
             kill_tree(self.process.pid)
+            if why is not None:
+                log.warning("skill.worker_killed", skill=self.skill, pid=self.process.pid, why=why)
         if self.group is not None:  # dead or not: what left its tree is still in it
             WorkerGroups.kill(self.group)
 
@@ -276,14 +317,14 @@ class Worker:
                     raise self._broken(header)
                 size = int.from_bytes(header[len(REPLY_MARK) :], "big")
                 if size > MAX_REPLY_BYTES:  # not read: the worker is stopped
-                    self.kill()
+                    self.kill(f"a reply of {size} bytes, above {MAX_REPLY_BYTES}")
                     raise HandlerFailed(
                         f"its result is larger than {MAX_REPLY_BYTES / 2**20:g} MB; return "
                         "less (a tool's result is cut to far less for the model anyway)"
                     )
                 data = await self.process.stdout.readexactly(size)
         except TimeoutError:
-            self.kill()
+            self.kill(f"no reply within {timeout_s:g} s")
             raise
         except asyncio.IncompleteReadError:
             raise HandlerCrashed(await self._ended()) from None
@@ -307,7 +348,12 @@ class Worker:
         """The worker's reply is not the protocol's (a handler wrote to its pipe): it is
         stopped, and the call fails."""
         self.kill()
-        log.error("skill.worker_broke_protocol", reply=repr(reply)[:200])
+        log.error(
+            "skill.worker_broke_protocol",
+            skill=self.skill,
+            pid=self.process.pid,
+            reply=repr(reply)[:200],
+        )
         return HandlerCrashed("the handler's process broke the worker protocol and was stopped")
 
     async def _ended(self) -> str:
@@ -378,7 +424,7 @@ class WorkerPool:
             return await worker.call(call, on_import)
         except asyncio.CancelledError:
             # The caller went away mid-call: the worker's next reply would be this call's.
-            worker.kill()
+            worker.kill("its call was cancelled")
             raise
         finally:
             workers.busy -= 1

@@ -449,9 +449,11 @@ async def test_what_a_worker_prints_is_logged_as_its_skill_within_bounds(tmp_pat
     assert printed[0] == {
         "event": "skill.output",
         "skill": "chatty",
+        "pid": printed[0]["pid"],  # the worker's
         "line": "hello from the handler",
         "log_level": "info",
     }
+    assert printed[0]["pid"] != os.getpid()
     assert len(printed) < 200  # a burst, then a few a second: not 5,001 lines
     assert all(len(e["line"]) <= 1000 for e in printed)
     dropped = sum(e["lines"] for e in logs if e["event"] == "skill.output_dropped")
