@@ -58,14 +58,22 @@ def schema_problems(schema: dict[str, Any], value: Any, most: int = 5) -> list[s
     parts = []
     for err in errors[:most]:
         where = ".".join(str(p) for p in err.absolute_path)
-        message = err.message
+        message = _said(err)
         if err.context:  # anyOf/oneOf: say what each alternative wanted
-            options = sorted({e.message for e in err.context})[:4]
+            options = sorted({_said(e) for e in err.context})[:4]
             message = "expected one of: " + " | ".join(options)
         elif err.validator == "type" and err.validator_value == "object":
             message = _not_an_object(err.instance) or message
         parts.append(_short(f"{where}: {message}" if where else message))
     return parts
+
+
+def _said(err: Any) -> str:
+    """The validator's message, a broken ``pattern`` quoted as written in the schema (the
+    validator quotes it with ``repr``, which doubles each backslash: ``'^\\\\s*'``)."""
+    if err.validator == "pattern" and isinstance(err.validator_value, str):
+        return f"{err.instance!r} does not match '{err.validator_value}'"
+    return str(err.message)
 
 
 def _not_an_object(value: Any) -> str | None:

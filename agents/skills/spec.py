@@ -112,13 +112,16 @@ class ToolSpec(BaseModel):
     )
     timeout_s: float = Field(30.0, gt=0, le=600, description="Seconds before the call is cut.")
     side_effects: bool = Field(
-        False, description="Changes the world (gets an idempotency key; may need approval)."
+        False,
+        description="Changes the world (gets an idempotency key; may need approval). Write "
+        "`false` to tell tool-server callers that it changes nothing (MCP's readOnlyHint); "
+        "left out, they are told nothing.",
     )
     limits: ResultLimits | None = Field(None, description="Overrides the skill's limits.")
     destructive: bool | None = Field(
         None,
-        description="For a tool with side effects: whether it may destroy or overwrite "
-        "something (told to tool-server callers as MCP's destructiveHint).",
+        description="For a tool not declared `side_effects: false`: whether it may destroy "
+        "or overwrite something (told to tool-server callers as MCP's destructiveHint).",
     )
     idempotent: bool | None = Field(
         None,
@@ -130,6 +133,15 @@ class ToolSpec(BaseModel):
         description="JSON Schema (type: object) of the result, for tool-server callers "
         "(MCP's outputSchema); describe the result as trimmed by the limits.",
     )
+
+    @property
+    def read_only(self) -> bool | None:
+        """Whether tool-server callers are told it changes nothing (MCP's readOnlyHint):
+        true only when ``side_effects: false`` is written, false with ``side_effects: true``,
+        None when it is left out (the default runs it unjournaled, but claims nothing)."""
+        if "side_effects" not in self.model_fields_set:
+            return None
+        return not self.side_effects
 
     # Before pydantic copies the mapping: a YAML alias that makes the schema contain itself
     # is found where it is written. Anything but a mapping is left to the type's error.

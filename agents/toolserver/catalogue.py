@@ -29,6 +29,7 @@ from agents.skills.spec import RESERVED_TOOL_NAMES, ToolSpec
 from agents.toolserver.results import checked, ok_result
 from agents.toolserver.runs import WorkflowTools
 from agents.toolserver.strict import loosen, strict_schema
+from agents.toolserver.unloaded import not_loaded_tool
 
 SEARCH_SKILLS, LOAD_SKILL, CALL_SKILL_TOOL = "search_skills", "load_skill", "call_skill_tool"
 READ_REFERENCE = "read_skill_reference"
@@ -47,14 +48,14 @@ class ToolEntry:
         name: The name callers use (matches ``NAME_PATTERN``, unique in the catalogue).
         kind: ``meta`` (the tiers), ``skill`` (a skill's own tool) or ``workflow``.
         skill, tool: For a skill tool, its skill and its name in ``skill.yaml``.
-        read_only: Whether it changes nothing (MCP's readOnlyHint).
+        read_only: Whether it changes nothing (MCP's readOnlyHint); None: not said.
     """
 
     name: str
     description: str
     parameters: dict[str, Any]
     kind: Literal["meta", "skill", "workflow"]
-    read_only: bool = False
+    read_only: bool | None = False
     destructive: bool | None = None
     idempotent: bool | None = None
     output_schema: dict[str, Any] | None = None
@@ -152,13 +153,15 @@ class ToolCatalogue:
         """A tool by the name callers use.
 
         Raises:
-            SkillNotFound: (code ``tool_not_found``) naming close names (``name`` cut).
+            SkillNotFound: (code ``tool_not_found``) naming close names (``name`` cut), or
+                the skill that declares it and why that skill did not load.
         """
         entries = self.all()
         try:
             return entries[name]
         except KeyError:
-            raise SkillNotFound("tool", cut(name), list(entries)) from None
+            why = not_loaded_tool(self.skills.registry, name)
+            raise SkillNotFound("tool", cut(name), list(entries), why) from None
 
     def _meta(self) -> list[ToolEntry]:
         tools = [
@@ -216,6 +219,10 @@ class ToolCatalogue:
             called = await self.skills.call(entry.tool, arguments, idempotency_key=call_key)
             result = _renamed(await self.skills.handed_over(called), name)
             return checked(result, entry.output_schema)
+        if entry.kind == "workflow" and self.workflows is not None:
+            refused = self.workflows.refusal(name, arguments, started)
+            if refused is not None:
+                return refused
         if name == CALL_SKILL_TOOL and isinstance(arguments, dict):
             inner = not_an_object("arguments (the tool's)", arguments.get("arguments"))
             if inner is not None:
@@ -340,8 +347,8 @@ def _skill_entry(skill: Skill, spec: ToolSpec, name: str) -> ToolEntry:
         description=spec.description,
         parameters=spec.parameters,
         kind="skill",
-        read_only=not spec.side_effects,
-        destructive=spec.destructive if spec.side_effects else None,
+        read_only=spec.read_only,  # a skill.yaml that does not say is no claim
+        destructive=None if spec.read_only else spec.destructive,
         idempotent=spec.idempotent,
         output_schema=spec.output_schema,
         skill=skill.name,

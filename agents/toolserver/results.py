@@ -23,6 +23,12 @@ def failed(tool: str, code: str, message: str, started: float, **details: Any) -
     return replace(tool_error(tool, code, message, started), data=details or None)
 
 
+def error_message(result: ToolResult) -> str:
+    """A failed call's message as a structured error carries it, over MCP and HTTP alike:
+    its text without the leading ``error (code):`` (the code is beside it)."""
+    return result.content.removeprefix(f"error ({result.error_code}): ")
+
+
 def structured(data: Any) -> dict[str, Any]:
     """A result's data as an object, as MCP's ``structuredContent`` carries it and an
     ``output_schema`` describes it: an object as it is, any other value under ``result``."""

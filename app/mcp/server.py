@@ -30,7 +30,7 @@ from agents.skills.loader import SKILL_FILE, Skill
 from agents.skills.meta import read_reference
 from agents.skills.results import MadeFile, ToolResult
 from agents.toolserver.catalogue import ToolCatalogue, ToolEntry
-from agents.toolserver.results import structured
+from agents.toolserver.results import error_message, structured
 from agents.toolserver.runs import CALLER
 from app.idempotency import MAX_KEY_CHARS
 
@@ -268,8 +268,7 @@ def call_result(result: ToolResult, protocol: str = AUDIO_SINCE) -> types.CallTo
     failed ``run_workflow``'s ``run_id`` and ``status``)."""
     text = [types.TextContent(type="text", text=result.content)]
     if not result.ok:
-        message = result.content.removeprefix(f"error ({result.error_code}): ")
-        error = {"code": result.error_code, "message": message}
+        error = {"code": result.error_code, "message": error_message(result)}
         if isinstance(result.data, dict):
             error |= {k: v for k, v in result.data.items() if k not in error}
         return types.CallToolResult(

@@ -91,7 +91,7 @@ def test_the_operator_setting_overrides_the_count(tmp_path: Path) -> None:
 
 def test_annotations_come_from_skill_yaml(tmp_path: Path) -> None:
     tools = [
-        tool("read", "handler:echo"),
+        tool("read", "handler:echo", side_effects=False),
         tool("wipe", "handler:echo", side_effects=True, destructive=True, idempotent=True),
         tool(
             "count",

@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 
 from agents.errors import SkillNotFound
 from agents.skills.results import ToolResult
+from agents.toolserver.results import error_message
 from agents.toolserver.runs import CALLER
 from app.api.deps import IdempotencyKey, PrincipalDep, ServicesDep
 from app.api.errors import ApiError, error_responses
@@ -103,11 +104,12 @@ async def invoke(
 
 
 def _error(result: ToolResult) -> ToolErrorPublic:
-    """A failed call's error: its code and message, and the fields it carries beside them
+    """A failed call's error: its code and message (as MCP's structured error says it, without
+    the text's ``error (code):``), and the fields it carries beside them
     (a failed ``run_workflow``'s ``run_id`` and ``status``, as MCP's structured error)."""
     details = result.data if isinstance(result.data, dict) else {}
     known = {k: details[k] for k in ("run_id", "status") if k in details}
-    return ToolErrorPublic(code=str(result.error_code), message=result.content, **known)
+    return ToolErrorPublic(code=str(result.error_code), message=error_message(result), **known)
 
 
 def public_result(result: ToolResult) -> ToolResultPublic:

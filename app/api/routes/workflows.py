@@ -12,6 +12,7 @@ from fastapi.responses import StreamingResponse
 
 from agents.errors import RunNotFound, ThreadNotFound, WorkflowNotFound
 from agents.feed import USAGE_SINK
+from agents.toolserver.runs import not_serving
 from agents.workflows.inputs import check_inputs
 from agents.workflows.mermaid import mermaid
 from agents.workflows.records import LAST_EVENTS
@@ -49,7 +50,11 @@ from app.auth.principal import Principal
 
 log = structlog.get_logger(__name__)
 router = APIRouter(tags=["workflows"])
-NO_WORKFLOW = "No such workflow (`workflow_not_found`)."
+NO_WORKFLOW = (
+    "No such workflow (`unknown_workflow`, naming the installed ones), or one that does not "
+    "serve (`workflow_unavailable`, saying why: its file did not load, a tool it needs is "
+    "missing)."
+)
 
 
 @router.get("/v1/workflows", responses=error_responses(500))
@@ -329,8 +334,9 @@ async def _run_of(
 def _workflow(services: Any, name: str) -> Any:
     try:
         return services.workflow_registry.get(name)
-    except WorkflowNotFound as exc:
-        raise ApiError(404, "workflow_not_found", str(exc), param="name") from None
+    except WorkflowNotFound as exc:  # as chat and the tool server tell it
+        code, message = not_serving(exc, services.workflow_registry.names())
+        raise ApiError(404, code, message, param="name") from None
 
 
 def _public(workflow: Any) -> WorkflowPublic:

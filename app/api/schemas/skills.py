@@ -108,7 +108,10 @@ class ToolErrorPublic(BaseModel):
         description="`invalid_arguments`, `tool_failed`, `timeout`, `busy`...",
         examples=["tool_failed"],
     )
-    message: str = Field(description="What went wrong (the same text as `content`).")
+    message: str = Field(
+        description="What went wrong: `content` without its leading `error (code): ` (the "
+        "same message as MCP's `structuredContent.error.message`)."
+    )
     run_id: str | None = Field(
         default=None,
         description="`workflow_failed`: the workflow run that failed (`get_workflow_run` "
