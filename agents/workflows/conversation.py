@@ -143,6 +143,12 @@ class WorkflowTurns:
                         emit(str(event.pop("type")), **event)
             except KeyReused:  # asked again, the model read other inputs: the run begun stands
                 record = await self.engine.get_run(run_id)
+            except Exception:
+                # This turn fails, the run it began maybe left RUNNING (its last save failed):
+                # whoever ends it tells the thread. (A turn cut off is answered again.)
+                if key is not None:
+                    await self.engine.turn_failed(run_id)
+                raise
             if record.get("status") == "RUNNING":  # the run begun, cut off: resumed, then told
                 record = await self._ended(record["id"])
         return WorkflowAnswer(self.reply(record), None, add_usage(usage, record.get("usage")))

@@ -27,7 +27,7 @@ from agents.errors import (
 )
 from agents.state.documents import Documents
 from agents.workflows.definitions import Definitions
-from agents.workflows.driver import CANCELLED_RUNNING, RunDriver
+from agents.workflows.driver import RunDriver, end_cancelled
 from agents.workflows.records import (
     FINAL,
     LAST_EVENTS,
@@ -35,6 +35,7 @@ from agents.workflows.records import (
     approval_node,
     graph_config,
     pending_approval,
+    turn_answers,
     was_decided,
 )
 from agents.workflows.stops import parent_node, parent_run
@@ -321,10 +322,12 @@ class RunDecisions(RunViews):
             if read["status"] != "RUNNING":
                 await self.leases.release(run_id)
                 return read
-            ran = await self.nodes_so_far(read)
-            record = {**read, "nodes": {**read["nodes"], **ran}}
-            record["cancelled_while"] = CANCELLED_RUNNING
-            record.pop("decision", None)  # never taken
+            # Ended as a run stopped where it runs is: the nodes its checkpoint holds, and
+            # those it was cut off in, cancelled.
+            values, cut = await self._driver.where_cut(read)
+            ran = values.get("nodes") if values else await self.nodes_so_far(read)
+            record = dict(read)
+            end_cancelled(record, reason, ran or {}, cut)
             # Stored only if nothing was stored since the read: on SQLite the claim above
             # keeps out no other process, which may have ended the run meanwhile, or
             # brought it to wait and decided it (it goes on there).
@@ -336,7 +339,7 @@ class RunDecisions(RunViews):
             raise
         if stored is not record:  # changed meanwhile: left as it is
             return stored
-        chat_turn = record.get("via") == "chat" and not record.get("decided")
+        chat_turn = turn_answers(record) and not record.get("decided")
         if self.after_decision is not None and not chat_turn:  # nobody drives it to tell
             try:
                 await self.after_decision(record, record, [], time.time())
@@ -356,6 +359,25 @@ class RunDecisions(RunViews):
                     await self.stops.ask(child["id"], reason)  # under way: it stops there
             except Exception:  # it stops once resumed: its parent has ended
                 log.exception("workflow.cancel_failed", run_id=child["id"])
+
+    async def turn_failed(self, run_id: str) -> None:
+        """The chat turn that started run ``run_id`` failed with the run not ended (left
+        RUNNING: its last save failed, say): no turn answers with its end now, so whoever
+        ends it (its resumption, a cancel) tells its thread (``turn_answers``). Marked on
+        its stored record; a mark that cannot be stored is logged (its end is told to
+        nobody, as before)."""
+
+        def mark(stored: dict[str, Any]) -> dict[str, Any]:
+            if stored["status"] in FINAL or stored.get("via") != "chat":
+                raise _Unmarked  # ended meanwhile (and told), or no turn's
+            return {"turn_failed": True}
+
+        try:
+            await self.documents.merge(RUN, run_id, mark)
+        except _Unmarked:
+            pass
+        except Exception:
+            log.exception("workflow.turn_failure_not_marked", run_id=run_id)
 
     async def resume(self, run_id: str) -> dict[str, Any]:
         """Go on with a run from its last checkpoint (its process died mid-way); finished
@@ -387,7 +409,9 @@ class RunDecisions(RunViews):
         async with contextlib.aclosing(driven) as events:
             async for event in events:
                 last = event.get("type") in LAST_EVENTS and event["record"]["id"] == run_id
-                told = record.get("decided") and run_id not in self._answering
+                # Decided, or its chat turn failed: nobody else answers with its end.
+                unanswered = record.get("decided") or record.get("turn_failed")
+                told = unanswered and run_id not in self._answering
                 if last and self.after_decision is not None and told:
                     try:
                         await self.after_decision(record, dict(event["record"]), seen, started)
@@ -427,6 +451,10 @@ class RunDecisions(RunViews):
             await self.leases.release(run_id)
             return await self.get_run(run_id)
         return await self.resume(run_id)
+
+
+class _Unmarked(Exception):
+    """``RunDecisions.turn_failed`` found nothing to mark."""
 
 
 def _waits_at(approval_id: str | None) -> Callable[[dict[str, Any]], bool]:

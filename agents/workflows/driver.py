@@ -56,21 +56,28 @@ class _ThreadGone(Exception):
 
 
 class _Stopped(Exception):
-    """The run was asked to stop (``RunStops``): it goes no further."""
+    """The run was asked to stop (``RunStops``): it goes no further. ``cut_off``: its step
+    under way was cut off."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, cut_off: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.cut_off = cut_off
 
 
 @dataclass
 class _Stretch:
     """What one stretch of a run (one ``drive``) leaves to do once it ends, however it ends:
-    its nodes' recorded replies to forget, its usage to report."""
+    its nodes' recorded replies to forget, its usage to report; and where it stood, for a
+    cancel that cuts it off."""
 
     info: RunInfo
     usage_sink: Callable[[dict[str, int]], None] | None
     values: dict[str, Any] = field(default_factory=dict)  # its state after its last step
+    begun: dict[str, int] = field(default_factory=dict)  # nodes under way: visits before
+    noted: set[str] = field(default_factory=set)  # nodes that ran in it (copied as they came)
+    graph: Any = None  # its graph and config, once known
+    config: Any = None
 
 
 class RunDriver:
@@ -167,11 +174,12 @@ class RunDriver:
     async def _cancelled(
         self, record: dict[str, Any], reason: str, stretch: _Stretch, *, stop: bool = False
     ) -> None:
-        """End ``record``'s run as cancelled, stored (its lease let go with it), its stretch
-        ended as ``_steps`` ends one; ``stop``: on a stop asked for it (its thread is told)."""
-        if stop:
-            record["cancelled_while"] = CANCELLED_RUNNING
-        _used(record, stretch.values)
+        """End ``record``'s run as cancelled, stored (its lease let go with it), its nodes
+        and its stretch ended as ``_steps`` ends them on a stop; ``stop``: on a stop asked
+        for it (its thread is told)."""
+        values, cut = await self._where_stopped(record, stretch, cut_off=True)
+        end_cancelled(record, reason, values.get("nodes") or {}, cut, stretch.noted)
+        _used(record, values)
         try:
             await self.store_cancelled(record, reason)
         except Exception:  # its lease expires: then it is resumed, as a run cut off is
@@ -180,6 +188,43 @@ class RunDriver:
         if stop:
             await self._told(record)
         await _ended(record, stretch)
+
+    async def _where_stopped(
+        self, record: dict[str, Any], stretch: _Stretch, *, cut_off: bool
+    ) -> tuple[dict[str, Any], dict[str, int]]:
+        """The state of ``record``'s run and the nodes a stop cuts off (the visits each made
+        before), where ``stretch`` stood: the nodes it began, and those its last checkpoint
+        has under way when its step was cut off (``cut_off``: a node's start may not have
+        come through yet) or nothing of it was seen yet (where it was cut off before, say)."""
+        values, at = stretch.values, dict[str, int]()
+        seen = bool(stretch.values or stretch.noted)
+        if cut_off or not seen:
+            checked, at = await self.where_cut(record, stretch.graph, stretch.config)
+            values = values or checked  # no step of it done: the nodes it ran before kept
+        under_way = {n: v for n, v in at.items() if n not in stretch.noted}
+        return values, {**under_way, **stretch.begun}
+
+    async def where_cut(
+        self, record: dict[str, Any], graph: Any = None, config: Any = None
+    ) -> tuple[dict[str, Any], dict[str, int]]:
+        """Where ``record``'s run stands as its last checkpoint says: its state (with what
+        the nodes of its step under way that finished wrote) and the nodes of that step not
+        finished, each with the visits it made before (those a cancel cuts off). Nothing
+        when its state cannot be read (its definition gone, say)."""
+        try:
+            graph = graph or self.definitions.graph(await self.definitions.of(record))
+            state = await graph.aget_state(config or graph_config(record))
+        except Exception:  # its record keeps the nodes it holds
+            log.warning("workflow.state_not_read", run_id=record["id"], exc_info=True)
+            return {}, {}
+        values = dict(state.values or {})
+        nodes = values.get("nodes") or {}
+        cut = {
+            n: int((nodes.get(n) or {}).get("visits") or 0)
+            for n in state.next
+            if not n.startswith("__")  # LangGraph's own
+        }
+        return values, cut
 
     async def _told(self, record: dict[str, Any]) -> None:
         if self.stopped is None:
@@ -209,10 +254,9 @@ class RunDriver:
             return
         graph = self.definitions.graph(workflow)
         config = config or graph_config(record)
+        stretch.graph, stretch.config = graph, config
         info = stretch.info
         values: dict[str, Any] = {}
-        begun: dict[str, int] = {}  # nodes under way: how many times each ran before
-        noted: set[str] = set()  # nodes that ran in this stretch of the run
         stopped = False
         try:
             # Before it goes on here (a sub-workflow whose parent run ended: too).
@@ -229,7 +273,7 @@ class RunDriver:
                 while (chunk := await self._next(run_id, chunks)) is not None:
                     mode, payload = chunk
                     if mode == "custom" and isinstance(payload, dict):
-                        _under_way(begun, payload, record)
+                        _under_way(stretch.begun, payload, record)
                         yield payload
                     elif mode == "values" and isinstance(payload, dict):
                         values = payload  # the run's state after each step: the last one is final
@@ -242,7 +286,7 @@ class RunDriver:
                             {**i.value, "interrupt_id": i.id}
                             for i in payload.get("__interrupt__", ())
                         ]
-                        noted |= self._note(record, payload)
+                        stretch.noted |= self._note(record, payload)
                         if await self._thread_gone(info):  # no step more, nor an approval
                             raise _ThreadGone
                         if (stop := await self.stops.asked(record)) is not None:
@@ -266,9 +310,8 @@ class RunDriver:
         except _ThreadGone:
             record.update(status="CANCELLED", error=THREAD_GONE)
         except _Stopped as stopping:
-            if not values:  # before its first step here: the nodes it ran before are kept
-                values = await self._checkpointed(graph, config, run_id)
-            _stopped_at(record, values, noted, begun, stopping.reason)
+            values, cut = await self._where_stopped(record, stretch, cut_off=stopping.cut_off)
+            end_cancelled(record, stopping.reason, values.get("nodes") or {}, cut, stretch.noted)
             stopped = True
         except WorkflowFailed as exc:
             record.update(status="FAILED", error=exc.message)
@@ -281,8 +324,9 @@ class RunDriver:
             # it is in the log.
             why = f"the run failed on an internal error ({type(exc).__name__}); it has been logged"
             record.update(status="FAILED", error=why)
-        if not stopped:  # a stop that came as it ended (or came to wait) did not stop it
-            record.pop("cancel_requested", None)
+        # Answered: it ended on it, or a stop that came as it ended (or came to wait) did not
+        # stop it.
+        record.pop("cancel_requested", None)
         _used(record, values)
         if record["status"] in FINAL:
             record["ended"] = time.time()
@@ -303,16 +347,6 @@ class RunDriver:
             log.exception("workflow.cancel_failed", run_id=run_id)
         yield last_event(dict(record))
 
-    async def _checkpointed(self, graph: Any, config: Any, run_id: str) -> dict[str, Any]:
-        """The state of the run's last checkpoint (the nodes it ran before this stretch of
-        it), or none when it cannot be read."""
-        try:
-            state = await graph.aget_state(config)
-        except Exception:  # its record keeps the nodes it holds
-            log.warning("workflow.state_not_read", run_id=run_id, exc_info=True)
-            return {}
-        return dict(state.values or {})
-
     async def _thread_gone(self, info: RunInfo) -> bool:
         """Whether the thread the run was started on is deleted (a run on none never is)."""
         if info.thread_id is None or self.thread_there is None:
@@ -330,7 +364,7 @@ class RunDriver:
             except asyncio.CancelledError:
                 if not self.stops.caught(run_id):  # another's cancel: the run is cut off
                     raise
-        raise _Stopped(self.stops.asked_here(run_id) or "cancelled")
+        raise _Stopped(self.stops.asked_here(run_id) or "cancelled", cut_off=True)
 
     def _note(self, record: dict[str, Any], update: dict[str, Any]) -> set[str]:
         """Copy what nodes reported into the record (kept in memory while the run goes on,
@@ -385,27 +419,32 @@ def _under_way(begun: dict[str, int], event: dict[str, Any], record: dict[str, A
         begun.pop(node, None)
 
 
-def _stopped_at(
+def end_cancelled(
     record: dict[str, Any],
-    values: dict[str, Any],
-    noted: set[str],
-    begun: dict[str, int],
     reason: str,
+    ran: dict[str, Any],
+    cut: dict[str, int],
+    noted: set[str] | frozenset[str] = frozenset(),
 ) -> None:
-    """End ``record`` CANCELLED on a stop: every node it ran so far (those run before a crash
-    or an approval too), and those it cut off, ``cancelled``."""
-    ran = {k: node_record(v) for k, v in (values.get("nodes") or {}).items()}
-    record["nodes"] = {**record["nodes"], **ran, **{k: record["nodes"][k] for k in noted}}
-    cut = f"the run was cancelled while this node ran ({reason})"
-    for node, visits in begun.items():
+    """End ``record`` CANCELLED with ``reason`` on a cancel of its run under way, wherever it
+    ran (here, or in a process gone): every node it ran so far (``ran``, its graph's state of
+    them, those run before a crash or an approval too; those in ``noted`` as ``record``
+    holds them) and those it cut off (``cut``, with the visits each made before)
+    ``cancelled``; no cancel left asked, nor a decision left to take."""
+    nodes = {k: node_record(v) for k, v in ran.items()}
+    record["nodes"] = {**record["nodes"], **nodes, **{k: record["nodes"][k] for k in noted}}
+    why = f"the run was cancelled while this node ran ({reason})"
+    for node, visits in cut.items():
         record["nodes"][node] = {
             "status": "cancelled",
             "ms": None,
-            "error": cut,
+            "error": why,
             "visits": visits + 1,
             "output": None,
         }
     record.update(status="CANCELLED", error=reason, cancelled_while=CANCELLED_RUNNING)
+    record.pop("cancel_requested", None)
+    record.pop("decision", None)  # never taken
 
 
 def _outputs(spec: WorkflowSpec, values: dict[str, Any], info: RunInfo) -> dict[str, Any]:

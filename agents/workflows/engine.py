@@ -45,7 +45,14 @@ from agents.workflows.forks import fork_record, not_ended
 from agents.workflows.inputs import check_inputs
 from agents.workflows.leases import RunLeases
 from agents.workflows.orphans import Orphans
-from agents.workflows.records import FINAL, RUN, RunRecords, last_event, new_record
+from agents.workflows.records import (
+    FINAL,
+    RUN,
+    RunRecords,
+    last_event,
+    new_record,
+    turn_answers,
+)
 from agents.workflows.stops import RunStops
 
 
@@ -282,7 +289,7 @@ class WorkflowEngine(RunDecisions):
     async def _stopped(self, record: dict[str, Any]) -> None:
         """A run cancelled while it ran here: its thread is told (``after_decision``), unless
         a chat turn or a decision drives it, which answer with its end."""
-        if self.after_decision is None or record.get("via") == "chat" or record.get("decided"):
+        if self.after_decision is None or turn_answers(record) or record.get("decided"):
             return
         await self.after_decision(record, record, [], time.time())
 

@@ -22,7 +22,14 @@ from agents.workflows.spec import WorkflowSpec
 
 # What a fork does not take from the run it came from: its decisions, who started it (a chat
 # turn's run answers in the turn; a fork answers its own request), how a cancel ended it.
-_NOT_FORKED = ("decision", "decided", "via", "cancel_requested", "cancelled_while")
+_NOT_FORKED = (
+    "decision",
+    "decided",
+    "via",
+    "turn_failed",
+    "cancel_requested",
+    "cancelled_while",
+)
 
 
 async def fork_record(

@@ -223,6 +223,13 @@ def new_record(
     }
 
 
+def turn_answers(record: dict[str, Any]) -> bool:
+    """Whether the chat turn that started ``record``'s run answers with its end (a cancel's
+    too): not once that turn failed with the run not ended (``turn_failed``), when whoever
+    ends it (its resumption, a cancel) tells its thread instead."""
+    return record.get("via") == "chat" and not record.get("turn_failed")
+
+
 def pending_approval(record: dict[str, Any], approval_id: str) -> dict[str, Any]:
     """``record``, whose run waits for approval ``approval_id``. A run cancelled while it
     waited keeps the approval it waited at (``withdrawn``); a run that succeeded ended

@@ -51,6 +51,14 @@ nodes:
   - {id: slow, kind: notify, message: slow}
 outputs: {message: done}
 """
+OUTER = """
+name: outer
+description: Runs the flow.
+nodes:
+  - {id: sub, kind: workflow, workflow: flow}
+  - {id: tail, kind: set, values: {y: 1}}
+outputs: {message: o}
+"""
 GATED = """
 name: gated
 description: An approval, then a slow node.
@@ -152,6 +160,104 @@ async def left_running(made: WorkflowEngine, slow: Slow, task: asyncio.Task[Any]
     await asyncio.gather(task, return_exceptions=True)
 
 
+async def checkpointed(made: WorkflowEngine, run_id: str, node: str) -> None:
+    """Until the last checkpoint of run ``run_id`` holds ``node`` (its next step from there)."""
+    for _ in range(1000):
+        if node in await made.nodes_so_far(await made.get_run(run_id)):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"run {run_id} never checkpointed node {node!r}")
+
+
+def ending(record: dict[str, Any]) -> dict[str, Any]:
+    """What a cancelled run's record says of how it ended (not of when)."""
+    nodes = {k: {**v, "ms": None} for k, v in record["nodes"].items()}
+    shown = ("status", "error", "cancelled_while", "cancel_requested", "decision")
+    return {"nodes": nodes, **{k: record[k] for k in shown if k in record}}
+
+
+async def test_a_run_no_process_runs_is_cancelled_as_a_run_stopped_where_it_runs_is() -> None:
+    # Found by the review: cancelled without its process (gone), its record showed no node
+    # cut off; stopped in its process, it kept `cancel_requested` once ended.
+    slow = Slow(5)
+    made = engine(FLOW, slow=slow)
+    running = asyncio.create_task(made.run("flow", {}, thread_id="t"))
+    await started(slow)
+    here = next(iter(made.runs.under_way))
+    await checkpointed(made, here, "a")
+    await made.stop(here, "cancelled by ann")
+    await asyncio.gather(running, return_exceptions=True)
+    slow.begun.clear()
+    await left_running(made, slow, asyncio.create_task(made.run("flow", {}, thread_id="t")))
+    [gone] = await made.orphans()
+
+    await made.stop(gone, "cancelled by ann")
+
+    stopped_here = await made.documents.get(RUN, here)
+    stopped_gone = await made.documents.get(RUN, gone)
+    assert stopped_here is not None
+    assert stopped_gone is not None
+    assert ending(stopped_gone) == ending(stopped_here)
+    assert {n: v["status"] for n, v in stopped_gone["nodes"].items()} == {
+        "a": "done",
+        "slow": "cancelled",
+    }
+    assert stopped_gone["nodes"]["slow"]["visits"] == 1
+    assert "cancel_requested" not in stopped_gone
+    assert stopped_gone["cancelled_while"] == "running"
+
+
+async def test_a_run_cut_off_as_it_is_stopped_ends_as_a_stop_ends_it() -> None:
+    # Its task cancelled (its process stopping, say) as its stop came: it ended cancelled
+    # with no node cut off, and its stop still asked.
+    slow = Slow(5)
+    made = engine(FLOW, slow=slow)
+    running = asyncio.create_task(made.run("flow", {}, thread_id="t"))
+    await started(slow)
+    run_id = next(iter(made.runs.under_way))
+    await checkpointed(made, run_id, "a")
+
+    made.stops.here(run_id, "cancelled by ann")
+    running.cancel()
+    await asyncio.gather(running, return_exceptions=True)
+
+    stored = await made.documents.get(RUN, run_id)
+    assert stored is not None
+    assert (stored["status"], stored["error"]) == ("CANCELLED", "cancelled by ann")
+    assert {n: v["status"] for n, v in stored["nodes"].items()} == {
+        "a": "done",
+        "slow": "cancelled",
+    }
+    assert "cancel_requested" not in stored
+
+
+async def test_a_sub_workflow_run_cancelled_through_its_parent_shows_its_nodes() -> None:
+    # QA: the child's record showed `nodes: {}`.
+    slow = Slow(5)
+    made = engine(FLOW, OUTER, slow=slow)
+    running = asyncio.create_task(made.run("outer", {}, thread_id="t"))
+    await started(slow)
+    runs = {r["workflow"]: r["id"] for r in await made.list_runs()}
+    await checkpointed(made, runs["flow"], "a")
+
+    await made.stop(runs["outer"], "cancelled by ann")
+    await asyncio.gather(running, return_exceptions=True)
+
+    child = await made.documents.get(RUN, runs["flow"])
+    parent = await made.documents.get(RUN, runs["outer"])
+    assert child is not None
+    assert parent is not None
+    assert (child["status"], child["error"]) == ("CANCELLED", "cancelled by ann")
+    assert {n: v["status"] for n, v in child["nodes"].items()} == {
+        "a": "done",
+        "slow": "cancelled",
+    }
+    assert {n: v["status"] for n, v in parent["nodes"].items()} == {"sub": "cancelled"}
+    assert "cancel_requested" not in child
+    assert "cancel_requested" not in parent
+    assert ("end", runs["flow"]) not in slow.effects
+
+
 async def test_cancelling_an_orphaned_run_cancels_its_orphaned_sub_workflow_run() -> None:
     slow = Slow()
     made = engine(CHILD, PARENT, slow=slow)
@@ -164,6 +270,8 @@ async def test_cancelling_an_orphaned_run_cancels_its_orphaned_sub_workflow_run(
     assert record["status"] == "CANCELLED"
     child = await made.get_run(runs["child"]["id"])
     assert (child["status"], child["error"]) == ("CANCELLED", "cancelled by ann")
+    assert child["nodes"]["slow"]["status"] == "cancelled"  # where each was cut off
+    assert (await made.get_run(record["id"]))["nodes"]["sub"]["status"] == "cancelled"
     assert await made.orphans() == []
     slow.effects.clear()
     assert await made.resume_orphans() == []
@@ -252,13 +360,13 @@ async def test_a_run_another_process_ends_as_it_is_stopped_is_not_written_over()
     b = engine(FLOW, slow=slow, documents=documents, saver=saver)
     await left_running(a, slow, asyncio.create_task(a.run("flow", {})))
     run_id = (await a.orphans())[0]
-    so_far = a.nodes_so_far
+    where_cut = a._driver.where_cut
 
     async def resumed_elsewhere(record: dict[str, Any]) -> Any:  # after A read it RUNNING
         assert (await b.resume(run_id))["status"] == "SUCCEEDED"
-        return await so_far(record)
+        return await where_cut(record)
 
-    a.nodes_so_far = resumed_elsewhere  # type: ignore[method-assign]
+    a._driver.where_cut = resumed_elsewhere  # type: ignore[method-assign]
 
     record = await a.stop(run_id, "cancelled by ann")
 
@@ -477,3 +585,53 @@ async def test_a_chat_run_cancelled_after_its_turn_was_cut_off_is_told_once_by_t
     again = await turns.answer("flow", "go", None, turn(), {})
     assert "cancelled by ann" in again.reply
     assert posted == []
+
+
+async def failed_turn(made: WorkflowEngine, posted: list[str]) -> tuple[WorkflowTurns, Any]:
+    """A chat turn that failed outright, its run left RUNNING (the store failed on its last
+    save); the turns and their ``post``, which notes what is posted to a thread."""
+    turns = WorkflowTurns(made, ModelGateway(None), Prompts())
+
+    async def post(thread_id: str, message: Any, *_: Any) -> None:
+        posted.append(str(message.content))
+
+    made.after_decision = functools.partial(turns.resumed, post=post)
+    put = made.documents.put
+
+    async def failing(kind: str, doc_id: str, doc: dict[str, Any], **kw: Any) -> None:
+        if kw.get("status") not in (None, "RUNNING"):  # its end is never stored
+            raise TimeoutError("the store did not answer")
+        await put(kind, doc_id, doc, **kw)
+
+    made.documents.put = failing  # type: ignore[method-assign]
+    with pytest.raises(TimeoutError):
+        await turns.answer("flow", "go", None, RunContext(thread_id="t", turn_id="m1"), {})
+    made.documents.put = put  # type: ignore[method-assign]
+    return turns, post
+
+
+async def test_a_run_whose_chat_turn_failed_is_told_to_its_thread_when_cancelled() -> None:
+    # Found by the review: its turn had failed, so nobody answered with its end, and the
+    # cancel told nobody either (it left that to the turn).
+    posted: list[str] = []
+    made = engine(FLOW, slow=Slow(0))
+    turns, post = await failed_turn(made, posted)
+    [run_id] = await made.orphans()
+
+    record = await turns.cancel(run_id, by="ann", post=post)
+
+    assert (record["status"], record["error"]) == ("CANCELLED", "cancelled by ann")
+    assert posted == [turns.reply(record)]  # once: the cancel's answer does not tell it again
+
+
+async def test_a_run_whose_chat_turn_failed_is_told_to_its_thread_once_resumed() -> None:
+    posted: list[str] = []
+    made = engine(FLOW, slow=Slow(0))
+    turns, _ = await failed_turn(made, posted)
+    [run_id] = await made.orphans()
+
+    assert await made.resume_orphans() == [run_id]
+
+    record = await made.get_run(run_id)
+    assert record["status"] == "SUCCEEDED"
+    assert posted == [turns.reply(record)]
