@@ -83,7 +83,7 @@ class Services:
     async def reload(self) -> dict[str, Any]:
         """Read the skills and workflows folders again (an operator's call, which every
         process receives): what loaded and what failed."""
-        skills = await self.skills.areload()
+        await self.skills.areload()
         config = self.gateway.config
         profiles = sorted(config.profiles) if config else None
         self.workflow_registry.recheck(profiles=profiles, **skills_world(self.skills.registry))
@@ -95,10 +95,11 @@ class Services:
         )
         return {
             "skills": sorted(s.name for s in self.skills.registry.all()),
-            "skill_errors": [str(e) for e in skills.errors],
-            "workflows": self.workflows.names(),
             # Every problem there is now, not only those this reload found first (the
-            # folder's watcher may have found them already).
+            # folder's watcher may have found them already; a broken edit of a skill that
+            # serves its last good version is kept until it is fixed).
+            "skill_errors": [str(e) for e in self.skills.registry.errors],
+            "workflows": self.workflows.names(),
             "workflow_errors": [str(e) for e in self.workflow_registry.errors],
         }
 

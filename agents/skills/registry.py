@@ -43,10 +43,17 @@ class SkillRegistry:
         directory: The folder.
         owners: Where the owner of each tool name is kept across restarts; ``None``: in
             memory only.
+        extra: Skill folders from elsewhere, loaded as if they had just been dropped into
+            ``directory`` (a candidate checked against the installed skills, nothing
+            copied): one takes the place of the folder's skill of its name, and is newer
+            than every skill of the folder (a tool name no record gives goes to theirs).
     """
 
-    def __init__(self, directory: Path, owners: OwnersFile | None = None) -> None:
+    def __init__(
+        self, directory: Path, owners: OwnersFile | None = None, extra: Iterable[Path] = ()
+    ) -> None:
         self.directory = directory
+        self.extra = tuple(extra)
         self._owners_file = owners
         self._owners = owners.read() if owners is not None else {}  # tool → skill
         self.version = 0
@@ -93,7 +100,8 @@ class SkillRegistry:
             ]
             load_errors = [*kept, *report.errors]
             errors = list(load_errors)
-            tools, duplicates, owners = _tool_table(skills, folders, self._owners)
+            newcomers = frozenset(p.name for p in self.extra)
+            tools, duplicates, owners = _tool_table(skills, folders, self._owners, newcomers)
             for skill_name in duplicates:
                 report.errors.extend(duplicates[skill_name])
                 errors.extend(duplicates[skill_name])
@@ -153,13 +161,7 @@ class SkillRegistry:
         return report
 
     def _folders(self) -> dict[str, Path]:
-        if not self.directory.is_dir():
-            return {}
-        return {
-            p.name: p
-            for p in sorted(self.directory.iterdir())
-            if p.is_dir() and not p.name.startswith((".", "_"))
-        }
+        return {**skill_folders(self.directory), **{p.name: p for p in self.extra}}
 
     def get(self, name: str) -> Skill:
         """The skill by name; raises SkillNotFound naming close matches, or why a folder of
@@ -206,17 +208,31 @@ class SkillRegistry:
         return len(self._skills)
 
 
+def skill_folders(directory: Path) -> dict[str, Path]:
+    """The skill folders of ``directory`` by name, as the service reads them: not those
+    whose name starts with ``.`` or ``_`` (hidden, or put aside)."""
+    if not directory.is_dir():
+        return {}
+    return {
+        p.name: p
+        for p in sorted(directory.iterdir())
+        if p.is_dir() and not p.name.startswith((".", "_"))
+    }
+
+
 def _tool_table(
     skills: dict[str, Skill],
     folders: dict[str, Path],
     recorded: dict[str, str],
+    newcomers: frozenset[str] = frozenset(),
 ) -> tuple[dict[str, tuple[Skill, ToolSpec]], dict[str, list[SkillProblem]], dict[str, str]]:
     """Tools by name, the skills refused, and each tool's owner.
 
     A skill that owns a tool keeps it: a newcomer declaring the same name is refused,
     whatever the alphabetical order, also after a restart (``recorded``, from the owners
     file) and while the owner's folder is there but does not load. A name nobody owns goes
-    to the skill defined longest ago (``_defined``), then by name.
+    to the skill defined longest ago (``_defined``; ``newcomers``, just dropped in, after
+    every other), then by name.
     """
     held = {
         tool: owner
@@ -225,7 +241,9 @@ def _tool_table(
         and (owner not in skills or any(t.name == tool for t in skills[owner].tools))
     }
     incumbents = set(held.values())
-    order = sorted(skills, key=lambda n: (n not in incumbents, _defined(folders[n]), n))
+    order = sorted(
+        skills, key=lambda n: (n not in incumbents, n in newcomers, _defined(folders[n]), n)
+    )
     tools: dict[str, tuple[Skill, ToolSpec]] = {}
     duplicates: dict[str, list[SkillProblem]] = {}
     for name in order:

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from agents.errors import SkillProblem
 from agents.owners import tool_owners
 from agents.skills.embeddings import MiniLMEmbedder
 from agents.skills.loader import SKILL_FILE
-from agents.skills.registry import SkillRegistry
+from agents.skills.registry import SkillRegistry, skill_folders
 from agents.skills.scaffold import scaffold
 from agents.skills.service import SkillService
 from app.cli.common import (
@@ -46,10 +48,12 @@ def _settings(
     return load_cli_settings(records=records, skills_dir=skills_dir, data_dir=data_dir)
 
 
-def _registry(directory: Path, data_dir: Path | None) -> SkillRegistry:
+def _registry(
+    directory: Path, data_dir: Path | None, extra: tuple[Path, ...] = ()
+) -> SkillRegistry:
     # The service's record of tool owners is read, never written: this is not the service.
     owners = tool_owners(data_dir, write=False) if data_dir is not None else None
-    registry = SkillRegistry(directory, owners)
+    registry = SkillRegistry(directory, owners, extra)
     registry.reload()
     return registry
 
@@ -98,26 +102,41 @@ def validate(
             "description, a name in another case than its folder).",
         ),
     ] = False,
+    alone: Annotated[
+        bool,
+        typer.Option(
+            "--alone",
+            help="Check one skill's folder by itself, not beside the installed skills.",
+        ),
+    ] = False,
+    skills_dir: SkillsDir = None,
     data_dir: DataDir = None,
 ) -> None:
     """Check every skill; exit status 1 when any has a problem (with --strict, a warning
-    about the Agent Skills spec too). A tool two skills declare goes to the one the
-    service's data folder records (the configured one; with DIRECTORY, only --data-dir)."""
-    if directory is None:
-        settings = _settings(None, data_dir, records=True)
-        target, data_dir = settings.skills_dir, settings.data_dir
+    about the Agent Skills spec too).
+
+    One skill's folder (a candidate, say, kept outside the skills folder) is checked as if
+    it were dropped into the skills folder: beside the installed skills, with the service's
+    record of tool owners, so that a name one of them holds is refused as the service
+    refuses it; a folder of an installed skill's name is checked as its new version. With
+    --alone it is checked by itself.
+
+    A tool two skills declare goes to the one the service's data folder records (the
+    configured one, or --data-dir; for a skills folder given as DIRECTORY, or --alone, only
+    --data-dir)."""
+    if directory is not None and (directory / SKILL_FILE).is_file():
+        loaded, errors, registry = _validate_one(directory, alone, skills_dir, data_dir)
     else:
-        target = directory
-        if data_dir is not None:  # the settings' folder is not read for DIRECTORY
-            check_data_dir(data_dir, "--data-dir")
-    if not target.is_dir():
-        typer.echo(f"skilldesk: {target} is not a folder", err=True)
-        raise typer.Exit(2)
-    if (target / SKILL_FILE).is_file():  # a single skill's folder
-        registry = _registry(target.parent, data_dir)
-        loaded = [target.name] if target.name in registry else []
-        errors = [p for p in registry.errors if p.skill == target.name]
-    else:
+        if directory is None:
+            settings = _settings(skills_dir, data_dir, records=True)
+            target, data_dir = settings.skills_dir, settings.data_dir
+        else:
+            target = directory
+            if data_dir is not None:  # the settings' folder is not read for DIRECTORY
+                check_data_dir(data_dir, "--data-dir")
+        if not target.is_dir():
+            typer.echo(f"skilldesk: {target} is not a folder", err=True)
+            raise typer.Exit(2)
         registry = _registry(target, data_dir)
         loaded = [s.name for s in registry.all()]
         errors = list(registry.errors)
@@ -125,6 +144,47 @@ def validate(
     if strict:
         errors, warnings = [*errors, *warnings], []
     report_validation(loaded, errors, as_json=as_json, warnings=warnings)
+
+
+def _validate_one(
+    folder: Path, alone: bool, skills_dir: Path | None, data_dir: Path | None
+) -> tuple[list[str], list[SkillProblem], SkillRegistry]:
+    """What loads of one skill's folder, and its problems: by itself (``alone``), else as
+    if it were in the configured skills folder, beside the skills installed there."""
+    name = folder.name
+    if alone:
+        if data_dir is not None:
+            check_data_dir(data_dir, "--data-dir")
+        with tempfile.TemporaryDirectory() as nothing:  # a skills folder with no other skill
+            registry = _registry(Path(nothing), data_dir, (folder,))
+    else:
+        settings = _settings(skills_dir, data_dir, records=True)
+        installed = skill_folders(settings.skills_dir)
+        in_place = name in installed and installed[name].resolve() == folder.resolve()
+        if not in_place:
+            others = len(installed) - (name in installed)
+            replaces = (
+                f", as the new version of the installed {name!r}" if name in installed else ""
+            )
+            typer.echo(
+                f"checking {name} as if in {settings.skills_dir}, beside the {others} skill(s) "
+                f"installed there{replaces} (--alone: by itself)",
+                err=True,
+            )
+        registry = _registry(settings.skills_dir, settings.data_dir, (folder,))
+    errors = [p for p in registry.errors if p.skill == name]
+    if name.startswith((".", "_")):  # the service skips such a folder: it would not load
+        errors.insert(
+            0,
+            SkillProblem(
+                name,
+                "",
+                "",
+                "the service skips a folder whose name starts with '.' or '_' (hidden, or "
+                "put aside), so this skill would not load — rename the folder",
+            ),
+        )
+    return ([name] if name in registry and not errors else []), errors, registry
 
 
 @cli.command()

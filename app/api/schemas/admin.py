@@ -14,9 +14,14 @@ class ReloadPublic(BaseModel):
     """The skills and workflows folders read again, in every process."""
 
     skills: list[str] = Field(description="The skills this process serves now.")
-    skill_errors: list[str] = Field(description="Skills refused, each with its file and fix.")
+    skill_errors: list[str] = Field(
+        description="Every skill problem there is now, each with its file and fix: skills "
+        "refused, and broken edits of skills that serve their last good version."
+    )
     workflows: list[str] = Field(description="The workflows this process serves now.")
-    workflow_errors: list[str] = Field(description="Workflows refused, each with why.")
+    workflow_errors: list[str] = Field(
+        description="Every workflow problem there is now: workflows refused, each with why."
+    )
     processes: int = Field(
         description="Service processes told to reload, this one included (1 without Redis)."
     )
