@@ -148,8 +148,10 @@ class SkillNotFound(SkilldeskError, LookupError):
 
 
 class WorkflowNotFound(SkilldeskError, LookupError):
-    """No workflow by that name is serving; the message suggests close names, or says why a
-    workflow by that name is not serving (its file is broken, a tool it needs is missing).
+    """No workflow by that name is serving: ``unknown_workflow`` when there is none (the
+    message suggests close names), ``workflow_unavailable`` when there is one that does not
+    serve (the message says why: its file is broken, a tool it needs is missing), as every
+    surface answers a workflow asked for by name.
 
     Args:
         name: The name asked for.
@@ -157,10 +159,11 @@ class WorkflowNotFound(SkilldeskError, LookupError):
         reason: Why a workflow of that name is not serving, when one exists.
     """
 
-    code = "workflow_not_found"
+    code = "unknown_workflow"
 
     def __init__(self, name: str, known: Sequence[str], reason: str = "") -> None:
-        super().__init__(_not_found("workflow", name, known, reason))
+        code = "workflow_unavailable" if reason else "unknown_workflow"
+        super().__init__(_not_found("workflow", name, known, reason), code=code)
         self.name, self.reason = name, reason
 
 
@@ -260,9 +263,18 @@ class WorkflowFailed(SkilldeskError):
 
 
 class BadInputs(SkilldeskError):
-    """Inputs a workflow cannot start with (missing, wrong type, not allowed)."""
+    """Inputs a workflow cannot start with (missing, wrong type, not allowed).
+
+    Args:
+        message: Every input that is wrong, each named, and why.
+        param: The first of them as a request's field (``inputs.order_id``), when one is.
+    """
 
     code = "invalid_inputs"
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
 
 
 class KeyReused(SkilldeskError):

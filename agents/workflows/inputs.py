@@ -16,24 +16,34 @@ def check_inputs(spec: WorkflowSpec, given: dict[str, Any]) -> dict[str, Any]:
     Raises:
         BadInputs: naming each input that is missing, unknown or of the wrong type.
     """
-    problems: list[str] = []
+    problems: dict[str, str] = {}  # each input's path (its ``param``) → what is wrong
     values: dict[str, Any] = {}
     for name in given:
         if name not in spec.inputs:
-            problems.append(f"{name!r} is not an input of {spec.name} ({sorted(spec.inputs)})")
+            problems[f"inputs.{name}"] = (
+                f"{name!r} is not an input of {spec.name} ({sorted(spec.inputs)})"
+            )
     converted, refused = convert_all(spec, given)
     for name, declared in spec.inputs.items():
         if name in refused:
-            problems.append(f"inputs.{name} {refused[name]}")
+            problems[f"inputs.{name}"] = f"inputs.{name} {refused[name]}"
         elif name in converted:
             values[name] = converted[name]
         elif declared.default is not None:
             values[name] = declared.default
         elif declared.required:
-            problems.append(f"{name!r} is required: {declared.description or declared.type}")
+            problems[f"inputs.{name}"] = missing(name, declared)
     if problems:
-        raise BadInputs(f"workflow {spec.name!r} cannot start: " + "; ".join(problems))
+        said = "; ".join(problems.values())
+        raise BadInputs(f"workflow {spec.name!r} cannot start: {said}", param=next(iter(problems)))
     return values
+
+
+def missing(name: str, declared: InputSpec) -> str:
+    """That input ``name`` is missing, with what it takes: ``input 'order_id' is required (a
+    string: The order to refund)``."""
+    what = _ARTICLE[declared.type] + (f": {declared.description}" if declared.description else "")
+    return f"input {name!r} is required ({what})"
 
 
 def convert_all(spec: WorkflowSpec, given: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:

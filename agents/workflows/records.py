@@ -17,7 +17,7 @@ from langchain_core.runnables import RunnableConfig
 
 from agents import metrics
 from agents.errors import AlreadyDecided, ApprovalNotFound, RunNotFound
-from agents.state.documents import Documents
+from agents.state.documents import REMOVED, Documents
 from agents.workflows.definitions import LoadedWorkflow
 from agents.workflows.leases import RunLeases
 
@@ -97,7 +97,7 @@ class RunRecords:
             if not still(stored):
                 refused.append(stored)
                 raise _Refused
-            return {**dict.fromkeys(stored), **record}  # a field it no longer has: cleared
+            return {**dict.fromkeys(stored, REMOVED), **record}  # a field it dropped: gone
 
         try:
             written = await self.documents.merge(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -183,14 +183,14 @@ class WorkflowRegistry:
             held = entry.latest or entry.good
             if held is not None:
                 withdrawn[path] = held
-                reasons[path] = (latest or good or entry.problems)[0].message
+                reasons[path] = self._reason((latest or good or entry.problems)[0])
         serving, owners = self._unique_names(chosen, withdrawn, errors)
         for path, held in withdrawn.items():
             if owners.get(held.name) == path or held.name not in owners:
                 unavailable[held.name] = reasons[path]
         for name, path in owners.items():
             if name not in serving and path not in withdrawn and self._files[path].problems:
-                unavailable[name] = self._files[path].problems[0].message
+                unavailable[name] = self._reason(self._files[path].problems[0])
         # What the files hold that does not serve (_sub_workflows checks what does).
         unserved = [
             f.read
@@ -269,8 +269,8 @@ class WorkflowRegistry:
         }:
             self._owners_file.save(record)
 
-    @staticmethod
     def _sub_workflows(
+        self,
         serving: dict[str, Workflow],
         errors: list[WorkflowProblem],
         unavailable: dict[str, str],
@@ -288,8 +288,16 @@ class WorkflowRegistry:
                 return
             for name, problems in dropped.items():
                 del serving[name]
-                unavailable[name] = problems[0].message
+                unavailable[name] = self._reason(problems[0])
                 errors += problems
+
+    def _reason(self, problem: WorkflowProblem) -> str:
+        """Why a workflow does not serve, as its requesters read it: its file (named within
+        the workflows folder, not by the server's path), line and node, and the problem."""
+        file = Path(problem.file)
+        if file.is_relative_to(self.directory):
+            problem = replace(problem, file=str(file.relative_to(self.directory)))
+        return str(problem)
 
     def _report(
         self, serving: dict[str, Workflow], errors: list[WorkflowProblem]

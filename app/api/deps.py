@@ -13,11 +13,12 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from langchain_core.messages import BaseMessage
 
 from agents.conversations import Conversations
-from agents.echo import cut
+from agents.echo import cut, cut_in
 from agents.errors import SkilldeskError, ThreadNotFound, WorkflowNotFound
 from agents.events import RunFailed, RunFinished, Token
 from agents.feed import USAGE_SINK
 from agents.state.spend import seconds_to_midnight
+from agents.toolserver.runs import not_serving
 from agents.turns import ClientTurn, turn_fingerprint
 from app.api.errors import ApiError
 from app.auth.guard import Gate, metadata_url, no_scope
@@ -136,21 +137,12 @@ def run_target(
     if workflow is not None and workflow not in installed:
         try:
             services.workflow_registry.get(workflow)
-        except WorkflowNotFound as exc:
-            if exc.reason:  # there is one, withdrawn (a tool it needs is gone, say): why
-                raise ApiError(
-                    400,
-                    "workflow_unavailable",
-                    f"Workflow {workflow!r} is not available: {exc.reason}",
-                    param=workflow_param or "workflow",
-                ) from None
-        listed = f"installed: {', '.join(installed)}" if installed else "no workflows are installed"
-        raise ApiError(
-            400,
-            "unknown_workflow",
-            f"There is no workflow named {workflow!r} ({listed}).",
-            param=workflow_param or "workflow",
-        )
+            refused = WorkflowNotFound(workflow, installed)  # serving since: not matched yet
+        except WorkflowNotFound as exc:  # none, or one withdrawn (a tool it needs is gone)
+            refused = exc
+        # Said as the workflow routes and the tool server say it.
+        code, message = not_serving(refused, installed)
+        raise ApiError(400, code, cut_in(message, workflow), param=workflow_param or "workflow")
     profiles = services.gateway.config.profiles if services.gateway.config is not None else {}
     if model is not None and model not in profiles and not foreign_models:
         raise _unknown_profile(model, sorted(profiles))

@@ -489,7 +489,7 @@ async def test_a_workflow_run_that_failed_is_a_failed_call_naming_its_run(
     assert started.data["error"]["code"] == "workflow_failed"
     assert "no order ORD9999" in started.text
     assert started.text.count("error (") == 1, started.text  # the node's error, said once
-    assert "node 'order' failed: get_order: " in started.text
+    assert "node 'order' failed: get_order raised ValueError: no order ORD9999" in started.text
     run_id = started.text.split("run ", 1)[1].split(" ", 1)[0]
     read = await surface.call("get_workflow_run", {"run_id": run_id})
     assert read.ok  # reading it worked: the run is FAILED

@@ -14,13 +14,14 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from agents.state.documents.common import Documents
+from agents.state.documents.common import REMOVED, Documents
 from agents.state.documents.memory import MemoryDocuments
 from agents.state.documents.postgres import PostgresDocuments
 from agents.state.documents.sqlite import SqliteDocuments
 from agents.state.sqlite_saver import ThreadedSqliteSaver
 
 __all__ = [
+    "REMOVED",
     "Documents",
     "MemoryDocuments",
     "PostgresDocuments",

@@ -12,9 +12,22 @@ from typing import Any, Protocol
 Changes = dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]]
 
 
+class _Removed:
+    """The type of ``REMOVED``."""
+
+    def __repr__(self) -> str:
+        return "REMOVED"
+
+
+REMOVED: Any = _Removed()
+"""A merge's value for a field it removes (None would be stored, and read back, as null)."""
+
+
 def changed(body: dict[str, Any], changes: Changes) -> dict[str, Any]:
-    """``body`` with ``changes`` (``Documents.merge``'s) written over its fields."""
-    return {**body, **(changes(body) if callable(changes) else changes)}
+    """``body`` with ``changes`` (``Documents.merge``'s) written over its fields, those
+    changed to ``REMOVED`` gone."""
+    merged = {**body, **(changes(body) if callable(changes) else changes)}
+    return {field: value for field, value in merged.items() if value is not REMOVED}
 
 
 class Documents(Protocol):
@@ -39,7 +52,8 @@ class Documents(Protocol):
     ) -> dict[str, Any] | None:
         """Write ``changes`` over a document's fields, its index (``owner``, ``status``,
         ``updated``) taken from the result, or from ``index`` for those it gives (as for
-        ``put``); the document as written, or None (nothing written) when there is none.
+        ``put``); a field changed to ``REMOVED`` is removed. The document as written, or
+        None (nothing written) when there is none.
         ``changes`` may be a function of the document as stored, called between the read
         and the write: no process changes it meanwhile (a conditional write: what it raises
         is raised, nothing written)."""

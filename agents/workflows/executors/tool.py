@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from agents.errors import HandlerFailed
 from agents.run import emit
 from agents.skills.runner import idempotency_key_of
@@ -39,7 +41,24 @@ class ToolExecutor:
             ok=result.ok,
             content=result.content[:2000],
         )
-        if not result.ok:  # "node 'x' failed: get_order: ... (invalid_arguments)"
+        if not result.ok:  # "node 'x' failed: get_order raised ValueError: ... (tool_failed)"
             said = result.content.removeprefix(f"error ({result.error_code}): ")
-            raise HandlerFailed(f"{ctx.node.tool}: {said} ({result.error_code})")
+            raise HandlerFailed(f"{failure(ctx.node.tool, said)} ({result.error_code})")
         return Outcome(result.data if result.data is not None else result.content)
+
+
+# What a handler raised, as the runner says it: its class's name, then ": message" or
+# "(message)" ("ValueError: no order", "the handler raised SystemExit(3)").
+_RAISED = re.compile(r"(?:the handler raised )?([A-Z]\w*(?:: |\().*)", re.DOTALL)
+
+
+def failure(tool: str, said: str) -> str:
+    """A failed call's error, as the runner ``said`` it, for its node's: the tool named once
+    ("get_order raised ValueError: no order", not "get_order: get_order failed: ValueError:
+    no order"); the node's failure says that it failed."""
+    rest = said.removeprefix(f"{tool} failed: ")
+    if rest != said:
+        raised = _RAISED.fullmatch(rest)
+        return f"{tool} raised {raised[1]}" if raised else f"{tool}: {rest}"
+    named = re.search(rf"(?<![\w-]){re.escape(tool)}(?![\w-])", said)
+    return said if named else f"{tool}: {said}"

@@ -81,7 +81,7 @@ def test_a_workflow_withdrawn_for_a_missing_tool_is_refused_saying_why(
         assert refused.status_code == 400, refused.text
         error = refused.json()["error"]
         assert error["code"] == "workflow_unavailable"
-        assert "Workflow 'lookup' is not available" in error["message"]
+        assert "workflow 'lookup' is not available" in error["message"]
         assert "get_order" in error["message"]
     assert unknown.json()["error"]["code"] == "unknown_workflow"
 
