@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.api.schemas.threads import THREAD_ID_PATTERN
 
@@ -132,6 +132,13 @@ class RunPublic(BaseModel):
         description="Its model calls' `input_tokens`, `output_tokens`, `total_tokens`, "
         "`model_calls` (and `cost_micro_usd` when priced), over the whole run.",
     )
+
+    @field_validator("cancel_requested", mode="before")
+    @classmethod
+    def _asked_or_not(cls, value: Any) -> Any:
+        # Records stored before 2026-12-07 could hold null where a cancel was answered (a
+        # field a conditional save dropped was written as null): nothing asked.
+        return False if value is None else value
 
 
 class RunsPublic(BaseModel):
