@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from pydantic import ValidationError
+
 from agents.workflows.records import approval_node, decision_taken
 from app.api.schemas.workflows import RunPublic
 
@@ -62,9 +64,14 @@ def past_view(run: dict[str, Any], approval_id: str) -> dict[str, Any]:
 
 
 def run_view(record: dict[str, Any]) -> dict[str, Any]:
-    """A decided run as ``POST /v1/approvals/{id}`` answers it (``RunPublic``): never the
-    record's own bookkeeping (its definition's fingerprint, checkpoint, starter...)."""
-    return RunPublic.model_validate(record).model_dump(mode="json")
+    """A run as the HTTP API shows it (``RunPublic``): never the record's own bookkeeping
+    (its definition's fingerprint, checkpoint, starter...). A record the model refuses (an
+    older or damaged one) is shown by the same fields as it stands, not refused: a command
+    that has decided a run must still say so."""
+    try:
+        return RunPublic.model_validate(record).model_dump(mode="json")
+    except ValidationError:
+        return {k: v for k, v in record.items() if k in RunPublic.model_fields}
 
 
 def status_words(found: dict[str, Any]) -> str:

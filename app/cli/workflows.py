@@ -10,6 +10,7 @@ import shlex
 import time
 from pathlib import Path
 from typing import Annotated, Any, get_args
+from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
@@ -334,10 +335,21 @@ def _services(settings: Settings) -> Any:
 
 def store_flags(data_dir: Path | None, checkpoint_url: str | None = None) -> str:
     """The options that named the store of a command, to repeat in the commands it suggests
-    (`` --data-dir DIR``); empty when the settings named it."""
+    (`` --data-dir DIR``); empty when the settings named it. A URL's password is never
+    repeated (terminals and CI logs keep what is printed): ``***`` stands for it."""
     flags = [] if data_dir is None else ["--data-dir", str(data_dir)]
-    flags += [] if checkpoint_url is None else ["--checkpoint-url", checkpoint_url]
+    flags += [] if checkpoint_url is None else ["--checkpoint-url", _unsecret(checkpoint_url)]
     return "".join(f" {shlex.quote(flag)}" for flag in flags)
+
+
+def _unsecret(url: str) -> str:
+    """``url`` with its password, if it has one, as ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=user + host))
 
 
 def ending(record: dict[str, Any], flags: str = "") -> str:

@@ -48,7 +48,7 @@ async def test_a_tool_is_advertised_read_only_only_when_its_skill_yaml_says_so(
         listed = {t.name: t.annotations for t in (await client.list_tools()).tools}
     unsaid, reads, writes = listed["unsaid"], listed["reads"], listed["writes"]
     assert unsaid is not None
-    assert not unsaid.read_only_hint  # nothing claimed
+    assert unsaid.read_only_hint is None  # nothing claimed, not a claim of false
     assert reads is not None
     assert reads.read_only_hint is True  # `side_effects: false`
     assert writes is not None
