@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from agents.echo import few
+
 
 class SkilldeskError(Exception):
     """Base class of every error Skilldesk raises on purpose.
@@ -149,21 +151,27 @@ class SkillNotFound(SkilldeskError, LookupError):
 
 class WorkflowNotFound(SkilldeskError, LookupError):
     """No workflow by that name is serving: ``unknown_workflow`` when there is none (the
-    message suggests close names), ``workflow_unavailable`` when there is one that does not
-    serve (the message says why: its file is broken, a tool it needs is missing), as every
-    surface answers a workflow asked for by name.
+    message suggests close names and lists the installed ones), ``workflow_unavailable``
+    when there is one that does not serve (the message says why: its file is broken, a tool
+    it needs is missing). Every surface (chat, the workflow routes, the tool server, the
+    API's handler of agents' errors) answers a workflow asked for by name with its code and
+    message.
 
     Args:
         name: The name asked for.
-        known: The names that are serving, for the suggestion.
+        known: The names that are serving, for the suggestion and the list.
         reason: Why a workflow of that name is not serving, when one exists.
     """
 
     code = "unknown_workflow"
 
     def __init__(self, name: str, known: Sequence[str], reason: str = "") -> None:
+        message = _not_found("workflow", name, known, reason)
+        if not reason:
+            listed = f"installed: {few(sorted(known))}" if known else "no workflows are installed"
+            message = f"{message} ({listed})"
         code = "workflow_unavailable" if reason else "unknown_workflow"
-        super().__init__(_not_found("workflow", name, known, reason), code=code)
+        super().__init__(message, code=code)
         self.name, self.reason = name, reason
 
 

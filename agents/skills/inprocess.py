@@ -15,12 +15,12 @@ from typing import Any
 
 from agents.errors import HandlerImportFailed, HandlersBusy
 from agents.skills.context import ToolContext
+from agents.skills.importing import import_handler
 from agents.skills.loader import Skill
 from agents.skills.packages import skill_package
 from agents.skills.results import called
 from agents.skills.spec import ResultLimits, ToolSpec
 from agents.skills.threads import HandlerThreads
-from agents.skills.worker import import_handler
 
 
 class InProcessHandlers:

@@ -53,7 +53,7 @@ class Skill:
     deviations: tuple[SkillProblem, ...] = field(default=())
     # The folder's Python files as they were when it loaded (relative path: source), which
     # its handlers are imported from: a broken edit keeps this version serving, even in a
-    # worker started after it (``agents.skills.worker.import_handler``). Empty for a skill
+    # worker started after it (``agents.skills.importing.import_handler``). Empty for a skill
     # without handlers, or with more code than ``MAX_CODE_BYTES`` (imported from the folder).
     code: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 

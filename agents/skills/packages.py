@@ -1,6 +1,6 @@
 """The package a skill's folder is imported as, wherever its handlers run.
 
-Each skill folder becomes a package of its own (``worker.import_handler``), so a handler may
+Each skill folder becomes a package of its own (``importing.import_handler``), so a handler may
 import its siblings relatively and two skills' ``handler`` modules never collide.
 """
 

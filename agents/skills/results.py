@@ -40,7 +40,9 @@ class MadeFile:
 @dataclass(frozen=True)
 class ToolResult:
     """What a tool call produced: the text the model reads, and whether it worked;
-    ``files``, what the handler made, for a direct caller (see ``ToolRunner.call``)."""
+    ``files``, what the handler made, for a direct caller (see ``ToolRunner.call``);
+    ``raised``, the class name of what the handler raised, when the call failed so and
+    ``content`` names that class (``ValueError``, ``SystemExit``)."""
 
     tool: str
     ok: bool
@@ -50,12 +52,17 @@ class ToolResult:
     truncated: bool = False
     ms: float = 0.0
     files: tuple[MadeFile, ...] = ()
+    raised: str | None = None
 
 
-def tool_error(tool: str, code: str, message: str, started: float) -> ToolResult:
-    """A failed call's result: ``error (code): message``, timed from ``started``."""
+def tool_error(
+    tool: str, code: str, message: str, started: float, *, raised: str | None = None
+) -> ToolResult:
+    """A failed call's result: ``error (code): message``, timed from ``started``;
+    ``raised``: the class of what the handler raised, when that is the failure."""
     ms = (time.perf_counter() - started) * 1000
-    return ToolResult(tool, False, f"error ({code}): {message}", None, code, False, ms)
+    content = f"error ({code}): {message}"
+    return ToolResult(tool, False, content, None, code, False, ms, raised=raised)
 
 
 def effective_limits(skill: ResultLimits, tool: ResultLimits | None) -> ResultLimits:

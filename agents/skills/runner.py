@@ -36,7 +36,7 @@ from agents.skills.registry import SkillRegistry
 from agents.skills.results import ToolResult, effective_limits, made, result_of, tool_error
 from agents.skills.spec import ResultLimits, ToolSpec
 from agents.skills.trimming import Trimmed, has_files
-from agents.skills.workers import WorkerCall, WorkerPool
+from agents.skills.workers import HandlerRaised, WorkerCall, WorkerPool
 from agents.state.attachments import AttachmentStore
 from agents.state.calls import CallJournal
 
@@ -226,11 +226,14 @@ class ToolRunner:
             return tool_error(tool_name, "handler_import_failed", why, started)
         except (HandlerFailed, HandlerCrashed) as exc:
             log.info("tool.failed", skill=skill.name, tool=tool_name, error=str(exc))
-            return tool_error(tool_name, "tool_failed", f"{tool_name} failed: {exc}", started)
-        except Exception as exc:
+            why = f"{tool_name} failed: {exc}"
+            raised = exc.raised if isinstance(exc, HandlerRaised) else None  # from its worker
+            return tool_error(tool_name, "tool_failed", why, started, raised=raised)
+        except Exception as exc:  # what the handler raised on its thread
             log.info("tool.failed", skill=skill.name, tool=tool_name, error=str(exc))
-            why = f"{tool_name} failed: {type(exc).__name__}: {exc}"
-            return tool_error(tool_name, "tool_failed", why, started)
+            raised = type(exc).__name__
+            why = f"{tool_name} failed: {raised}: {exc}"
+            return tool_error(tool_name, "tool_failed", why, started, raised=raised)
         if isinstance(value, Trimmed):  # by its worker
             result = made(tool_name, value, started)
         elif isinstance(value, ToolResult):  # on its handler thread

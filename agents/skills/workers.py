@@ -29,9 +29,10 @@ from agents.skills.cgroups import ENV as CGROUP_ENV
 from agents.skills.cgroups import WorkerGroups
 from agents.skills.context import ToolContext
 from agents.skills.loader import Skill
+from agents.skills.output import relay_output
 from agents.skills.spec import ToolSpec
 from agents.skills.trimming import Trimmed, has_files
-from agents.skills.worker import OUTPUT_MARK, REPLY_MARK, frame, kill_below
+from agents.skills.worker import REPLY_MARK, frame, kill_below
 
 log = structlog.get_logger(__name__)
 _HEADER_SIZE = 8  # worker.REPLY_MARK (4 bytes), then the length (4 bytes)
@@ -49,6 +50,15 @@ async def _parsed(data: bytes | str) -> Any:
     return await asyncio.to_thread(json.loads, data)
 
 
+class HandlerRaised(HandlerFailed):
+    """What a handler raised in its worker, in the service's words (``worker.describe``),
+    and ``raised``, the name of its class."""
+
+    def __init__(self, message: str, raised: str) -> None:
+        super().__init__(message)
+        self.raised = raised
+
+
 @dataclass(frozen=True)
 class WorkerCall:
     """One handler call, as a worker receives it (``limits``: the tool's result limits as
@@ -63,85 +73,8 @@ class WorkerCall:
     limits: dict[str, Any]
 
 
-# What a worker's handlers print goes to the service's log, attributed to the skill, within
-# bounds: a line is cut at _LINE_CHARS, and past a burst of _BURST lines, _PER_S lines a
-# second are logged; the rest is read (the handler never blocks on a full pipe) and counted.
-_LINE_CHARS = 1000
 _EXIT_WAIT_S = 2.0  # the longest wait for a worker's exit status, and for its last output
 _EXIT_POLL_S = 0.25  # how often a call waiting for its reply looks whether the worker ended
-_BURST = 50
-_PER_S = 10.0
-
-
-async def relay_output(
-    stream: asyncio.StreamReader,
-    skill: str,
-    pid: int | None = None,
-    calls: dict[int, Mapping[str, Any]] | None = None,
-) -> None:
-    """Log the lines a worker writes to its stderr (``print`` included) until it ends.
-
-    Each line is logged with the ids of the call under way in the worker when it was printed
-    (``calls``: the log context of each call by number, the worker's marks in the output
-    saying where each starts and ends), and with none between calls; never with the context
-    of whatever runs this (start it in a context of its own: a worker outlives the request
-    that started it)."""
-    allowance, last = float(_BURST), time.monotonic()
-    dropped = dropped_bytes = 0
-    told = 0.0  # when dropped lines were last counted in the log (once a second at most)
-    pending = b""
-    ids: Mapping[str, Any] = {}  # the call under way's
-    calls = {} if calls is None else calls
-    worker = {"skill": skill, "pid": pid}
-
-    def output(line: str) -> None:
-        log.info("skill.output", **{**_plain(ids), **worker, "line": line[:_LINE_CHARS]})
-
-    while True:
-        if dropped:  # told after a quiet second at the latest, not at the next output
-            try:
-                chunk = await asyncio.wait_for(stream.read(65536), 1.0)
-            except TimeoutError:
-                log.warning("skill.output_dropped", **worker, lines=dropped, bytes=dropped_bytes)
-                dropped = dropped_bytes = 0
-                told = time.monotonic()
-                continue
-        else:
-            chunk = await stream.read(65536)
-        if not chunk:
-            break
-        lines = (pending + chunk).split(b"\n")
-        pending = lines.pop()[: _LINE_CHARS * 4]  # an unended line: its start is enough
-        now = time.monotonic()
-        allowance, last = min(float(_BURST), allowance + (now - last) * _PER_S), now
-        for line in lines:
-            if line.startswith(OUTPUT_MARK):  # a call starts or ends (``worker.mark_output``)
-                what, _, digits = line[len(OUTPUT_MARK) :].partition(b" ")
-                number = int(digits) if digits.isdigit() else 0
-                ids = calls.get(number, {}) if what == b"start" else {}
-                if what == b"end":
-                    calls.pop(number, None)
-                continue
-            if not line.strip():
-                continue
-            if allowance < 1:
-                dropped, dropped_bytes = dropped + 1, dropped_bytes + len(line) + 1
-                continue
-            allowance -= 1
-            output(line.decode("utf-8", "replace").rstrip())
-        if dropped and now - told >= 1:
-            log.warning("skill.output_dropped", **worker, lines=dropped, bytes=dropped_bytes)
-            dropped = dropped_bytes = 0
-            told = now
-    if pending.strip():
-        output(pending.decode("utf-8", "replace"))
-    if dropped:
-        log.warning("skill.output_dropped", **worker, lines=dropped, bytes=dropped_bytes)
-
-
-def _plain(ids: Mapping[str, Any]) -> dict[str, Any]:
-    """A call's log context, without the keys a log call takes itself."""
-    return {k: v for k, v in ids.items() if k != "event"}
 
 
 def kill_tree(pid: int) -> None:
@@ -258,6 +191,8 @@ class Worker:
                     value = await _parsed(payload)
                     if has_files(value):  # only such a value comes whole, to be adopted first
                         return value
+            case False, "raised", [str() as raised, str() as said]:
+                raise HandlerRaised(said, raised)
             case False, "not_json", str():
                 raise HandlerFailed(f"returned data that is not JSON: {payload}")
             case False, _, str():

@@ -29,7 +29,7 @@ from agents.skills.spec import RESERVED_TOOL_NAMES, ToolSpec
 from agents.toolserver.results import checked, ok_result
 from agents.toolserver.runs import WorkflowTools
 from agents.toolserver.strict import loosen, strict_schema
-from agents.toolserver.unloaded import not_loaded_tool
+from agents.toolserver.unloaded import UnloadedTools
 
 SEARCH_SKILLS, LOAD_SKILL, CALL_SKILL_TOOL = "search_skills", "load_skill", "call_skill_tool"
 READ_REFERENCE = "read_skill_reference"
@@ -118,6 +118,7 @@ class ToolCatalogue:
         self.workflows = workflows
         self.list_skill_tools = list_skill_tools
         self._cache: tuple[tuple[int, int], dict[str, ToolEntry]] | None = None
+        self._unloaded = UnloadedTools(skills.registry)
 
     # Listing.
 
@@ -160,7 +161,7 @@ class ToolCatalogue:
         try:
             return entries[name]
         except KeyError:
-            why = not_loaded_tool(self.skills.registry, name)
+            why = self._unloaded.why(name)
             raise SkillNotFound("tool", cut(name), list(entries), why) from None
 
     def _meta(self) -> list[ToolEntry]:

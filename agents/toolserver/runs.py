@@ -9,11 +9,11 @@ the same size however many workflows are installed; the workflows' names and inp
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any
 
-from agents.echo import cut_in, few
+from agents.echo import cut_in
 from agents.errors import BadInputs, KeyReused, RunNotFound, WorkflowNotFound
 from agents.feed import USAGE_SINK
 from agents.prompts import Prompts
@@ -26,19 +26,6 @@ RUN_WORKFLOW, GET_WORKFLOW_RUN = "run_workflow", "get_workflow_run"
 # The user a tool call is made for, set by the service's gate: runs started are recorded as
 # theirs and only theirs are read. None: every run (development mode, an admin).
 CALLER: ContextVar[str | None] = ContextVar("skilldesk_tool_caller", default=None)
-# A workflow asked for by name that does not serve, as every surface tells it (chat's codes).
-UNKNOWN_WORKFLOW, WORKFLOW_UNAVAILABLE = "unknown_workflow", "workflow_unavailable"
-
-
-def not_serving(exc: WorkflowNotFound, installed: Sequence[str]) -> tuple[str, str]:
-    """The code and message for a workflow asked for by name that does not serve, the same
-    over HTTP and MCP: ``workflow_unavailable`` saying why, when there is one of that name
-    (its file did not load, a tool it needs is gone); else ``unknown_workflow``, suggesting
-    close names and listing the ``installed`` ones."""
-    if exc.reason:
-        return WORKFLOW_UNAVAILABLE, str(exc)
-    listed = f"installed: {few(installed)}" if installed else "no workflows are installed"
-    return UNKNOWN_WORKFLOW, f"{exc} ({listed})"
 
 
 class WorkflowTools:
@@ -80,15 +67,14 @@ class WorkflowTools:
 
     def refusal(self, name: str, arguments: Any, started: float) -> ToolResult | None:
         """The error of a ``run_workflow`` call naming a workflow that does not serve, as
-        ``not_serving`` says it (not as a value outside the tool's enum); else None."""
+        ``WorkflowNotFound`` says it (not as a value outside the tool's enum); else None."""
         workflow = arguments.get("workflow") if isinstance(arguments, dict) else None
         if name != RUN_WORKFLOW or not isinstance(workflow, str):
             return None
         try:
             self.registry.get(workflow)
         except WorkflowNotFound as exc:
-            code, message = not_serving(exc, self.registry.names())
-            return tool_error(name, code, cut_in(message, workflow), started)
+            return tool_error(name, exc.code, cut_in(exc.message, workflow), started)
         return None
 
     async def call(
@@ -125,10 +111,7 @@ class WorkflowTools:
                     raise RunNotFound(f"there is no workflow run {args['run_id']!r}")
         except (WorkflowNotFound, BadInputs, KeyReused, RunNotFound) as exc:
             sent = (str(args.get("workflow", "")), str(args.get("run_id", "")))
-            code, message = exc.code, str(exc)
-            if isinstance(exc, WorkflowNotFound):
-                code, message = not_serving(exc, self.registry.names())
-            return tool_error(name, code, cut_in(message, *sent), started)
+            return tool_error(name, exc.code, cut_in(str(exc), *sent), started)
         run = run_summary(record)
         if name == RUN_WORKFLOW and run["status"] == "FAILED":  # a call that did not do its work
             why = (

@@ -18,7 +18,6 @@ from agents.errors import SkilldeskError, ThreadNotFound, WorkflowNotFound
 from agents.events import RunFailed, RunFinished, Token
 from agents.feed import USAGE_SINK
 from agents.state.spend import seconds_to_midnight
-from agents.toolserver.runs import not_serving
 from agents.turns import ClientTurn, turn_fingerprint
 from app.api.errors import ApiError
 from app.auth.guard import Gate, metadata_url, no_scope
@@ -140,9 +139,9 @@ def run_target(
             refused = WorkflowNotFound(workflow, installed)  # serving since: not matched yet
         except WorkflowNotFound as exc:  # none, or one withdrawn (a tool it needs is gone)
             refused = exc
-        # Said as the workflow routes and the tool server say it.
-        code, message = not_serving(refused, installed)
-        raise ApiError(400, code, cut_in(message, workflow), param=workflow_param or "workflow")
+        # Said as the workflow routes and the tool server say it (its code and message).
+        message = cut_in(refused.message, workflow)
+        raise ApiError(400, refused.code, message, param=workflow_param or "workflow")
     profiles = services.gateway.config.profiles if services.gateway.config is not None else {}
     if model is not None and model not in profiles and not foreign_models:
         raise _unknown_profile(model, sorted(profiles))

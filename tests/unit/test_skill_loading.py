@@ -15,11 +15,11 @@ import pytest
 from agents import yamlsafe
 from agents.errors import SkillLoadError, SkillNotFound
 from agents.skills import loader
+from agents.skills.importing import _KEPT, import_handler
 from agents.skills.loader import load_skill
 from agents.skills.packages import skill_package
 from agents.skills.registry import SkillRegistry
 from agents.skills.service import SkillService, SkillsOptions
-from agents.skills.worker import _KEPT, import_handler
 from tests.skillkit import FIXTURE_SKILLS, tool, write_skill
 from tests.workflowkit import alias_bomb
 

@@ -15,7 +15,6 @@ from agents.errors import BadInputs, WorkflowNotFound
 from agents.models import ModelGateway
 from agents.prompts import Prompts
 from agents.skills.results import ToolResult, tool_error
-from agents.toolserver.runs import not_serving
 from agents.workflows.engine import WorkflowEngine
 from agents.workflows.executors.tool import failure
 from agents.workflows.inputs import check_inputs
@@ -77,18 +76,19 @@ def test_an_unknown_or_refused_input_is_the_param_too() -> None:
 
 
 class FailingSkills:
-    """A skill service whose every call fails as the runner words ``said``."""
+    """A skill service whose every call fails as the runner words ``said`` (the handler
+    raised ``raised``)."""
 
-    def __init__(self, said: str, code: str = "tool_failed") -> None:
-        self.said, self.code = said, code
+    def __init__(self, said: str, raised: str | None = None) -> None:
+        self.said, self.raised = said, raised
 
     async def call(self, tool: str, arguments: dict[str, Any], **_: Any) -> ToolResult:
-        return tool_error(tool, self.code, self.said, time.perf_counter())
+        return tool_error(tool, "tool_failed", self.said, time.perf_counter(), raised=self.raised)
 
 
 async def test_a_failed_tool_node_names_its_node_and_its_tool_once() -> None:
     # QA: "get_order: get_order failed: ValueError: no order ORD9".
-    skills = FailingSkills("get_order failed: ValueError: no order ORD9")
+    skills = FailingSkills("get_order failed: ValueError: no order ORD9", "ValueError")
     engine = WorkflowEngine(
         Workflows(LOOKUP),
         InMemorySaver(),
@@ -104,26 +104,38 @@ async def test_a_failed_tool_node_names_its_node_and_its_tool_once() -> None:
 
 
 @pytest.mark.parametrize(
-    ("said", "told"),
+    ("said", "raised", "told"),
     [
-        ("get_order failed: ValueError: no order", "get_order raised ValueError: no order"),
-        ("get_order failed: the handler raised SystemExit(3)", "get_order raised SystemExit(3)"),
+        (
+            "get_order failed: ValueError: no order",
+            "ValueError",
+            "get_order raised ValueError: no order",
+        ),
+        (
+            "get_order failed: the handler raised SystemExit(3)",
+            "SystemExit",
+            "get_order raised SystemExit(3)",
+        ),
         (
             "get_order failed: returned data that is not JSON: x",
+            None,
             "get_order: returned data that is not JSON: x",
         ),
-        ("get_order did not finish within 5 s", "get_order did not finish within 5 s"),
+        ("get_order did not finish within 5 s", None, "get_order did not finish within 5 s"),
         (
             "invalid arguments for get_order: order_id: is required",
+            None,
             "invalid arguments for get_order: order_id: is required",
         ),
-        ("every handler thread is taken", "get_order: every handler thread is taken"),
-        ("get_orders is not get_order's", "get_orders is not get_order's"),
-        ("see get_order_v2", "get_order: see get_order_v2"),
+        ("every handler thread is taken", None, "get_order: every handler thread is taken"),
+        ("get_orders is not get_order's", None, "get_orders is not get_order's"),
+        ("see get_order_v2", None, "get_order: see get_order_v2"),
     ],
 )
-def test_a_tool_s_failure_is_told_with_the_tool_named_once(said: str, told: str) -> None:
-    assert failure("get_order", said) == told
+def test_a_tool_s_failure_is_told_with_the_tool_named_once(
+    said: str, raised: str | None, told: str
+) -> None:
+    assert failure("get_order", said, raised) == told
 
 
 def test_a_workflow_withdrawn_for_a_missing_tool_names_its_file_and_node(
@@ -176,8 +188,11 @@ async def test_a_workflow_withdrawn_before_its_run_starts_is_workflow_unavailabl
         await engine.run("lookup", {"order_id": "ORD1"})
     error = api_error(raced.value)
     assert (error.status, error.code) == (404, "workflow_unavailable")
-    assert (error.code, error.message) == not_serving(raced.value, [])
+    assert error.message.startswith("workflow 'lookup' is not available: node 'order': ")
     with pytest.raises(WorkflowNotFound) as unknown:
         await engine.run("nope", {})
-    assert api_error(unknown.value).code == "unknown_workflow"
-    assert not_serving(unknown.value, [])[0] == "unknown_workflow"
+    error = api_error(unknown.value)
+    assert (error.status, error.code) == (404, "unknown_workflow")
+    # As the workflow routes, chat and the tool server say it: the installed ones (none:
+    # lookup is withdrawn) listed.
+    assert error.message == "no workflow named 'nope' (no workflows are installed)"

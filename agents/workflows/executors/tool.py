@@ -43,22 +43,21 @@ class ToolExecutor:
         )
         if not result.ok:  # "node 'x' failed: get_order raised ValueError: ... (tool_failed)"
             said = result.content.removeprefix(f"error ({result.error_code}): ")
-            raise HandlerFailed(f"{failure(ctx.node.tool, said)} ({result.error_code})")
+            told = failure(ctx.node.tool, said, result.raised)
+            raise HandlerFailed(f"{told} ({result.error_code})")
         return Outcome(result.data if result.data is not None else result.content)
 
 
-# What a handler raised, as the runner says it: its class's name, then ": message" or
-# "(message)" ("ValueError: no order", "the handler raised SystemExit(3)").
-_RAISED = re.compile(r"(?:the handler raised )?([A-Z]\w*(?:: |\().*)", re.DOTALL)
-
-
-def failure(tool: str, said: str) -> str:
+def failure(tool: str, said: str, raised: str | None) -> str:
     """A failed call's error, as the runner ``said`` it, for its node's: the tool named once
     ("get_order raised ValueError: no order", not "get_order: get_order failed: ValueError:
-    no order"); the node's failure says that it failed."""
+    no order"); the node's failure says that it failed. ``raised``: the class of what the
+    handler raised (``ToolResult.raised``), which the runner's words name; None when the call
+    failed otherwise (its words are not read for a class name)."""
     rest = said.removeprefix(f"{tool} failed: ")
     if rest != said:
-        raised = _RAISED.fullmatch(rest)
-        return f"{tool} raised {raised[1]}" if raised else f"{tool}: {rest}"
+        if raised is not None:  # "ValueError: no order", "the handler raised SystemExit(3)"
+            return f"{tool} raised {rest.removeprefix('the handler raised ')}"
+        return f"{tool}: {rest}"
     named = re.search(rf"(?<![\w-]){re.escape(tool)}(?![\w-])", said)
     return said if named else f"{tool}: {said}"

@@ -12,7 +12,6 @@ from fastapi.responses import StreamingResponse
 
 from agents.errors import RunNotFound, ThreadNotFound, WorkflowNotFound
 from agents.feed import USAGE_SINK
-from agents.toolserver.runs import not_serving
 from agents.workflows.inputs import check_inputs
 from agents.workflows.mermaid import mermaid
 from agents.workflows.records import LAST_EVENTS
@@ -335,8 +334,7 @@ def _workflow(services: Any, name: str) -> Any:
     try:
         return services.workflow_registry.get(name)
     except WorkflowNotFound as exc:  # as chat and the tool server tell it
-        code, message = not_serving(exc, services.workflow_registry.names())
-        raise ApiError(404, code, message, param="name") from None
+        raise ApiError(404, exc.code, exc.message, param="name") from None
 
 
 def _public(workflow: Any) -> WorkflowPublic:
