@@ -1,8 +1,8 @@
 """Deciding, cancelling and resuming workflow runs: a pending approval's decision stored and
 its run gone on with, a waiting run ended without one, a run under way stopped wherever it
-runs, a run cut off mid-way resumed from its last checkpoint (with the decision it had not
-taken yet) or carried on once its process lets it go. A base of ``WorkflowEngine``, which sets
-its parts.
+runs (one no process runs: see ``unattended``, its base), a run cut off mid-way resumed from
+its last checkpoint (with the decision it had not taken yet) or carried on once its process
+lets it go. A base of ``WorkflowEngine``, which sets its parts.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import time
 from collections import Counter
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from typing import Any
 
 import structlog
@@ -25,9 +25,8 @@ from agents.errors import (
     RunStatusConflict,
     WorkflowNotFound,
 )
-from agents.state.documents import Documents
-from agents.workflows.definitions import Definitions
-from agents.workflows.driver import RunDriver, end_cancelled
+from agents.workflows.cutoffs import CANCELLED_RUNNING, store_cancelled
+from agents.workflows.driver import RunDriver
 from agents.workflows.records import (
     FINAL,
     LAST_EVENTS,
@@ -35,25 +34,17 @@ from agents.workflows.records import (
     approval_node,
     graph_config,
     pending_approval,
-    turn_answers,
     was_decided,
 )
 from agents.workflows.stops import parent_node, parent_run
-from agents.workflows.views import RunViews
+from agents.workflows.unattended import UnattendedRuns
 
 log = structlog.get_logger("agents.workflows.engine")  # the engine's log, as before
 
-ResumedHook = Callable[
-    [dict[str, Any], dict[str, Any], list[dict[str, Any]], float], Awaitable[None]
-]
 
-
-class RunDecisions(RunViews):
+class RunDecisions(UnattendedRuns):
     """Approvals decided, waiting runs cancelled, cut-off runs resumed."""
 
-    documents: Documents
-    definitions: Definitions
-    after_decision: ResumedHook | None
     _locks: dict[str, asyncio.Lock]
     _driver: RunDriver
     _answering: Counter[str]  # run id: the chat turns here that answer with its end
@@ -228,7 +219,8 @@ class RunDecisions(RunViews):
                     return record
                 # Stored only if it still waits there as stored: another process (SQLite:
                 # no leases across processes) may have decided it since, the run going on.
-                record = await self._driver.store_cancelled(
+                record = await store_cancelled(
+                    self.runs,
                     # What it waited at stays: an approval it never asked is told from it.
                     {**record, "waiting": None, "withdrawn": record["waiting"]},
                     reason,
@@ -312,73 +304,6 @@ class RunDecisions(RunViews):
             code="run_is_step",
         )
 
-    async def _stop_orphan(self, run_id: str, reason: str) -> dict[str, Any]:
-        """End run ``run_id`` CANCELLED if no process runs it (its process stopped or died,
-        nobody resumed it yet); its record as it stands."""
-        if not await self.leases.claim(run_id):  # under way: here, or in another process
-            return await self.get_run(run_id)
-        try:
-            read = await self.runs.stored(run_id)
-            if read["status"] != "RUNNING":
-                await self.leases.release(run_id)
-                return read
-            # Ended as a run stopped where it runs is: the nodes its checkpoint holds, and
-            # those it was cut off in, cancelled.
-            values, cut = await self._driver.where_cut(read)
-            ran = values.get("nodes") if values else await self.nodes_so_far(read)
-            record = dict(read)
-            end_cancelled(record, reason, ran or {}, cut)
-            # Stored only if nothing was stored since the read: on SQLite the claim above
-            # keeps out no other process, which may have ended the run meanwhile, or
-            # brought it to wait and decided it (it goes on there).
-            stored = await self._driver.store_cancelled(
-                record, reason, logger=log, still=lambda now: now == read
-            )
-        except BaseException:
-            await self.leases.release(run_id)
-            raise
-        if stored is not record:  # changed meanwhile: left as it is
-            return stored
-        chat_turn = turn_answers(record) and not record.get("decided")
-        if self.after_decision is not None and not chat_turn:  # nobody drives it to tell
-            try:
-                await self.after_decision(record, record, [], time.time())
-            except Exception:  # the run is stored; only its telling is lost
-                log.exception("workflow.outcome_not_told", run_id=run_id)
-        await self._stop_children(run_id, reason)
-        return record
-
-    async def _stop_children(self, run_id: str, reason: str) -> None:
-        """Stop the sub-workflow runs stored RUNNING whose parent is ``run_id`` (cut off with
-        it): ended CANCELLED at once if no process runs them, else asked to stop."""
-        for child in await self.documents.find(RUN, status="RUNNING", limit=None):
-            if parent_run(child) != run_id:
-                continue
-            try:
-                if (await self._stop_orphan(child["id"], reason))["status"] == "RUNNING":
-                    await self.stops.ask(child["id"], reason)  # under way: it stops there
-            except Exception:  # it stops once resumed: its parent has ended
-                log.exception("workflow.cancel_failed", run_id=child["id"])
-
-    async def turn_failed(self, run_id: str) -> None:
-        """The chat turn that started run ``run_id`` failed with the run not ended (left
-        RUNNING: its last save failed, say): no turn answers with its end now, so whoever
-        ends it (its resumption, a cancel) tells its thread (``turn_answers``). Marked on
-        its stored record; a mark that cannot be stored is logged (its end is told to
-        nobody, as before)."""
-
-        def mark(stored: dict[str, Any]) -> dict[str, Any]:
-            if stored["status"] in FINAL or stored.get("via") != "chat":
-                raise _Unmarked  # ended meanwhile (and told), or no turn's
-            return {"turn_failed": True}
-
-        try:
-            await self.documents.merge(RUN, run_id, mark)
-        except _Unmarked:
-            pass
-        except Exception:
-            log.exception("workflow.turn_failure_not_marked", run_id=run_id)
-
     async def resume(self, run_id: str) -> dict[str, Any]:
         """Go on with a run from its last checkpoint (its process died mid-way); finished
         nodes are not run again, side effects are not repeated."""
@@ -409,8 +334,12 @@ class RunDecisions(RunViews):
         async with contextlib.aclosing(driven) as events:
             async for event in events:
                 last = event.get("type") in LAST_EVENTS and event["record"]["id"] == run_id
-                # Decided, or its chat turn failed: nobody else answers with its end.
-                unanswered = record.get("decided") or record.get("turn_failed")
+                # Decided, or its chat turn failed: nobody else answers with its end. Read
+                # from the run as it ended (as stored): its turn may fail while it goes on.
+                # Stopped here, one not decided is told by its driver (``RunDriver.stopped``).
+                ended = event["record"] if last else {}
+                stopped = ended.get("cancelled_while") == CANCELLED_RUNNING
+                unanswered = ended.get("decided") or (ended.get("turn_failed") and not stopped)
                 told = unanswered and run_id not in self._answering
                 if last and self.after_decision is not None and told:
                     try:
@@ -451,10 +380,6 @@ class RunDecisions(RunViews):
             await self.leases.release(run_id)
             return await self.get_run(run_id)
         return await self.resume(run_id)
-
-
-class _Unmarked(Exception):
-    """``RunDecisions.turn_failed`` found nothing to mark."""
 
 
 def _waits_at(approval_id: str | None) -> Callable[[dict[str, Any]], bool]:

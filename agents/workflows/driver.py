@@ -9,7 +9,8 @@ SUCCEEDED or FAILED, or stops WAITING at an approval; one cut off on the way (it
 closed, its task cancelled, its last save failed) stays RUNNING as stored, and is let go to be
 resumed. A run on a thread that is deleted meanwhile ends CANCELLED at its next step; one asked
 to stop (``RunStops``) ends CANCELLED at once here (its step under way cut off, that node
-recorded ``cancelled``), or, asked by another process, after its node under way.
+recorded ``cancelled``: see ``cutoffs``), or, asked by another process, after its node under
+way.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from agents.feed import STOP_ASKED
 from agents.replies import forget_all
 from agents.state.schema import usage_since
 from agents.workflows.compile import WorkflowContext
+from agents.workflows.cutoffs import Reached, end_stopped, store_cancelled
 from agents.workflows.definitions import Definitions, LoadedWorkflow
 from agents.workflows.executors import RunInfo
 from agents.workflows.records import (
@@ -48,7 +50,6 @@ log = structlog.get_logger(__name__)
 THREAD_GONE = "its thread was deleted"
 
 Cancel = Callable[[str, str], Awaitable[dict[str, Any]]]
-CANCELLED_RUNNING = "running"  # a record's ``cancelled_while``: cancelled while it ran
 
 
 class _ThreadGone(Exception):
@@ -68,16 +69,12 @@ class _Stopped(Exception):
 @dataclass
 class _Stretch:
     """What one stretch of a run (one ``drive``) leaves to do once it ends, however it ends:
-    its nodes' recorded replies to forget, its usage to report; and where it stood, for a
-    cancel that cuts it off."""
+    its nodes' recorded replies to forget, its usage to report; and where it stood
+    (``Reached``), for a cancel that cuts it off."""
 
     info: RunInfo
     usage_sink: Callable[[dict[str, int]], None] | None
-    values: dict[str, Any] = field(default_factory=dict)  # its state after its last step
-    begun: dict[str, int] = field(default_factory=dict)  # nodes under way: visits before
-    noted: set[str] = field(default_factory=set)  # nodes that ran in it (copied as they came)
-    graph: Any = None  # its graph and config, once known
-    config: Any = None
+    reached: Reached = field(default_factory=Reached)
 
 
 class RunDriver:
@@ -144,87 +141,22 @@ class RunDriver:
                     await self.runs.leases.release(run_id)
             await self.stops.done(run_id, seen=asked is not None)
 
-    async def store_cancelled(
-        self,
-        record: dict[str, Any],
-        reason: str,
-        *,
-        logger: Any = log,
-        still: Callable[[dict[str, Any]], bool] | None = None,
-    ) -> dict[str, Any]:
-        """End ``record``'s run (changed in place) CANCELLED with ``reason``, under its lease:
-        stored (the lease let go with it), counted, and logged on ``logger``; returns
-        ``record``. ``still``: stored only if the run as stored still passes it (see
-        ``RunRecords.save_if``: a decision another process stored meanwhile is not written
-        over); else nothing is stored, counted nor logged, ``record`` is left as it was,
-        and the record as stored is returned. A save that fails raises, nothing counted."""
-        ended = {"status": "CANCELLED", "error": reason, "ended": time.time()}
-        if still is None:
-            record.update(ended)
-            await self.runs.save(record)
-        else:
-            refused = await self.runs.save_if({**record, **ended}, still)
-            if refused is not None:
-                return refused
-            record.update(ended)
-        metrics.WORKFLOW_RUNS.labels(record["workflow"], "CANCELLED").inc()
-        logger.info("workflow.cancelled", run_id=record["id"], reason=reason)
-        return record
-
     async def _cancelled(
         self, record: dict[str, Any], reason: str, stretch: _Stretch, *, stop: bool = False
     ) -> None:
         """End ``record``'s run as cancelled, stored (its lease let go with it), its nodes
         and its stretch ended as ``_steps`` ends them on a stop; ``stop``: on a stop asked
         for it (its thread is told)."""
-        values, cut = await self._where_stopped(record, stretch, cut_off=True)
-        end_cancelled(record, reason, values.get("nodes") or {}, cut, stretch.noted)
+        values = await end_stopped(self.definitions, record, reason, stretch.reached, cut_off=True)
         _used(record, values)
         try:
-            await self.store_cancelled(record, reason)
+            await store_cancelled(self.runs, record, reason, logger=log)
         except Exception:  # its lease expires: then it is resumed, as a run cut off is
             log.exception("workflow.cancel_failed", run_id=record["id"])
             return
         if stop:
             await self._told(record)
         await _ended(record, stretch)
-
-    async def _where_stopped(
-        self, record: dict[str, Any], stretch: _Stretch, *, cut_off: bool
-    ) -> tuple[dict[str, Any], dict[str, int]]:
-        """The state of ``record``'s run and the nodes a stop cuts off (the visits each made
-        before), where ``stretch`` stood: the nodes it began, and those its last checkpoint
-        has under way when its step was cut off (``cut_off``: a node's start may not have
-        come through yet) or nothing of it was seen yet (where it was cut off before, say)."""
-        values, at = stretch.values, dict[str, int]()
-        seen = bool(stretch.values or stretch.noted)
-        if cut_off or not seen:
-            checked, at = await self.where_cut(record, stretch.graph, stretch.config)
-            values = values or checked  # no step of it done: the nodes it ran before kept
-        under_way = {n: v for n, v in at.items() if n not in stretch.noted}
-        return values, {**under_way, **stretch.begun}
-
-    async def where_cut(
-        self, record: dict[str, Any], graph: Any = None, config: Any = None
-    ) -> tuple[dict[str, Any], dict[str, int]]:
-        """Where ``record``'s run stands as its last checkpoint says: its state (with what
-        the nodes of its step under way that finished wrote) and the nodes of that step not
-        finished, each with the visits it made before (those a cancel cuts off). Nothing
-        when its state cannot be read (its definition gone, say)."""
-        try:
-            graph = graph or self.definitions.graph(await self.definitions.of(record))
-            state = await graph.aget_state(config or graph_config(record))
-        except Exception:  # its record keeps the nodes it holds
-            log.warning("workflow.state_not_read", run_id=record["id"], exc_info=True)
-            return {}, {}
-        values = dict(state.values or {})
-        nodes = values.get("nodes") or {}
-        cut = {
-            n: int((nodes.get(n) or {}).get("visits") or 0)
-            for n in state.next
-            if not n.startswith("__")  # LangGraph's own
-        }
-        return values, cut
 
     async def _told(self, record: dict[str, Any]) -> None:
         if self.stopped is None:
@@ -254,7 +186,8 @@ class RunDriver:
             return
         graph = self.definitions.graph(workflow)
         config = config or graph_config(record)
-        stretch.graph, stretch.config = graph, config
+        reached = stretch.reached
+        reached.graph, reached.config = graph, config
         info = stretch.info
         values: dict[str, Any] = {}
         stopped = False
@@ -273,11 +206,11 @@ class RunDriver:
                 while (chunk := await self._next(run_id, chunks)) is not None:
                     mode, payload = chunk
                     if mode == "custom" and isinstance(payload, dict):
-                        _under_way(stretch.begun, payload, record)
+                        _under_way(reached.begun, payload, record)
                         yield payload
                     elif mode == "values" and isinstance(payload, dict):
                         values = payload  # the run's state after each step: the last one is final
-                        stretch.values = values
+                        reached.values = values
                     elif mode == "checkpoints" and isinstance(payload, dict):
                         # The run's own last state: its thread holds its forks' states too.
                         record["checkpoint"] = payload["config"]["configurable"]["checkpoint_id"]
@@ -286,7 +219,7 @@ class RunDriver:
                             {**i.value, "interrupt_id": i.id}
                             for i in payload.get("__interrupt__", ())
                         ]
-                        stretch.noted |= self._note(record, payload)
+                        reached.noted |= self._note(record, payload)
                         if await self._thread_gone(info):  # no step more, nor an approval
                             raise _ThreadGone
                         if (stop := await self.stops.asked(record)) is not None:
@@ -310,8 +243,9 @@ class RunDriver:
         except _ThreadGone:
             record.update(status="CANCELLED", error=THREAD_GONE)
         except _Stopped as stopping:
-            values, cut = await self._where_stopped(record, stretch, cut_off=stopping.cut_off)
-            end_cancelled(record, stopping.reason, values.get("nodes") or {}, cut, stretch.noted)
+            values = await end_stopped(
+                self.definitions, record, stopping.reason, reached, cut_off=stopping.cut_off
+            )
             stopped = True
         except WorkflowFailed as exc:
             record.update(status="FAILED", error=exc.message)
@@ -417,34 +351,6 @@ def _under_way(begun: dict[str, int], event: dict[str, Any], record: dict[str, A
         begun[node] = int((record["nodes"].get(node) or {}).get("visits") or 0)
     elif kind == "node_finished":
         begun.pop(node, None)
-
-
-def end_cancelled(
-    record: dict[str, Any],
-    reason: str,
-    ran: dict[str, Any],
-    cut: dict[str, int],
-    noted: set[str] | frozenset[str] = frozenset(),
-) -> None:
-    """End ``record`` CANCELLED with ``reason`` on a cancel of its run under way, wherever it
-    ran (here, or in a process gone): every node it ran so far (``ran``, its graph's state of
-    them, those run before a crash or an approval too; those in ``noted`` as ``record``
-    holds them) and those it cut off (``cut``, with the visits each made before)
-    ``cancelled``; no cancel left asked, nor a decision left to take."""
-    nodes = {k: node_record(v) for k, v in ran.items()}
-    record["nodes"] = {**record["nodes"], **nodes, **{k: record["nodes"][k] for k in noted}}
-    why = f"the run was cancelled while this node ran ({reason})"
-    for node, visits in cut.items():
-        record["nodes"][node] = {
-            "status": "cancelled",
-            "ms": None,
-            "error": why,
-            "visits": visits + 1,
-            "output": None,
-        }
-    record.update(status="CANCELLED", error=reason, cancelled_while=CANCELLED_RUNNING)
-    record.pop("cancel_requested", None)
-    record.pop("decision", None)  # never taken
 
 
 def _outputs(spec: WorkflowSpec, values: dict[str, Any], info: RunInfo) -> dict[str, Any]:

@@ -8,11 +8,12 @@ error) beside the checkpoints. A run goes on under the definition it started wit
 beside the records, by its fingerprint), whatever its file says by the time it resumes.
 
 This module builds the engine, starts and forks runs; its bases ``decisions`` (deciding,
-cancelling and resuming runs) and ``views`` (records, approvals, orphans) and its
-collaborators keep the rest: ``definitions`` (the definitions runs started with, and their
-graphs), ``records`` (execution records, listings, the approvals inbox), ``driver`` (a run's
-graph driven, its stream made events and a record), ``forks`` (where a fork starts) and
-``orphans`` (runs no process runs, resumed).
+cancelling and resuming runs), ``unattended`` (runs no process runs, stopped; runs whose chat
+turn failed, marked) and ``views`` (records, approvals, orphans) and its collaborators keep the
+rest: ``definitions`` (the definitions runs started with, and their graphs), ``records``
+(execution records, listings, the approvals inbox), ``driver`` (a run's graph driven, its
+stream made events and a record), ``cutoffs`` (how a cancel ends a run under way), ``forks``
+(where a fork starts) and ``orphans`` (runs no process runs, resumed).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from agents.skills.service import SkillService
 from agents.state.documents import Documents, MemoryDocuments
 from agents.state.leases import LEASE_S
 from agents.workflows.compile import compile_workflow
-from agents.workflows.decisions import ResumedHook, RunDecisions
+from agents.workflows.decisions import RunDecisions
 from agents.workflows.definitions import Definitions, WorkflowSource
 from agents.workflows.driver import RunDriver
 from agents.workflows.executors import load_executors
@@ -54,6 +55,7 @@ from agents.workflows.records import (
     turn_answers,
 )
 from agents.workflows.stops import RunStops
+from agents.workflows.unattended import ResumedHook
 
 
 class WorkflowEngine(RunDecisions):

@@ -67,12 +67,19 @@ class RunRecords:
         return dict(record)
 
     async def save(self, record: dict[str, Any]) -> None:
-        """Store ``record``, its run's lease held while it is RUNNING."""
+        """Store ``record``, its run's lease held while it is RUNNING. Stored ended or
+        waiting (by whoever drives the run, which read it before), it keeps the mark another
+        process may have stored on it meanwhile (``turn_failed``: its chat turn failed),
+        ``record`` marked too."""
         # Held before it is stored RUNNING and let go once it is not: a process looking for
         # orphans never finds a run under way without its lease.
         running = record["status"] == "RUNNING"
         if running:
             await self.leases.take(record["id"])
+        elif not record.get("turn_failed"):  # read back at its end only (one read a run)
+            stored = await self.documents.get(RUN, record["id"])
+            if stored is not None and stored.get("turn_failed"):
+                record["turn_failed"] = True
         await self.documents.put(
             RUN, record["id"], record, owner=record.get("thread_id"), status=record["status"]
         )

@@ -18,6 +18,7 @@ from agents.models import ModelGateway
 from agents.prompts import Prompts
 from agents.run import RunContext
 from agents.state.documents import MemoryDocuments
+from agents.workflows import unattended
 from agents.workflows.conversation import WorkflowTurns
 from agents.workflows.engine import WorkflowEngine
 from agents.workflows.executors import NodeContext, Outcome
@@ -354,19 +355,22 @@ async def test_a_cancel_while_another_process_decides_the_run_stops_it_without_w
     assert ("end", waiting["id"]) not in slow.effects
 
 
-async def test_a_run_another_process_ends_as_it_is_stopped_is_not_written_over() -> None:
+async def test_a_run_another_process_ends_as_it_is_stopped_is_not_written_over(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     documents, saver, slow = MemoryDocuments(), InMemorySaver(), Slow(0.05)
     a = engine(FLOW, slow=slow, documents=documents, saver=saver)  # no leases shared: SQLite
     b = engine(FLOW, slow=slow, documents=documents, saver=saver)
     await left_running(a, slow, asyncio.create_task(a.run("flow", {})))
     run_id = (await a.orphans())[0]
-    where_cut = a._driver.where_cut
+    where_cut = unattended.where_cut
 
-    async def resumed_elsewhere(record: dict[str, Any]) -> Any:  # after A read it RUNNING
+    async def resumed_elsewhere(definitions: Any, record: dict[str, Any]) -> Any:
+        # After A read it RUNNING.
         assert (await b.resume(run_id))["status"] == "SUCCEEDED"
-        return await where_cut(record)
+        return await where_cut(definitions, record)
 
-    a._driver.where_cut = resumed_elsewhere  # type: ignore[method-assign]
+    monkeypatch.setattr(unattended, "where_cut", resumed_elsewhere)
 
     record = await a.stop(run_id, "cancelled by ann")
 
